@@ -1,0 +1,93 @@
+"""Public checks that a learner can run anywhere, with or without nbgrader.
+
+A test cell in a notebook builds a ``PublicChecks`` suite, registers a few cases and
+calls ``run()``. It prints one line per case and a summary such as::
+
+    TODO 1 · compute_exposed_interval: public checks 3/4 passed; hidden tests run at grading
+
+and raises ``PublicChecksFailed`` (an AssertionError) when any case fails, so nbgrader
+scores the cell 0. Passing the public checks never claims that the hidden tests passed.
+
+When the variable ``COURSE_CHECK_REPORT`` names a file, each suite also appends one JSON
+line to it; ``python -m autograde validate`` reads those lines.
+"""
+from __future__ import annotations
+
+import json
+import os
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+REPORT_ENV = "COURSE_CHECK_REPORT"
+
+PASS, FAIL, TODO, ERROR = "pass", "fail", "not_started", "error"
+_MARKS = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗"}
+
+
+class PublicChecksFailed(AssertionError):
+    """At least one public check of a suite failed."""
+
+
+@dataclass
+class CaseResult:
+    name: str
+    status: str
+    message: str = ""
+
+
+@dataclass
+class PublicChecks:
+    """A named group of public checks for one exercise."""
+
+    title: str
+    cases: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
+
+    def case(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Decorator: register ``fn`` as a check. Its docstring is the check's label."""
+        label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+        self.cases.append((label, fn))
+        return fn
+
+    def _run_one(self, label: str, fn: Callable[[], None]) -> CaseResult:
+        try:
+            fn()
+        except NotImplementedError:
+            return CaseResult(label, TODO, "not implemented yet: replace `raise NotImplementedError()` with your code")
+        except AssertionError as exc:
+            return CaseResult(label, FAIL, str(exc) or "an assertion failed without a message")
+        except Exception as exc:  # a crash in the learner's code is a failed check, not a crash here
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            return CaseResult(label, ERROR, f"{type(exc).__name__}: {exc} (line {where.lineno} of {where.name})")
+        return CaseResult(label, PASS)
+
+    def run(self) -> None:
+        """Run every case, print the results, raise PublicChecksFailed if any failed."""
+        __tracebackhide__ = True  # noqa: F841 (hides this frame in IPython tracebacks)
+        results = [self._run_one(label, fn) for label, fn in self.cases]
+        passed = sum(r.status == PASS for r in results)
+        for r in results:
+            line = f"  {_MARKS[r.status]} {r.name}"
+            if r.message:
+                line += f"\n      → {r.message}"
+            print(line)
+        summary = f"{self.title}: public checks {passed}/{len(results)} passed; hidden tests run at grading"
+        print(summary)
+        self._report(results, passed)
+        if passed != len(results):
+            if all(r.status in (PASS, TODO) for r in results):
+                raise PublicChecksFailed(f"{summary}. Finish the exercise above, then run this cell again.")
+            raise PublicChecksFailed(f"{summary}. Read the ✗ lines above: each says what is wrong.")
+
+    def _report(self, results: list[CaseResult], passed: int) -> None:
+        target = os.environ.get(REPORT_ENV)
+        if not target:
+            return
+        record = {
+            "title": self.title,
+            "passed": passed,
+            "total": len(results),
+            "cases": [r.__dict__ for r in results],
+        }
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
