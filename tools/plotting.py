@@ -127,7 +127,7 @@ def draw_transfer_timeline(ax, start_ms: float, end_ms: float, cover_intervals: 
         Patch(facecolor=ROLE["hidden"], label=f"hidden {hidden_ms:.3g} ms"),
         Patch(facecolor=ROLE["exposed"], label=f"exposed {exposed_ms:.3g} ms"),
         Patch(facecolor=ROLE["compute"], label="overlap window"),
-    ], loc="upper right", ncols=3, frameon=False, bbox_to_anchor=(1.0, 1.18))
+    ], loc="upper left", ncols=3, frameon=False, bbox_to_anchor=(0.0, -0.28))
     ax.set_title(title or f"transfer {total:.3g} ms", loc="left")
 
 
