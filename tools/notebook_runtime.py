@@ -2,6 +2,8 @@
 functions from an earlier notebook."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import platform
@@ -104,7 +106,8 @@ def load_learner_functions(notebook: str, names: list[str], search: list[Path] |
         if meta.get("grade") and not meta.get("solution"):
             continue  # test cells are never re-run here
         try:
-            exec(compile(source, f"<{path.name}>", "exec"), namespace)
+            with contextlib.redirect_stdout(io.StringIO()):  # set-up cells print; not wanted here
+                exec(compile(source, f"<{path.name}>", "exec"), namespace)
         except SyntaxError as exc:
             raise LearnerFunctionMissing(f"{path.name} has a syntax error at line {exc.lineno}: fix it first.") from exc
         except Exception as exc:
