@@ -1,0 +1,132 @@
+"""The course's folders, and how nbgrader is run on a course folder built for one job."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from tools.project_runtime import course_manifest, resolve_project_root
+
+CONFIG_FILE = Path(__file__).with_name("nbgrader_config.py")
+
+
+class UnusableInput(Exception):
+    """The instructor's input cannot be used (the command exits 2)."""
+
+
+@dataclass(frozen=True)
+class Course:
+    root: Path
+    assignment: str
+    notebooks: tuple[str, ...]  # file stems, in course order
+
+    @classmethod
+    def load(cls, root: Path | None = None) -> "Course":
+        root = root or resolve_project_root(Path(__file__).resolve().parent)
+        manifest = course_manifest(root)
+        return cls(root, manifest["course"]["assignment"], tuple(nb["name"] for nb in manifest["notebooks"]))
+
+    @property
+    def solutions(self) -> Path:
+        return self.root / "solutions"
+
+    @property
+    def release(self) -> Path:
+        return self.root / "notebooks"
+
+    def source_paths(self) -> list[Path]:
+        paths = [self.solutions / f"{name}.ipynb" for name in self.notebooks]
+        absent = [p for p in paths if not p.is_file()]
+        if absent:
+            raise UnusableInput(f"instructor sources missing: {', '.join(str(p) for p in absent)}")
+        return paths
+
+    def sources_digest(self) -> str:
+        """A hash of everything that decides a grade: sources and nbgrader config."""
+        digest = hashlib.sha256()
+        for path in [*self.source_paths(), CONFIG_FILE]:
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+        return digest.hexdigest()[:16]
+
+
+def bin_dir() -> Path:
+    return Path(sys.executable).parent
+
+
+def nbgrader_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for an nbgrader run: the venv's bin/ first (nbgrader shells out to alembic)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{bin_dir()}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env["MPLBACKEND"] = "agg"
+    env.pop("JPY_SESSION_NAME", None)  # grading kernels are never a live frontend
+    if extra:
+        env.update(extra)
+    return env
+
+
+def prepare_course_dir(folder: Path) -> Path:
+    """An empty nbgrader course folder with the course's config."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    shutil.copy(CONFIG_FILE, folder / "nbgrader_config.py")
+    return folder
+
+
+@dataclass
+class RunResult:
+    returncode: int | None  # None: killed at the wall-clock limit
+    log: str
+    seconds: float
+
+
+def run_nbgrader(args: list[str], course_dir: Path, timeout: float | None = None,
+                 env: dict[str, str] | None = None) -> RunResult:
+    """Run ``nbgrader ARGS`` in ``course_dir``. At ``timeout`` seconds, kill it and its
+    kernels (which jupyter_client starts in sessions of their own) and return code None."""
+    import time
+
+    begin = time.monotonic()
+    log_path = course_dir / "nbgrader.log"
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen([str(bin_dir() / "nbgrader"), *args], cwd=course_dir, env=nbgrader_env(env),
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc.pid)
+            proc.wait()
+            code = None
+        except BaseException:
+            kill_tree(proc.pid)
+            proc.wait()
+            raise
+    return RunResult(code, log_path.read_text(encoding="utf-8", errors="replace"), time.monotonic() - begin)
+
+
+def kill_tree(pid: int) -> None:
+    """Kill a process and every descendant, kernels included."""
+    try:
+        parent = psutil.Process(pid)
+        family = parent.children(recursive=True) + [parent]
+    except psutil.NoSuchProcess:
+        return
+    for proc in family:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=10)
+
+
+def read_json(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
