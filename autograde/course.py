@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,17 +90,38 @@ class RunResult:
     seconds: float
 
 
+_LIVE: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_live_runs() -> None:
+    """Kill every nbgrader run still going (on Ctrl-C or SIGTERM of the batch)."""
+    with _LIVE_LOCK:
+        pids = list(_LIVE)
+    for pid in pids:
+        kill_tree(pid)
+
+
 def run_nbgrader(args: list[str], course_dir: Path, timeout: float | None = None,
                  env: dict[str, str] | None = None) -> RunResult:
-    """Run ``nbgrader ARGS`` in ``course_dir``. At ``timeout`` seconds, kill it and its
-    kernels (which jupyter_client starts in sessions of their own) and return code None."""
+    """Run ``nbgrader ARGS`` in ``course_dir`` (see run_process)."""
+    return run_process([str(bin_dir() / "nbgrader"), *args], course_dir, timeout, env)
+
+
+def run_process(command: list[str], course_dir: Path, timeout: float | None = None,
+                env: dict[str, str] | None = None) -> RunResult:
+    """Run ``command`` in ``course_dir``, output to ``course_dir/run.log``. At ``timeout``
+    seconds, kill it and its kernels (which jupyter_client starts in sessions of their
+    own) and return code None."""
     import time
 
     begin = time.monotonic()
-    log_path = course_dir / "nbgrader.log"
+    log_path = course_dir / "run.log"
     with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.Popen([str(bin_dir() / "nbgrader"), *args], cwd=course_dir, env=nbgrader_env(env),
+        proc = subprocess.Popen(command, cwd=course_dir, env=nbgrader_env(env),
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        with _LIVE_LOCK:
+            _LIVE.add(proc.pid)
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -110,6 +132,9 @@ def run_nbgrader(args: list[str], course_dir: Path, timeout: float | None = None
             kill_tree(proc.pid)
             proc.wait()
             raise
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(proc.pid)
     return RunResult(code, log_path.read_text(encoding="utf-8", errors="replace"), time.monotonic() - begin)
 
 

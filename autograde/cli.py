@@ -1,0 +1,149 @@
+"""python -m autograde {release,check,grade,validate,bundle}"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .course import Course, UnusableInput
+
+EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m autograde", description="Instructor command for Serving Overlap and State Handoff.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("release", help="regenerate notebooks/ from solutions/ with nbgrader")
+    check = sub.add_parser("check", help="release in sync, nothing leaked, sources score full marks, untouched release scores zero")
+    check.add_argument("--workers", type=_positive, default=max(1, os.cpu_count() or 1))
+    grade = sub.add_parser("grade", help="grade SUBMISSIONS/<student>/<notebook>.ipynb into OUT")
+    grade.add_argument("submissions", type=Path)
+    grade.add_argument("--out", type=Path, required=True)
+    grade.add_argument("--workers", type=_positive, default=max(1, os.cpu_count() or 1), help="students graded at once (default: cores)")
+    grade.add_argument("--cell-timeout", type=_positive, default=30, help="seconds per cell before it is interrupted")
+    grade.add_argument("--notebook-timeout", type=_positive, default=300, help="seconds per notebook before its kernel is killed")
+    grade.add_argument("--no-progress", action="store_true")
+    validate = sub.add_parser("validate", help="run a notebook's public checks (exit 1 when one fails)")
+    validate.add_argument("files", type=Path, nargs="+")
+    bundle = sub.add_parser("bundle", help="build the learner zip and prove it leaks nothing")
+    bundle.add_argument("--out", type=Path, default=Path("dist/serving-overlap-course.zip"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        course = Course.load()
+        return {"release": cmd_release, "check": cmd_check, "grade": cmd_grade,
+                "validate": cmd_validate, "bundle": cmd_bundle}[args.command](course, args)
+    except UnusableInput as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    except KeyboardInterrupt:
+        print("\ninterrupted: what was graded is kept; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def cmd_release(course: Course, args) -> int:
+    from .release import write_release
+
+    for path in write_release(course):
+        print(f"wrote {path.relative_to(course.root)}")
+    return EXIT_OK
+
+
+def cmd_check(course: Course, args) -> int:
+    from .grading import Options, grade_batch
+    from .leaks import scan_learner_tree
+    from .release import release_differences
+
+    failures = []
+    stale = release_differences(course)
+    print("release in sync with solutions/: " + ("yes" if not stale else "NO"))
+    failures += stale
+    leaks = scan_learner_tree(course)
+    print("learner tree free of answers and hidden tests: " + ("yes" if not leaks else "NO"))
+    failures += leaks
+    with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
+        subs = Path(tmp) / "submissions"
+        for student, folder in (("solutions", course.solutions), ("untouched", course.release)):
+            (subs / student).mkdir(parents=True)
+            for name in course.notebooks:
+                shutil.copy(folder / f"{name}.ipynb", subs / student / f"{name}.ipynb")
+        summary = grade_batch(course, subs, Path(tmp) / "out", Options(workers=args.workers, progress=False))
+        import csv
+
+        rows = {r["student_id"]: r for r in csv.DictReader(open(Path(tmp) / "out" / "grades.csv", encoding="utf-8"))}
+    full, zero = float(rows["solutions"]["total"]), float(rows["untouched"]["total"])
+    print(f"instructor sources score {full:g}/{summary['max_total']:g}; untouched release scores {zero:g}")
+    if full != summary["max_total"]:
+        failures.append(f"the sources lose points: {rows['solutions']}")
+    if zero != 0:
+        failures.append(f"the untouched release earns points: {rows['untouched']}")
+    for problem in summary["problems"]:
+        failures.append(f"{problem['student_id']}/{problem['notebook']}: {problem['what_happened']} {problem['detail']}")
+    for failure in failures:
+        print(f"  ✗ {failure}")
+    print("check passed" if not failures else f"check FAILED ({len(failures)} problem(s))")
+    return EXIT_OK if not failures else EXIT_FAILED
+
+
+def cmd_grade(course: Course, args) -> int:
+    from .grading import Options, grade_batch
+
+    begin = time.monotonic()
+    options = Options(workers=args.workers, cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
+                      progress=not args.no_progress)
+    summary = grade_batch(course, args.submissions, args.out, options)
+    elapsed = time.monotonic() - begin
+    print(f"graded {summary['students']} student(s) in {elapsed:.1f} s "
+          f"({summary['notebooks_graded']} notebooks graded, {summary['notebooks_reused']} reused from an earlier run)")
+    print(f"grades: {args.out / 'grades.csv'}   feedback: {args.out / 'feedback'}   log: {args.out / 'log.jsonl'}")
+    if summary["problems"]:
+        print(f"{len(summary['problems'])} notebook(s) need a look (details in {args.out / 'summary.json'}):")
+        for p in summary["problems"]:
+            print(f"  {p['student_id']:<16} {p['notebook']:<28} {p['what_happened']}")
+    for student, notes in summary["matching_notes"].items():
+        for note in notes:
+            print(f"  note {student}: {note}")
+    return EXIT_OK
+
+
+def cmd_validate(course: Course, args) -> int:
+    from .validate import validate_notebook
+
+    ok_all = True
+    for path in args.files:
+        if not path.is_file():
+            raise UnusableInput(f"{path} is not a file")
+        ok, lines = validate_notebook(path)
+        ok_all &= ok
+        print("\n".join(lines))
+    return EXIT_OK if ok_all else EXIT_FAILED
+
+
+def cmd_bundle(course: Course, args) -> int:
+    from .bundle import build_bundle
+    from .leaks import scan_zip
+
+    archive = build_bundle(course, args.out)
+    problems = scan_zip(course, archive)
+    for problem in problems:
+        print(f"  ✗ {problem}")
+    if problems:
+        archive.unlink()
+        print("bundle REFUSED: it would leak answers or hidden tests")
+        return EXIT_FAILED
+    print(f"wrote {archive} (no solution, no hidden test)")
+    return EXIT_OK

@@ -1,0 +1,290 @@
+"""Grade a batch of submissions through nbgrader, one isolated course folder per
+(student, notebook).
+
+Why one folder per notebook: nbgrader deletes a student's whole autograded folder when a
+kernel dies, and a kernel that ignores SIGINT stalls the run. Here each notebook runs in
+its own nbgrader process with its own copy of the gradebook, under a wall-clock limit,
+so one broken notebook costs only its own points. Results are saved per notebook as they
+finish, so an interrupted batch resumes where it stopped, and a rerun is idempotent.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from tools.project_runtime import write_json_atomic
+
+from .course import Course, UnusableInput, kill_live_runs, run_process
+from .matching import match_notebooks
+from .release import generate
+
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$")
+STATUS_TEXT = {
+    "graded": "graded",
+    "missing": "notebook missing from the submission",
+    "invalid_notebook": "not a readable notebook",
+    "timeout": "stopped at the notebook time limit (an endless loop that ignores interrupts?)",
+    "kernel_died": "the kernel died (os._exit, a crash, or memory)",
+    "error": "nbgrader could not grade it",
+    "invalid_student_id": "the folder name cannot be a student id",
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    workers: int = max(1, os.cpu_count() or 1)
+    cell_timeout: int = 30
+    notebook_timeout: int = 300
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Exercise:
+    notebook: str
+    grade_id: str
+    points: float
+
+
+def exercises(course: Course) -> list[Exercise]:
+    """Every graded cell of the course, in notebook order."""
+    found = []
+    for path in course.source_paths():
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade"):
+                found.append(Exercise(path.stem, meta["grade_id"], float(meta["points"])))
+    return found
+
+
+def _master(course: Course, out: Path) -> Path:
+    """The course folder generated from the sources (its gradebook holds the hidden tests),
+    rebuilt only when the sources or the config changed."""
+    master = out / ".course"
+    stamp = master / "sources.digest"
+    digest = course.sources_digest()
+    if not (stamp.is_file() and stamp.read_text() == digest and (master / "gradebook.db").is_file()):
+        generate(course, master)
+        stamp.write_text(digest)
+    return master
+
+
+def _fingerprint(path: Path, digest: str, options: Options) -> str:
+    h = hashlib.sha256(path.read_bytes())
+    h.update(f"{digest}|{options.cell_timeout}|{options.notebook_timeout}".encode())
+    return h.hexdigest()
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def grade_one(course: Course, master: Path, out: Path, student: str, notebook: str, path: Path,
+              fingerprint: str, options: Options) -> dict:
+    """Grade one notebook of one student in its own course folder; save and return the record."""
+    begin = time.monotonic()
+    record = {"student_id": student, "notebook": notebook, "file": path.name, "fingerprint": fingerprint,
+              "scores": {}, "status": "graded", "detail": ""}
+    job = out / ".work" / f"{student}__{notebook}"
+    if job.exists():
+        shutil.rmtree(job)
+    job.mkdir(parents=True)
+    try:
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception as exc:  # not JSON, not a notebook: a grade of 0, not a crash
+            record.update(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}")
+            return _save(out, record, begin)
+        shutil.copy(master / "nbgrader_config.py", job / "nbgrader_config.py")
+        shutil.copy(master / "gradebook.db", job / "gradebook.db")
+        shutil.copytree(master / "source", job / "source")
+        submitted = job / "submitted" / student / course.assignment
+        submitted.mkdir(parents=True)
+        nbformat.write(nb, submitted / f"{notebook}.ipynb")
+        env = {"COURSE_CELL_TIMEOUT": str(options.cell_timeout)}
+        run = run_process([sys.executable, "-m", "autograde.job", str(job), course.assignment, student],
+                          job, timeout=options.notebook_timeout, env=env)
+        outcome = _read_json(job / "result.json")
+        auto = outcome.get("autograde", {})
+        graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
+        text = run.log + auto.get("log", "") + auto.get("error", "")
+        if run.returncode is None:
+            record.update(status="timeout", detail=f"killed after {options.notebook_timeout} s")
+        elif not graded.is_file() or notebook not in outcome.get("scores", {}):
+            died = "DeadKernelError" in text or "kernel died" in text.lower()
+            record.update(status="kernel_died" if died else "error", detail=_last_error(text))
+        else:
+            record["scores"] = outcome["scores"][notebook]
+            html = job / "feedback" / student / course.assignment / f"{notebook}.html"
+            if html.is_file():
+                target = out / "feedback" / student / f"{notebook}.html"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(html, target)
+            else:
+                fb = outcome.get("feedback", {})
+                record["detail"] = "graded; feedback could not be generated: " + _last_error(fb.get("log", "") + fb.get("error", ""))
+        run = type(run)(run.returncode, text, run.seconds)
+        if record["status"] != "graded":
+            log_copy = out / "logs" / student / f"{notebook}.log"
+            log_copy.parent.mkdir(parents=True, exist_ok=True)
+            log_copy.write_text(run.log, encoding="utf-8")
+        return _save(out, record, begin)
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+
+
+def _last_error(log: str) -> str:
+    lines = [line for line in log.splitlines() if "ERROR" in line or "Error" in line]
+    return (lines[-1] if lines else log.strip().splitlines()[-1] if log.strip() else "no output")[:300]
+
+
+def _save(out: Path, record: dict, begin: float) -> dict:
+    record["seconds"] = round(time.monotonic() - begin, 2)
+    write_json_atomic(out / ".state" / record["student_id"] / f"{record['notebook']}.json", record)
+    return record
+
+
+def _cached(out: Path, student: str, notebook: str, fingerprint: str) -> dict | None:
+    path = out / ".state" / student / f"{notebook}.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if record.get("fingerprint") == fingerprint else None
+
+
+def grade_batch(course: Course, submissions: Path, out: Path, options: Options = Options()) -> dict:
+    """Grade every student folder under ``submissions``; write grades.csv, feedback/,
+    log.jsonl and summary.json under ``out``. Returns the summary."""
+    if not submissions.is_dir():
+        raise UnusableInput(f"{submissions} is not a folder of student folders")
+    students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not students:
+        raise UnusableInput(f"{submissions} holds no student folders (expected SUBMISSIONS/<student_id>/<notebook>.ipynb)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / ".probe").write_text("ok")
+        (out / ".probe").unlink()
+    except OSError as exc:
+        raise UnusableInput(f"cannot write to {out}: {exc}") from exc
+    if out.resolve() == submissions.resolve() or submissions.resolve() in out.resolve().parents:
+        raise UnusableInput("OUT must not be inside SUBMISSIONS")
+
+    graded_cells = exercises(course)
+    ids_by_name = {name: {e.grade_id for e in graded_cells if e.notebook == name} for name in course.notebooks}
+    for name in course.notebooks:  # solution cells identify a renamed notebook too
+        ids_by_name[name] |= {cell.metadata["nbgrader"]["grade_id"] for cell in nbformat.read(course.solutions / f"{name}.ipynb", 4).cells
+                              if cell.metadata.get("nbgrader", {}).get("grade_id")}
+    master = _master(course, out)
+    digest = course.sources_digest()
+
+    records: list[dict] = []
+    notes: dict[str, list[str]] = {}
+    jobs = []
+    for folder in students:
+        student = folder.name
+        if not STUDENT_ID.match(student):
+            records += [{"student_id": student, "notebook": nb, "scores": {}, "status": "invalid_student_id",
+                         "detail": "use letters, digits, '_', '.', '@', '+' or '-'"} for nb in course.notebooks]
+            continue
+        chosen, notes[student] = match_notebooks(folder, course.notebooks, ids_by_name)
+        for notebook, path in chosen.items():
+            if path is None:
+                records.append({"student_id": student, "notebook": notebook, "scores": {}, "status": "missing",
+                                "detail": f"{notebook}.ipynb not found in the submission"})
+                continue
+            fingerprint = _fingerprint(path, digest, options)
+            cached = _cached(out, student, notebook, fingerprint)
+            if cached:
+                records.append({**cached, "cached": True})
+            else:
+                jobs.append((student, notebook, path, fingerprint))
+
+    _install_sigterm()
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(jobs), desc="grading notebooks", unit="nb", disable=not options.progress)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
+            futures = {pool.submit(grade_one, course, master, out, s, nb, p, f, options): (s, nb) for s, nb, p, f in jobs}
+            try:
+                for future in as_completed(futures):
+                    records.append(future.result())
+                    bar.update(1)
+                    bar.set_postfix_str(f"{futures[future][0]}/{futures[future][1]}", refresh=False)
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                kill_live_runs()
+                raise
+    finally:
+        bar.close()
+    return _report(course, out, graded_cells, records, notes, len(students))
+
+
+def _install_sigterm() -> None:
+    """Turn SIGTERM into KeyboardInterrupt so a killed batch stops its nbgrader runs too."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (a test calling us from a thread)
+        pass
+
+
+def _report(course: Course, out: Path, graded_cells: list[Exercise], records: list[dict], notes: dict[str, list[str]], n_students: int) -> dict:
+    max_total = sum(e.points for e in graded_cells)
+    by_student: dict[str, dict[str, dict]] = {}
+    for r in records:
+        by_student.setdefault(r["student_id"], {})[r["notebook"]] = r
+    rows, problems = [], []
+    for student in sorted(by_student):
+        per_nb = by_student[student]
+        row = {"student_id": student}
+        for e in graded_cells:
+            row[e.grade_id] = per_nb.get(e.notebook, {}).get("scores", {}).get(e.grade_id, 0.0)
+        row["total"] = sum(row[e.grade_id] for e in graded_cells)
+        row["max_total"] = max_total
+        rows.append(row)
+        for nb in course.notebooks:
+            r = per_nb.get(nb)
+            if r and r["status"] != "graded":
+                problems.append({"student_id": student, "notebook": nb, "status": r["status"],
+                                 "what_happened": STATUS_TEXT[r["status"]], "detail": r.get("detail", "")})
+    fields = ["student_id", *[e.grade_id for e in graded_cells], "total", "max_total"]
+    tmp = out / "grades.csv.tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (f"{v:g}" if isinstance(v, float) else v) for k, v in row.items()})
+    os.replace(tmp, out / "grades.csv")
+    with open(out / "log.jsonl.tmp", "w", encoding="utf-8") as handle:
+        for r in sorted(records, key=lambda r: (r["student_id"], r["notebook"])):
+            handle.write(json.dumps(r, ensure_ascii=False) + "\n")
+    os.replace(out / "log.jsonl.tmp", out / "log.jsonl")
+    summary = {
+        "students": n_students,
+        "notebooks_graded": sum(r["status"] == "graded" for r in records),
+        "notebooks_reused": sum(bool(r.get("cached")) for r in records),
+        "max_total": max_total,
+        "problems": problems,
+        "matching_notes": {s: n for s, n in notes.items() if n},
+        "columns": fields,
+    }
+    write_json_atomic(out / "summary.json", summary)
+    return summary

@@ -1,0 +1,81 @@
+"""Prove that what learners receive holds no answer and no hidden test."""
+from __future__ import annotations
+
+import re
+import zipfile
+from pathlib import Path
+
+import nbformat
+
+from .course import Course
+
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+_MIN_LINE = 20  # shorter lines (`try:`, `pass`) are too common to mean anything
+
+
+def secret_lines(course: Course) -> dict[str, str]:
+    """Distinctive lines of every solution region and hidden-test region: line -> where."""
+    secrets: dict[str, str] = {}
+    for path in course.source_paths():
+        for cell in nbformat.read(path, as_version=4).cells:
+            for kind, begin, end in (("solution", "### BEGIN SOLUTION", "### END SOLUTION"),
+                                     ("hidden test", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")):
+                for region in re.findall(re.escape(begin) + r"(.*?)" + re.escape(end), cell.source, flags=re.S):
+                    for line in region.splitlines():
+                        line = line.strip()
+                        if len(line) >= _MIN_LINE and not line.startswith("#"):
+                            secrets[line] = f"{kind} line of {path.name}"
+    return secrets
+
+
+def scan_texts(texts: dict[str, str], secrets: dict[str, str]) -> list[str]:
+    """Markers anywhere; secret lines as whole lines (a comment that quotes a value is no leak)."""
+    problems = []
+    for name, text in texts.items():
+        for marker in MARKERS:
+            if marker in text:
+                problems.append(f"{name}: contains the marker '{marker}'")
+        lines = {line.strip() for line in text.splitlines()}
+        for line, where in secrets.items():
+            if line in lines:
+                problems.append(f"{name}: contains a {where}: {line[:70]}")
+    return problems
+
+
+def _notebook_code(path: Path) -> str:
+    try:
+        return "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+    except Exception:
+        return path.read_text(encoding="utf-8", errors="replace")
+
+
+def learner_tree_texts(course: Course) -> dict[str, str]:
+    texts = {f"notebooks/{p.name}": _notebook_code(p) for p in sorted(course.release.glob("*.ipynb"))}
+    for path in sorted((course.root / "tools").rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".json", ".md", ".txt"):
+            texts[str(path.relative_to(course.root))] = path.read_text(encoding="utf-8", errors="replace")
+    return texts
+
+
+def scan_learner_tree(course: Course) -> list[str]:
+    return scan_texts(learner_tree_texts(course), secret_lines(course))
+
+
+def scan_zip(course: Course, archive: Path) -> list[str]:
+    texts, problems = {}, []
+    with zipfile.ZipFile(archive) as zf:
+        for info in zf.infolist():
+            top = info.filename.split("/", 2)[1] if info.filename.count("/") >= 1 else info.filename
+            if top in ("solutions", "autograde", "tests", ".course_build"):
+                problems.append(f"{archive.name}: holds instructor folder {info.filename}")
+            if info.is_dir():
+                continue
+            raw = zf.read(info)
+            text = raw.decode("utf-8", errors="replace")
+            if info.filename.endswith(".ipynb"):
+                try:
+                    text = "\n".join(c.source for c in nbformat.reads(text, as_version=4).cells)
+                except Exception:
+                    pass
+            texts[f"{archive.name}:{info.filename}"] = text
+    return problems + scan_texts(texts, secret_lines(course))
