@@ -35,7 +35,7 @@ STATUS_TEXT = {
     "graded": "graded",
     "missing": "notebook missing from the submission",
     "invalid_notebook": "not a readable notebook",
-    "timeout": "stopped at the notebook time limit (an endless loop that ignores interrupts?)",
+    "timeout": "stopped: a cell ignored the interrupt, or the notebook ran past its time limit",
     "kernel_died": "the kernel died (os._exit, a crash, or memory)",
     "error": "nbgrader could not grade it",
     "invalid_student_id": "the folder name cannot be a student id",
@@ -125,8 +125,12 @@ def grade_one(course: Course, master: Path, out: Path, student: str, notebook: s
         if run.returncode is None:
             record.update(status="timeout", detail=f"killed after {options.notebook_timeout} s")
         elif not graded.is_file() or notebook not in outcome.get("scores", {}):
-            died = "DeadKernelError" in text or "kernel died" in text.lower()
-            record.update(status="kernel_died" if died else "error", detail=_last_error(text))
+            if "DeadKernelError" in text or "kernel died" in text.lower():
+                record.update(status="kernel_died", detail=_last_error(text, ("DeadKernelError", "Kernel died")))
+            elif "CellTimeoutError" in text:
+                record.update(status="timeout", detail=f"a cell ran past {options.cell_timeout} s and ignored the interrupt")
+            else:
+                record.update(status="error", detail=_last_error(text))
         else:
             record["scores"] = outcome["scores"][notebook]
             html = job / "feedback" / student / course.assignment / f"{notebook}.html"
@@ -147,8 +151,9 @@ def grade_one(course: Course, master: Path, out: Path, student: str, notebook: s
         shutil.rmtree(job, ignore_errors=True)
 
 
-def _last_error(log: str) -> str:
-    lines = [line for line in log.splitlines() if "ERROR" in line or "Error" in line]
+def _last_error(log: str, prefer: tuple[str, ...] = ()) -> str:
+    lines = [line.strip() for line in log.splitlines() if any(word in line for word in prefer)]
+    lines = lines or [line for line in log.splitlines() if "ERROR" in line or "Error" in line]
     return (lines[-1] if lines else log.strip().splitlines()[-1] if log.strip() else "no output")[:300]
 
 

@@ -1,0 +1,81 @@
+"""Every notebook restarts and runs top to bottom: the sources without error, the release
+without anything but 'not implemented' and failed-check errors, Step 5 in every mode."""
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from submissions import NOTEBOOKS
+from tools import overlap_lab
+
+pytestmark = pytest.mark.slow
+
+
+def execute(path: Path, cwd: Path, allow_errors: bool = False, env: dict | None = None) -> nbformat.NotebookNode:
+    nb = nbformat.read(path, as_version=4)
+    old = dict(os.environ)
+    os.environ.update(env or {})
+    try:
+        NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=allow_errors,
+                       resources={"metadata": {"path": str(cwd)}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    return nb
+
+
+def outputs(nb, kind):
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == kind]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_source_notebook_runs_clean(root, name):
+    nb = execute(root / "solutions" / f"{name}.ipynb", root / "solutions")
+    assert not outputs(nb, "error")
+    text = "".join(o.get("text", "") for o in outputs(nb, "stream"))
+    assert "Finish TODO" not in text, "with the answers in place no cell should ask for an unfinished TODO"
+    for o in outputs(nb, "stream"):
+        assert o.name == "stdout" or "it/s" in o.text or "%|" in o.text, f"unexpected stderr: {o.text[:300]}"
+    n_checks = text.count("hidden tests run at grading")
+    assert n_checks == sum(1 for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_release_notebook_fails_only_where_work_is_missing(root, tmp_path, name):
+    """A fresh learner's run-all: errors only from unfinished exercises, and clear messages."""
+    for other in NOTEBOOKS:
+        (tmp_path / f"{other}.ipynb").write_bytes((root / "notebooks" / f"{other}.ipynb").read_bytes())
+    nb = execute(tmp_path / f"{name}.ipynb", tmp_path, allow_errors=True)
+    errors = outputs(nb, "error")
+    assert errors, "an untouched release must not pass its checks"
+    assert {e.ename for e in errors} <= {"NotImplementedError", "PublicChecksFailed"}, [(e.ename, e.evalue) for e in errors]
+    text = "".join(o.get("text", "") for o in outputs(nb, "stream"))
+    assert "hidden tests run at grading" in text
+
+
+def test_step5_all_modes_write_valid_results(root, tmp_path):
+    """dry_run, real_gpu without CUDA (failure recorded) and a small real_cpu run, via papermill."""
+    import papermill as pm
+
+    results = root / "benchmarks" / "results"
+    for mode, extra in (("dry_run", {}), ("real_gpu", {}), ("real_cpu", {"PAYLOAD_MIB": [8, 32], "REPEAT_STEPS": 5, "WARMUP_STEPS": 1})):
+        label = f"pytest_{mode}"
+        pm.execute_notebook(str(root / "solutions" / "05_cuda_stream_overlap.ipynb"), str(tmp_path / f"{mode}.ipynb"),
+                            parameters={"RUN_MODE": mode, "RUN_LABEL": label, **extra}, kernel_name="python3",
+                            cwd=str(root / "solutions"), progress_bar=False)
+        path = results / f"inf_serving_overlap_{label}.json"
+        result = json.loads(path.read_text(encoding="utf-8"))
+        path.unlink()
+        overlap_lab.validate_result(result)
+        assert result["run_mode"] == mode and result["run_label"] == label
+        if mode == "dry_run":
+            assert result["decision"] == "not_measured"
+        elif mode == "real_gpu" and not result["hardware"]["cuda_available"]:
+            assert result["decision"] == "reject_until_environment_fixed" and result["failure"]["type"] == "RuntimeError"
+        elif mode == "real_cpu":
+            assert len(result["cases"]) == 4 and result["failure"] is None
+            assert result["decision"] in ("accept_physical_overlap", "tune_overlap_window", "reject_incorrect_path")
+            assert all(c["copy_correct"] and c["compute_correct"] for c in result["cases"])

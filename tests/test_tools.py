@@ -1,0 +1,280 @@
+"""Unit tests of the runtime the notebooks import (tools/) and small autograde pieces."""
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from tools import checks, notebook_runtime, overlap_lab, project_runtime, timeline
+from tools.checks import PublicChecks, PublicChecksFailed
+
+
+# ---------------------------------------------------------------- project root and results
+
+def test_root_found_by_walking_up(root, tmp_path, monkeypatch):
+    monkeypatch.delenv(project_runtime.ROOT_ENV, raising=False)
+    assert project_runtime.resolve_project_root(root / "notebooks") == root
+    assert project_runtime.resolve_project_root(root / "tools" / "plotting.py") == root
+
+
+def test_root_override_must_hold_the_marker(tmp_path, monkeypatch):
+    monkeypatch.setenv(project_runtime.ROOT_ENV, str(tmp_path))
+    with pytest.raises(project_runtime.ProjectRootNotFound, match="course.toml"):
+        project_runtime.resolve_project_root()
+    (tmp_path / "course.toml").write_text("[course]\n")
+    assert project_runtime.resolve_project_root("/") == tmp_path.resolve()
+
+
+def test_root_not_found_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.delenv(project_runtime.ROOT_ENV, raising=False)
+    monkeypatch.setattr(project_runtime, "__file__", str(tmp_path / "x" / "project_runtime.py"))
+    with pytest.raises(project_runtime.ProjectRootNotFound, match=project_runtime.ROOT_ENV):
+        project_runtime.resolve_project_root(tmp_path)
+
+
+def test_results_dir_and_atomic_write(tmp_path):
+    (tmp_path / "course.toml").write_text("[course]\n")
+    target = project_runtime.results_dir(tmp_path) / "x.json"
+    assert target.parent == tmp_path / "benchmarks" / "results"
+    project_runtime.write_json_atomic(target, {"a": "交接"})
+    assert json.loads(target.read_text(encoding="utf-8")) == {"a": "交接"}
+    assert [p.name for p in target.parent.iterdir()] == ["x.json"], "no temp file left behind"
+    with pytest.raises(TypeError):
+        project_runtime.write_json_atomic(target, {"bad": object()})
+    assert json.loads(target.read_text(encoding="utf-8")) == {"a": "交接"}, "a failed write keeps the old file"
+    assert [p.name for p in target.parent.iterdir()] == ["x.json"]
+
+
+def test_manifest_lists_five_notebooks_in_order(root):
+    manifest = project_runtime.course_manifest(root)
+    names = [nb["name"] for nb in manifest["notebooks"]]
+    assert names == sorted(names) and len(names) == 5
+    assert all((root / "solutions" / f"{n}.ipynb").is_file() for n in names)
+
+
+def test_package_version():
+    assert notebook_runtime.package_version("nbgrader") == "0.9.6"
+    assert notebook_runtime.package_version("surely-not-installed-xyz") is None
+
+
+# ---------------------------------------------------------------- public checks
+
+def test_public_checks_report_each_kind_of_result(capsys, tmp_path, monkeypatch):
+    report = tmp_path / "r.jsonl"
+    monkeypatch.setenv(checks.REPORT_ENV, str(report))
+    suite = PublicChecks("demo")
+
+    @suite.case
+    def good():
+        """passes"""
+
+    @suite.case
+    def wrong():
+        """fails with a message"""
+        assert 1 == 2, "one is not two"
+
+    @suite.case
+    def todo():
+        """not started"""
+        raise NotImplementedError()
+
+    @suite.case
+    def crash():
+        """crashes"""
+        {}["missing"]
+
+    with pytest.raises(PublicChecksFailed, match="public checks 1/4 passed; hidden tests run at grading"):
+        suite.run()
+    out = capsys.readouterr()
+    assert "one is not two" in out.out and "not implemented yet" in out.out and "KeyError" in out.out
+    assert out.err == "", "checks must not write to stderr (nbgrader would zero the cell)"
+    record = json.loads(report.read_text())
+    assert [c["status"] for c in record["cases"]] == ["pass", "fail", "not_started", "error"]
+
+
+def test_public_checks_never_claim_hidden_tests_passed(capsys, monkeypatch):
+    monkeypatch.delenv(checks.REPORT_ENV, raising=False)
+    suite = PublicChecks("ok")
+    suite.case(lambda: None)
+    assert suite.run() is None, "run() must return None: a value on a test cell's last line is partial credit"
+    out = capsys.readouterr().out
+    assert "1/1 passed; hidden tests run at grading" in out and "all tests passed" not in out.lower()
+
+
+def test_unstarted_exercise_says_finish_it(monkeypatch):
+    monkeypatch.delenv(checks.REPORT_ENV, raising=False)
+    suite = PublicChecks("todo")
+
+    @suite.case
+    def todo():
+        """x"""
+        raise NotImplementedError()
+
+    with pytest.raises(PublicChecksFailed, match="Finish the exercise"):
+        suite.run()
+
+
+# ---------------------------------------------------------------- learner functions
+
+def test_load_learner_functions_from_answers_and_release(root):
+    funcs = notebook_runtime.load_learner_functions("02_total_vs_exposed_time", ["compute_exposed_interval", "estimate_handoff"],
+                                                    search=[root / "solutions"])
+    assert funcs["estimate_handoff"](125_000, 1.0, 0.0, 0.0, [])["transfer_ms"] == 1.0
+    stub = notebook_runtime.load_learner_functions("02_total_vs_exposed_time", ["estimate_handoff"], search=[root / "notebooks"])
+    with pytest.raises(NotImplementedError):
+        stub["estimate_handoff"](1, 1.0, 0.0, 0.0, [])
+
+
+def test_load_learner_functions_clear_errors(tmp_path, root):
+    with pytest.raises(notebook_runtime.LearnerFunctionMissing, match="finish"):
+        notebook_runtime.load_learner_functions("02_total_vs_exposed_time", ["no_such_function"], search=[root / "solutions"])
+    broken = json.loads((root / "notebooks" / "03_handoff_state_contract.ipynb").read_text())
+    for cell in broken["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            cell["source"] = "def validate_handoff_state(:\n"
+    (tmp_path / "03_handoff_state_contract.ipynb").write_text(json.dumps(broken))
+    with pytest.raises(notebook_runtime.LearnerFunctionMissing, match="syntax error"):
+        notebook_runtime.load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], search=[tmp_path])
+
+
+# ---------------------------------------------------------------- timeline
+
+def test_schedule_greedy_uses_the_given_rule():
+    items = [{"name": "a", "engine": "sm"}, {"name": "b", "engine": "sm"}, {"name": "c", "engine": "cpu"}]
+    durations = {"a": 2.0, "b": 3.0, "c": 1.0}
+    same_engine = lambda x, y: {"can_overlap": x["engine"] != y["engine"], "reasons": []}
+    bars = timeline.schedule_greedy(items, durations, same_engine)
+    assert [(b["start"], b["end"]) for b in bars] == [(0.0, 2.0), (2.0, 5.0), (0.0, 1.0)]
+    assert timeline.makespan(bars) == 5.0
+    assert timeline.makespan(timeline.nominal_schedule(items, durations)) == 3.0
+
+
+# ---------------------------------------------------------------- experiment runtime
+
+def test_experiment_rejects_bad_configuration():
+    with pytest.raises(ValueError, match="RUN_MODE"):
+        overlap_lab.run_experiment("gpu")
+    with pytest.raises(ValueError, match="RUN_LABEL"):
+        overlap_lab.run_experiment("dry_run", run_label="../escape")
+    with pytest.raises(ValueError, match="PAYLOAD_MIB"):
+        overlap_lab.run_experiment("dry_run", payload_mib=[16, -1])
+    with pytest.raises(ValueError, match="REPEAT_STEPS"):
+        overlap_lab.run_experiment("dry_run", repeat_steps=0)
+
+
+def test_dry_run_and_missing_gpu_follow_the_schema():
+    dry = overlap_lab.run_experiment("dry_run")
+    overlap_lab.validate_result(dry)
+    assert dry["decision"] == "not_measured" and dry["cases"] == []
+    gpu = overlap_lab.run_experiment("real_gpu")
+    overlap_lab.validate_result(gpu)
+    if not gpu["hardware"]["cuda_available"]:
+        assert gpu["failure"]["type"] == "RuntimeError" and "CUDA is not available" in gpu["failure"]["message"]
+        assert gpu["decision"] == "reject_until_environment_fixed" and gpu["evidence_level"] == "failed_real_gpu_attempt"
+
+
+def test_schema_rejects_inconsistent_results():
+    import jsonschema
+
+    dry = overlap_lab.run_experiment("dry_run")
+    for bad in ({**dry, "decision": "accept_physical_overlap"}, {**dry, "schema_version": "v0"},
+                {**dry, "failure": {"type": "X", "message": "y"}}, {k: v for k, v in dry.items() if k != "cases"}):
+        with pytest.raises(jsonschema.ValidationError):
+            overlap_lab.validate_result(bad)
+
+
+def test_real_cpu_measures_and_checks_its_path():
+    result = overlap_lab.run_experiment("real_cpu", payload_mib=[8], warmup_steps=1, repeat_steps=3, progress=False)
+    overlap_lab.validate_result(result)
+    assert result["failure"] is None and result["evidence_level"] == "cpu_analogue_benchmark"
+    assert [c["window"] for c in result["cases"]] == ["fixed", "calibrated"]
+    for case in result["cases"]:
+        assert case["copy_correct"] and case["compute_correct"]
+        assert case["path_evidence"]["distinct_workers"] is True
+        assert math.isclose(case["latency_ratio"], case["overlap_median_ms"] / case["serial_median_ms"])
+        assert case["predicted_overlap_ms"] == pytest.approx(max(case["copy_alone_ms"], case["compute_alone_ms"]))
+    decided = overlap_lab.finalize(result, lambda cases: "tune_overlap_window")
+    assert decided["decision"] == "tune_overlap_window"
+    with pytest.raises(ValueError, match="decide_overlap returned"):
+        overlap_lab.finalize(dict(result), lambda cases: "maybe")
+
+
+def test_unfinished_todo5_leaves_the_run_undecided():
+    result = overlap_lab.run_experiment("real_cpu", payload_mib=[4], warmup_steps=0, repeat_steps=2, progress=False)
+
+    def stub(cases):
+        raise NotImplementedError()
+
+    assert overlap_lab.finalize(result, stub)["decision"] == "not_decided"
+    overlap_lab.validate_result(result)
+
+
+def test_percentile_nearest_rank():
+    assert overlap_lab.percentile(list(range(1, 21)), 95) == 19
+    assert overlap_lab.percentile([5.0], 95) == 5.0
+
+
+def test_write_result_validates_first(tmp_path):
+    (tmp_path / "course.toml").write_text("[course]\n")
+    bad = {**overlap_lab.run_experiment("dry_run"), "decision": "accept_physical_overlap"}
+    with pytest.raises(Exception):
+        overlap_lab.write_result(bad, tmp_path)
+    assert not overlap_lab.result_path("default", tmp_path).exists()
+    path = overlap_lab.write_result(overlap_lab.run_experiment("dry_run", run_label="ok"), tmp_path)
+    assert path.name == "inf_serving_overlap_ok.json"
+
+
+# ---------------------------------------------------------------- explorer
+
+def test_explorer_static_without_a_live_frontend(monkeypatch, capsys, root):
+    from tools import explorer
+
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    monkeypatch.delenv("COURSE_WIDGETS", raising=False)
+    funcs = notebook_runtime.load_learner_functions("02_total_vs_exposed_time", ["estimate_handoff"], search=[root / "solutions"])
+    assert explorer.handoff_explorer(funcs["estimate_handoff"]) is None
+    assert "Static view" in capsys.readouterr().out
+    widget = explorer.handoff_explorer(funcs["estimate_handoff"], mode="live")
+    readout = [w for w in widget.children if "handoff-readout" in w._dom_classes][0]
+    before = readout.value
+    sliders = {w.description: w for w in widget.children if hasattr(w, "description")}
+    sliders["layers streamed (1 = after)"].value = 32
+    assert readout.value != before and "exposed" in readout.value
+
+
+def test_explorer_streaming_floor(root):
+    from tools import explorer
+
+    funcs = notebook_runtime.load_learner_functions("02_total_vs_exposed_time", ["estimate_handoff"], search=[root / "solutions"])
+    r = explorer.evaluate(funcs["estimate_handoff"], 1024, 440, 0.0, 250.0, 0.0, 32)
+    assert r["exposed_ms"] == pytest.approx(r["transfer_ms"] / 32), "the last layer's share stays exposed"
+    after = explorer.evaluate(funcs["estimate_handoff"], 1024, 440, 0.0, 250.0, 0.0, 1)
+    assert after["exposed_ms"] == pytest.approx(after["transfer_ms"]) and after["overlap_ratio"] == pytest.approx(0.0)
+
+
+def test_explorer_waits_for_the_learner(capsys, root):
+    from tools import explorer
+
+    stub = notebook_runtime.load_learner_functions("02_total_vs_exposed_time", ["estimate_handoff"], search=[root / "notebooks"])
+    assert explorer.handoff_explorer(stub["estimate_handoff"], mode="live") is None
+    assert "Finish TODO 1 and TODO 2" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- matching renamed notebooks
+
+def test_renamed_notebooks_are_matched(tmp_path):
+    from autograde.matching import match_notebooks, normalize
+
+    assert normalize("Copy of 02_total_vs_exposed_time") == "02_total_vs_exposed_time"
+    assert normalize("02_total_vs_exposed_time (1)") == "02_total_vs_exposed_time"
+    assert normalize("02_total_vs_exposed_time-Copy1") == "02_total_vs_exposed_time"
+    names = ("01_a", "02_b")
+    (tmp_path / "Copy of 01_a.ipynb").write_text("{}")
+    (tmp_path / "02_b.ipynb").write_text("{}")
+    (tmp_path / "02_b (1).ipynb").write_text("{}")
+    (tmp_path / "mine.ipynb").write_text(json.dumps({"cells": [{"metadata": {"nbgrader": {"grade_id": "x"}}}]}))
+    chosen, notes = match_notebooks(tmp_path, names, {"01_a": {"y"}, "02_b": {"z"}})
+    assert chosen["01_a"].name == "Copy of 01_a.ipynb"
+    assert chosen["02_b"].name == "02_b.ipynb", "the exact name wins over a copy"
+    assert any("ignored mine.ipynb" in n for n in notes)
