@@ -16,16 +16,21 @@ _MIN_LINE = 20  # shorter lines (`try:`, `pass`) are too common to mean anything
 def secret_lines(course: Course) -> dict[str, str]:
     """Distinctive lines of every solution region and hidden-test region: line -> where."""
     secrets: dict[str, str] = {}
+    public: set[str] = set()  # lines that the release shows anyway (given scaffolding)
     for path in course.source_paths():
         for cell in nbformat.read(path, as_version=4).cells:
+            outside = cell.source
             for kind, begin, end in (("solution", "### BEGIN SOLUTION", "### END SOLUTION"),
                                      ("hidden test", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")):
-                for region in re.findall(re.escape(begin) + r"(.*?)" + re.escape(end), cell.source, flags=re.S):
+                pattern = re.escape(begin) + r"(.*?)" + re.escape(end)
+                for region in re.findall(pattern, cell.source, flags=re.S):
                     for line in region.splitlines():
                         line = line.strip()
                         if len(line) >= _MIN_LINE and not line.startswith("#"):
                             secrets[line] = f"{kind} line of {path.name}"
-    return secrets
+                outside = re.sub(pattern, "", outside, flags=re.S)
+            public |= {line.strip() for line in outside.splitlines()}
+    return {line: where for line, where in secrets.items() if line not in public}
 
 
 def scan_texts(texts: dict[str, str], secrets: dict[str, str]) -> list[str]:

@@ -1,12 +1,12 @@
 """nbconvert preprocessors that the course adds to nbgrader's feedback step."""
 from __future__ import annotations
 
-from nbconvert.preprocessors import Preprocessor
+from nbgrader.preprocessors import NbGraderPreprocessor
 
 HIDDEN_NOTE = "# Hidden tests ran here at grading. Their code is not shown; their messages are below."
 
 
-class ShortenErrors(Preprocessor):
+class ShortenErrors(NbGraderPreprocessor):  # nbgrader's base is enabled by default
     """Replace each traceback with its last line (``Name: message``).
 
     A traceback quotes the source lines of the frames it passes through, which for a

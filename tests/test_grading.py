@@ -1,0 +1,335 @@
+"""The grading pipeline, end to end, on real submissions built from the release notebooks:
+fair answers keep full marks, each wrong answer loses its own TODO's points and only those,
+every kind of broken submission still gets a row, nothing leaks, runs resume and agree."""
+import csv
+import html
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from autograde.course import Course
+from autograde.leaks import secret_lines
+from submissions import NOTEBOOKS, answer, build, drop_cell, insert_after, mutate, solution_ids, write
+
+pytestmark = pytest.mark.slow
+
+POINTS = {"todo0_check_overlap": 3, "todo1_exposed_interval": 3, "todo2_estimate_handoff": 3,
+          "todo3_validate_state": 3, "todo4_plan_decode": 2, "todo5_decide_overlap": 2}
+NB_OF = {"todo0_check_overlap": NOTEBOOKS[0], "todo1_exposed_interval": NOTEBOOKS[1], "todo2_estimate_handoff": NOTEBOOKS[1],
+         "todo3_validate_state": NOTEBOOKS[2], "todo4_plan_decode": NOTEBOOKS[3], "todo5_decide_overlap": NOTEBOOKS[4]}
+FULL = sum(POINTS.values())
+
+# Plausible wrong answers: (student, grade cell that must lose its points, solution cell, old, new)
+WRONG = [
+    ("w0_no_state", "todo0_check_overlap", "todo0_solution", "reasons.append('shared_state')", "pass"),
+    ("w0_one_way_dep", "todo0_check_overlap", "todo0_solution",
+     "if first['name'] in second.get('after', []) or second['name'] in first.get('after', []):", "if first['name'] in second.get('after', []):"),
+    ("w1_no_merge", "todo1_exposed_interval", "todo1_solution", "in merged)", "in clipped)"),
+    ("w1_no_clip", "todo1_exposed_interval", "todo1_solution",
+     "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a))",
+     "clipped = sorted((a, b) for a, b in cover_intervals if b > a)"),
+    ("w2_bits_as_bytes", "todo2_estimate_handoff", "todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 1e9 / 1000"),
+    ("w2_latency_scaled", "todo2_estimate_handoff", "todo2_solution",
+     "transfer_ms = fixed_latency_ms + payload_bytes / bytes_per_ms", "transfer_ms = (fixed_latency_ms * 1000 + payload_bytes) / bytes_per_ms"),
+    ("w3_absent_only", "todo3_validate_state", "todo3_solution",
+     "if not handoff_state.get(name, False)]", "if name not in handoff_state]"),
+    ("w3_version_only", "todo3_validate_state", "todo3_solution",
+     "if handoff_state.get('request_id') != expected_request_id:\n        incompatible.append('request_id')\n", ""),
+    ("w4_strict_deadline", "todo4_plan_decode", "todo4_solution", "ready_at_ms <= deadline_ms", "ready_at_ms < deadline_ms"),
+    ("w5_inclusive", "todo5_decide_overlap", "todo5_solution", "< 0.98", "<= 0.98"),
+    ("w5_ignores_path", "todo5_decide_overlap", "todo5_solution", " and case.get('path_confirmed')", ""),
+]
+
+
+def run_grade(subs: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra],
+                          capture_output=True, text=True, timeout=1800)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def read_grades(out: Path) -> dict[str, dict[str, float]]:
+    with open(out / "grades.csv", encoding="utf-8") as handle:
+        return {row["student_id"]: {k: float(v) for k, v in row.items() if k != "student_id"} for row in csv.DictReader(handle)}
+
+
+def full_student(subs: Path, student: str) -> None:
+    for name in NOTEBOOKS:
+        write(subs, student, name, build(name))
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """One class with every kind of submission, graded once with 2 workers."""
+    subs = tmp_path_factory.mktemp("class") / "submissions"
+    out = subs.parent / "out"
+    full_student(subs, "20230001")  # numeric id, all correct
+    for name in NOTEBOOKS:
+        write(subs, "untouched", name, build(name, fill=False))
+    for student, cell, solution, old, new in WRONG:
+        name = NB_OF[cell]
+        write(subs, student, name, build(name, mutate(solution, old, new)))
+    # one wrong TODO in an otherwise complete submission: loses exactly that TODO
+    full_student(subs, "w3_complete")
+    write(subs, "w3_complete", NOTEBOOKS[2], build(NOTEBOOKS[2], mutate(*WRONG[7][2:])))
+    # an endless loop in its own cell: interrupted at the cell timeout, the rest graded
+    write(subs, "loop", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution", "while True:\n    pass"))
+    write(subs, "loop", NOTEBOOKS[2], build(NOTEBOOKS[2]))
+    # a loop that ignores SIGINT: that notebook is stopped, the others graded
+    write(subs, "sigint", NOTEBOOKS[1], insert_after(build(NOTEBOOKS[1]), "todo1_solution",
+          "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.01)"))
+    write(subs, "sigint", NOTEBOOKS[0], build(NOTEBOOKS[0]))
+    # kernels that die: os._exit and a segfault
+    write(subs, "exits", NOTEBOOKS[2], insert_after(build(NOTEBOOKS[2]), "todo3_solution", "import os\nos._exit(1)"))
+    write(subs, "exits", NOTEBOOKS[3], build(NOTEBOOKS[3]))
+    write(subs, "segfault", NOTEBOOKS[3], insert_after(build(NOTEBOOKS[3]), "todo4_solution", "import ctypes\nctypes.string_at(0)"))
+    write(subs, "segfault", NOTEBOOKS[4], build(NOTEBOOKS[4]))
+    # a syntax error in TODO 2 only
+    write(subs, "syntax", NOTEBOOKS[1], build(NOTEBOOKS[1], {"todo2_solution": answer("todo2_solution").replace("bytes_per_ms =", "bytes_per_ms ==(")}))
+    # renamed by platforms, and a stray extra copy
+    write(subs, "renamed", NOTEBOOKS[1], build(NOTEBOOKS[1]), filename=f"Copy of {NOTEBOOKS[1]}.ipynb")
+    write(subs, "renamed", NOTEBOOKS[2], build(NOTEBOOKS[2]), filename=f"{NOTEBOOKS[2]} (1).ipynb")
+    write(subs, "renamed", NOTEBOOKS[3], build(NOTEBOOKS[3]), filename="my work.ipynb")
+    # tampering: a weakened test cell with a wrong answer; a deleted test cell with a wrong answer;
+    # a deleted test cell with a right answer
+    weak = build(NOTEBOOKS[2], mutate(*WRONG[6][2:]))
+    for cell in weak.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "todo3_validate_state":
+            cell.source = "pass"
+    write(subs, "tamper", NOTEBOOKS[2], weak)
+    write(subs, "tamper", NOTEBOOKS[3], drop_cell(build(NOTEBOOKS[3], mutate(*WRONG[8][2:])), "todo4_plan_decode"))
+    write(subs, "deleted_ok", NOTEBOOKS[3], drop_cell(build(NOTEBOOKS[3]), "todo4_plan_decode"))
+    # a correct answer that writes warnings and prints to stderr
+    noisy = answer("todo3_solution").replace("    required = [", "    import sys, warnings\n    warnings.warn('noisy answer')\n    print('debug', file=sys.stderr)\n    required = [")
+    write(subs, "stderr", NOTEBOOKS[2], build(NOTEBOOKS[2], {"todo3_solution": noisy}))
+    # not a notebook at all
+    (subs / "garbage").mkdir()
+    (subs / "garbage" / f"{NOTEBOOKS[0]}.ipynb").write_text("this is not json")
+    begin = time.monotonic()
+    proc = run_grade(subs, out, "--workers", "2", "--cell-timeout", "5", "--notebook-timeout", "60")
+    seconds = time.monotonic() - begin
+    return {"subs": subs, "out": out, "grades": read_grades(out), "stdout": proc.stdout, "seconds": seconds,
+            "summary": json.loads((out / "summary.json").read_text()), "log": [json.loads(l) for l in (out / "log.jsonl").read_text().splitlines()]}
+
+
+def test_grades_csv_has_the_promised_columns(batch):
+    header = (batch["out"] / "grades.csv").read_text().splitlines()[0].split(",")
+    assert header == ["student_id", *POINTS, "total", "max_total"]
+    assert all(row["max_total"] == FULL for row in batch["grades"].values())
+
+
+def test_a_row_for_every_student(batch):
+    students = {p.name for p in batch["subs"].iterdir() if p.is_dir()}
+    assert set(batch["grades"]) == students
+
+
+def test_full_marks_and_zero(batch):
+    assert batch["grades"]["20230001"]["total"] == FULL, batch["grades"]["20230001"]
+    assert batch["grades"]["untouched"]["total"] == 0
+
+
+@pytest.mark.parametrize("student,cell", [(w[0], w[1]) for w in WRONG])
+def test_a_wrong_answer_loses_its_own_points_only(batch, student, cell):
+    row = batch["grades"][student]
+    assert row[cell] == 0, f"{student} should lose {cell}"
+    for other, notebook in NB_OF.items():
+        if other != cell and notebook == NB_OF[cell]:
+            assert row[other] == POINTS[other], f"{student}: {other} in the same notebook must keep its points"
+
+
+def test_one_wrong_todo_in_a_full_submission(batch):
+    row = batch["grades"]["w3_complete"]
+    assert row["todo3_validate_state"] == 0
+    assert row["total"] == FULL - POINTS["todo3_validate_state"]
+
+
+def test_endless_loop_is_interrupted_and_the_rest_graded(batch):
+    row = batch["grades"]["loop"]
+    assert row["todo0_check_overlap"] == 3 and row["todo3_validate_state"] == 3
+
+
+def test_sigint_ignoring_loop_costs_only_its_notebook(batch):
+    row = batch["grades"]["sigint"]
+    assert row["todo0_check_overlap"] == 3
+    assert row["todo1_exposed_interval"] == 0 and row["todo2_estimate_handoff"] == 0
+    problem = [p for p in batch["summary"]["problems"] if p["student_id"] == "sigint" and p["notebook"] == NOTEBOOKS[1]]
+    assert problem and problem[0]["status"] == "timeout"
+
+
+def test_dead_kernels_are_reported_and_other_notebooks_graded(batch):
+    assert batch["grades"]["exits"]["todo4_plan_decode"] == 2
+    assert batch["grades"]["segfault"]["todo5_decide_overlap"] == 2
+    statuses = {(p["student_id"], p["notebook"]): p["status"] for p in batch["summary"]["problems"]}
+    assert statuses[("exits", NOTEBOOKS[2])] == "kernel_died"
+    assert statuses[("segfault", NOTEBOOKS[3])] == "kernel_died"
+    assert "kernel died" in batch["stdout"]
+
+
+def test_syntax_error_costs_only_what_depends_on_it(batch):
+    row = batch["grades"]["syntax"]
+    assert row["todo1_exposed_interval"] == 3 and row["todo2_estimate_handoff"] == 0
+
+
+def test_renamed_notebooks_are_graded(batch):
+    row = batch["grades"]["renamed"]
+    assert row["todo1_exposed_interval"] == 3 and row["todo2_estimate_handoff"] == 3
+    assert row["todo3_validate_state"] == 3 and row["todo4_plan_decode"] == 2, "matched by name or by its graded cells"
+    notes = " ".join(batch["summary"]["matching_notes"]["renamed"])
+    assert "renamed" in notes and "matched by its graded cells" in notes
+
+
+def test_missing_notebooks_score_zero_with_a_note(batch):
+    missing = {(p["student_id"], p["notebook"]) for p in batch["summary"]["problems"] if p["status"] == "missing"}
+    assert ("renamed", NOTEBOOKS[0]) in missing and ("loop", NOTEBOOKS[4]) in missing
+    assert batch["grades"]["renamed"]["todo0_check_overlap"] == 0
+
+
+def test_tests_cannot_be_weakened_or_deleted(batch):
+    assert batch["grades"]["tamper"]["todo3_validate_state"] == 0, "an edited test cell is restored"
+    assert batch["grades"]["tamper"]["todo4_plan_decode"] == 0, "a deleted test cell is put back"
+    assert batch["grades"]["deleted_ok"]["todo4_plan_decode"] == 2, "deleting a test cell never costs points"
+
+
+def test_stderr_from_a_correct_answer_costs_nothing(batch):
+    assert batch["grades"]["stderr"]["todo3_validate_state"] == 3
+
+
+def test_an_unreadable_notebook_is_a_grade_not_a_crash(batch):
+    assert batch["grades"]["garbage"]["total"] == 0
+    statuses = {(p["student_id"], p["notebook"]): p["status"] for p in batch["summary"]["problems"]}
+    assert statuses[("garbage", NOTEBOOKS[0])] == "invalid_notebook"
+
+
+def test_feedback_shows_failures_but_no_hidden_test(batch):
+    # a student's feedback shows the student's own answer; it must never show a hidden test
+    secrets = {line for line, where in secret_lines(Course.load()).items() if where.startswith("hidden test")}
+    pages = sorted((batch["out"] / "feedback").rglob("*.html"))
+    assert len(pages) >= 20
+    for page in pages:
+        text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+        lines = {line.strip() for line in text.splitlines()}
+        leaked = [s for s in secrets if s in lines]
+        assert not leaked, f"{page}: {leaked[:3]}"
+        assert "BEGIN HIDDEN TESTS" not in text and "BEGIN SOLUTION" not in text
+    full = html.unescape(re.sub(r"<[^>]+>", "", (batch["out"] / "feedback" / "20230001" / f"{NOTEBOOKS[1]}.html").read_text()))
+    assert "public checks 3/3 passed" in full and "checks.run()" in full, "the visible checks are shown (the scan above can fail)"
+    wrong = html.unescape(re.sub(r"<[^>]+>", "", (batch["out"] / "feedback" / "w4_strict_deadline" / f"{NOTEBOOKS[3]}.html").read_text()))
+    assert "ready exactly at the deadline is in time" in wrong, "a failed hidden test shows its hint"
+    assert "plan_decode_start(MISSING, 10.0, 10.0)" not in wrong
+
+
+def test_log_is_machine_readable(batch):
+    statuses = {r["status"] for r in batch["log"]}
+    assert {"graded", "missing", "timeout", "kernel_died", "invalid_notebook"} <= statuses
+    assert all({"student_id", "notebook", "status", "scores"} <= set(r) for r in batch["log"])
+
+
+def test_rerun_is_idempotent(batch):
+    before = (batch["out"] / "grades.csv").read_text()
+    begin = time.monotonic()
+    proc = run_grade(batch["subs"], batch["out"], "--workers", "2", "--cell-timeout", "5", "--notebook-timeout", "60")
+    assert (batch["out"] / "grades.csv").read_text() == before
+    assert "0 notebooks graded" in proc.stdout or "reused" in proc.stdout
+    summary = json.loads((batch["out"] / "summary.json").read_text())
+    ran = [r for r in batch["log"] if r["status"] not in ("missing", "invalid_student_id")]
+    assert summary["notebooks_reused"] == len(ran) > 40, "every notebook that ran before is reused, failures included"
+    assert time.monotonic() - begin < batch["seconds"] / 3
+
+
+def test_unusable_input_exits_2(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(tmp_path / "nope"), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "not a folder" in proc.stderr
+    (tmp_path / "empty").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(tmp_path / "empty"), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "no student folders" in proc.stderr
+
+
+def test_wall_clock_limit_kills_a_stuck_kernel(tmp_path):
+    subs = tmp_path / "subs"
+    write(subs, "stuck", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution",
+          "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.01)"))
+    write(subs, "stuck", NOTEBOOKS[3], build(NOTEBOOKS[3]))
+    begin = time.monotonic()
+    run_grade(subs, tmp_path / "out", "--workers", "2", "--cell-timeout", "120", "--notebook-timeout", "15")
+    assert time.monotonic() - begin < 90
+    grades = read_grades(tmp_path / "out")["stuck"]
+    assert grades["todo0_check_overlap"] == 0 and grades["todo4_plan_decode"] == 2
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert any(p["status"] == "timeout" and "15 s" in p["detail"] for p in summary["problems"])
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "ipykernel_launcher" in " ".join(p.info["cmdline"] or []) and str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+
+
+def test_interrupted_batch_resumes_and_workers_agree(tmp_path):
+    subs = tmp_path / "subs"
+    for student in ("a", "b", "c"):
+        write(subs, student, NOTEBOOKS[3], build(NOTEBOOKS[3]))
+        write(subs, student, NOTEBOOKS[2], build(NOTEBOOKS[2], mutate(*WRONG[6][2:])) if student == "b" else build(NOTEBOOKS[2]))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--workers", "1", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list((out / ".state").rglob("*.json"))) < 2:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "resume" in err
+    kept = len(list((out / ".state").rglob("*.json")))
+    assert 2 <= kept < 6
+    assert not (out / "grades.csv").exists() or True
+    resumed = run_grade(subs, out, "--workers", "2")
+    assert f"{kept} reused" in resumed.stdout
+    fresh = tmp_path / "fresh"
+    run_grade(subs, fresh, "--workers", "1")
+    assert (out / "grades.csv").read_text() == (fresh / "grades.csv").read_text(), "2 workers + resume = 1 worker from scratch"
+    assert read_grades(fresh)["b"]["todo3_validate_state"] == 0 and read_grades(fresh)["a"]["todo3_validate_state"] == 3
+
+
+def test_check_command_passes():
+    proc = subprocess.run([sys.executable, "-m", "autograde", "check"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"instructor sources score {FULL}/{FULL}; untouched release scores 0" in proc.stdout
+
+
+def test_validate_reports_public_checks_only(root, tmp_path):
+    ok = subprocess.run([sys.executable, "-m", "autograde", "validate", str(root / "solutions" / f"{NOTEBOOKS[1]}.ipynb")],
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "public checks 5/5 passed; hidden tests run at grading" in ok.stdout
+    learner = write(tmp_path, "me", NOTEBOOKS[3], build(NOTEBOOKS[3], mutate(*WRONG[8][2:])))
+    partial = subprocess.run([sys.executable, "-m", "autograde", "validate", str(learner)], capture_output=True, text=True, timeout=300)
+    assert partial.returncode == 0, "the strict-deadline bug passes the public checks: validate must not pretend to know more"
+    assert "hidden tests run at grading" in partial.stdout and "all tests passed" not in partial.stdout.lower()
+    bad = subprocess.run([sys.executable, "-m", "autograde", "validate", str(root / "notebooks" / f"{NOTEBOOKS[1]}.ipynb")],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1 and "public checks 0/5 passed" in bad.stdout
+
+
+def test_bundle_holds_no_answer(root, tmp_path):
+    import zipfile
+
+    target = tmp_path / "pack.zip"
+    proc = subprocess.run([sys.executable, "-m", "autograde", "bundle", "--out", str(target)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = zipfile.ZipFile(target).namelist()
+    assert "serving-overlap-course/notebooks/02_total_vs_exposed_time.ipynb" in names
+    assert "serving-overlap-course/tools/overlap_lab.py" in names and "serving-overlap-course/environment.yml" in names
+    assert not [n for n in names if "/solutions/" in n or "/autograde/" in n or "/tests/" in n]
+    from autograde.leaks import scan_zip
+
+    assert scan_zip(Course.load(), target) == []
+    # the scan would catch a solution smuggled into the pack
+    with zipfile.ZipFile(target, "a") as zf:
+        zf.write(root / "solutions" / f"{NOTEBOOKS[2]}.ipynb", "serving-overlap-course/notebooks/extra.ipynb")
+    assert scan_zip(Course.load(), target)
