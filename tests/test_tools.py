@@ -239,7 +239,7 @@ def test_explorer_static_without_a_live_frontend(monkeypatch, capsys, root):
     readout = [w for w in widget.children if "handoff-readout" in w._dom_classes][0]
     before = readout.value
     sliders = {w.description: w for w in widget.children if hasattr(w, "description")}
-    sliders["layers streamed (1 = after)"].value = 32
+    sliders["layers (1 = send after)"].value = 32
     assert readout.value != before and "exposed" in readout.value
 
 

@@ -40,20 +40,29 @@ def _frontend_is_live() -> bool:
 
 def evaluate(estimate_handoff: Callable, payload_mib: float, gbps: float, latency_ms: float,
              window_ms: float, other_ms: float, layers: int) -> dict:
-    """One explorer setting through the learner's function.
+    """One explorer setting, computed with the learner's ``estimate_handoff``.
 
-    The independent compute runs on [0, window_ms] (prefill), then other requests' work on
-    [window_ms, window_ms + other_ms]. With ``layers`` = L the KV leaves after the first of
-    L layers; L = 1 means it is sent once compute ends. The last layer's share can only
-    leave after compute ends, so exposed time is at least transfer / L.
+    Independent compute runs on [0, window_ms] (prefill), then other requests' work on
+    [window_ms, window_ms + other_ms]. The KV is sent in ``layers`` chunks, one per layer,
+    each once its layer is done and the link is free; layers = 1 means one transfer after
+    compute ends. The fixed latency is paid once, by the first chunk. So the last chunk
+    always starts after prefill: streaming leaves about transfer / layers exposed unless
+    other work covers it.
     """
-    start = window_ms / layers
     windows = [(0.0, window_ms)] + ([(window_ms, window_ms + other_ms)] if other_ms > 0 else [])
-    report = estimate_handoff(int(payload_mib * MiB), gbps, latency_ms, start, windows)
-    floor = report["transfer_ms"] / layers
-    exposed = max(report["exposed_ms"], floor)
-    return {**report, "windows": windows, "exposed_ms": exposed, "hidden_ms": report["transfer_ms"] - exposed,
-            "overlap_ratio": 1 - exposed / report["transfer_ms"] if report["transfer_ms"] else 1.0}
+    chunk = int(payload_mib * MiB) / layers
+    link_free, chunks = 0.0, []
+    for i in range(layers):
+        ready = window_ms * (i + 1) / layers
+        r = estimate_handoff(int(round(chunk)), gbps, latency_ms if i == 0 else 0.0, max(ready, link_free), windows)
+        chunks.append(r)
+        link_free = r["end_ms"]
+    transfer = sum(c["transfer_ms"] for c in chunks)
+    exposed = sum(c["exposed_ms"] for c in chunks)
+    return {"transfer_ms": transfer, "exposed_ms": exposed, "hidden_ms": transfer - exposed,
+            "overlap_ratio": 1 - exposed / transfer if transfer else 1.0,
+            "segments": [(c["start_ms"], c["end_ms"]) for c in chunks], "windows": windows,
+            "start_ms": chunks[0]["start_ms"], "end_ms": chunks[-1]["end_ms"]}
 
 
 def readout_text(r: dict) -> str:
@@ -62,9 +71,13 @@ def readout_text(r: dict) -> str:
 
 
 def _draw(r: dict, title: str) -> None:
+    from IPython.display import display
+
     fig, ax = new_figure(height=2.8)
-    draw_transfer_timeline(ax, r["start_ms"], r["end_ms"], r["windows"], r["hidden_ms"], r["exposed_ms"], title=title)
-    plt.show()
+    draw_transfer_timeline(ax, r["start_ms"], r["end_ms"], r["windows"], r["hidden_ms"], r["exposed_ms"], title=title,
+                           segments=r["segments"])
+    display(fig)  # explicit, so it shows inside an Output widget whatever the backend
+    plt.close(fig)
 
 
 def handoff_explorer(estimate_handoff: Callable, mode: str | None = None):
@@ -90,12 +103,12 @@ def _build_widgets(estimate_handoff: Callable):
 
     style = {"description_width": "170px"}
     layout = w.Layout(width="560px")
-    payload = w.FloatLogSlider(value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=0.25, description="payload (MiB)", style=style, layout=layout)
-    gbps = w.FloatLogSlider(value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=0.01, description="link (Gbit/s)", style=style, layout=layout)
+    payload = w.FloatLogSlider(value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=0.25, description="payload (MiB)", readout_format=".0f", style=style, layout=layout)
+    gbps = w.FloatLogSlider(value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=0.001, description="link (Gbit/s)", readout_format=".0f", style=style, layout=layout)
     latency = w.FloatSlider(value=DEFAULTS["latency_ms"], min=0, max=5, step=0.05, description="fixed latency (ms)", style=style, layout=layout)
     window = w.FloatSlider(value=DEFAULTS["window_ms"], min=0, max=1000, step=5, description="prefill window (ms)", style=style, layout=layout)
     other = w.FloatSlider(value=DEFAULTS["other_ms"], min=0, max=500, step=5, description="other requests' work (ms)", style=style, layout=layout)
-    layers = w.IntSlider(value=DEFAULTS["layers"], min=1, max=128, description="layers streamed (1 = after)", style=style, layout=layout)
+    layers = w.IntSlider(value=DEFAULTS["layers"], min=1, max=128, description="layers (1 = send after)", style=style, layout=layout)
     tokens = w.IntSlider(value=8192, min=512, max=131072, step=512, description="prompt tokens", style=style, layout=layout)
     link_buttons = w.ToggleButtons(options=["custom", *LINK_PRESETS], value="PCIe Gen5 (55 GB/s)", description="link preset")
     model_buttons = w.ToggleButtons(options=["custom", *MODEL_PRESETS], value="custom", description="model preset")

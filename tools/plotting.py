@@ -98,10 +98,12 @@ def _sub_rows(bars: Sequence[dict]) -> list[tuple[int, int]]:
 
 
 def draw_transfer_timeline(ax, start_ms: float, end_ms: float, cover_intervals: Sequence[Sequence[float]],
-                           hidden_ms: float, exposed_ms: float, title: str = "") -> None:
+                           hidden_ms: float, exposed_ms: float, title: str = "",
+                           segments: Sequence[Sequence[float]] | None = None) -> None:
     """Transfer lane over the independent-work lane, hidden part green, exposed part red.
 
-    The shading is drawn, not computed: windows are painted over the transfer bar and
+    ``segments`` draws the transfer as several pieces (one per layer) instead of one bar.
+    The shading is drawn, not computed: windows are painted over each transfer bar and
     clipped to it by matplotlib. The numbers in the legend come from the caller.
     """
     covers = [tuple(map(float, w)) for w in cover_intervals]
@@ -111,12 +113,14 @@ def draw_transfer_timeline(ax, start_ms: float, end_ms: float, cover_intervals: 
     pad = 0.04 * (hi - lo or 1.0)
     for a, b in covers:
         ax.broken_barh([(a, b - a)], (1.15, 0.6), facecolors=ROLE["compute"], edgecolor="black", linewidth=0.6, alpha=0.85)
-    frame = Rectangle((start_ms, 0.15), end_ms - start_ms, 0.7, facecolor=ROLE["exposed"], edgecolor="black", linewidth=0.8)
-    ax.add_patch(frame)
-    for a, b in covers:
-        patch = Rectangle((a, 0.15), b - a, 0.7, facecolor=ROLE["hidden"], edgecolor="none")
-        ax.add_patch(patch)
-        patch.set_clip_path(frame)
+    for seg_start, seg_end in segments or [(start_ms, end_ms)]:
+        frame = Rectangle((seg_start, 0.15), seg_end - seg_start, 0.7, facecolor=ROLE["exposed"], edgecolor="black",
+                          linewidth=0.8 if not segments or len(segments) < 12 else 0.2)
+        ax.add_patch(frame)
+        for a, b in covers:
+            patch = Rectangle((a, 0.15), b - a, 0.7, facecolor=ROLE["hidden"], edgecolor="none")
+            ax.add_patch(patch)
+            patch.set_clip_path(frame)
     ax.set_yticks([0.5, 1.45], ["transfer", "independent\ncompute"])
     ax.set_ylim(2.0, -0.1)
     ax.set_xlim(lo - pad, hi + pad)

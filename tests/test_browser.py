@@ -1,0 +1,102 @@
+"""JupyterLab in a real browser: open the Step 2 notebook, run all, check that the widgets
+render, that no cell shows an error, and that moving a slider changes the readout."""
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+NOTEBOOK = "02_total_vs_exposed_time.ipynb"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(root, tmp_path_factory):
+    if not CHROMIUM:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the browser test: chromium is missing (.ci/run installs it)")
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium); the browser test needs it")
+    workdir = tmp_path_factory.mktemp("lab")
+    shutil.copy(root / "solutions" / NOTEBOOK, workdir / NOTEBOOK)  # a copy: autosave must not touch the source
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(workdir / ".jupyter"), "JUPYTER_RUNTIME_DIR": str(workdir / ".runtime")}
+    env.pop("COURSE_WIDGETS", None)
+    env.pop("MPLBACKEND", None)  # the learner's default: inline figures
+    log = open(workdir / "lab.log", "w")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+                             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={workdir}", "--LabApp.news_url=",
+                             *(["--allow-root"] if os.geteuid() == 0 else [])],
+                            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("JupyterLab did not start:\n" + (workdir / "lab.log").read_text()[-3000:])
+    yield {"url": f"{base}/lab/tree/{NOTEBOOK}?token={token}", "workdir": workdir}
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_explorer_in_jupyterlab(lab, root):
+    from playwright.sync_api import expect, sync_playwright
+
+    artifacts = root / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(lab["url"])
+            page.locator(".jp-Notebook").first.wait_for(timeout=90_000)
+            expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached(timeout=90_000)
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            readout = page.locator(".handoff-readout")
+            expect(readout).to_contain_text("exposed", timeout=120_000)
+            expect(page.locator(".jp-InputPrompt", has_text="[*]")).to_have_count(0, timeout=120_000)
+            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+            assert errors.count() == 0, errors.all_inner_texts()[:3]
+            assert page.locator(".widget-slider").count() >= 6, "the explorer's sliders render"
+            assert page.get_by_text("public checks 3/3 passed").count() >= 1
+            before = readout.inner_text()
+            slider = page.locator(".widget-slider", has_text="layers (1 = send after)")
+            slider.scroll_into_view_if_needed()
+            handle = slider.locator(".noUi-handle")
+            handle.focus()
+            for _ in range(10):
+                handle.press("ArrowRight")
+            expect(readout).not_to_have_text(before, timeout=30_000)
+            after = readout.inner_text()
+            assert "exposed" in after and after != before
+            page.wait_for_timeout(2000)  # let the last redraw land before the screenshot
+            explorer = page.locator(".widget-vbox", has=readout).last
+            expect(explorer.locator("img")).to_have_count(1, timeout=30_000)  # the live matplotlib timeline
+            explorer.screenshot(path=str(artifacts / "jupyterlab_explorer.png"))
+        except Exception:
+            page.screenshot(path=str(artifacts / "jupyterlab_explorer_failure.png"))
+            raise
+        finally:
+            browser.close()
