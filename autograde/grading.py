@@ -110,6 +110,8 @@ def grade_one(course: Course, master: Path, out: Path, student: str, notebook: s
             record.update(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}")
             return _save(out, record, begin)
         shutil.copy(master / "nbgrader_config.py", job / "nbgrader_config.py")
+        # the job folder is the project root for the graded notebook: files it writes stay in the job
+        shutil.copy(course.root / "course.toml", job / "course.toml")
         shutil.copy(master / "gradebook.db", job / "gradebook.db")
         shutil.copytree(master / "source", job / "source")
         submitted = job / "submitted" / student / course.assignment
