@@ -102,6 +102,23 @@ def kill_live_runs() -> None:
         kill_tree(pid)
 
 
+def spawn(command: list[str], cwd: Path, env: dict[str, str] | None, log) -> subprocess.Popen:
+    """Start ``command`` in a session of its own, registered so that Ctrl-C can kill it."""
+    proc = subprocess.Popen(command, cwd=cwd, env=nbgrader_env(env), stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    with _LIVE_LOCK:
+        _LIVE.add(proc.pid)
+    return proc
+
+
+def reap(proc: subprocess.Popen) -> None:
+    """Kill what is left of ``proc`` (its kernels too) and forget it."""
+    kill_tree(proc.pid)
+    proc.wait()
+    with _LIVE_LOCK:
+        _LIVE.discard(proc.pid)
+
+
 def run_nbgrader(args: list[str], course_dir: Path, timeout: float | None = None,
                  env: dict[str, str] | None = None) -> RunResult:
     """Run ``nbgrader ARGS`` in ``course_dir`` (see run_process)."""

@@ -26,7 +26,7 @@ import nbformat
 
 from tools.project_runtime import write_json_atomic
 
-from .course import Course, UnusableInput, kill_live_runs, run_process
+from .course import Course, UnusableInput, kill_live_runs, kill_tree, reap, spawn
 from .matching import match_notebooks
 from .release import generate
 
@@ -93,64 +93,123 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
-def grade_one(course: Course, master: Path, out: Path, student: str, notebook: str, path: Path,
-              fingerprint: str, options: Options) -> dict:
-    """Grade one notebook of one student in its own course folder; save and return the record."""
-    begin = time.monotonic()
-    record = {"student_id": student, "notebook": notebook, "file": path.name, "fingerprint": fingerprint,
-              "scores": {}, "status": "graded", "detail": ""}
-    job = out / ".work" / f"{student}__{notebook}"
+def _prepare(course: Course, master: Path, out: Path, student: str, notebook: str, path: Path) -> Path:
+    """A fresh nbgrader course folder holding one submitted notebook (raises on an unreadable one)."""
+    nb = nbformat.read(path, as_version=4)
+    job = out / ".work" / student / notebook
     if job.exists():
         shutil.rmtree(job)
     job.mkdir(parents=True)
-    try:
+    shutil.copy(master / "nbgrader_config.py", job / "nbgrader_config.py")
+    # the job folder is the project root for the graded notebook: files it writes stay in the job
+    shutil.copy(course.root / "course.toml", job / "course.toml")
+    shutil.copy(master / "gradebook.db", job / "gradebook.db")
+    shutil.copytree(master / "source", job / "source")
+    submitted = job / "submitted" / student / course.assignment
+    submitted.mkdir(parents=True)
+    nbformat.write(nb, submitted / f"{notebook}.ipynb")
+    return job
+
+
+def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, log: str, options: Options) -> None:
+    """Turn a job folder's outcome into the record (scores, status, feedback page)."""
+    student, notebook = record["student_id"], record["notebook"]
+    outcome = _read_json(job / "result.json")
+    auto = outcome.get("autograde", {})
+    text = auto.get("log", "") + auto.get("error", "") + log
+    graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
+    if killed:
+        record.update(status="timeout", detail=f"killed after {options.notebook_timeout} s")
+    elif not graded.is_file() or "scores" not in outcome:
+        if "DeadKernelError" in text or "kernel died" in text.lower():
+            record.update(status="kernel_died", detail=_last_error(text, ("DeadKernelError", "Kernel died")))
+        elif "CellTimeoutError" in text:
+            record.update(status="timeout", detail=f"a cell ran past {options.cell_timeout} s and ignored the interrupt")
+        else:
+            record.update(status="error", detail=_last_error(text))
+    else:
+        record["scores"] = outcome["scores"]
+        html = job / "feedback" / student / course.assignment / f"{notebook}.html"
+        if html.is_file():
+            target = out / "feedback" / student / f"{notebook}.html"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(html, target)
+        else:
+            fb = outcome.get("feedback", {})
+            record["detail"] = "graded; feedback could not be generated: " + _last_error(fb.get("log", "") + fb.get("error", ""))
+    if record["status"] != "graded":
+        log_copy = out / "logs" / student / f"{notebook}.log"
+        log_copy.parent.mkdir(parents=True, exist_ok=True)
+        log_copy.write_text(text, encoding="utf-8")
+
+
+def grade_student(course: Course, master: Path, out: Path, student: str, items: list[tuple[str, Path, str]],
+                  options: Options, on_done=lambda record: None) -> list[dict]:
+    """Grade a student's notebooks: one worker process runs them one after the other, each
+    in its own course folder. A notebook past the wall-clock limit has the worker and its
+    kernel killed; a new worker then takes the notebooks that are left."""
+    records, pending = [], []
+    for notebook, path, fingerprint in items:
+        record = {"student_id": student, "notebook": notebook, "file": path.name, "fingerprint": fingerprint,
+                  "scores": {}, "status": "graded", "detail": ""}
         try:
-            nb = nbformat.read(path, as_version=4)
+            pending.append((record, _prepare(course, master, out, student, notebook, path)))
         except Exception as exc:  # not JSON, not a notebook: a grade of 0, not a crash
             record.update(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}")
-            return _save(out, record, begin)
-        shutil.copy(master / "nbgrader_config.py", job / "nbgrader_config.py")
-        # the job folder is the project root for the graded notebook: files it writes stay in the job
-        shutil.copy(course.root / "course.toml", job / "course.toml")
-        shutil.copy(master / "gradebook.db", job / "gradebook.db")
-        shutil.copytree(master / "source", job / "source")
-        submitted = job / "submitted" / student / course.assignment
-        submitted.mkdir(parents=True)
-        nbformat.write(nb, submitted / f"{notebook}.ipynb")
-        env = {"COURSE_CELL_TIMEOUT": str(options.cell_timeout)}
-        run = run_process([sys.executable, "-m", "autograde.job", str(job), course.assignment, student],
-                          job, timeout=options.notebook_timeout, env=env)
-        outcome = _read_json(job / "result.json")
-        auto = outcome.get("autograde", {})
-        graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
-        text = run.log + auto.get("log", "") + auto.get("error", "")
-        if run.returncode is None:
-            record.update(status="timeout", detail=f"killed after {options.notebook_timeout} s")
-        elif not graded.is_file() or notebook not in outcome.get("scores", {}):
-            if "DeadKernelError" in text or "kernel died" in text.lower():
-                record.update(status="kernel_died", detail=_last_error(text, ("DeadKernelError", "Kernel died")))
-            elif "CellTimeoutError" in text:
-                record.update(status="timeout", detail=f"a cell ran past {options.cell_timeout} s and ignored the interrupt")
-            else:
-                record.update(status="error", detail=_last_error(text))
-        else:
-            record["scores"] = outcome["scores"][notebook]
-            html = job / "feedback" / student / course.assignment / f"{notebook}.html"
-            if html.is_file():
-                target = out / "feedback" / student / f"{notebook}.html"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(html, target)
-            else:
-                fb = outcome.get("feedback", {})
-                record["detail"] = "graded; feedback could not be generated: " + _last_error(fb.get("log", "") + fb.get("error", ""))
-        run = type(run)(run.returncode, text, run.seconds)
-        if record["status"] != "graded":
-            log_copy = out / "logs" / student / f"{notebook}.log"
-            log_copy.parent.mkdir(parents=True, exist_ok=True)
-            log_copy.write_text(run.log, encoding="utf-8")
-        return _save(out, record, begin)
+            records.append(_save(out, record, 0.0))
+            on_done(record)
+    env = {"COURSE_CELL_TIMEOUT": str(options.cell_timeout)}
+    try:
+        while pending:
+            log_path = out / ".work" / student / "worker.log"
+            with open(log_path, "w", encoding="utf-8") as log:
+                proc = spawn([sys.executable, "-m", "autograde.job", course.assignment, student, *[str(job) for _, job in pending]],
+                             out / ".work" / student, env, log)
+                try:
+                    current, killed = _watch(proc, pending, options.notebook_timeout)
+                finally:
+                    reap(proc)
+            worker_log = log_path.read_text(encoding="utf-8", errors="replace")
+            still = []
+            for record, job in pending:
+                done = (job / "result.json").is_file()
+                if done or job == current:
+                    _finish(course, out, record, job, killed and job == current, worker_log if job == current else "", options)
+                    records.append(_save(out, record, _elapsed(job)))
+                    on_done(record)
+                    shutil.rmtree(job, ignore_errors=True)
+                else:
+                    still.append((record, job))
+            if len(still) == len(pending):  # the worker died before starting anything: do not loop
+                for record, job in still:
+                    record.update(status="error", detail=_last_error(worker_log))
+                    records.append(_save(out, record, 0.0))
+                    on_done(record)
+                break
+            pending = still
     finally:
-        shutil.rmtree(job, ignore_errors=True)
+        shutil.rmtree(out / ".work" / student, ignore_errors=True)
+    return records
+
+
+def _watch(proc, pending, limit: float) -> tuple[Path | None, bool]:
+    """Wait for the worker. Returns (the job it was on when it stopped, whether it was killed)."""
+    while True:
+        current = next((job for _, job in pending if (job / "started").is_file() and not (job / "result.json").is_file()), None)
+        if proc.poll() is not None:
+            return current, False
+        if current is not None and _elapsed(current) > limit:
+            kill_tree(proc.pid)
+            return current, True
+        time.sleep(0.2)
+
+
+def _elapsed(job: Path) -> float:
+    """Seconds since the worker started ``job`` (0 while the marker is being written)."""
+    try:
+        return max(0.0, time.time() - float((job / "started").read_text()))
+    except (OSError, ValueError):
+        return 0.0
 
 
 def _last_error(log: str, prefer: tuple[str, ...] = ()) -> str:
@@ -159,8 +218,8 @@ def _last_error(log: str, prefer: tuple[str, ...] = ()) -> str:
     return (lines[-1] if lines else log.strip().splitlines()[-1] if log.strip() else "no output")[:300]
 
 
-def _save(out: Path, record: dict, begin: float) -> dict:
-    record["seconds"] = round(time.monotonic() - begin, 2)
+def _save(out: Path, record: dict, seconds: float) -> dict:
+    record["seconds"] = round(seconds, 2)
     write_json_atomic(out / ".state" / record["student_id"] / f"{record['notebook']}.json", record)
     return record
 
@@ -225,14 +284,20 @@ def grade_batch(course: Course, submissions: Path, out: Path, options: Options =
     from tqdm import tqdm
 
     bar = tqdm(total=len(jobs), desc="grading notebooks", unit="nb", disable=not options.progress)
+    by_student: dict[str, list] = {}
+    for s, nb, p, f in jobs:
+        by_student.setdefault(s, []).append((nb, p, f))
+
+    def done(record: dict) -> None:
+        bar.update(1)
+        bar.set_postfix_str(f"{record['student_id']}/{record['notebook']}", refresh=False)
+
     try:
         with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
-            futures = {pool.submit(grade_one, course, master, out, s, nb, p, f, options): (s, nb) for s, nb, p, f in jobs}
+            futures = [pool.submit(grade_student, course, master, out, s, items, options, done) for s, items in by_student.items()]
             try:
                 for future in as_completed(futures):
-                    records.append(future.result())
-                    bar.update(1)
-                    bar.set_postfix_str(f"{futures[future][0]}/{futures[future][1]}", refresh=False)
+                    records.extend(future.result())
             except BaseException:
                 pool.shutdown(wait=False, cancel_futures=True)
                 kill_live_runs()
