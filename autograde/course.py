@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -135,23 +134,13 @@ def run_process(command: list[str], course_dir: Path, timeout: float | None = No
     begin = time.monotonic()
     log_path = course_dir / "run.log"
     with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.Popen(command, cwd=course_dir, env=nbgrader_env(env),
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        with _LIVE_LOCK:
-            _LIVE.add(proc.pid)
+        proc = spawn(command, course_dir, env, log)
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            kill_tree(proc.pid)
-            proc.wait()
             code = None
-        except BaseException:
-            kill_tree(proc.pid)
-            proc.wait()
-            raise
         finally:
-            with _LIVE_LOCK:
-                _LIVE.discard(proc.pid)
+            reap(proc)
     return RunResult(code, log_path.read_text(encoding="utf-8", errors="replace"), time.monotonic() - begin)
 
 
@@ -168,7 +157,3 @@ def kill_tree(pid: int) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(family, timeout=10)
-
-
-def read_json(path: Path):
-    return json.loads(path.read_text(encoding="utf-8"))

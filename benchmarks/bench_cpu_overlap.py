@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from tools import overlap_lab
 from tools.project_runtime import resolve_project_root, write_json_atomic

@@ -5,7 +5,6 @@ import csv
 import html
 import json
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 
 from autograde.course import Course
 from autograde.leaks import secret_lines
-from submissions import NOTEBOOKS, answer, build, drop_cell, insert_after, mutate, solution_ids, write
+from submissions import NOTEBOOKS, answer, build, drop_cell, insert_after, mutate, write
 
 pytestmark = pytest.mark.slow
 

@@ -1,8 +1,6 @@
 """Unit tests of the runtime the notebooks import (tools/) and small autograde pieces."""
 import json
 import math
-import os
-from pathlib import Path
 
 import pytest
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import FunctionType
 from typing import Any
 
-from .project_runtime import course_manifest, resolve_project_root
+from .project_runtime import resolve_project_root
 
 
 def package_version(name: str) -> str | None:
@@ -121,8 +121,3 @@ def load_learner_functions(notebook: str, names: list[str], search: list[Path] |
     if missing:
         raise LearnerFunctionMissing(f"{path.name} does not define {', '.join(missing)}: finish it first.")
     return {name: namespace[name] for name in names}
-
-
-def notebook_titles() -> list[tuple[str, str]]:
-    """(file stem, title) for each notebook of the course, in order."""
-    return [(nb["name"], nb["title"]) for nb in course_manifest()["notebooks"]]
