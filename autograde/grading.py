@@ -159,43 +159,56 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
             records.append(_save(out, record, 0.0))
             on_done(record)
     env = {"COURSE_CELL_TIMEOUT": str(options.cell_timeout)}
+
+    def settle(record: dict, job: Path, killed: bool = False, log: str = "") -> None:
+        """Record one finished (or stopped) notebook at once, so an interruption keeps it."""
+        seconds = _elapsed(job)
+        _finish(course, out, record, job, killed, log, options)
+        records.append(_save(out, record, seconds))
+        on_done(record)
+        shutil.rmtree(job, ignore_errors=True)
+
     try:
         while pending:
+            before = len(pending)
             log_path = out / ".work" / student / "worker.log"
             with open(log_path, "w", encoding="utf-8") as log:
                 proc = spawn([sys.executable, "-m", "autograde.job", course.assignment, student, *[str(job) for _, job in pending]],
                              out / ".work" / student, env, log)
                 try:
-                    current, killed = _watch(proc, pending, options.notebook_timeout)
+                    current, killed = _watch(proc, pending, options.notebook_timeout, settle)
                 finally:
                     reap(proc)
             worker_log = log_path.read_text(encoding="utf-8", errors="replace")
-            still = []
-            for record, job in pending:
-                done = (job / "result.json").is_file()
-                if done or job == current:
-                    _finish(course, out, record, job, killed and job == current, worker_log if job == current else "", options)
-                    records.append(_save(out, record, _elapsed(job)))
-                    on_done(record)
-                    shutil.rmtree(job, ignore_errors=True)
-                else:
-                    still.append((record, job))
-            if len(still) == len(pending):  # the worker died before starting anything: do not loop
-                for record, job in still:
+            _settle_finished(pending, settle)  # any that finished after the last poll
+            stopped = [(record, job) for record, job in pending if job == current]
+            for record, job in stopped:  # killed at the limit, or the worker broke during it
+                settle(record, job, killed, worker_log)
+                pending.remove((record, job))
+            if len(pending) == before:  # the worker died before starting anything: do not loop
+                for record, job in pending:
                     record.update(status="error", detail=_last_error(worker_log))
                     records.append(_save(out, record, 0.0))
                     on_done(record)
                 break
-            pending = still
     finally:
         shutil.rmtree(out / ".work" / student, ignore_errors=True)
     return records
 
 
-def _watch(proc, pending, limit: float) -> tuple[Path | None, bool]:
-    """Wait for the worker. Returns (the job it was on when it stopped, whether it was killed)."""
+def _settle_finished(pending: list, settle) -> None:
+    for record, job in list(pending):
+        if (job / "result.json").is_file():
+            settle(record, job)
+            pending.remove((record, job))
+
+
+def _watch(proc, pending: list, limit: float, settle) -> tuple[Path | None, bool]:
+    """Wait for the worker, settling each notebook as it finishes. Returns (the job it was
+    on when it stopped, whether it was killed at the wall-clock limit)."""
     while True:
-        current = next((job for _, job in pending if (job / "started").is_file() and not (job / "result.json").is_file()), None)
+        _settle_finished(pending, settle)
+        current = next((job for _, job in pending if (job / "started").is_file()), None)
         if proc.poll() is not None:
             return current, False
         if current is not None and _elapsed(current) > limit:
