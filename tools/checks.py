@@ -28,6 +28,11 @@ _MARKS = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗"}
 class PublicChecksFailed(AssertionError):
     """At least one public check of a suite failed."""
 
+    def _render_traceback_(self) -> list[str]:
+        # IPython shows these lines instead of a traceback: the ✗ lines above already say
+        # what failed, and a stack through this module would only add noise.
+        return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
+
 
 @dataclass
 class CaseResult:
@@ -63,7 +68,6 @@ class PublicChecks:
 
     def run(self) -> None:
         """Run every case, print the results, raise PublicChecksFailed if any failed."""
-        __tracebackhide__ = True  # noqa: F841 (hides this frame in IPython tracebacks)
         results = [self._run_one(label, fn) for label, fn in self.cases]
         passed = sum(r.status == PASS for r in results)
         for r in results:
