@@ -27,7 +27,7 @@ import nbformat
 from tools.project_runtime import write_json_atomic
 
 from .course import Course, UnusableInput, kill_live_runs, kill_tree, reap, spawn
-from .matching import match_notebooks
+from .matching import grade_ids, match_notebooks
 from .release import generate
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$")
@@ -264,16 +264,14 @@ def grade_batch(course: Course, submissions: Path, out: Path, options: Options =
         raise UnusableInput("OUT must not be inside SUBMISSIONS")
 
     graded_cells = exercises(course)
-    ids_by_name = {name: {e.grade_id for e in graded_cells if e.notebook == name} for name in course.notebooks}
-    for name in course.notebooks:  # solution cells identify a renamed notebook too
-        ids_by_name[name] |= {cell.metadata["nbgrader"]["grade_id"] for cell in nbformat.read(course.solutions / f"{name}.ipynb", 4).cells
-                              if cell.metadata.get("nbgrader", {}).get("grade_id")}
+    # every grade id (test and exercise cells) identifies a notebook that a platform renamed
+    ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
     master = _master(course, out)
     digest = course.sources_digest()
 
     records: list[dict] = []
     notes: dict[str, list[str]] = {}
-    jobs = []
+    by_student: dict[str, list[tuple[str, Path, str]]] = {}  # the notebooks to grade now
     for folder in students:
         student = folder.name
         if not STUDENT_ID.match(student):
@@ -291,15 +289,13 @@ def grade_batch(course: Course, submissions: Path, out: Path, options: Options =
             if cached:
                 records.append({**cached, "cached": True})
             else:
-                jobs.append((student, notebook, path, fingerprint))
+                by_student.setdefault(student, []).append((notebook, path, fingerprint))
 
     _install_sigterm()
     from tqdm import tqdm
 
-    bar = tqdm(total=len(jobs), desc="grading notebooks", unit="nb", disable=not options.progress)
-    by_student: dict[str, list] = {}
-    for s, nb, p, f in jobs:
-        by_student.setdefault(s, []).append((nb, p, f))
+    total = sum(len(items) for items in by_student.values())
+    bar = tqdm(total=total, desc="grading notebooks", unit="nb", disable=not options.progress)
 
     def done(record: dict) -> None:
         bar.update(1)

@@ -286,7 +286,6 @@ def test_interrupted_batch_resumes_and_workers_agree(tmp_path):
     assert "resume" in err
     kept = len(list((out / ".state").rglob("*.json")))
     assert 2 <= kept < 6
-    assert not (out / "grades.csv").exists() or True
     resumed = run_grade(subs, out, "--workers", "2")
     assert f"{kept} reused" in resumed.stdout
     fresh = tmp_path / "fresh"
