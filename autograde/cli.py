@@ -21,6 +21,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _gib(text: str) -> float:
+    value = float(text)
+    if not 0.25 <= value <= 1024:
+        raise argparse.ArgumentTypeError("give the limit in GiB, between 0.25 and 1024")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograde", description="Instructor command for Serving Overlap and State Handoff.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -33,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--workers", type=_positive, default=max(1, os.cpu_count() or 1), help="students graded at once (default: cores)")
     grade.add_argument("--cell-timeout", type=_positive, default=30, help="seconds per cell before it is interrupted")
     grade.add_argument("--notebook-timeout", type=_positive, default=300, help="seconds per notebook before its kernel is killed")
+    grade.add_argument("--memory-limit", type=_gib, default=4.0, metavar="GIB",
+                       help="memory per notebook in GiB (default 4); past it the notebook is stopped and reported")
+    grade.add_argument("--process-limit", type=_positive, default=256, help="processes per notebook (default 256)")
+    grade.add_argument("--no-sandbox", action="store_true",
+                       help="UNSAFE: run submissions without the sandbox (only for code you trust; recorded in summary.json)")
     grade.add_argument("--no-progress", action="store_true")
     validate = sub.add_parser("validate", help="run a notebook's public checks (exit 1 when one fails)")
     validate.add_argument("files", type=Path, nargs="+")
@@ -75,6 +87,11 @@ def cmd_check(course: Course, args) -> int:
     leaks = scan_learner_tree(course)
     print("learner tree free of answers and hidden tests: " + ("yes" if not leaks else "NO"))
     failures += leaks
+    from .ideas import check_course
+
+    format_problems = check_course(course.source_paths())
+    print("hidden tests follow the ideas format and their points add up: " + ("yes" if not format_problems else "NO"))
+    failures += format_problems
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
         subs = Path(tmp) / "submissions"
         for student, folder in (("solutions", course.solutions), ("untouched", course.release)):
@@ -104,7 +121,8 @@ def cmd_grade(course: Course, args) -> int:
 
     begin = time.monotonic()
     options = Options(workers=args.workers, cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, sandbox=not args.no_sandbox,
+                      memory_limit=int(args.memory_limit * (1 << 30)), process_limit=args.process_limit)
     summary = grade_batch(course, args.submissions, args.out, options)
     elapsed = time.monotonic() - begin
     print(f"graded {summary['students']} student(s) in {elapsed:.1f} s "

@@ -3,14 +3,22 @@
 
 Why one folder per notebook: nbgrader deletes a student's whole autograded folder when a
 kernel dies, and a kernel that ignores SIGINT stalls the run. Here each notebook runs in
-its own nbgrader process with its own copy of the gradebook, under a wall-clock limit,
-so one broken notebook costs only its own points. Results are saved per notebook as they
-finish, so an interrupted batch resumes where it stopped, and a rerun is idempotent.
+its own nbgrader course folder with its own copy of the gradebook, under a wall-clock
+limit, so one broken notebook costs only its own points. Results are saved per notebook
+as they finish (signed, so a record is reused only when it verifies), an interrupted batch
+resumes where it stopped, and a rerun is idempotent.
+
+Submissions are untrusted code: learner kernels and the judge's runner run in the sandbox
+(sandbox.py), hidden tests run in the trusted judge (judge.py), and every feedback page is
+scanned for hidden-test and reference-answer lines before it is written.
 """
 from __future__ import annotations
 
 import csv
+import fcntl
 import hashlib
+import hmac
+import html
 import json
 import os
 import re
@@ -19,6 +27,7 @@ import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,8 +36,11 @@ import nbformat
 from tools.project_runtime import write_json_atomic
 
 from .course import Course, UnusableInput, kill_live_runs, kill_tree, reap, spawn
+from .ideas import course_tests
+from .leaks import secret_lines
 from .matching import grade_ids, match_notebooks
 from .release import generate
+from .sandbox import GiB
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$")
 STATUS_TEXT = {
@@ -36,7 +48,8 @@ STATUS_TEXT = {
     "missing": "notebook missing from the submission",
     "invalid_notebook": "not a readable notebook",
     "timeout": "stopped: a cell ignored the interrupt, or the notebook ran past its time limit",
-    "kernel_died": "the kernel died (os._exit, a crash, or memory)",
+    "kernel_died": "the kernel died (os._exit or a crash)",
+    "out_of_memory": "stopped: the notebook used more memory than the grading limit",
     "error": "nbgrader could not grade it",
     "invalid_student_id": "the folder name cannot be a student id",
 }
@@ -48,6 +61,9 @@ class Options:
     cell_timeout: int = 30
     notebook_timeout: int = 300
     progress: bool = True
+    sandbox: bool = True
+    memory_limit: int = 4 * GiB
+    process_limit: int = 256
 
 
 @dataclass(frozen=True)
@@ -68,21 +84,46 @@ def exercises(course: Course) -> list[Exercise]:
     return found
 
 
+def _tree_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def _master(course: Course, out: Path) -> Path:
-    """The course folder generated from the sources (its gradebook holds the hidden tests),
-    rebuilt only when the sources or the config changed."""
+    """The course folder generated from the sources without their hidden tests (its
+    gradebook restores the public test cells), plus ``judge.json``: the hidden tests,
+    reference answers and given cells the trusted judge needs. Rebuilt when the sources
+    or the config changed, and whenever its files no longer match their recorded digest."""
     master = out / ".course"
-    stamp = master / "sources.digest"
+    record = out / ".course.digest"
     digest = course.sources_digest()
-    if not (stamp.is_file() and stamp.read_text() == digest and (master / "gradebook.db").is_file()):
-        generate(course, master)
-        stamp.write_text(digest)
+    try:
+        stamp = json.loads(record.read_text())
+        valid = stamp.get("sources") == digest and stamp.get("tree") == _tree_digest(master)
+    except (OSError, ValueError):
+        valid = False
+    if not valid:
+        released = generate(course, master, strip_hidden=True)
+        tests = course_tests(course.source_paths())
+        spec = {"notebooks": {}, "solutions": {}}
+        for name in course.notebooks:
+            given = []
+            for cell in nbformat.read(released / f"{name}.ipynb", as_version=4).cells:
+                meta = cell.metadata.get("nbgrader", {})
+                if cell.cell_type == "code" and not meta.get("solution") and "imports" not in cell.metadata.get("tags", []):
+                    given.append(cell.source.strip())
+            spec["notebooks"][name] = {"tests": tests[name]["tests"], "given": given}
+            spec["solutions"].update(tests[name]["solutions"])
+        write_json_atomic(master / "judge.json", spec)
+        write_json_atomic(record, {"sources": digest, "tree": _tree_digest(master)})
     return master
 
 
 def _fingerprint(path: Path, digest: str, options: Options) -> str:
     h = hashlib.sha256(path.read_bytes())
-    h.update(f"{digest}|{options.cell_timeout}|{options.notebook_timeout}".encode())
+    h.update(f"{digest}|{options.cell_timeout}|{options.notebook_timeout}|{options.sandbox}|{options.memory_limit}".encode())
     return h.hexdigest()
 
 
@@ -111,8 +152,9 @@ def _prepare(course: Course, master: Path, out: Path, student: str, notebook: st
     return job
 
 
-def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, log: str, options: Options) -> None:
-    """Turn a job folder's outcome into the record (scores, status, feedback page)."""
+def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, log: str, options: Options,
+            secrets: dict[str, str]) -> None:
+    """Turn a job folder's outcome into the record (scores, ideas, status, feedback page)."""
     student, notebook = record["student_id"], record["notebook"]
     outcome = _read_json(job / "result.json")
     auto = outcome.get("autograde", {})
@@ -120,6 +162,8 @@ def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, lo
     graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
     if killed:
         record.update(status="timeout", detail=f"killed after {options.notebook_timeout} s")
+    elif outcome.get("out_of_memory") and "scores" not in outcome:
+        record.update(status="out_of_memory", detail=f"over the {options.memory_limit / GiB:g} GiB limit: the kernel was stopped")
     elif not graded.is_file() or "scores" not in outcome:
         if "DeadKernelError" in text or "kernel died" in text.lower():
             record.update(status="kernel_died", detail=_last_error(text, ("DeadKernelError", "Kernel died")))
@@ -129,22 +173,60 @@ def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, lo
             record.update(status="error", detail=_last_error(text))
     else:
         record["scores"] = outcome["scores"]
-        html = job / "feedback" / student / course.assignment / f"{notebook}.html"
-        if html.is_file():
+        record["timings"] = outcome.get("timings", {})
+        record["ideas"] = {gid: [{"id": i["id"], "status": i["status"], "earned": i["earned"], "points": i["points"]}
+                                 for i in result["ideas"]] for gid, result in outcome.get("judge", {}).items()}
+        notes = []
+        if outcome.get("out_of_memory") or outcome.get("runner_out_of_memory"):
+            notes.append(f"part of it went over the {options.memory_limit / GiB:g} GiB memory limit and was stopped")
+        if outcome.get("load_errors"):
+            notes.append(f"{len(outcome['load_errors'])} cell(s) of its code failed when loaded for the judge")
+        page = job / "feedback" / student / course.assignment / f"{notebook}.html"
+        if page.is_file():
             target = out / "feedback" / student / f"{notebook}.html"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(html, target)
+            redacted = _write_feedback(page, target, secrets, graded)
+            if redacted:
+                record["redacted_lines"] = redacted
         else:
             fb = outcome.get("feedback", {})
-            record["detail"] = "graded; feedback could not be generated: " + _last_error(fb.get("log", "") + fb.get("error", ""))
+            notes.append("feedback could not be generated: " + _last_error(fb.get("log", "") + fb.get("error", "")))
+        record["detail"] = "; ".join(notes)
     if record["status"] != "graded":
         log_copy = out / "logs" / student / f"{notebook}.log"
         log_copy.parent.mkdir(parents=True, exist_ok=True)
-        log_copy.write_text(text, encoding="utf-8")
+        log_copy.write_text(text[-200_000:], encoding="utf-8")
+
+
+MAX_PAGE = 1_000_000  # bytes in one feedback page
+
+
+def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: Path) -> int:
+    """Copy a feedback page, first removing any line of a hidden test or of a reference answer
+    that the learner's own notebook does not hold. Returns how many lines were removed."""
+    raw = page.read_text(encoding="utf-8", errors="replace")
+    try:
+        own = {line.strip() for cell in nbformat.read(graded, as_version=4).cells
+               if cell.metadata.get("nbgrader", {}).get("solution") for line in cell.source.splitlines()}
+    except Exception:
+        own = set()
+    lines, removed = raw.split("\n"), 0
+    for i, line in enumerate(lines):
+        plain = html.unescape(re.sub(r"<[^>]+>", "", line)).strip()
+        if plain and plain in secrets and plain not in own:
+            lines[i] = "<span>[line removed from this page: it quoted the grader's tests or answers]</span>"
+            removed += 1
+    text = "\n".join(lines)
+    if len(text.encode()) > MAX_PAGE:
+        text = text[:MAX_PAGE] + "\n<p>[the page was cut at 1 MB]</p></body></html>\n"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+    return removed
 
 
 def grade_student(course: Course, master: Path, out: Path, student: str, items: list[tuple[str, Path, str]],
-                  options: Options, on_done=lambda record: None) -> list[dict]:
+                  options: Options, on_done=lambda record: None, secrets: dict[str, str] | None = None) -> list[dict]:
     """Grade a student's notebooks: one worker process runs them one after the other, each
     in its own course folder. A notebook past the wall-clock limit has the worker and its
     kernel killed; a new worker then takes the notebooks that are left."""
@@ -163,7 +245,7 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
     def settle(record: dict, job: Path, killed: bool = False, log: str = "") -> None:
         """Record one finished (or stopped) notebook at once, so an interruption keeps it."""
         seconds = _elapsed(job)
-        _finish(course, out, record, job, killed, log, options)
+        _finish(course, out, record, job, killed, log, options, secrets or {})
         records.append(_save(out, record, seconds))
         on_done(record)
         shutil.rmtree(job, ignore_errors=True)
@@ -173,7 +255,8 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
             before = len(pending)
             log_path = out / ".work" / student / "worker.log"
             with open(log_path, "w", encoding="utf-8") as log:
-                proc = spawn([sys.executable, "-m", "autograde.job", course.assignment, student, *[str(job) for _, job in pending]],
+                proc = spawn([sys.executable, "-m", "autograde.job", str(out / ".work" / "settings.json"), student,
+                              *[str(job) for _, job in pending]],
                              out / ".work" / student, env, log)
                 try:
                     current, killed = _watch(proc, pending, options.notebook_timeout, settle)
@@ -231,19 +314,45 @@ def _last_error(log: str, prefer: tuple[str, ...] = ()) -> str:
     return (lines[-1] if lines else log.strip().splitlines()[-1] if log.strip() else "no output")[:300]
 
 
+_KEYS: dict[Path, bytes] = {}
+
+
+def _key(out: Path) -> bytes:
+    """The secret that signs saved records (kept in OUT/.state, readable by the instructor only).
+    Made before any worker starts (under the run's lock), then read once."""
+    if out not in _KEYS:
+        path = out / ".state" / ".key"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(os.urandom(32))
+        _KEYS[out] = path.read_bytes()
+    return _KEYS[out]
+
+
+def _signature(out: Path, record: dict) -> str:
+    body = json.dumps({k: v for k, v in record.items() if k not in ("signature", "cached")}, sort_keys=True)
+    return hmac.new(_key(out), body.encode(), hashlib.sha256).hexdigest()
+
+
 def _save(out: Path, record: dict, seconds: float) -> dict:
     record["seconds"] = round(seconds, 2)
+    record["signature"] = _signature(out, record)
     write_json_atomic(out / ".state" / record["student_id"] / f"{record['notebook']}.json", record)
     return record
 
 
 def _cached(out: Path, student: str, notebook: str, fingerprint: str) -> dict | None:
+    """A saved record, when it is for this very file and its signature verifies."""
     path = out / ".state" / student / f"{notebook}.json"
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return record if record.get("fingerprint") == fingerprint else None
+    if not isinstance(record, dict) or record.get("fingerprint") != fingerprint:
+        return None
+    return record if hmac.compare_digest(str(record.get("signature", "")), _signature(out, record)) else None
 
 
 def grade_batch(course: Course, submissions: Path, out: Path, options: Options = Options()) -> dict:
@@ -262,12 +371,60 @@ def grade_batch(course: Course, submissions: Path, out: Path, options: Options =
         raise UnusableInput(f"cannot write to {out}: {exc}") from exc
     if out.resolve() == submissions.resolve() or submissions.resolve() in out.resolve().parents:
         raise UnusableInput("OUT must not be inside SUBMISSIONS")
+    with _locked(out):
+        return _grade_locked(course, submissions, students, out, options)
 
+
+@contextmanager
+def _locked(out: Path):
+    """One grading run per OUT folder at a time."""
+    handle = open(out / ".lock", "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise UnusableInput(f"another grading run is using {out} (it holds {out / '.lock'}); "
+                            "wait for it to finish, or grade into another folder") from None
+    try:
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+def _sandbox_settings(out: Path, options: Options) -> dict:
+    """Check that the sandbox runs here (or that the instructor chose to go without)."""
+    if not options.sandbox:
+        print("WARNING: grading WITHOUT the sandbox (--no-sandbox): submissions run with your rights, can read "
+              "and change your files, and can reach the network. Use this only for code you trust.", file=sys.stderr)
+        return {"enabled": False, "warning": "graded with --no-sandbox: submissions were not isolated"}
+    from .sandbox import Limits, Sandbox, probe
+
+    limits = Limits(options.memory_limit, options.process_limit)
+    why = probe(out / ".sandbox", limits)
+    if why:
+        raise UnusableInput(f"the grading sandbox cannot run here: {why}. Submissions are untrusted code; grade on "
+                            "Linux with user namespaces (bubblewrap), or pass --no-sandbox to grade code you trust.")
+    box = Sandbox(out / ".sandbox", limits)
+    try:
+        return box.describe()
+    finally:
+        box.close()
+
+
+def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options) -> dict:
+    sandbox = _sandbox_settings(out, options)
     graded_cells = exercises(course)
     # every grade id (test and exercise cells) identifies a notebook that a platform renamed
     ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
     master = _master(course, out)
     digest = course.sources_digest()
+    secrets = secret_lines(course)
+    _key(out)
+    write_json_atomic(out / ".work" / "settings.json", {
+        "assignment": course.assignment, "judge": str(master / "judge.json"), "sandbox": options.sandbox,
+        "home": str(out / ".sandbox"), "memory_limit": options.memory_limit, "pids": options.process_limit,
+        "cell_timeout": options.cell_timeout})
 
     records: list[dict] = []
     notes: dict[str, list[str]] = {}
@@ -303,7 +460,8 @@ def grade_batch(course: Course, submissions: Path, out: Path, options: Options =
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
-            futures = [pool.submit(grade_student, course, master, out, s, items, options, done) for s, items in by_student.items()]
+            futures = [pool.submit(grade_student, course, master, out, s, items, options, done, secrets)
+                       for s, items in by_student.items()]
             try:
                 for future in as_completed(futures):
                     records.extend(future.result())
@@ -313,7 +471,7 @@ def grade_batch(course: Course, submissions: Path, out: Path, options: Options =
                 raise
     finally:
         bar.close()
-    return _report(course, out, graded_cells, records, notes, len(students))
+    return _report(course, out, graded_cells, records, notes, len(students), sandbox)
 
 
 def _install_sigterm() -> None:
@@ -327,7 +485,8 @@ def _install_sigterm() -> None:
         pass
 
 
-def _report(course: Course, out: Path, graded_cells: list[Exercise], records: list[dict], notes: dict[str, list[str]], n_students: int) -> dict:
+def _report(course: Course, out: Path, graded_cells: list[Exercise], records: list[dict], notes: dict[str, list[str]],
+            n_students: int, sandbox: dict) -> dict:
     max_total = sum(e.points for e in graded_cells)
     by_student: dict[str, dict[str, dict]] = {}
     for r in records:
@@ -366,6 +525,9 @@ def _report(course: Course, out: Path, graded_cells: list[Exercise], records: li
         "problems": problems,
         "matching_notes": {s: n for s, n in notes.items() if n},
         "columns": fields,
+        "sandbox": sandbox,
+        "redactions": [{"student_id": r["student_id"], "notebook": r["notebook"], "lines": r["redacted_lines"]}
+                       for r in records if r.get("redacted_lines")],
     }
     write_json_atomic(out / "summary.json", summary)
     return summary

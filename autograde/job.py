@@ -1,10 +1,19 @@
-"""A grading worker: ``python -m autograde.job ASSIGNMENT STUDENT JOBDIR...``.
+"""A grading worker: ``python -m autograde.job SETTINGS STUDENT JOBDIR...``.
 
 Each JOBDIR is an nbgrader course folder that holds one submitted notebook. For each in
-turn the worker writes JOBDIR/started (the time), runs nbgrader's autograde and then its
-feedback in-process (one start-up for all of a student's notebooks), and writes
-JOBDIR/result.json. The parent watches ``started`` and kills this process and its kernel
-when a notebook runs past the wall-clock limit."""
+turn the worker writes JOBDIR/started (the time), then:
+
+1. runs nbgrader's autograde in-process, the learner's kernel in the sandbox; the test
+   cells it restores hold the public checks only (the master course was built without
+   the hidden tests);
+2. has the trusted judge run the hidden tests against the learner's functions, which a
+   sandboxed runner serves, and records the judge's scores in the job's gradebook through
+   nbgrader's Gradebook API, with the ideas' results written under each test cell;
+3. runs nbgrader's feedback, and writes JOBDIR/result.json.
+
+The parent watches ``started`` and kills this process, its kernel and its runner when a
+notebook runs past the wall-clock limit.
+"""
 from __future__ import annotations
 
 import json
@@ -13,38 +22,141 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 
-def grade_job(jobdir: Path, assignment: str, student: str) -> dict:
-    from nbgrader.api import Gradebook, MissingEntry
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config.loader import PyFileConfigLoader
+from . import judge
+from .sandbox import Limits, Sandbox
 
-    os.chdir(jobdir)
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(jobdir)).load_config()
-    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
-    result: dict = {"autograde": api.autograde(assignment, student, force=True, create=True)}
-    notebooks = sorted((jobdir / "autograded" / student / assignment).glob("*.ipynb"))
-    if result["autograde"].get("success") and len(notebooks) == 1:
+RUNNER = Path(__file__).with_name("runner.py")
+
+
+class Worker:
+    def __init__(self, settings: dict, student: str):
+        self.settings, self.student = settings, student
+        self.spec = json.loads(Path(settings["judge"]).read_text(encoding="utf-8"))
+        self.box = None
+        if settings["sandbox"]:
+            self.box = Sandbox(Path(settings["home"]), Limits(settings["memory_limit"], settings["pids"]))
+            os.environ["JUPYTER_PATH"] = str(self.box.write_kernelspec())
+            os.environ["COURSE_SANDBOX"] = "1"
+        self._runner_job = None
+        self.session = judge.Session(self._start_runner, float(settings["cell_timeout"]))
+        self.runner_out_of_memory = False
+
+    def _start_runner(self) -> judge.Runner:
+        self._finish_runner_job()
+        argv = [sys.executable, "-I", str(RUNNER)]
+        env = {"PATH": os.environ.get("PATH", ""), "MPLBACKEND": "agg", "PYTHONDONTWRITEBYTECODE": "1",
+               "NBGRADER_EXECUTION": "autograde"}
+        cwd = os.getcwd()
+        if self.box:
+            self._runner_job = self.box.job(f"{os.getpid()}-runner-{time.monotonic_ns()}", read_only=[str(RUNNER)])
+            argv, env, cwd = self.box.command(argv), {**os.environ, **self._runner_job.env}, str(self._runner_job.scratch)
+        return judge.Runner(argv, env, cwd, float(self.settings["cell_timeout"]))
+
+    def _finish_runner_job(self) -> None:
+        if self.box and self._runner_job:
+            if self.session.runner is not None:
+                self.session.runner.kill()
+            self.runner_out_of_memory |= self.box.finish(self._runner_job)["out_of_memory"]
+            self._runner_job = None
+
+    def close(self) -> None:
+        self.session.close()
+        self._finish_runner_job()
+        if self.box:
+            self.box.close()
+
+    def grade(self, jobdir: Path) -> dict:
+        from nbgrader.apps import NbGraderAPI
+        from nbgrader.coursedir import CourseDirectory
+        from traitlets.config.loader import PyFileConfigLoader
+
+        assignment, student = self.settings["assignment"], self.student
+        os.chdir(jobdir)
+        kernel_job = None
+        if self.box:
+            kernel_job = self.box.job(f"{os.getpid()}-kernel-{time.monotonic_ns()}", course_toml=jobdir / "course.toml")
+            os.environ.update(kernel_job.env)
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(jobdir)).load_config()
+        api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+        clock = time.monotonic()
+        result: dict = {"autograde": api.autograde(assignment, student, force=True, create=True), "timings": {}}
+        result["timings"]["autograde"] = round(time.monotonic() - clock, 3)
+        if kernel_job:
+            result["out_of_memory"] = self.box.finish(kernel_job)["out_of_memory"]
+        notebooks = sorted((jobdir / "autograded" / student / assignment).glob("*.ipynb"))
+        if result["autograde"].get("success") and len(notebooks) == 1:
+            self.runner_out_of_memory = False
+            clock = time.monotonic()
+            result["judge"], result["load_errors"] = self._judge(notebooks[0])
+            # one runner serves a student's notebooks (each loaded into a fresh namespace); it
+            # is restarted when it fails, and a restart reports whether it ran out of memory
+            result["runner_out_of_memory"] = self.runner_out_of_memory or bool(
+                self.box and self._runner_job and self.box.groups.out_of_memory(self._runner_job.name))
+            result["scores"] = self._record(jobdir, notebooks[0].stem, result["judge"])
+            result["timings"]["judge"] = round(time.monotonic() - clock, 3)
+            clock = time.monotonic()
+            result["feedback"] = api.generate_feedback(assignment, student, force=True)
+            result["timings"]["feedback"] = round(time.monotonic() - clock, 3)
+        return result
+
+    def _judge(self, path: Path) -> tuple[dict, list[dict]]:
+        notebook = path.stem
+        spec = self.spec["notebooks"][notebook]
+        nb = nbformat.read(path, as_version=4)
+        cells = judge.learner_cells(nb, set(spec["given"]))
+        results, load_errors = judge.judge_notebook(spec["tests"], self.spec["solutions"], self.session, cells)
+        for cell in nb.cells:  # the ideas' results, under each test cell, for the feedback page
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if gid in results and cell.cell_type == "code":
+                cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=ideas_report(results[gid])))
+        nbformat.write(nb, path)
+        return results, load_errors
+
+    def _record(self, jobdir: Path, notebook: str, results: dict) -> dict[str, float]:
+        """Replace nbgrader's scores (public checks only) by the judge's, in the gradebook."""
+        from nbgrader.api import Gradebook
+
+        assignment = self.settings["assignment"]
         with Gradebook(f"sqlite:///{jobdir / 'gradebook.db'}") as gradebook:
-            try:
-                submitted = gradebook.find_submission_notebook(notebooks[0].stem, assignment, student)
-                result["scores"] = {g.name: float(g.score or 0.0) for g in submitted.grades}
-            except MissingEntry:
-                pass
-        result["feedback"] = api.generate_feedback(assignment, student, force=True)
-    return result
+            submitted = gradebook.find_submission_notebook(notebook, assignment, self.student)
+            for grade in submitted.grades:
+                if grade.name in results:
+                    grade.auto_score = results[grade.name]["score"]
+                elif grade.cell.max_score:
+                    grade.auto_score = 0.0  # a grade cell the judge has no tests for earns nothing
+            gradebook.db.commit()
+            return {g.name: float(g.auto_score or 0.0) for g in submitted.grades if g.cell.max_score}
+
+
+def ideas_report(result: dict) -> str:
+    """What a learner reads under a test cell: each graded idea, passed or not, and why."""
+    marks = {"passed": "✓", "failed": "✗", "error": "✗", "not_started": "…", "skipped": "·"}
+    lines = [f"Graded ideas (hidden tests, run outside your notebook): {result['score']:g} / {result['points']:g} points"]
+    for idea in result["ideas"]:
+        lines.append(f"  {marks.get(idea['status'], '?')} {idea['text']} [{idea['earned']:g}/{idea['points']:g}]")
+        if idea["message"] and idea["status"] != "passed":
+            lines.append(f"      → {idea['message']}")
+    if result["status"] == "not_started":
+        lines.append("  This TODO still raises NotImplementedError, so it earns no points yet.")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:
-    assignment, student, jobdirs = argv[0], argv[1], [Path(p).resolve() for p in argv[2:]]
-    for jobdir in jobdirs:
-        (jobdir / "started.tmp").write_text(repr(time.time()))
-        os.replace(jobdir / "started.tmp", jobdir / "started")
-        result = grade_job(jobdir, assignment, student)
-        tmp = jobdir / "result.json.tmp"
-        tmp.write_text(json.dumps(result), encoding="utf-8")
-        os.replace(tmp, jobdir / "result.json")
+    settings = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    student, jobdirs = argv[1], [Path(p).resolve() for p in argv[2:]]
+    worker = Worker(settings, student)
+    try:
+        for jobdir in jobdirs:
+            (jobdir / "started.tmp").write_text(repr(time.time()))
+            os.replace(jobdir / "started.tmp", jobdir / "started")
+            result = worker.grade(jobdir)
+            tmp = jobdir / "result.json.tmp"
+            tmp.write_text(json.dumps(result), encoding="utf-8")
+            os.replace(tmp, jobdir / "result.json")
+    finally:
+        worker.close()
     return 0
 
 

@@ -1,12 +1,13 @@
 # nbgrader configuration for every nbgrader run of this course. The instructor command
 # copies this file into each course folder it builds; the values below that depend on a
-# run (time limits) come from environment variables that the command sets.
+# run (time limits, the sandbox) come from environment variables that the command sets.
 import os
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, Execute, GetGrades,
+                                    IgnorePattern, LimitOutput, SaveAutoGrades)
 
-from autograde.preprocessors import ShortenErrors
+from autograde.preprocessors import CapOutputs, ShortenErrors
 
 c = get_config()  # noqa: F821 (provided by traitlets when the file is loaded)
 
@@ -21,12 +22,23 @@ c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "30"))
 c.Execute.interrupt_on_timeout = True
 # A deleted test cell is put back (from the gradebook), so deleting one never helps.
 c.OverwriteCells.add_missing_cells = True
-# Grades come from errors, never from stderr: a warning printed by a correct answer
-# (torch, numpy, warnings.warn) must not zero the cell.
+# Errors, never stderr, fail a cell: a warning printed by a correct answer must not count.
+# (The scores that count come from the trusted judge, outside the kernel; see judge.py.)
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"[\s\S]*"
+# Outputs are cut to a byte budget before the graded notebook is saved.
+c.Autograde.autograde_preprocessors = [Execute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, CapOutputs,
+                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+if os.environ.get("COURSE_SANDBOX") == "1":
+    # The learner's kernel runs in bubblewrap (autograde/sandbox.py). It has no network, so
+    # it talks to nbgrader over Unix sockets in a folder bound into the sandbox.
+    # The connection file and the sockets go to this job's runtime folder (bound inside);
+    # left to itself, jupyter_client would put the file in /tmp, which the sandbox hides.
+    c.Execute.kernel_name = "serving-overlap-sandbox"
+    c.KernelManager.transport = "ipc"
+    c.KernelManager.connection_file = os.path.join(os.environ["JUPYTER_RUNTIME_DIR"], "kernel.json")
 
-# Feedback: show the visible checks and the failure messages, never the hidden tests'
-# source nor tracebacks that quote it.
+# Feedback: the visible checks, the failure messages and the judge's ideas, never the
+# hidden tests (they are not in the graded notebook at all) nor tracebacks.
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortenErrors, CSSHTMLHeaderPreprocessor]
 c.ClearHiddenTests.enforce_metadata = False

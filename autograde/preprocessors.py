@@ -1,17 +1,64 @@
-"""nbconvert preprocessors that the course adds to nbgrader's feedback step."""
+"""nbconvert preprocessors that the course adds to nbgrader's autograde and feedback steps."""
 from __future__ import annotations
 
-from nbgrader.preprocessors import NbGraderPreprocessor
+import json
 
-HIDDEN_NOTE = "# Hidden tests ran here at grading. Their code is not shown; their messages are below."
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Integer
+
+HIDDEN_NOTE = "# Hidden tests ran outside this notebook at grading: the ideas they check, and your result, are below."
+
+
+class CapOutputs(NbGraderPreprocessor):
+    """Cut outputs to a byte budget, with a visible note where something was cut.
+
+    nbgrader's LimitOutput counts lines, so one 60 MB line passes it; this counts
+    characters, per output and per notebook, so no feedback page grows past about 1 MB.
+    """
+
+    per_output = Integer(20_000, help="characters kept of one output").tag(config=True)
+    per_notebook = Integer(400_000, help="characters kept of all outputs together").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        self._left = self.per_notebook
+        return super().preprocess(nb, resources)
+
+    def _cut(self, text: str) -> str:
+        keep = max(0, min(self.per_output, self._left))
+        self._left -= min(len(text), keep)
+        if len(text) <= keep:
+            return text
+        return text[:keep] + f"\n[output cut: {len(text) - keep:,} more characters were not kept]\n"
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return cell, resources
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                output["text"] = self._cut(output.get("text", ""))
+            elif output.get("output_type") == "error":
+                output["evalue"] = self._cut(str(output.get("evalue", "")))
+                output["traceback"] = [self._cut(str(line)) for line in output.get("traceback", [])[-20:]]
+            elif "data" in output:
+                for mime, value in list(output["data"].items()):
+                    if not isinstance(value, (str, list)):  # JSON data (widgets): kept whole when small
+                        if len(json.dumps(value)) > self.per_output:
+                            output["data"] = {"text/plain": "[an output too large to keep was removed]"}
+                            break
+                        continue
+                    text = value if isinstance(value, str) else "".join(map(str, value))
+                    if mime.startswith("image/") and len(text) > self.per_output:
+                        output["data"] = {"text/plain": "[a figure too large to keep was removed]"}
+                        break
+                    output["data"][mime] = self._cut(text)
+        return cell, resources
 
 
 class ShortenErrors(NbGraderPreprocessor):  # nbgrader's base is enabled by default
     """Replace each traceback with its last line (``Name: message``).
 
-    A traceback quotes the source lines of the frames it passes through, which for a
-    failing hidden test is the hidden test itself. The message that an assert carries
-    is the hint the learner needs, so it stays.
+    A traceback quotes the source lines of the frames it passes through; the message that
+    an assert carries is the hint the learner needs, so it stays.
     """
 
     def preprocess_cell(self, cell, resources, index):
@@ -22,6 +69,5 @@ class ShortenErrors(NbGraderPreprocessor):  # nbgrader's base is enabled by defa
                 output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("grade") and not meta.get("solution") and HIDDEN_NOTE not in cell.source:
-            # ClearHiddenTests has removed the region; say so where it was.
             cell.source = cell.source.rstrip() + "\n" + HIDDEN_NOTE
         return cell, resources

@@ -6,24 +6,37 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import nbformat
+
 from .course import Course, prepare_course_dir, run_nbgrader
+from .ideas import split_hidden
 
 
 class ReleaseFailed(RuntimeError):
     pass
 
 
-def generate(course: Course, build: Path) -> Path:
+def generate(course: Course, build: Path, strip_hidden: bool = False) -> Path:
     """Run ``nbgrader generate_assignment`` in a fresh course folder ``build``.
 
     Returns the folder that holds the released notebooks. ``build/gradebook.db`` then
-    holds every grade cell with its hidden tests: autograding restores them from there.
+    holds every grade cell: autograding restores test cells from there. With
+    ``strip_hidden`` the sources lose their hidden tests first, so the test cells that
+    autograding restores into a learner's notebook hold the public checks only (the
+    grading master: hidden tests run in the trusted judge, never in a kernel).
     """
     prepare_course_dir(build)
     source = build / "source" / course.assignment
     source.mkdir(parents=True)
     for path in course.source_paths():
-        shutil.copy(path, source / path.name)
+        if strip_hidden:
+            nb = nbformat.read(path, as_version=4)
+            for cell in nb.cells:
+                if cell.metadata.get("nbgrader", {}).get("grade") and not cell.metadata["nbgrader"].get("solution"):
+                    cell.source = split_hidden(cell.source)[0].rstrip()
+            nbformat.write(nb, source / path.name)
+        else:
+            shutil.copy(path, source / path.name)
     result = run_nbgrader(["generate_assignment", course.assignment, "--force"], build, timeout=600)
     released = build / "release" / course.assignment
     if result.returncode != 0 or not released.is_dir():

@@ -4,6 +4,7 @@ import re
 import subprocess
 import tomllib
 
+import nbformat
 import pytest
 
 from autograde.course import Course
@@ -80,3 +81,30 @@ def test_environment_yml_matches_pyproject(root):
         assert name in listed, f"environment.yml lacks {name}"
         assert listed[name].strip().lstrip("- ").replace(" ", "") == spec.replace(" ", ""), f"{name}: {listed[name]!r} vs {spec!r}"
     assert re.search(r"python\s*[>=]=\s*3\.11", env)
+
+
+def test_hidden_tests_follow_the_ideas_format(root):
+    """Every hidden region declares its ideas, and their points add up to the cell's."""
+    from autograde.course import Course
+    from autograde.ideas import check_course
+
+    assert check_course(Course.load(root).source_paths()) == []
+
+
+def test_every_graded_idea_has_a_public_check(root):
+    """A learner can see every rule that earns points: each idea a hidden test grades is named by at
+    least one public check (``@checks.case(idea=...)``). The one exception is ``many_cases``, a
+    randomized comparison of rules the public checks already state, worth at most half a point."""
+    from autograde.ideas import load, public_ideas, split_hidden
+
+    for path in sorted((root / "solutions").glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if not meta.get("grade") or meta.get("solution"):
+                continue
+            public, hidden = split_hidden(cell.source)
+            spec = load(hidden, meta["grade_id"], meta["points"])
+            graded = {i.id for i in spec.ideas}
+            assert graded - {"many_cases"} <= public_ideas(public), f"{meta['grade_id']}: no public check for {graded - public_ideas(public)}"
+            assert all(i.points <= 0.5 for i in spec.ideas if i.id == "many_cases")
+            assert public_ideas(public) <= graded, f"{meta['grade_id']}: public checks name ideas that are not graded"

@@ -48,11 +48,17 @@ class PublicChecks:
     title: str
     cases: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
 
-    def case(self, fn: Callable[[], None]) -> Callable[[], None]:
-        """Decorator: register ``fn`` as a check. Its docstring is the check's label."""
-        label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-        self.cases.append((label, fn))
-        return fn
+    def case(self, fn: Callable[[], None] | None = None, *, idea: str | None = None):
+        """Decorator: register ``fn`` as a check. Its docstring is the check's label.
+
+        ``@checks.case(idea='sorted')`` names the graded idea the check is about: the
+        feedback after grading lists the same ideas, each with its points."""
+        def register(fn: Callable[[], None]) -> Callable[[], None]:
+            label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+            self.cases.append((f"{label} [{idea}]" if idea else label, fn))
+            return fn
+
+        return register(fn) if fn is not None else register
 
     def _run_one(self, label: str, fn: Callable[[], None]) -> CaseResult:
         try:
@@ -95,3 +101,29 @@ class PublicChecks:
         }
         with open(target, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+# ---------------------------------------------------------------- hidden tests
+# Hidden tests group their asserts into named ideas (see the grader's ``ideas.py``). In an
+# instructor's own notebook an idea runs where it stands, so the source notebook checks
+# its own answers; at grading, the trusted judge installs a collector here and runs the
+# ideas itself, against the learner's functions.
+_COLLECTOR = None
+
+
+def uses(*names: str, stand_ins: dict[str, str] | None = None) -> None:
+    """Hidden tests: the learner's functions that the ideas below call."""
+    if _COLLECTOR is not None:
+        _COLLECTOR.uses(names, dict(stand_ins or {}))
+
+
+def idea(idea_id: str, points: float, text: str):
+    """Hidden tests: a graded idea worth ``points``, passed when the function raises nothing."""
+    def register(fn: Callable[[], None]) -> Callable[[], None]:
+        if _COLLECTOR is not None:
+            _COLLECTOR.idea(idea_id, points, text, fn)
+        else:
+            fn()
+        return fn
+
+    return register

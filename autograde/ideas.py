@@ -1,0 +1,164 @@
+"""The one format for hidden tests: named *ideas*, each with its share of a TODO's points.
+
+In ``solutions/``, a grade cell keeps its public checks in the open and its hidden tests
+between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``. The hidden region declares
+which learner functions it calls and groups its asserts into ideas::
+
+    ### BEGIN HIDDEN TESTS
+    from tools.checks import idea, uses
+    uses('estimate_handoff', stand_ins={'compute_exposed_interval': 'todo1_solution'})
+
+    @idea('latency_added', 0.5, 'The fixed latency is added once, not scaled by the bandwidth')
+    def _():
+        assert ...
+    ### END HIDDEN TESTS
+
+Both names come from ``tools.checks``: in the instructor's own notebook an idea runs where
+it stands; at grading the judge collects the ideas instead and runs them itself.
+
+- ``uses(*names, stand_ins={})``: the functions the ideas call. Each ``stand_ins`` entry
+  replaces a function of another TODO, while these ideas run, by the instructor's answer
+  in the named solution cell, so a mistake there costs only its own TODO.
+- ``idea(id, points, text)``: an idea, passed when its function returns without error.
+  The points of a cell's ideas add up to the cell's points (``python -m autograde check``
+  verifies it). The text is what the learner reads in the feedback, so it states the rule,
+  as the prompt does.
+
+The region never runs in a learner's kernel: the trusted judge (``judge.py``) runs it, with
+the learner's functions answering from the sandbox.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import nbformat
+
+HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
+IDEA_ID = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
+
+
+class IdeaFormatError(ValueError):
+    """A hidden-test region does not follow the ideas format."""
+
+
+@dataclass
+class Idea:
+    id: str
+    points: float
+    text: str
+    check: Callable[[], None] | None = None
+
+
+@dataclass
+class HiddenTests:
+    """A grade cell's hidden tests, parsed."""
+    grade_id: str
+    points: float
+    source: str
+    uses: list[str] = field(default_factory=list)
+    stand_ins: dict[str, str] = field(default_factory=dict)  # function name -> solution grade id
+    ideas: list[Idea] = field(default_factory=list)
+    namespace: dict = field(default_factory=dict, repr=False)  # the ideas' globals
+
+
+def split_hidden(source: str) -> tuple[str, str]:
+    """(the cell without its hidden regions, the hidden regions joined)."""
+    hidden = "\n".join(m.group(1) for m in HIDDEN.finditer(source))
+    return HIDDEN.sub("", source), hidden
+
+
+def load(source: str, grade_id: str = "?", points: float = 0.0) -> HiddenTests:
+    """Run a hidden region's definitions (not its ideas) and collect what it declares."""
+    from tools import checks
+
+    spec = HiddenTests(grade_id, points, source)
+
+    class Collector:
+        @staticmethod
+        def uses(names, stand_ins):
+            spec.uses.extend(names)
+            spec.stand_ins.update(stand_ins)
+
+        @staticmethod
+        def idea(idea_id, share, text, fn):
+            spec.ideas.append(Idea(idea_id, float(share), text, fn))
+
+    scope = {"__name__": f"hidden_tests_{grade_id}"}
+    previous, checks._COLLECTOR = checks._COLLECTOR, Collector()
+    try:
+        exec(compile(source, f"<hidden tests of {grade_id}>", "exec"), scope)
+    finally:
+        checks._COLLECTOR = previous
+    spec.namespace = scope  # the judge puts the learner's functions here
+    return spec
+
+
+def validate(spec: HiddenTests) -> list[str]:
+    """What is wrong with a cell's ideas (empty when the format holds)."""
+    problems = []
+    where = f"hidden tests of {spec.grade_id}"
+    if not spec.uses:
+        problems.append(f"{where}: no uses('function', ...) line: the judge would not know what to call")
+    if not spec.ideas:
+        problems.append(f"{where}: no @idea(...) groups")
+    seen = set()
+    for item in spec.ideas:
+        if not IDEA_ID.match(item.id):
+            problems.append(f"{where}: idea id {item.id!r} must be lower_snake_case")
+        if item.id in seen:
+            problems.append(f"{where}: idea id {item.id!r} appears twice")
+        seen.add(item.id)
+        if item.points <= 0:
+            problems.append(f"{where}: idea {item.id!r} has {item.points:g} points (must be > 0)")
+        if len(item.text.strip()) < 10:
+            problems.append(f"{where}: idea {item.id!r} needs a sentence the learner can read")
+    total = sum(item.points for item in spec.ideas)
+    if spec.ideas and abs(total - spec.points) > 1e-9:
+        problems.append(f"{where}: the ideas add up to {total:g} points, the cell is worth {spec.points:g}")
+    return problems
+
+
+def course_tests(paths: list[Path]) -> dict[str, dict]:
+    """Every grade cell's hidden tests and every solution cell, from the instructor sources.
+
+    Returns {notebook stem: {"tests": [{grade_id, points, hidden}], "solutions": {grade_id: source}}}.
+    """
+    found = {}
+    for path in paths:
+        tests, solutions = [], {}
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("solution"):
+                solutions[meta["grade_id"]] = cell.source
+            elif meta.get("grade"):
+                _, hidden = split_hidden(cell.source)
+                tests.append({"grade_id": meta["grade_id"], "points": float(meta["points"]), "hidden": hidden})
+        found[path.stem] = {"tests": tests, "solutions": solutions}
+    return found
+
+
+def check_course(paths: list[Path]) -> list[str]:
+    """Every hidden region parses, follows the format, adds up, and names real solution cells."""
+    problems = []
+    tests = course_tests(paths)
+    solution_ids = {gid for nb in tests.values() for gid in nb["solutions"]}
+    for notebook in tests.values():
+        for test in notebook["tests"]:
+            try:
+                spec = load(test["hidden"], test["grade_id"], test["points"])
+            except Exception as exc:
+                problems.append(f"hidden tests of {test['grade_id']}: do not run ({type(exc).__name__}: {exc})")
+                continue
+            problems += validate(spec)
+            for name, source_id in spec.stand_ins.items():
+                if source_id not in solution_ids:
+                    problems.append(f"hidden tests of {test['grade_id']}: stand-in {name} names no solution cell {source_id!r}")
+    return problems
+
+
+def public_ideas(source: str) -> set[str]:
+    """The idea ids that a grade cell's public checks name (``@checks.case(idea='...')``)."""
+    return set(re.findall(r"@checks\.case\(\s*idea\s*=\s*['\"]([a-z0-9_]+)['\"]", source))

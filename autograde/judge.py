@@ -1,0 +1,329 @@
+"""The trusted judge: where a TODO's score is decided.
+
+Hidden tests run here, in the grading worker, never in the learner's kernel. The learner's
+functions live in a sandboxed runner (``runner.py``, never imported here) that has loaded the
+learner's notebook code; each call from a hidden test crosses a pipe as one JSON message,
+with a byte limit and a time limit, and comes back as plain data. So a patched
+``math.isclose``, a hooked IPython, an object whose ``==`` always says yes, or a test cell
+turned into ``pass`` change nothing here.
+
+A TODO's score is the sum of the points of its ideas that passed (``ideas.py``), except
+that a TODO still raising ``NotImplementedError`` (left as released) earns nothing.
+"""
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import select
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import ideas as idea_format
+
+MAX_MESSAGE = 1 << 20  # bytes in one message from the runner
+MAX_TEXT = 400  # characters of a message shown to the learner
+# exceptions a learner's function may raise that hidden tests can catch by type
+CATCHABLE = ("NotImplementedError", "RecursionError", "ZeroDivisionError", "UnboundLocalError", "KeyError",
+             "IndexError", "ValueError", "TypeError", "AttributeError", "NameError", "LookupError",
+             "ArithmeticError", "OverflowError", "AssertionError", "MemoryError", "RuntimeError")
+
+
+class RunnerFailed(BaseException):
+    """The runner timed out, died, or broke the protocol: nothing it said is used.
+    (A BaseException, so that a hidden test's ``except Exception`` cannot swallow it.)"""
+
+
+class LearnerError(Exception):
+    """The learner's function raised an exception that hidden tests do not catch by type."""
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    if depth > 64:
+        raise TypeError("value nested too deeply")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple):
+        return {"$tuple": [encode(v, depth + 1) for v in value]}
+    if isinstance(value, list):
+        return [encode(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value):
+            return {k: encode(v, depth + 1) for k, v in value.items()}
+        return {"$dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    raise TypeError(f"hidden tests may pass only plain data, not {type(value).__name__}")
+
+
+def decode(value: Any) -> Any:
+    """Plain data back from the runner: only JSON's types, tuples and non-string keys restored."""
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    if isinstance(value, dict):
+        if set(value) == {"$tuple"} and isinstance(value["$tuple"], list):
+            return tuple(decode(v) for v in value["$tuple"])
+        if set(value) == {"$dict"} and isinstance(value["$dict"], list):
+            pairs = {}
+            for pair in value["$dict"]:
+                if not (isinstance(pair, list) and len(pair) == 2):
+                    raise RunnerFailed("a malformed dict came back")
+                key = decode(pair[0])
+                pairs[_hashable(key)] = decode(pair[1])
+            return pairs
+        return {k: decode(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise RunnerFailed(f"a {type(value).__name__} came back")
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(_hashable(k) for k in key) if isinstance(key, (list, tuple)) else key
+
+
+def _mirror(original: Any, after: Any) -> None:
+    """Make a hidden test's argument look as the learner's function left it."""
+    if isinstance(original, list) and isinstance(after, list):
+        original[:] = after
+    elif isinstance(original, dict) and isinstance(after, dict):
+        original.clear()
+        original.update(after)
+
+
+def _short(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "…"
+
+
+class Runner:
+    """A runner process and the channel to it."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, call_timeout: float):
+        self.call_timeout = call_timeout
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     cwd=cwd, env=env, start_new_session=True)
+        self._buffer = b""
+        self.loaded: list[str] | None = None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write((json.dumps(message) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            self.kill()
+            raise RunnerFailed("the process running your code stopped (it exited or crashed)") from exc
+
+    def receive(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise RunnerFailed(f"your code did not answer within {timeout:g} s")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                self.kill()
+                raise RunnerFailed("the process running your code stopped (it exited, crashed or ran out of memory)")
+            self._buffer += chunk
+            if len(self._buffer) > MAX_MESSAGE and b"\n" not in self._buffer:
+                self.kill()
+                raise RunnerFailed(f"your code answered with more than {MAX_MESSAGE} bytes")
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        if len(line) > MAX_MESSAGE:
+            self.kill()
+            raise RunnerFailed(f"your code answered with more than {MAX_MESSAGE} bytes")
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            self.kill()
+            raise RunnerFailed("the runner sent something that is not a message") from exc
+        if not isinstance(message, dict):
+            self.kill()
+            raise RunnerFailed("the runner sent something that is not a message")
+        return message
+
+    def load(self, cells: list[str], cell_timeout: float) -> list[dict]:
+        self.send({"op": "load", "cells": cells, "cell_timeout": cell_timeout})
+        reply = self.receive(cell_timeout * max(1, len(cells)) + 10)
+        if reply.get("op") != "loaded":
+            self.kill()
+            raise RunnerFailed("the runner did not load the notebook")
+        self.loaded = cells
+        errors = reply.get("errors")
+        return [e for e in errors if isinstance(e, dict)][:50] if isinstance(errors, list) else []
+
+    def call(self, name: str, args: tuple, kwargs: dict, stand_ins: dict[str, Callable]) -> Any:
+        encoded_args, encoded_kwargs = encode(list(args)), encode(dict(kwargs))
+        self.send({"op": "call", "name": name, "args": encoded_args, "kwargs": encoded_kwargs,
+                   "stand_ins": sorted(stand_ins)})
+        while True:
+            reply = self.receive(self.call_timeout)
+            op = reply.get("op")
+            if op == "callback":
+                self._answer_callback(reply, stand_ins)
+            elif op == "result":
+                if isinstance(reply.get("args_after"), list):
+                    for original, after in zip(args, decode(reply["args_after"])):
+                        _mirror(original, after)
+                if isinstance(reply.get("kwargs_after"), dict):
+                    for key, after in decode(reply["kwargs_after"]).items():
+                        if key in kwargs:
+                            _mirror(kwargs[key], after)
+                return decode(reply.get("value"))
+            elif op == "exception":
+                mro = [m for m in reply.get("mro", []) if isinstance(m, str)] if isinstance(reply.get("mro"), list) else []
+                message = _short(reply.get("message", ""))
+                catchable = next((m for m in mro if m in CATCHABLE), None)
+                if catchable:
+                    raise getattr(builtins, catchable)(message)
+                raise LearnerError(f"{mro[0] if mro else 'Exception'}: {message}")
+            else:
+                self.kill()
+                raise RunnerFailed("the runner broke the protocol")
+
+    def _answer_callback(self, reply: dict, stand_ins: dict[str, Callable]) -> None:
+        function = stand_ins.get(reply.get("name"))
+        if function is None:
+            self.kill()
+            raise RunnerFailed("the runner asked for a function it was not given")
+        try:
+            value = function(*decode(reply.get("args", [])), **decode(reply.get("kwargs", {})))
+            self.send({"op": "callback_result", "value": encode(value)})
+        except RunnerFailed:
+            raise
+        except Exception as exc:
+            self.send({"op": "callback_error", "mro": [c.__name__ for c in type(exc).__mro__], "message": _short(exc)})
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        if self.alive():
+            try:
+                self.send({"op": "exit"})
+                self.proc.wait(timeout=2)
+            except (RunnerFailed, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+
+@dataclass
+class Session:
+    """A runner for one student's notebooks, restarted when it fails."""
+    start: Callable[[], Runner]
+    cell_timeout: float
+    runner: Runner | None = None
+
+    def ready(self, cells: list[str]) -> tuple[Runner, list[dict]]:
+        errors: list[dict] = []
+        if self.runner is None or not self.runner.alive():
+            self.runner = self.start()
+        if self.runner.loaded != cells:
+            errors = self.runner.load(cells, self.cell_timeout)
+        return self.runner, errors
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.close()
+            self.runner = None
+
+
+class _Proxy:
+    """A learner's function, as hidden tests see it."""
+
+    def __init__(self, name: str, session: Session, cells: list[str], stand_ins: dict[str, Callable]):
+        self.name, self.session, self.cells, self.stand_ins = name, session, cells, stand_ins
+        self.__name__ = name
+
+    def __call__(self, *args, **kwargs):
+        runner, _ = self.session.ready(self.cells)
+        return runner.call(self.name, args, kwargs, self.stand_ins)
+
+
+def _stand_ins(spec: idea_format.HiddenTests, solutions: dict[str, str]) -> dict[str, Callable]:
+    found = {}
+    for name, grade_id in spec.stand_ins.items():
+        scope: dict[str, Any] = {"__name__": f"reference_{grade_id}"}
+        exec(compile(solutions[grade_id], f"<reference {grade_id}>", "exec"), scope)
+        found[name] = scope[name]
+    return found
+
+
+def judge_cell(test: dict, solutions: dict[str, str], session: Session, cells: list[str]) -> dict:
+    """Run one grade cell's ideas against the learner's functions. Returns its result."""
+    spec = idea_format.load(test["hidden"], test["grade_id"], test["points"])
+    stand_ins = _stand_ins(spec, solutions)
+    for name in spec.uses:
+        spec.namespace[name] = _Proxy(name, session, cells, stand_ins)
+    results, unfinished, broken = [], False, None
+    for item in spec.ideas:
+        entry = {"id": item.id, "text": item.text, "points": item.points, "earned": 0.0, "status": "passed", "message": ""}
+        if broken:
+            entry.update(status="skipped", message=f"not run: {broken}")
+            results.append(entry)
+            continue
+        try:
+            item.check()
+            entry["earned"] = item.points
+        except NotImplementedError:
+            unfinished = True
+            entry.update(status="not_started", message="not implemented yet: replace `raise NotImplementedError()` with your code")
+        except AssertionError as exc:
+            entry.update(status="failed", message=_short(exc) or "a check failed")
+        except RunnerFailed as exc:
+            broken = _short(exc)
+            entry.update(status="error", message=broken)
+        except LearnerError as exc:
+            entry.update(status="error", message=f"your function raised {_short(exc)}")
+        except Exception as exc:  # the learner's value broke the check (a missing key, a wrong type)
+            entry.update(status="error", message=f"{type(exc).__name__}: {_short(exc)}")
+        results.append(entry)
+    earned = 0.0 if unfinished else sum(r["earned"] for r in results)
+    status = "not_started" if unfinished else "graded"
+    return {"score": round(earned, 6), "points": test["points"], "status": status, "ideas": results}
+
+
+def judge_notebook(tests: list[dict], solutions: dict[str, str], session: Session, cells: list[str]) -> tuple[dict, list[dict]]:
+    """Every grade cell of one notebook: ({grade_id: result}, errors met loading the code)."""
+    try:
+        _, load_errors = session.ready(cells)
+    except RunnerFailed as exc:  # the notebook's code never finished loading: nothing can be judged
+        why = f"your notebook's code could not be loaded: {_short(exc)}"
+        results = {}
+        for test in tests:
+            spec = idea_format.load(test["hidden"], test["grade_id"], test["points"])
+            results[test["grade_id"]] = {"score": 0.0, "points": test["points"], "status": "error", "ideas": [
+                {"id": i.id, "text": i.text, "points": i.points, "earned": 0.0, "status": "skipped", "message": why}
+                for i in spec.ideas]}
+        return results, [{"cell": -1, "error": why}]
+    results = {test["grade_id"]: judge_cell(test, solutions, session, cells) for test in tests}
+    return results, load_errors
+
+
+def learner_cells(notebook, given: set[str]) -> list[str]:
+    """The code cells the runner loads: the set-up (tagged ``imports``), every answer cell,
+    and every cell the learner added or changed. Given cells that only draw or print are
+    left out (they cost time and define nothing an answer needs), and so are test cells."""
+    chosen = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        tags = cell.metadata.get("tags", [])
+        if meta.get("grade") and not meta.get("solution"):
+            continue
+        if meta.get("solution") or "imports" in tags or cell.source.strip() not in given:
+            chosen.append(cell.source)
+    return chosen

@@ -1,0 +1,303 @@
+"""Hostile submissions, graded through ``python -m autograde grade`` next to honest students.
+
+One attack class per student. Each attack rides on a known answer (right or wrong) whose
+score a control student, graded in the same batch without the attack, shows: the attack
+must gain nothing over its control, honest students must keep full marks, nothing the
+grader owns may change, no hidden test may reach a feedback page, and a second run of the
+batch must give the same grades."""
+import csv
+import html
+import json
+import re
+import socket
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+from autograde.course import Course
+from autograde.leaks import secret_lines
+from submissions import NOTEBOOKS, answer, build, insert_after, mutate, write
+from test_grading import run_grade
+
+pytestmark = pytest.mark.slow
+
+NB = dict(zip(("01", "02", "03", "04", "05"), NOTEBOOKS))
+WRONG_TODO2 = mutate("todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 1e9 / 1000")
+WRONG_TODO3 = mutate("todo3_solution", "if not handoff_state.get(name, False)]", "if name not in handoff_state]")
+CONSTANT_TODO3 = """def validate_handoff_state(handoff_state, expected_request_id, expected_version):
+    return {'ready': True, 'missing': [], 'incompatible': []}
+"""
+ALWAYS_EQUAL_TODO3 = """class _Yes(dict):
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+
+def validate_handoff_state(handoff_state, expected_request_id, expected_version):
+    return _Yes(ready=True, missing=[], incompatible=[])
+"""
+READER = r"""
+import os, pathlib
+found = []
+here = pathlib.Path.cwd()
+for folder in [here, *here.parents]:
+    try:
+        for path in folder.rglob('*'):
+            if path.is_file() and path.suffix in ('.ipynb', '.db', '.json', '.csv', '.toml', '.py') and 'site-packages' not in str(path):
+                try:
+                    text = path.read_text(errors='replace')
+                except OSError:
+                    continue
+                found.append(str(path))
+                if 'HIDDEN' in text or 'idea(' in text:
+                    print(text)
+    except OSError:
+        pass
+for target in {SECRET_TARGETS}:
+    try:
+        print(pathlib.Path(target).read_text(errors='replace'))
+        found.append(target)
+    except OSError:
+        pass
+print('READ', len(found), 'FILES:', sorted(found)[:40])
+"""
+SABOTEUR = r"""
+import os, shutil, pathlib
+for target in {TARGETS}:
+    shutil.rmtree(target, ignore_errors=True)
+    try:
+        pathlib.Path(target).write_text('owned')
+    except OSError:
+        pass
+here = pathlib.Path.cwd()
+for folder in here.parents:
+    for path in list(folder.glob('*')):
+        shutil.rmtree(path, ignore_errors=True)
+        try:
+            path.unlink()
+        except OSError:
+            pass
+print('sabotage attempted')
+"""
+ECHO = """get_ipython().events.register('post_run_cell', lambda result: print(result.info.raw_cell))"""
+TRANSFORMER = """get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])"""
+CUSTOM_EXC = """get_ipython().set_custom_exc((BaseException,), lambda shell, etype, evalue, tb, tb_offset=None: None)"""
+PATCHER = """import math, builtins
+math.isclose = lambda *args, **kwargs: True
+builtins.abs = lambda x: 0
+builtins.AssertionError = type('Nothing', (Exception,), {})"""
+FLOOD = """print('x' * 60_000_000)"""
+DETACHED = """import subprocess
+subprocess.Popen(['sleep', '417'], start_new_session=True)
+subprocess.Popen(['sh', '-c', 'nohup sleep 418 >/dev/null 2>&1 &'], start_new_session=True)"""
+MEMORY = """blob = b'x' * (3 * 2**30)"""
+FORKS = """import os, time
+children = 0
+try:
+    for _ in range(2000):
+        if os.fork() == 0:
+            time.sleep(120)
+            os._exit(0)
+        children += 1
+except OSError as exc:
+    print('fork refused after', children, 'children:', type(exc).__name__)"""
+NETWORK = """import socket
+try:
+    socket.create_connection(('127.0.0.1', {PORT}), timeout=3).sendall(b'leak')
+    print('NET-' + 'OPEN')
+except OSError as exc:
+    print('no network:', type(exc).__name__)"""
+
+
+def grades(out: Path) -> dict[str, dict[str, float]]:
+    with open(out / "grades.csv", encoding="utf-8") as handle:
+        return {row["student_id"]: {k: float(v) for k, v in row.items() if k != "student_id"} for row in csv.DictReader(handle)}
+
+
+def page(out: Path, student: str, notebook: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", (out / "feedback" / student / f"{notebook}.html").read_text(encoding="utf-8")))
+
+
+class Listener:
+    """A TCP server on loopback that counts connections (none may arrive)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.5)
+        self.port, self.accepted, self.stop = self.sock.getsockname()[1], 0, False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+                self.accepted += 1
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop = True
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    base = tmp_path_factory.mktemp("attacks")
+    subs, out, rerun = base / "submissions", base / "out", base / "rerun"
+    listener = Listener()
+    repo = Path(__file__).resolve().parents[1]
+    for student in ("honest_a", "honest_z"):
+        for name in NOTEBOOKS:
+            write(subs, student, name, build(name))
+    # controls: the answers the attacks ride on, without the attack
+    write(subs, "ctl_wrong2", NB["02"], build(NB["02"], WRONG_TODO2))
+    write(subs, "ctl_wrong3", NB["03"], build(NB["03"], WRONG_TODO3))
+    write(subs, "ctl_const3", NB["03"], build(NB["03"], {"todo3_solution": CONSTANT_TODO3}))
+    # exceptions swallowed or cells rewritten through IPython, next to a wrong answer
+    write(subs, "atk_transformer", NB["03"], insert_after(build(NB["03"], WRONG_TODO3), "todo3_solution", TRANSFORMER))
+    write(subs, "atk_custom_exc", NB["03"], insert_after(build(NB["03"], WRONG_TODO3), "todo3_solution", CUSTOM_EXC))
+    write(subs, "atk_echo", NB["02"], insert_after(build(NB["02"], WRONG_TODO2), "todo1_solution", ECHO))
+    # patched modules and builtins that tests use
+    write(subs, "atk_patcher", NB["02"], insert_after(build(NB["02"], WRONG_TODO2), "todo1_solution", PATCHER))
+    # an answer whose == always says yes
+    write(subs, "atk_always_equal", NB["03"], build(NB["03"], {"todo3_solution": ALWAYS_EQUAL_TODO3}))
+    # reading above its folder: the grader's files, the instructor's sources, other students
+    targets = [str(repo / "solutions" / f"{NB['03']}.ipynb"), str(out / ".course" / "judge.json"),
+               str(out / ".course" / "gradebook.db"), str(subs / "honest_a" / f"{NB['03']}.ipynb"), "/etc/shadow"]
+    write(subs, "atk_reader", NB["03"], insert_after(build(NB["03"]), "todo3_solution", READER.replace("{SECRET_TARGETS}", repr(targets))))
+    # writing and deleting above its folder
+    doomed = [str(out / "grades.csv"), str(out / ".state"), str(out / ".course"), str(out / ".work"), str(subs), str(repo / "solutions")]
+    write(subs, "atk_saboteur", NB["01"], insert_after(build(NB["01"]), "todo0_solution", SABOTEUR.replace("{TARGETS}", repr(doomed))))
+    # resource attacks
+    write(subs, "atk_flood", NB["04"], insert_after(build(NB["04"]), "todo4_solution", FLOOD))
+    write(subs, "atk_detached", NB["04"], insert_after(build(NB["04"]), "todo4_solution", DETACHED))
+    write(subs, "atk_memory", NB["05"], insert_after(build(NB["05"]), "todo5_solution", MEMORY))
+    write(subs, "atk_memory", NB["04"], build(NB["04"]))
+    write(subs, "atk_forks", NB["01"], insert_after(build(NB["01"]), "todo0_solution", FORKS))
+    write(subs, "atk_network", NB["03"], insert_after(build(NB["03"]), "todo3_solution", NETWORK.replace("{PORT}", str(listener.port))))
+    before = {p: p.read_bytes() for p in (repo / "solutions").glob("*.ipynb")}
+    try:
+        first = run_grade(subs, out, "--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "120", "--memory-limit", "1")
+        second = run_grade(subs, rerun, "--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "120", "--memory-limit", "1")
+    finally:
+        listener.close()
+    return {"subs": subs, "out": out, "rerun": rerun, "grades": grades(out), "stdout": first.stdout + second.stdout,
+            "summary": json.loads((out / "summary.json").read_text()), "listener": listener,
+            "sources_before": before, "repo": repo}
+
+
+FULL = {"todo0_check_overlap": 3, "todo1_exposed_interval": 3, "todo2_estimate_handoff": 3, "todo3_validate_state": 3,
+        "todo4_plan_decode": 2, "todo5_decide_overlap": 2}
+
+
+def test_honest_students_keep_full_marks(attacked):
+    for student in ("honest_a", "honest_z"):
+        assert attacked["grades"][student]["total"] == 16, (student, attacked["grades"][student])
+
+
+def test_controls_are_partial_so_the_attack_tests_can_fail(attacked):
+    g = attacked["grades"]
+    assert 0 < g["ctl_wrong2"]["todo2_estimate_handoff"] < 3 and g["ctl_wrong2"]["todo1_exposed_interval"] == 3
+    assert 0 < g["ctl_wrong3"]["todo3_validate_state"] < 3
+    assert 0 < g["ctl_const3"]["todo3_validate_state"] < 3
+
+
+@pytest.mark.parametrize("attacker,control,cell", [
+    ("atk_transformer", "ctl_wrong3", "todo3_validate_state"),
+    ("atk_custom_exc", "ctl_wrong3", "todo3_validate_state"),
+    ("atk_echo", "ctl_wrong2", "todo2_estimate_handoff"),
+    ("atk_patcher", "ctl_wrong2", "todo2_estimate_handoff"),
+    ("atk_always_equal", "ctl_const3", "todo3_validate_state"),
+])
+def test_tampering_gains_nothing(attacked, attacker, control, cell):
+    g = attacked["grades"]
+    assert g[attacker][cell] == g[control][cell], f"{attacker} scored {g[attacker][cell]} on {cell}, its plain answer {g[control][cell]}"
+    assert g[attacker]["total"] <= g[control]["total"]
+
+
+def test_no_feedback_page_shows_a_hidden_test_or_an_answer_it_did_not_write(attacked):
+    secrets = secret_lines(Course.load())
+    pages = sorted((attacked["out"] / "feedback").rglob("*.html"))
+    assert len(pages) >= 20
+    for path in pages:
+        text = html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8")))
+        assert "BEGIN HIDDEN TESTS" not in text and "@idea(" not in text, path
+        lines = {line.strip() for line in text.splitlines()}
+        hidden = [s for s, where in secrets.items() if where.startswith("hidden test") and s in lines]
+        assert not hidden, f"{path}: {hidden[:3]}"
+        assert path.stat().st_size < 1_000_000, f"{path} is {path.stat().st_size} bytes"
+
+
+def test_reading_above_the_folder_finds_nothing(attacked):
+    text = page(attacked["out"], "atk_reader", NB["03"])
+    listing = text[text.index("READ "):].splitlines()[0]
+    found = eval(listing.split("FILES: ", 1)[1])  # a list literal printed by the submission
+    outside = [path for path in found if not path.startswith("/tmp/cg-")]  # its own kernel's runtime folder
+    assert not outside, f"the submission read {outside}"
+    assert attacked["grades"]["atk_reader"]["todo3_validate_state"] == 3
+
+
+def test_writing_above_the_folder_harms_no_one(attacked):
+    g = attacked["grades"]
+    assert g["atk_saboteur"]["todo0_check_overlap"] == 3, "the saboteur's own answer still counts"
+    assert "sabotage attempted" in page(attacked["out"], "atk_saboteur", NB["01"])
+    assert all((attacked["subs"] / s).is_dir() for s in ("honest_a", "honest_z")), "submissions survive"
+    for path, data in attacked["sources_before"].items():
+        assert path.read_bytes() == data, f"{path} changed"
+    statuses = {(p["student_id"], p["notebook"]): p["status"] for p in attacked["summary"]["problems"]}
+    assert ("honest_z", NB["01"]) not in statuses and ("honest_a", NB["01"]) not in statuses
+
+
+def test_a_second_run_gives_the_same_grades(attacked):
+    assert (attacked["out"] / "grades.csv").read_text() == (attacked["rerun"] / "grades.csv").read_text()
+
+
+def test_output_flood_is_cut(attacked):
+    path = attacked["out"] / "feedback" / "atk_flood" / f"{NB['04']}.html"
+    assert path.stat().st_size < 1_000_000
+    assert "output cut" in page(attacked["out"], "atk_flood", NB["04"])
+    assert attacked["grades"]["atk_flood"]["todo4_plan_decode"] == 2
+
+
+def test_nothing_a_submission_started_outlives_grading(attacked):
+    left = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if cmd in ("sleep 417", "sleep 418") or "ipykernel_launcher -f /tmp/cg-" in cmd or "autograde/runner.py" in cmd:
+            left.append(cmd)
+    assert not left, left
+    assert attacked["grades"]["atk_detached"]["todo4_plan_decode"] == 2
+
+
+def test_memory_blowup_stops_only_that_notebook(attacked):
+    statuses = {(p["student_id"], p["notebook"]): p for p in attacked["summary"]["problems"]}
+    problem = statuses[("atk_memory", NB["05"])]
+    assert problem["status"] == "out_of_memory", problem
+    assert attacked["grades"]["atk_memory"]["todo4_plan_decode"] == 2
+
+
+def test_fork_storm_is_bounded(attacked):
+    text = page(attacked["out"], "atk_forks", NB["01"])
+    assert "fork refused after" in text
+    children = int(re.search(r"fork refused after (\d+)", text).group(1))
+    assert children < 300
+    assert attacked["grades"]["atk_forks"]["todo0_check_overlap"] == 3
+
+
+def test_no_network(attacked):
+    assert attacked["listener"].accepted == 0
+    text = page(attacked["out"], "atk_network", NB["03"])
+    assert "no network" in text and "NET-OPEN" not in text
+    assert attacked["grades"]["atk_network"]["todo3_validate_state"] == 3
+
+
+def test_summary_records_the_sandbox(attacked):
+    sandbox = attacked["summary"]["sandbox"]
+    assert sandbox["enabled"] is True and sandbox["memory_limit_bytes"] == 1 << 30
