@@ -329,7 +329,8 @@ def test_validate_reports_public_checks_only(root, tmp_path):
     assert "[deadline_inclusive]" in partial.stdout and "all tests passed" not in partial.stdout.lower()
     bad = subprocess.run([sys.executable, "-m", "autograde", "validate", str(root / "notebooks" / f"{NOTEBOOKS[1]}.ipynb")],
                          capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 1 and re.search(r"public checks 0/\d+ passed", bad.stdout)
+    counts = re.search(r"ipynb: public checks (\d+)/(\d+) passed", bad.stdout)
+    assert bad.returncode == 1 and int(counts.group(1)) < int(counts.group(2)) / 4, bad.stdout
 
 
 def test_bundle_holds_no_answer(root, tmp_path):
@@ -349,3 +350,23 @@ def test_bundle_holds_no_answer(root, tmp_path):
     with zipfile.ZipFile(target, "a") as zf:
         zf.write(root / "solutions" / f"{NOTEBOOKS[2]}.ipynb", "serving-overlap-course/notebooks/extra.ipynb")
     assert scan_zip(Course.load(), target)
+
+
+def test_public_checks_catch_every_wrong_answer(tmp_path):
+    """Fairness: each plausible mistake above breaks a stated rule, so the public checks that a learner
+    runs before submitting fail, and name at least one of the ideas it will lose points on."""
+    files = []
+    for student, cell, solution, old, new, _ in WRONG:
+        files.append(write(tmp_path, student, NB_OF[cell], build(NB_OF[cell], mutate(solution, old, new))))
+    proc = subprocess.run([sys.executable, "-m", "autograde", "validate", *map(str, files)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1
+    blocks, current = {}, []
+    for line in proc.stdout.splitlines():
+        current.append(line)
+        if re.match(r"\S+\.ipynb: public checks", line):
+            blocks[len(blocks)] = "\n".join(current)
+            current = []
+    assert len(blocks) == len(WRONG), proc.stdout
+    for (student, cell, *_, failing), text in zip(WRONG, blocks.values()):
+        named = set(re.findall(r"✗ .*\[([a-z_]+)\]", text))
+        assert named & failing, f"{student}: the public checks do not catch it (named {named}, loses {failing})\n{text}"

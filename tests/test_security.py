@@ -301,3 +301,58 @@ def test_no_network(attacked):
 def test_summary_records_the_sandbox(attacked):
     sandbox = attacked["summary"]["sandbox"]
     assert sandbox["enabled"] is True and sandbox["memory_limit_bytes"] == 1 << 30
+
+
+# ---------------------------------------------------------------- the grader's own state
+@pytest.fixture(scope="module")
+def small_class(tmp_path_factory):
+    subs = tmp_path_factory.mktemp("small") / "submissions"
+    write(subs, "solo", NB["04"], build(NB["04"]))
+    write(subs, "wrong", NB["04"], build(NB["04"], mutate("todo4_solution", "ready_at_ms <= deadline_ms", "ready_at_ms < deadline_ms")))
+    return subs
+
+
+def test_a_second_run_on_the_same_folder_refuses(small_class, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    first = subprocess.Popen([sys.executable, "-m", "autograde", "grade", str(small_class), "--out", str(out), "--no-progress"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / ".work" / "settings.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    second = run_grade(small_class, out, check=False)
+    first.communicate(timeout=600)
+    assert second.returncode == 2 and "another grading run is using" in second.stderr, second.stderr
+    assert first.returncode == 0
+    assert grades(out)["solo"]["todo4_plan_decode"] == 2
+
+
+def test_tampered_state_is_not_trusted(small_class, tmp_path):
+    out = tmp_path / "out"
+    run_grade(small_class, out)
+    honest = grades(out)
+    # a forged record (full marks for the wrong answer) and an edited master
+    record = out / ".state" / "wrong" / f"{NB['04']}.json"
+    forged = json.loads(record.read_text())
+    forged["scores"] = {"todo4_plan_decode": 2.0}
+    record.write_text(json.dumps(forged))
+    spec = out / ".course" / "judge.json"
+    spec.write_text(spec.read_text().replace("uses('plan_decode_start')", "uses('plan_decode_start')\\nraise SystemExit"))
+    proc = run_grade(small_class, out)
+    assert "1 reused" in proc.stdout, "the untouched record is reused, the forged one is graded again"
+    assert grades(out) == honest and honest["wrong"]["todo4_plan_decode"] < 2
+    assert "raise SystemExit" not in spec.read_text(), "the master was rebuilt from the sources"
+
+
+def test_without_bubblewrap_grading_refuses_unless_told(small_class, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_BWRAP", "/nonexistent/bwrap")
+    refused = run_grade(small_class, tmp_path / "out", check=False)
+    assert refused.returncode == 2 and "sandbox cannot run here" in refused.stderr and "--no-sandbox" in refused.stderr
+    allowed = run_grade(small_class, tmp_path / "out2", "--no-sandbox")
+    assert "WARNING: grading WITHOUT the sandbox" in allowed.stderr
+    summary = json.loads((tmp_path / "out2" / "summary.json").read_text())
+    assert summary["sandbox"]["enabled"] is False and "no-sandbox" in summary["sandbox"]["warning"]
+    assert grades(tmp_path / "out2")["solo"]["todo4_plan_decode"] == 2, "the judge still decides scores"
