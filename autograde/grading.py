@@ -197,13 +197,23 @@ def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, lo
         log_copy.write_text(text[-200_000:], encoding="utf-8")
 
 
-MAX_PAGE = 1_000_000  # bytes in one feedback page
+MAX_PAGE = 1_000_000  # characters in one feedback page
+_TAG = re.compile(r"<[^<>]*>")  # linear: a run of '<' without '>' cannot make it backtrack
+
+
+def safe_text(text: str) -> str:
+    """A name or note from a submission, fit for JSON, CSV and a terminal: undecodable bytes
+    and control characters (terminal escapes) are replaced."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return "".join(ch if ch.isprintable() else "?" for ch in text)[:300]
 
 
 def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: Path) -> int:
     """Copy a feedback page, first removing any line of a hidden test or of a reference answer
     that the learner's own notebook does not hold. Returns how many lines were removed."""
     raw = page.read_text(encoding="utf-8", errors="replace")
+    if len(raw) > MAX_PAGE:  # cut first: the scan below must stay cheap whatever the page holds
+        raw = raw[:MAX_PAGE] + "\n<p>[the page was cut at 1 MB]</p></body></html>\n"
     try:
         own = {line.strip() for cell in nbformat.read(graded, as_version=4).cells
                if cell.metadata.get("nbgrader", {}).get("solution") for line in cell.source.splitlines()}
@@ -211,13 +221,11 @@ def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: P
         own = set()
     lines, removed = raw.split("\n"), 0
     for i, line in enumerate(lines):
-        plain = html.unescape(re.sub(r"<[^>]+>", "", line)).strip()
+        plain = html.unescape(_TAG.sub("", line)).strip()
         if plain and plain in secrets and plain not in own:
             lines[i] = "<span>[line removed from this page: it quoted the grader's tests or answers]</span>"
             removed += 1
     text = "\n".join(lines)
-    if len(text.encode()) > MAX_PAGE:
-        text = text[:MAX_PAGE] + "\n<p>[the page was cut at 1 MB]</p></body></html>\n"
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -232,7 +240,7 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
     kernel killed; a new worker then takes the notebooks that are left."""
     records, pending = [], []
     for notebook, path, fingerprint in items:
-        record = {"student_id": student, "notebook": notebook, "file": path.name, "fingerprint": fingerprint,
+        record = {"student_id": student, "notebook": notebook, "file": safe_text(path.name), "fingerprint": fingerprint,
                   "scores": {}, "status": "graded", "detail": ""}
         try:
             pending.append((record, _prepare(course, master, out, student, notebook, path)))
@@ -262,6 +270,7 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
                     current, killed = _watch(proc, pending, options.notebook_timeout, settle)
                 finally:
                     reap(proc)
+                    _sweep(out / ".work" / student / "sandbox.ledger")
             worker_log = log_path.read_text(encoding="utf-8", errors="replace")
             _settle_finished(pending, settle)  # any that finished after the last poll
             stopped = [(record, job) for record, job in pending if job == current]
@@ -277,6 +286,15 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
     finally:
         shutil.rmtree(out / ".work" / student, ignore_errors=True)
     return records
+
+
+def _sweep(ledger: Path) -> None:
+    """After a worker ends, however it ended, remove what its sandboxes left behind."""
+    if ledger.is_file():
+        from .sandbox import sweep
+
+        sweep(ledger)
+        ledger.unlink(missing_ok=True)
 
 
 def _settle_finished(pending: list, settle) -> None:
@@ -430,12 +448,14 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     notes: dict[str, list[str]] = {}
     by_student: dict[str, list[tuple[str, Path, str]]] = {}  # the notebooks to grade now
     for folder in students:
-        student = folder.name
-        if not STUDENT_ID.match(student):
+        student = safe_text(folder.name)
+        if not STUDENT_ID.match(folder.name) or folder.is_symlink():
+            why = "a student folder may not be a symbolic link" if folder.is_symlink() else "use letters, digits, '_', '.', '@', '+' or '-'"
             records += [{"student_id": student, "notebook": nb, "scores": {}, "status": "invalid_student_id",
-                         "detail": "use letters, digits, '_', '.', '@', '+' or '-'"} for nb in course.notebooks]
+                         "detail": why} for nb in course.notebooks]
             continue
-        chosen, notes[student] = match_notebooks(folder, course.notebooks, ids_by_name)
+        chosen, found_notes = match_notebooks(folder, course.notebooks, ids_by_name)
+        notes[student] = [safe_text(note) for note in found_notes]
         for notebook, path in chosen.items():
             if path is None:
                 records.append({"student_id": student, "notebook": notebook, "scores": {}, "status": "missing",
@@ -460,11 +480,17 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
-            futures = [pool.submit(grade_student, course, master, out, s, items, options, done, secrets)
-                       for s, items in by_student.items()]
+            futures = {pool.submit(grade_student, course, master, out, s, items, options, done, secrets): (s, items)
+                       for s, items in by_student.items()}
             try:
                 for future in as_completed(futures):
-                    records.extend(future.result())
+                    try:
+                        records.extend(future.result())
+                    except Exception as exc:  # a grader fault for one student: a row for them, the rest goes on
+                        student, items = futures[future]
+                        for notebook, path, fingerprint in items:
+                            records.append({"student_id": student, "notebook": notebook, "scores": {}, "status": "error",
+                                            "detail": safe_text(f"{type(exc).__name__}: {exc}")})
             except BaseException:
                 pool.shutdown(wait=False, cancel_futures=True)
                 kill_live_runs()

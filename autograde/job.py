@@ -31,12 +31,12 @@ RUNNER = Path(__file__).with_name("runner.py")
 
 
 class Worker:
-    def __init__(self, settings: dict, student: str):
+    def __init__(self, settings: dict, student: str, ledger: Path):
         self.settings, self.student = settings, student
         self.spec = json.loads(Path(settings["judge"]).read_text(encoding="utf-8"))
         self.box = None
         if settings["sandbox"]:
-            self.box = Sandbox(Path(settings["home"]), Limits(settings["memory_limit"], settings["pids"]))
+            self.box = Sandbox(Path(settings["home"]), Limits(settings["memory_limit"], settings["pids"]), ledger)
             os.environ["JUPYTER_PATH"] = str(self.box.write_kernelspec())
             os.environ["COURSE_SANDBOX"] = "1"
         self._runner_job = None
@@ -143,10 +143,31 @@ def ideas_report(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+MAX_KERNEL_MESSAGE = 64 << 20
+
+
+def _cap_messages() -> None:
+    """A kernel message over 64 MiB is refused by this process's sockets (ZeroMQ drops the
+    connection), so one huge output cannot fill this trusted process's memory: the notebook
+    then fails, at its own cost. Many smaller outputs are dropped as they arrive once a
+    notebook has sent its share (preprocessors.CappedExecute)."""
+    import zmq
+    import zmq.asyncio
+
+    original = zmq.asyncio.Context.__init__
+
+    def capped(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.setsockopt(zmq.MAXMSGSIZE, MAX_KERNEL_MESSAGE)
+
+    zmq.asyncio.Context.__init__ = capped
+
+
 def main(argv: list[str]) -> int:
     settings = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     student, jobdirs = argv[1], [Path(p).resolve() for p in argv[2:]]
-    worker = Worker(settings, student)
+    _cap_messages()
+    worker = Worker(settings, student, jobdirs[0].parent / "sandbox.ledger")
     try:
         for jobdir in jobdirs:
             (jobdir / "started.tmp").write_text(repr(time.time()))

@@ -57,7 +57,8 @@ def encode(value: Any, depth: int = 0) -> Any:
 
 
 def decode(value: Any) -> Any:
-    """Plain data back from the runner: only JSON's types, tuples and non-string keys restored."""
+    """Plain data back from the runner: only JSON's types, tuples and non-string keys restored.
+    (runner.py has its own copy of this format on purpose: the two sides share no code.)"""
     if isinstance(value, list):
         return [decode(v) for v in value]
     if isinstance(value, dict):
@@ -123,7 +124,7 @@ class Runner:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise RunnerFailed(f"your code did not answer within {timeout:g} s")
+                raise RunnerFailed(f"your code did not answer in time ({self.call_timeout:g} s per call)")
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
@@ -163,8 +164,9 @@ class Runner:
         encoded_args, encoded_kwargs = encode(list(args)), encode(dict(kwargs))
         self.send({"op": "call", "name": name, "args": encoded_args, "kwargs": encoded_kwargs,
                    "stand_ins": sorted(stand_ins)})
+        deadline = time.monotonic() + self.call_timeout  # for the whole call, callbacks included
         while True:
-            reply = self.receive(self.call_timeout)
+            reply = self.receive(max(0.0, deadline - time.monotonic()))
             op = reply.get("op")
             if op == "callback":
                 self._answer_callback(reply, stand_ins)

@@ -40,11 +40,16 @@ def match_notebooks(student_dir: Path, names: tuple[str, ...], ids_by_name: dict
     By name first (exact, then normalized); a file whose name matches nothing is matched
     by the grade ids it contains. Several candidates: the exact name wins, else the newest.
     """
+    home = student_dir.resolve()
     files = sorted(p for p in student_dir.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts and p.is_file())
     by_lower = {name.lower(): name for name in names}
     candidates: dict[str, list[tuple[int, float, Path]]] = {name: [] for name in names}
     notes: list[str] = []
     for path in files:
+        linked = any(part.is_symlink() for part in [path, *path.parents] if part != student_dir and student_dir in part.parents)
+        if linked or home not in path.resolve().parents:
+            notes.append(f"ignored {path.relative_to(student_dir)}: a symbolic link (submissions must be plain files)")
+            continue
         if path.stem in names:
             candidates[path.stem].append((0, -path.stat().st_mtime, path))
             continue

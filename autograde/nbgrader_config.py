@@ -4,10 +4,11 @@
 import os
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, Execute, GetGrades,
-                                    IgnorePattern, LimitOutput, SaveAutoGrades)
+from nbconvert.preprocessors.sanitize import SanitizeHTML
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern,
+                                    LimitOutput, SaveAutoGrades)
 
-from autograde.preprocessors import CapOutputs, ShortenErrors
+from autograde.preprocessors import CapOutputs, CappedExecute, ShortenErrors
 
 c = get_config()  # noqa: F821 (provided by traitlets when the file is loaded)
 
@@ -27,18 +28,20 @@ c.OverwriteCells.add_missing_cells = True
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"[\s\S]*"
 # Outputs are cut to a byte budget before the graded notebook is saved.
-c.Autograde.autograde_preprocessors = [Execute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, CapOutputs,
+c.Autograde.autograde_preprocessors = [CappedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, CapOutputs,
                                        SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 if os.environ.get("COURSE_SANDBOX") == "1":
     # The learner's kernel runs in bubblewrap (autograde/sandbox.py). It has no network, so
     # it talks to nbgrader over Unix sockets in a folder bound into the sandbox.
     # The connection file and the sockets go to this job's runtime folder (bound inside);
     # left to itself, jupyter_client would put the file in /tmp, which the sandbox hides.
-    c.Execute.kernel_name = "serving-overlap-sandbox"
+    c.Execute.kernel_name = "serving-overlap-sandbox"  # CappedExecute inherits Execute's settings
     c.KernelManager.transport = "ipc"
     c.KernelManager.connection_file = os.path.join(os.environ["JUPYTER_RUNTIME_DIR"], "kernel.json")
 
 # Feedback: the visible checks, the failure messages and the judge's ideas, never the
 # hidden tests (they are not in the graded notebook at all) nor tracebacks.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortenErrors, CSSHTMLHeaderPreprocessor]
+# Markdown and HTML a learner wrote are sanitized (no <script> in the page).
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortenErrors, CapOutputs, SanitizeHTML,
+                                    CSSHTMLHeaderPreprocessor]
 c.ClearHiddenTests.enforce_metadata = False

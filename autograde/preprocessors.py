@@ -3,10 +3,31 @@ from __future__ import annotations
 
 import json
 
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbformat.v4 import new_output
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
 
 HIDDEN_NOTE = "# Hidden tests ran outside this notebook at grading: the ideas they check, and your result, are below."
+
+
+class CappedExecute(Execute):
+    """nbgrader's Execute, keeping at most ``stream_cap`` characters of a notebook's outputs
+    while it runs: the rest is dropped as it arrives, so a learner's output flood cannot fill
+    the grader's memory (a note says where output was dropped)."""
+
+    stream_cap = Integer(2_000_000, help="characters of output kept while a notebook runs").tag(config=True)
+
+    def output(self, outs, msg, display_id, cell_index):
+        content = msg.get("content", {})
+        size = len(str(content.get("text", ""))) + sum(len(str(v)) for v in content.get("data", {}).values())
+        self._seen = getattr(self, "_seen", 0) + size
+        if self._seen > self.stream_cap and msg.get("msg_type") in ("stream", "display_data", "execute_result", "update_display_data"):
+            noted = self.__dict__.setdefault("_noted", set())
+            if cell_index not in noted:
+                noted.add(cell_index)
+                outs.append(new_output("stream", name="stdout", text="\n[output dropped: this notebook printed more than the grader keeps]\n"))
+            return None
+        return super().output(outs, msg, display_id, cell_index)
 
 
 class CapOutputs(NbGraderPreprocessor):
@@ -31,6 +52,8 @@ class CapOutputs(NbGraderPreprocessor):
         return text[:keep] + f"\n[output cut: {len(text) - keep:,} more characters were not kept]\n"
 
     def preprocess_cell(self, cell, resources, index):
+        if len(cell.source) > self.per_output:  # a learner's cell may be huge too (markdown included)
+            cell.source = cell.source[:self.per_output] + f"\n[cell cut: {len(cell.source) - self.per_output:,} more characters]"
         if cell.cell_type != "code":
             return cell, resources
         for output in cell.get("outputs", []):

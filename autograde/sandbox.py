@@ -41,6 +41,8 @@ class SandboxUnavailable(RuntimeError):
 class Limits:
     memory_bytes: int = 4 * GiB
     pids: int = 256
+    cpus: float = 1.0  # CPU time per job, in cores: a busy submission cannot starve the others
+    disk_bytes: int = 256 << 20  # the working folder and /tmp inside are memory-backed, this size each
 
 
 def bwrap_binary() -> str:
@@ -108,11 +110,13 @@ class LimitGroups:
     def _detect(self) -> tuple[str, dict[str, Path]]:
         own, mounts = _own_cgroups(), _mounts()
         v1 = {}
-        for controller in ("memory", "pids"):
+        for controller in ("memory", "pids", "cpu"):
             point = next((m for m, fs, opts in mounts if fs == "cgroup" and controller in opts.split(",")), None)
             if point and controller in own:
                 v1[controller] = Path(point + own[controller]) / GROUP
-        if len(v1) == 2 and self._usable(v1.values()):
+        if "cpu" in v1 and not self._usable([v1["cpu"]]):
+            del v1["cpu"]  # a CPU quota where the machine allows one; memory and process limits are required
+        if {"memory", "pids"} <= set(v1) and self._usable(v1.values()):
             return "cgroup-v1", v1
         point = next((m for m, fs, _ in mounts if fs == "cgroup2"), None)
         if point and "" in own:
@@ -153,10 +157,17 @@ class LimitGroups:
                         pass
             elif self.mechanism == "cgroup-v1" and controller == "pids":
                 (group / "pids.max").write_text(str(self.limits.pids))
+            elif self.mechanism == "cgroup-v1" and controller == "cpu":
+                (group / "cpu.cfs_period_us").write_text("100000")
+                (group / "cpu.cfs_quota_us").write_text(str(int(100000 * self.limits.cpus)))
             else:
                 (group / "memory.max").write_text(str(self.limits.memory_bytes))
                 (group / "memory.swap.max").write_text("0")
                 (group / "pids.max").write_text(str(self.limits.pids))
+                try:
+                    (group / "cpu.max").write_text(f"{int(100000 * self.limits.cpus)} 100000")
+                except OSError:
+                    pass
             groups[controller] = str(group)
         return groups
 
@@ -173,6 +184,14 @@ class LimitGroups:
     def remove(self, name: str) -> None:
         for base in self._bases.values():
             group = base / name
+            try:  # anything still in the group (a worker killed at its limit leaves its runner's) dies now
+                for pid in (group / "cgroup.procs").read_text().split():
+                    try:
+                        os.kill(int(pid), 9)
+                    except (OSError, ValueError):
+                        pass
+            except OSError:
+                pass
             for _ in range(50):
                 try:
                     group.rmdir()
@@ -203,14 +222,19 @@ class Job:
 class Sandbox:
     """Sandbox configuration for one grading worker."""
 
-    def __init__(self, home: Path, limits: Limits = Limits()):
+    def __init__(self, home: Path, limits: Limits = Limits(), ledger: Path | None = None):
         self.bwrap = bwrap_binary()
         self.limits = limits
         self.groups = LimitGroups(limits)
         self.home = home  # holds the kernelspec and the warmed matplotlib cache
+        self.ledger = ledger  # what this sandbox created, so a parent can sweep it after a kill
         self._trusted = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
-        # a short folder for connection files and Unix sockets (paths must stay < 108 bytes)
-        self._short = Path(tempfile.mkdtemp(prefix="cg-", dir="/tmp"))
+        # a short folder for connection files and Unix sockets (paths must stay < 108 bytes), in
+        # memory where the machine has /dev/shm, so what a kernel writes there counts as its memory
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else "/tmp"
+        self._short = Path(tempfile.mkdtemp(prefix="cg-", dir=shm))
+        self._note({"path": str(self._trusted)})
+        self._note({"path": str(self._short)})
         self.read_only = _read_only_paths()
         self._mpl = self._warm_matplotlib()
         self._count = 0
@@ -241,9 +265,15 @@ class Sandbox:
         (folder / "kernel.json").write_text(json.dumps(spec, indent=1))
         return self.home
 
+    def _note(self, entry: dict) -> None:
+        if self.ledger:
+            with open(self.ledger, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(entry) + "\n")
+
     def job(self, name: str, course_toml: Path | None = None, read_only: list[str] = ()) -> Job:
         """Limit groups, folders and launcher configuration for one sandboxed process."""
         self._count += 1
+        self._note({"group": name})
         runtime = self._short / str(self._count)
         scratch = self._trusted / f"scratch-{self._count}"
         runtime.mkdir()
@@ -254,7 +284,8 @@ class Sandbox:
             "read_only": [*self.read_only, *([str(course_toml)] if course_toml else []), *read_only],
             "writable": [str(runtime)],
             "scratch": str(scratch),
-            "limits": {"memory_bytes": self.limits.memory_bytes, "pids": self.limits.pids},
+            "limits": {"memory_bytes": self.limits.memory_bytes, "pids": self.limits.pids,
+                       "disk_bytes": self.limits.disk_bytes},
             "cgroups": self.groups.create(name),
             "env": {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
                     "MPLBACKEND": "agg", "MPLCONFIGDIR": str(runtime / "mpl"), "IPYTHONDIR": "/tmp/.ipython",
@@ -268,8 +299,8 @@ class Sandbox:
         """Remove a job's groups and folders; report whether it ran out of memory."""
         report = {"out_of_memory": self.groups.out_of_memory(job.name)}
         self.groups.remove(job.name)
-        shutil.rmtree(job.runtime, ignore_errors=True)
-        shutil.rmtree(job.scratch, ignore_errors=True)
+        remove_tree(job.runtime)
+        remove_tree(job.scratch)
         job.config.unlink(missing_ok=True)
         return report
 
@@ -281,11 +312,36 @@ class Sandbox:
     def describe(self) -> dict:
         return {"enabled": True, "isolation": "bubblewrap", "bwrap": self.bwrap, "limits_by": self.groups.mechanism,
                 "memory_limit_bytes": self.limits.memory_bytes, "process_limit": self.limits.pids,
-                "process_limit_enforced": self.groups.mechanism != "rlimit" or os.geteuid() != 0}
+                "process_limit_enforced": self.groups.mechanism != "rlimit" or os.geteuid() != 0,
+                "cpu_limit_cores": self.limits.cpus if "cpu" in self.groups._bases or self.groups.mechanism == "cgroup-v2" else None,
+                "disk_limit_bytes": self.limits.disk_bytes}
 
     def close(self) -> None:
-        shutil.rmtree(self._short, ignore_errors=True)
-        shutil.rmtree(self._trusted, ignore_errors=True)
+        remove_tree(self._short)
+        remove_tree(self._trusted)
+
+
+def remove_tree(path: Path) -> None:
+    """rm -rf that also survives a tree too deep for shutil's recursion."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        subprocess.run(["rm", "-rf", "--", str(path)], check=False)
+
+
+def sweep(ledger: Path, limits: Limits = Limits()) -> None:
+    """Remove what a killed worker's sandboxes left: folders, and limit groups with any process in them."""
+    try:
+        entries = [json.loads(line) for line in ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return
+    groups = LimitGroups(limits)
+    for entry in entries:
+        if "group" in entry:
+            groups.remove(entry["group"])
+    for entry in entries:
+        if "path" in entry:
+            remove_tree(Path(entry["path"]))
 
 
 def probe(home: Path, limits: Limits = Limits()) -> str | None:
@@ -334,10 +390,13 @@ def bwrap_args(config: dict, cwd: str, argv: list[str]) -> list[str]:
         args += ["--ro-bind-try", etc, etc]
     for path in config["read_only"]:
         args += ["--ro-bind", path, path]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    size = str(config["limits"]["disk_bytes"])
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp"]
     for path in config["writable"]:
         args += ["--bind", path, path]
-    args += ["--bind", config["scratch"], cwd]  # the working folder inside is the job's scratch folder
+    # the working folder inside is an empty, size-limited, memory-backed folder of its own: what the
+    # learner writes there never reaches the grader's disk, nor a folder the grader reads
+    args += ["--size", size, "--tmpfs", cwd]
     args += ["--chdir", cwd, "--clearenv"]
     for key, value in config["env"].items():
         args += ["--setenv", key, value]

@@ -8,11 +8,13 @@ batch must give the same grades."""
 import csv
 import html
 import json
+import os
 import re
 import socket
 import threading
 from pathlib import Path
 
+import nbformat
 import psutil
 import pytest
 
@@ -103,6 +105,16 @@ try:
         children += 1
 except OSError as exc:
     print('fork refused after', children, 'children:', type(exc).__name__)"""
+HOG = """import os, time
+for _ in range(12):
+    if os.fork() == 0:
+        os.setsid()
+        end = time.time() + 40
+        while time.time() < end:
+            pass
+        os._exit(0)"""
+MARKUP = "<script>document.title = 'owned'</script>\n" + "<" * 120_000
+STICKY_TODO4 = answer("todo4_solution").replace("    if validation['incompatible']:", "    validation['_seen'] = True\n    if validation['incompatible']:")
 NETWORK = """import socket
 try:
     socket.create_connection(('127.0.0.1', {PORT}), timeout=3).sendall(b'leak')
@@ -182,6 +194,22 @@ def attacked(tmp_path_factory):
     write(subs, "atk_memory", NB["04"], build(NB["04"]))
     write(subs, "atk_forks", NB["01"], insert_after(build(NB["01"]), "todo0_solution", FORKS))
     write(subs, "atk_network", NB["03"], insert_after(build(NB["03"]), "todo3_solution", NETWORK.replace("{PORT}", str(listener.port))))
+    # a CPU hog (12 busy processes in new sessions): others must not lose time to it
+    write(subs, "atk_hog", NB["02"], insert_after(build(NB["02"]), "todo2_solution", HOG))
+    # hostile markup and a quadratic-regex bait in a markdown cell
+    markup = build(NB["04"])
+    markup.cells.insert(1, nbformat.v4.new_markdown_cell(MARKUP))
+    write(subs, "atk_markup", NB["04"], markup)
+    # a function that changes its input the same way on every call
+    assert STICKY_TODO4 != answer("todo4_solution")
+    write(subs, "atk_sticky", NB["04"], build(NB["04"], {"todo4_solution": STICKY_TODO4}))
+    # a submission that is a symbolic link to the instructor's answers
+    (subs / "atk_symlink").mkdir()
+    (subs / "atk_symlink" / f"{NB['03']}.ipynb").symlink_to(repo / "solutions" / f"{NB['03']}.ipynb")
+    # a file name that is not UTF-8 (matched by its graded cells)
+    (subs / "atk_badname").mkdir()
+    with open(os.fsencode(subs / "atk_badname") + b"/\xff\xfe-work.ipynb", "w", encoding="utf-8") as handle:
+        nbformat.write(build(NB["04"]), handle)
     before = {p: p.read_bytes() for p in (repo / "solutions").glob("*.ipynb")}
     try:
         first = run_grade(subs, out, "--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "120", "--memory-limit", "1")
@@ -356,3 +384,32 @@ def test_without_bubblewrap_grading_refuses_unless_told(small_class, tmp_path, m
     summary = json.loads((tmp_path / "out2" / "summary.json").read_text())
     assert summary["sandbox"]["enabled"] is False and "no-sandbox" in summary["sandbox"]["warning"]
     assert grades(tmp_path / "out2")["solo"]["todo4_plan_decode"] == 2, "the judge still decides scores"
+
+
+def test_cpu_hog_costs_others_nothing(attacked):
+    # the honest students ran next to it with two workers; each job gets at most one core
+    assert attacked["summary"]["sandbox"].get("cpu_limit_cores") in (1.0, None)
+    for student in ("honest_a", "honest_z"):
+        assert attacked["grades"][student]["todo2_estimate_handoff"] == 3
+
+
+def test_markup_is_sanitized_and_cheap(attacked):
+    raw = (attacked["out"] / "feedback" / "atk_markup" / f"{NB['04']}.html").read_text(encoding="utf-8")
+    assert "document.title = 'owned'" not in raw or "<script>document.title" not in raw
+    assert attacked["grades"]["atk_markup"]["todo4_plan_decode"] == 2
+
+
+def test_changing_an_input_is_caught_even_when_it_is_the_same_change_each_time(attacked):
+    ideas = {}
+    for line in (attacked["out"] / "log.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["student_id"] == "atk_sticky":
+            ideas = {i["id"]: i["status"] for i in record["ideas"]["todo4_plan_decode"]}
+    assert ideas["inputs_unchanged"] == "failed" and attacked["grades"]["atk_sticky"]["todo4_plan_decode"] == 1.75
+
+
+def test_symbolic_links_and_odd_names_are_handled(attacked):
+    g = attacked["grades"]
+    assert g["atk_symlink"]["total"] == 0, "a link to the answers is not a submission"
+    assert any("symbolic link" in note for note in attacked["summary"]["matching_notes"]["atk_symlink"])
+    assert g["atk_badname"]["todo4_plan_decode"] == 2, "a file name that is not UTF-8 is still graded, and breaks nothing"
