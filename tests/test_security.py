@@ -290,7 +290,8 @@ def test_a_second_run_gives_the_same_grades(attacked):
 def test_output_flood_is_cut(attacked):
     path = attacked["out"] / "feedback" / "atk_flood" / f"{NB['04']}.html"
     assert path.stat().st_size < 1_000_000
-    assert "output cut" in page(attacked["out"], "atk_flood", NB["04"])
+    text = page(attacked["out"], "atk_flood", NB["04"])
+    assert "output dropped" in text or "output cut" in text
     assert attacked["grades"]["atk_flood"]["todo4_plan_decode"] == 2
 
 
@@ -395,7 +396,7 @@ def test_cpu_hog_costs_others_nothing(attacked):
 
 def test_markup_is_sanitized_and_cheap(attacked):
     raw = (attacked["out"] / "feedback" / "atk_markup" / f"{NB['04']}.html").read_text(encoding="utf-8")
-    assert "document.title = 'owned'" not in raw or "<script>document.title" not in raw
+    assert "<script>document.title" not in raw
     assert attacked["grades"]["atk_markup"]["todo4_plan_decode"] == 2
 
 
