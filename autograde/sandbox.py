@@ -386,12 +386,13 @@ def bwrap_args(config: dict, cwd: str, argv: list[str]) -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
+    size = str(config["limits"]["disk_bytes"])
+    # /tmp first: the environment itself may live under /tmp, and a later tmpfs would hide it
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp"]
     for etc in ("/etc/ld.so.cache", "/etc/fonts", "/etc/localtime", "/etc/mime.types"):
         args += ["--ro-bind-try", etc, etc]
     for path in config["read_only"]:
         args += ["--ro-bind", path, path]
-    size = str(config["limits"]["disk_bytes"])
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp"]
     for path in config["writable"]:
         args += ["--bind", path, path]
     # the working folder inside is an empty, size-limited, memory-backed folder of its own: what the
