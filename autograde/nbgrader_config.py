@@ -45,3 +45,4 @@ if os.environ.get("COURSE_SANDBOX") == "1":
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortenErrors, CapOutputs, SanitizeHTML,
                                     CSSHTMLHeaderPreprocessor]
 c.ClearHiddenTests.enforce_metadata = False
+c.SanitizeHTML.enabled = True  # nbconvert's preprocessors are off unless enabled

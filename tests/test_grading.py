@@ -121,7 +121,7 @@ def batch(tmp_path_factory):
     (subs / "garbage").mkdir()
     (subs / "garbage" / f"{NOTEBOOKS[0]}.ipynb").write_text("this is not json")
     begin = time.monotonic()
-    proc = run_grade(subs, out, "--workers", "2", "--cell-timeout", "5", "--notebook-timeout", "60")
+    proc = run_grade(subs, out, "--workers", "2", "--cell-timeout", "10", "--notebook-timeout", "60")
     seconds = time.monotonic() - begin
     return {"subs": subs, "out": out, "grades": read_grades(out), "stdout": proc.stdout, "seconds": seconds,
             "summary": json.loads((out / "summary.json").read_text()), "log": [json.loads(l) for l in (out / "log.jsonl").read_text().splitlines()]}
@@ -253,7 +253,7 @@ def test_log_is_machine_readable(batch):
 def test_rerun_is_idempotent(batch):
     before = (batch["out"] / "grades.csv").read_text()
     begin = time.monotonic()
-    proc = run_grade(batch["subs"], batch["out"], "--workers", "2", "--cell-timeout", "5", "--notebook-timeout", "60")
+    proc = run_grade(batch["subs"], batch["out"], "--workers", "2", "--cell-timeout", "10", "--notebook-timeout", "60")
     assert (batch["out"] / "grades.csv").read_text() == before
     assert "0 notebooks graded" in proc.stdout or "reused" in proc.stdout
     summary = json.loads((batch["out"] / "summary.json").read_text())

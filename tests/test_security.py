@@ -265,10 +265,13 @@ def test_no_feedback_page_shows_a_hidden_test_or_an_answer_it_did_not_write(atta
 
 def test_reading_above_the_folder_finds_nothing(attacked):
     text = page(attacked["out"], "atk_reader", NB["03"])
-    listing = text[text.index("READ "):].splitlines()[0]
-    found = eval(listing.split("FILES: ", 1)[1])  # a list literal printed by the submission
-    outside = [path for path in found if not path.startswith("/tmp/cg-")]  # its own kernel's runtime folder
-    assert not outside, f"the submission read {outside}"
+    listing = re.search(r"^READ (\d+) FILES: (\[.*\])$", text, re.M)
+    assert listing, "the reader printed its findings"
+    found = eval(listing.group(2))  # a list literal printed by the submission
+    grader = [str(attacked["out"]), str(attacked["subs"]), str(attacked["repo"] / "solutions"), "/etc/shadow"]
+    leaked = [path for path in found if any(path.startswith(place) for place in grader)]
+    assert not leaked, f"the submission read {leaked}"
+    assert "judge.json" not in text and "BEGIN SOLUTION" not in text
     assert attacked["grades"]["atk_reader"]["todo3_validate_state"] == 3
 
 
@@ -404,7 +407,7 @@ def test_changing_an_input_is_caught_even_when_it_is_the_same_change_each_time(a
     ideas = {}
     for line in (attacked["out"] / "log.jsonl").read_text().splitlines():
         record = json.loads(line)
-        if record["student_id"] == "atk_sticky":
+        if record["student_id"] == "atk_sticky" and record["notebook"] == NB["04"]:
             ideas = {i["id"]: i["status"] for i in record["ideas"]["todo4_plan_decode"]}
     assert ideas["inputs_unchanged"] == "failed" and attacked["grades"]["atk_sticky"]["todo4_plan_decode"] == 1.75
 
