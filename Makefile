@@ -38,6 +38,7 @@ bundle: venv
 bench: venv
 	$(BIN)/python benchmarks/bench_cpu_overlap.py
 	$(BIN)/python benchmarks/bench_parallel_grading.py
+	$(BIN)/python benchmarks/bench_sandbox_cost.py
 
 clean:
 	rm -rf .course_build dist artifacts .pytest_cache
