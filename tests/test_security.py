@@ -271,7 +271,7 @@ def test_reading_above_the_folder_finds_nothing(attacked):
     grader = [str(attacked["out"]), str(attacked["subs"]), str(attacked["repo"] / "solutions"), "/etc/shadow"]
     leaked = [path for path in found if any(path.startswith(place) for place in grader)]
     assert not leaked, f"the submission read {leaked}"
-    assert "judge.json" not in text and "BEGIN SOLUTION" not in text
+    assert "BEGIN SOLUTION" not in text and "@idea(" not in text, "no answer or hidden test was printed"
     assert attacked["grades"]["atk_reader"]["todo3_validate_state"] == 3
 
 
