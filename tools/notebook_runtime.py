@@ -48,17 +48,34 @@ def runtime_summary() -> dict[str, Any]:
     return summary
 
 
+def nvidia_driver_present() -> bool:
+    """True when an NVIDIA driver is loaded (Linux) or ``nvidia-smi`` is on PATH.
+
+    A cheap probe: importing torch to ask costs seconds, and only notebook 05 needs torch.
+    """
+    import shutil
+
+    return Path("/proc/driver/nvidia/version").is_file() or shutil.which("nvidia-smi") is not None
+
+
 def course_setup(quiet: bool = False) -> dict[str, Any]:
-    """Apply the course figure style and print one line about the runtime."""
+    """Apply the course figure style and print one line about the runtime.
+
+    torch is not imported here (it costs seconds and notebooks 01-04 never use it);
+    notebook 05 reports the device it actually ran on in its result file.
+    """
     from .plotting import apply_style
 
     apply_style()
-    if grading_mode():  # the grader needs no runtime report, and importing torch costs seconds per notebook
-        return {"python": platform.python_version(), "torch": package_version("torch"), "grading": grading_mode()}
-    summary = runtime_summary()
+    summary: dict[str, Any] = {"python": platform.python_version(), "torch": package_version("torch")}
+    if grading_mode():  # the grader needs no runtime report
+        summary["grading"] = grading_mode()
+        return summary
+    summary["nvidia_driver"] = nvidia_driver_present()
     if not quiet:
-        gpu = summary["device"] if summary["cuda_available"] else "no CUDA device (CPU only: every exercise works)"
-        print(f"Python {summary['python']} · torch {summary['torch']} · {gpu}")
+        torch = f"torch {summary['torch']}" if summary["torch"] else "torch not installed (only notebook 05 needs it)"
+        gpu = "NVIDIA driver found" if summary["nvidia_driver"] else "no NVIDIA GPU (CPU only: every exercise works)"
+        print(f"Python {summary['python']} · {torch} · {gpu}")
     return summary
 
 
