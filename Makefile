@@ -1,6 +1,8 @@
 # Two commands do all the set-up on a fresh machine:
 #   make lab    build .venv if missing, install the course into it, open JupyterLab on notebooks/
 #   make test   the same set-up, then every test (CI runs this)
+# The install is the course folder's pinned one with the grader and the test tools:
+# `pip install -e '.[instructor,test]'`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -12,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (nbgrader 0.9.6). Run: make PYTHON=python3.11 ...")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[instructor,test]'
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -1,6 +1,7 @@
 """Prove that what learners receive holds no answer and no hidden test."""
 from __future__ import annotations
 
+import io
 import re
 import zipfile
 from pathlib import Path
@@ -66,21 +67,43 @@ def scan_learner_tree(course: Course) -> list[str]:
     return scan_texts(learner_tree_texts(course), secret_lines(course))
 
 
-def scan_zip(course: Course, archive: Path) -> list[str]:
-    texts, problems = {}, []
-    with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
-            top = info.filename.split("/", 2)[1] if info.filename.count("/") >= 1 else info.filename
-            if top in ("solutions", "autograde", "tests", ".course_build"):
-                problems.append(f"{archive.name}: holds instructor folder {info.filename}")
-            if info.is_dir():
+_INSTRUCTOR_TOPS = ("solutions", "autograde", "tests", ".course_build")
+
+
+def _archive_texts(label: str, zf: zipfile.ZipFile, problems: list[str], depth: int = 0) -> dict[str, str]:
+    """Every file of an archive as text (notebooks as their cells' code), wheels inside it opened too."""
+    texts = {}
+    for info in zf.infolist():
+        parts = info.filename.split("/")
+        if any(part in _INSTRUCTOR_TOPS for part in parts[: 2 if depth == 0 else 1]):
+            problems.append(f"{label}: holds instructor folder {info.filename}")
+        if info.is_dir():
+            continue
+        raw = zf.read(info)
+        name = f"{label}:{info.filename}"
+        if info.filename.endswith(".whl"):
+            if depth:
+                problems.append(f"{name}: a wheel inside a wheel")
                 continue
-            raw = zf.read(info)
-            text = raw.decode("utf-8", errors="replace")
-            if info.filename.endswith(".ipynb"):
-                try:
-                    text = "\n".join(c.source for c in nbformat.reads(text, as_version=4).cells)
-                except Exception:
-                    pass
-            texts[f"{archive.name}:{info.filename}"] = text
+            try:
+                with zipfile.ZipFile(io.BytesIO(raw)) as inner:
+                    texts.update(_archive_texts(name, inner, problems, depth + 1))
+            except zipfile.BadZipFile:
+                problems.append(f"{name}: not a readable wheel")
+            continue
+        text = raw.decode("utf-8", errors="replace")
+        if info.filename.endswith(".ipynb"):
+            try:
+                text = "\n".join(c.source for c in nbformat.reads(text, as_version=4).cells)
+            except Exception:
+                pass
+        texts[name] = text
+    return texts
+
+
+def scan_zip(course: Course, archive: Path) -> list[str]:
+    """Scan the learner zip, and every wheel inside it, for instructor folders, markers and secret lines."""
+    problems: list[str] = []
+    with zipfile.ZipFile(archive) as zf:
+        texts = _archive_texts(archive.name, zf, problems)
     return problems + scan_texts(texts, secret_lines(course))

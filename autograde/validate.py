@@ -1,4 +1,5 @@
-"""``python -m autograde validate FILE``: run a learner's notebook and report its public
+"""``python -m autograde validate FILE``: check that a learner's notebook keeps the graded cells the
+grader looks for (ids and metadata a platform may rewrite), then run it and report its public
 checks, the way the grader would run them, minus the hidden tests."""
 from __future__ import annotations
 
@@ -11,10 +12,16 @@ import nbformat
 from nbclient import NotebookClient
 
 from tools.checks import REPORT_ENV
+from tools.notebook_runtime import release_cells, submission_problems
 
 
 def validate_notebook(path: Path, timeout: int = 120) -> tuple[bool, list[str]]:
     """Execute ``path`` in its own folder; return (all public checks passed, report lines)."""
+    try:
+        cells = release_cells(path.stem)
+    except ValueError:
+        cells = None  # a name no release notebook has: the grader matches it by its cells; nothing to compare here
+    integrity, notes = submission_problems(json.loads(path.read_text(encoding="utf-8")), cells) if cells else ([], [])
     nb = nbformat.read(path, as_version=4)
     expected = sum(1 for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
     with tempfile.TemporaryDirectory(prefix="course-validate-") as tmp:
@@ -32,7 +39,8 @@ def validate_notebook(path: Path, timeout: int = 120) -> tuple[bool, list[str]]:
             else:
                 os.environ[REPORT_ENV] = previous
         suites = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()] if report.exists() else []
-    lines, passed_all = [], True
+    lines = [f"✗ graded cells: {problem}" for problem in integrity] + [f"· {note}" for note in notes]
+    passed_all = not integrity
     for suite in suites:
         mark = "✓" if suite["passed"] == suite["total"] else "✗"
         lines.append(f"{mark} {suite['title']}: public checks {suite['passed']}/{suite['total']} passed")

@@ -7,12 +7,13 @@ import io
 import json
 import os
 import platform
+import re
 from importlib import metadata
 from pathlib import Path
 from types import FunctionType
 from typing import Any
 
-from .project_runtime import resolve_project_root
+from .project_runtime import find_project_root, resolve_project_root
 
 
 def package_version(name: str) -> str | None:
@@ -83,22 +84,68 @@ class LearnerFunctionMissing(RuntimeError):
     """An earlier notebook's function is not available (file absent or name absent)."""
 
 
+# What platforms and Jupyter do to a name: "Copy of X", "X (1)", "X-Copy1", "X copy", "X_copy2".
+_RENAMES = [re.compile(p, re.IGNORECASE) for p in (r"^copy of\s+", r"\s*\(\d+\)$", r"[-_ ]copy\d*$")]
+
+
+def _release_stem(stem: str) -> str:
+    """The release name a renamed notebook most likely had (lower case)."""
+    previous = None
+    stem = stem.strip()
+    while previous != stem:
+        previous = stem
+        for pattern in _RENAMES:
+            stem = pattern.sub("", stem).strip()
+    return stem.lower()
+
+
+def notebook_folders() -> list[Path]:
+    """Where the running notebook's siblings are: the working directory (the notebook's folder
+    in Jupyter, ``/content`` on Colab), the folder Jupyter or VS Code says the notebook is in,
+    and the course folder's ``notebooks/``."""
+    folders = [Path.cwd()]
+    session = os.environ.get("JPY_SESSION_NAME", "")
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        session = (shell.user_ns.get("__vsc_ipynb_file__") if shell else None) or session
+    except ImportError:
+        pass
+    if session.endswith(".ipynb") and Path(session).is_file():
+        folders.append(Path(session).resolve().parent)
+    root = find_project_root()
+    if root is not None:
+        folders.append(root / "notebooks")
+    return folders
+
+
 def _notebook_path(notebook: str, search: list[Path] | None) -> Path:
     name = notebook if notebook.endswith(".ipynb") else f"{notebook}.ipynb"
-    folders = list(search or [])
-    folders.append(Path.cwd())
-    try:
-        folders.append(resolve_project_root() / "notebooks")
-    except FileNotFoundError:
-        pass
+    folders = [*(search or []), *notebook_folders()]
     for folder in folders:
         candidate = Path(folder) / name
         if candidate.is_file():
             return candidate
+    stem = _release_stem(Path(name).stem)
+    for folder in folders:  # a platform's renamed copy ("Copy of …", "… (1)"): the newest one
+        renamed = [p for p in Path(folder).glob("*.ipynb") if _release_stem(p.stem) == stem]
+        if renamed:
+            return max(renamed, key=lambda p: p.stat().st_mtime)
     raise LearnerFunctionMissing(
-        f"Could not find your notebook {name} next to this one. Keep the course notebooks "
-        f"in one folder and finish {name} first."
+        f"Could not find your notebook {name} next to this one (looked in "
+        f"{', '.join(str(f) for f in dict.fromkeys(Path(f) for f in folders))}). Keep the course notebooks "
+        f"in one folder (on Colab: upload {name} to /content with the Files pane) and finish {name} first."
     )
+
+
+def _python_source(source: str) -> str:
+    """A cell's code as plain Python: IPython magics (``%pip``) become calls, as a kernel would run them."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:
+        return source
+    return TransformerManager().transform_cell(source)
 
 
 def load_learner_functions(notebook: str, names: list[str], search: list[Path] | None = None) -> dict[str, FunctionType]:
@@ -126,7 +173,7 @@ def load_learner_functions(notebook: str, names: list[str], search: list[Path] |
             continue  # test cells are never re-run here
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # set-up cells print; not wanted here
-                exec(compile(source, f"<{path.name}>", "exec"), namespace)
+                exec(compile(_python_source(source), f"<{path.name}>", "exec"), namespace)
         except SyntaxError as exc:
             raise LearnerFunctionMissing(f"{path.name} has a syntax error at line {exc.lineno}: fix it first.") from exc
         except Exception as exc:
@@ -138,3 +185,140 @@ def load_learner_functions(notebook: str, names: list[str], search: list[Path] |
     if missing:
         raise LearnerFunctionMissing(f"{path.name} does not define {', '.join(missing)}: finish it first.")
     return {name: namespace[name] for name in names}
+
+
+# ----------------------------------------------------------------------------- before submitting
+
+RELEASE_CELLS = Path(__file__).with_name("release_cells.json")  # written into the learner wheel by the bundle
+_NBGRADER_KEYS = ("grade", "solution", "locked", "points")
+
+
+def describe_release_cells(notebook: dict) -> list[dict[str, Any]]:
+    """The graded cells of a release notebook, as :func:`submission_problems` compares them."""
+    cells = []
+    for cell in notebook.get("cells", []):
+        meta = cell.get("metadata", {}).get("nbgrader") or {}
+        if not meta.get("grade_id"):
+            continue
+        source = "".join(cell.get("source", ""))
+        cells.append({"grade_id": meta["grade_id"], **{key: meta.get(key) for key in _NBGRADER_KEYS},
+                      "defines": re.findall(r"^def (\w+)\(", source, re.M) if meta.get("solution") else []})
+    return cells
+
+
+def release_cells(notebook: str) -> list[dict[str, Any]]:
+    """The graded cells that notebook ``notebook`` (a release name) must keep: from the learner
+    wheel's data, else from the course folder's ``notebooks/``."""
+    stem = _release_stem(Path(notebook).stem)
+    if RELEASE_CELLS.is_file():
+        known = json.loads(RELEASE_CELLS.read_text(encoding="utf-8"))["notebooks"]
+    else:
+        root = find_project_root()
+        folder = root / "notebooks" if root else None
+        known = {p.stem: describe_release_cells(json.loads(p.read_text(encoding="utf-8")))
+                 for p in sorted(folder.glob("*.ipynb"))} if folder and folder.is_dir() else {}
+    known = {name.lower(): cells for name, cells in known.items()}
+    if stem not in known:
+        raise ValueError(f"{notebook!r} is not a notebook of this course; expected one of: {', '.join(sorted(known)) or '(none found)'}")
+    return known[stem]
+
+
+def submission_problems(notebook: dict, expected: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """(problems that cost points at grading, notes that do not) for a notebook's JSON."""
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list):
+        return ["this file is not a Jupyter notebook (no list of cells)"], []
+    problems, notes = [], []
+    found: dict[str, list[dict]] = {}
+    for cell in cells:
+        meta = (cell.get("metadata") or {}).get("nbgrader") if isinstance(cell, dict) else None
+        if isinstance(meta, dict) and meta.get("grade_id"):
+            found.setdefault(str(meta["grade_id"]), []).append(cell)
+    for want in expected:
+        gid, answer = want["grade_id"], bool(want["solution"])
+        kind = "answer cell" if answer else "test cell"
+        present = found.get(gid, [])
+        if not present:
+            if not answer:
+                notes.append(f"test cell '{gid}' is gone; the grader puts it back")
+                continue
+            orphan = [c for c in cells if isinstance(c, dict) and c.get("cell_type") == "code"
+                      and not (c.get("metadata") or {}).get("nbgrader")
+                      and any(re.search(rf"^def {re.escape(f)}\(", "".join(c.get("source", "")), re.M) for f in want["defines"])]
+            if orphan:
+                problems.append(f"the answer cell that defines {', '.join(want['defines'])} lost its grading metadata "
+                                f"(nbgrader grade_id '{gid}'; your platform rewrote it): the grader cannot find your answer. "
+                                "Paste your code into that cell of a fresh copy of the release notebook.")
+            else:
+                problems.append(f"answer cell '{gid}' is missing: the grader finds no answer for it. "
+                                "Take the cell from a fresh copy of the release notebook and put your code back in.")
+            continue
+        if len(present) > 1:
+            problems.append(f"{kind} '{gid}' appears {len(present)} times (a copied cell): keep one and delete the copies")
+        meta = present[0]["metadata"]["nbgrader"]
+        changed = [f"{key} {want[key]!r} → {meta.get(key)!r}" for key in _NBGRADER_KEYS
+                   if key in want and want[key] is not None and meta.get(key) != want[key]]
+        if changed:
+            problems.append(f"{kind} '{gid}' has changed grading metadata ({', '.join(changed)}): "
+                            "take the cell from a fresh copy of the release notebook")
+        if answer and "raise NotImplementedError()" in "".join(present[0].get("source", "")):
+            notes.append(f"answer cell '{gid}' still raises NotImplementedError: that exercise is not done yet")
+    known = {want["grade_id"] for want in expected}
+    for gid in sorted(set(found) - known):
+        problems.append(f"cell '{gid}' is not a graded cell of this notebook (pasted from another one?): remove its metadata or the cell")
+    return problems, notes
+
+
+def _colab_notebook() -> dict | None:
+    """On Colab, the notebook being edited (Colab keeps it in Drive, not on the kernel's disk)."""
+    try:
+        from google.colab import _message  # type: ignore[import-not-found]
+
+        return _message.blocking_request("get_ipynb", timeout_sec=30)["ipynb"]
+    except Exception:
+        return None
+
+
+def check_submission(notebook: str, path: str | os.PathLike | None = None) -> list[str]:
+    """Before submitting: are the graded cells of ``notebook`` intact (grade ids, nbgrader
+    metadata that a platform may rewrite or drop)? Reads the saved file (``path``, or the
+    notebook found next to this one; on Colab the open notebook), prints a report and returns
+    the problems (empty when the grader will find every answer)."""
+    if grading_mode():
+        return []
+    expected = release_cells(notebook)
+    data, where = (None, "")
+    if path is None:
+        data, where = _colab_notebook(), "the open notebook"
+    if data is None:
+        try:
+            file = Path(path) if path is not None else _notebook_path(notebook, None)
+        except LearnerFunctionMissing as exc:
+            print(f"✗ {exc}")
+            return [str(exc)]
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            print(f"✗ cannot read {file}: {exc}")
+            return [f"cannot read {file}: {exc}"]
+        import time
+
+        where = f"{file.name}, saved {time.strftime('%H:%M:%S', time.localtime(file.stat().st_mtime))} (save first)"
+    problems, notes = submission_problems(data, expected)
+    if problems:
+        print(f"✗ {where}: {len(problems)} problem(s) would cost points at grading:")
+    else:
+        print(f"✓ {where}: all {len(expected)} graded cells are intact; the grader will find every answer.")
+    for line in problems:
+        print(f"  ✗ {line}")
+    for line in notes:
+        print(f"  · {line}")
+    return problems
+
+
+if __name__ == "__main__":  # python -m tools.notebook_runtime NOTEBOOK.ipynb ...: the same check from a terminal
+    import sys
+
+    if len(sys.argv) < 2:
+        sys.exit("usage: python -m tools.notebook_runtime NOTEBOOK.ipynb [...]")
+    sys.exit(1 if any([check_submission(arg, arg) for arg in sys.argv[1:]]) else 0)

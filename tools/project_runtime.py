@@ -3,6 +3,11 @@
 The project root is the folder that holds ``course.toml``. It is resolved once, from
 an override variable or by walking up, never guessed from the working directory alone:
 a notebook run from another folder must not write its results somewhere unexpected.
+
+A notebook opened on its own (a cloud platform with only the learner wheel installed)
+has no course folder. Its results then go to a ``results/`` folder in the working
+directory, which is the notebook's folder in Jupyter and ``/content`` on Colab; the
+variable ``LLM_ALGO_RESULTS_DIR`` chooses another folder in every case.
 """
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ from typing import Any
 
 MARKER = "course.toml"
 ROOT_ENV = "LLM_ALGO_PROJECT_ROOT"  # the series' override variable
+RESULTS_ENV = "LLM_ALGO_RESULTS_DIR"  # the course's override for where result files go
+STANDALONE_RESULTS = "results"  # the folder, in the working directory, used when there is no course folder
 
 
 class ProjectRootNotFound(FileNotFoundError):
@@ -64,11 +71,63 @@ def course_manifest(root: Path | None = None) -> dict[str, Any]:
         return tomllib.load(handle)
 
 
+def find_project_root(start: str | os.PathLike | None = None) -> Path | None:
+    """Like :func:`resolve_project_root`, but None when there is no course folder.
+
+    A wrong ``LLM_ALGO_PROJECT_ROOT`` still raises: a variable set by mistake must be seen.
+    """
+    try:
+        return resolve_project_root(start)
+    except ProjectRootNotFound:
+        if os.environ.get(ROOT_ENV):
+            raise
+        return None
+
+
 def results_dir(root: Path | None = None) -> Path:
-    """``<root>/benchmarks/results``, created if needed (the series' convention)."""
-    path = (root or resolve_project_root()) / "benchmarks" / "results"
+    """Where result files go, created if needed.
+
+    ``LLM_ALGO_RESULTS_DIR`` when set; else ``<root>/benchmarks/results`` (the series'
+    convention) when a course folder is found; else ``results/`` in the working directory
+    (a notebook opened on its own, on a cloud platform say).
+    """
+    override = os.environ.get(RESULTS_ENV)
+    if root is None and override:
+        path = Path(override).expanduser().resolve()
+    else:
+        root = root or find_project_root()
+        path = root / "benchmarks" / "results" if root else Path.cwd() / STANDALONE_RESULTS
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def where_results_go() -> str:
+    """One sentence for the learner: where result files go, and why."""
+    path = results_dir()
+    if os.environ.get(RESULTS_ENV):
+        return f"Results go to {path} ({RESULTS_ENV} is set)."
+    if find_project_root():
+        return f"Results go to {path} (the course folder's benchmarks/results; set {RESULTS_ENV} to choose another folder)."
+    return (f"Results go to {path}: no course folder here, so a {STANDALONE_RESULTS}/ folder next to the notebook "
+            f"(set {RESULTS_ENV} to choose another folder).")
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """``path`` as a learner best reads it: relative to the course folder or the working directory when inside one."""
+    path = Path(path).resolve()
+    for base in (find_project_root(), Path.cwd().resolve()):
+        if base is not None and path.is_relative_to(base):
+            return str(path.relative_to(base))
+    return str(path)
+
+
+def reference_file(name: str) -> Path:
+    """A reference measurement shipped with the course: ``<root>/benchmarks/reference/<name>``, or, without a
+    course folder, the copy inside the learner wheel (``tools/reference/``). The path may not exist."""
+    root = find_project_root()
+    if root is not None and (root / "benchmarks" / "reference" / name).is_file():
+        return root / "benchmarks" / "reference" / name
+    return Path(__file__).resolve().parent / "reference" / name
 
 
 def write_json_atomic(path: str | os.PathLike, payload: Any) -> Path:
