@@ -1,0 +1,470 @@
+"""Tests of the handoff simulator (tools/handoff_sim.py) and its presets (tools/presets.py).
+
+Single-request results are compared with the course's own Step 2-4 answers, loaded from
+solutions/, and with a layer-by-layer model written here independently of the closed form.
+"""
+import csv
+import math
+import random
+import statistics
+
+import numpy as np
+import pytest
+
+from tools import handoff_sim as hs
+from tools import presets
+from tools.notebook_runtime import load_learner_functions
+
+
+@pytest.fixture(scope="module")
+def course(root):
+    """The instructor's answers to TODO 1-4 (Steps 2-4)."""
+    folder = [root / "solutions"]
+    return {**load_learner_functions("02_total_vs_exposed_time", ["compute_exposed_interval", "estimate_handoff"], folder),
+            **load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], folder),
+            **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], folder)}
+
+
+def one(prompt=8192, output=4, **kw):
+    """One request arriving at 0 ms; returns (its record, the full config)."""
+    result = hs.simulate(trace=[[0.0, prompt, output]], **kw)
+    return result["records"][0], result["config"]
+
+
+def per_layer_stream(estimate_handoff, grant, prefill_start, prefill_ms, layers, payload_bytes, gbps, latency):
+    """Layer by layer with Step 2's estimate_handoff (as notebook 02's explorer does): each layer's
+    bytes leave once the layer is computed and the link is free; the latency is paid once."""
+    cover = [(prefill_start, prefill_start + prefill_ms)]
+    link_free, chunks = grant, []
+    for i in range(layers):
+        ready = prefill_start + prefill_ms * (i + 1) / layers
+        r = estimate_handoff(payload_bytes / layers, gbps, latency if i == 0 else 0.0, max(ready, link_free), cover)
+        chunks.append(r)
+        link_free = r["end_ms"]
+    return {"start_ms": chunks[0]["start_ms"], "end_ms": chunks[-1]["end_ms"],
+            "exposed_ms": sum(c["exposed_ms"] for c in chunks)}
+
+
+# ----------------------------------------------------------------------------- presets
+
+def test_presets_kv_sizes_and_flops():
+    kib = presets.KiB
+    assert presets.MODEL_PRESETS["Llama-3-8B"]["kv_bytes_per_token"] == 128 * kib
+    assert presets.MODEL_PRESETS["Llama-3-70B"]["kv_bytes_per_token"] == 320 * kib
+    assert presets.MODEL_PRESETS["Qwen2.5-7B"]["kv_bytes_per_token"] == 56 * kib
+    # parameter counts published on the model cards: 8.03B, 70.6B, 7.61B
+    for name, billions in (("Llama-3-8B", 8.03), ("Llama-3-70B", 70.6), ("Qwen2.5-7B", 7.61)):
+        assert presets.MODEL_PRESETS[name]["params"] / 1e9 == pytest.approx(billions, rel=0.005), name
+    assert presets.MODEL_PRESETS["Llama-3-70B"]["tp"] > 1
+    h100 = presets.gpu_preset("H100 SXM")
+    assert 200 <= presets.prefill_ms(presets.MODEL_PRESETS["Llama-3-8B"], 8192, h100) <= 300
+    # the attention term is quadratic: doubling a long prompt more than doubles the FLOPs
+    m = presets.MODEL_PRESETS["Llama-3-8B"]
+    assert presets.prefill_flops(m, 32768) > 2 * presets.prefill_flops(m, 16384)
+    assert presets.bytes_per_ms(400) == 50e9 / 1e3  # 400 Gbit/s = 50 GB/s
+    assert presets.LINK_PRESETS["NVLink 4"]["nominal_gbps"] == 450 * 8  # per direction
+    with pytest.raises(ValueError, match="known: "):
+        presets.model_preset("Llama-4")
+    with pytest.raises(ValueError, match="> 0"):
+        presets.bytes_per_ms(0)
+
+
+# ----------------------------------------------------------------------------- one request, closed forms
+
+@pytest.mark.parametrize("link", list(presets.LINK_PRESETS))
+@pytest.mark.parametrize("model", ["Llama-3-8B", "Llama-3-70B"])
+def test_whole_send_equals_step2(course, link, model):
+    rec, cfg = one(model=model, link=link)
+    payload_per_link = 8192 * cfg["model"]["kv_bytes_per_token"] / cfg["tp"]
+    est = course["estimate_handoff"](payload_per_link, cfg["gbps"], cfg["latency_ms"], rec["prefill_end_ms"],
+                                     [(rec["prefill_start_ms"], rec["prefill_end_ms"])])
+    assert rec["transfer_start_ms"] == est["start_ms"] == rec["prefill_end_ms"]
+    assert rec["transfer_end_ms"] == est["end_ms"]
+    assert rec["transfer_ms"] == est["transfer_ms"]
+    assert rec["exposed_ms"] == est["exposed_ms"]
+    assert est["overlap_ratio"] == 0.0, "a whole send after prefill hides nothing"
+    assert rec["decision"] == "ready" and rec["outcome"] == "ok"
+    assert rec["ttft_ms"] == rec["transfer_end_ms"] + cfg["decode_ms_per_token"] - rec["arrival_ms"]
+
+
+def test_tensor_parallel_splits_the_payload():
+    one_rank, _ = one(model="Llama-3-70B", tp=1, latency_ms=0.0, decode_blocks=10000)  # 70B needs > 1 GPU to decode
+    four_ranks, _ = one(model="Llama-3-70B", tp=4, latency_ms=0.0)
+    assert four_ranks["transfer_ms"] == pytest.approx(one_rank["transfer_ms"] / 4, rel=1e-12)
+
+
+@pytest.mark.parametrize("link,prompt,gbps", [("NVLink 4", 8192, None), ("PCIe Gen5 x16", 8192, None),
+                                              ("RoCE 200G", 32768, None), ("InfiniBand NDR", 2048, None),
+                                              ("RoCE 200G", 4096, 8), ("RoCE 200G", 4096, 1)])
+@pytest.mark.parametrize("model", ["Llama-3-8B", "Llama-3-70B", "Qwen2.5-7B"])
+def test_layerwise_bound_for_one_request(link, prompt, gbps, model):
+    rec, cfg = one(prompt=prompt, model=model, link=link, gbps=gbps, latency_ms=0.0, streaming="layerwise")
+    layers = cfg["model"]["layers"]
+    t_prefill = rec["prefill_end_ms"] - rec["prefill_start_ms"]
+    t_tx = rec_tx = prompt * cfg["model"]["kv_bytes_per_token"] / cfg["tp"] / presets.bytes_per_ms(cfg["gbps"])
+    bound = max(t_tx - (layers - 1) / layers * t_prefill, t_tx / layers)
+    assert rec["exposed_ms"] == pytest.approx(bound, rel=1e-9, abs=1e-12)
+    assert rec["transfer_start_ms"] == pytest.approx(rec["prefill_start_ms"] + t_prefill / layers, rel=1e-12)
+    assert rec["transfer_end_ms"] == pytest.approx(rec["prefill_end_ms"] + bound, rel=1e-12)
+    # the same request sent whole exposes all of rec_tx
+    whole, _ = one(prompt=prompt, model=model, link=link, gbps=gbps, latency_ms=0.0)
+    assert whole["exposed_ms"] == pytest.approx(rec_tx, rel=1e-12) and whole["exposed_ms"] >= rec["exposed_ms"]
+
+
+def test_both_regimes_of_the_bound_are_reached():
+    fast, cfg = one(link="NVLink 4", latency_ms=0.0, streaming="layerwise")
+    slow, _ = one(prompt=4096, link="RoCE 200G", gbps=8, latency_ms=0.0, streaming="layerwise")  # 1 GB/s
+    layers = cfg["model"]["layers"]
+    assert fast["exposed_ms"] == pytest.approx(fast["transfer_ms"] / layers, rel=1e-9), "compute-bound: one layer's bytes"
+    assert slow["exposed_ms"] > 2 * slow["transfer_ms"] / layers, "link-bound: most of the transfer shows"
+
+
+def test_stream_layers_matches_a_layer_by_layer_model(course):
+    rng = random.Random(7)
+    for _ in range(300):
+        layers = rng.choice([1, 2, 3, 8, 32, 80])
+        prefill_start = rng.uniform(0, 50)
+        prefill_ms = rng.uniform(0, 400)
+        payload = rng.uniform(1e6, 5e9)
+        gbps = rng.choice([200, 400, 440, 3168])
+        latency = rng.choice([0.0, 0.007, 0.05, 2.0])
+        grant = prefill_start + prefill_ms / layers + rng.choice([0.0, rng.uniform(0, 500)])
+        got = hs.stream_layers(grant, prefill_start, prefill_ms, layers, payload / presets.bytes_per_ms(gbps), latency)
+        want = per_layer_stream(course["estimate_handoff"], grant, prefill_start, prefill_ms, layers, payload, gbps, latency)
+        for key in ("start_ms", "end_ms", "exposed_ms"):
+            assert got[key] == pytest.approx(want[key], rel=1e-9, abs=1e-9), (key, layers, prefill_ms, payload, gbps, latency, grant)
+
+
+def test_layerwise_single_request_with_latency_matches_per_layer_model(course):
+    rec, cfg = one(streaming="layerwise", link="PCIe Gen5 x16", latency_ms=0.5)
+    payload = 8192 * cfg["model"]["kv_bytes_per_token"]
+    want = per_layer_stream(course["estimate_handoff"], rec["handoff_ready_ms"], rec["prefill_start_ms"],
+                            rec["prefill_end_ms"] - rec["prefill_start_ms"], cfg["model"]["layers"], payload,
+                            cfg["gbps"], 0.5)
+    assert rec["transfer_end_ms"] == pytest.approx(want["end_ms"], rel=1e-12)
+    assert rec["exposed_ms"] == pytest.approx(want["exposed_ms"], rel=1e-9)
+
+
+def test_fair_sharing_single_request_equals_fifo():
+    for streaming in ("whole", "layerwise"):
+        fifo, _ = one(streaming=streaming, link="RoCE 200G")
+        fair, _ = one(streaming=streaming, link="RoCE 200G", link_sharing="fair")
+        for key in ("transfer_start_ms", "transfer_end_ms", "exposed_ms", "ttft_ms"):
+            assert fair[key] == pytest.approx(fifo[key], rel=1e-12), (streaming, key)
+
+
+def test_fair_sharing_splits_the_link_between_two_transfers():
+    trace = [[0.0, 4096, 1], [0.0, 4096, 1]]
+    fair = hs.simulate(trace=trace, link="RoCE 200G", link_sharing="fair", prefill_workers=2, deadline_ms=1e6)
+    fifo = hs.simulate(trace=trace, link="RoCE 200G", prefill_workers=2, deadline_ms=1e6)
+    a, b = fair["records"]
+    tx = fifo["records"][0]["transfer_ms"] - fifo["config"]["latency_ms"]  # one payload alone on the link
+    assert a["transfer_end_ms"] == pytest.approx(a["transfer_start_ms"] + 2 * tx + fair["config"]["latency_ms"], rel=1e-9)
+    assert b["transfer_end_ms"] == pytest.approx(a["transfer_end_ms"], rel=1e-9), "equal shares land together"
+    f1, f2 = fifo["records"]
+    assert f2["transfer_start_ms"] == pytest.approx(f1["transfer_end_ms"]), "FIFO: the second waits for the first"
+    assert a["decision"] == "wait", "a shared link lands later than the full-speed estimate: decode waits"
+
+
+# ----------------------------------------------------------------------------- many requests
+
+MODES = [dict(link_sharing=s, streaming=m) for s in ("fifo", "fair") for m in ("whole", "layerwise")]
+ALL_FAULTS = {name: 0.08 for name in hs.FAULTS}
+
+
+def test_deterministic_for_a_seed():
+    kw = dict(n_requests=400, rate_per_s=15, prompt_tokens=[256, 8192], output_tokens=[1, 256], faults=ALL_FAULTS,
+              link_sharing="fair", streaming="layerwise")
+    a, b = hs.simulate(seed=3, **kw), hs.simulate(seed=3, **kw)
+    assert a == b
+    assert hs.simulate(seed=4, **kw)["records"] != a["records"]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: f"{m['link_sharing']}-{m['streaming']}")
+@pytest.mark.parametrize("policies", [dict(failure_policy="recompute", block_policy="wait"),
+                                      dict(failure_policy="fail", block_policy="reject")], ids=["recompute", "fail"])
+def test_every_request_ends_in_exactly_one_outcome(mode, policies):
+    r = hs.simulate(n_requests=600, rate_per_s=20, prompt_tokens=[128, 8192], output_tokens=[1, 512],
+                    faults=ALL_FAULTS, decode_blocks=4000, seed=11, **mode, **policies)
+    recs, s = r["records"], r["summary"]
+    assert sorted(x["id"] for x in recs) == list(range(600))
+    assert sum(s["outcomes"].values()) == sum(s["decisions"].values()) == 600
+    for x in recs:
+        assert x["outcome"] in hs.OUTCOMES and x["decision"] in hs.DECISIONS, x
+        produced = x["outcome"] in ("ok", "recomputed")
+        assert (x["ttft_ms"] is not None) == produced, x
+        if produced:
+            assert x["ttft_ms"] > 0 and x["done_ms"] >= x["first_token_ms"] >= x["decode_start_ms"]
+        if x["outcome"] == "rejected":
+            assert x["transfer_start_ms"] is None
+        else:
+            assert x["blocks_ms"] >= x["handoff_ready_ms"] >= x["prefill_start_ms"] >= x["arrival_ms"]
+            assert x["transfer_end_ms"] >= x["transfer_start_ms"] >= x["blocks_ms"]
+            assert 0 <= x["exposed_ms"] <= x["link_held_ms"] + 1e-9
+            assert x["link_held_ms"] >= x["transfer_ms"] - 1e-9 or x["outcome"] != "ok"
+    if policies["failure_policy"] == "recompute":
+        assert s["outcomes"]["failed"] == 0 and s["outcomes"]["rejected"] == 0
+    else:
+        assert s["outcomes"]["recomputed"] == 0 and s["outcomes"]["failed"] > 0 and s["outcomes"]["rejected"] > 0
+    # blocks held never exceed the pool: sweep [blocks taken, blocks returned] intervals
+    marks = []
+    for x in recs:
+        if x["blocks_ms"] is not None:
+            blocks = -(-(x["prompt_tokens"] + x["output_tokens"]) // r["config"]["block_tokens"])
+            marks += [(x["done_ms"], -blocks), (x["blocks_ms"], blocks)]
+    held = peak = 0
+    for _, delta in sorted(marks):
+        held += delta
+        peak = max(peak, held)
+    assert peak <= 4000
+
+
+@pytest.mark.parametrize("streaming", ["whole", "layerwise"])
+def test_fifo_link_never_carries_two_transfers(streaming):
+    r = hs.simulate(n_requests=800, rate_per_s=30, prompt_tokens=[512, 16384], link="RoCE 200G", prefill_workers=8,
+                    faults=ALL_FAULTS, streaming=streaming, seed=5)
+    spans = sorted((x["transfer_start_ms"], x["transfer_end_ms"]) for x in r["records"] if x["transfer_start_ms"] is not None)
+    assert len(spans) > 700
+    queued = 0
+    for (s0, e0), (s1, e1) in zip(spans, spans[1:]):
+        assert s1 >= e0 - 1e-9, f"transfers overlap: [{s0}, {e0}] and [{s1}, {e1}]"
+        queued += s1 == e0
+    assert queued > 50, "the load is high enough that the link queues"
+    assert 0 < r["summary"]["link_utilization"] <= 1
+
+
+def test_prefill_pool_is_first_come_first_served():
+    r = hs.simulate(n_requests=300, rate_per_s=50, prefill_workers=3, seed=2)
+    starts = [x["prefill_start_ms"] for x in r["records"]]
+    assert starts == sorted(starts)
+    ends = sorted((x["prefill_start_ms"], 1) for x in r["records"]) + sorted((x["prefill_end_ms"], -1) for x in r["records"])
+    busy = 0
+    for _, delta in sorted(ends, key=lambda e: (e[0], e[1])):
+        busy += delta
+        assert busy <= 3
+
+
+def test_poisson_rate_and_trace_csv(tmp_path):
+    r = hs.simulate(n_requests=20000, rate_per_s=10, seed=1, records=True)
+    arrivals = [x["arrival_ms"] for x in r["records"]]
+    assert statistics.mean(np.diff(arrivals)) == pytest.approx(100.0, rel=0.03)
+    path = tmp_path / "trace.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["arrival_ms", "prompt_tokens", "output_tokens"])
+        w.writerows([[5.0, 1000, 10], [0.0, 2000, 20]])
+    rows = hs.read_trace(path)
+    assert rows == [[5.0, 1000, 10], [0.0, 2000, 20]]
+    recs = hs.simulate(trace=rows)["records"]
+    assert [(x["arrival_ms"], x["prompt_tokens"]) for x in recs] == [(0.0, 2000), (5.0, 1000)]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time,prompt\n1,2\n")
+    with pytest.raises(ValueError, match="header"):
+        hs.read_trace(bad)
+    bad.write_text("arrival_ms,prompt_tokens,output_tokens\n1,abc,3\n")
+    with pytest.raises(ValueError, match="line 2"):
+        hs.read_trace(bad)
+
+
+# ----------------------------------------------------------------------------- faults and policies
+
+@pytest.mark.parametrize("sharing", ["fifo", "fair"])
+def test_version_skew_recomputes_or_fails(sharing):
+    rec, cfg = one(faults={"version_skew": 1.0}, link_sharing=sharing)
+    prefill = rec["prefill_end_ms"] - rec["prefill_start_ms"]
+    assert (rec["decision"], rec["outcome"]) == ("recompute", "recomputed")
+    assert rec["decode_start_ms"] == pytest.approx(rec["transfer_end_ms"] + prefill), "recompute starts at the check"
+    rec, _ = one(faults={"version_skew": 1.0}, failure_policy="fail", link_sharing=sharing)
+    assert (rec["decision"], rec["outcome"], rec["ttft_ms"]) == ("recompute", "failed", None)
+
+
+@pytest.mark.parametrize("sharing", ["fifo", "fair"])
+@pytest.mark.parametrize("fault", ["lost_metadata", "stalled_link"])
+def test_pieces_that_never_land_fall_back_at_the_deadline(fault, sharing):
+    rec, cfg = one(faults={fault: 1.0}, deadline_ms=40.0, link_sharing=sharing)
+    deadline = rec["prefill_end_ms"] + 40.0
+    prefill = rec["prefill_end_ms"] - rec["prefill_start_ms"]
+    assert (rec["decision"], rec["outcome"]) == ("fallback", "recomputed")
+    assert rec["decode_start_ms"] == pytest.approx(deadline + prefill)
+    rec, _ = one(faults={fault: 1.0}, deadline_ms=40.0, failure_policy="fail", link_sharing=sharing)
+    assert (rec["decision"], rec["outcome"]) == ("fallback", "failed")
+    assert rec["done_ms"] == pytest.approx(deadline)
+
+
+def test_a_stalled_transfer_holds_the_fifo_link_until_the_deadline():
+    trace = [[0.0, 4096, 1], [0.0, 4096, 1]]
+    checked = 0
+    for seed in range(40):  # seeds where the first of two simultaneous transfers stalls and the second does not
+        r = hs.simulate(trace=trace, prefill_workers=2, deadline_ms=30.0, faults={"stalled_link": 0.5}, seed=seed)
+        first, second = sorted(r["records"], key=lambda x: x["transfer_start_ms"])
+        if first["faults"] == ["stalled_link"] and second["faults"] == []:
+            assert first["transfer_end_ms"] == pytest.approx(first["prefill_end_ms"] + 30.0)
+            assert second["transfer_start_ms"] == pytest.approx(first["transfer_end_ms"])
+            assert (second["decision"], second["outcome"]) == ("ready", "ok")
+            checked += 1
+    assert checked >= 3
+
+
+@pytest.mark.parametrize("sharing", ["fifo", "fair"])
+def test_slow_link_waits_within_the_deadline_and_falls_back_after(sharing):
+    rec, cfg = one(prompt=4096, faults={"slow_link": 1.0}, slow_factor=3.0, deadline_ms=1000.0, link_sharing=sharing)
+    nominal, _ = one(prompt=4096, link_sharing=sharing)
+    tx = nominal["transfer_ms"] - cfg["latency_ms"]
+    assert (rec["decision"], rec["outcome"]) == ("wait", "ok")
+    assert rec["transfer_end_ms"] == pytest.approx(nominal["transfer_end_ms"] + 2 * tx, rel=1e-9)
+    assert rec["decode_start_ms"] == pytest.approx(rec["transfer_end_ms"])
+    late, _ = one(prompt=4096, faults={"slow_link": 1.0}, slow_factor=3.0, deadline_ms=tx, link_sharing=sharing)
+    assert (late["decision"], late["outcome"]) == ("fallback", "recomputed")
+    assert late["transfer_end_ms"] == pytest.approx(nominal["transfer_end_ms"]), "given up at the check: the link is freed"
+
+
+def test_out_of_blocks_waits_or_rejects():
+    kw = dict(n_requests=200, rate_per_s=5, seed=9)
+    waited = hs.simulate(faults={"out_of_blocks": 0.5}, **kw)
+    assert waited["summary"]["outcomes"]["ok"] == 200
+    clean = hs.simulate(**kw)
+    delayed = sum(a["blocks_ms"] > b["blocks_ms"] for a, b in zip(waited["records"], clean["records"]))
+    assert delayed > 0, "a faulted request waits for blocks to come back"
+    rejected = hs.simulate(faults={"out_of_blocks": 0.5}, block_policy="reject", **kw)
+    flagged = [x for x in rejected["records"] if "out_of_blocks" in x["faults"]]
+    assert flagged and all(x["outcome"] == "rejected" for x in flagged)
+    assert all(x["outcome"] == "ok" for x in rejected["records"] if "out_of_blocks" not in x["faults"])
+
+
+def test_full_decode_pool_queues_or_rejects():
+    kw = dict(n_requests=300, rate_per_s=40, output_tokens=2000, prompt_tokens=2048, decode_blocks=2000, seed=4)
+    wait = hs.simulate(**kw)
+    assert wait["summary"]["outcomes"]["ok"] == 300
+    assert any(x["blocks_ms"] > x["handoff_ready_ms"] for x in wait["records"])
+    # first come, first served: no request takes blocks before one that asked earlier
+    mixed = hs.simulate(n_requests=400, rate_per_s=40, prompt_tokens=[256, 8192], output_tokens=[1, 3000],
+                        decode_blocks=1500, seed=6)["records"]
+    asked = sorted(mixed, key=lambda x: (x["handoff_ready_ms"], x["id"]))
+    assert sum(x["blocks_ms"] > x["handoff_ready_ms"] for x in asked) > 50, "the pool is short often enough"
+    for earlier, later in zip(asked, asked[1:]):
+        assert later["blocks_ms"] >= earlier["blocks_ms"], f"request {later['id']} jumped the block queue"
+    reject = hs.simulate(block_policy="reject", **kw)
+    assert reject["summary"]["outcomes"]["rejected"] > 0
+    too_big = hs.simulate(trace=[[0.0, 100000, 100000]], decode_blocks=100)
+    assert too_big["records"][0]["outcome"] == "rejected"
+
+
+def test_reference_gate_agrees_with_steps_3_and_4(course):
+    states = [{"payload_ready": p, "metadata_ready": m, "ownership_ready": o, "request_id": rid, "version": v}
+              for p in (True, False) for m in (True, False) for o in (True, 0) for rid in (1, 2) for v in ("a", "b")]
+    states.append({"payload_ready": True})
+    for state in states:
+        mine = hs.validate_handoff_state(state, 1, "a")
+        assert mine == course["validate_handoff_state"](state, 1, "a"), state
+        for ready_at, deadline in ((0, 0), (3, 7), (7, 3), (-1, 0)):
+            assert hs.plan_decode_start(mine, ready_at, deadline) == course["plan_decode_start"](mine, ready_at, deadline)
+
+
+def test_handoff_step_plain_data_contract():
+    base = {"state": {"payload_ready": False, "metadata_ready": False, "ownership_ready": False, "request_id": "r1",
+                      "version": "v"}, "request_id": "r1", "version": "v", "now_ms": 10.0, "ready_at_ms": 15.0,
+            "deadline_ms": 20.0, "policy": "recompute", "recompute_ms": 100.0}
+    assert hs.handoff_step(base) == {"decision": "wait", "outcome": "ok", "act_ms": 15.0, "decode_start_ms": 15.0}
+    assert hs.handoff_step({**base, "ready_at_ms": 25.0}) == {"decision": "fallback", "outcome": "recomputed",
+                                                             "act_ms": 10.0, "decode_start_ms": 110.0}
+    assert hs.handoff_step({**base, "ready_at_ms": None})["act_ms"] == 20.0, "never: found out at the deadline"
+    assert hs.handoff_step({**base, "ready_at_ms": None, "now_ms": 30.0})["act_ms"] == 30.0
+    assert hs.handoff_step({**base, "policy": "fail", "ready_at_ms": 25.0})["outcome"] == "failed"
+    with pytest.raises(ValueError, match="policy"):
+        hs.handoff_step({**base, "policy": "retry"})
+
+
+def test_steps_can_be_replaced():
+    calls = {"stream": 0, "handoff": 0, "pct": 0}
+
+    def stream(*args):
+        calls["stream"] += 1
+        return hs.stream_layers(*args)
+
+    def handoff(h):
+        calls["handoff"] += 1
+        return hs.handoff_step(h)
+
+    def pct(records, qs):
+        calls["pct"] += 1
+        return hs.ttft_percentiles(records, qs)
+
+    kw = dict(n_requests=100, rate_per_s=10, streaming="layerwise", seed=1)
+    plain = hs.simulate(**kw)
+    wrapped = hs.simulate(steps={"stream_layers": stream, "handoff_step": handoff, "ttft_percentiles": pct}, **kw)
+    assert wrapped == plain and calls["handoff"] == 100 and calls["stream"] >= 100 and calls["pct"] == 1
+    always_fail = hs.simulate(steps={"handoff_step": lambda h: {**hs.handoff_step(h), "outcome": "failed",
+                                                                "decode_start_ms": None}}, **kw)
+    assert always_fail["summary"]["outcomes"]["failed"] == 100
+    with pytest.raises(ValueError, match="unknown step"):
+        hs.simulate(steps={"stream": stream}, **kw)
+
+
+# ----------------------------------------------------------------------------- percentiles
+
+def test_percentiles_match_numpy_and_statistics():
+    rng = random.Random(0)
+    values = [rng.lognormvariate(4, 0.7) for _ in range(997)]
+    records = [{"ttft_ms": v} for v in values] + [{"ttft_ms": None}] * 5
+    qs = [0, 1, 25, 50, 90, 95, 99, 99.9, 100]
+    assert hs.ttft_percentiles(records, qs) == pytest.approx(list(np.percentile(values, qs)), rel=1e-12)
+    cuts = statistics.quantiles(values, n=100, method="inclusive")  # the 1st..99th percentiles
+    assert hs.ttft_percentiles(records, range(1, 100)) == pytest.approx(cuts, rel=1e-12)
+    assert hs.ttft_percentiles([{"ttft_ms": 4.0}], [50, 99]) == [4.0, 4.0]
+    assert hs.ttft_percentiles([{"ttft_ms": 1.0}, {"ttft_ms": 3.0}], [50]) == [2.0]
+    summary = hs.simulate(n_requests=500, rate_per_s=10, prompt_tokens=[100, 9000], seed=8)
+    ttfts = [x["ttft_ms"] for x in summary["records"]]
+    assert list(summary["summary"]["ttft"].values()) == pytest.approx(list(np.percentile(ttfts, [50, 95, 99])), rel=1e-12)
+    with pytest.raises(ValueError, match="no request has a TTFT"):
+        hs.ttft_percentiles([{"ttft_ms": None}], [50])
+    with pytest.raises(ValueError, match=r"\[0, 100\]"):
+        hs.ttft_percentiles(records, [101])
+
+
+# ----------------------------------------------------------------------------- bad arguments
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(rate=3), "unknown setting"),
+    (dict(model="GPT-5"), "unknown model"),
+    (dict(link="Ethernet 10G"), "unknown link"),
+    (dict(rate_per_s=0), "rate_per_s must be > 0"),
+    (dict(n_requests=0), "n_requests"),
+    (dict(streaming="chunked"), "streaming must be one of"),
+    (dict(link_sharing="round-robin"), "link_sharing"),
+    (dict(failure_policy="retry"), "failure_policy"),
+    (dict(block_policy="evict"), "block_policy"),
+    (dict(faults={"lost_metadata": 1.5}), r"must lie in \[0, 1\]"),
+    (dict(faults={"cosmic_ray": 0.1}), "unknown fault"),
+    (dict(tp=0), "tp must be"),
+    (dict(gbps=-1), "gbps must be > 0"),
+    (dict(latency_ms=-0.1), "latency_ms"),
+    (dict(prefill_workers=0), "prefill_workers"),
+    (dict(prompt_tokens=[10, 5]), "prompt_tokens"),
+    (dict(output_tokens=0), "output_tokens"),
+    (dict(deadline_ms=-1), "deadline_ms"),
+    (dict(slow_factor=0.5), "slow_factor"),
+    (dict(trace=[]), "trace is empty"),
+    (dict(trace=[[0.0, 10]]), "trace row 0"),
+    (dict(trace=[[-1.0, 10, 1]]), "trace row 0"),
+    (dict(decode_blocks=0), "decode_blocks"),
+    (dict(prefill_efficiency=0), "prefill_efficiency"),
+])
+def test_bad_arguments_give_clear_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        hs.simulate(**kwargs)
+
+
+def test_stream_layers_rejects_bad_input():
+    with pytest.raises(ValueError, match="layers"):
+        hs.stream_layers(0.0, 0.0, 10.0, 0, 1.0, 0.0)
+    with pytest.raises(ValueError, match="layers"):
+        hs.stream_layers(0.0, 0.0, 10.0, 2.5, 1.0, 0.0)
+    with pytest.raises(ValueError, match=">= 0"):
+        hs.stream_layers(0.0, 0.0, -1.0, 4, 1.0, 0.0)
+
+
+def test_results_are_plain_json():
+    import json
+    r = hs.simulate(n_requests=50, rate_per_s=10, faults=ALL_FAULTS, link_sharing="fair", streaming="layerwise")
+    assert json.loads(json.dumps(r, allow_nan=False)) == r
+    assert math.isfinite(r["summary"]["ttft"]["p99_ms"])
