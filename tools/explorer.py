@@ -1,8 +1,10 @@
 """Step 2 explorer: move the sliders, watch the exposed part of a handoff change.
 
-It runs on the learner's own ``estimate_handoff`` (passed in). In a live JupyterLab it
-shows ipywidgets; where widgets cannot render (nbconvert, CI, feedback HTML) it draws one
-static figure for the default settings instead, and never fails.
+It runs on the learner's own ``estimate_handoff`` (passed in). Wherever a widget frontend
+renders ipywidgets (JupyterLab, Notebook 7, VS Code, Colab) it shows live widgets; where
+none does (nbconvert or nbclient execution, nbgrader, feedback HTML, a plain Python) it
+draws one static figure for the default settings instead, and never fails.
+``COURSE_WIDGETS=live|static`` overrides the detection.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Callable
 
 import matplotlib.pyplot as plt
 
-from .plotting import draw_transfer_timeline, new_figure
+from .plotting import NOISE, draw_transfer_timeline, new_figure, readable
 
 MiB = 2**20
 # Link speeds in Gbit/s (measured where known, else nominal).
@@ -30,12 +32,73 @@ MODEL_PRESETS = {
 DEFAULTS = {"payload_mib": 1024.0, "gbps": 55 * 8, "latency_ms": 0.05, "window_ms": 250.0, "other_ms": 0.0, "layers": 1}
 
 
-def _frontend_is_live() -> bool:
-    """True inside a kernel that a Jupyter server started for a user (widgets render)."""
-    forced = os.environ.get("COURSE_WIDGETS")
-    if forced in ("live", "static"):
-        return forced == "live"
-    return bool(os.environ.get("JPY_SESSION_NAME")) and not os.environ.get("NBGRADER_EXECUTION")
+def widget_frontend() -> str | None:
+    """The widget frontend this kernel serves: 'colab', 'vscode', 'jupyter', or None where none
+    renders widgets (then the explorer draws a static figure).
+
+    In order: ``COURSE_WIDGETS=static|live`` decides; nbgrader's execution (``NBGRADER_EXECUTION``)
+    is static; outside an IPython kernel (a terminal, a script) nothing renders widgets; a kernel
+    whose current request came from a client that allows no input (nbclient, nbconvert, papermill
+    and nbgrader all send ``allow_stdin: false``, a person's frontend sends true) has no one to
+    show them to. Otherwise Colab is told by ``google.colab``, VS Code by ``VSCODE_PID`` or
+    ``VSCODE_CWD`` in the kernel's environment, and any other interactive client (JupyterLab,
+    Notebook 7, nbclassic) is taken to be a Jupyter frontend.
+    """
+    forced = os.environ.get("COURSE_WIDGETS", "").strip().lower()
+    if forced:
+        if forced not in ("live", "static"):
+            raise ValueError(f"COURSE_WIDGETS={forced!r}: expected 'live' or 'static' (or unset it)")
+        if forced == "static":
+            return None
+    if os.environ.get("NBGRADER_EXECUTION") and forced != "live":
+        return None
+    if forced != "live" and not _interactive_kernel():
+        return None
+    if _in_colab():
+        return "colab"
+    if os.environ.get("VSCODE_PID") or os.environ.get("VSCODE_CWD"):
+        return "vscode"
+    return "jupyter"
+
+
+def _interactive_kernel() -> bool:
+    """True inside an IPython kernel whose current execute request allows input (a person's frontend)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    kernel = getattr(get_ipython(), "kernel", None)
+    if kernel is None:
+        return False  # a terminal IPython or a plain script: no frontend to render widgets
+    try:
+        parent = kernel.get_parent()  # the execute_request being answered
+    except Exception:
+        parent = getattr(kernel, "_parent", None)
+    content = (parent or {}).get("content") or {}
+    if "allow_stdin" in content:
+        return bool(content["allow_stdin"])
+    return bool(getattr(kernel, "_allow_stdin", True))
+
+
+def _in_colab() -> bool:
+    import importlib.util
+    import sys
+
+    if "google.colab" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("google.colab") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _enable_colab_widgets() -> None:
+    """Colab renders ipywidgets through its custom widget manager once it is enabled."""
+    try:
+        from google.colab import output
+    except ImportError:
+        return
+    output.enable_custom_widget_manager()
 
 
 def evaluate(estimate_handoff: Callable, payload_mib: float, gbps: float, latency_ms: float,
@@ -58,16 +121,21 @@ def evaluate(estimate_handoff: Callable, payload_mib: float, gbps: float, latenc
         chunks.append(r)
         link_free = r["end_ms"]
     transfer = sum(c["transfer_ms"] for c in chunks)
-    exposed = sum(c["exposed_ms"] for c in chunks)
-    return {"transfer_ms": transfer, "exposed_ms": exposed, "hidden_ms": transfer - exposed,
-            "overlap_ratio": 1 - exposed / transfer if transfer else 1.0,
+    exposed = min(sum(c["exposed_ms"] for c in chunks), transfer)
+    hidden = transfer - exposed  # a sum of pieces: 1e-14 ms of rounding is no hidden time
+    if hidden < NOISE:
+        hidden = 0.0
+    return {"transfer_ms": transfer, "exposed_ms": exposed, "hidden_ms": hidden,
+            "overlap_ratio": min(max(hidden / transfer, 0.0), 1.0) if transfer else 1.0,
             "segments": [(c["start_ms"], c["end_ms"]) for c in chunks], "windows": windows,
             "start_ms": chunks[0]["start_ms"], "end_ms": chunks[-1]["end_ms"]}
 
 
 def readout_text(r: dict) -> str:
-    return (f"transfer {r['transfer_ms']:.2f} ms · hidden {r['hidden_ms']:.2f} ms · "
-            f"exposed {r['exposed_ms']:.2f} ms · overlap ratio {r['overlap_ratio']:.2f}")
+    """One line of numbers: ms to 2 decimals, the ratio to 2, noise shown as 0, never -0.00."""
+    ms = {key: readable(r[key], 2, fixed=True) for key in ("transfer_ms", "hidden_ms", "exposed_ms")}
+    return (f"transfer {ms['transfer_ms']} ms · hidden {ms['hidden_ms']} ms · "
+            f"exposed {ms['exposed_ms']} ms · overlap ratio {readable(r['overlap_ratio'], 2, fixed=True)}")
 
 
 def _draw(r: dict, title: str) -> None:
@@ -81,7 +149,11 @@ def _draw(r: dict, title: str) -> None:
 
 
 def handoff_explorer(estimate_handoff: Callable, mode: str | None = None):
-    """Show the explorer (live widgets or a static figure). Returns the widget or None."""
+    """Show the explorer: live widgets where a widget frontend renders them, else a static
+    figure (see ``widget_frontend``; ``mode='live'|'static'`` decides instead). Returns the
+    widget, or None when it drew the static figure or the learner's function is unfinished."""
+    if mode not in (None, "live", "static"):
+        raise ValueError(f"mode must be 'live', 'static' or None, got {mode!r}")
     try:
         first = evaluate(estimate_handoff, **DEFAULTS)
     except NotImplementedError:
@@ -90,12 +162,20 @@ def handoff_explorer(estimate_handoff: Callable, mode: str | None = None):
     except Exception as exc:  # a wrong answer must not break the page
         print(f"Your estimate_handoff raised {type(exc).__name__}: {exc}. Fix it, then run this cell again.")
         return None
-    live = (mode == "live") if mode else _frontend_is_live()
-    if not live:
-        print("Static view (widgets need a live JupyterLab): " + readout_text(first))
+    frontend = widget_frontend() if mode is None else ("jupyter" if mode == "live" else None)
+    if frontend is None:
+        print("Static view (the sliders need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): "
+              + readout_text(first))
         _draw(first, "1 GiB over PCIe Gen5, sent after a 250 ms prefill")
         return None
+    if frontend == "colab":
+        _enable_colab_widgets()
     return _build_widgets(estimate_handoff)
+
+
+def controls_of(explorer) -> dict:
+    """The explorer's controls by description (the presets' too): for tests and for scripting it."""
+    return {child.description: child for child in explorer.children if getattr(child, "description", "")}
 
 
 def _build_widgets(estimate_handoff: Callable):
@@ -109,14 +189,18 @@ def _build_widgets(estimate_handoff: Callable):
     window = w.FloatSlider(value=DEFAULTS["window_ms"], min=0, max=1000, step=5, description="prefill window (ms)", style=style, layout=layout)
     other = w.FloatSlider(value=DEFAULTS["other_ms"], min=0, max=500, step=5, description="other requests' work (ms)", style=style, layout=layout)
     layers = w.IntSlider(value=DEFAULTS["layers"], min=1, max=128, description="layers (1 = send after)", style=style, layout=layout)
-    tokens = w.IntSlider(value=8192, min=512, max=131072, step=512, description="prompt tokens", style=style, layout=layout)
+    tokens = w.IntSlider(value=8192, min=512, max=131072, step=512, description="prompt tokens", style=style, layout=layout,
+                         disabled=True, tooltip="choose a model preset: the payload is then prompt tokens × the model's KV bytes per token")
     link_buttons = w.ToggleButtons(options=["custom", *LINK_PRESETS], value="PCIe Gen5 (55 GB/s)", description="link preset")
     model_buttons = w.ToggleButtons(options=["custom", *MODEL_PRESETS], value="custom", description="model preset")
     readout = w.HTML()
     readout.add_class("handoff-readout")
     out = w.Output()
+    applying = []  # non-empty while a preset sets sliders, so those changes do not reset the preset
 
     def redraw(*_):
+        if applying:
+            return
         try:
             r = evaluate(estimate_handoff, payload.value, gbps.value, latency.value, window.value, other.value, layers.value)
         except Exception as exc:
@@ -125,21 +209,45 @@ def _build_widgets(estimate_handoff: Callable):
         readout.value = "<b>" + readout_text(r) + "</b>"
         with out:
             out.clear_output(wait=True)
-            _draw(r, f"{payload.value:.0f} MiB at {gbps.value:.0f} Gbit/s")
+            _draw(r, f"{readable(payload.value, 0, fixed=True)} MiB at {readable(gbps.value, 0, fixed=True)} Gbit/s, "
+                     f"{layers.value} layer{'s' if layers.value > 1 else ''}")
+
+    def apply(**values):
+        applying.append(True)
+        try:
+            for slider, value in values.items():
+                controls[slider].value = value
+        finally:
+            applying.pop()
+        redraw()
 
     def on_link(change):
         if change["new"] in LINK_PRESETS:
-            gbps.value = LINK_PRESETS[change["new"]]
+            apply(gbps=LINK_PRESETS[change["new"]])
 
     def on_model(*_):
-        if model_buttons.value in MODEL_PRESETS:
-            per_token, n_layers = MODEL_PRESETS[model_buttons.value]
-            payload.value = tokens.value * per_token / MiB
-            layers.max = max(layers.max, n_layers)
+        model = model_buttons.value
+        tokens.disabled = model not in MODEL_PRESETS  # prompt tokens size the payload only through a model
+        if model in MODEL_PRESETS:
+            per_token, n_layers = MODEL_PRESETS[model]
+            apply(payload=tokens.value * per_token / MiB, layers=n_layers)  # stream one chunk per model layer
 
+    def on_tokens(*_):
+        if model_buttons.value in MODEL_PRESETS:
+            apply(payload=tokens.value * MODEL_PRESETS[model_buttons.value][0] / MiB)
+
+    def back_to_custom(preset_buttons, presets):
+        def handler(_change):  # a slider moved by hand no longer matches the preset
+            if not applying and preset_buttons.value in presets:
+                preset_buttons.value = "custom"
+        return handler
+
+    controls = {"payload": payload, "gbps": gbps, "layers": layers}
     link_buttons.observe(on_link, names="value")
     model_buttons.observe(on_model, names="value")
-    tokens.observe(on_model, names="value")
+    tokens.observe(on_tokens, names="value")
+    payload.observe(back_to_custom(model_buttons, MODEL_PRESETS), names="value")
+    gbps.observe(back_to_custom(link_buttons, LINK_PRESETS), names="value")
     for slider in (payload, gbps, latency, window, other, layers):
         slider.observe(redraw, names="value")
     redraw()

@@ -8,6 +8,8 @@ import matplotlib
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 # Okabe & Ito (2008): distinguishable with the common forms of colour-blindness.
 PALETTE = {
@@ -32,6 +34,17 @@ ROLE = {
     "wait": PALETTE["grey"],
 }
 FIGSIZE = (9.0, 3.6)
+NOISE = 1e-9  # below this a value in ms is floating-point noise: 0.1 ns is far below any timing here
+
+
+def readable(value: float, digits: int = 3, fixed: bool = False) -> str:
+    """``value`` for a label or readout: ``digits`` significant digits (or, with ``fixed``,
+    decimals), floating-point noise (|value| < 1e-9) shown as 0, and never ``-0``."""
+    value = float(value)
+    if abs(value) < NOISE:
+        value = 0.0
+    text = f"{value:.{digits}f}" if fixed else f"{value:.{digits}g}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def apply_style() -> None:
@@ -55,7 +68,9 @@ def apply_style() -> None:
 def draw_lanes(ax, bars: Iterable[dict], lanes: Sequence[str], title: str = "", xlabel: str = "time (ms)") -> None:
     """Draw a lane timeline. Each bar: {'lane', 'start', 'end', 'label', 'role'}, times in ms.
 
-    A bar with ``'hatch': True`` is drawn hatched (work that waits or contends).
+    A bar with ``'hatch': True`` is drawn hatched (work that waits for a conflict; a legend says so);
+    ``'color'`` overrides the role's colour. Labels go inside their bars when they fit, else beside
+    them (see BarLabel).
     """
     index = {lane: i for i, lane in enumerate(lanes)}
     bars = list(bars)
@@ -66,18 +81,91 @@ def draw_lanes(ax, bars: Iterable[dict], lanes: Sequence[str], title: str = "", 
         y = index[bar["lane"]] - 0.35 + row * height + height / 2
         width = bar["end"] - bar["start"]
         right = max(right, bar["end"])
-        ax.broken_barh([(bar["start"], width)], (y - height / 2, height), facecolors=ROLE[bar.get("role", "compute")],
+        ax.broken_barh([(bar["start"], width)], (y - height / 2, height), facecolors=bar.get("color") or ROLE[bar.get("role", "compute")],
                        edgecolor="black", linewidth=0.6, hatch="//" if bar.get("hatch") else None, alpha=0.9)
         if bar.get("label"):
-            ax.text(bar["start"] + width / 2, y, bar["label"], ha="center", va="center", fontsize=8,
-                    color="white" if bar.get("role") in ("compute", "cpu", "exposed") else "black", clip_on=True)
+            light_text = bar.get("role") in ("compute", "cpu", "exposed") and "color" not in bar
+            ax.add_artist(BarLabel(bar["start"], bar["end"], y, height, bar["label"],
+                                   inside_color="white" if light_text else "black",
+                                   backdrop=(bar.get("color") or ROLE[bar.get("role", "compute")]) if bar.get("hatch") else None))
     ax.set_yticks(range(len(lanes)), lanes)
     ax.set_ylim(len(lanes) - 0.4, -0.6)
     ax.set_xlim(0, right * 1.04 if right else 1)
     ax.set_xlabel(xlabel)
     ax.grid(axis="y", visible=False)
+    if any(bar.get("hatch") for bar in bars):
+        add_legend(ax, [Patch(facecolor="white", edgecolor="black", hatch="//", label="waited (a conflict)")])
     if title:
         ax.set_title(title)
+
+
+def add_legend(ax, handles: Sequence, title: str | None = None):
+    """A legend to the right of ``ax``, outside the data (the constrained layout makes room for it)."""
+    return ax.legend(handles=list(handles), title=title, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                     borderaxespad=0.0, frameon=False, fontsize=8, title_fontsize=8)
+
+
+def color_legend(ax, colors: dict[str, str], title: str | None = None, lines: dict[str, str] | None = None):
+    """A legend right of ``ax`` saying what each colour means (``{meaning: colour}``), plus
+    ``lines`` (``{meaning: colour}``) drawn as line markers."""
+    from matplotlib.lines import Line2D
+
+    handles = [Patch(facecolor=color, edgecolor="black", linewidth=0.6, label=name) for name, color in colors.items()]
+    handles += [Line2D([], [], color=color, linewidth=2, label=name) for name, color in (lines or {}).items()]
+    return add_legend(ax, handles, title=title)
+
+
+class BarLabel(Text):
+    """A bar's label, placed when the figure is drawn (after the layout and any later axis limits):
+    centred inside the bar when it fits (font shrunk to at least ``MIN_SIZE`` for thin bars),
+    else in black just after the bar's end, or before its start when the axes end first.
+    ``backdrop`` (a colour) draws a plain patch behind an inside label (for hatched bars).
+    After a draw, ``inside_box`` is the bar's box in pixels when the label sits inside, else None.
+    """
+
+    PAD_PX = 3.0
+    MIN_SIZE = 6.5
+
+    def __init__(self, start: float, end: float, y: float, height: float, text: str,
+                 inside_color: str = "white", fontsize: float = 8, backdrop: str | None = None):
+        super().__init__((start + end) / 2, y, text, ha="center", va="center", fontsize=fontsize, clip_on=True)
+        self._bar = (start, end, y, height)
+        self._inside_color, self._size, self._backdrop = inside_color, fontsize, backdrop
+        self.inside_box: Bbox | None = None
+
+    def _place(self, renderer) -> None:
+        ax = self.axes
+        start, end, y, height = self._bar
+        corners = ax.transData.transform([(start, y - height / 2), (end, y + height / 2)])
+        box = Bbox.from_extents(*corners.min(axis=0), *corners.max(axis=0))
+        self.set_fontsize(self._size)
+        self.set_position(((start + end) / 2, y))
+        self.set_horizontalalignment("center")
+        self.set_color(self._inside_color)
+        self.set_bbox(None)
+        extent = Text.get_window_extent(self, renderer)
+        if extent.height > box.height:
+            self.set_fontsize(max(self.MIN_SIZE, self._size * box.height / extent.height))
+            extent = Text.get_window_extent(self, renderer)
+        if extent.width + 2 * self.PAD_PX <= box.width and extent.height <= box.height + 1:
+            if self._backdrop:  # a plain patch behind the text, so a hatched bar does not cross it
+                self.set_bbox({"boxstyle": "square,pad=0.15", "facecolor": self._backdrop, "edgecolor": "none"})
+            self.inside_box = box
+            return
+        self.inside_box = None
+        self.set_color("black")
+        to_data = ax.transData.inverted()
+        if box.x1 + self.PAD_PX + extent.width <= ax.bbox.x1:
+            self.set_horizontalalignment("left")
+            self.set_x(to_data.transform((box.x1 + self.PAD_PX, box.y0))[0])
+        elif box.x0 - self.PAD_PX - extent.width >= ax.bbox.x0:
+            self.set_horizontalalignment("right")
+            self.set_x(to_data.transform((box.x0 - self.PAD_PX, box.y0))[0])
+
+    def draw(self, renderer):
+        if self.get_visible() and self.axes is not None:
+            self._place(renderer)
+        super().draw(renderer)
 
 
 def _sub_rows(bars: Sequence[dict]) -> list[tuple[int, int]]:
@@ -128,35 +216,40 @@ def draw_transfer_timeline(ax, start_ms: float, end_ms: float, cover_intervals: 
     ax.grid(axis="y", visible=False)
     total = end_ms - start_ms
     ax.legend(handles=[
-        Patch(facecolor=ROLE["hidden"], label=f"hidden {hidden_ms:.3g} ms"),
-        Patch(facecolor=ROLE["exposed"], label=f"exposed {exposed_ms:.3g} ms"),
+        Patch(facecolor=ROLE["hidden"], label=f"hidden {readable(hidden_ms)} ms"),
+        Patch(facecolor=ROLE["exposed"], label=f"exposed {readable(exposed_ms)} ms"),
         Patch(facecolor=ROLE["compute"], label="overlap window"),
     ], loc="upper left", ncols=3, frameon=False, bbox_to_anchor=(0.0, -0.28))
-    ax.set_title(title or f"transfer {total:.3g} ms", loc="left")
+    ax.set_title(title or f"transfer {readable(total)} ms", loc="left")
 
 
 def decision_map(ax, decide: Callable[[float, float], str], ready_at: Sequence[float], deadlines: Sequence[float],
-                 colors: dict[str, str], title: str = "") -> None:
-    """Colour a grid of (ready_at, deadline) by the action that ``decide`` returns."""
+                 colors: dict[str, str], title: str = "", legend: bool = True) -> None:
+    """Colour a grid of (ready_at, deadline) by the action that ``decide`` returns; the legend
+    (every action in ``colors``) goes right of the axes, or nowhere with ``legend=False``."""
     import numpy as np
 
     names = list(colors)
     grid = np.zeros((len(deadlines), len(ready_at)))
     for j, deadline in enumerate(deadlines):
         for i, ready in enumerate(ready_at):
-            grid[j, i] = names.index(decide(ready, deadline))
+            action = decide(ready, deadline)
+            if action not in colors:
+                raise ValueError(f"the decision at ready {ready}, deadline {deadline} is {action!r}; expected one of {names}")
+            grid[j, i] = names.index(action)
     cmap = matplotlib.colors.ListedColormap([colors[n] for n in names])
     ax.pcolormesh(ready_at, deadlines, grid, cmap=cmap, vmin=-0.5, vmax=len(names) - 0.5, shading="nearest")
     ax.set_xlabel("state ready at (ms)")
     ax.set_ylabel("decode deadline (ms)")
     ax.grid(False)
-    ax.legend(handles=[Patch(facecolor=colors[n], label=n) for n in names], loc="upper left", frameon=True, fontsize=8)
+    if legend:
+        color_legend(ax, colors, title="action")
     if title:
         ax.set_title(title)
 
 
 def new_figure(rows: int = 1, cols: int = 1, height: float | None = None, **kwargs):
-    """``plt.subplots`` with the course's width."""
+    """``plt.subplots`` with the course's width and a constrained layout (no text falls off the figure)."""
     apply_style()
     size = (FIGSIZE[0], height or FIGSIZE[1] * rows)
-    return plt.subplots(rows, cols, figsize=size, constrained_layout=True, **kwargs)
+    return plt.subplots(rows, cols, figsize=size, layout="constrained", **kwargs)

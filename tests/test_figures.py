@@ -1,0 +1,195 @@
+"""Every figure of every notebook keeps its text readable: each title, label, tick label,
+legend entry and annotation that is drawn lies inside its figure, and no text that is
+clipped to its axes is cut by them.
+
+The answered notebooks run in one in-process IPython shell (no kernel start-up), cell by
+cell; every figure that a cell creates is rendered and checked when the cell ends,
+including figures a cell closes itself (the explorer's static view).
+"""
+from __future__ import annotations
+
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from unittest import mock
+
+import matplotlib
+import matplotlib.pyplot as plt
+import pytest
+from matplotlib.text import Text
+
+from submissions import NOTEBOOKS
+
+TOLERANCE_PX = 1.0  # anti-aliasing and rounding; a clipped glyph is cut by far more
+
+
+def _drawn_texts(fig) -> list[tuple[Text, object]]:
+    """(text, window extent) for every non-empty text that a full draw of ``fig`` draws."""
+    drawn = []
+    original = Text.draw
+
+    def spy(self, renderer):
+        original(self, renderer)
+        if self.get_visible() and self.get_text().strip():
+            drawn.append((self, self.get_window_extent(renderer)))
+
+    with mock.patch.object(Text, "draw", spy):  # Annotation.draw calls Text.draw too
+        fig.canvas.draw()  # runs the layout engine, then draws exactly what a viewer sees
+    return drawn
+
+
+def _overflow(inner, outer) -> dict[str, float]:
+    """Pixels by which box ``inner`` extends past box ``outer``, per side (only the sides that do)."""
+    sides = {"left": outer.x0 - inner.x0, "right": inner.x1 - outer.x1,
+             "bottom": outer.y0 - inner.y0, "top": inner.y1 - outer.y1}
+    return {side: round(float(px), 1) for side, px in sides.items() if px > TOLERANCE_PX}
+
+
+def text_problems(fig) -> list[str]:
+    """What is wrong with the text of ``fig``: each text cut by the figure's edge, by the clip
+    box it is drawn in (a bar label past its axes, say), or spilling out of the bar it labels
+    (``inside_box``, set by the course's bar labels). Empty when all is well."""
+    problems = []
+    for text, extent in _drawn_texts(fig):
+        label = f"{type(text).__name__} {text.get_text()!r}"
+        bar = getattr(text, "inside_box", None)  # a label drawn inside its bar must fit in it
+        if bar is not None and _overflow(extent, bar):
+            problems.append(f"{label} spills out of its bar by {_overflow(extent, bar)} px")
+            continue
+        clip = text.get_clip_box() if text.get_clip_on() else None
+        if clip is not None:  # drawn only inside its clip box (an axes), itself inside the figure
+            cut = _overflow(extent, clip)
+            if cut:
+                problems.append(f"{label} is cut by its axes by {cut} px")
+            continue
+        past_figure = _overflow(extent, fig.bbox)
+        if past_figure:
+            problems.append(f"{label} extends past the figure by {past_figure} px")
+    return problems
+
+
+# ----------------------------------------------------------------- the checker can fail
+
+def test_checker_catches_text_outside_the_figure():
+    fig, ax = plt.subplots(figsize=(4, 3))  # no layout engine: a long rotated label falls off
+    ax.set_ylabel("a y label far too long\nfor this small figure to hold\nin three lines", fontsize=14)
+    fig.subplots_adjust(left=0.02)
+    ax.set_title("a title", x=-0.3)
+    ax.annotate("off the right edge", (1.0, 0.5), xycoords="axes fraction", xytext=(40, 0), textcoords="offset points")
+    problems = text_problems(fig)
+    plt.close(fig)
+    assert any("a y label far too long" in p and "left" in p for p in problems), problems
+    assert any("'a title'" in p for p in problems), problems
+    assert any("off the right edge" in p and "right" in p for p in problems), problems
+
+
+def test_checker_catches_a_label_cut_by_its_axes():
+    fig, ax = plt.subplots(figsize=(4, 2), layout="constrained")
+    ax.set_xlim(0, 100)
+    ax.text(0.5, 0.5, "a label centred on the left edge", ha="center", clip_on=True)
+    problems = text_problems(fig)
+    plt.close(fig)
+    assert problems and "cut by its axes" in problems[0] and "left" in problems[0], problems
+
+
+def test_checker_passes_a_tidy_figure():
+    from tools.plotting import new_figure
+
+    fig, ax = new_figure()
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.set(title="A tidy figure", xlabel="time (ms)", ylabel="bytes (MiB)")
+    ax.legend()
+    assert text_problems(fig) == []
+    plt.close(fig)
+
+
+def test_bar_labels_fit_or_move_beside_their_bar():
+    from tools.plotting import BarLabel, draw_lanes, new_figure
+
+    fig, ax = new_figure(height=2.4)
+    draw_lanes(ax, [{"lane": "a", "start": 0, "end": 100, "label": "a wide bar", "role": "compute"},
+                    {"lane": "b", "start": 0, "end": 1, "label": "a narrow bar", "role": "compute"},
+                    {"lane": "c", "start": 99, "end": 100, "label": "narrow, at the end", "role": "copy"}], ["a", "b", "c"])
+    assert text_problems(fig) == []
+    labels = {t.get_text(): t for t in ax.texts if isinstance(t, BarLabel)}
+    assert labels["a wide bar"].inside_box is not None and labels["a wide bar"].get_color() == "white"
+    narrow = labels["a narrow bar"]
+    assert narrow.inside_box is None and narrow.get_color() == "black" and narrow.get_horizontalalignment() == "left"
+    assert labels["narrow, at the end"].get_horizontalalignment() == "right", "no room after the bar: the label goes before it"
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------- every notebook figure
+
+@contextmanager
+def _figures_recorded():
+    """Yield a list that collects every figure pyplot creates (closed ones too)."""
+    created = []
+    original = plt.figure
+
+    def recording(*args, **kwargs):
+        fig = original(*args, **kwargs)
+        if fig not in created:
+            created.append(fig)
+        return fig
+
+    with mock.patch.object(plt, "figure", recording):  # plt.subplots goes through plt.figure
+        yield created
+
+
+def notebook_figure_problems(path: Path) -> tuple[int, list[str]]:
+    """Run ``path`` cell by cell in an in-process IPython shell; return (figures checked, problems)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.reset(new_session=True)
+    checked, problems = 0, []
+    cells = [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+    with _figures_recorded() as created:
+        for number, cell in enumerate(cells, 1):
+            created.clear()
+            result = shell.run_cell("".join(cell["source"]), store_history=False)
+            if not result.success:
+                raise AssertionError(f"{path.name}, code cell {number} failed: {result.error_before_exec or result.error_in_exec!r}")
+            figures = list(created) + [plt.figure(n) for n in plt.get_fignums() if plt.figure(n) not in created]
+            for fig in figures:
+                checked += 1
+                problems += [f"{path.name}, code cell {number}: {p}" for p in text_problems(fig)]
+            plt.close("all")
+    shell.reset(new_session=True)
+    return checked, problems
+
+
+@pytest.mark.slow
+def test_no_notebook_figure_clips_its_text(root, monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    monkeypatch.setenv("COURSE_WIDGETS", "static")  # the explorer's static figure is the one to check
+    monkeypatch.chdir(root / "solutions")  # notebook 04 reads the answered 02 and 03 from its own folder
+    matplotlib.use("agg")
+    total, problems = 0, []
+    for name in NOTEBOOKS:
+        checked, found = notebook_figure_problems(root / "solutions" / f"{name}.ipynb")
+        assert checked, f"{name} drew no figure: the check would pass vacuously"
+        total += checked
+        problems += found
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_explorer_figures_keep_their_text(root, monkeypatch):
+    """The live explorer's figure, at its default and at each preset (many thin layer segments)."""
+    from tools import explorer, notebook_runtime
+
+    funcs = notebook_runtime.load_learner_functions("02_total_vs_exposed_time", ["estimate_handoff"], search=[root / "solutions"])
+    with _figures_recorded() as created:
+        widget = explorer.handoff_explorer(funcs["estimate_handoff"], mode="live")
+        controls = explorer.controls_of(widget)
+        for model in explorer.MODEL_PRESETS:
+            controls["model preset"].value = model
+        for link in explorer.LINK_PRESETS:
+            controls["link preset"].value = link
+        controls["other requests' work (ms)"].value = 400
+    assert len(created) >= 1 + len(explorer.MODEL_PRESETS) + len(explorer.LINK_PRESETS) - 1
+    problems = [p for fig in created for p in text_problems(fig)]
+    assert not problems, "\n".join(problems)
