@@ -13,3 +13,7 @@ os.environ.setdefault("MPLBACKEND", "agg")
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")

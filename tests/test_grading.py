@@ -50,8 +50,17 @@ WRONG = [
      {"identity"}),
     ("w4_strict_deadline", "todo4_plan_decode", "todo4_solution", "ready_at_ms <= deadline_ms", "ready_at_ms < deadline_ms",
      {"deadline_inclusive"}),
-    ("w5_inclusive", "todo5_decide_overlap", "todo5_solution", "< 0.98", "<= 0.98", {"strict_threshold"}),
-    ("w5_ignores_path", "todo5_decide_overlap", "todo5_solution", " and case.get('path_confirmed')", "", {"correctness_first"}),
+    ("w5_ignores_controls", "todo5_decide_overlap", "todo5_solution",
+     "    if not controls or any(control.get('overlap_confirmed') is not False for control in controls):\n        return 'reject_instrument_fault'\n",
+     "", {"controls_behave"}),
+    ("w5_truthy_controls", "todo5_decide_overlap", "todo5_solution", " is not False for control", " for control", {"controls_behave"}),
+    ("w5_strict_ratio", "todo5_decide_overlap", "todo5_solution", "<= 0.75", "< 0.75", {"calibrated_bar"}),
+    ("w5_any_payload", "todo5_decide_overlap", "todo5_solution", "all(meets_bar(case) for case in calibrated)",
+     "any(meets_bar(case) for case in calibrated)", {"every_payload"}),
+    ("w5_ignores_preconditions", "todo5_decide_overlap", "todo5_solution", " and case.get('preconditions_met')", "", {"correctness_first"}),
+    ("w5_one_sided_noise", "todo5_decide_overlap", "todo5_solution",
+     "abs(case['serial_median_ms'] / case['predicted_serial_ms'] - 1) > 0.25",
+     "case['serial_median_ms'] / case['predicted_serial_ms'] - 1 > 0.25", {"noisy_machine"}),
 ]
 
 

@@ -55,3 +55,69 @@ def _prediction(ax, cases: list[dict]) -> None:
     ax.set_ylabel("measured overlapped time (ms)")
     ax.set_title("Model against measurement")
     ax.legend(frameon=False, fontsize=8)
+
+
+def plot_controls(result: dict) -> None:
+    """Each calibrated case and each negative control: how much work completed inside the other
+    side's interval (median over repeats), against the bar a repeat must reach."""
+    from .overlap_evidence import MIN_COVERED
+
+    rows = [(f"{c['payload_mib']:g} MiB calibrated", c["overlap_evidence"], ROLE["hidden"])
+            for c in result["cases"] if c["window"] == "calibrated"]
+    rows += [(f"control: {c['name']}", c["overlap_evidence"], ROLE["exposed"]) for c in result.get("controls", [])]
+    if not rows:
+        print("No cases or controls to plot.")
+        return
+    fig, ax = new_figure(height=0.45 * len(rows) + 1.4)
+    y = range(len(rows))
+    ax.barh(list(y), [ev["covered_fraction_median"] for _, ev, _ in rows], color=[c for *_, c in rows])
+    for i, (_, ev, _) in enumerate(rows):
+        verdict = "confirmed" if ev["confirmed"] else "not confirmed"
+        ax.text(1.02, i, f"{verdict} · {ev['overlapped_repeats']}/{ev['repeats']} repeats · copy x{ev['copy_slowdown']:.2f}",
+                va="center", fontsize=8, transform=ax.get_yaxis_transform())
+    ax.axvline(MIN_COVERED, color="black", linestyle="--", linewidth=1)
+    ax.set_yticks(list(y), [label for label, *_ in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("work completed inside the other side's interval (share of the shorter side, median)")
+    ax.set_title("Evidence: cases should cross the dashed bar, controls must not")
+    plt.show()
+
+
+def plot_pipeline(sweep: dict) -> None:
+    """Measured exposed time against chunks, with Step 2's layer-wise model."""
+    fig, ax = new_figure(height=3.6)
+    n = sweep["chunks"]
+    ax.plot(n, sweep["exposed_ms"], marker="o", color=ROLE["exposed"], label="measured exposed (total - compute alone)")
+    ax.plot(n, sweep["model_exposed_ms"], marker="s", linestyle="--", color=ROLE["copy"],
+            label=f"model: copy / n + n x {sweep['per_chunk_cost_ms']:.3f} ms")
+    ax.axhline(sweep["copy_alone_ms"], color=ROLE["wait"], linewidth=1, linestyle=":", label="copy alone (nothing hidden)")
+    ax.axvline(sweep["best_chunks"], color=ROLE["hidden"], linewidth=1, label=f"best measured: {sweep['best_chunks']} chunks")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(n, [str(k) for k in n])
+    ax.set_xlabel("chunks (copy chunk i+1 while computing on chunk i)")
+    ax.set_ylabel("exposed time (ms)")
+    ax.set_title(f"Pipeline sweep on {sweep['device']}: {sweep['payload_mib']:g} MiB, "
+                 f"compute alone {sweep['compute_alone_ms']:.1f} ms, copy alone {sweep['copy_alone_ms']:.1f} ms")
+    ax.legend(frameon=False, fontsize=8)
+    plt.show()
+
+
+def plot_bandwidth(curve: dict) -> None:
+    """Copy time and achieved bandwidth against size, with the fitted t0 + bytes / bandwidth."""
+    colors = [PALETTE["blue"], PALETTE["orange"], PALETTE["green"], PALETTE["vermillion"]]
+    fig, axes = new_figure(rows=1, cols=2, height=3.6)
+    for color, (name, s) in zip(colors, curve["series"].items()):
+        sizes = s["bytes"]
+        fitted = [s["t0_ms"] + b / (s["gbytes_per_s"] * 1e6) for b in sizes]
+        axes[0].loglog(sizes, s["ms"], "o", color=color, label=f"{name}: t0 {s['t0_ms'] * 1e3:.0f} µs, {s['gbytes_per_s']:.1f} GB/s")
+        axes[0].loglog(sizes, fitted, "-", color=color, linewidth=1)
+        axes[1].semilogx(sizes, [b / (t * 1e6) for b, t in zip(sizes, s["ms"])], "o-", color=color, label=name)
+    axes[0].set_xlabel("bytes")
+    axes[0].set_ylabel("copy time (ms)")
+    axes[0].set_title("time = t0 + bytes / bandwidth (lines: fit)")
+    axes[0].legend(frameon=False, fontsize=7)
+    axes[1].set_xlabel("bytes")
+    axes[1].set_ylabel("achieved bandwidth (GB/s)")
+    axes[1].set_title(f"Small copies pay t0 ({curve['device']})")
+    plt.show()

@@ -1,0 +1,230 @@
+"""Step 5's CPU analogue: a memcpy thread against a matmul thread.
+
+The copy runs on a worker thread (``Tensor.copy_`` releases the GIL and is memory-bound), the
+matmuls on the calling thread (compute-bound), torch limited to ``intra_op_threads`` (1 by
+default) so that a core is left for the copy. A memcpy thread is not a DMA engine: it uses a
+core and shares the memory bus with the matmuls, so it shows the *shape* of overlap (two
+engines, one waiting on neither) but none of a GPU's conditions (copy engines, pinned memory,
+streams, ``non_blocking``).
+
+Every timeline records the completion time of each copy chunk and of each matmul, which is
+what ``overlap_evidence`` reads. Two negative controls run by default, issued in the real
+order (copy first, then compute): ``one_thread`` (both on the calling thread) and
+``joined_thread`` (the copy on its own thread, joined before compute starts: distinct workers,
+still serial). Each must come out not confirmed.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import threading
+import time
+from typing import Any, Callable
+
+from .overlap_evidence import MAX_COPY_SLOWDOWN_CPU, overlap_evidence, preconditions_met, summarize
+
+MiB = 2**20
+CPU_FIXED_DIVISOR = 4  # the fixed window: one (MATRIX_SIZE / 4)-sized matmul (a 2048 matmul takes ~0.3 s on one core)
+CPU_BLOCK = 256  # calibrated window: repeated 256x256 float32 matmuls
+COPY_CHUNKS = 8  # the copy is issued as 8 consecutive slices, each timed at its completion
+BALANCE_TOLERANCE = 0.05  # calibrate until compute / copy is within 5%
+CALIBRATION_ROUNDS = 5
+
+
+def timed_ms(fn: Callable[[], Any]) -> float:
+    begin = time.perf_counter()
+    fn()
+    return (time.perf_counter() - begin) * 1e3
+
+
+def _chunks(src, dst, parts: int) -> list[tuple[Any, Any]]:
+    flat_src, flat_dst = src.view(-1), dst.view(-1)
+    step = -(-flat_src.numel() // parts)
+    return [(flat_src[i:i + step], flat_dst[i:i + step]) for i in range(0, flat_src.numel(), step)]
+
+
+class CpuPlan:
+    """One case's tensors: a chunked copy and ``count`` matmuls."""
+
+    def __init__(self, src, dst, left, right, product, count: int):
+        self.pieces = _chunks(src, dst, COPY_CHUNKS)
+        self.src, self.dst, self.left, self.right, self.product, self.count = src, dst, left, right, product, count
+
+    def copy(self, marks: list, t0: float) -> None:
+        for piece_src, piece_dst in self.pieces:
+            piece_dst.copy_(piece_src)  # releases the GIL; memory-bound
+            marks.append((time.perf_counter() - t0) * 1e3)
+
+    def compute(self, marks: list, t0: float) -> None:
+        import torch
+
+        for _ in range(self.count):
+            torch.mm(self.left, self.right, out=self.product)  # releases the GIL; compute-bound
+            marks.append((time.perf_counter() - t0) * 1e3)
+
+    def timeline(self, kind: str) -> dict:
+        """One run, times in ms from its start. ``kind``: 'serial', 'overlap', 'one_thread', 'joined_thread'."""
+        copy_ends: list[float] = []
+        unit_ends: list[float] = []
+        workers: dict[str, int] = {}
+        t0 = time.perf_counter()
+        copy_start: list[float] = []
+
+        def copy_job() -> None:
+            workers["copy"] = threading.get_ident()
+            copy_start.append((time.perf_counter() - t0) * 1e3)
+            self.copy(copy_ends, t0)
+
+        if kind in ("serial", "one_thread"):  # the serial reference and the one-thread control are the same program
+            copy_job()
+        else:
+            worker = threading.Thread(target=copy_job)
+            worker.start()
+            if kind == "joined_thread":  # distinct workers, but compute waits for the copy
+                worker.join()
+        workers["compute"] = threading.get_ident()
+        self.compute(unit_ends, t0)
+        if kind in ("overlap", "joined_thread"):
+            worker.join()
+        total = (time.perf_counter() - t0) * 1e3
+        return {"copy_start": copy_start[0], "copy_ends": copy_ends, "unit_ends": unit_ends, "total": total,
+                "distinct_workers": workers["copy"] != workers["compute"]}
+
+    def copy_alone(self) -> float:
+        return timed_ms(lambda: self.copy([], time.perf_counter()))
+
+    def compute_alone(self) -> float:
+        return timed_ms(lambda: self.compute([], time.perf_counter()))
+
+
+def _median(fn: Callable[[], float], repeats: int) -> float:
+    return statistics.median(fn() for _ in range(repeats))
+
+
+def calibrate(plan: CpuPlan, copy_ms: float, repeats: int) -> tuple[int, float]:
+    """Scale the matmul count until compute / copy is within 5% (or the rounds run out).
+
+    Returns the count and the achieved balance (compute alone / copy alone, medians).
+    """
+    balance = 0.0
+    for _ in range(CALIBRATION_ROUNDS):
+        compute_ms = _median(plan.compute_alone, repeats)
+        balance = compute_ms / copy_ms
+        if abs(balance - 1) <= BALANCE_TOLERANCE:
+            break
+        new_count = max(1, round(plan.count / balance))
+        if new_count == plan.count:
+            break
+        plan.count = new_count
+    return plan.count, balance
+
+
+def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1, controls: bool = True) -> None:
+    """Measure every case (and the controls) of a ``real_cpu`` result in place."""
+    import torch
+
+    wl = result["workload"]
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(intra_op_threads)
+    try:
+        gen = torch.Generator().manual_seed(wl["seed"])
+        fixed_n = max(16, wl["matrix_size"] // CPU_FIXED_DIVISOR)
+        operands = {
+            "fixed": (torch.randn(fixed_n, fixed_n, generator=gen), torch.randn(fixed_n, fixed_n, generator=gen)),
+            "calibrated": (torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen), torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen)),
+        }
+        wl.update({"device": "cpu", "dtype": "float32", "cpu_fixed_matrix_size": fixed_n, "cpu_block": CPU_BLOCK,
+                   "intra_op_threads": intra_op_threads, "copy_chunks": COPY_CHUNKS})
+        result["hardware"].update({"device": "cpu", "processor": platform.processor() or platform.machine(),
+                                   "logical_cpus": os.cpu_count() or 1})
+        repeats, warmup = wl["repeat_steps"], wl["warmup_steps"]
+        steps = len(wl["payload_mib"]) * 2 * (2 * warmup + 2 * repeats)
+        last_calibrated = None
+        with progress_factory(steps, "CPU timelines") as bar:
+            for payload in wl["payload_mib"]:
+                n = int(payload * MiB) // 4
+                src = torch.randn(n, generator=gen)
+                dst = torch.empty_like(src)
+                for window in ("fixed", "calibrated"):
+                    left, right = operands[window]
+                    product = torch.empty(left.shape[0], right.shape[1])
+                    plan = CpuPlan(src, dst, left, right, product, 1)
+                    plan.copy_alone()  # first touch of dst
+                    copy_alone = [plan.copy_alone() for _ in range(repeats)]
+                    balance = None
+                    if window == "calibrated":
+                        unit_ms = _median(plan.compute_alone, 5)
+                        plan.count = max(1, round(statistics.median(copy_alone) / unit_ms))
+                        _, balance = calibrate(plan, statistics.median(copy_alone), max(3, repeats // 4))
+                    compute_alone = [plan.compute_alone() for _ in range(repeats)]
+                    case = measure_case(plan, copy_alone, compute_alone, warmup, repeats, bar)
+                    result["cases"].append({"payload_mib": payload, "window": window, "matrix_size": left.shape[0],
+                                            "compute_copy_balance": statistics.median(compute_alone) / statistics.median(copy_alone)
+                                            if balance is None else balance, **case})
+                    if window == "calibrated":
+                        last_calibrated = (payload, plan, copy_alone, compute_alone)
+        if controls and last_calibrated:
+            result["controls"] = run_cpu_controls(*last_calibrated, repeats)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def measure_case(plan: CpuPlan, copy_alone: list[float], compute_alone: list[float], warmup: int, repeats: int, bar) -> dict:
+    """Serial against overlapped, alternating which goes first; then correctness and evidence."""
+    import torch
+
+    for _ in range(warmup):  # warm both programs, not only the overlapped one
+        plan.timeline("serial")
+        plan.timeline("overlap")
+        bar.update(2)
+    serial, overlap = [], []
+    for i in range(repeats):
+        order = ("serial", "overlap") if i % 2 == 0 else ("overlap", "serial")
+        for kind in order:
+            (serial if kind == "serial" else overlap).append(plan.timeline(kind))
+        bar.update(2)
+    stats = summarize(serial, overlap, copy_alone, compute_alone)
+    reference = torch.mm(plan.left, plan.right)
+    plan.dst.zero_()  # so that the checks below see what one overlapped run wrote
+    plan.product.zero_()
+    plan.timeline("overlap")
+    unit_ms = stats["compute_alone_ms"] / plan.count
+    evidence = overlap_evidence(overlap, unit_ms, stats["copy_alone_ms"], MAX_COPY_SLOWDOWN_CPU)
+    pre = {"distinct_workers": all(r["distinct_workers"] for r in overlap), "pinned_source": None, "non_blocking": None}
+    met = preconditions_met(pre)
+    return {
+        "matmul_count": plan.count, **stats,
+        "copy_gbytes_per_s": plan.src.numel() * 4 / (stats["copy_alone_ms"] / 1e3) / 1e9,
+        "copy_correct": bool(torch.equal(plan.dst, plan.src)),
+        "compute_correct": bool(torch.allclose(plan.product, reference, rtol=1e-5, atol=1e-5)),
+        "preconditions": pre, "preconditions_met": met,
+        "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"],
+        "path_confirmed": met and evidence["confirmed"],
+    }
+
+
+CPU_CONTROLS = {
+    "one_thread": "copy, then compute, on the calling thread",
+    "joined_thread": "copy on its own thread, joined before compute starts (distinct workers, still serial)",
+}
+
+
+def run_cpu_controls(payload: float, plan: CpuPlan, copy_alone: list[float], compute_alone: list[float],
+                     repeats: int) -> list[dict]:
+    """Each control against the serial program, alternating order, on the calibrated case."""
+    out = []
+    unit_ms = statistics.median(compute_alone) / plan.count
+    for name, description in CPU_CONTROLS.items():
+        plan.timeline(name)
+        serial, runs = [], []
+        for i in range(repeats):
+            order = ("serial", name) if i % 2 == 0 else (name, "serial")
+            for kind in order:
+                (serial if kind == "serial" else runs).append(plan.timeline(kind))
+        evidence = overlap_evidence(runs, unit_ms, statistics.median(copy_alone), MAX_COPY_SLOWDOWN_CPU)
+        s_med, c_med = statistics.median(r["total"] for r in serial), statistics.median(r["total"] for r in runs)
+        out.append({"name": name, "description": description, "payload_mib": payload, "matmul_count": plan.count,
+                    "serial_median_ms": s_med, "control_median_ms": c_med, "latency_ratio": c_med / s_med,
+                    "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"]})
+    return out

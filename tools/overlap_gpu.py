@@ -1,0 +1,272 @@
+"""Step 5 on a GPU: a pinned host tensor copied on one CUDA stream while bf16 matmuls run on another.
+
+Honest timing:
+
+- every timed run starts behind a **gate**: ``torch.cuda._sleep`` on the current stream, which
+  both work streams wait on, so all launches are queued before the GPU starts, and host launch
+  latency stays out of the timed region (it is reported apart, as ``launch_overhead_ms``, with
+  the share of runs whose launches all fitted inside the gate);
+- both programs (serial and overlapped) are warmed on the exact streams they use (cuBLAS sets up
+  a workspace per stream), and their order alternates from one repeat to the next;
+- the calibrated window is resized until compute / copy is within 5%; the achieved balance is
+  recorded;
+- a CUDA event after each matmul and after the copy gives the completion times that
+  ``overlap_evidence`` reads; start events are never trusted.
+
+Negative controls (run by default, copy issued first as in the real case): a pageable source,
+copy and compute on one stream, and ``non_blocking=False``. Each must come out not confirmed.
+
+This path needs a CUDA machine; it is written to the same timeline format as the CPU analogue,
+whose evidence logic is tested on synthetic timelines.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+from .overlap_device import DriverError, driver_facts, nvml_facts
+from .overlap_evidence import MAX_COPY_SLOWDOWN_GPU, overlap_evidence, preconditions_met, summarize
+
+MiB = 2**20
+BALANCE_TOLERANCE = 0.05
+CALIBRATION_ROUNDS = 6
+GATE_MIN_MS = 1.0  # the gate holds the GPU at least this long while the host queues the run
+GATE_PER_LAUNCH_MS = 0.02  # ... plus this much per launch (a generous host launch cost)
+
+GPU_CONTROLS = {
+    "pageable_source": "copy from pageable (not pinned) memory, then compute on the other stream",
+    "one_stream": "copy, then compute, on one stream",
+    "blocking_copy": "pinned copy with non_blocking=False, then compute on the other stream",
+}
+
+
+class GpuPlan:
+    """One case's tensors and streams, and the runs made from them."""
+
+    def __init__(self, host, dev, left, right, product, count: int, streams, clock_khz: int):
+        import torch
+
+        self.host, self.dev, self.left, self.right, self.product = host, dev, left, right, product
+        self.count = count
+        self.copy_stream, self.compute_stream = streams
+        self.clock_khz = clock_khz
+        self.gate_ms = GATE_MIN_MS
+        self._pageable = None
+        self.torch = torch
+
+    @property
+    def pageable(self):
+        if self._pageable is None:
+            self._pageable = self.torch.empty(self.host.shape, dtype=self.host.dtype)  # ordinary (pageable) memory
+            self._pageable.copy_(self.host)
+        return self._pageable
+
+    def run(self, kind: str) -> dict:
+        """One gated run. ``kind``: 'serial' (= the 'one_stream' control), 'overlap', 'pageable_source', 'blocking_copy'."""
+        torch = self.torch
+        event = lambda: torch.cuda.Event(enable_timing=True)
+        source = self.pageable if kind == "pageable_source" else self.host
+        non_blocking = kind != "blocking_copy"
+        compute_stream = self.copy_stream if kind in ("serial", "one_stream") else self.compute_stream
+        begin, gate, copy_start, copy_end, end = event(), event(), event(), event(), event()
+        units = [event() for _ in range(self.count)]
+        main = torch.cuda.current_stream()
+        torch.cuda.synchronize()
+        begin.record(main)
+        torch.cuda._sleep(int(self.gate_ms * self.clock_khz))  # cycles = ms * kHz
+        gate.record(main)
+        host_begin = time.perf_counter()
+        self.copy_stream.wait_event(gate)
+        compute_stream.wait_event(gate)
+        with torch.cuda.stream(self.copy_stream):
+            copy_start.record()
+            self.dev.copy_(source, non_blocking=non_blocking)
+            copy_end.record()
+        with torch.cuda.stream(compute_stream):
+            for unit in units:
+                torch.mm(self.left, self.right, out=self.product)
+                unit.record()
+        launch_ms = (time.perf_counter() - host_begin) * 1e3
+        main.wait_stream(self.copy_stream)
+        main.wait_stream(compute_stream)
+        end.record(main)
+        end.synchronize()
+        gate_ms = begin.elapsed_time(gate)
+        return {"copy_start": gate.elapsed_time(copy_start), "copy_ends": [gate.elapsed_time(copy_end)],
+                "unit_ends": [gate.elapsed_time(u) for u in units], "total": gate.elapsed_time(end),
+                "launch_ms": launch_ms, "gate_held": launch_ms < gate_ms}
+
+    def size_gate(self) -> None:
+        self.gate_ms = GATE_MIN_MS + GATE_PER_LAUNCH_MS * (self.count + 4)
+
+    def copy_alone(self) -> float:
+        return _elapsed(lambda: self.dev.copy_(self.host, non_blocking=True), self.copy_stream)
+
+    def compute_alone(self) -> float:
+        def work():
+            for _ in range(self.count):
+                self.torch.mm(self.left, self.right, out=self.product)
+
+        return _elapsed(work, self.compute_stream)
+
+
+def _elapsed(fn: Callable[[], object], stream) -> float:
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(stream):
+        start.record()
+        fn()
+        end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def _driver_version_text() -> str:
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        return "unknown"
+    for word in text.split():
+        if word.count(".") >= 1 and word.replace(".", "").isdigit():
+            return word
+    return "unknown"
+
+
+def device_facts(torch, index: int) -> dict:
+    props = torch.cuda.get_device_properties(index)
+    try:
+        facts = driver_facts(index)
+        source = "cuDeviceGetAttribute (libcuda)"
+    except (DriverError, AttributeError) as exc:
+        raise RuntimeError(f"cannot read device facts from the CUDA driver: {exc}") from exc
+    return {"device": props.name, "cuda": str(torch.version.cuda), "total_memory_gib": round(props.total_memory / 2**30, 1),
+            "driver_version": _driver_version_text(), **facts, "device_facts_source": source}
+
+
+def run_gpu(result: dict, progress_factory: Callable, controls: bool = True) -> None:
+    """Measure every case (and the controls) of a ``real_gpu`` result in place."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("RUN_MODE='real_gpu' but CUDA is not available on this machine "
+                           "(use 'real_cpu' for the CPU analogue, or run on a machine with an NVIDIA GPU)")
+    wl = result["workload"]
+    index = torch.cuda.current_device()
+    result["hardware"].update(device_facts(torch, index))
+    clock_khz = result["hardware"]["clock_rate_khz"] or 1_500_000
+    wl.update({"device": "cuda", "dtype": "bfloat16"})
+    torch.manual_seed(wl["seed"])
+    n = wl["matrix_size"]
+    left = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    right = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    product = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    reference = left.float() @ right.float()  # fp32 reference for the bf16 products
+    tolerance = 1e-2 * float(reference.abs().max()) + 1e-2  # bf16 output rounding, with margin
+    streams = (torch.cuda.Stream(), torch.cuda.Stream())
+    default = torch.cuda.default_stream()
+    distinct = streams[0].cuda_stream != streams[1].cuda_stream and all(s.cuda_stream != default.cuda_stream for s in streams)
+    repeats, warmup = wl["repeat_steps"], wl["warmup_steps"]
+    steps = len(wl["payload_mib"]) * 2 * (2 * warmup + 2 * repeats)
+    best_gbps, last_calibrated = 0.0, None
+    with progress_factory(steps, "GPU timelines") as bar:
+        for payload in wl["payload_mib"]:
+            elements = int(payload * MiB) // 2
+            host = torch.randn(elements, dtype=torch.bfloat16).pin_memory()  # pinned once, outside the timed loop
+            dev = torch.empty_like(host, device="cuda")
+            for window in ("fixed", "calibrated"):
+                plan = GpuPlan(host, dev, left, right, product, 1, streams, clock_khz)
+                for _ in range(2):
+                    plan.copy_alone()
+                    plan.compute_alone()
+                copy_alone = [plan.copy_alone() for _ in range(repeats)]
+                copy_med = statistics.median(copy_alone)
+                balance = None
+                if window == "calibrated":
+                    plan.count = max(1, round(copy_med / statistics.median(plan.compute_alone() for _ in range(5))))
+                    for _ in range(CALIBRATION_ROUNDS):
+                        balance = statistics.median(plan.compute_alone() for _ in range(5)) / copy_med
+                        new_count = max(1, round(plan.count / balance))
+                        if abs(balance - 1) <= BALANCE_TOLERANCE or new_count == plan.count:
+                            break
+                        plan.count = new_count
+                plan.size_gate()
+                compute_alone = [plan.compute_alone() for _ in range(repeats)]
+                if balance is None:
+                    balance = statistics.median(compute_alone) / copy_med
+                case = measure_case(plan, copy_alone, compute_alone, warmup, repeats, bar, reference, tolerance, distinct)
+                result["cases"].append({"payload_mib": payload, "window": window, "matrix_size": n,
+                                        "compute_copy_balance": balance, **case})
+                best_gbps = max(best_gbps, case["copy_gbytes_per_s"])
+                if window == "calibrated":
+                    last_calibrated = (payload, plan, copy_alone, compute_alone)
+    wl["gate_ms"] = last_calibrated[1].gate_ms if last_calibrated else GATE_MIN_MS
+    if controls and last_calibrated:
+        result["controls"] = run_gpu_controls(*last_calibrated, repeats)
+    result["hardware"]["pinned_h2d_gbytes_per_s"] = best_gbps
+    nvml = nvml_facts(result["hardware"]["pci_bus_id"])  # after the copies: an idle link trains down
+    result["hardware"]["nvml"] = nvml
+    if nvml:
+        if nvml.get("driver_version"):
+            result["hardware"]["driver_version"] = nvml["driver_version"]
+        if nvml.get("pcie_nominal_gbytes_per_s"):
+            result["hardware"]["pcie_nominal_gbytes_per_s"] = nvml["pcie_nominal_gbytes_per_s"]
+
+
+def measure_case(plan: GpuPlan, copy_alone, compute_alone, warmup: int, repeats: int, bar, reference, tolerance: float,
+                 distinct: bool) -> dict:
+    torch = plan.torch
+    for _ in range(max(1, warmup)):  # warm both programs on their own streams
+        plan.run("serial")
+        plan.run("overlap")
+        bar.update(2)
+    serial, overlap = [], []
+    for i in range(repeats):
+        for kind in (("serial", "overlap") if i % 2 == 0 else ("overlap", "serial")):
+            (serial if kind == "serial" else overlap).append(plan.run(kind))
+        bar.update(2)
+    stats = summarize(serial, overlap, copy_alone, compute_alone)
+    plan.run("serial")
+    serial_product = plan.product.clone()
+    plan.dev.zero_()  # so that the checks below see what the overlapped run wrote
+    plan.product.zero_()
+    plan.run("overlap")
+    torch.cuda.synchronize()
+    diff = max(float((serial_product.float() - reference).abs().max()), float((plan.product.float() - reference).abs().max()))
+    evidence = overlap_evidence(overlap, stats["compute_alone_ms"] / plan.count, stats["copy_alone_ms"], MAX_COPY_SLOWDOWN_GPU)
+    pre = {"distinct_workers": distinct, "pinned_source": bool(plan.host.is_pinned()), "non_blocking": True}
+    met = preconditions_met(pre)
+    return {
+        "matmul_count": plan.count, **stats,
+        "copy_gbytes_per_s": plan.host.numel() * plan.host.element_size() / (stats["copy_alone_ms"] / 1e3) / 1e9,
+        "copy_correct": bool(torch.equal(plan.dev.cpu(), plan.host)),
+        "compute_correct": diff <= tolerance and bool(torch.allclose(plan.product, serial_product, rtol=2e-2, atol=tolerance)),
+        "compute_max_abs_diff": diff,
+        "launch_overhead_ms": statistics.median(r["launch_ms"] for r in overlap),
+        "gate_held_fraction": sum(r["gate_held"] for r in serial + overlap) / len(serial + overlap),
+        "preconditions": pre, "preconditions_met": met,
+        "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"],
+        "path_confirmed": met and evidence["confirmed"],
+    }
+
+
+def run_gpu_controls(payload: float, plan: GpuPlan, copy_alone, compute_alone, repeats: int) -> list[dict]:
+    unit_ms = statistics.median(compute_alone) / plan.count
+    out = []
+    for name, description in GPU_CONTROLS.items():
+        kind = "serial" if name == "one_stream" else name
+        plan.run(kind)  # warm
+        serial, runs = [], []
+        for i in range(repeats):  # alternate which goes first
+            pair = [("serial", serial), (kind, runs)]
+            for k, bucket in (pair if i % 2 == 0 else pair[::-1]):
+                bucket.append(plan.run(k))
+        evidence = overlap_evidence(runs, unit_ms, statistics.median(copy_alone), MAX_COPY_SLOWDOWN_GPU)
+        s_med, c_med = statistics.median(r["total"] for r in serial), statistics.median(r["total"] for r in runs)
+        out.append({"name": name, "description": description, "payload_mib": payload, "matmul_count": plan.count,
+                    "serial_median_ms": s_med, "control_median_ms": c_med, "latency_ratio": c_med / s_med,
+                    "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"]})
+    return out

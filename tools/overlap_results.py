@@ -1,0 +1,153 @@
+"""Step 5's result files: a new result, the learner's decision filled in, written atomically.
+
+The decision itself is the learner's TODO 5 (``decide_overlap(cases, controls)``); ``finalize``
+only calls it, checks what it returned, maps an acceptance of a CPU run to the CPU analogue's
+own decision, and records the reason for the verdict.
+"""
+from __future__ import annotations
+
+import copy
+import platform
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
+
+from .notebook_runtime import grading_mode, package_version
+from .overlap_schema import CPU_ACCEPT, LEARNER_DECISIONS, SCHEMA_VERSION, SEMANTIC_ID, validate_result
+from .project_runtime import results_dir, write_json_atomic
+
+REASONS = {
+    "accept_physical_overlap": "every case is correct, the controls came out unconfirmed, and each payload's "
+                               "calibrated case overlapped: ratio <= 0.75, overlapped median within 1.15x of "
+                               "max(copy, compute), overlapped P95 below the serial median",
+    CPU_ACCEPT: "the CPU analogue overlapped (same bar as the GPU decision); this says nothing about copy "
+                "engines, pinned memory or streams",
+    "tune_overlap_window": "correct and the controls behave, but at least one payload's calibrated case did not "
+                           "meet the bar (see its ratio, its bound and its P95): resize the window or the payload",
+    "reject_incorrect_path": "a case copied or computed a wrong result, or was not issued on the overlap path "
+                             "(distinct streams or threads, pinned source, non_blocking): a fast wrong answer is no evidence",
+    "reject_instrument_fault": "a negative control (which cannot overlap) came out confirmed, or no control ran: "
+                               "the instrument cannot be trusted, so neither can the cases",
+    "rerun_on_quiet_machine": "the machine was too noisy to measure (a serial median far from copy + compute, or a "
+                              "wide spread): close other programs and rerun; this is not a verdict on the path",
+}
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except ImportError:
+        return False
+
+
+def new_result(run_mode: str, run_label: str, environment_profile: str, workload: dict) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "semantic_id": SEMANTIC_ID,
+        "run_mode": run_mode,
+        "run_label": run_label,
+        "environment_profile": environment_profile,
+        "framework": {"torch": package_version("torch"), "python": platform.python_version()},
+        # a graded dry run never touches the device: importing torch alone costs seconds per notebook
+        "hardware": {"cuda_available": False if run_mode == "dry_run" and grading_mode() else cuda_available()},
+        "workload": workload,
+        "cases": [],
+        "controls": [],
+        "failure": None,
+        "evidence_level": "dry_run",
+        "decision": "not_measured",
+        "decision_reason": None,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _calibrated_summary(cases: list[dict]) -> str:
+    parts = []
+    for c in cases:
+        if c.get("window") == "calibrated":
+            bound = max(c["copy_alone_ms"], c["compute_alone_ms"])
+            parts.append(f"{c['payload_mib']:g} MiB: ratio {c['latency_ratio']:.2f}, overlapped/bound "
+                         f"{c['overlap_median_ms'] / bound:.2f}, P95 {c['overlap_p95_ms']:.2f} vs serial median "
+                         f"{c['serial_median_ms']:.2f} ms, serial/(copy+compute) "
+                         f"{c['serial_median_ms'] / c['predicted_serial_ms']:.2f}")
+    return "; ".join(parts)
+
+
+def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:
+    """Fill in ``decision`` with the learner's ``decide(cases, controls)`` when cases were measured."""
+    if result["failure"] is None and result["cases"]:
+        try:
+            decision = decide(copy.deepcopy(result["cases"]), copy.deepcopy(result["controls"]))
+        except NotImplementedError:
+            result["decision"], result["decision_reason"] = "not_decided", "TODO 5 is not done yet"
+            return result
+        if decision not in LEARNER_DECISIONS:
+            raise ValueError(f"decide_overlap returned {decision!r}; expected one of {LEARNER_DECISIONS}")
+        if decision == "accept_physical_overlap" and result["run_mode"] == "real_cpu":
+            decision = CPU_ACCEPT
+        result["decision"] = decision
+        result["decision_reason"] = f"{REASONS[decision]}. {_calibrated_summary(result['cases'])}"
+    return result
+
+
+def result_path(run_label: str, root: Path | None = None) -> Path:
+    return results_dir(root) / f"inf_serving_overlap_{run_label}.json"
+
+
+def write_result(result: dict, root: Path | None = None) -> Path:
+    """Validate against the schema, then write atomically to the results folder."""
+    validate_result(result)
+    return write_json_atomic(result_path(result["run_label"], root), result)
+
+
+# ----------------------------------------------------------------------------- progress
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
+
+
+@contextmanager
+def progress_bar(total: int, enabled: bool, desc: str):
+    """A progress bar that leaves no output behind.
+
+    Off under nbgrader. In a kernel, an ipywidgets bar shown through a display handle that is
+    blanked at the end, so a notebook executed headless (nbclient, papermill) saves no stale
+    "0%" bar; in a terminal, tqdm on stderr with ``leave=False``.
+    """
+    if not enabled or grading_mode():
+        yield _NoBar()
+        return
+    if _in_kernel():
+        try:
+            from IPython.display import display
+            from tqdm.notebook import tqdm as notebook_tqdm
+
+            bar = notebook_tqdm(total=total, desc=desc, leave=False, display=False)
+        except ImportError:  # no ipywidgets: no bar rather than a stale text one
+            yield _NoBar()
+            return
+        handle = display(bar.container, display_id=True)
+        try:
+            yield bar
+        finally:
+            bar.close()
+            if handle is not None:
+                handle.update({"text/plain": ""}, raw=True)
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=desc, leave=False) as bar:
+        yield bar

@@ -1,0 +1,267 @@
+"""Step 5 tied to Step 2: a pipeline sweep and a bandwidth curve.
+
+**Pipeline sweep.** The payload is split into ``chunks`` pieces; chunk i+1 is copied while chunk
+i is computed on (compute on a chunk needs that chunk: a real pipeline dependency). One chunk is
+the serial case. The measured *exposed* time (total minus compute alone) is set against Step 2's
+layer-wise model, ``exposed(n) = copy / n + n * per_chunk_cost``: the last chunk's copy cannot be
+hidden, and every chunk pays a fixed cost (a wait, a launch). More chunks pay until the fixed
+cost outgrows the shrinking last chunk; ``best_chunks`` is where that happens here.
+
+**Bandwidth curve.** Copy time against size, fitted to ``time = t0 + bytes / bandwidth``: ``t0``
+is the fixed cost of one copy, the reason small copies never reach the link's bandwidth. On a
+GPU: pinned and pageable host memory, host-to-device and device-to-host.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from typing import Sequence
+
+MiB = 2**20
+KiB = 2**10
+CHUNK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+WIDTHS = (4, 8, 16, 32, 64)  # compute on a chunk: (elements / width, width) @ (width, width)
+
+
+def fit_line(xs: Sequence[float], ys: Sequence[float], weights: Sequence[float] | None = None) -> tuple[float, float]:
+    """Weighted least squares ``y = a + b x``; returns (a, b)."""
+    if len(xs) != len(ys) or len(xs) < 2:
+        raise ValueError("fit_line needs two or more (x, y) pairs")
+    w = list(weights) if weights is not None else [1.0] * len(xs)
+    sw = sum(w)
+    mx = sum(wi * x for wi, x in zip(w, xs)) / sw
+    my = sum(wi * y for wi, y in zip(w, ys)) / sw
+    sxx = sum(wi * (x - mx) ** 2 for wi, x in zip(w, xs))
+    if sxx == 0:
+        raise ValueError("fit_line needs at least two distinct x values")
+    b = sum(wi * (x - mx) * (y - my) for wi, x, y in zip(w, xs, ys)) / sxx
+    return my - b * mx, b
+
+
+def fit_bandwidth(sizes_bytes: Sequence[float], times_ms: Sequence[float]) -> dict:
+    """Fit ``time_ms = t0_ms + bytes / bandwidth``; bandwidth in GB/s (1e9 bytes/s).
+
+    Weighted by 1 / time^2 (relative error), so that the small copies, which carry ``t0``, count
+    as much as the large ones, which carry the bandwidth.
+    """
+    if any(t <= 0 for t in times_ms):
+        raise ValueError("copy times must be > 0")
+    t0, slope = fit_line(sizes_bytes, times_ms, [1 / t**2 for t in times_ms])  # slope: ms per byte
+    if slope <= 0:
+        raise ValueError("copy time does not grow with size: no bandwidth can be fitted")
+    return {"t0_ms": t0, "gbytes_per_s": 1 / slope / 1e6}
+
+
+def fit_per_chunk_cost(chunks: Sequence[int], exposed_ms: Sequence[float], copy_ms: float) -> float:
+    """Least squares ``c`` in ``exposed(n) = copy / n + n * c`` (through the origin), never below 0."""
+    num = sum(n * (e - copy_ms / n) for n, e in zip(chunks, exposed_ms))
+    den = sum(n * n for n in chunks)
+    return max(0.0, num / den)
+
+
+def model_exposed_ms(copy_ms: float, chunks: int, per_chunk_ms: float) -> float:
+    """Step 2's layer-wise model: the last chunk's copy, plus a fixed cost per chunk."""
+    return copy_ms / chunks + chunks * per_chunk_ms
+
+
+def summarize_sweep(chunks: Sequence[int], totals_ms: Sequence[float], copy_ms: float, compute_ms: float) -> dict:
+    exposed = [max(t - compute_ms, 0.0) for t in totals_ms]
+    cost = fit_per_chunk_cost(chunks, exposed, copy_ms)
+    best = min(range(len(chunks)), key=lambda i: exposed[i])
+    return {"chunks": list(chunks), "total_ms": list(totals_ms), "exposed_ms": exposed,
+            "model_exposed_ms": [model_exposed_ms(copy_ms, n, cost) for n in chunks],
+            "copy_alone_ms": copy_ms, "compute_alone_ms": compute_ms, "per_chunk_cost_ms": cost,
+            "best_chunks": chunks[best], "model_best_chunks": max(1, round((copy_ms / cost) ** 0.5)) if cost > 0 else chunks[-1]}
+
+
+# ----------------------------------------------------------------------------- CPU
+
+def pipeline_sweep_cpu(payload_mib: float = 16, chunk_counts: Sequence[int] = CHUNK_COUNTS, repeats: int = 5,
+                       seed: int = 0) -> dict:
+    """The sweep on the CPU analogue: a copy thread feeding a compute thread, chunk by chunk."""
+    import torch
+
+    if payload_mib <= 0 or repeats < 1 or not chunk_counts or min(chunk_counts) < 1:
+        raise ValueError("payload_mib > 0, repeats >= 1 and chunk counts >= 1 are required")
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        gen = torch.Generator().manual_seed(seed)
+        quantum = max(WIDTHS) * max(chunk_counts)
+        n = max(quantum, int(payload_mib * MiB) // 4 // quantum * quantum)
+        src = torch.randn(n, generator=gen)
+        dst = torch.empty_like(src)
+        dst.copy_(src)
+        copy_ms = _median_ms(lambda: dst.copy_(src), repeats)
+        width, weight, out = _pick_width(torch, gen, dst, copy_ms)
+        compute_ms = _median_ms(lambda: torch.mm(dst.view(-1, width), weight, out=out), repeats)
+        totals = []
+        for chunks in chunk_counts:
+            pieces = list(zip(src.chunk(chunks), dst.chunk(chunks), out.chunk(chunks)))
+            _cpu_pipeline(torch, pieces, weight, width)  # warm
+            totals.append(statistics.median(_cpu_pipeline(torch, pieces, weight, width) for _ in range(repeats)))
+        result = summarize_sweep(list(chunk_counts), totals, copy_ms, compute_ms)
+        result.update(device="cpu", payload_mib=n * 4 / MiB, width=width, repeats=repeats,
+                      correct=bool(torch.allclose(out, src.view(-1, width) @ weight, rtol=1e-4, atol=1e-4)))
+        return result
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _pick_width(torch, gen, dst, copy_ms: float):
+    """The compute width whose time on the whole payload is closest to the copy's."""
+    best = None
+    for width in WIDTHS:
+        weight = torch.randn(width, width, generator=gen)
+        out = torch.empty(dst.numel() // width, width)
+        ms = _median_ms(lambda: torch.mm(dst.view(-1, width), weight, out=out), 3)
+        if best is None or abs(ms - copy_ms) < abs(best[0] - copy_ms):
+            best = (ms, width, weight, out)
+    return best[1:]
+
+
+def _cpu_pipeline(torch, pieces, weight, width: int) -> float:
+    ready = [threading.Event() for _ in pieces]
+
+    def copier() -> None:
+        for (src, dst, _), event in zip(pieces, ready):
+            dst.copy_(src)
+            event.set()
+
+    begin = time.perf_counter()
+    worker = threading.Thread(target=copier)
+    worker.start()
+    for (_, dst, out), event in zip(pieces, ready):
+        event.wait()
+        torch.mm(dst.view(-1, width), weight, out=out.view(-1, width))
+    worker.join()
+    return (time.perf_counter() - begin) * 1e3
+
+
+def _median_ms(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        begin = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - begin) * 1e3)
+    return statistics.median(times)
+
+
+def bandwidth_curve_cpu(max_mib: float = 64, repeats: int = 5) -> dict:
+    """memcpy time against size on the CPU, 64 KiB to ``max_mib``, fitted."""
+    import torch
+
+    sizes = _sizes(max_mib)
+    times = []
+    for size in sizes:
+        src = torch.empty(size // 4).fill_(1.0)
+        dst = torch.empty_like(src)
+        times.append(_median_ms(lambda: dst.copy_(src), repeats))
+    series = {"memcpy": {"bytes": sizes, "ms": times, **fit_bandwidth(sizes, times)}}
+    return {"device": "cpu", "series": series}
+
+
+def _sizes(max_mib: float) -> list[int]:
+    sizes, size = [], 64 * KiB
+    while size <= max_mib * MiB:
+        sizes.append(size)
+        size *= 4
+    if len(sizes) < 2:
+        raise ValueError("max_mib must allow at least two sizes from 64 KiB (>= 0.25 MiB)")
+    return sizes
+
+
+# ----------------------------------------------------------------------------- GPU
+
+def bandwidth_curve_gpu(max_mib: float = 512, repeats: int = 5) -> dict:
+    """H2D and D2H copy time against size, pinned and pageable host memory, fitted (needs CUDA)."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    series = {}
+    sizes = _sizes(max_mib)
+    for pinned in (True, False):
+        for direction in ("h2d", "d2h"):
+            times = []
+            for size in sizes:
+                host = torch.empty(size, dtype=torch.uint8)
+                host = host.pin_memory() if pinned else host
+                dev = torch.empty(size, dtype=torch.uint8, device="cuda")
+                src, dst = (host, dev) if direction == "h2d" else (dev, host)
+                fn = lambda: dst.copy_(src, non_blocking=pinned)
+                times.append(_gpu_median(torch, fn, stream, repeats))
+                del host, dev, src, dst
+            series[f"{direction}_{'pinned' if pinned else 'pageable'}"] = {"bytes": sizes, "ms": times, **fit_bandwidth(sizes, times)}
+    return {"device": torch.cuda.get_device_name(), "series": series}
+
+
+def _gpu_median(torch, fn, stream, repeats: int) -> float:
+    times = []
+    for i in range(repeats + 1):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        with torch.cuda.stream(stream):
+            start.record()
+            fn()
+            end.record()
+        end.synchronize()
+        if i:
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def pipeline_sweep_gpu(payload_mib: float = 64, chunk_counts: Sequence[int] = CHUNK_COUNTS, repeats: int = 5,
+                       seed: int = 0) -> dict:
+    """The sweep on a GPU: chunked pinned H2D copies on one stream, per-chunk matmuls on another."""
+    import torch
+
+    torch.manual_seed(seed)
+    quantum = max(WIDTHS) * max(chunk_counts)
+    n = max(quantum, int(payload_mib * MiB) // 2 // quantum * quantum)
+    host = torch.randn(n, dtype=torch.bfloat16).pin_memory()
+    dev = torch.empty_like(host, device="cuda")
+    copy_stream, compute_stream = torch.cuda.Stream(), torch.cuda.Stream()
+    copy_ms = _gpu_median(torch, lambda: dev.copy_(host, non_blocking=True), copy_stream, repeats)
+    width = 1024  # widen until compute on the whole payload lasts about as long as the copy
+    while True:
+        weight = torch.randn(width, width, device="cuda", dtype=torch.bfloat16)
+        rows = n // width
+        out = torch.empty(rows, width, device="cuda", dtype=torch.bfloat16)
+        compute_ms = _gpu_median(torch, lambda: torch.mm(dev[: rows * width].view(rows, width), weight, out=out), compute_stream, repeats)
+        if compute_ms >= copy_ms or width >= 16384 or n // (width * 2) < max(chunk_counts):
+            break
+        width *= 2
+    usable = rows * width
+    totals = []
+    for chunks in chunk_counts:
+        step = usable // chunks // width * width
+        bounds = [(i * step, (i + 1) * step if i < chunks - 1 else usable) for i in range(chunks)]
+
+        def run() -> float:
+            ready = [torch.cuda.Event() for _ in bounds]
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            copy_stream.wait_stream(torch.cuda.current_stream())
+            compute_stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(copy_stream):
+                for (a, b), event in zip(bounds, ready):
+                    dev[a:b].copy_(host[a:b], non_blocking=True)
+                    event.record()
+            with torch.cuda.stream(compute_stream):
+                for (a, b), event in zip(bounds, ready):
+                    compute_stream.wait_event(event)
+                    torch.mm(dev[a:b].view(-1, width), weight, out=out[a // width: b // width])
+            torch.cuda.current_stream().wait_stream(compute_stream)
+            torch.cuda.current_stream().wait_stream(copy_stream)
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+
+        run()
+        totals.append(statistics.median(run() for _ in range(repeats)))
+    result = summarize_sweep(list(chunk_counts), totals, copy_ms, compute_ms)
+    result.update(device=torch.cuda.get_device_name(), payload_mib=n * 2 / MiB, width=width, repeats=repeats)
+    return result
