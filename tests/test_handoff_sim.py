@@ -233,6 +233,20 @@ def test_fifo_link_never_carries_two_transfers(streaming):
     assert 0 < r["summary"]["link_utilization"] <= 1
 
 
+def test_fair_link_conserves_work():
+    """Processor sharing never idles with work queued: busy time = the bytes' time at full speed."""
+    kw = dict(n_requests=1500, rate_per_s=60, prompt_tokens=[512, 16384], link="RoCE 200G", prefill_workers=8,
+              seed=12, deadline_ms=1e6)
+    fair = hs.simulate(link_sharing="fair", **kw)
+    latency = fair["config"]["latency_ms"]
+    work = sum(x["transfer_ms"] - latency for x in fair["records"])
+    assert fair["summary"]["link_busy_ms"] == pytest.approx(work, rel=1e-9)
+    assert fair["summary"]["decisions"]["wait"] > 100, "the shared link is contended"
+    fifo = hs.simulate(**kw)
+    assert fifo["summary"]["link_busy_ms"] == pytest.approx(sum(x["transfer_ms"] for x in fifo["records"]), rel=1e-9)
+    assert fifo["summary"]["decisions"]["wait"] == 0, "FIFO knows its landing time exactly: the check finds it landed"
+
+
 def test_prefill_pool_is_first_come_first_served():
     r = hs.simulate(n_requests=300, rate_per_s=50, prefill_workers=3, seed=2)
     starts = [x["prefill_start_ms"] for x in r["records"]]
@@ -398,6 +412,13 @@ def test_steps_can_be_replaced():
     assert always_fail["summary"]["outcomes"]["failed"] == 100
     with pytest.raises(ValueError, match="unknown step"):
         hs.simulate(steps={"stream": stream}, **kw)
+    # a wrong replacement is named, not silently simulated
+    for wrong in (lambda h: {**hs.handoff_step(h), "outcome": "maybe"},
+                  lambda h: {**hs.handoff_step(h), "decode_start_ms": h["now_ms"] - 5.0},
+                  lambda h: {**hs.handoff_step(h), "decode_start_ms": None},
+                  lambda h: None):
+        with pytest.raises(ValueError, match="handoff_step returned"):
+            hs.simulate(steps={"handoff_step": wrong}, **kw)
 
 
 # ----------------------------------------------------------------------------- percentiles

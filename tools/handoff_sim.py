@@ -290,6 +290,8 @@ def make_config(config: dict | None = None, **overrides) -> dict:
         raise ValueError(f"prefill_efficiency must lie in (0, 1], got {c['prefill_efficiency']!r}")
     if not (isinstance(c["deadline_ms"], (int, float)) and c["deadline_ms"] >= 0):
         raise ValueError(f"deadline_ms must be >= 0, got {c['deadline_ms']!r}")
+    if not isinstance(c["version"], str):
+        raise ValueError(f"version must be a string, got {c['version']!r}")
     if not c["slow_factor"] >= 1:
         raise ValueError(f"slow_factor must be >= 1, got {c['slow_factor']!r}")
     faults = dict(c["faults"] or {})
@@ -476,6 +478,22 @@ def _run(c: dict, step: dict, records: bool) -> dict:
             "policy": policy, "recompute_ms": pf_ms[i],
         }
 
+    def gate(i, now, landed, ready_at):
+        """The handoff step for request i, with its answer checked (a replaced step may be wrong)."""
+        res = handoff(handoff_input(i, now, landed, ready_at))
+        try:
+            ok = (res["decision"] in DECISIONS[:4] and res["outcome"] in OUTCOMES[:3]
+                  and (res["decode_start_ms"] is None) == (res["outcome"] == "failed")
+                  and res["act_ms"] >= now - 1e-9
+                  and (res["decode_start_ms"] is None or res["decode_start_ms"] >= res["act_ms"] - 1e-9))
+        except (TypeError, KeyError):
+            ok = False
+        if not ok:
+            raise ValueError(f"handoff_step returned {res!r} for request {i} at {now} ms: expected a decision in "
+                             f"{DECISIONS[:4]}, an outcome in {OUTCOMES[:3]}, act_ms >= now_ms, and a "
+                             "decode_start_ms >= act_ms (None exactly when the outcome is 'failed')")
+        return res
+
     # ---- FIFO link: the whole transfer is known at grant
     def grant_fifo(i, g):
         nonlocal link_busy, busy_ms, first_grant, last_release
@@ -490,7 +508,7 @@ def _run(c: dict, step: dict, records: bool) -> dict:
             land = actual["end_ms"]
         else:
             actual, land = nominal, check
-        res = handoff(handoff_input(i, check, land <= check, land))
+        res = gate(i, check, land <= check, land)
         release = land if res["outcome"] == "ok" else min(land, res["act_ms"])
         start = nominal["start_ms"]
         tx_start[i], tx_end[i] = start, release
@@ -508,6 +526,7 @@ def _run(c: dict, step: dict, records: bool) -> dict:
     tags: list = []          # (finish tag, request)
     in_flow = [False] * n
     flow_tag = [0.0] * n
+    flow_pay = [0.0] * n     # the payload's time at full speed, slowed by a slow_link fault
     land_ms = [None] * n     # when a fair-shared transfer's last byte lands
     waiting = [False] * n
 
@@ -534,7 +553,7 @@ def _run(c: dict, step: dict, records: bool) -> dict:
             in_flow[i] = False
             ps["n"] -= 1
             t = ps["t"]
-            land_ms[i] = max(t + latency, pf_start[i] + pf_ms[i] + pay_ms[i] / layers)
+            land_ms[i] = max(t + latency, pf_start[i] + pf_ms[i] + flow_pay[i] / layers)
             if waiting[i] and land_ms[i] <= pf_start[i] + pf_ms[i] + deadline_after:
                 waiting[i] = False
                 fair_close(i, land_ms[i])
@@ -549,7 +568,7 @@ def _run(c: dict, step: dict, records: bool) -> dict:
     def fair_close(i, end):
         nonlocal last_release
         tx_end[i] = end
-        work = latency + pay_ms[i] * (slow_factor if slow[i] else 1.0)
+        work = latency + flow_pay[i]
         tx_ms[i] = work if end == land_ms[i] else min(work, end - tx_start[i])
         exposed[i] = max(0.0, end - max(tx_start[i], pf_start[i] + pf_ms[i]))
         last_release = max(last_release, end)
@@ -557,7 +576,8 @@ def _run(c: dict, step: dict, records: bool) -> dict:
     def grant_fair(i, g):
         nonlocal first_grant
         ps_advance(g)
-        size = INF if stall[i] else pay_ms[i] * (slow_factor if slow[i] else 1.0)
+        flow_pay[i] = pay_ms[i] * (slow_factor if slow[i] else 1.0)
+        size = INF if stall[i] else flow_pay[i]
         flow_tag[i] = ps["v"] + size
         heappush(tags, (flow_tag[i], i))
         in_flow[i] = True
@@ -577,9 +597,9 @@ def _run(c: dict, step: dict, records: bool) -> dict:
         elif stall[i]:
             ready_at = INF
         else:  # an estimate: the remaining bytes at today's share
-            ready_at = max(t + (flow_tag[i] - ps["v"]) * ps["n"] + latency, pf_start[i] + pf_ms[i] + pay_ms[i] / layers)
+            ready_at = max(t + (flow_tag[i] - ps["v"]) * ps["n"] + latency, pf_start[i] + pf_ms[i] + flow_pay[i] / layers)
         landed = land_ms[i] is not None and land_ms[i] <= t
-        res = handoff(handoff_input(i, t, landed, ready_at))
+        res = gate(i, t, landed, ready_at)
         if res["outcome"] == "ok":
             if landed or land_ms[i] is not None:
                 fair_close(i, land_ms[i])
@@ -604,7 +624,7 @@ def _run(c: dict, step: dict, records: bool) -> dict:
         if in_flow[i]:
             ps_remove(i, t)
         fair_close(i, t)
-        verdict = handoff(handoff_input(i, t, False, INF))  # still missing at the deadline
+        verdict = gate(i, t, False, INF)  # still missing at the deadline
         finish(i, verdict)
 
     def to_link(i, t):
@@ -720,7 +740,8 @@ def _summarize(cols, percentiles, busy_ms, first_grant, last_release, n) -> dict
         "exposed_fraction": total_exposed / total_tx if total_tx else 0.0,
         "transfer_ms_mean": total_tx / len(sent) if sent else None,
         "exposed_ms_mean": total_exposed / len(sent) if sent else None,
-        # the fraction of [first grant, last release] during which the link carried a transfer
+        # the time the link carried at least one transfer, and its fraction of [first start, last end]
+        "link_busy_ms": busy_ms,
         "link_utilization": busy_ms / span if span > 0 else 0.0,
         "makespan_ms": max(v for v in cols["done_ms"] if v is not None) - cols["arrival_ms"][0],
     }
