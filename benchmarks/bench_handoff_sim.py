@@ -59,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         ttft = summary["ttft"]
         print(f"{n:>10,} {seconds:>8.2f} {wall:>8.2f} {n / seconds:>12,.0f} {per * 1e6:>11.1f} {per / base:>7.2f}x  "
               f"{ttft['p50_ms']:.1f} / {ttft['p99_ms']:.1f}")
+    largest = max(rows)
+    growth = (rows[largest] / largest) / (rows[sizes[0]] / sizes[0])
+    print(f"cost per request at {largest:,} is {growth:.2f}x that at {sizes[0]:,}: "
+          f"{'linear (within 1.25x)' if growth <= 1.25 else 'NOT linear'}")
     print("\n100k requests per link mode (records kept):")
     for sharing in ("fifo", "fair"):
         for streaming in ("whole", "layerwise"):

@@ -101,14 +101,14 @@ def test_layerwise_bound_for_one_request(link, prompt, gbps, model):
     rec, cfg = one(prompt=prompt, model=model, link=link, gbps=gbps, latency_ms=0.0, streaming="layerwise")
     layers = cfg["model"]["layers"]
     t_prefill = rec["prefill_end_ms"] - rec["prefill_start_ms"]
-    t_tx = rec_tx = prompt * cfg["model"]["kv_bytes_per_token"] / cfg["tp"] / presets.bytes_per_ms(cfg["gbps"])
+    t_tx = prompt * cfg["model"]["kv_bytes_per_token"] / cfg["tp"] / presets.bytes_per_ms(cfg["gbps"])
     bound = max(t_tx - (layers - 1) / layers * t_prefill, t_tx / layers)
     assert rec["exposed_ms"] == pytest.approx(bound, rel=1e-9, abs=1e-12)
     assert rec["transfer_start_ms"] == pytest.approx(rec["prefill_start_ms"] + t_prefill / layers, rel=1e-12)
     assert rec["transfer_end_ms"] == pytest.approx(rec["prefill_end_ms"] + bound, rel=1e-12)
-    # the same request sent whole exposes all of rec_tx
+    # the same request sent whole exposes all of t_tx
     whole, _ = one(prompt=prompt, model=model, link=link, gbps=gbps, latency_ms=0.0)
-    assert whole["exposed_ms"] == pytest.approx(rec_tx, rel=1e-12) and whole["exposed_ms"] >= rec["exposed_ms"]
+    assert whole["exposed_ms"] == pytest.approx(t_tx, rel=1e-12) and whole["exposed_ms"] >= rec["exposed_ms"]
 
 
 def test_both_regimes_of_the_bound_are_reached():
