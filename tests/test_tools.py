@@ -574,11 +574,16 @@ def test_explorer_model_preset_sets_payload_and_layers(root):
     layers.value = 1  # compare with sending after prefill: the model stays chosen
     tokens.value = 32768
     assert payload.value == pytest.approx(32768 * per_token / explorer.MiB) and layers.value == 1
+    payload.value = payload.value * 1.004  # the frontend echoes a value snapped to the slider's steps: same preset
+    assert model.value == name
     payload.value = 100.0  # a hand-set payload is no longer the model's
     assert model.value == "custom" and tokens.disabled
     link, gbps = controls["link preset"], controls["link (Gbit/s)"]
+    assert link.value == "PCIe Gen5 (55 GB/s)" and gbps.value == pytest.approx(440)
     link.value = "RoCE 200G"
     assert gbps.value == pytest.approx(200)
+    gbps.value = 200.3
+    assert link.value == "RoCE 200G", "a value within one slider step is still the preset's"
     gbps.value = 1000
     assert link.value == "custom", "a hand-set link speed is no longer the preset's"
 

@@ -183,7 +183,7 @@ def _build_widgets(estimate_handoff: Callable):
 
     style = {"description_width": "170px"}
     layout = w.Layout(width="560px")
-    payload = w.FloatLogSlider(value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=0.25, description="payload (MiB)", readout_format=".0f", style=style, layout=layout)
+    payload = w.FloatLogSlider(value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=0.01, description="payload (MiB)", readout_format=".0f", style=style, layout=layout)
     gbps = w.FloatLogSlider(value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=0.001, description="link (Gbit/s)", readout_format=".0f", style=style, layout=layout)
     latency = w.FloatSlider(value=DEFAULTS["latency_ms"], min=0, max=5, step=0.05, description="fixed latency (ms)", style=style, layout=layout)
     window = w.FloatSlider(value=DEFAULTS["window_ms"], min=0, max=1000, step=5, description="prefill window (ms)", style=style, layout=layout)
@@ -229,25 +229,32 @@ def _build_widgets(estimate_handoff: Callable):
         model = model_buttons.value
         tokens.disabled = model not in MODEL_PRESETS  # prompt tokens size the payload only through a model
         if model in MODEL_PRESETS:
-            per_token, n_layers = MODEL_PRESETS[model]
-            apply(payload=tokens.value * per_token / MiB, layers=n_layers)  # stream one chunk per model layer
+            apply(payload=model_payload(model), layers=MODEL_PRESETS[model][1])  # stream one chunk per model layer
 
     def on_tokens(*_):
         if model_buttons.value in MODEL_PRESETS:
-            apply(payload=tokens.value * MODEL_PRESETS[model_buttons.value][0] / MiB)
+            apply(payload=model_payload(model_buttons.value))
 
-    def back_to_custom(preset_buttons, presets):
-        def handler(_change):  # a slider moved by hand no longer matches the preset
-            if not applying and preset_buttons.value in presets:
+    def back_to_custom(slider, preset_buttons, preset_value):
+        def handler(change):  # a slider moved by hand no longer matches the preset
+            expected = preset_value(preset_buttons.value)
+            if applying or expected is None:
+                return
+            # the frontend snaps a preset's value to the slider's log steps and may send it back:
+            # within one step it is still the preset
+            if max(change["new"], expected) / min(change["new"], expected) > slider.base ** slider.step * (1 + 1e-9):
                 preset_buttons.value = "custom"
         return handler
+
+    def model_payload(model):
+        return tokens.value * MODEL_PRESETS[model][0] / MiB if model in MODEL_PRESETS else None
 
     controls = {"payload": payload, "gbps": gbps, "layers": layers}
     link_buttons.observe(on_link, names="value")
     model_buttons.observe(on_model, names="value")
     tokens.observe(on_tokens, names="value")
-    payload.observe(back_to_custom(model_buttons, MODEL_PRESETS), names="value")
-    gbps.observe(back_to_custom(link_buttons, LINK_PRESETS), names="value")
+    payload.observe(back_to_custom(payload, model_buttons, model_payload), names="value")
+    gbps.observe(back_to_custom(gbps, link_buttons, LINK_PRESETS.get), names="value")
     for slider in (payload, gbps, latency, window, other, layers):
         slider.observe(redraw, names="value")
     redraw()
