@@ -586,6 +586,8 @@ def test_explorer_model_preset_sets_payload_and_layers(root):
     assert link.value == "RoCE 200G", "a value within one slider step is still the preset's"
     gbps.value = 1000
     assert link.value == "custom", "a hand-set link speed is no longer the preset's"
+    plain = explorer.handoff_explorer(funcs["estimate_handoff"], mode="live")._repr_mimebundle_()["text/plain"]
+    assert "cannot show widgets" in plain and "exposed" in plain, "a frontend without widgets prints what to do, not VBox(...)"
 
 
 def test_explorer_readouts_are_rounded(root):

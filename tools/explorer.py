@@ -9,6 +9,7 @@ draws one static figure for the default settings instead, and never fails.
 from __future__ import annotations
 
 import os
+import re
 from typing import Callable
 
 import matplotlib.pyplot as plt
@@ -258,4 +259,14 @@ def _build_widgets(estimate_handoff: Callable):
     for slider in (payload, gbps, latency, window, other, layers):
         slider.observe(redraw, names="value")
     redraw()
-    return w.VBox([link_buttons, model_buttons, tokens, payload, gbps, latency, window, other, layers, readout, out])
+
+    class ExplorerBox(w.VBox):
+        def _repr_mimebundle_(self, **kwargs):  # what a frontend without widget support prints instead
+            data = super()._repr_mimebundle_(**kwargs)
+            if data:
+                data["text/plain"] = ("Handoff explorer: this frontend cannot show widgets (JupyterLab, Notebook 7, "
+                                      "VS Code and Colab can; COURSE_WIDGETS=static draws a figure). "
+                                      + re.sub(r"<[^>]+>", "", readout.value))
+            return data
+
+    return ExplorerBox([link_buttons, model_buttons, tokens, payload, gbps, latency, window, other, layers, readout, out])
