@@ -104,7 +104,9 @@ def test_layerwise_bound_for_one_request(link, prompt, gbps, model):
     t_tx = prompt * cfg["model"]["kv_bytes_per_token"] / cfg["tp"] / presets.bytes_per_ms(cfg["gbps"])
     bound = max(t_tx - (layers - 1) / layers * t_prefill, t_tx / layers)
     assert rec["exposed_ms"] == pytest.approx(bound, rel=1e-9, abs=1e-12)
-    assert rec["transfer_start_ms"] == pytest.approx(rec["prefill_start_ms"] + t_prefill / layers, rel=1e-12)
+    # it starts when its first layer is done, or later if it could only idle between layers
+    start = max(rec["prefill_start_ms"] + t_prefill / layers, rec["prefill_end_ms"] + t_tx / layers - t_tx)
+    assert rec["transfer_start_ms"] == pytest.approx(start, rel=1e-12)
     assert rec["transfer_end_ms"] == pytest.approx(rec["prefill_end_ms"] + bound, rel=1e-12)
     # the same request sent whole exposes all of t_tx
     whole, _ = one(prompt=prompt, model=model, link=link, gbps=gbps, latency_ms=0.0)
@@ -135,14 +137,23 @@ def test_stream_layers_matches_a_layer_by_layer_model(course):
             assert got[key] == pytest.approx(want[key], rel=1e-9, abs=1e-9), (key, layers, prefill_ms, payload, gbps, latency, grant)
 
 
-def test_layerwise_single_request_with_latency_matches_per_layer_model(course):
-    rec, cfg = one(streaming="layerwise", link="PCIe Gen5 x16", latency_ms=0.5)
+@pytest.mark.parametrize("link,gbps", [("PCIe Gen5 x16", None), ("RoCE 200G", None), ("RoCE 200G", 8)])
+@pytest.mark.parametrize("sharing", ["fifo", "fair"])
+def test_layerwise_lands_when_greedy_sending_would(course, link, gbps, sharing):
+    """Starting late changes nothing for the request: it lands, and exposes, exactly what sending
+    each layer the moment it is ready would; and its layers then go out back to back."""
+    rec, cfg = one(streaming="layerwise", link=link, gbps=gbps, latency_ms=0.5, link_sharing=sharing)
     payload = 8192 * cfg["model"]["kv_bytes_per_token"]
-    want = per_layer_stream(course["estimate_handoff"], rec["handoff_ready_ms"], rec["prefill_start_ms"],
-                            rec["prefill_end_ms"] - rec["prefill_start_ms"], cfg["model"]["layers"], payload,
-                            cfg["gbps"], 0.5)
-    assert rec["transfer_end_ms"] == pytest.approx(want["end_ms"], rel=1e-12)
-    assert rec["exposed_ms"] == pytest.approx(want["exposed_ms"], rel=1e-9)
+    layers, prefill = cfg["model"]["layers"], rec["prefill_end_ms"] - rec["prefill_start_ms"]
+    greedy = per_layer_stream(course["estimate_handoff"], rec["prefill_start_ms"] + prefill / layers,
+                              rec["prefill_start_ms"], prefill, layers, payload, cfg["gbps"], 0.5)
+    assert rec["transfer_end_ms"] == pytest.approx(greedy["end_ms"], rel=1e-12)
+    assert rec["exposed_ms"] == pytest.approx(greedy["exposed_ms"], rel=1e-9, abs=1e-12)
+    late = per_layer_stream(course["estimate_handoff"], rec["transfer_start_ms"], rec["prefill_start_ms"], prefill,
+                            layers, payload, cfg["gbps"], 0.5)
+    assert late["end_ms"] == pytest.approx(rec["transfer_end_ms"], rel=1e-12)
+    assert rec["transfer_end_ms"] - rec["transfer_start_ms"] == pytest.approx(rec["transfer_ms"], rel=1e-9), \
+        "no pause between layers: the link is held exactly as long as it sends"
 
 
 def test_fair_sharing_single_request_equals_fifo():

@@ -17,12 +17,15 @@ What is modelled
 * **The link**: ``gbps`` and a fixed ``latency_ms`` paid once per handoff (both from
   :mod:`tools.presets`). With ``tp`` > 1 every rank sends its 1/tp share of the KV over its own
   link at the same time, so one link model carries payload/tp. ``link_sharing='fifo'``: one
-  transfer at a time, in the order requests reach the link, holding it from grant to last byte
-  (a layer-wise stream holds it while it waits for its next layer, too). ``'fair'``: every active
-  transfer gets an equal share (processor sharing, by virtual time).
+  transfer at a time, in the order requests reach the link, holding it from grant to last byte.
+  ``'fair'``: every active transfer gets an equal share (processor sharing, by virtual time).
 * **Sending the KV**: ``streaming='whole'`` sends it in one piece once prefill ends;
-  ``'layerwise'`` sends each layer's KV as soon as that layer is computed and the link is free
-  (Mooncake streams layer by layer; Splitwise overlaps per-layer transfer with compute). The
+  ``'layerwise'`` sends each layer's KV once that layer is computed, while later layers compute
+  (Mooncake streams layer by layer; Splitwise overlaps per-layer transfer with compute). A stream
+  asks for the link at the latest moment from which its layers go out back to back and still land
+  one layer's bytes after prefill ends: it lands exactly when sending each layer the moment it is
+  ready would, without holding the link idle between layers (real streams leave those gaps to
+  other requests' layers; here the other requests get the time before the stream starts). The
   stream is computed in closed form (:func:`stream_layers`), one event per request, never one per
   layer. Exposed transfer time is Step 2's: the link time not covered by the request's own
   prefill compute.
@@ -50,10 +53,7 @@ What is modelled
 Not modelled: prefill batching and chunked prefill, tensor-parallel all-reduce time, decode
 slowdown with batch size, prefill-side KV memory, a recompute's use of decode compute (it takes the
 request's prefill time and nothing else waits for it), network congestion beyond the one shared
-link, retries. In fair sharing a layer-wise stream joins the link with its whole payload when its
-first layer is done, as if every byte were already there (it takes its full share before compute
-has produced the bytes), and it cannot land before its last layer is computed plus one layer's
-bytes at full speed: an approximation. FIFO streaming is exact.
+link, retries, interleaving the layers of different requests on the link.
 
 Units: milliseconds for time, bytes for sizes, Gbit/s for link speeds.
 
@@ -61,7 +61,7 @@ Outputs
 -------
 ``simulate`` returns ``{'config', 'summary', 'records'}``. A record per request: ``arrival_ms``,
 ``prompt_tokens``, ``output_tokens``, ``prefill_start_ms``, ``prefill_end_ms``,
-``handoff_ready_ms`` (prefill end, or the first layer's end when streaming), ``blocks_ms`` (decode
+``handoff_ready_ms`` (when it asks for blocks and the link, see above), ``blocks_ms`` (decode
 blocks granted), ``transfer_start_ms``, ``transfer_end_ms`` (last byte, or when it was abandoned),
 ``link_held_ms`` (end - start), ``transfer_ms`` (Step 2's transfer time: latency + bytes at link
 speed, slowed by a ``slow_link`` fault), ``exposed_ms``, ``decision`` (the gate's last word, or
@@ -403,6 +403,7 @@ def _run(c: dict, step: dict, records: bool) -> dict:
     bpm = presets.bytes_per_ms(c["gbps"])
     kv_tok = model["kv_bytes_per_token"]
     pf_start, pf_ms, pay_ms = [0.0] * n, [0.0] * n, [0.0] * n
+    latency = c["latency_ms"]
     events = []
     heappush, heappop, heapreplace = heapq.heappush, heapq.heappop, heapq.heapreplace
     for i in range(n):
@@ -414,15 +415,20 @@ def _run(c: dict, step: dict, records: bool) -> dict:
         heapreplace(workers, s + d)
         pf_start[i], pf_ms[i] = s, d
         pay_ms[i] = p * kv_tok / tp / bpm  # each of the tp links carries 1/tp of the KV
-    # A request is ready for its handoff at prefill end (whole) or when its first layer is done
-    # (layerwise). Prefill starts are in request order and a request is never ready before its
-    # prefill starts, so READY events enter the heap lazily, just before anything later is popped:
-    # the heap holds only the requests in flight, not all n.
-    ready_time = [pf_start[i] + pf_ms[i] / layers for i in range(n)]
+    # When a request asks for decode blocks and the link: at prefill end when sent whole; when
+    # streamed, at the latest moment from which its layers go out without a pause and still land
+    # one layer's bytes after prefill ends, i.e. max(first layer done, prefill end + one layer's
+    # bytes - latency - payload). Asking earlier would not land it sooner, only hold the link idle
+    # between layers (the formula gives prefill end for layers = 1, since latency >= 0).
+    # Prefill starts are in request order and a request never asks before its prefill starts, so
+    # READY events enter the heap lazily, just before anything later is popped: the heap holds
+    # only the requests in flight, not all n.
+    ready_time = [max(pf_start[i] + pf_ms[i] / layers, pf_start[i] + pf_ms[i] + pay_ms[i] / layers - latency - pay_ms[i])
+                  for i in range(n)]
 
     block_tokens, capacity = c["block_tokens"], c["decode_blocks"]
     need = [-(-(prompt[i] + output[i]) // block_tokens) for i in range(n)]
-    tpot, latency, deadline_after = c["decode_ms_per_token"], c["latency_ms"], c["deadline_ms"]
+    tpot, deadline_after = c["decode_ms_per_token"], c["deadline_ms"]
     policy, version, slow_factor = c["failure_policy"], c["version"], c["slow_factor"]
     reject_on_full = c["block_policy"] == "reject"
     fair = c["link_sharing"] == "fair"
@@ -553,6 +559,8 @@ def _run(c: dict, step: dict, records: bool) -> dict:
             in_flow[i] = False
             ps["n"] -= 1
             t = ps["t"]
+            # the second term never binds (a stream starts late enough that each layer is ready
+            # before its turn); it keeps the physical bound explicit
             land_ms[i] = max(t + latency, pf_start[i] + pf_ms[i] + flow_pay[i] / layers)
             if waiting[i] and land_ms[i] <= pf_start[i] + pf_ms[i] + deadline_after:
                 waiting[i] = False
