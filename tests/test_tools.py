@@ -625,3 +625,99 @@ def test_renamed_notebooks_are_matched(tmp_path):
     assert chosen["01_a"].name == "Copy of 01_a.ipynb"
     assert chosen["02_b"].name == "02_b.ipynb", "the exact name wins over a copy"
     assert any("ignored mine.ipynb" in n for n in notes)
+
+
+# ---------------------------------------------------------------- the GPU check script, on synthetic data
+
+def _gpu_check_module(root):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", root / "benchmarks" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _as_gpu_result(cpu_result):
+    """A CPU result dressed as a GPU one: enough for the check table's logic, not a measurement."""
+    import copy
+
+    r = copy.deepcopy(cpu_result)
+    r.update(run_mode="real_gpu", evidence_level="local_mechanism_benchmark", decision="accept_physical_overlap")
+    r["hardware"] = {"cuda_available": True, "device": "synthetic", "cuda": "12.8", "driver_version": "570.0",
+                     "cuda_driver_version": "12.8", "compute_capability": "9.0", "sm_count": 132, "async_engine_count": 3,
+                     "concurrent_kernels": True, "pci_bus_id": "00000000:3B:00.0"}
+    for c in r["cases"]:
+        c.update(preconditions={"distinct_workers": True, "pinned_source": True, "non_blocking": True}, preconditions_met=True,
+                 gate_held_fraction=1.0, launch_overhead_ms=0.05, compute_copy_balance=1.0)
+        c["overlap_evidence"].update(confirmed=True, overlapped_repeats=c["overlap_evidence"]["repeats"], overlapped_fraction=1.0,
+                                     copy_slowdown=1.0)
+        c.update(overlap_confirmed=True, path_confirmed=True)
+    r["controls"] = [{**r["controls"][0], "name": name} for name in ("pageable_source", "one_stream", "blocking_copy")]
+    return r
+
+
+def test_gpu_check_table_fails_when_it_should(root, cpu_result):
+    gpu_check = _gpu_check_module(root)
+    good = _as_gpu_result(cpu_result)
+    overlap_lab.validate_result(good)
+    rows = gpu_check.checks_for(good, {})
+    assert all(passed for _, passed, _ in rows), [r for r in rows if not r[1]]
+    bad = _as_gpu_result(cpu_result)
+    bad["controls"][1]["overlap_confirmed"] = True
+    bad["cases"][1]["copy_correct"] = False
+    bad["hardware"]["async_engine_count"] = 0
+    failed = {name for name, passed, _ in gpu_check.checks_for(bad, {}) if not passed}
+    assert {"control one_stream not confirmed", "every case correct", "a free copy engine (async_engine_count >= 1)"} <= failed
+
+
+def test_gpu_check_says_when_there_is_no_cuda(root, tmp_path, capsys):
+    if _cuda():
+        pytest.skip("CUDA present: the gpu-marked test covers the real run")
+    gpu_check = _gpu_check_module(root)
+    assert gpu_check.main(["--out", str(tmp_path)]) == 1
+    assert "CUDA is not available" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- pipeline sweep and bandwidth fits
+
+def test_bandwidth_fit_recovers_t0_and_bandwidth():
+    from tools import overlap_sweep
+
+    sizes = [64 * 1024 * 4**i for i in range(6)]
+    fit = overlap_sweep.fit_bandwidth(sizes, [0.01 + b / 25e9 * 1e3 for b in sizes])  # 10 µs + 25 GB/s
+    assert fit["t0_ms"] == pytest.approx(0.01) and fit["gbytes_per_s"] == pytest.approx(25.0)
+    assert overlap_sweep.fit_bandwidth(sizes, [b / 10e9 * 1e3 * 1.01 - 0.001 for b in sizes])["t0_ms"] == 0.0, "no negative t0"
+    with pytest.raises(ValueError, match="does not grow"):
+        overlap_sweep.fit_bandwidth(sizes, [1.0 / (i + 1) for i in range(6)])
+
+
+def test_pipeline_model_finds_where_overlap_stops_paying():
+    from tools import overlap_sweep
+
+    chunks, copy, cost = [1, 2, 4, 8, 16, 32, 64], 16.0, 0.25
+    exposed = [overlap_sweep.model_exposed_ms(copy, n, cost) for n in chunks]
+    s = overlap_sweep.summarize_sweep(chunks, [20.0 + e for e in exposed], copy, 20.0)
+    assert s["per_chunk_cost_ms"] == pytest.approx(cost) and s["best_chunks"] == 8 and s["model_best_chunks"] == 8
+    assert s["exposed_ms"][0] == pytest.approx(16.25) and s["exposed_ms"][-1] > s["exposed_ms"][3], "64 chunks cost more than 8"
+
+
+def test_pipeline_sweep_runs_on_the_cpu():
+    from tools import overlap_sweep
+
+    s = overlap_sweep.pipeline_sweep_cpu(payload_mib=2, chunk_counts=(1, 4, 16), repeats=2)
+    assert s["correct"] and s["chunks"] == [1, 4, 16] and len(s["exposed_ms"]) == 3 and s["per_chunk_cost_ms"] >= 0
+    curve = overlap_sweep.bandwidth_curve_cpu(max_mib=1, repeats=2)
+    assert curve["series"]["memcpy"]["gbytes_per_s"] > 0
+
+
+def test_progress_bar_leaves_no_output_in_a_headless_notebook():
+    """nbclient (like papermill and nbconvert) sends allow_stdin=False: no one watches, no bar is drawn."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "from tools.overlap_results import progress_bar\nwith progress_bar(10, True, 'timelines') as bar:\n    bar.update(10)\nprint('done')"))
+    NotebookClient(nb, timeout=60, kernel_name="python3").execute()
+    assert [o.get("text") for o in nb.cells[0].outputs] == ["done\n"], nb.cells[0].outputs

@@ -123,20 +123,25 @@ def _in_kernel() -> bool:
 def progress_bar(total: int, enabled: bool, desc: str):
     """A progress bar that leaves no output behind.
 
-    Off under nbgrader. In a kernel, an ipywidgets bar shown through a display handle that is
-    blanked at the end, so a notebook executed headless (nbclient, papermill) saves no stale
-    "0%" bar; in a terminal, tqdm on stderr with ``leave=False``.
+    Off under nbgrader, and in a kernel that no person is watching (nbclient, nbconvert,
+    papermill: the explorer's ``widget_frontend`` tells), so a notebook executed headless saves
+    no stale "0%" bar. With a live frontend, an ipywidgets bar shown through a display handle that
+    is blanked at the end; in a terminal, tqdm on stderr with ``leave=False``.
     """
     if not enabled or grading_mode():
         yield _NoBar()
         return
     if _in_kernel():
+        from .explorer import widget_frontend
+
         try:
+            if widget_frontend() is None:
+                raise ImportError("no frontend renders widgets here")
             from IPython.display import display
             from tqdm.notebook import tqdm as notebook_tqdm
 
             bar = notebook_tqdm(total=total, desc=desc, leave=False, display=False)
-        except ImportError:  # no ipywidgets: no bar rather than a stale text one
+        except (ImportError, ValueError):  # no widgets, or no one to show them to: no bar rather than a stale one
             yield _NoBar()
             return
         handle = display(bar.container, display_id=True)

@@ -47,7 +47,11 @@ def fit_bandwidth(sizes_bytes: Sequence[float], times_ms: Sequence[float]) -> di
     """
     if any(t <= 0 for t in times_ms):
         raise ValueError("copy times must be > 0")
-    t0, slope = fit_line(sizes_bytes, times_ms, [1 / t**2 for t in times_ms])  # slope: ms per byte
+    weights = [1 / t**2 for t in times_ms]
+    t0, slope = fit_line(sizes_bytes, times_ms, weights)  # slope: ms per byte
+    if t0 < 0:  # a negative fixed cost is noise: fit through the origin instead
+        t0 = 0.0
+        slope = sum(w * x * y for w, x, y in zip(weights, sizes_bytes, times_ms)) / sum(w * x * x for w, x in zip(weights, sizes_bytes))
     if slope <= 0:
         raise ValueError("copy time does not grow with size: no bandwidth can be fitted")
     return {"t0_ms": t0, "gbytes_per_s": 1 / slope / 1e6}
