@@ -18,6 +18,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import pytest
 from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 from submissions import NOTEBOOKS
 
@@ -46,12 +47,29 @@ def _overflow(inner, outer) -> dict[str, float]:
     return {side: round(float(px), 1) for side, px in sides.items() if px > TOLERANCE_PX}
 
 
+def _visible_part(text: Text, extent):
+    """The part of ``extent`` that is drawn: inside the text's clip box when it has one (None if nothing)."""
+    clip = text.get_clip_box() if text.get_clip_on() else None
+    return extent if clip is None else Bbox.intersection(extent, clip)
+
+
 def text_problems(fig) -> list[str]:
-    """What is wrong with the text of ``fig``: each text cut by the figure's edge, by the clip
-    box it is drawn in (a bar label past its axes, say), or spilling out of the bar it labels
-    (``inside_box``, set by the course's bar labels). Empty when all is well."""
+    """What is wrong with the text of ``fig``: two texts drawn over each other, and each text cut
+    by the figure's edge, by the clip box it is drawn in (a bar label past its axes, say), or
+    spilling out of the bar it labels (``inside_box``, set by the course's bar labels). Empty
+    when all is well."""
     problems = []
-    for text, extent in _drawn_texts(fig):
+    drawn = _drawn_texts(fig)
+    visible = [(text, _visible_part(text, extent)) for text, extent in drawn]
+    visible = [(text, extent) for text, extent in visible if extent is not None]
+    for i, (text, extent) in enumerate(visible):
+        for other, other_extent in visible[i + 1:]:
+            width = min(extent.x1, other_extent.x1) - max(extent.x0, other_extent.x0)
+            height = min(extent.y1, other_extent.y1) - max(extent.y0, other_extent.y0)
+            if width > TOLERANCE_PX and height > TOLERANCE_PX:
+                problems.append(f"{type(text).__name__} {text.get_text()!r} and {type(other).__name__} "
+                                f"{other.get_text()!r} overlap by {width:.0f} x {height:.0f} px")
+    for text, extent in drawn:
         label = f"{type(text).__name__} {text.get_text()!r}"
         bar = getattr(text, "inside_box", None)  # a label drawn inside its bar must fit in it
         if bar is not None and _overflow(extent, bar):
@@ -90,7 +108,17 @@ def test_checker_catches_a_label_cut_by_its_axes():
     ax.text(0.5, 0.5, "a label centred on the left edge", ha="center", clip_on=True)
     problems = text_problems(fig)
     plt.close(fig)
-    assert problems and "cut by its axes" in problems[0] and "left" in problems[0], problems
+    assert problems == [p for p in problems if "cut by its axes" in p] and "left" in problems[0], problems
+
+
+def test_checker_catches_texts_drawn_over_each_other():
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    ax.set_xlim(0, 10)
+    ax.text(5, 0.5, "first note")
+    ax.text(5.3, 0.5, "second note")
+    problems = text_problems(fig)
+    plt.close(fig)
+    assert len(problems) == 1 and "'first note'" in problems[0] and "overlap" in problems[0], problems
 
 
 def test_checker_passes_a_tidy_figure():
