@@ -721,3 +721,27 @@ def test_progress_bar_leaves_no_output_in_a_headless_notebook():
         "from tools.overlap_results import progress_bar\nwith progress_bar(10, True, 'timelines') as bar:\n    bar.update(10)\nprint('done')"))
     NotebookClient(nb, timeout=60, kernel_name="python3").execute()
     assert [o.get("text") for o in nb.cells[0].outputs] == ["done\n"], nb.cells[0].outputs
+
+
+def test_nvml_facts_read_the_device_by_its_bus_id(monkeypatch):
+    """NVML is optional; with it, the device in use is found by PCI bus id (a stand-in module here)."""
+    import sys
+    import types
+
+    from tools import overlap_device
+
+    asked = []
+    fake = types.SimpleNamespace(
+        NVML_CLOCK_SM=0, NVML_CLOCK_MEM=1, nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlSystemGetDriverVersion=lambda: b"570.86.15",
+        nvmlDeviceGetHandleByPciBusId=lambda bus: asked.append(bus) or "h",
+        nvmlDeviceGetCurrPcieLinkGeneration=lambda h: 5, nvmlDeviceGetMaxPcieLinkGeneration=lambda h: 5,
+        nvmlDeviceGetCurrPcieLinkWidth=lambda h: 16, nvmlDeviceGetMaxPcieLinkWidth=lambda h: 16,
+        nvmlDeviceGetClockInfo=lambda h, kind: 1980 if kind == 0 else 2619, nvmlDeviceGetMaxClockInfo=lambda h, kind: 1980)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    facts = overlap_device.nvml_facts("00000000:3B:00.0")
+    assert asked == ["00000000:3B:00.0"]
+    assert facts["driver_version"] == "570.86.15" and facts["pcie_gen_current"] == 5 and facts["pcie_width_max"] == 16
+    assert facts["pcie_nominal_gbytes_per_s"] == 63.0 and facts["sm_clock_mhz"] == 1980
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # absent: the facts are simply missing
+    assert overlap_device.nvml_facts("00000000:3B:00.0") is None

@@ -93,7 +93,10 @@ def nvml_facts(bus_id: str) -> dict | None:
     except Exception:  # no driver, or NVML cannot start: the facts are simply missing
         return None
     try:
-        handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode() if isinstance(bus_id, str) else bus_id)
+        try:  # nvidia-ml-py takes a str in recent releases, bytes in older ones
+            handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+        except (TypeError, AttributeError):
+            handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode())
         facts: dict = {"driver_version": _text(pynvml.nvmlSystemGetDriverVersion())}
         readers = {
             "pcie_gen_current": lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle),
