@@ -29,15 +29,18 @@ What is modelled
   stream is computed in closed form (:func:`stream_layers`), one event per request, never one per
   layer. Exposed transfer time is Step 2's: the link time not covered by the request's own
   prefill compute.
-* **The handoff protocol and gate** (Steps 3 and 4, :func:`handoff_step`): decode checks the state
-  when the transfer would have landed alone on the link at full speed. Payload, metadata and
-  ownership are there once the bytes landed (metadata travels with the payload: SGLang reports
-  success only after it; ownership passes when decode has read the blocks, as with vLLM's delay
-  free); the request id and the configuration version must match. Then ready / wait (the missing
-  pieces land by the deadline: ``deadline_ms`` after the request's prefill end) / fallback /
-  recompute. The landing time the gate is given is exact on a FIFO link; on a fair-shared link it
-  is an estimate (the remaining bytes at the current share), and a wait whose bytes miss the
-  deadline after all falls back at the deadline.
+* **The handoff protocol and gate** (Steps 3 and 4, :func:`handoff_step`): once it has reserved
+  blocks, decode checks the state when the transfer would have landed had it had the link to
+  itself from then, at full speed. Payload, metadata and ownership are there once the bytes
+  landed (metadata travels with the payload: SGLang reports success only after it; ownership
+  passes when decode has read the blocks, as with vLLM's delay free); the request id and the
+  configuration version must match. Then ready / wait (the missing pieces land by the deadline:
+  ``deadline_ms`` after the later of prefill end and the block grant, so waiting for decode blocks
+  does not count against it) / fallback / recompute. The landing time the gate is given is exact
+  for a transfer already on a FIFO link; for one still queued it is an estimate (the transfer on
+  the link, then the queued work ahead at full speed), and on a fair-shared link too (the
+  remaining bytes at the current share). A wait whose bytes miss the deadline after all falls
+  back at the deadline; a request that gives up while queued never sends.
 * **Faults**, each drawn per request at its rate from the seed: ``lost_metadata`` (never arrives),
   ``version_skew`` (the state carries another configuration), ``slow_link`` (its bytes take
   ``slow_factor`` times longer), ``stalled_link`` (its bytes never land; the decoder learns it only
@@ -450,7 +453,6 @@ def _run(c: dict, step: dict, records: bool) -> dict:
     admitted = 0  # requests holding blocks
     block_q: deque = deque()
     link_q: deque = deque()
-    link_busy = False
     busy_ms = 0.0
     first_grant, last_release = INF, 0.0
 
@@ -473,6 +475,10 @@ def _run(c: dict, step: dict, records: bool) -> dict:
         done_ms[i] = start + output[i] * tpot
         heappush(events, (done_ms[i], _DECODE_DONE, i))
 
+    def deadline_of(i):
+        """Decode gives a handoff deadline_ms from the later of prefill end and its block grant."""
+        return max(admit_ms[i], pf_start[i] + pf_ms[i]) + deadline_after
+
     def handoff_input(i, now, landed, ready_at):
         return {
             "state": {"payload_ready": landed, "metadata_ready": landed and not lost[i],
@@ -480,7 +486,7 @@ def _run(c: dict, step: dict, records: bool) -> dict:
                       "version": "skewed-" + version if skew[i] else version},
             "request_id": i, "version": version, "now_ms": now,
             "ready_at_ms": None if (lost[i] or stall[i]) else ready_at,
-            "deadline_ms": pf_start[i] + pf_ms[i] + deadline_after,
+            "deadline_ms": deadline_of(i),
             "policy": policy, "recompute_ms": pf_ms[i],
         }
 
@@ -500,32 +506,123 @@ def _run(c: dict, step: dict, records: bool) -> dict:
                              "decode_start_ms >= act_ms (None exactly when the outcome is 'failed')")
         return res
 
-    # ---- FIFO link: the whole transfer is known at grant
+    # ---- FIFO link. A request joins the queue when it has its blocks; decode checks it when it
+    # would have landed had the link been free then. Once granted, its transfer is known exactly.
+    waiting = [False] * n         # decode said 'wait' before the bytes landed
+    link = {"cur": -1, "start": 0.0, "release": INF, "version": 0, "queued_in": 0.0, "queued_out": 0.0}
+    granted = [False] * n
+    cancelled = [False] * n       # gave up while still queued: never sent
+    give_up_ms = [None] * n       # a decided give-up time still ahead (the link is cut then)
+    land_fifo = [INF] * n         # when the last byte lands (INF: never, a stalled link)
+    actual_fifo = [None] * n      # stream_layers' answer for the transfer as it ran
+    queued_mark = [0.0] * n       # nominal work queued ahead of a request when it joined
+    work = [latency + pay_ms[i] for i in range(n)]  # link time at full speed (a stream never pauses)
+
+    def link_release(t):
+        """Schedule (or move) the current transfer's end."""
+        link["version"] += 1
+        link["release"] = t
+        if t < INF:
+            heappush(events, (t, _LINK_FREE, link["version"]))
+
+    def close_fifo(i, end):
+        nonlocal last_release
+        start = tx_start[i]
+        tx_end[i] = end
+        full = latency + pay_ms[i] * (slow_factor if slow[i] else 1.0)
+        if end == land_fifo[i]:
+            tx_ms[i], exposed[i] = full, actual_fifo[i]["exposed_ms"]
+        else:  # cut short: what it sent before the request gave up
+            tx_ms[i] = min(full, end - start)
+            exposed[i] = max(0.0, end - max(start, pf_start[i] + pf_ms[i]))
+        last_release = max(last_release, end)
+
+    def cut_fifo(i, t):
+        """Request i gives up at t: drop it from the queue, or end its transfer there."""
+        if not granted[i]:
+            cancelled[i] = True
+            return
+        if link["cur"] == i and t < link["release"]:
+            link_release(t)
+        close_fifo(i, min(land_fifo[i], t))
+
     def grant_fifo(i, g):
-        nonlocal link_busy, busy_ms, first_grant, last_release
-        link_busy = True
-        s, d = pf_start[i], pf_ms[i]
-        nominal = stream(g, s, d, layers, pay_ms[i], latency)
-        check = nominal["end_ms"]
-        if stall[i]:
-            actual, land = None, INF
-        elif slow[i]:
-            actual = stream(g, s, d, layers, pay_ms[i] * slow_factor, latency)
-            land = actual["end_ms"]
+        nonlocal first_grant
+        granted[i] = True
+        link["cur"], link["start"] = i, g
+        pay = pay_ms[i] * (slow_factor if slow[i] else 1.0)
+        actual = stream(g, pf_start[i], pf_ms[i], layers, pay, latency)
+        actual_fifo[i] = actual
+        land_fifo[i] = INF if stall[i] else actual["end_ms"]
+        tx_start[i] = actual["start_ms"]
+        first_grant = min(first_grant, tx_start[i])
+        deadline = deadline_of(i)
+        if give_up_ms[i] is not None:  # decided already; sends until then at most
+            link_release(min(land_fifo[i], give_up_ms[i]))
+            close_fifo(i, link["release"])
+        elif waiting[i] and land_fifo[i] <= deadline:  # decode is waiting, and it lands in time
+            waiting[i] = False
+            link_release(land_fifo[i])
+            close_fifo(i, land_fifo[i])
+            finish(i, {"decision": "wait", "outcome": "ok", "act_ms": land_fifo[i], "decode_start_ms": land_fifo[i]})
+        else:  # its check is still ahead, or decode times out at the deadline
+            link_release(land_fifo[i])
+
+    def next_fifo(t):
+        """The link is free at t: grant the next request that still wants it."""
+        while link_q:
+            j = link_q.popleft()
+            link["queued_out"] += work[j]
+            if give_up_ms[j] is not None and give_up_ms[j] <= t:
+                cancelled[j] = True
+            if not cancelled[j]:
+                grant_fifo(j, t)
+                return
+
+    def enqueue_fifo(i, t):
+        nominal = stream(t, pf_start[i], pf_ms[i], layers, pay_ms[i], latency)
+        heappush(events, (nominal["end_ms"], _CHECK, i))
+        if link["cur"] < 0 and not link_q:
+            grant_fifo(i, t)
         else:
-            actual, land = nominal, check
-        res = gate(i, check, land <= check, land)
-        release = land if res["outcome"] == "ok" else min(land, res["act_ms"])
-        start = nominal["start_ms"]
-        tx_start[i], tx_end[i] = start, release
-        work = latency + pay_ms[i] * (slow_factor if slow[i] else 1.0)
-        tx_ms[i] = work if release == land else min(work, release - start)
-        exposed[i] = actual["exposed_ms"] if release == land else max(0.0, release - max(start, s + d))
-        busy_ms += release - start
-        first_grant = min(first_grant, start)
-        last_release = max(last_release, release)
-        heappush(events, (release, _LINK_FREE, i))
+            queued_mark[i] = link["queued_in"]
+            link["queued_in"] += work[i]
+            link_q.append(i)
+
+    def check_fifo(i, t):
+        if granted[i]:
+            ready_at = land_fifo[i]  # exact
+        else:  # an estimate: the link's current transfer, then the nominal work queued ahead
+            cur = link["cur"]
+            free_at = t if cur < 0 else link["release"]
+            if free_at == INF:  # a stalled transfer: cut at its deadline at the latest
+                free_at = max(t, deadline_of(cur))
+            grant_at = max(t, free_at + queued_mark[i] - link["queued_out"])
+            ready_at = stream(grant_at, pf_start[i], pf_ms[i], layers, pay_ms[i], latency)["end_ms"]
+        landed = granted[i] and land_fifo[i] <= t
+        res = gate(i, t, landed, ready_at)
+        if res["outcome"] == "ok":
+            if granted[i]:  # it lands by then (ready) or by the deadline (wait)
+                close_fifo(i, land_fifo[i])
+                finish(i, res)
+            else:
+                waiting[i] = True
+                heappush(events, (deadline_of(i), _TIMEOUT, i))
+            return
+        act = res["act_ms"]
+        if act <= t or granted[i]:
+            cut_fifo(i, act)
+        else:
+            give_up_ms[i] = act
+            heappush(events, (act, _ABORT, i))
         finish(i, res)
+
+    def timeout_fifo(i, t):
+        if not waiting[i]:
+            return
+        waiting[i] = False
+        cut_fifo(i, t)
+        finish(i, gate(i, t, False, INF))  # still missing at the deadline
 
     # ---- fair-shared link: processor sharing by virtual time (ms of full-speed service per flow)
     ps = {"v": 0.0, "t": 0.0, "n": 0, "version": 0}
@@ -534,7 +631,6 @@ def _run(c: dict, step: dict, records: bool) -> dict:
     flow_tag = [0.0] * n
     flow_pay = [0.0] * n     # the payload's time at full speed, slowed by a slow_link fault
     land_ms = [None] * n     # when a fair-shared transfer's last byte lands
-    waiting = [False] * n
 
     def ps_advance(t):
         nonlocal busy_ms
@@ -562,7 +658,7 @@ def _run(c: dict, step: dict, records: bool) -> dict:
             # the second term never binds (a stream starts late enough that each layer is ready
             # before its turn); it keeps the physical bound explicit
             land_ms[i] = max(t + latency, pf_start[i] + pf_ms[i] + flow_pay[i] / layers)
-            if waiting[i] and land_ms[i] <= pf_start[i] + pf_ms[i] + deadline_after:
+            if waiting[i] and land_ms[i] <= deadline_of(i):
                 waiting[i] = False
                 fair_close(i, land_ms[i])
                 finish(i, {"decision": "wait", "outcome": "ok", "act_ms": land_ms[i], "decode_start_ms": land_ms[i]})
@@ -614,7 +710,7 @@ def _run(c: dict, step: dict, records: bool) -> dict:
                 finish(i, {**res, "act_ms": max(t, land_ms[i]), "decode_start_ms": max(t, land_ms[i])})
             else:  # wait for the bytes, or for the deadline
                 waiting[i] = True
-                heappush(events, (pf_start[i] + pf_ms[i] + deadline_after, _TIMEOUT, i))
+                heappush(events, (deadline_of(i), _TIMEOUT, i))
             return
         act = res["act_ms"]
         if in_flow[i]:
@@ -636,13 +732,10 @@ def _run(c: dict, step: dict, records: bool) -> dict:
         finish(i, verdict)
 
     def to_link(i, t):
-        nonlocal link_busy
         if fair:
             grant_fair(i, t)
-        elif link_busy:
-            link_q.append(i)
         else:
-            grant_fifo(i, t)
+            enqueue_fifo(i, t)
 
     def admit(i, t):
         nonlocal free_blocks, admitted
@@ -680,9 +773,10 @@ def _run(c: dict, step: dict, records: bool) -> dict:
             else:
                 admit(i, t)
         elif kind == _LINK_FREE:
-            link_busy = False
-            if link_q:
-                grant_fifo(link_q.popleft(), t)
+            if i == link["version"]:
+                busy_ms += t - link["start"]
+                link["cur"] = -1
+                next_fifo(t)
         elif kind == _DECODE_DONE:
             free_blocks += need[i]
             admitted -= 1
@@ -693,12 +787,21 @@ def _run(c: dict, step: dict, records: bool) -> dict:
                 ps_complete_due()
                 ps_reschedule()
         elif kind == _CHECK:
-            check_fair(i, t)
+            if fair:
+                check_fair(i, t)
+            else:
+                check_fifo(i, t)
         elif kind == _TIMEOUT:
-            timeout_fair(i, t)
+            if fair:
+                timeout_fair(i, t)
+            else:
+                timeout_fifo(i, t)
         elif kind == _ABORT:
-            if in_flow[i]:
-                ps_remove(i, t)
+            if fair:
+                if in_flow[i]:
+                    ps_remove(i, t)
+            elif not granted[i]:
+                cancelled[i] = True
 
     # ---- results
     ttft = [None if first_token[i] is None else first_token[i] - arrival[i] for i in range(n)]
