@@ -4,7 +4,8 @@ Runs one mixed scenario (Poisson arrivals, prompts of 256-8192 tokens, layer-wis
 fault at 2%) at 10k, 100k and 1M requests (about 20 s of CPU; --no-million skips it), on one core (the simulator is single
 threaded). Reports requests per second, the cost per request at each size relative to the smallest
 (linear cost keeps it near 1.0), and the verdict against the goal: 100,000 requests in under 10 s.
-Each link-sharing mode is timed at 100k as well. Times are CPU seconds of this process
+Each link-sharing mode is timed at 100k as well. The handoff gate runs on the instructor's answers
+to TODO 3 and TODO 4, read from solutions/. Times are CPU seconds of this process
 (``time.process_time``: the time on the one core it runs on, unaffected by other processes sharing
 the machine); wall-clock seconds are printed beside them.
 
@@ -17,6 +18,8 @@ import sys
 import time
 
 from tools import handoff_sim
+from tools.notebook_runtime import load_learner_functions
+from tools.project_runtime import resolve_project_root
 
 GOAL_REQUESTS, GOAL_SECONDS = 100_000, 10.0
 SCENARIO = dict(rate_per_s=20.0, prompt_tokens=[256, 8192], output_tokens=[16, 512], prefill_workers=4,
@@ -24,12 +27,22 @@ SCENARIO = dict(rate_per_s=20.0, prompt_tokens=[256, 8192], output_tokens=[16, 5
                 faults={name: 0.02 for name in handoff_sim.FAULTS}, seed=1)
 
 
+def course_gate() -> dict:
+    """The instructor's Step 3 and Step 4 answers (solutions/), which the simulator's gate runs on."""
+    folder = [resolve_project_root() / "solutions"]
+    return {**load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], folder),
+            **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], folder)}
+
+
+GATE: dict = {}
+
+
 def timed(n: int, repeats: int, records: bool = True, **overrides) -> tuple[float, float, dict]:
     """Best CPU and wall seconds of ``repeats`` runs of ``n`` requests (and the last summary)."""
     best_cpu, best_wall, summary = float("inf"), float("inf"), None
     for _ in range(repeats):
         cpu, wall = time.process_time(), time.perf_counter()
-        result = handoff_sim.simulate(**{**SCENARIO, **overrides}, n_requests=n, records=records)
+        result = handoff_sim.simulate(**{**SCENARIO, **overrides}, n_requests=n, records=records, steps=GATE)
         best_cpu = min(best_cpu, time.process_time() - cpu)
         best_wall = min(best_wall, time.perf_counter() - wall)
         summary = result["summary"]
@@ -44,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
 
+    GATE.update(course_gate())
     timed(2_000, 1)  # warm-up
     sizes = [10_000, 100_000] + ([] if args.no_million else [1_000_000])
     print(f"scenario: {SCENARIO['link']}, {SCENARIO['streaming']} streaming, {SCENARIO['link_sharing']} link, "

@@ -7,6 +7,7 @@ import csv
 import math
 import random
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,18 +17,31 @@ from tools import presets
 from tools.notebook_runtime import load_learner_functions
 
 
+SOLUTIONS = [Path(__file__).resolve().parents[1] / "solutions"]
+# The instructor's answers to TODO 3 and TODO 4: the gate the simulator runs on (it ships none).
+GATE = {**load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], SOLUTIONS),
+        **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], SOLUTIONS)}
+
+
 @pytest.fixture(scope="module")
-def course(root):
+def course():
     """The instructor's answers to TODO 1-4 (Steps 2-4)."""
-    folder = [root / "solutions"]
-    return {**load_learner_functions("02_total_vs_exposed_time", ["compute_exposed_interval", "estimate_handoff"], folder),
-            **load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], folder),
-            **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], folder)}
+    return {**load_learner_functions("02_total_vs_exposed_time", ["compute_exposed_interval", "estimate_handoff"], SOLUTIONS),
+            **GATE}
+
+
+def sim(steps=None, **kw):
+    """simulate() with the course's Step 3/4 gate."""
+    return hs.simulate(steps={**GATE, **(steps or {})}, **kw)
+
+
+def gate_step(handoff):
+    return hs.handoff_step(handoff, GATE["validate_handoff_state"], GATE["plan_decode_start"])
 
 
 def one(prompt=8192, output=4, **kw):
     """One request arriving at 0 ms; returns (its record, the full config)."""
-    result = hs.simulate(trace=[[0.0, prompt, output]], **kw)
+    result = sim(trace=[[0.0, prompt, output]], **kw)
     return result["records"][0], result["config"]
 
 
@@ -166,8 +180,8 @@ def test_fair_sharing_single_request_equals_fifo():
 
 def test_fair_sharing_splits_the_link_between_two_transfers():
     trace = [[0.0, 4096, 1], [0.0, 4096, 1]]
-    fair = hs.simulate(trace=trace, link="RoCE 200G", link_sharing="fair", prefill_workers=2, deadline_ms=1e6)
-    fifo = hs.simulate(trace=trace, link="RoCE 200G", prefill_workers=2, deadline_ms=1e6)
+    fair = sim(trace=trace, link="RoCE 200G", link_sharing="fair", prefill_workers=2, deadline_ms=1e6)
+    fifo = sim(trace=trace, link="RoCE 200G", prefill_workers=2, deadline_ms=1e6)
     a, b = fair["records"]
     tx = fifo["records"][0]["transfer_ms"] - fifo["config"]["latency_ms"]  # one payload alone on the link
     assert a["transfer_end_ms"] == pytest.approx(a["transfer_start_ms"] + 2 * tx + fair["config"]["latency_ms"], rel=1e-9)
@@ -186,16 +200,16 @@ ALL_FAULTS = {name: 0.08 for name in hs.FAULTS}
 def test_deterministic_for_a_seed():
     kw = dict(n_requests=400, rate_per_s=15, prompt_tokens=[256, 8192], output_tokens=[1, 256], faults=ALL_FAULTS,
               link_sharing="fair", streaming="layerwise")
-    a, b = hs.simulate(seed=3, **kw), hs.simulate(seed=3, **kw)
+    a, b = sim(seed=3, **kw), sim(seed=3, **kw)
     assert a == b
-    assert hs.simulate(seed=4, **kw)["records"] != a["records"]
+    assert sim(seed=4, **kw)["records"] != a["records"]
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: f"{m['link_sharing']}-{m['streaming']}")
 @pytest.mark.parametrize("policies", [dict(failure_policy="recompute", block_policy="wait"),
                                       dict(failure_policy="fail", block_policy="reject")], ids=["recompute", "fail"])
 def test_every_request_ends_in_exactly_one_outcome(mode, policies):
-    r = hs.simulate(n_requests=600, rate_per_s=20, prompt_tokens=[128, 8192], output_tokens=[1, 512],
+    r = sim(n_requests=600, rate_per_s=20, prompt_tokens=[128, 8192], output_tokens=[1, 512],
                     faults=ALL_FAULTS, decode_blocks=4000, seed=11, **mode, **policies)
     recs, s = r["records"], r["summary"]
     assert sorted(x["id"] for x in recs) == list(range(600))
@@ -238,7 +252,7 @@ def test_every_request_ends_in_exactly_one_outcome(mode, policies):
 
 @pytest.mark.parametrize("streaming", ["whole", "layerwise"])
 def test_fifo_link_never_carries_two_transfers(streaming):
-    r = hs.simulate(n_requests=800, rate_per_s=30, prompt_tokens=[512, 16384], link="RoCE 200G", prefill_workers=8,
+    r = sim(n_requests=800, rate_per_s=30, prompt_tokens=[512, 16384], link="RoCE 200G", prefill_workers=8,
                     faults=ALL_FAULTS, streaming=streaming, seed=5)
     spans = sorted((x["transfer_start_ms"], x["transfer_end_ms"]) for x in r["records"] if x["transfer_start_ms"] is not None)
     assert len(spans) > 500, "most requests are sent (some give up while queued)"
@@ -254,12 +268,12 @@ def test_fair_link_conserves_work():
     """Processor sharing never idles with work queued: busy time = the bytes' time at full speed."""
     kw = dict(n_requests=1500, rate_per_s=60, prompt_tokens=[512, 16384], link="RoCE 200G", prefill_workers=8,
               seed=12, deadline_ms=1e6)
-    fair = hs.simulate(link_sharing="fair", **kw)
+    fair = sim(link_sharing="fair", **kw)
     latency = fair["config"]["latency_ms"]
     work = sum(x["transfer_ms"] - latency for x in fair["records"])
     assert fair["summary"]["link_busy_ms"] == pytest.approx(work, rel=1e-9)
     assert fair["summary"]["decisions"]["wait"] > 100, "the shared link is contended"
-    fifo = hs.simulate(**kw)
+    fifo = sim(**kw)
     assert fifo["summary"]["link_busy_ms"] == pytest.approx(sum(x["transfer_ms"] for x in fifo["records"]), rel=1e-9)
     assert fifo["summary"]["decisions"]["wait"] > 100, "queued for the FIFO link: decode waits"
     assert fifo["summary"]["decisions"]["fallback"] == fair["summary"]["decisions"]["fallback"] == 0, "deadline far off"
@@ -270,14 +284,14 @@ def test_a_request_queued_past_its_deadline_falls_back_without_sending():
     big, small = presets.prefill_ms(model, 16384, gpu), presets.prefill_ms(model, 2048, gpu)
     # the small request finishes prefill 5 ms after the big one starts its 2 GiB (about 86 ms over RoCE)
     trace = [[0.0, 16384, 1], [big - small + 5.0, 2048, 1]]
-    r = hs.simulate(trace=trace, prefill_workers=2, link="RoCE 200G", deadline_ms=30.0)
+    r = sim(trace=trace, prefill_workers=2, link="RoCE 200G", deadline_ms=30.0)
     first, second = r["records"]
     assert (first["decision"], first["outcome"]) == ("ready", "ok")
     assert (second["decision"], second["outcome"]) == ("fallback", "recomputed")
     assert second["transfer_start_ms"] is None, "it gave up in the queue and never used the link"
     check = second["blocks_ms"] + latency_and_payload(r, 2048)  # it would have landed then with the link to itself
     assert second["decode_start_ms"] == pytest.approx(check + small)
-    relaxed = hs.simulate(trace=trace, prefill_workers=2, link="RoCE 200G", deadline_ms=500.0)["records"][1]
+    relaxed = sim(trace=trace, prefill_workers=2, link="RoCE 200G", deadline_ms=500.0)["records"][1]
     assert (relaxed["decision"], relaxed["outcome"]) == ("wait", "ok")
     assert relaxed["transfer_start_ms"] == pytest.approx(first["transfer_end_ms"])
     assert relaxed["decode_start_ms"] == relaxed["transfer_end_ms"]
@@ -289,7 +303,7 @@ def latency_and_payload(result, prompt):
 
 
 def test_prefill_pool_is_first_come_first_served():
-    r = hs.simulate(n_requests=300, rate_per_s=50, prefill_workers=3, seed=2)
+    r = sim(n_requests=300, rate_per_s=50, prefill_workers=3, seed=2)
     starts = [x["prefill_start_ms"] for x in r["records"]]
     assert starts == sorted(starts)
     ends = sorted((x["prefill_start_ms"], 1) for x in r["records"]) + sorted((x["prefill_end_ms"], -1) for x in r["records"])
@@ -300,7 +314,7 @@ def test_prefill_pool_is_first_come_first_served():
 
 
 def test_poisson_rate_and_trace_csv(tmp_path):
-    r = hs.simulate(n_requests=20000, rate_per_s=10, seed=1, records=True)
+    r = sim(n_requests=20000, rate_per_s=10, seed=1, records=True)
     arrivals = [x["arrival_ms"] for x in r["records"]]
     assert statistics.mean(np.diff(arrivals)) == pytest.approx(100.0, rel=0.03)
     path = tmp_path / "trace.csv"
@@ -310,7 +324,7 @@ def test_poisson_rate_and_trace_csv(tmp_path):
         w.writerows([[5.0, 1000, 10], [0.0, 2000, 20]])
     rows = hs.read_trace(path)
     assert rows == [[5.0, 1000, 10], [0.0, 2000, 20]]
-    recs = hs.simulate(trace=rows)["records"]
+    recs = sim(trace=rows)["records"]
     assert [(x["arrival_ms"], x["prompt_tokens"]) for x in recs] == [(0.0, 2000), (5.0, 1000)]
     bad = tmp_path / "bad.csv"
     bad.write_text("time,prompt\n1,2\n")
@@ -350,7 +364,7 @@ def test_a_stalled_transfer_holds_the_fifo_link_until_the_deadline():
     trace = [[0.0, 4096, 1], [15.0, 4096, 1]]  # the second is ready 15 ms after the first
     checked = 0
     for seed in range(40):  # seeds where the first transfer stalls and the second does not
-        r = hs.simulate(trace=trace, prefill_workers=2, deadline_ms=30.0, faults={"stalled_link": 0.5}, seed=seed)
+        r = sim(trace=trace, prefill_workers=2, deadline_ms=30.0, faults={"stalled_link": 0.5}, seed=seed)
         first, second = r["records"]
         if first["faults"] == ["stalled_link"] and second["faults"] == []:
             assert first["transfer_end_ms"] == pytest.approx(first["prefill_end_ms"] + 30.0)
@@ -378,12 +392,12 @@ def test_slow_link_waits_within_the_deadline_and_falls_back_after(sharing):
 
 def test_out_of_blocks_waits_or_rejects():
     kw = dict(n_requests=200, rate_per_s=5, seed=9)
-    waited = hs.simulate(faults={"out_of_blocks": 0.5}, **kw)
+    waited = sim(faults={"out_of_blocks": 0.5}, **kw)
     assert waited["summary"]["outcomes"]["ok"] == 200
-    clean = hs.simulate(**kw)
+    clean = sim(**kw)
     delayed = sum(a["blocks_ms"] > b["blocks_ms"] for a, b in zip(waited["records"], clean["records"]))
     assert delayed > 0, "a faulted request waits for blocks to come back"
-    rejected = hs.simulate(faults={"out_of_blocks": 0.5}, block_policy="reject", **kw)
+    rejected = sim(faults={"out_of_blocks": 0.5}, block_policy="reject", **kw)
     flagged = [x for x in rejected["records"] if "out_of_blocks" in x["faults"]]
     assert flagged and all(x["outcome"] == "rejected" for x in flagged)
     assert all(x["outcome"] == "ok" for x in rejected["records"] if "out_of_blocks" not in x["faults"])
@@ -391,45 +405,52 @@ def test_out_of_blocks_waits_or_rejects():
 
 def test_full_decode_pool_queues_or_rejects():
     kw = dict(n_requests=300, rate_per_s=40, output_tokens=2000, prompt_tokens=2048, decode_blocks=2000, seed=4)
-    wait = hs.simulate(**kw)
+    wait = sim(**kw)
     assert wait["summary"]["outcomes"]["ok"] == 300
     assert any(x["blocks_ms"] > x["handoff_ready_ms"] for x in wait["records"])
     # first come, first served: no request takes blocks before one that asked earlier
-    mixed = hs.simulate(n_requests=400, rate_per_s=40, prompt_tokens=[256, 8192], output_tokens=[1, 3000],
+    mixed = sim(n_requests=400, rate_per_s=40, prompt_tokens=[256, 8192], output_tokens=[1, 3000],
                         decode_blocks=1500, seed=6)["records"]
     asked = sorted(mixed, key=lambda x: (x["handoff_ready_ms"], x["id"]))
     assert sum(x["blocks_ms"] > x["handoff_ready_ms"] for x in asked) > 50, "the pool is short often enough"
     for earlier, later in zip(asked, asked[1:]):
         assert later["blocks_ms"] >= earlier["blocks_ms"], f"request {later['id']} jumped the block queue"
-    reject = hs.simulate(block_policy="reject", **kw)
+    reject = sim(block_policy="reject", **kw)
     assert reject["summary"]["outcomes"]["rejected"] > 0
-    too_big = hs.simulate(trace=[[0.0, 100000, 100000]], decode_blocks=100)
+    too_big = sim(trace=[[0.0, 100000, 100000]], decode_blocks=100)
     assert too_big["records"][0]["outcome"] == "rejected"
 
 
-def test_reference_gate_agrees_with_steps_3_and_4(course):
-    states = [{"payload_ready": p, "metadata_ready": m, "ownership_ready": o, "request_id": rid, "version": v}
-              for p in (True, False) for m in (True, False) for o in (True, 0) for rid in (1, 2) for v in ("a", "b")]
-    states.append({"payload_ready": True})
-    for state in states:
-        mine = hs.validate_handoff_state(state, 1, "a")
-        assert mine == course["validate_handoff_state"](state, 1, "a"), state
-        for ready_at, deadline in ((0, 0), (3, 7), (7, 3), (-1, 0)):
-            assert hs.plan_decode_start(mine, ready_at, deadline) == course["plan_decode_start"](mine, ready_at, deadline)
+def test_the_gate_is_the_callers():
+    """The simulator ships no answer to TODO 3 or 4: it runs on the functions it is given."""
+    with pytest.raises(ValueError, match="validate_handoff_state"):
+        hs.simulate(n_requests=10)
+    with pytest.raises(ValueError, match="plan_decode_start"):
+        hs.simulate(n_requests=10, steps={"validate_handoff_state": GATE["validate_handoff_state"]})
+    assert not hasattr(hs, "validate_handoff_state") and not hasattr(hs, "plan_decode_start")
+    always_late = {"plan_decode_start": lambda verdict, ready_at, deadline: "fallback"}
+    r = sim(n_requests=50, rate_per_s=10, steps=always_late)
+    assert r["summary"]["decisions"]["fallback"] == 50
+    seen = []
+    def validate(state, request_id, version):
+        seen.append((state["request_id"], request_id, version))
+        return GATE["validate_handoff_state"](state, request_id, version)
+    sim(n_requests=20, rate_per_s=10, steps={"validate_handoff_state": validate})
+    assert len(seen) == 20 and all(a == b for a, b, _ in seen)
 
 
 def test_handoff_step_plain_data_contract():
     base = {"state": {"payload_ready": False, "metadata_ready": False, "ownership_ready": False, "request_id": "r1",
                       "version": "v"}, "request_id": "r1", "version": "v", "now_ms": 10.0, "ready_at_ms": 15.0,
             "deadline_ms": 20.0, "policy": "recompute", "recompute_ms": 100.0}
-    assert hs.handoff_step(base) == {"decision": "wait", "outcome": "ok", "act_ms": 15.0, "decode_start_ms": 15.0}
-    assert hs.handoff_step({**base, "ready_at_ms": 25.0}) == {"decision": "fallback", "outcome": "recomputed",
+    assert gate_step(base) == {"decision": "wait", "outcome": "ok", "act_ms": 15.0, "decode_start_ms": 15.0}
+    assert gate_step({**base, "ready_at_ms": 25.0}) == {"decision": "fallback", "outcome": "recomputed",
                                                              "act_ms": 10.0, "decode_start_ms": 110.0}
-    assert hs.handoff_step({**base, "ready_at_ms": None})["act_ms"] == 20.0, "never: found out at the deadline"
-    assert hs.handoff_step({**base, "ready_at_ms": None, "now_ms": 30.0})["act_ms"] == 30.0
-    assert hs.handoff_step({**base, "policy": "fail", "ready_at_ms": 25.0})["outcome"] == "failed"
+    assert gate_step({**base, "ready_at_ms": None})["act_ms"] == 20.0, "never: found out at the deadline"
+    assert gate_step({**base, "ready_at_ms": None, "now_ms": 30.0})["act_ms"] == 30.0
+    assert gate_step({**base, "policy": "fail", "ready_at_ms": 25.0})["outcome"] == "failed"
     with pytest.raises(ValueError, match="policy"):
-        hs.handoff_step({**base, "policy": "retry"})
+        gate_step({**base, "policy": "retry"})
 
 
 def test_steps_can_be_replaced():
@@ -441,28 +462,28 @@ def test_steps_can_be_replaced():
 
     def handoff(h):
         calls["handoff"] += 1
-        return hs.handoff_step(h)
+        return gate_step(h)
 
     def pct(records, qs):
         calls["pct"] += 1
         return hs.ttft_percentiles(records, qs)
 
     kw = dict(n_requests=100, rate_per_s=10, streaming="layerwise", seed=1)
-    plain = hs.simulate(**kw)
-    wrapped = hs.simulate(steps={"stream_layers": stream, "handoff_step": handoff, "ttft_percentiles": pct}, **kw)
+    plain = sim(**kw)
+    wrapped = sim(steps={"stream_layers": stream, "handoff_step": handoff, "ttft_percentiles": pct}, **kw)
     assert wrapped == plain and calls["handoff"] == 100 and calls["stream"] >= 100 and calls["pct"] == 1
-    always_fail = hs.simulate(steps={"handoff_step": lambda h: {**hs.handoff_step(h), "outcome": "failed",
+    always_fail = sim(steps={"handoff_step": lambda h: {**gate_step(h), "outcome": "failed",
                                                                 "decode_start_ms": None}}, **kw)
     assert always_fail["summary"]["outcomes"]["failed"] == 100
     with pytest.raises(ValueError, match="unknown step"):
-        hs.simulate(steps={"stream": stream}, **kw)
+        sim(steps={"stream": stream}, **kw)
     # a wrong replacement is named, not silently simulated
-    for wrong in (lambda h: {**hs.handoff_step(h), "outcome": "maybe"},
-                  lambda h: {**hs.handoff_step(h), "decode_start_ms": h["now_ms"] - 5.0},
-                  lambda h: {**hs.handoff_step(h), "decode_start_ms": None},
+    for wrong in (lambda h: {**gate_step(h), "outcome": "maybe"},
+                  lambda h: {**gate_step(h), "decode_start_ms": h["now_ms"] - 5.0},
+                  lambda h: {**gate_step(h), "decode_start_ms": None},
                   lambda h: None):
         with pytest.raises(ValueError, match="handoff_step returned"):
-            hs.simulate(steps={"handoff_step": wrong}, **kw)
+            sim(steps={"handoff_step": wrong}, **kw)
 
 
 # ----------------------------------------------------------------------------- percentiles
@@ -477,7 +498,7 @@ def test_percentiles_match_numpy_and_statistics():
     assert hs.ttft_percentiles(records, range(1, 100)) == pytest.approx(cuts, rel=1e-12)
     assert hs.ttft_percentiles([{"ttft_ms": 4.0}], [50, 99]) == [4.0, 4.0]
     assert hs.ttft_percentiles([{"ttft_ms": 1.0}, {"ttft_ms": 3.0}], [50]) == [2.0]
-    summary = hs.simulate(n_requests=500, rate_per_s=10, prompt_tokens=[100, 9000], seed=8)
+    summary = sim(n_requests=500, rate_per_s=10, prompt_tokens=[100, 9000], seed=8)
     ttfts = [x["ttft_ms"] for x in summary["records"]]
     assert list(summary["summary"]["ttft"].values()) == pytest.approx(list(np.percentile(ttfts, [50, 95, 99])), rel=1e-12)
     with pytest.raises(ValueError, match="no request has a TTFT"):
@@ -516,7 +537,7 @@ def test_percentiles_match_numpy_and_statistics():
 ])
 def test_bad_arguments_give_clear_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        hs.simulate(**kwargs)
+        sim(**kwargs)
 
 
 def test_stream_layers_rejects_bad_input():
@@ -530,6 +551,6 @@ def test_stream_layers_rejects_bad_input():
 
 def test_results_are_plain_json():
     import json
-    r = hs.simulate(n_requests=50, rate_per_s=10, faults=ALL_FAULTS, link_sharing="fair", streaming="layerwise")
+    r = sim(n_requests=50, rate_per_s=10, faults=ALL_FAULTS, link_sharing="fair", streaming="layerwise")
     assert json.loads(json.dumps(r, allow_nan=False)) == r
     assert math.isfinite(r["summary"]["ttft"]["p99_ms"])
