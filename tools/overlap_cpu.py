@@ -151,17 +151,15 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
                     product = torch.empty(left.shape[0], right.shape[1])
                     plan = CpuPlan(src, dst, left, right, product, 1)
                     plan.copy_alone()  # first touch of dst
-                    copy_alone = [plan.copy_alone() for _ in range(repeats)]
-                    balance = None
-                    if window == "calibrated":
-                        unit_ms = _median(plan.compute_alone, 5)
-                        plan.count = max(1, round(statistics.median(copy_alone) / unit_ms))
-                        _, balance = calibrate(plan, statistics.median(copy_alone), max(3, repeats // 4))
-                    compute_alone = [plan.compute_alone() for _ in range(repeats)]
-                    case = measure_case(plan, copy_alone, compute_alone, warmup, repeats, bar)
+                    if window == "calibrated":  # sized from the copy alone, then refined until balanced
+                        copy_ms = _median(plan.copy_alone, max(3, repeats // 2))
+                        plan.count = max(1, round(copy_ms / _median(plan.compute_alone, 5)))
+                        calibrate(plan, copy_ms, max(3, repeats // 4))
+                    case, copy_alone, compute_alone = measure_case(plan, warmup, repeats, bar)
+                    # the balance achieved in the measured repeats, not the calibration's estimate
+                    balance = statistics.median(compute_alone) / statistics.median(copy_alone)
                     result["cases"].append({"payload_mib": payload, "window": window, "matrix_size": left.shape[0],
-                                            "compute_copy_balance": statistics.median(compute_alone) / statistics.median(copy_alone)
-                                            if balance is None else balance, **case})
+                                            "compute_copy_balance": balance, **case})
                     if window == "calibrated":
                         last_calibrated = (payload, plan, copy_alone, compute_alone)
         if controls and last_calibrated:
@@ -170,19 +168,22 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
         torch.set_num_threads(threads_before)
 
 
-def measure_case(plan: CpuPlan, copy_alone: list[float], compute_alone: list[float], warmup: int, repeats: int, bar) -> dict:
-    """Serial against overlapped, alternating which goes first; then correctness and evidence."""
+def measure_case(plan: CpuPlan, warmup: int, repeats: int, bar) -> tuple[dict, list[float], list[float]]:
+    """Copy alone, compute alone, serial and overlapped, measured in turn within each repeat (the
+    order rotating), so that a machine whose load drifts shifts all four alike; then correctness
+    and evidence. Returns the case's fields and the copy-alone and compute-alone times (ms)."""
     import torch
 
     for _ in range(warmup):  # warm both programs, not only the overlapped one
         plan.timeline("serial")
         plan.timeline("overlap")
         bar.update(2)
-    serial, overlap = [], []
+    serial, overlap, copy_alone, compute_alone = [], [], [], []
+    steps = [lambda: copy_alone.append(plan.copy_alone()), lambda: compute_alone.append(plan.compute_alone()),
+             lambda: serial.append(plan.timeline("serial")), lambda: overlap.append(plan.timeline("overlap"))]
     for i in range(repeats):
-        order = ("serial", "overlap") if i % 2 == 0 else ("overlap", "serial")
-        for kind in order:
-            (serial if kind == "serial" else overlap).append(plan.timeline(kind))
+        for step in steps[i % 4:] + steps[:i % 4]:
+            step()
         bar.update(2)
     stats = summarize(serial, overlap, copy_alone, compute_alone)
     reference = torch.mm(plan.left, plan.right)
@@ -201,7 +202,7 @@ def measure_case(plan: CpuPlan, copy_alone: list[float], compute_alone: list[flo
         "preconditions": pre, "preconditions_met": met,
         "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"],
         "path_confirmed": met and evidence["confirmed"],
-    }
+    }, copy_alone, compute_alone
 
 
 CPU_CONTROLS = {
