@@ -7,7 +7,8 @@ pipeline sweep and the bandwidth curve, in under 3 minutes; prints a pass/fail t
 On the GPU machine it needs only torch and Python >= 3.11 (the course runtime in ``tools/`` is
 imported from this checkout; jsonschema is not needed there). It writes
 ``inf_serving_overlap_gpu_check.json`` (the result, decided by TODO 5's reference rule) and
-``gpu_check_extras.json`` (sweep and bandwidth curve) to ``--out``, then exits 1 when any check
+``gpu_check_extras.json`` (sweep, bandwidth curve, profiler cross-check; the Chrome traces lie beside
+it) to ``--out``, then exits 1 when any check
 fails. The result can be copied under ``benchmarks/reference/`` labelled with the device.
 """
 from __future__ import annotations
@@ -68,6 +69,13 @@ def checks_for(result: dict, extras: dict) -> list[tuple[str, bool, str]]:
         rows.append(("pipeline: chunking hides copy (best > 1 chunk)", sweep["best_chunks"] > 1,
                      f"best {sweep['best_chunks']} chunks, exposed {sweep['exposed_ms'][0]:.3f} -> {min(sweep['exposed_ms']):.3f} ms, "
                      f"per-chunk cost {sweep['per_chunk_cost_ms'] * 1e3:.1f} µs"))
+    profile = extras.get("profile")
+    if profile is not None:
+        over, serial = profile["overlap"], profile["serial"]
+        rows.append(("profiler: kernels ran during the memcpy (overlapped run)", over["overlap_fraction"] >= 0.5,
+                     f"{over['kernel_ms_during_memcpy']:.3f} of {over['memcpy_ms']:.3f} ms memcpy, {over['kernel_spans']} kernels"))
+        rows.append(("profiler: none during the memcpy (serial run)", serial["overlap_fraction"] <= 0.05,
+                     f"{serial['kernel_ms_during_memcpy']:.3f} of {serial['memcpy_ms']:.3f} ms"))
     curve = extras.get("bandwidth")
     if curve is not None:
         s = curve["series"]
@@ -93,7 +101,7 @@ def run(out: Path) -> int:
         print("FAIL  CUDA is not available on this machine")
         return 1
     result = overlap_lab.run_experiment("real_gpu", "gpu_check", payload_mib=[16, 64], warmup_steps=3, repeat_steps=15,
-                                        progress=False)
+                                        progress=False, profile_dir=out)
     overlap_lab.finalize(result, reference_rule())
     extras: dict = {}
     if result["failure"] is None:
@@ -101,6 +109,9 @@ def run(out: Path) -> int:
         extras["bandwidth"] = overlap_sweep.bandwidth_curve_gpu(max_mib=256, repeats=3)
     out.mkdir(parents=True, exist_ok=True)
     (out / "inf_serving_overlap_gpu_check.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    profile = out / "overlap_profile.json"
+    if profile.is_file():
+        extras["profile"] = json.loads(profile.read_text(encoding="utf-8"))
     (out / "gpu_check_extras.json").write_text(json.dumps(extras, indent=2), encoding="utf-8")
     rows = checks_for(result, extras)
     try:

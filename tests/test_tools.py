@@ -745,3 +745,11 @@ def test_nvml_facts_read_the_device_by_its_bus_id(monkeypatch):
     assert facts["pcie_nominal_gbytes_per_s"] == 63.0 and facts["sm_clock_mhz"] == 1980
     monkeypatch.setitem(sys.modules, "pynvml", None)  # absent: the facts are simply missing
     assert overlap_device.nvml_facts("00000000:3B:00.0") is None
+
+
+def test_profiler_spans_overlap_counts_each_instant_once():
+    from tools.overlap_evidence import spans_overlap_ms
+
+    assert spans_overlap_ms([(0.0, 4.0)], [(1.0, 2.0), (1.5, 3.0), (5.0, 6.0)]) == pytest.approx(2.0), "merged: 1..3 inside 0..4"
+    assert spans_overlap_ms([(0.0, 4.0)], [(4.0, 8.0)]) == 0.0, "serial spans touch but do not overlap"
+    assert spans_overlap_ms([(0.0, 1.0), (2.0, 3.0)], [(0.5, 2.5)]) == pytest.approx(1.0)

@@ -127,3 +127,24 @@ def summarize(serial: Sequence[Mapping], overlap: Sequence[Mapping], copy_alone:
                      "compute_start": typical["unit_ends"][0] - k_med / len(typical["unit_ends"]),
                      "compute_end": typical["unit_ends"][-1], "total": typical["total"]},
     }
+
+
+def spans_overlap_ms(copy_spans: Sequence[Sequence[float]], kernel_spans: Sequence[Sequence[float]]) -> float:
+    """ms during which a copy span and at least one kernel span were both running.
+
+    For a profiler trace: ``copy_spans`` are the ``Memcpy HtoD`` activities, ``kernel_spans`` the
+    compute kernels, each ``(start, end)`` on one clock. Kernel spans are merged first, so two
+    kernels running at once are not counted twice.
+    """
+    merged: list[list[float]] = []
+    for start, end in sorted((float(a), float(b)) for a, b in kernel_spans if b > a):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    total = 0.0
+    for a, b in copy_spans:
+        for start, end in merged:
+            total += max(0.0, min(b, end) - max(a, start))
+    return total
+

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from .overlap_device import DriverError, driver_facts, nvml_facts
-from .overlap_evidence import MAX_COPY_SLOWDOWN_GPU, overlap_evidence, preconditions_met, summarize
+from .overlap_evidence import MAX_COPY_SLOWDOWN_GPU, overlap_evidence, preconditions_met, spans_overlap_ms, summarize
 
 MiB = 2**20
 BALANCE_TOLERANCE = 0.05
@@ -147,8 +147,12 @@ def device_facts(torch, index: int) -> dict:
             "driver_version": _driver_version_text(), **facts, "device_facts_source": source}
 
 
-def run_gpu(result: dict, progress_factory: Callable, controls: bool = True) -> None:
-    """Measure every case (and the controls) of a ``real_gpu`` result in place."""
+def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, profile_dir: Path | None = None) -> None:
+    """Measure every case (and the controls) of a ``real_gpu`` result in place.
+
+    With ``profile_dir``, also profile one overlapped and one serial run of the largest calibrated
+    case with ``torch.profiler``: Chrome traces and ``overlap_profile.json`` go there (beside the
+    result, not in it)."""
     import torch
 
     if not torch.cuda.is_available():
@@ -206,6 +210,14 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True) -> 
     wl["gate_ms"] = last_calibrated[1].gate_ms if last_calibrated else GATE_MIN_MS
     if controls and last_calibrated:
         result["controls"] = run_gpu_controls(*last_calibrated, repeats)
+    if profile_dir is not None and last_calibrated:
+        import json
+
+        profile_dir = Path(profile_dir)
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        plan = last_calibrated[1]
+        profiles = {kind: profile_overlap(plan, profile_dir / f"overlap_trace_{kind}.json", kind) for kind in ("overlap", "serial")}
+        (profile_dir / "overlap_profile.json").write_text(json.dumps(profiles, indent=2), encoding="utf-8")
     result["hardware"]["pinned_h2d_gbytes_per_s"] = best_gbps
     nvml = nvml_facts(result["hardware"]["pci_bus_id"])  # after the copies: an idle link trains down
     result["hardware"]["nvml"] = nvml
@@ -270,3 +282,32 @@ def run_gpu_controls(payload: float, plan: GpuPlan, copy_alone, compute_alone, r
                     "serial_median_ms": s_med, "control_median_ms": c_med, "latency_ratio": c_med / s_med,
                     "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"]})
     return out
+
+
+def profile_overlap(plan: GpuPlan, trace_path: Path | None = None, kind: str = "overlap") -> dict:
+    """An independent cross-check from ``torch.profiler``: one run of ``kind``, and how long the
+    host-to-device memcpy ran while a compute kernel ran (from the CUDA activity spans, not from
+    our events). Saves a Chrome trace at ``trace_path`` when given (open it in Perfetto)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    plan.run(kind)  # warm outside the profiler
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        plan.run(kind)
+    if trace_path is not None:
+        prof.export_chrome_trace(str(trace_path))
+    copies, kernels = [], []
+    for event in prof.events():
+        if not str(getattr(event, "device_type", "")).endswith("CUDA"):
+            continue
+        span = (event.time_range.start / 1e3, event.time_range.end / 1e3)  # us -> ms
+        name = event.name
+        if "Memcpy HtoD" in name:
+            copies.append(span)
+        elif not any(word in name for word in ("Memcpy", "Memset", "spin_kernel")):  # spin_kernel: the gate
+            kernels.append(span)
+    copy_ms = sum(b - a for a, b in copies)
+    inside = spans_overlap_ms(copies, kernels)
+    return {"kind": kind, "memcpy_spans": len(copies), "kernel_spans": len(kernels), "memcpy_ms": copy_ms,
+            "kernel_ms_during_memcpy": inside, "overlap_fraction": inside / copy_ms if copy_ms > 0 else 0.0,
+            "trace": str(trace_path) if trace_path else None}
+

@@ -50,11 +50,12 @@ def _check_config(run_mode, run_label, payload_mib, matrix_size, warmup_steps, r
 def run_experiment(run_mode: str = "dry_run", run_label: str = "default", environment_profile: str = "INF-CUDA-MECHANISM",
                    payload_mib: Sequence[float] = (16, 64, 128), matrix_size: int = 2048, warmup_steps: int = 5,
                    repeat_steps: int = 20, seed: int = 42, progress: bool = True, controls: bool = True,
-                   intra_op_threads: int = 1) -> dict:
+                   intra_op_threads: int = 1, profile_dir=None) -> dict:
     """Run (or plan) the experiment and return the result dictionary (not yet decided).
 
     ``controls=False`` skips the negative controls; the result then cannot be accepted (the
     schema requires controls for a measured run), so keep the default outside of tests.
+    ``profile_dir`` (GPU only) saves ``torch.profiler`` traces of the largest calibrated case there.
     """
     _check_config(run_mode, run_label, payload_mib, matrix_size, warmup_steps, repeat_steps, seed)
     if not isinstance(intra_op_threads, int) or intra_op_threads < 1:
@@ -69,7 +70,7 @@ def run_experiment(run_mode: str = "dry_run", run_label: str = "default", enviro
         if run_mode == "real_gpu":
             from .overlap_gpu import run_gpu
 
-            run_gpu(result, bar, controls=controls)
+            run_gpu(result, bar, controls=controls, profile_dir=profile_dir)
         else:
             from .overlap_cpu import run_cpu
 
