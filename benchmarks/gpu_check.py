@@ -7,9 +7,9 @@ pipeline sweep and the bandwidth curve, in under 3 minutes; prints a pass/fail t
 On the GPU machine it needs only torch and Python >= 3.11 (the course runtime in ``tools/`` is
 imported from this checkout; jsonschema is not needed there). It writes
 ``inf_serving_overlap_gpu_check.json`` (the result, decided by TODO 5's reference rule) and
-``gpu_check_extras.json`` (sweep, bandwidth curve, profiler cross-check; the Chrome traces lie beside
-it) to ``--out``, then exits 1 when any check
-fails. The result can be copied under ``benchmarks/reference/`` labelled with the device.
+``gpu_check_extras.json`` (sweep, bandwidth curve, profiler cross-check; the Chrome traces lie
+beside it) to ``--out``, then exits 1 when any check fails. The result can be copied under
+``benchmarks/reference/`` labelled with the device.
 """
 from __future__ import annotations
 
