@@ -1,4 +1,4 @@
-"""python -m autograde {release,check,grade,validate,bundle}"""
+"""python -m autograde {release,check,grade,export,validate,bundle}"""
 from __future__ import annotations
 
 import argparse
@@ -45,7 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--process-limit", type=_positive, default=256, help="processes per notebook (default 256)")
     grade.add_argument("--no-sandbox", action="store_true",
                        help="UNSAFE: run submissions without the sandbox (only for code you trust; recorded in summary.json)")
+    grade.add_argument("--db-url", metavar="URL",
+                       help="the course gradebook, as nbgrader's db_url (e.g. postgresql://user@host/db; the password "
+                            "may come from PGPASSWORD or ~/.pgpass); default: OUT/gradebook.db, or the one OUT used before")
     grade.add_argument("--no-progress", action="store_true")
+    export = sub.add_parser("export", help="the final table from the gradebook: automatic and manual scores together (CSV)")
+    export.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
+    export.add_argument("--db-url", metavar="URL", help="the gradebook, if not the one OUT records")
+    export.add_argument("--to", type=Path, help="the CSV to write (default: OUT/final_grades.csv)")
     validate = sub.add_parser("validate", help="run a notebook's public checks (exit 1 when one fails)")
     validate.add_argument("files", type=Path, nargs="+")
     bundle = sub.add_parser("bundle", help="build the learner zip and prove it leaks nothing")
@@ -57,10 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         course = Course.load()
-        return {"release": cmd_release, "check": cmd_check, "grade": cmd_grade,
+        return {"release": cmd_release, "check": cmd_check, "grade": cmd_grade, "export": cmd_export,
                 "validate": cmd_validate, "bundle": cmd_bundle}[args.command](course, args)
     except UnusableInput as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from .gradebook import mask_text
+
+        print(f"error: {mask_text(str(exc), getattr(args, 'db_url', None))}", file=sys.stderr)
         return EXIT_UNUSABLE
     except KeyboardInterrupt:
         print("\ninterrupted: what was graded is kept; run the same command again to resume", file=sys.stderr)
@@ -102,12 +111,16 @@ def cmd_check(course: Course, args) -> int:
         import csv
 
         rows = {r["student_id"]: r for r in csv.DictReader(open(Path(tmp) / "out" / "grades.csv", encoding="utf-8"))}
-    full, zero = float(rows["solutions"]["total"]), float(rows["untouched"]["total"])
-    print(f"instructor sources score {full:g}/{summary['max_total']:g}; untouched release scores {zero:g}")
-    if full != summary["max_total"]:
+    full, zero = float(rows["solutions"]["auto_total"]), float(rows["untouched"]["total"])
+    waiting = int(rows["solutions"]["pending"])
+    print(f"instructor sources score {full:g}/{summary['max_auto']:g} automatic points, {waiting} answer(s) "
+          f"({summary['max_manual']:g} points) left for a person; untouched release scores {zero:g}")
+    if full != summary["max_auto"]:
         failures.append(f"the sources lose points: {rows['solutions']}")
-    if zero != 0:
-        failures.append(f"the untouched release earns points: {rows['untouched']}")
+    if waiting != len(summary["manual_columns"]):
+        failures.append(f"the sources' written answers are not all left for a person: {rows['solutions']}")
+    if zero != 0 or int(rows["untouched"]["pending"]):
+        failures.append(f"the untouched release earns points or asks a person to grade blank answers: {rows['untouched']}")
     for problem in summary["problems"]:
         failures.append(f"{problem['student_id']}/{problem['notebook']}: {problem['what_happened']} {problem['detail']}")
     for failure in failures:
@@ -122,12 +135,17 @@ def cmd_grade(course: Course, args) -> int:
     begin = time.monotonic()
     options = Options(workers=args.workers, cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
                       progress=not args.no_progress, sandbox=not args.no_sandbox,
-                      memory_limit=int(args.memory_limit * (1 << 30)), process_limit=args.process_limit)
+                      memory_limit=int(args.memory_limit * (1 << 30)), process_limit=args.process_limit,
+                      db_url=args.db_url)
     summary = grade_batch(course, args.submissions, args.out, options)
     elapsed = time.monotonic() - begin
     print(f"graded {summary['students']} student(s) in {elapsed:.1f} s "
           f"({summary['notebooks_graded']} notebooks graded, {summary['notebooks_reused']} reused from an earlier run)")
     print(f"grades: {args.out / 'grades.csv'}   feedback: {args.out / 'feedback'}   log: {args.out / 'log.jsonl'}")
+    book = summary["gradebook"]
+    print(f"gradebook: {book.get('db_url')} ({book.get('notebooks_recorded', 0)} notebook(s) recorded); "
+          f"{summary['manual_pending']} written answer(s) wait for a person: `nbgrader formgrader` in {args.out}, "
+          f"then `python -m autograde export {args.out}`")
     if summary["problems"]:
         print(f"{len(summary['problems'])} notebook(s) need a look (details in {args.out / 'summary.json'}):")
         for p in summary["problems"]:
@@ -135,6 +153,15 @@ def cmd_grade(course: Course, args) -> int:
     for student, notes in summary["matching_notes"].items():
         for note in notes:
             print(f"  note {student}: {note}")
+    return EXIT_OK
+
+
+def cmd_export(course: Course, args) -> int:
+    from .export import export
+
+    target, info = export(course, args.out, args.db_url, args.to)
+    print(f"wrote {target}: {info['students']} student(s) from {info['db_url']}, "
+          f"{info['pending']} written answer(s) still pending")
     return EXIT_OK
 
 

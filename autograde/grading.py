@@ -35,6 +35,7 @@ import nbformat
 
 from tools.project_runtime import write_json_atomic
 
+from . import gradebook
 from .course import Course, UnusableInput, kill_live_runs, kill_tree, reap, spawn
 from .ideas import course_tests
 from .leaks import secret_lines
@@ -64,6 +65,7 @@ class Options:
     sandbox: bool = True
     memory_limit: int = 4 * GiB
     process_limit: int = 256
+    db_url: str | None = None  # the course gradebook (nbgrader's db_url); None: OUT/gradebook.db, or the one used before
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class Exercise:
     notebook: str
     grade_id: str
     points: float
+    manual: bool = False  # an answer a person grades in formgrader (a reflection)
 
 
 def exercises(course: Course) -> list[Exercise]:
@@ -80,8 +83,11 @@ def exercises(course: Course) -> list[Exercise]:
         for cell in nbformat.read(path, as_version=4).cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("grade"):
-                found.append(Exercise(path.stem, meta["grade_id"], float(meta["points"])))
+                found.append(Exercise(path.stem, meta["grade_id"], float(meta["points"]), bool(meta.get("solution"))))
     return found
+
+
+PENDING = "pending"  # grades.csv: an answer that waits for a person in formgrader
 
 
 def _tree_digest(folder: Path) -> str:
@@ -160,6 +166,10 @@ def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, lo
     auto = outcome.get("autograde", {})
     text = auto.get("log", "") + auto.get("error", "") + log
     graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
+    kept = out / "autograded" / student / course.assignment / f"{notebook}.ipynb"  # what formgrader shows
+    kept.unlink(missing_ok=True)
+    _keep(job / "submitted" / student / course.assignment / f"{notebook}.ipynb",
+          out / "submitted" / student / course.assignment / f"{notebook}.ipynb")  # formgrader counts submissions there
     if killed:
         record.update(status="timeout", detail=f"killed after {options.notebook_timeout} s")
     elif outcome.get("out_of_memory") and "scores" not in outcome:
@@ -173,6 +183,7 @@ def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, lo
             record.update(status="error", detail=_last_error(text))
     else:
         record["scores"] = outcome["scores"]
+        record["manual"] = outcome.get("manual", {})
         record["timings"] = outcome.get("timings", {})
         record["ideas"] = {gid: [{"id": i["id"], "status": i["status"], "earned": i["earned"], "points": i["points"]}
                                  for i in result["ideas"]] for gid, result in outcome.get("judge", {}).items()}
@@ -191,10 +202,19 @@ def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, lo
             fb = outcome.get("feedback", {})
             notes.append("feedback could not be generated: " + _last_error(fb.get("log", "") + fb.get("error", "")))
         record["detail"] = "; ".join(notes)
+        _keep(graded, kept)
     if record["status"] != "graded":
         log_copy = out / "logs" / student / f"{notebook}.log"
         log_copy.parent.mkdir(parents=True, exist_ok=True)
         log_copy.write_text(text[-200_000:], encoding="utf-8")
+
+
+def _keep(source: Path, target: Path) -> None:
+    """Copy a notebook into OUT's nbgrader course folder (atomically)."""
+    if source.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, target.with_suffix(".tmp"))
+        os.replace(target.with_suffix(".tmp"), target)
 
 
 MAX_PAGE = 1_000_000  # characters in one feedback page
@@ -439,6 +459,12 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     digest = course.sources_digest()
     secrets = secret_lines(course)
     _key(out)
+    db_url = gradebook.resolve_url(out, options.db_url)
+    try:  # the course gradebook, written by this process only (one writer thread)
+        writer = gradebook.Writer(db_url, master / "gradebook.db", course.assignment)
+    except gradebook.GradebookError as exc:
+        raise UnusableInput(str(exc)) from None
+    gradebook.write_course_config(out, db_url, master, course.assignment)
     write_json_atomic(out / ".work" / "settings.json", {
         "assignment": course.assignment, "judge": str(master / "judge.json"), "sandbox": options.sandbox,
         "home": str(out / ".sandbox"), "memory_limit": options.memory_limit, "pids": options.process_limit,
@@ -474,7 +500,18 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     total = sum(len(items) for items in by_student.values())
     bar = tqdm(total=total, desc="grading notebooks", unit="nb", disable=not options.progress)
 
+    def record_in_gradebook(record: dict) -> None:
+        if record["status"] == "invalid_student_id":
+            return
+        if record["status"] != "graded":  # no autograded notebook left from an earlier run
+            (out / "autograded" / record["student_id"] / course.assignment / f"{record['notebook']}.ipynb").unlink(missing_ok=True)
+        writer.put(record)
+
+    for record in records:  # reused and missing ones: a new or changed gradebook gets them too
+        record_in_gradebook(record)
+
     def done(record: dict) -> None:
+        record_in_gradebook(record)
         bar.update(1)
         bar.set_postfix_str(f"{record['student_id']}/{record['notebook']}", refresh=False)
 
@@ -491,13 +528,23 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
                         for notebook, path, fingerprint in items:
                             records.append({"student_id": student, "notebook": notebook, "scores": {}, "status": "error",
                                             "detail": safe_text(f"{type(exc).__name__}: {exc}")})
+                            record_in_gradebook(records[-1])
             except BaseException:
                 pool.shutdown(wait=False, cancel_futures=True)
                 kill_live_runs()
                 raise
     finally:
         bar.close()
-    return _report(course, out, graded_cells, records, notes, len(students), sandbox)
+        try:
+            writer.close()  # every finished notebook is in the gradebook (also on Ctrl-C)
+            gradebook_error = None
+        except gradebook.GradebookError as exc:
+            gradebook_error = str(exc)
+    if gradebook_error:
+        print(f"WARNING: {gradebook_error}. The results are kept in {out / '.state'}; run the same command again "
+              "to record them.", file=sys.stderr)
+    book = {"db_url": gradebook.mask_url(db_url), "notebooks_recorded": writer.merged, "error": gradebook_error}
+    return _report(course, out, graded_cells, records, notes, len(students), sandbox, db_url, book)
 
 
 def _install_sigterm() -> None:
@@ -512,8 +559,19 @@ def _install_sigterm() -> None:
 
 
 def _report(course: Course, out: Path, graded_cells: list[Exercise], records: list[dict], notes: dict[str, list[str]],
-            n_students: int, sandbox: dict) -> dict:
+            n_students: int, sandbox: dict, db_url: str | None = None, book: dict | None = None) -> dict:
+    """grades.csv (one row per student: each cell's score, a reflection not yet graded by a
+    person as ``pending``, ``auto_total``, ``total`` = every score so far, as nbgrader export
+    counts it, ``max_total`` and how many answers are ``pending``), log.jsonl, summary.json."""
     max_total = sum(e.points for e in graded_cells)
+    auto_cells = [e for e in graded_cells if not e.manual]
+    manual_cells = [e for e in graded_cells if e.manual]
+    stored = {}
+    if db_url and not (book or {}).get("error"):
+        try:
+            stored = gradebook.read_scores(db_url, course.assignment)
+        except gradebook.GradebookError as exc:
+            book = {**(book or {}), "error": str(exc)}
     by_student: dict[str, dict[str, dict]] = {}
     for r in records:
         by_student.setdefault(r["student_id"], {})[r["notebook"]] = r
@@ -521,17 +579,30 @@ def _report(course: Course, out: Path, graded_cells: list[Exercise], records: li
     for student in sorted(by_student):
         per_nb = by_student[student]
         row = {"student_id": student}
-        for e in graded_cells:
-            row[e.grade_id] = per_nb.get(e.notebook, {}).get("scores", {}).get(e.grade_id, 0.0)
-        row["total"] = sum(row[e.grade_id] for e in graded_cells)
+        for e in [*auto_cells, *manual_cells]:
+            record = per_nb.get(e.notebook, {})
+            entry = stored.get(student, {}).get(e.grade_id)
+            score = gradebook.cell_score(entry) if entry else None
+            if score is None and record.get("status") != "graded":
+                score = 0.0  # nothing was graded: nothing to grade by hand either
+            elif score is None and not e.manual:
+                score = float(record.get("scores", {}).get(e.grade_id, 0.0))
+            elif score is None:
+                left = record.get("manual", {}).get(e.grade_id)  # 0: left as released
+                score = PENDING if left is None else float(left)
+            row[e.grade_id] = score
+        row["auto_total"] = sum(row[e.grade_id] for e in auto_cells)
+        row["total"] = sum(v for e in graded_cells if not isinstance(v := row[e.grade_id], str))
         row["max_total"] = max_total
+        row["pending"] = sum(row[e.grade_id] == PENDING for e in manual_cells)
         rows.append(row)
         for nb in course.notebooks:
             r = per_nb.get(nb)
             if r and r["status"] != "graded":
                 problems.append({"student_id": student, "notebook": nb, "status": r["status"],
                                  "what_happened": STATUS_TEXT[r["status"]], "detail": r.get("detail", "")})
-    fields = ["student_id", *[e.grade_id for e in graded_cells], "total", "max_total"]
+    fields = ["student_id", *[e.grade_id for e in auto_cells], *[e.grade_id for e in manual_cells],
+              "auto_total", "total", "max_total", "pending"]
     tmp = out / "grades.csv.tmp"
     with open(tmp, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
@@ -548,6 +619,11 @@ def _report(course: Course, out: Path, graded_cells: list[Exercise], records: li
         "notebooks_graded": sum(r["status"] == "graded" for r in records),
         "notebooks_reused": sum(bool(r.get("cached")) for r in records),
         "max_total": max_total,
+        "max_auto": sum(e.points for e in auto_cells),
+        "max_manual": sum(e.points for e in manual_cells),
+        "manual_columns": [e.grade_id for e in manual_cells],
+        "manual_pending": sum(row["pending"] for row in rows),
+        "gradebook": book or {},
         "problems": problems,
         "matching_notes": {s: n for s, n in notes.items() if n},
         "columns": fields,

@@ -140,9 +140,31 @@ def course_tests(paths: list[Path]) -> dict[str, dict]:
     return found
 
 
-def check_course(paths: list[Path]) -> list[str]:
-    """Every hidden region parses, follows the format, adds up, and names real solution cells."""
+def check_manual(paths: list[Path]) -> list[str]:
+    """Each answer graded by a person is a markdown cell with points and a model answer
+    between the solution markers, and no hidden tests (a person, not the judge, scores it)."""
     problems = []
+    for path in paths:
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if not (meta.get("grade") and meta.get("solution")):
+                continue
+            where = f"{path.name}: answer cell {meta.get('grade_id')}"
+            if cell.cell_type != "markdown":
+                problems.append(f"{where}: a manually graded answer must be a markdown cell")
+            if float(meta.get("points", 0)) <= 0:
+                problems.append(f"{where}: has no points")
+            if not re.search(r"### BEGIN SOLUTION\n.*\S.*\n### END SOLUTION", cell.source, re.S):
+                problems.append(f"{where}: needs a model answer between ### BEGIN SOLUTION and ### END SOLUTION")
+            if HIDDEN.search(cell.source):
+                problems.append(f"{where}: holds hidden tests; a person grades it, the judge does not")
+    return problems
+
+
+def check_course(paths: list[Path]) -> list[str]:
+    """Every hidden region parses, follows the format, adds up, and names real solution cells;
+    answers graded by a person have none (check_manual)."""
+    problems = check_manual(paths)
     tests = course_tests(paths)
     solution_ids = {gid for nb in tests.values() for gid in nb["solutions"]}
     for notebook in tests.values():

@@ -94,7 +94,7 @@ class Worker:
             # is restarted when it fails, and a restart reports whether it ran out of memory
             result["runner_out_of_memory"] = self.runner_out_of_memory or bool(
                 self.box and self._runner_job and self.box.groups.out_of_memory(self._runner_job.name))
-            result["scores"] = self._record(jobdir, notebooks[0].stem, result["judge"])
+            result["scores"], result["manual"] = self._record(jobdir, notebooks[0].stem, result["judge"])
             result["timings"]["judge"] = round(time.monotonic() - clock, 3)
             clock = time.monotonic()
             result["feedback"] = api.generate_feedback(assignment, student, force=True)
@@ -114,20 +114,28 @@ class Worker:
         nbformat.write(nb, path)
         return results, load_errors
 
-    def _record(self, jobdir: Path, notebook: str, results: dict) -> dict[str, float]:
-        """Replace nbgrader's scores (public checks only) by the judge's, in the gradebook."""
+    def _record(self, jobdir: Path, notebook: str, results: dict) -> tuple[dict[str, float], dict[str, float | None]]:
+        """Replace nbgrader's scores (public checks only) by the judge's, in the gradebook.
+        Returns (the judge's scores, the answers a person grades: None when written, 0 when
+        left as released, as nbgrader's autograde recorded them)."""
         from nbgrader.api import Gradebook
 
         assignment = self.settings["assignment"]
         with Gradebook(f"sqlite:///{jobdir / 'gradebook.db'}") as gradebook:
             submitted = gradebook.find_submission_notebook(notebook, assignment, self.student)
+            manual_ids = {cell.name for cell in submitted.notebook.solution_cells}
+            manual = {}
             for grade in submitted.grades:
-                if grade.name in results:
+                if grade.name in manual_ids:  # a written answer: formgrader's, never the judge's
+                    manual[grade.name] = None if grade.auto_score is None else float(grade.auto_score)
+                elif grade.name in results:
                     grade.auto_score = results[grade.name]["score"]
                 elif grade.cell.max_score:
                     grade.auto_score = 0.0  # a grade cell the judge has no tests for earns nothing
             gradebook.db.commit()
-            return {g.name: float(g.auto_score or 0.0) for g in submitted.grades if g.cell.max_score}
+            scores = {g.name: float(g.auto_score or 0.0) for g in submitted.grades
+                      if g.cell.max_score and g.name not in manual_ids}
+            return scores, manual
 
 
 def ideas_report(result: dict) -> str:

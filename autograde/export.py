@@ -1,0 +1,53 @@
+"""``python -m autograde export OUT``: the final table, automatic and manual scores together,
+read from the course gradebook (after graders scored the reflections in formgrader)."""
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+from . import gradebook
+from .course import Course, UnusableInput
+from .grading import PENDING, exercises
+
+
+def export(course: Course, out: Path, db_url: str | None = None, target: Path | None = None) -> tuple[Path, dict]:
+    """Write the table (default ``OUT/final_grades.csv``). Returns (its path, a summary)."""
+    if not out.is_dir():
+        raise UnusableInput(f"{out} is not a graded course folder (run `python -m autograde grade ... --out {out}` first)")
+    url = gradebook.resolve_url(out, db_url)
+    if not db_url and not (out / gradebook.URL_FILE).is_file() and not (out / "gradebook.db").is_file():
+        raise UnusableInput(f"{out} holds no gradebook: grade into it first, or pass --db-url")
+    try:
+        stored = gradebook.read_scores(url, course.assignment)
+    except gradebook.GradebookError as exc:
+        raise UnusableInput(str(exc)) from None
+    cells = exercises(course)
+    auto = [e for e in cells if not e.manual]
+    manual = [e for e in cells if e.manual]
+    fields = ["student_id", *[e.grade_id for e in auto], *[e.grade_id for e in manual],
+              "auto_total", "manual_total", "total", "max_total", "pending"]
+    target = target or out / "final_grades.csv"
+    rows = []
+    for student in sorted(stored):
+        per = stored[student]
+        row: dict = {"student_id": student}
+        for e in cells:
+            entry = per.get(e.grade_id)
+            score = gradebook.cell_score(entry) if entry else None
+            row[e.grade_id] = PENDING if score is None and e.manual else (score or 0.0)
+        row["auto_total"] = sum(row[e.grade_id] for e in auto)
+        row["manual_total"] = sum(v for e in manual if not isinstance(v := row[e.grade_id], str))
+        row["total"] = row["auto_total"] + row["manual_total"]
+        row["max_total"] = sum(e.points for e in cells)
+        row["pending"] = sum(row[e.grade_id] == PENDING for e in manual)
+        rows.append(row)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (f"{v:g}" if isinstance(v, float) else v) for k, v in row.items()})
+    os.replace(tmp, target)
+    return target, {"students": len(rows), "pending": sum(r["pending"] for r in rows), "db_url": gradebook.mask_url(url)}

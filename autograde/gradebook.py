@@ -1,0 +1,283 @@
+"""The course's nbgrader gradebook: one database for the whole class (SQLite in OUT by
+default, or any nbgrader ``db_url`` such as PostgreSQL), written only by the batch's parent.
+
+Workers grade in throwaway course folders with gradebooks of their own; each finished
+notebook's record (its judge scores, and which reflection answers await a person) is merged
+here through nbgrader's ``Gradebook`` API by one writer thread. A regrade replaces the
+automatic scores and never touches a manual score, so what graders entered in formgrader
+stays. The structure (assignment, notebooks, grade cells) comes from the master course's
+gradebook, which nbgrader's ``generate_assignment`` filled.
+
+OUT is also an nbgrader course folder (``nbgrader_config.py``, ``autograded/``), so
+``nbgrader formgrader`` and ``nbgrader export`` work on it. No database password is ever
+written to a file or a log: URLs are masked, and the config holds the URL without it
+(libpq then reads ``PGPASSWORD`` or ``~/.pgpass``).
+"""
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from pathlib import Path
+
+from tools.project_runtime import write_json_atomic
+
+COURSE_ID = "serving-overlap"  # as in nbgrader_config.py
+URL_FILE = ".gradebook.json"  # OUT/.gradebook.json: the URL in use, without its password
+
+
+class GradebookError(RuntimeError):
+    """The course gradebook cannot be opened or written (its message never holds a password)."""
+
+
+def default_url(out: Path) -> str:
+    return f"sqlite:///{(out / 'gradebook.db').resolve()}"
+
+
+def _parse(url: str):
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url)
+    except Exception as exc:
+        raise GradebookError(f"not a database URL: {mask_text(url, url)!r} ({type(exc).__name__})") from None
+
+
+def mask_url(url: str) -> str:
+    """The URL as it may be shown: the password replaced by ***."""
+    try:
+        return _parse(url).render_as_string(hide_password=True)
+    except GradebookError:
+        return "<unreadable database URL>"
+
+
+def password_free(url: str) -> str:
+    """The URL without its password (for files: libpq finds the password in PGPASSWORD or ~/.pgpass)."""
+    parsed = _parse(url)
+    return parsed._replace(password=None).render_as_string(hide_password=False) if parsed.password else url
+
+
+def mask_text(text: str, url: str | None) -> str:
+    """``text`` with the password of ``url`` (and the raw URL) masked wherever it appears."""
+    if not url:
+        return text
+    try:
+        from sqlalchemy.engine import make_url
+
+        password = make_url(url).password
+    except Exception:
+        password = None
+    text = text.replace(url, "<database URL>")
+    if password:
+        text = text.replace(str(password), "***")
+    return text
+
+
+def resolve_url(out: Path, db_url: str | None) -> str:
+    """The URL to use: the one given, else the one this OUT used before, else SQLite in OUT."""
+    if db_url:
+        _parse(db_url)
+        return db_url
+    try:
+        return json.loads((out / URL_FILE).read_text(encoding="utf-8"))["db_url"]
+    except (OSError, ValueError, KeyError):
+        return default_url(out)
+
+
+def open_gradebook(url: str):
+    """nbgrader's Gradebook on ``url``, with errors that never show the password."""
+    import os
+
+    from nbgrader.api import Gradebook
+
+    from .course import bin_dir
+
+    if str(bin_dir()) not in os.environ.get("PATH", "").split(os.pathsep):  # a new gradebook runs `alembic`
+        os.environ["PATH"] = f"{bin_dir()}{os.pathsep}{os.environ.get('PATH', '')}"
+    try:
+        return Gradebook(url, COURSE_ID)
+    except Exception as exc:
+        raise GradebookError(f"cannot open the gradebook {mask_url(url)}: "
+                             f"{type(exc).__name__}: {mask_text(str(exc), url)[:500]}") from None
+
+
+def write_course_config(out: Path, url: str, master: Path, assignment: str) -> None:
+    """Make OUT an nbgrader course folder that formgrader and ``nbgrader export`` understand."""
+    stored = password_free(url)
+    write_json_atomic(out / URL_FILE, {"db_url": stored, "assignment": assignment})
+    text = f'''# nbgrader configuration of this graded course (written by `python -m autograde grade`).
+# `nbgrader formgrader` and `nbgrader export --to FILE` run here read the course gradebook below.
+# The database password is never stored: set PGPASSWORD or use ~/.pgpass.
+c = get_config()  # noqa: F821
+c.CourseDirectory.course_id = {COURSE_ID!r}
+c.CourseDirectory.root = {str(out.resolve())!r}
+c.CourseDirectory.db_url = {stored!r}
+# the master course built from the instructor sources (without hidden tests)
+c.CourseDirectory.source_directory = {str(Path(master.name) / "source")!r}
+c.CourseDirectory.release_directory = {str(Path(master.name) / "release")!r}
+'''
+    tmp = out / "nbgrader_config.py.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out / "nbgrader_config.py")
+
+
+def sync_structure(gradebook, master_db: Path, assignment: str) -> dict[str, dict[str, dict]]:
+    """Create or update the assignment, its notebooks and their cells from the master course's
+    gradebook. Returns {notebook: {grade_id: {"max_score", "cell_type", "manual"}}}."""
+    from nbgrader.api import Gradebook
+
+    cells: dict[str, dict[str, dict]] = {}
+    with Gradebook(f"sqlite:///{master_db}", COURSE_ID) as master:
+        source = master.find_assignment(assignment)
+        gradebook.update_or_create_assignment(assignment)
+        for notebook in source.notebooks:
+            gradebook.update_or_create_notebook(notebook.name, assignment)
+            solution_ids = {cell.name for cell in notebook.solution_cells}
+            found = cells.setdefault(notebook.name, {})
+            for cell in notebook.grade_cells:
+                gradebook.update_or_create_grade_cell(cell.name, notebook.name, assignment, max_score=cell.max_score,
+                                                      cell_type=cell.cell_type)
+                found[cell.name] = {"max_score": float(cell.max_score), "cell_type": cell.cell_type,
+                                    "manual": cell.name in solution_ids}
+            for cell in notebook.solution_cells:
+                gradebook.update_or_create_solution_cell(cell.name, notebook.name, assignment)
+            for cell in notebook.source_cells:
+                gradebook.update_or_create_source_cell(cell.name, notebook.name, assignment, cell_type=cell.cell_type,
+                                                       locked=cell.locked, source=cell.source, checksum=cell.checksum)
+    return cells
+
+
+def merge(gradebook, assignment: str, record: dict) -> None:
+    """Write one notebook's outcome: the judge's scores as auto scores; a reflection answer
+    left for a person as auto score None (needs a manual grade); a notebook that could not
+    be graded as zeros. Manual scores are never changed."""
+    from nbgrader.api import Comment, Grade, MissingEntry, SubmittedNotebook
+
+    student, notebook = record["student_id"], record["notebook"]
+    gradebook.update_or_create_student(student)
+    try:
+        submission = gradebook.find_submission(assignment, student)
+    except MissingEntry:
+        with gradebook.db().no_autoflush:  # nbgrader builds the submission before adding it to the session
+            submission = gradebook.add_submission(assignment, student)
+    db = gradebook.db
+    submitted = next((nb for nb in submission.notebooks if nb.name == notebook), None)
+    if submitted is None:  # a notebook added to the course after this submission was recorded
+        structure = gradebook.find_notebook(notebook, assignment)
+        submitted = SubmittedNotebook(notebook=structure, assignment=submission)
+        db.add(submitted)
+        db.flush()
+    present = {grade.cell_id for grade in submitted.grades}
+    for cell in submitted.notebook.grade_cells:
+        if cell.id not in present:
+            db.add(Grade(cell_id=cell.id, notebook=submitted))
+    present = {comment.cell_id for comment in submitted.comments}
+    for cell in submitted.notebook.solution_cells:
+        if cell.id not in present:
+            db.add(Comment(cell_id=cell.id, notebook=submitted))
+    db.flush()
+    graded = record.get("status") == "graded"
+    scores, manual = record.get("scores", {}), record.get("manual", {})
+    for grade in submitted.grades:
+        if grade.name in manual and graded:
+            auto = manual[grade.name]  # None: a person grades it; 0: left as released
+        elif grade.name in scores and graded:
+            auto = float(scores[grade.name])
+        else:  # not graded (missing, timed out...) or a cell the judge did not score: no points
+            auto = 0.0
+        if grade.manual_score is None:
+            grade.needs_manual_grade = auto is None
+        elif not record.get("cached") or auto != grade.auto_score:
+            grade.needs_manual_grade = True  # regraded under a person's score: they review it (as nbgrader does)
+        grade.auto_score = auto
+    db.commit()
+
+
+def read_scores(url: str, assignment: str) -> dict[str, dict[str, dict]]:
+    """{student: {grade_id: {"auto", "manual", "extra", "max", "manual_cell", "notebook"}}} for the assignment."""
+    from nbgrader.api import MissingEntry
+
+    found: dict[str, dict[str, dict]] = {}
+    with open_gradebook(url) as gradebook:
+        try:
+            assignment_row = gradebook.find_assignment(assignment)
+        except MissingEntry:
+            return found
+        for submission in assignment_row.submissions:
+            per = found.setdefault(submission.student.id, {})
+            for notebook in submission.notebooks:
+                solution_ids = {cell.name for cell in notebook.notebook.solution_cells}
+                for grade in notebook.grades:
+                    per[grade.name] = {"auto": grade.auto_score, "manual": grade.manual_score,
+                                       "extra": grade.extra_credit, "max": float(grade.max_score or 0.0),
+                                       "manual_cell": grade.name in solution_ids, "notebook": notebook.name}
+    return found
+
+
+def cell_score(entry: dict) -> float | None:
+    """A grade's score as nbgrader counts it: the manual score if a person gave one, else the
+    automatic one, plus any extra credit; None while nobody has scored it."""
+    base = entry["manual"] if entry["manual"] is not None else entry["auto"]
+    if base is None:
+        return None
+    return float(base) + float(entry["extra"] or 0.0)
+
+
+class Writer:
+    """The one writer of the course gradebook: records are queued from any thread and merged
+    in order by a thread of its own (nbgrader's Gradebook keeps a session per thread)."""
+
+    _STOP = object()
+
+    def __init__(self, url: str, master_db: Path, assignment: str):
+        self.url, self.master_db, self.assignment = url, master_db, assignment
+        self.error: str | None = None
+        self.merged = 0
+        self._queue: queue.Queue = queue.Queue()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gradebook-writer", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self.error:
+            self._thread.join()
+            raise GradebookError(self.error)
+
+    def _run(self) -> None:
+        try:
+            gradebook = open_gradebook(self.url)
+            sync_structure(gradebook, self.master_db, self.assignment)
+        except Exception as exc:
+            self.error = self._describe(exc, "cannot prepare the gradebook")
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            while True:
+                record = self._queue.get()
+                if record is self._STOP:
+                    break
+                if self.error:
+                    continue
+                try:
+                    merge(gradebook, self.assignment, record)
+                    self.merged += 1
+                except Exception as exc:
+                    gradebook.db.rollback()
+                    self.error = self._describe(exc, f"cannot record {record.get('student_id')}/{record.get('notebook')}")
+        finally:
+            gradebook.close()
+
+    def _describe(self, exc: Exception, what: str) -> str:
+        if isinstance(exc, GradebookError):
+            return str(exc)
+        return f"{what} in the gradebook {mask_url(self.url)}: {type(exc).__name__}: {mask_text(str(exc), self.url)[:500]}"
+
+    def put(self, record: dict) -> None:
+        self._queue.put(dict(record))
+
+    def close(self) -> None:
+        """Wait for every queued record to be merged; raise if one could not be."""
+        self._queue.put(self._STOP)
+        self._thread.join()
+        if self.error:
+            raise GradebookError(self.error)

@@ -1,0 +1,348 @@
+"""The course's nbgrader gradebook, on SQLite and on a real PostgreSQL server: what `grade`
+writes there equals grades.csv, reruns and resumed batches add no rows, a person's score
+survives a regrade and reaches the exports, `nbgrader export` agrees, and the database
+password appears in no file and no output. Reflections are manually graded answer cells."""
+import csv
+import glob
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograde.course import Course
+from autograde.gradebook import cell_score, mask_text, mask_url, password_free, read_scores
+from autograde.grading import _write_feedback
+from autograde.ideas import check_course, check_manual
+from autograde.leaks import secret_lines
+from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, mutate, write
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = Course.load(ROOT).assignment
+REFLECTIONS = {n: [c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
+                  if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")] for n in NOTEBOOKS}
+MAX_TOTAL = 16 + sum(len(ids) for ids in REFLECTIONS.values())  # TODO points, then one point per reflection answer
+GRADED = [NOTEBOOKS[0], NOTEBOOKS[2]]  # two quick notebooks keep the class small
+STUDENTS = ("ana", "ben", "cho")
+
+
+# ---------------------------------------------------------------- fast: the cells and the helpers
+
+def test_every_reflection_is_a_manually_graded_answer_with_a_rubric():
+    for name in NOTEBOOKS:
+        source = nbformat.read(SOLUTIONS / f"{name}.ipynb", 4)
+        release = nbformat.read(RELEASE / f"{name}.ipynb", 4)
+        for nb, is_release in ((source, False), (release, True)):
+            cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
+            question = cells[f"reflection_{name[:2]}"]
+            assert question.metadata["nbgrader"]["locked"], "graders and learners read the rubric from a read-only cell"
+            assert len(REFLECTIONS[name]) >= 2
+            assert question.source.count("Graded by a person, 1 point: ½") == len(REFLECTIONS[name]), "a rubric per answer"
+            assert REFLECTIONS[name] == [f"reflection_{name[:2]}_q{q}" for q in range(1, len(REFLECTIONS[name]) + 1)]
+            for gid in REFLECTIONS[name]:
+                answer = cells[gid]
+                meta = answer.metadata["nbgrader"]
+                assert answer.cell_type == "markdown"
+                assert (meta["grade"], meta["solution"], meta["locked"], meta["points"]) == (True, True, False, 1)
+                if is_release:
+                    assert "YOUR ANSWER HERE" in answer.source and "BEGIN SOLUTION" not in answer.source
+                else:
+                    assert len(answer.source.split("### BEGIN SOLUTION")[1]) > 200, "a model answer for the grader"
+    assert check_course([SOLUTIONS / f"{n}.ipynb" for n in NOTEBOOKS]) == []
+
+
+def test_the_manual_cell_check_refuses_a_broken_answer_cell(tmp_path):
+    nb = nbformat.read(SOLUTIONS / f"{NOTEBOOKS[0]}.ipynb", 4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "reflection_01_q1":
+            cell.source = "*Your answer:*"
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "reflection_01_q2":
+            cell.metadata["nbgrader"]["points"] = 0
+    nbformat.write(nb, tmp_path / "nb.ipynb")
+    problems = check_manual([tmp_path / "nb.ipynb"])
+    assert any("reflection_01_q1" in p and "model answer" in p for p in problems)
+    assert any("reflection_01_q2" in p and "no points" in p for p in problems)
+
+
+def test_a_model_answer_is_removed_from_a_feedback_page(tmp_path):
+    """The reference answers of the reflections are secrets for the feedback scan."""
+    secrets_ = secret_lines(Course.load(ROOT))
+    model = next(line for line in secrets_ if line.startswith("They share the H2D copy engine"))
+    page = tmp_path / "page.html"
+    page.write_text(f"<html><body>\n<p>{model}</p>\n<p>my own words</p>\n</body></html>\n")
+    graded = tmp_path / "graded.ipynb"
+    nbformat.write(nbformat.read(RELEASE / f"{NOTEBOOKS[0]}.ipynb", 4), graded)
+    assert _write_feedback(page, tmp_path / "out.html", secrets_, graded) == 1
+    assert model not in (tmp_path / "out.html").read_text() and "my own words" in (tmp_path / "out.html").read_text()
+
+
+def test_urls_are_masked_and_stored_without_the_password():
+    url = "postgresql://grader:s3cret-pw@db.example:5432/course"
+    assert "s3cret-pw" not in mask_url(url) and "***" in mask_url(url)
+    assert password_free(url) == "postgresql://grader@db.example:5432/course"
+    assert "s3cret-pw" not in mask_text(f"could not connect to {url}: password s3cret-pw rejected", url)
+    assert cell_score({"auto": None, "manual": None, "extra": None}) is None
+    assert cell_score({"auto": 2.0, "manual": 0.5, "extra": 0.25}) == 0.75
+
+
+def test_export_refuses_a_folder_that_was_never_graded(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "autograde", "export", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "no gradebook" in proc.stderr
+
+
+# ---------------------------------------------------------------- slow: a small class, graded
+
+def _pg_bin() -> str | None:
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    if shutil.which("pg_ctl"):
+        candidates.append(str(Path(shutil.which("pg_ctl")).parent))
+    return next((d for d in candidates if os.access(Path(d) / "pg_ctl", os.X_OK) and os.access(Path(d) / "initdb", os.X_OK)), None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Postgres:
+    """A throwaway PostgreSQL server in a temporary folder (as the `postgres` user when run as
+    root: the server refuses to run as root), with password authentication over TCP."""
+
+    def __init__(self):
+        bindir = _pg_bin()
+        if bindir is None:
+            pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found; install postgresql to run this test")
+        import importlib.util
+
+        if importlib.util.find_spec("psycopg") is None:
+            pytest.skip("no PostgreSQL driver for SQLAlchemy: install psycopg[binary] (the instructor extra)")
+        self.prefix: list[str] = []
+        owner = None
+        if os.geteuid() == 0:
+            try:
+                owner = pwd.getpwnam("postgres")
+            except KeyError:
+                pytest.skip("running as root and there is no 'postgres' user to run the server as")
+            if not shutil.which("runuser"):
+                pytest.skip("running as root and `runuser` is missing")
+            self.prefix = ["runuser", "-u", "postgres", "--"]
+        self.folder = Path(tempfile.mkdtemp(prefix="course-pg-", dir="/tmp"))
+        self.password = "pw-" + secrets.token_hex(10)
+        (self.folder / "pwfile").write_text(self.password + "\n")
+        if owner:
+            for path in (self.folder, self.folder / "pwfile"):
+                os.chown(path, owner.pw_uid, owner.pw_gid)
+        self.bin, self.port = Path(bindir), _free_port()
+        self._run("initdb", "-D", str(self.folder / "data"), "-U", "grader", f"--pwfile={self.folder / 'pwfile'}",
+                  "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8")
+        self._run("pg_ctl", "-D", str(self.folder / "data"), "-l", str(self.folder / "server.log"), "-w", "-t", "60",
+                  "-o", f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1", "start")
+        self.url = f"postgresql://grader:{self.password}@127.0.0.1:{self.port}/course"
+        self._run("createdb", "-h", str(self.folder), "-p", str(self.port), "-U", "grader", "course")
+
+    def _run(self, tool: str, *args: str) -> None:
+        proc = subprocess.run([*self.prefix, str(self.bin / tool), *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{tool}: {proc.stdout}{proc.stderr}"
+
+    def stop(self) -> None:
+        subprocess.run([*self.prefix, str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop"],
+                       capture_output=True, timeout=120)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _grade(subs: Path, out: Path, db: list[str], check: bool = True, **popen) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--workers", "1",
+                           "--cell-timeout", "10", "--no-progress", *db], capture_output=True, text=True, timeout=1200)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def _grades(path: Path) -> dict[str, dict[str, str]]:
+    with open(path, encoding="utf-8") as handle:
+        return {row["student_id"]: row for row in csv.DictReader(handle)}
+
+
+def _counts(url: str) -> dict[str, int]:
+    from nbgrader.api import Comment, Grade, Student, SubmittedAssignment, SubmittedNotebook
+
+    from autograde.gradebook import open_gradebook
+
+    with open_gradebook(url) as gb:
+        return {model.__name__: gb.db.query(model).count()
+                for model in (Student, SubmittedAssignment, SubmittedNotebook, Grade, Comment)}
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def graded(request, tmp_path_factory):
+    """A class of three graded into one OUT: interrupted after its first notebooks, resumed,
+    rerun; then a person scores a reflection and one student is regraded."""
+    server = Postgres() if request.param == "postgresql" else None
+    try:
+        tmp = tmp_path_factory.mktemp(request.param)
+        subs, out = tmp / "subs", tmp / "out"
+        for name in GRADED:
+            write(subs, "ana", name, build(name))  # right answers, reflections written
+            write(subs, "ben", name, build(name, fill=False))  # the release, untouched
+        write(subs, "cho", GRADED[0], build(GRADED[0], mutate("todo0_solution", "reasons.append('shared_state')", "pass")))
+        db = ["--db-url", server.url] if server else []
+        url = server.url if server else f"sqlite:///{out / 'gradebook.db'}"
+        outputs = []
+        proc = subprocess.Popen([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--workers", "1",
+                                 "--cell-timeout", "10", "--no-progress", *db], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(list((out / ".state").rglob("*.json"))) < 2 and proc.poll() is None:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        outputs += proc.communicate(timeout=120)
+        interrupted = _counts(url)
+        resumed = _grade(subs, out, db)
+        after_resume = _counts(url)
+        rerun = _grade(subs, out, db)
+        after_rerun = _counts(url)
+        before_regrade = _grades(out / "grades.csv")
+        # a person grades ana's first reflection in formgrader (through the same API)
+        from autograde.gradebook import open_gradebook
+
+        with open_gradebook(url) as gb:
+            grade = gb.find_grade("reflection_01_q1", GRADED[0], ASSIGNMENT, "ana")
+            grade.manual_score = 0.5
+            grade.needs_manual_grade = False
+            gb.db.commit()
+        shutil.rmtree(out / ".state" / "ana")  # force a regrade of ana
+        regrade = _grade(subs, out, db)
+        export = subprocess.run([sys.executable, "-m", "autograde", "export", str(out), *db], capture_output=True, text=True,
+                                timeout=300)
+        assert export.returncode == 0, export.stdout + export.stderr
+        nbx = tmp / "nbgrader_export.csv"
+        env = _env()
+        if server:
+            env["PGPASSWORD"] = server.password  # the config in OUT holds the URL without its password
+        nbexport = subprocess.run([str(Path(sys.executable).parent / "nbgrader"), "export", "--to", str(nbx)], cwd=out,
+                                  capture_output=True, text=True, env=env, timeout=300)
+        assert nbexport.returncode == 0, nbexport.stdout + nbexport.stderr
+        outputs += [resumed.stdout, resumed.stderr, rerun.stdout, rerun.stderr, regrade.stdout, regrade.stderr,
+                    export.stdout, export.stderr, nbexport.stdout, nbexport.stderr]
+        yield {"out": out, "url": url, "server": server, "interrupted": interrupted, "after_resume": after_resume,
+               "after_rerun": after_rerun, "after_regrade": _counts(url), "before_regrade": before_regrade,
+               "grades": _grades(out / "grades.csv"), "final": _grades(out / "final_grades.csv"),
+               "nbgrader": {r["student_id"]: r for r in csv.DictReader(open(nbx, encoding="utf-8"))},
+               "scores": read_scores(url, ASSIGNMENT), "outputs": outputs, "rerun": rerun.stdout}
+    finally:
+        if server:
+            server.stop()
+
+
+@pytest.mark.slow
+def test_the_gradebook_holds_what_grades_csv_shows(graded):
+    rows, scores = graded["grades"], graded["scores"]
+    assert set(rows) == set(scores) == set(STUDENTS)
+    for student, row in rows.items():
+        for gid, entry in scores[student].items():
+            score = cell_score(entry)
+            assert row[gid] == ("pending" if score is None else f"{score:g}"), (student, gid, entry, row[gid])
+    assert rows["ana"]["auto_total"] == "6" and rows["ana"]["pending"] == "3", rows["ana"]  # 01 and 03: 3 + 3
+    assert rows["ana"]["reflection_01_q1"] == "0.5" and rows["ana"]["total"] == "6.5"
+    assert rows["ben"]["total"] == "0" and rows["ben"]["pending"] == "0", "blank answers are zero, not pending"
+    assert 0 < float(rows["cho"]["todo0_check_overlap"]) < 3 and rows["cho"]["reflection_03_q1"] == "0", "03 missing"
+    assert all(row["max_total"] == str(MAX_TOTAL) for row in rows.values())
+
+
+@pytest.mark.slow
+def test_reruns_and_resumes_add_no_rows(graded):
+    expected = {"Student": 3, "SubmittedAssignment": 3, "SubmittedNotebook": 3 * len(NOTEBOOKS)}
+    for stage in ("after_resume", "after_rerun", "after_regrade"):
+        counts = graded[stage]
+        assert {k: counts[k] for k in expected} == expected, (stage, counts)
+        assert counts == graded["after_resume"], stage
+    assert graded["interrupted"]["Student"] <= 3
+    assert "5 reused from an earlier run" in graded["rerun"], graded["rerun"]
+
+
+@pytest.mark.slow
+def test_a_regrade_keeps_the_score_a_person_gave(graded):
+    before, after = graded["before_regrade"]["ana"], graded["grades"]["ana"]
+    assert before["reflection_01_q1"] == "pending" and after["reflection_01_q1"] == "0.5"
+    entry = graded["scores"]["ana"]["reflection_01_q1"]
+    assert entry["manual"] == 0.5 and entry["auto"] is None, "the regrade left the manual score alone"
+    changed = {"reflection_01_q1", "total", "pending"}
+    assert {k: v for k, v in after.items() if k not in changed} == {k: v for k, v in before.items() if k not in changed}
+    assert (float(after["total"]), int(after["pending"])) == (float(before["total"]) + 0.5, int(before["pending"]) - 1)
+    final = graded["final"]["ana"]
+    assert final["reflection_01_q1"] == "0.5" and final["manual_total"] == "0.5" and final["total"] == "6.5"
+    assert final["pending"] == "3" and graded["final"]["ben"]["pending"] == "0"
+
+
+@pytest.mark.slow
+def test_nbgrader_export_agrees_with_grades_csv(graded):
+    for student, row in graded["grades"].items():
+        theirs = graded["nbgrader"][student]
+        assert float(theirs["score"]) == float(row["total"]), (student, theirs, row)
+        assert float(theirs["max_score"]) == float(row["max_total"])
+        assert float(graded["final"][student]["total"]) == float(row["total"])
+
+
+@pytest.mark.slow
+def test_out_is_a_course_formgrader_can_open(graded):
+    """The API behind formgrader sees every submission, its autograded notebooks and what waits for a person."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    out = graded["out"]
+    for student in STUDENTS:
+        for name in GRADED if student != "cho" else GRADED[:1]:
+            assert (out / "autograded" / student / ASSIGNMENT / f"{name}.ipynb").is_file()
+    previous, env = os.getcwd(), dict(os.environ)
+    try:
+        os.chdir(out)
+        os.environ.update(_env())
+        if graded["server"]:
+            os.environ["PGPASSWORD"] = graded["server"].password
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(out)).load_config()
+        api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+        subs = {s["student"]: s for s in api.get_submissions(ASSIGNMENT)}
+        assert api.get_assignment(ASSIGNMENT)["num_submissions"] == 3
+    finally:
+        os.chdir(previous)
+        os.environ.clear()
+        os.environ.update(env)
+    assert all(s["autograded"] for s in subs.values())
+    assert subs["ana"]["needs_manual_grade"] and not subs["ben"]["needs_manual_grade"]
+    assert subs["ana"]["score"] == float(graded["grades"]["ana"]["total"])
+
+
+@pytest.mark.slow
+def test_the_password_is_in_no_file_and_no_output(graded):
+    if not graded["server"]:
+        pytest.skip("SQLite has no password")
+    password = graded["server"].password.encode()
+    leaked = [str(p) for p in graded["out"].rglob("*") if p.is_file() and password in p.read_bytes()]
+    assert not leaked
+    assert not [text for text in graded["outputs"] if graded["server"].password in (text or "")]
+    assert "***" in graded["rerun"] or "@127.0.0.1" in graded["rerun"]
+
+
+@pytest.mark.slow
+def test_an_unreachable_database_is_a_clear_error_without_the_password(tmp_path):
+    subs = tmp_path / "subs"
+    write(subs, "ana", NOTEBOOKS[0], build(NOTEBOOKS[0]))
+    url = f"postgresql://grader:hunter2-secret@127.0.0.1:{_free_port()}/course"
+    proc = _grade(subs, tmp_path / "out", ["--db-url", url], check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "cannot open the gradebook" in proc.stderr and "hunter2-secret" not in proc.stdout + proc.stderr
