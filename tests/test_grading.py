@@ -11,12 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import psutil
 import pytest
 
 from autograde.course import Course
 from autograde.leaks import secret_lines
-from submissions import NOTEBOOKS, answer, build, drop_cell, insert_after, mutate, write
+from submissions import NOTEBOOKS, SOLUTIONS, answer, build, drop_cell, insert_after, mutate, write
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +25,9 @@ POINTS = {"todo0_check_overlap": 3, "todo1_exposed_interval": 3, "todo2_estimate
           "todo3_validate_state": 3, "todo4_plan_decode": 2, "todo5_decide_overlap": 2}
 NB_OF = {"todo0_check_overlap": NOTEBOOKS[0], "todo1_exposed_interval": NOTEBOOKS[1], "todo2_estimate_handoff": NOTEBOOKS[1],
          "todo3_validate_state": NOTEBOOKS[2], "todo4_plan_decode": NOTEBOOKS[3], "todo5_decide_overlap": NOTEBOOKS[4]}
-FULL = sum(POINTS.values())
+FULL = sum(POINTS.values())  # automatic points; the reflections add one point per answer, graded by a person
+MANUAL = [c.metadata["nbgrader"]["grade_id"] for n in NOTEBOOKS for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
+          if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")]  # reflections, 1 point each
 
 # Plausible wrong answers: (student, grade cell, solution cell, old, new, the ideas it must fail).
 # Partial credit: each loses exactly the points of the ideas it breaks (declared in solutions/).
@@ -74,7 +77,8 @@ def run_grade(subs: Path, out: Path, *extra: str, check: bool = True) -> subproc
 
 def read_grades(out: Path) -> dict[str, dict[str, float]]:
     with open(out / "grades.csv", encoding="utf-8") as handle:
-        return {row["student_id"]: {k: float(v) for k, v in row.items() if k != "student_id"} for row in csv.DictReader(handle)}
+        return {row["student_id"]: {k: (v if v == "pending" else float(v)) for k, v in row.items() if k != "student_id"}
+                for row in csv.DictReader(handle)}
 
 
 def full_student(subs: Path, student: str) -> None:
@@ -138,8 +142,8 @@ def batch(tmp_path_factory):
 
 def test_grades_csv_has_the_promised_columns(batch):
     header = (batch["out"] / "grades.csv").read_text().splitlines()[0].split(",")
-    assert header == ["student_id", *POINTS, "total", "max_total"]
-    assert all(row["max_total"] == FULL for row in batch["grades"].values())
+    assert header == ["student_id", *POINTS, *MANUAL, "auto_total", "total", "max_total", "pending"]
+    assert all(row["max_total"] == FULL + len(MANUAL) for row in batch["grades"].values())
 
 
 def test_a_row_for_every_student(batch):
@@ -149,7 +153,8 @@ def test_a_row_for_every_student(batch):
 
 def test_full_marks_and_zero(batch):
     assert batch["grades"]["20230001"]["total"] == FULL, batch["grades"]["20230001"]
-    assert batch["grades"]["untouched"]["total"] == 0
+    assert batch["grades"]["20230001"]["pending"] == len(MANUAL), "written answers wait for a person"
+    assert batch["grades"]["untouched"]["total"] == 0 and batch["grades"]["untouched"]["pending"] == 0
 
 
 def _ideas(batch, student: str, cell: str) -> list[dict]:
@@ -324,7 +329,8 @@ def test_interrupted_batch_resumes_and_workers_agree(tmp_path):
 def test_check_command_passes():
     proc = subprocess.run([sys.executable, "-m", "autograde", "check"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"instructor sources score {FULL}/{FULL}; untouched release scores 0" in proc.stdout
+    assert (f"instructor sources score {FULL}/{FULL} automatic points, {len(MANUAL)} answer(s) ({len(MANUAL)} points) "
+            "left for a person; untouched release scores 0") in proc.stdout
 
 
 def test_validate_reports_public_checks_only(root, tmp_path):
