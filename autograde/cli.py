@@ -144,7 +144,7 @@ def cmd_grade(course: Course, args) -> int:
     print(f"grades: {args.out / 'grades.csv'}   feedback: {args.out / 'feedback'}   log: {args.out / 'log.jsonl'}")
     book = summary["gradebook"]
     print(f"gradebook: {book.get('db_url')} ({book.get('notebooks_recorded', 0)} notebook(s) recorded); "
-          f"{summary['manual_pending']} written answer(s) wait for a person: `nbgrader formgrader` in {args.out}, "
+          f"{summary['manual_pending']} written answer(s) wait for a person: formgrader (`jupyter lab` in {args.out}), "
           f"then `python -m autograde export {args.out}`")
     if summary["problems"]:
         print(f"{len(summary['problems'])} notebook(s) need a look (details in {args.out / 'summary.json'}):")

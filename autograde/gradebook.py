@@ -9,7 +9,7 @@ stays. The structure (assignment, notebooks, grade cells) comes from the master 
 gradebook, which nbgrader's ``generate_assignment`` filled.
 
 OUT is also an nbgrader course folder (``nbgrader_config.py``, ``autograded/``), so
-``nbgrader formgrader`` and ``nbgrader export`` work on it. No database password is ever
+formgrader (``jupyter lab`` in OUT) and ``nbgrader export`` work on it. No database password is ever
 written to a file or a log: URLs are masked, and the config holds the URL without it
 (libpq then reads ``PGPASSWORD`` or ``~/.pgpass``).
 """
@@ -106,7 +106,7 @@ def write_course_config(out: Path, url: str, master: Path, assignment: str) -> N
     stored = password_free(url)
     write_json_atomic(out / URL_FILE, {"db_url": stored, "assignment": assignment})
     text = f'''# nbgrader configuration of this graded course (written by `python -m autograde grade`).
-# `nbgrader formgrader` and `nbgrader export --to FILE` run here read the course gradebook below.
+# formgrader (`jupyter lab` started here) and `nbgrader export --to FILE` read the course gradebook below.
 # The database password is never stored: set PGPASSWORD or use ~/.pgpass.
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = {COURSE_ID!r}

@@ -242,7 +242,7 @@ def graded(request, tmp_path_factory):
                "after_rerun": after_rerun, "after_regrade": _counts(url), "before_regrade": before_regrade,
                "grades": _grades(out / "grades.csv"), "final": _grades(out / "final_grades.csv"),
                "nbgrader": {r["student_id"]: r for r in csv.DictReader(open(nbx, encoding="utf-8"))},
-               "scores": read_scores(url, ASSIGNMENT), "outputs": outputs, "rerun": rerun.stdout}
+               "scores": read_scores(url, ASSIGNMENT), "outputs": outputs, "rerun": rerun.stdout, "db": db}
     finally:
         if server:
             server.stop()
@@ -336,6 +336,61 @@ def test_the_password_is_in_no_file_and_no_output(graded):
     assert not leaked
     assert not [text for text in graded["outputs"] if graded["server"].password in (text or "")]
     assert "***" in graded["rerun"] or "@127.0.0.1" in graded["rerun"]
+
+
+@pytest.mark.slow
+def test_formgrader_shows_the_course_and_a_grade_given_there_reaches_the_export(graded):
+    """The real formgrader (nbgrader's Jupyter server extension) started in OUT: it lists the
+    submissions with grades.csv's totals, shows a notebook with the rubric and the judge's ideas,
+    and a score a grader enters there comes out of `python -m autograde export`."""
+    import json
+    import urllib.request
+
+    out, port = graded["out"], _free_port()
+    env = _env()
+    if graded["server"]:
+        env["PGPASSWORD"] = graded["server"].password
+    server = subprocess.Popen([str(Path(sys.executable).parent / "jupyter"), "server", "--no-browser", "--allow-root",
+                               f"--port={port}", "--ServerApp.token=t0k", f"--ServerApp.root_dir={out}"],
+                              cwd=out, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def call(path: str, body: dict | None = None):
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Authorization": "token t0k"},
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         method="GET" if body is None else "PUT")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.read().decode()
+
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                call("/api/status")
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the Jupyter server did not start"
+                time.sleep(0.5)
+        listed = {s["student"]: s for s in json.loads(call(f"/formgrader/api/submissions/{ASSIGNMENT}"))}
+        assert {k: float(v["score"]) for k, v in listed.items()} == {k: float(r["total"]) for k, r in graded["grades"].items()}
+        assert all(s["autograded"] for s in listed.values())
+        notebooks = json.loads(call(f"/formgrader/api/submitted_notebooks/{ASSIGNMENT}/{GRADED[1]}"))
+        ana = next(n for n in notebooks if n["student"] == "ana")
+        page = call(f"/formgrader/submissions/{ana['id']}/")
+        assert "Graded by a person" in page and "Graded ideas" in page and f"reflection_{GRADED[1][:2]}_q1" in page
+        grades = json.loads(call(f"/formgrader/api/grades?submission_id={ana['id']}"))
+        target = next(g for g in grades if g["name"] == f"reflection_{GRADED[1][:2]}_q1")
+        assert target["auto_score"] is None and target["needs_manual_grade"]
+        call(f"/formgrader/api/grade/{target['id']}", {"manual_score": 1})
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    export = subprocess.run([sys.executable, "-m", "autograde", "export", str(out), "--to", str(out / "after.csv"),
+                             *graded["db"]], capture_output=True, text=True, timeout=300)
+    assert export.returncode == 0, export.stderr
+    row = _grades(out / "after.csv")["ana"]
+    assert row[f"reflection_{GRADED[1][:2]}_q1"] == "1"
+    assert float(row["total"]) == float(graded["final"]["ana"]["total"]) + 1
+    assert int(row["pending"]) == int(graded["final"]["ana"]["pending"]) - 1
 
 
 @pytest.mark.slow
