@@ -164,6 +164,8 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
                         last_calibrated = (payload, plan, copy_alone, compute_alone)
         if controls and last_calibrated:
             result["controls"] = run_cpu_controls(*last_calibrated, repeats)
+        if hasattr(os, "getloadavg"):  # how busy the machine was: other programs take the copy thread's core
+            result["hardware"]["load_average_1m"] = round(os.getloadavg()[0], 2)
     finally:
         torch.set_num_threads(threads_before)
 
