@@ -753,3 +753,15 @@ def test_profiler_spans_overlap_counts_each_instant_once():
     assert spans_overlap_ms([(0.0, 4.0)], [(1.0, 2.0), (1.5, 3.0), (5.0, 6.0)]) == pytest.approx(2.0), "merged: 1..3 inside 0..4"
     assert spans_overlap_ms([(0.0, 4.0)], [(4.0, 8.0)]) == 0.0, "serial spans touch but do not overlap"
     assert spans_overlap_ms([(0.0, 1.0), (2.0, 3.0)], [(0.5, 2.5)]) == pytest.approx(1.0)
+
+
+def test_decision_reason_names_a_busy_machine(cpu_result):
+    import copy
+
+    busy = copy.deepcopy(cpu_result)
+    busy["hardware"].update(load_average_1m=1.9, logical_cpus=2)
+    reason = overlap_lab.finalize(busy, lambda cases, controls: "tune_overlap_window")["decision_reason"]
+    assert "Load average 1.9 on 2 CPUs" in reason
+    quiet = copy.deepcopy(cpu_result)
+    quiet["hardware"].update(load_average_1m=0.1, logical_cpus=2)
+    assert "Load average" not in overlap_lab.finalize(quiet, lambda cases, controls: "tune_overlap_window")["decision_reason"]

@@ -76,6 +76,16 @@ def _calibrated_summary(cases: list[dict]) -> str:
     return "; ".join(parts)
 
 
+def _load_note(result: dict) -> str:
+    """On the CPU, a busy machine takes the copy thread's core: say so when the load was high."""
+    hw = result["hardware"]
+    load, cpus = hw.get("load_average_1m"), hw.get("logical_cpus")
+    if result["run_mode"] != "real_cpu" or load is None or not cpus or load < 0.5 * cpus:
+        return ""
+    return (f". Load average {load:g} on {cpus} CPUs: other programs were using the cores that the copy thread "
+            f"and the matmul thread need, so they take turns instead of overlapping")
+
+
 def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:
     """Fill in ``decision`` with the learner's ``decide(cases, controls)`` when cases were measured."""
     if result["failure"] is None and result["cases"]:
@@ -89,7 +99,7 @@ def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:
         if decision == "accept_physical_overlap" and result["run_mode"] == "real_cpu":
             decision = CPU_ACCEPT
         result["decision"] = decision
-        result["decision_reason"] = f"{REASONS[decision]}. {_calibrated_summary(result['cases'])}"
+        result["decision_reason"] = f"{REASONS[decision]}. {_calibrated_summary(result['cases'])}{_load_note(result)}"
     return result
 
 
