@@ -43,33 +43,70 @@ def _parse(url: str):
         raise GradebookError(f"not a database URL: {mask_text(url, url)!r} ({type(exc).__name__})") from None
 
 
-def mask_url(url: str) -> str:
-    """The URL as it may be shown: the password replaced by ***."""
+SECRET_KEYS = ("password", "sslpassword", "passfile")  # query keys libpq reads a secret (or where it is) from
+
+
+def _secret_keys(parsed) -> list[str]:
+    return [key for key in parsed.query if key.lower() in SECRET_KEYS]
+
+
+def _secrets(url: str) -> list[str]:
+    """Every secret a URL carries: its password and the values of its secret query keys, each
+    also as it may be written percent-encoded (longest first, so a longer form is masked whole)."""
+    from urllib.parse import quote, quote_plus
+
+    from sqlalchemy.engine import make_url
+
     try:
-        return _parse(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
+    except Exception:
+        return []
+    values = [parsed.password] if parsed.password else []
+    for key in _secret_keys(parsed):
+        value = parsed.query[key]
+        values += [value] if isinstance(value, str) else list(value)
+    found = set()
+    for value in (str(v) for v in values if v):
+        found |= {value, quote(value, safe=""), quote_plus(value, safe=""), quote(value)}
+    return sorted(found, key=len, reverse=True)
+
+
+def mask_url(url: str) -> str:
+    """The URL as it may be shown: the password, and any password, sslpassword or passfile
+    given as a query parameter, replaced by ***."""
+    try:
+        parsed = _parse(url)
     except GradebookError:
         return "<unreadable database URL>"
+    keys = _secret_keys(parsed)
+    if keys:
+        parsed = parsed.update_query_dict({key: "***" for key in keys})
+    text = parsed.render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
+    for secret in _secrets(url):  # belt and braces: nothing secret survives in another spelling
+        text = text.replace(secret, "***")
+    return text
 
 
 def password_free(url: str) -> str:
-    """The URL without its password (for files: libpq finds the password in PGPASSWORD or ~/.pgpass)."""
+    """The URL without its password and without the query keys password, sslpassword and
+    passfile (for files: libpq finds the password in PGPASSWORD or ~/.pgpass)."""
     parsed = _parse(url)
-    return parsed._replace(password=None).render_as_string(hide_password=False) if parsed.password else url
+    keys = _secret_keys(parsed)
+    if not parsed.password and not keys:
+        return url
+    if keys:
+        parsed = parsed.difference_update_query(keys)
+    return parsed._replace(password=None).render_as_string(hide_password=False)
 
 
 def mask_text(text: str, url: str | None) -> str:
-    """``text`` with the password of ``url`` (and the raw URL) masked wherever it appears."""
+    """``text`` with the raw URL and every secret it carries (the password, secret query
+    values, raw or percent-encoded) masked wherever they appear."""
     if not url:
         return text
-    try:
-        from sqlalchemy.engine import make_url
-
-        password = make_url(url).password
-    except Exception:
-        password = None
     text = text.replace(url, "<database URL>")
-    if password:
-        text = text.replace(str(password), "***")
+    for secret in _secrets(url):
+        text = text.replace(secret, "***")
     return text
 
 

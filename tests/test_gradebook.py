@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from autograde.course import Course
-from autograde.gradebook import cell_score, mask_text, mask_url, password_free, read_scores
+from autograde.gradebook import cell_score, mask_text, mask_url, password_free, read_scores, write_course_config
 from autograde.grading import _write_feedback
 from autograde.ideas import check_course, check_manual
 from autograde.leaks import secret_lines
@@ -92,6 +92,27 @@ def test_urls_are_masked_and_stored_without_the_password():
     assert "s3cret-pw" not in mask_text(f"could not connect to {url}: password s3cret-pw rejected", url)
     assert cell_score({"auto": None, "manual": None, "extra": None}) is None
     assert cell_score({"auto": 2.0, "manual": 0.5, "extra": 0.25}) == 0.75
+
+
+def test_a_password_in_the_query_is_masked_and_never_stored(tmp_path):
+    url = "postgresql://grader@dbhost:5432/course?password=hunter2&sslmode=require"
+    assert "hunter2" not in mask_url(url) and "password=***" in mask_url(url) and "sslmode=require" in mask_url(url)
+    assert password_free(url) == "postgresql://grader@dbhost:5432/course?sslmode=require"
+    assert "hunter2" not in mask_text(f"connect to {url} failed: password hunter2 rejected", url)
+    # any case of the key, sslpassword and passfile too; a percent-encoded value in any spelling
+    url = ("postgresql://grader@dbhost/course?PassWord=hun%20t%2Fer2&SSLPASSWORD=k3y-pw"
+           "&passfile=%2Fsecret%2Fpgpass&application_name=grader")
+    for shown in (mask_url(url), password_free(url),
+                  mask_text(f"{url} | hun t/er2 | hun%20t%2Fer2 | hun+t%2Fer2 | k3y-pw | /secret/pgpass", url)):
+        assert not [s for s in ("hun t/er2", "hun%20t", "hun+t", "k3y-pw", "pgpass") if s in shown], shown
+    assert password_free(url) == "postgresql://grader@dbhost/course?application_name=grader"
+    assert mask_text("a percent-encoded p%40ss, or p@ss", "postgresql://grader:p%40ss@db/c") == "a percent-encoded ***, or ***"
+    # the files a graded course keeps hold none of it
+    master = tmp_path / ".course"
+    write_course_config(tmp_path, "postgresql://grader:pw-one@dbhost/course?password=pw-two", master, "serving-overlap")
+    for name in (".gradebook.json", "nbgrader_config.py"):
+        text = (tmp_path / name).read_text()
+        assert "pw-one" not in text and "pw-two" not in text and "?password" not in text, text
 
 
 def test_export_refuses_a_folder_that_was_never_graded(tmp_path):
