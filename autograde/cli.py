@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--memory-limit", type=_gib, default=4.0, metavar="GIB",
                        help="memory per notebook in GiB (default 4); past it the notebook is stopped and reported")
     grade.add_argument("--process-limit", type=_positive, default=256, help="processes per notebook (default 256)")
+    grade.add_argument("--max-notebook-mb", type=_positive, default=20, metavar="MB",
+                       help="a submitted notebook larger than this is refused unread as invalid_notebook (default 20)")
     grade.add_argument("--no-sandbox", action="store_true",
                        help="UNSAFE: run submissions without the sandbox (only for code you trust; recorded in summary.json)")
     grade.add_argument("--db-url", metavar="URL",
@@ -136,7 +138,7 @@ def cmd_grade(course: Course, args) -> int:
     options = Options(workers=args.workers, cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
                       progress=not args.no_progress, sandbox=not args.no_sandbox,
                       memory_limit=int(args.memory_limit * (1 << 30)), process_limit=args.process_limit,
-                      db_url=args.db_url)
+                      db_url=args.db_url, max_notebook_bytes=args.max_notebook_mb * 1024 * 1024)
     summary = grade_batch(course, args.submissions, args.out, options)
     elapsed = time.monotonic() - begin
     print(f"graded {summary['students']} student(s) in {elapsed:.1f} s "

@@ -56,6 +56,21 @@ STATUS_TEXT = {
 }
 
 
+MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024  # default: a course notebook with outputs is well under 1 MB
+
+
+class NotebookTooLarge(ValueError):
+    """A submitted file over the size limit: refused before the trusted parent parses it."""
+
+
+def check_size(path: Path, limit: int) -> None:
+    """Raise NotebookTooLarge when ``path`` is over ``limit`` bytes (stat only, nothing is read)."""
+    size = path.stat().st_size
+    if size > limit:
+        raise NotebookTooLarge(f"the file is {size / 2**20:.1f} MB, over the {limit / 2**20:g} MB limit for a submitted "
+                               "notebook (clear its outputs, or raise --max-notebook-mb)")
+
+
 @dataclass(frozen=True)
 class Options:
     workers: int = max(1, os.cpu_count() or 1)
@@ -66,6 +81,7 @@ class Options:
     memory_limit: int = 4 * GiB
     process_limit: int = 256
     db_url: str | None = None  # the course gradebook (nbgrader's db_url); None: OUT/gradebook.db, or the one used before
+    max_notebook_bytes: int = MAX_NOTEBOOK_BYTES  # a larger submitted file is refused unread (invalid_notebook)
 
 
 @dataclass(frozen=True)
@@ -128,8 +144,16 @@ def _master(course: Course, out: Path) -> Path:
 
 
 def _fingerprint(path: Path, digest: str, options: Options) -> str:
-    h = hashlib.sha256(path.read_bytes())
-    h.update(f"{digest}|{options.cell_timeout}|{options.notebook_timeout}|{options.sandbox}|{options.memory_limit}".encode())
+    h = hashlib.sha256()
+    stat = path.stat()
+    if stat.st_size > options.max_notebook_bytes:  # refused unread anyway: its size and time identify it
+        h.update(f"too large|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    else:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                h.update(block)
+    h.update(f"{digest}|{options.cell_timeout}|{options.notebook_timeout}|{options.sandbox}|{options.memory_limit}"
+             f"|{options.max_notebook_bytes}".encode())
     return h.hexdigest()
 
 
@@ -140,8 +164,11 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
-def _prepare(course: Course, master: Path, out: Path, student: str, notebook: str, path: Path) -> Path:
-    """A fresh nbgrader course folder holding one submitted notebook (raises on an unreadable one)."""
+def _prepare(course: Course, master: Path, out: Path, student: str, notebook: str, path: Path,
+             max_bytes: int = MAX_NOTEBOOK_BYTES) -> Path:
+    """A fresh nbgrader course folder holding one submitted notebook (raises on an unreadable
+    one, and on one over ``max_bytes`` before reading it)."""
+    check_size(path, max_bytes)
     nb = nbformat.read(path, as_version=4)
     job = out / ".work" / student / notebook
     if job.exists():
@@ -263,7 +290,7 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
         record = {"student_id": student, "notebook": notebook, "file": safe_text(path.name), "fingerprint": fingerprint,
                   "scores": {}, "status": "graded", "detail": ""}
         try:
-            pending.append((record, _prepare(course, master, out, student, notebook, path)))
+            pending.append((record, _prepare(course, master, out, student, notebook, path, options.max_notebook_bytes)))
         except Exception as exc:  # not JSON, not a notebook: a grade of 0, not a crash
             record.update(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}")
             records.append(_save(out, record, 0.0))
@@ -480,7 +507,7 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
             records += [{"student_id": student, "notebook": nb, "scores": {}, "status": "invalid_student_id",
                          "detail": why} for nb in course.notebooks]
             continue
-        chosen, found_notes = match_notebooks(folder, course.notebooks, ids_by_name)
+        chosen, found_notes = match_notebooks(folder, course.notebooks, ids_by_name, max_bytes=options.max_notebook_bytes)
         notes[student] = [safe_text(note) for note in found_notes]
         for notebook, path in chosen.items():
             if path is None:

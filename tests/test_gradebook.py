@@ -115,6 +115,36 @@ def test_a_password_in_the_query_is_masked_and_never_stored(tmp_path):
         assert "pw-one" not in text and "pw-two" not in text and "?password" not in text, text
 
 
+def test_a_huge_notebook_is_refused_unread_and_a_crowded_folder_is_capped(tmp_path):
+    from autograde.grading import NotebookTooLarge, Options, _fingerprint, _prepare
+    from autograde.matching import grade_ids, match_notebooks
+
+    student = tmp_path / "alice"
+    student.mkdir()
+    name = NOTEBOOKS[0]
+    huge = student / f"{name}.ipynb"
+    with open(huge, "wb") as handle:  # sparse: 21 MB that cost nothing to write, and are not JSON
+        handle.truncate(21 * 1024 * 1024)
+    # stat, not parse: _prepare refuses it before any course folder is needed
+    with pytest.raises(NotebookTooLarge, match=r"the file is 21\.0 MB, over the 20 MB limit for a submitted notebook"):
+        _prepare(None, None, tmp_path, "alice", name, huge)
+    assert _fingerprint(huge, "d", Options()) != _fingerprint(huge, "d", Options(max_notebook_bytes=30 * 1024 * 1024))
+    ids = {name: grade_ids(SOLUTIONS / f"{name}.ipynb")}
+    assert ids[name] and grade_ids(huge, max_bytes=1024) == set()
+    renamed = student / "mine.ipynb"
+    shutil.copy(SOLUTIONS / f"{name}.ipynb", renamed)
+    assert match_notebooks(student, (name,), ids, max_bytes=1024)[0][name] == huge  # neither is parsed
+    assert "over the" in " ".join(match_notebooks(student, (name,), ids, max_bytes=1024)[1])
+    assert match_notebooks(student, (name,), ids)[0][name] == huge  # the exact name still wins; _prepare refuses it
+    # many files: only max_files are looked at, those named like a course notebook first
+    for i in range(60):
+        (student / f"junk{i:02d}.ipynb").write_text("{}")
+    (student / "Copy of " f"{name}.ipynb").write_text("{}")
+    chosen, notes = match_notebooks(student, (name,), ids, max_files=5)
+    assert chosen[name] == huge and notes[0].startswith("63 .ipynb files: only 5 were looked at")
+    assert sum("junk" in n for n in notes) == 3 and any("Copy of" in n and "renamed" in n for n in notes)
+
+
 def test_export_refuses_a_folder_that_was_never_graded(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "autograde", "export", str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 2 and "no gradebook" in proc.stderr
