@@ -148,6 +148,49 @@ def test_bar_labels_fit_or_move_beside_their_bar():
     plt.close(fig)
 
 
+def test_lane_legend_says_what_each_drawn_colour_means():
+    from matplotlib.lines import Line2D
+
+    from tools.plotting import ROLE, ROLE_LABEL, draw_lanes, new_figure
+
+    fig, ax = new_figure(height=2.4)
+    marker = Line2D([], [], marker="v", linestyle="none", label="where it fails")
+    draw_lanes(ax, [{"lane": "a", "start": 0, "end": 5, "role": "network"},
+                    {"lane": "b", "start": 0, "end": 3, "role": "cpu", "hatch": True},
+                    {"lane": "b", "start": 3, "end": 4, "color": "black"}], ["a", "b"], legend=True, extra_handles=[marker])
+    entries = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert entries == [ROLE_LABEL["cpu"], ROLE_LABEL["network"], "waited (a conflict)", "where it fails"], \
+        "roles drawn, each once in ROLE's order (a bar with its own colour has no role), then the hatch and the caller's markers"
+    colors = [matplotlib.colors.to_hex(h.get_facecolor()) for h in ax.get_legend().legend_handles[:2]]
+    assert colors == [ROLE["cpu"].lower(), ROLE["network"].lower()]
+    assert text_problems(fig) == []
+    plt.close(fig)
+    fig, ax = new_figure(height=2.4)
+    draw_lanes(ax, [{"lane": "a", "start": 0, "end": 5, "role": "network"}], ["a"])
+    assert ax.get_legend() is None, "no legend unless asked for (or a bar is hatched)"
+    with pytest.raises(ValueError, match="unknown role"):
+        draw_lanes(ax, [{"lane": "a", "start": 0, "end": 5, "role": "gpu"}], ["a"], legend=True)
+    plt.close(fig)
+
+
+def test_decision_map_legends_only_the_actions_it_draws():
+    from tools.plotting import decision_map, new_figure
+
+    colors = {"ready": "#009E73", "wait": "#56B4E9", "fallback": "#E69F00"}
+    fig, ax = new_figure()
+    drawn = decision_map(ax, lambda ready, deadline: "wait" if ready <= deadline else "fallback", [0, 1, 2], [0, 1, 2], colors)
+    assert drawn == ["wait", "fallback"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["wait", "fallback"], "'ready' is never drawn: not in the legend"
+    assert text_problems(fig) == []
+    plt.close(fig)
+    fig, ax = new_figure()
+    assert decision_map(ax, lambda ready, deadline: "ready", [0, 1], [0, 1], colors, legend=False) == ["ready"]
+    assert ax.get_legend() is None
+    with pytest.raises(ValueError, match="expected one of"):
+        decision_map(ax, lambda ready, deadline: "recompute", [0, 1], [0, 1], colors)
+    plt.close(fig)
+
+
 # ----------------------------------------------------------------- every notebook figure
 
 @contextmanager

@@ -765,3 +765,119 @@ def test_decision_reason_names_a_busy_machine(cpu_result):
     quiet = copy.deepcopy(cpu_result)
     quiet["hardware"].update(load_average_1m=0.1, logical_cpus=2)
     assert "Load average" not in overlap_lab.finalize(quiet, lambda cases, controls: "tune_overlap_window")["decision_reason"]
+
+# ---------------------------------------------------------------- before submitting: which file is checked
+
+def _release_copy(root, tmp_path, name, as_name, broken=False):
+    """A copy of release notebook ``name`` saved as ``as_name`` in tmp_path (its answer cell's
+    metadata dropped, as a platform does, when ``broken``)."""
+    nb = json.loads((root / "notebooks" / f"{name}.ipynb").read_text())
+    if broken:
+        next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution"))["metadata"] = {}
+    path = tmp_path / as_name
+    path.write_text(json.dumps(nb))
+    return path
+
+
+@pytest.fixture
+def no_frontend(monkeypatch):
+    """No Jupyter session name, no VS Code file name, not Colab: what a plain test process is."""
+    import IPython
+
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    monkeypatch.setattr(notebook_runtime, "_colab_notebook", lambda: None)
+
+
+def test_renamed_copies_are_recognised_by_their_grade_ids(root, tmp_path):
+    for path in sorted((root / "notebooks").glob("*.ipynb")):
+        assert notebook_runtime.identify_notebook(json.loads(path.read_text())) == path.stem
+    assert notebook_runtime.identify_notebook({"cells": []}) is None
+    assert notebook_runtime.identify_notebook({"cells": [{"metadata": {"nbgrader": {"grade_id": "elsewhere"}}}]}) is None
+    assert notebook_runtime.identify_notebook({"not": "a notebook"}) is None
+
+
+def test_terminal_check_of_a_renamed_file_gives_a_verdict_not_a_traceback(root, tmp_path):
+    import subprocess
+    import sys
+
+    _release_copy(root, tmp_path, "01_what_can_overlap", "Copy of 01.ipynb")
+    _release_copy(root, tmp_path, "03_handoff_state_contract", "mine.ipynb", broken=True)
+    (tmp_path / "notes.ipynb").write_text(json.dumps({"cells": [], "metadata": {}}))
+    env = {**__import__("os").environ, "PYTHONPATH": str(root)}
+
+    def run(*names):
+        done = subprocess.run([sys.executable, "-m", "tools.notebook_runtime", *names], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=60)
+        return done.returncode, done.stdout + done.stderr
+
+    rc, out = run("Copy of 01.ipynb")
+    assert rc == 0 and "Traceback" not in out, out
+    assert "recognised as 01_what_can_overlap" in out and "all 5 graded cells are intact" in out, out
+    rc, out = run("mine.ipynb")
+    assert rc == 1 and "recognised as 03_handoff_state_contract" in out and "lost its grading metadata" in out, out
+    rc, out = run("notes.ipynb", "absent.ipynb")
+    assert rc == 1 and "Traceback" not in out, out
+    assert "notes.ipynb" in out and "not a notebook of this course" in out and "grade ids" in out, out
+    assert "there is no file absent.ipynb" in out, out
+
+
+def test_in_notebook_check_reads_the_running_copy_that_jupyter_names(root, tmp_path, monkeypatch, no_frontend, capsys):
+    name = "02_total_vs_exposed_time"
+    _release_copy(root, tmp_path, name, f"{name}.ipynb")  # the original: intact
+    _release_copy(root, tmp_path, name, f"Copy of {name}.ipynb", broken=True)  # the one being edited
+    monkeypatch.chdir(tmp_path)  # a kernel runs in its notebook's folder
+    monkeypatch.setenv("JPY_SESSION_NAME", f"course/Copy of {name}.ipynb")  # relative to the server's root
+    problems = notebook_runtime.check_submission(name)
+    out = capsys.readouterr().out
+    assert len(problems) == 1 and "lost its grading metadata" in problems[0], out
+    assert out.startswith(f"✗ Copy of {name}.ipynb"), out
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / f"{name}.ipynb"))  # an absolute path to the original
+    assert notebook_runtime.check_submission(name) == []
+    assert capsys.readouterr().out.startswith(f"✓ {name}.ipynb"), "the running original is checked"
+
+
+def test_in_notebook_check_reads_the_file_vscode_names(root, tmp_path, monkeypatch, no_frontend, capsys):
+    import IPython
+
+    name = "03_handoff_state_contract"
+    _release_copy(root, tmp_path, name, f"{name}.ipynb")
+    elsewhere = tmp_path / "drafts"
+    elsewhere.mkdir()
+    copy = _release_copy(root, elsewhere, name, f"{name} (1).ipynb", broken=True)
+
+    class Shell:
+        user_ns = {"__vsc_ipynb_file__": str(copy)}
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
+    monkeypatch.chdir(tmp_path)
+    problems = notebook_runtime.check_submission(name)
+    assert len(problems) == 1 and capsys.readouterr().out.startswith(f"✗ {name} (1).ipynb")
+
+
+def test_in_notebook_check_warns_when_it_cannot_read_the_running_notebook(root, tmp_path, monkeypatch, no_frontend, capsys):
+    name = "04_decode_start_gate"
+    _release_copy(root, tmp_path, name, f"{name}.ipynb")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("JPY_SESSION_NAME", f"/somewhere/else/Copy of {name}.ipynb")  # named, not on this disk
+    assert notebook_runtime.check_submission(name) == []
+    out = capsys.readouterr().out
+    assert out.startswith(f"⚠ CHECKED {name}.ipynb, BUT THIS NOTEBOOK IS Copy of {name}.ipynb"), out
+    assert "python -m tools.notebook_runtime" in out
+
+    monkeypatch.delenv("JPY_SESSION_NAME")  # a frontend that names nothing, and two copies here
+    _release_copy(root, tmp_path, name, f"{name}-Copy1.ipynb", broken=True)
+    notebook_runtime.check_submission(name)
+    out = capsys.readouterr().out
+    assert out.startswith("⚠ 2 copies of this notebook") and f"{name}-Copy1.ipynb" in out and f"checked {name}.ipynb" in out, out
+
+    (tmp_path / f"{name}-Copy1.ipynb").unlink()  # one file, no frontend name: nothing to warn about
+    notebook_runtime.check_submission(name)
+    assert capsys.readouterr().out.startswith(f"✓ {name}.ipynb")
+
+
+def test_in_notebook_check_names_an_unknown_course_name(tmp_path, monkeypatch, no_frontend):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="not a notebook of this course"):
+        notebook_runtime.check_submission("99_nothing", tmp_path / "absent.ipynb")
+

@@ -206,10 +206,9 @@ def describe_release_cells(notebook: dict) -> list[dict[str, Any]]:
     return cells
 
 
-def release_cells(notebook: str) -> list[dict[str, Any]]:
-    """The graded cells that notebook ``notebook`` (a release name) must keep: from the learner
-    wheel's data, else from the course folder's ``notebooks/``."""
-    stem = _release_stem(Path(notebook).stem)
+def _known_release_cells() -> dict[str, list[dict[str, Any]]]:
+    """{release name (lower case): its graded cells}: from the learner wheel's data, else from
+    the course folder's ``notebooks/``."""
     if RELEASE_CELLS.is_file():
         known = json.loads(RELEASE_CELLS.read_text(encoding="utf-8"))["notebooks"]
     else:
@@ -217,10 +216,31 @@ def release_cells(notebook: str) -> list[dict[str, Any]]:
         folder = root / "notebooks" if root else None
         known = {p.stem: describe_release_cells(json.loads(p.read_text(encoding="utf-8")))
                  for p in sorted(folder.glob("*.ipynb"))} if folder and folder.is_dir() else {}
-    known = {name.lower(): cells for name, cells in known.items()}
+    return {name.lower(): cells for name, cells in known.items()}
+
+
+def release_cells(notebook: str) -> list[dict[str, Any]]:
+    """The graded cells that notebook ``notebook`` (a release name, or a platform's rename of
+    one) must keep."""
+    stem = _release_stem(Path(notebook).stem)
+    known = _known_release_cells()
     if stem not in known:
         raise ValueError(f"{notebook!r} is not a notebook of this course; expected one of: {', '.join(sorted(known)) or '(none found)'}")
     return known[stem]
+
+
+def identify_notebook(notebook: dict) -> str | None:
+    """Which course notebook a notebook's JSON is, by the grade ids its cells carry (any file
+    name): the release name that shares the most grade ids with it, or None when it shares none
+    (or two notebooks share as many)."""
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    ids = {str(meta["grade_id"]) for cell in (cells if isinstance(cells, list) else [])
+           if isinstance(cell, dict) and isinstance(meta := (cell.get("metadata") or {}).get("nbgrader"), dict)
+           and meta.get("grade_id")}
+    scores = sorted(((len(ids & {c["grade_id"] for c in cells}), name) for name, cells in _known_release_cells().items()), reverse=True)
+    if not scores or scores[0][0] == 0 or (len(scores) > 1 and scores[1][0] == scores[0][0]):
+        return None
+    return scores[0][1]
 
 
 def submission_problems(notebook: dict, expected: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
@@ -279,31 +299,97 @@ def _colab_notebook() -> dict | None:
         return None
 
 
+def running_notebook() -> Path | None:
+    """The file of the notebook this kernel runs, when the frontend says: VS Code sets
+    ``__vsc_ipynb_file__`` (a full path), Jupyter sets ``__session__`` and ``JPY_SESSION_NAME`` (the
+    notebook's path, often relative to the server's root, while the kernel runs in the notebook's
+    folder). None outside a notebook, on frontends that say nothing, or when the name given is
+    not a file here; see :func:`running_notebook_name` for the name alone."""
+    name = running_notebook_name()
+    if name is None:
+        return None
+    given = Path(name).expanduser()
+    for candidate in (given, Path.cwd() / given, Path.cwd() / given.name):
+        if candidate.suffix == ".ipynb" and candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def running_notebook_name() -> str | None:
+    """The path or name the frontend gives for the running notebook (see :func:`running_notebook`), or None."""
+    names = []
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None:
+            names += [shell.user_ns.get("__vsc_ipynb_file__"), shell.user_ns.get("__session__")]
+    except ImportError:
+        pass
+    names.append(os.environ.get("JPY_SESSION_NAME"))
+    return next((str(n) for n in names if isinstance(n, (str, os.PathLike)) and str(n).endswith(".ipynb")), None)
+
+
+def _read_notebook(file: Path) -> tuple[dict | None, str]:
+    """(the notebook's JSON, "") or (None, why it cannot be read)."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8")), ""
+    except FileNotFoundError:
+        return None, f"there is no file {file}"
+    except (OSError, ValueError) as exc:
+        return None, f"cannot read {file}: {exc}"
+
+
 def check_submission(notebook: str, path: str | os.PathLike | None = None) -> list[str]:
     """Before submitting: are the graded cells of ``notebook`` intact (grade ids, nbgrader
-    metadata that a platform may rewrite or drop)? Reads the saved file (``path``, or the
-    notebook found next to this one; on Colab the open notebook), prints a report and returns
-    the problems (empty when the grader will find every answer)."""
+    metadata that a platform may rewrite or drop)? Prints a report and returns the problems
+    (empty when the grader will find every answer).
+
+    Reads ``path`` when given. Else, on Colab, the open notebook; else the running notebook's own
+    file when the frontend names it (a renamed copy included); else the file found next to this
+    one by its course name, with a loud warning when the running notebook has another name or
+    several copies lie there. ``notebook`` is a release name; a file whose name is none
+    (``Copy of 01.ipynb``) is recognised by its graded cells' ids. Raises ValueError when it is
+    neither a course name nor a file recognisable as a course notebook.
+    """
     if grading_mode():
         return []
-    expected = release_cells(notebook)
-    data, where = (None, "")
-    if path is None:
+    data, where, warnings = None, "", []
+    file = Path(path) if path is not None else None
+    if file is None:
         data, where = _colab_notebook(), "the open notebook"
+    if data is None and file is None:
+        file = running_notebook()
+        if file is None:
+            try:
+                file = _notebook_path(notebook, None)
+            except LearnerFunctionMissing as exc:
+                print(f"✗ {exc}")
+                return [str(exc)]
+            warnings += _checked_file_warnings(notebook, file)
     if data is None:
-        try:
-            file = Path(path) if path is not None else _notebook_path(notebook, None)
-        except LearnerFunctionMissing as exc:
-            print(f"✗ {exc}")
-            return [str(exc)]
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            print(f"✗ cannot read {file}: {exc}")
-            return [f"cannot read {file}: {exc}"]
+        data, why = _read_notebook(file)
+        if data is None:
+            try:
+                release_cells(notebook)
+            except ValueError:
+                raise ValueError(f"{why}; and {notebook!r} is not a notebook of this course") from None
+            print(f"✗ {why}")
+            return [why]
         import time
 
         where = f"{file.name}, saved {time.strftime('%H:%M:%S', time.localtime(file.stat().st_mtime))} (save first)"
+    try:
+        expected = release_cells(notebook)
+    except ValueError as exc:
+        identified = identify_notebook(data)
+        if identified is None:
+            raise ValueError(f"{exc}; nor do the cells of {file.name if file else 'the open notebook'} carry the grade ids of one "
+                             "(is it a notebook of this course?)") from None
+        expected = release_cells(identified)
+        where += f", recognised as {identified} by its graded cells"
+    for line in warnings:
+        print(f"⚠ {line}")
     problems, notes = submission_problems(data, expected)
     if problems:
         print(f"✗ {where}: {len(problems)} problem(s) would cost points at grading:")
@@ -316,9 +402,32 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
     return problems
 
 
+def _checked_file_warnings(notebook: str, checked: Path) -> list[str]:
+    """Why the file found by its course name may not be the one the learner works in."""
+    terminal = 'python -m tools.notebook_runtime "YOUR FILE.ipynb"'
+    running = running_notebook_name()
+    if running is not None and Path(running).name != checked.name:
+        return [f"CHECKED {checked.name}, BUT THIS NOTEBOOK IS {Path(running).name}: the report below is about "
+                f"{checked.name}. Save this notebook, then check it from a terminal: {terminal}"]
+    stem = _release_stem(checked.stem)
+    copies = sorted(p.name for p in checked.parent.glob("*.ipynb") if _release_stem(p.stem) == stem)
+    if running is None and len(copies) > 1:
+        return [f"{len(copies)} copies of this notebook lie in {checked.parent} ({', '.join(copies)}) and this "
+                f"frontend does not say which one is open: checked {checked.name}. If you work in another "
+                f"one, check it from a terminal: {terminal}"]
+    return []
+
+
 if __name__ == "__main__":  # python -m tools.notebook_runtime NOTEBOOK.ipynb ...: the same check from a terminal
     import sys
 
     if len(sys.argv) < 2:
         sys.exit("usage: python -m tools.notebook_runtime NOTEBOOK.ipynb [...]")
-    sys.exit(1 if any([check_submission(arg, arg) for arg in sys.argv[1:]]) else 0)
+    failed = False
+    for arg in sys.argv[1:]:
+        try:
+            failed = bool(check_submission(arg, arg)) or failed
+        except ValueError as exc:
+            print(f"✗ {arg}: {exc}")
+            failed = True
+    sys.exit(1 if failed else 0)

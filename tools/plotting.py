@@ -33,6 +33,16 @@ ROLE = {
     "exposed": PALETTE["vermillion"],
     "wait": PALETTE["grey"],
 }
+# What a legend calls each role.
+ROLE_LABEL = {
+    "cpu": "CPU work",
+    "compute": "GPU compute (SMs)",
+    "copy": "copy engine (DMA)",
+    "network": "network transfer",
+    "hidden": "hidden transfer",
+    "exposed": "exposed transfer",
+    "wait": "waiting",
+}
 FIGSIZE = (9.0, 3.6)
 NOISE = 1e-9  # below this a value in ms is floating-point noise: 0.1 ns is far below any timing here
 
@@ -65,15 +75,18 @@ def apply_style() -> None:
     })
 
 
-def draw_lanes(ax, bars: Iterable[dict], lanes: Sequence[str], title: str = "", xlabel: str = "time (ms)") -> None:
+def draw_lanes(ax, bars: Iterable[dict], lanes: Sequence[str], title: str = "", xlabel: str = "time (ms)",
+               legend: bool = False, extra_handles: Sequence = ()) -> None:
     """Draw a lane timeline. Each bar: {'lane', 'start', 'end', 'label', 'role'}, times in ms.
 
     A bar with ``'hatch': True`` is drawn hatched (work that waits for a conflict; a legend says so);
     ``'color'`` overrides the role's colour. Labels go inside their bars when they fit, else beside
-    them (see BarLabel).
+    them (see BarLabel). ``legend=True`` adds what each drawn role's colour means (``ROLE_LABEL``),
+    and ``extra_handles`` (markers the caller draws) join that legend, right of the axes.
     """
     index = {lane: i for i, lane in enumerate(lanes)}
     bars = list(bars)
+    role_handles(bar.get("role", "compute") for bar in bars)  # an unknown role is named here, not a KeyError below
     rows = _sub_rows(bars)  # bars that overlap in one lane are stacked, so none hides another
     right = 0.0
     for bar, (row, count) in zip(bars, rows):
@@ -93,10 +106,23 @@ def draw_lanes(ax, bars: Iterable[dict], lanes: Sequence[str], title: str = "", 
     ax.set_xlim(0, right * 1.04 if right else 1)
     ax.set_xlabel(xlabel)
     ax.grid(axis="y", visible=False)
+    handles = role_handles([bar.get("role", "compute") for bar in bars if "color" not in bar]) if legend else []
     if any(bar.get("hatch") for bar in bars):
-        add_legend(ax, [Patch(facecolor="white", edgecolor="black", hatch="//", label="waited (a conflict)")])
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="waited (a conflict)"))
+    handles += list(extra_handles)
+    if handles:
+        add_legend(ax, handles)
     if title:
         ax.set_title(title)
+
+
+def role_handles(roles: Iterable[str]) -> list[Patch]:
+    """One legend patch per role in ``roles`` (each once, in ``ROLE``'s order), labelled by ``ROLE_LABEL``."""
+    used = set(roles)
+    unknown = used - set(ROLE)
+    if unknown:
+        raise ValueError(f"unknown role(s) {sorted(unknown)}; expected some of {list(ROLE)}")
+    return [Patch(facecolor=ROLE[role], edgecolor="black", linewidth=0.6, label=ROLE_LABEL[role]) for role in ROLE if role in used]
 
 
 def add_legend(ax, handles: Sequence, title: str | None = None):
@@ -224,9 +250,11 @@ def draw_transfer_timeline(ax, start_ms: float, end_ms: float, cover_intervals: 
 
 
 def decision_map(ax, decide: Callable[[float, float], str], ready_at: Sequence[float], deadlines: Sequence[float],
-                 colors: dict[str, str], title: str = "", legend: bool = True) -> None:
-    """Colour a grid of (ready_at, deadline) by the action that ``decide`` returns; the legend
-    (every action in ``colors``) goes right of the axes, or nowhere with ``legend=False``."""
+                 colors: dict[str, str], title: str = "", legend: bool = True) -> list[str]:
+    """Colour a grid of (ready_at, deadline) by the action that ``decide`` returns. Returns the
+    actions drawn (in the order of ``colors``); the legend lists those (never an action that no
+    cell of the map shows) right of the axes, or is left out with ``legend=False`` (to draw one
+    legend for several maps from what they return)."""
     import numpy as np
 
     names = list(colors)
@@ -242,10 +270,12 @@ def decision_map(ax, decide: Callable[[float, float], str], ready_at: Sequence[f
     ax.set_xlabel("state ready at (ms)")
     ax.set_ylabel("decode deadline (ms)")
     ax.grid(False)
+    drawn = [name for i, name in enumerate(names) if (grid == i).any()]
     if legend:
-        color_legend(ax, colors, title="action")
+        color_legend(ax, {name: colors[name] for name in drawn}, title="action")
     if title:
         ax.set_title(title)
+    return drawn
 
 
 def new_figure(rows: int = 1, cols: int = 1, height: float | None = None, **kwargs):
