@@ -40,6 +40,7 @@ from .course import Course, UnusableInput, kill_live_runs, kill_tree, reap, spaw
 from .ideas import course_tests
 from .leaks import secret_lines
 from .matching import grade_ids, match_notebooks
+from .preprocessors import NeutraliseForDisplay
 from .release import generate
 from .sandbox import GiB
 
@@ -229,7 +230,7 @@ def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, lo
             fb = outcome.get("feedback", {})
             notes.append("feedback could not be generated: " + _last_error(fb.get("log", "") + fb.get("error", "")))
         record["detail"] = "; ".join(notes)
-        _keep(graded, kept)
+        _keep_for_display(graded, kept, out / ".course", course.assignment)
     if record["status"] != "graded":
         log_copy = out / "logs" / student / f"{notebook}.log"
         log_copy.parent.mkdir(parents=True, exist_ok=True)
@@ -242,6 +243,59 @@ def _keep(source: Path, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, target.with_suffix(".tmp"))
         os.replace(target.with_suffix(".tmp"), target)
+
+
+def _keep_for_display(source: Path, target: Path, master: Path, assignment: str) -> None:
+    """Keep a graded notebook for formgrader, which renders it without sanitizing: learner
+    markdown becomes plain text, outputs plain text or images (NeutraliseForDisplay). The
+    course's own markdown and grade ids come from the master's source and release copies."""
+    if not source.is_file():
+        return
+    trusted, ids = [], []
+    for folder in ("source", "release"):
+        path = master / folder / assignment / source.name
+        if path.is_file():
+            for cell in nbformat.read(path, as_version=4).cells:
+                if cell.cell_type == "markdown":
+                    trusted.append(cell.source)
+                gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+                if gid:
+                    ids.append(gid)
+    nb = nbformat.read(source, as_version=4)
+    nb, _ = NeutraliseForDisplay(trusted_markdown=trusted, trusted_ids=ids).preprocess(nb, {})
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    nbformat.write(nb, tmp)
+    os.replace(tmp, target)
+
+
+_LINK = re.compile(r"(?<![\w.-])(href|src|action|formaction|poster|background)(\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s>\"']+)",
+                   re.IGNORECASE)
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+SAFE_SCHEMES = {"http", "https", "mailto"}
+
+
+_IMAGE_DATA = re.compile(r"^data:image/(png|jpeg|gif);base64,", re.IGNORECASE)
+
+
+def _safe_url(value: str, image: bool = False) -> bool:
+    """True for a relative path, a ``#`` fragment, or an http/https/mailto URL (and, for an
+    image source, a base64 PNG/JPEG/GIF). Browsers decode entities and ignore whitespace and
+    control characters in a scheme, so this does too."""
+    plain = "".join(ch for ch in html.unescape(value) if ch > " " and ch != "\x7f" and not ch.isspace()
+                    and ch.isprintable())
+    scheme = _SCHEME.match(plain)
+    return scheme is None or scheme.group(1).lower() in SAFE_SCHEMES or (image and bool(_IMAGE_DATA.match(plain)))
+
+
+def _safe_links(text: str) -> str:
+    """Point every link or source whose scheme is not allowed (``javascript:``, ``data:``,
+    ``vbscript:`` ...) at ``#``."""
+    def fix(match: re.Match) -> str:
+        value = match.group(3)
+        inner = value[1:-1] if value[:1] in "\"'" else value
+        return match.group(0) if _safe_url(inner, image=match.group(1).lower() == "src") else f'{match.group(1)}{match.group(2)}"#"'
+    return _LINK.sub(fix, text)
 
 
 MAX_PAGE = 1_000_000  # characters in one feedback page
@@ -272,7 +326,7 @@ def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: P
         if plain and plain in secrets and plain not in own:
             lines[i] = "<span>[line removed from this page: it quoted the grader's tests or answers]</span>"
             removed += 1
-    text = "\n".join(lines)
+    text = _safe_links("\n".join(lines))
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")

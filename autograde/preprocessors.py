@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+import re
 
+import nbformat
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Integer
+from traitlets import Integer, List, Unicode
 
 HIDDEN_NOTE = "# Hidden tests ran outside this notebook at grading: the ideas they check, and your result, are below."
 
@@ -94,3 +96,102 @@ class ShortenErrors(NbGraderPreprocessor):  # nbgrader's base is enabled by defa
         if meta.get("grade") and not meta.get("solution") and HIDDEN_NOTE not in cell.source:
             cell.source = cell.source.rstrip() + "\n" + HIDDEN_NOTE
         return cell, resources
+
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
+SAFE_IMAGES = ("image/png", "image/jpeg")  # rendered as <img src="data:...;base64,..."> (escaped): kept when plain base64
+SAFETY_NOTE = "_Written by the learner; shown as plain text for safety._"
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else "".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def fenced(text: str) -> str:
+    """``text`` as a markdown fenced code block: its fence is longer than any run of
+    backticks in the text, so nothing in it can close the block, and it renders escaped."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\0", "\ufffd")
+    runs = [len(run) for run in re.findall(r"`+", text)]
+    fence = "`" * max(3, max(runs, default=0) + 1)
+    return f"{SAFETY_NOTE}\n\n{fence}text\n{text}\n{fence}"
+
+
+class NeutraliseForDisplay(NbGraderPreprocessor):
+    """Make a graded notebook safe to show to the instructor (formgrader renders it unsanitised).
+
+    - code outputs keep only ``text/plain`` and base64 PNG/JPEG images; stream and error
+      outputs stay (the templates escape them); html, javascript, svg, markdown, latex and
+      widget data, and all output metadata, are dropped with a note;
+    - a markdown or raw cell whose source is not one of the course's own (``trusted_markdown``)
+      becomes a fenced code block with a one-line note, so the browser shows it as text;
+    - attachments go; nbgrader metadata stays only on cells whose ``grade_id`` is the
+      course's (the template writes it into the page unescaped); odd cell ids are replaced;
+      notebook metadata keeps only the kernel and language.
+    Scores are already decided: this changes only what is displayed.
+    """
+
+    trusted_markdown = List(Unicode(), help="markdown sources of the course's own notebook").tag(config=True)
+    trusted_ids = List(Unicode(), help="grade ids of the course's own notebook").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        self._trusted = {source.strip() for source in self.trusted_markdown}
+        self._ids = set(self.trusted_ids)
+        nb.metadata = nbformat.from_dict({k: nb.metadata[k] for k in ("kernelspec", "language_info") if k in nb.metadata})
+        nb.cells = [cell for cell in nb.cells if cell.get("cell_type") in ("code", "markdown", "raw")]
+        for index, cell in enumerate(nb.cells):
+            nb.cells[index], resources = self.preprocess_cell(cell, resources, index)
+        return nb, resources
+
+    def preprocess_cell(self, cell, resources, index):
+        cell.pop("attachments", None)
+        if "id" in cell and not _SAFE_ID.match(str(cell.id)):
+            cell.id = f"cell-{index}"
+        meta = cell.metadata.get("nbgrader")
+        if meta is not None and (not isinstance(meta, dict) or meta.get("grade_id") not in self._ids
+                                 or not _SAFE_ID.match(str(meta.get("grade_id")))):
+            del cell.metadata["nbgrader"]
+        source = _text(cell.get("source", ""))
+        if cell.cell_type == "raw":
+            cell.cell_type = "markdown"
+            cell.metadata.pop("raw_mimetype", None)
+            cell.metadata.pop("format", None)
+            cell.pop("outputs", None)
+            cell.pop("execution_count", None)
+        if cell.cell_type == "markdown":
+            cell.source = source if source.strip() in self._trusted else fenced(source)
+            return cell, resources
+        cell.source = source
+        cell.outputs = [kept for kept in (self._output(out) for out in cell.get("outputs", [])) if kept is not None]
+        return cell, resources
+
+    @staticmethod
+    def _output(output):
+        kind = output.get("output_type")
+        if kind == "stream":
+            name = output.get("name") if output.get("name") in ("stdout", "stderr") else "stdout"
+            return new_output("stream", name=name, text=_text(output.get("text", "")))
+        if kind == "error":
+            return new_output("error", ename=_text(output.get("ename", "")), evalue=_text(output.get("evalue", "")),
+                              traceback=[_text(line) for line in output.get("traceback", [])])
+        if kind not in ("execute_result", "display_data"):
+            return None
+        data = output.get("data", {}) if isinstance(output.get("data"), dict) else {}
+        kept = {}
+        if "text/plain" in data:
+            kept["text/plain"] = _text(data["text/plain"])
+        for mime in SAFE_IMAGES:
+            value = data.get(mime)
+            if isinstance(value, (str, list)) and _BASE64.match(_text(value)):
+                kept[mime] = _text(value)
+        dropped = sorted(set(data) - set(kept))
+        if dropped:
+            note = f"[not shown for safety: {', '.join(m for m in dropped if _SAFE_MIME.match(m)) or 'rich'} output]"
+            kept["text/plain"] = (kept["text/plain"] + "\n" + note) if "text/plain" in kept else note
+        if kind == "execute_result":
+            count = output.get("execution_count")
+            return new_output(kind, data=kept, execution_count=count if isinstance(count, int) else None)
+        return new_output(kind, data=kept)
+
+
+_SAFE_MIME = re.compile(r"^[A-Za-z0-9.+/-]{1,80}$")

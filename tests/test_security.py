@@ -418,3 +418,63 @@ def test_symbolic_links_and_odd_names_are_handled(attacked):
     assert g["atk_symlink"]["total"] == 0, "a link to the answers is not a submission"
     assert any("symbolic link" in note for note in attacked["summary"]["matching_notes"]["atk_symlink"])
     assert g["atk_badname"]["todo4_plan_decode"] == 2, "a file name that is not UTF-8 is still graded, and breaks nothing"
+
+
+# ---------------------------------------------------------------- what the instructor's browser shows
+XSS_REFLECTION = """My answer.
+
+<script>window.PWN_SCRIPT = 1</script>
+<img src=x onerror="window.PWN_IMG = 1">
+[click](javascript:window.PWN_LINK=1) and ```` a backtick run ```` to lengthen the fence
+"""
+XSS_OUTPUTS = """from IPython.display import HTML, Javascript, SVG, Markdown, display
+display(HTML("<script>window.PWN_HTML = 1</script><b onmouseover='window.PWN_B = 1'>bold</b>"))
+display(Javascript("window.PWN_JS = 1"))
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg"><script>window.PWN_SVG = 1</script></svg>'))
+display(Markdown("[md](javascript:window.PWN_MD=1)"))
+print('plain output stays')"""
+SAFE_MIMES = {"text/plain", "image/png", "image/jpeg"}
+
+
+def formgrader_html(path: Path) -> str:
+    """``path`` rendered the way nbgrader's formgrader renders a submission (its exporter
+    settings and its ``formgrade`` template, no sanitizing)."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.server_extensions.formgrader import handlers
+    from traitlets.config import Config
+
+    config = Config()
+    config.HTMLExporter.template_name = "formgrade"
+    config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
+    resources = {"assignment_id": "a", "notebook_id": path.stem, "submission_id": "s", "index": 0, "total": 1,
+                 "base_url": "", "student": "xss", "last_name": None, "first_name": None, "notebook_path": str(path)}
+    return HTMLExporter(config=config).from_filename(str(path), resources=resources)[0]
+
+
+def live_markup(page_html: str) -> list[str]:
+    """What in a page would run in a browser: a learner's marker inside a <script> element, an
+    event-handler attribute (the template's own name toggles aside), a javascript: link."""
+    found = [body for body in re.findall(r"<script[^>]*>(.*?)</script>", page_html, re.S | re.I) if "PWN" in body]
+    found += [m for m in re.findall(r"<[^>]*\son\w+\s*=[^>]*>", page_html, re.I) if "toggle_name(" not in m]
+    found += re.findall(r"""(?:href|src)\s*=\s*["']?\s*javascript:""", page_html, re.I)
+    return found
+
+
+def test_learner_markup_is_inert_where_the_instructor_looks(tmp_path):
+    nb = insert_after(build(NB["04"], {"reflection_04_q1": XSS_REFLECTION}), "todo4_solution", XSS_OUTPUTS)
+    subs, out = tmp_path / "submissions", tmp_path / "out"
+    write(subs, "xss", NB["04"], nb)
+    assert live_markup(formgrader_html(subs / "xss" / f"{NB['04']}.ipynb")), "the checks see the attack when it is live"
+    run_grade(subs, out, "--workers", "1", "--cell-timeout", "10")
+    assert grades(out)["xss"]["todo4_plan_decode"] == 2, "scores do not change"
+    kept = next((out / "autograded" / "xss").rglob(f"{NB['04']}.ipynb"))
+    graded = nbformat.read(kept, as_version=4)
+    mimes = {m for c in graded.cells if c.cell_type == "code" for o in c.outputs for m in o.get("data", {})}
+    assert mimes <= SAFE_MIMES, mimes
+    assert any("plain output stays" in o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
+    reflection = next(c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "reflection_04_q1")
+    assert "shown as plain text for safety" in reflection.source and "\n`````text\n" in reflection.source
+    rendered = formgrader_html(kept)
+    assert live_markup(rendered) == [] and "&lt;script&gt;window.PWN_SCRIPT" in rendered, "shown, as text"
+    feedback = (out / "feedback" / "xss" / f"{NB['04']}.html").read_text(encoding="utf-8")
+    assert not re.search(r"""(?:href|src)\s*=\s*["']?\s*javascript:""", feedback, re.I)
