@@ -164,6 +164,11 @@ def cmd_export(course: Course, args) -> int:
     target, info = export(course, args.out, args.db_url, args.to)
     print(f"wrote {target}: {info['students']} student(s) from {info['db_url']}, "
           f"{info['pending']} written answer(s) still pending")
+    if info["needs_review"]:
+        shown = ", ".join(info["needs_review"][:10]) + (" ..." if len(info["needs_review"]) > 10 else "")
+        print(f"WARNING: {len(info['needs_review'])} score(s) a person gave are marked `review` and not counted: the "
+              f"answer changed since it was scored ({shown}). Score them again in formgrader, then export again.",
+              file=sys.stderr)
     return EXIT_OK
 
 

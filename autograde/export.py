@@ -1,5 +1,7 @@
 """``python -m autograde export OUT``: the final table, automatic and manual scores together,
-read from the course gradebook (after graders scored the reflections in formgrader)."""
+read from the course gradebook (after graders scored the reflections in formgrader). A score
+a person gave to an answer that changed since is shown as ``review`` and not counted until
+they look at it again in formgrader."""
 from __future__ import annotations
 
 import csv
@@ -8,7 +10,7 @@ from pathlib import Path
 
 from . import gradebook
 from .course import Course, UnusableInput
-from .grading import PENDING, exercises
+from .grading import PENDING, REVIEW, exercises
 
 
 def export(course: Course, out: Path, db_url: str | None = None, target: Path | None = None) -> tuple[Path, dict]:
@@ -26,7 +28,7 @@ def export(course: Course, out: Path, db_url: str | None = None, target: Path | 
     auto = [e for e in cells if not e.manual]
     manual = [e for e in cells if e.manual]
     fields = ["student_id", *[e.grade_id for e in auto], *[e.grade_id for e in manual],
-              "auto_total", "manual_total", "total", "max_total", "pending"]
+              "auto_total", "manual_total", "total", "max_total", "pending", "needs_review"]
     target = target or out / "final_grades.csv"
     rows = []
     for student in sorted(stored):
@@ -35,12 +37,16 @@ def export(course: Course, out: Path, db_url: str | None = None, target: Path | 
         for e in cells:
             entry = per.get(e.grade_id)
             score = gradebook.cell_score(entry) if entry else None
-            row[e.grade_id] = PENDING if score is None and e.manual else (score or 0.0)
-        row["auto_total"] = sum(row[e.grade_id] for e in auto)
+            if gradebook.needs_review(entry):  # a person's score on an answer that changed since: not counted
+                row[e.grade_id] = REVIEW
+            else:
+                row[e.grade_id] = PENDING if score is None and e.manual else (score or 0.0)
+        row["auto_total"] = sum(v for e in auto if not isinstance(v := row[e.grade_id], str))
         row["manual_total"] = sum(v for e in manual if not isinstance(v := row[e.grade_id], str))
         row["total"] = row["auto_total"] + row["manual_total"]
         row["max_total"] = sum(e.points for e in cells)
         row["pending"] = sum(row[e.grade_id] == PENDING for e in manual)
+        row["needs_review"] = sum(row[e.grade_id] == REVIEW for e in cells)
         rows.append(row)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
@@ -50,4 +56,6 @@ def export(course: Course, out: Path, db_url: str | None = None, target: Path | 
         for row in rows:
             writer.writerow({k: (f"{v:g}" if isinstance(v, float) else v) for k, v in row.items()})
     os.replace(tmp, target)
-    return target, {"students": len(rows), "pending": sum(r["pending"] for r in rows), "db_url": gradebook.mask_url(url)}
+    review = [f"{r['student_id']}/{e.grade_id}" for r in rows for e in cells if r[e.grade_id] == REVIEW]
+    return target, {"students": len(rows), "pending": sum(r["pending"] for r in rows), "needs_review": review,
+                    "db_url": gradebook.mask_url(url)}

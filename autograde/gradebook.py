@@ -224,14 +224,17 @@ def merge(gradebook, assignment: str, record: dict) -> None:
             auto = 0.0
         if grade.manual_score is None:
             grade.needs_manual_grade = auto is None
-        elif not record.get("cached") or auto != grade.auto_score:
-            grade.needs_manual_grade = True  # regraded under a person's score: they review it (as nbgrader does)
+        elif auto != grade.auto_score or not graded or (
+                not record.get("cached") and grade.name in record.get("changed_answers", [grade.name])):
+            # under a person's score the answer changed, was removed, or could not be graded: they review it
+            grade.needs_manual_grade = True
         grade.auto_score = auto
     db.commit()
 
 
 def read_scores(url: str, assignment: str) -> dict[str, dict[str, dict]]:
-    """{student: {grade_id: {"auto", "manual", "extra", "max", "manual_cell", "notebook"}}} for the assignment."""
+    """{student: {grade_id: {"auto", "manual", "extra", "max", "manual_cell", "notebook", "needs_manual_grade"}}}
+    for the assignment."""
     from nbgrader.api import MissingEntry
 
     found: dict[str, dict[str, dict]] = {}
@@ -247,8 +250,15 @@ def read_scores(url: str, assignment: str) -> dict[str, dict[str, dict]]:
                 for grade in notebook.grades:
                     per[grade.name] = {"auto": grade.auto_score, "manual": grade.manual_score,
                                        "extra": grade.extra_credit, "max": float(grade.max_score or 0.0),
-                                       "manual_cell": grade.name in solution_ids, "notebook": notebook.name}
+                                       "manual_cell": grade.name in solution_ids, "notebook": notebook.name,
+                                       "needs_manual_grade": bool(grade.needs_manual_grade)}
     return found
+
+
+def needs_review(entry: dict | None) -> bool:
+    """A score a person gave that no longer stands: the answer changed (or went) since, so
+    nbgrader flags the cell for a manual grade again. Shown as ``review``, not counted."""
+    return bool(entry) and entry.get("manual") is not None and bool(entry.get("needs_manual_grade"))
 
 
 def cell_score(entry: dict) -> float | None:

@@ -105,6 +105,7 @@ def exercises(course: Course) -> list[Exercise]:
 
 
 PENDING = "pending"  # grades.csv: an answer that waits for a person in formgrader
+REVIEW = "review"  # grades.csv: a person's score on an answer that changed since: not counted until they look again
 
 
 def _tree_digest(folder: Path) -> str:
@@ -165,12 +166,40 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
+def _answers(nb) -> dict[str, str]:
+    """{grade id: digest of the answer} for every answer cell (nbgrader solution cell) of a notebook."""
+    found = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and meta.get("grade_id"):
+            found[str(meta["grade_id"])] = hashlib.sha256(cell.source.strip().encode()).hexdigest()
+    return found
+
+
+def _changed_answers(before: Path, nb) -> list[str] | None:
+    """The answer cells whose text differs from ``before`` (the copy graded last time, kept in
+    OUT/submitted); None when there is no readable earlier copy."""
+    if not before.is_file():
+        return None
+    try:
+        old = _answers(nbformat.read(before, as_version=4))
+    except Exception:
+        return None
+    new = _answers(nb)
+    return sorted(gid for gid in {*old, *new} if old.get(gid) != new.get(gid))
+
+
 def _prepare(course: Course, master: Path, out: Path, student: str, notebook: str, path: Path,
-             max_bytes: int = MAX_NOTEBOOK_BYTES) -> Path:
+             max_bytes: int = MAX_NOTEBOOK_BYTES, record: dict | None = None) -> Path:
     """A fresh nbgrader course folder holding one submitted notebook (raises on an unreadable
-    one, and on one over ``max_bytes`` before reading it)."""
+    one, and on one over ``max_bytes`` before reading it). ``record`` gets the answer cells
+    changed since the last grading (a manual score on one of them is then flagged for review)."""
     check_size(path, max_bytes)
     nb = nbformat.read(path, as_version=4)
+    if record is not None:
+        changed = _changed_answers(out / "submitted" / student / course.assignment / f"{notebook}.ipynb", nb)
+        if changed is not None:
+            record["changed_answers"] = changed
     job = out / ".work" / student / notebook
     if job.exists():
         shutil.rmtree(job)
@@ -344,7 +373,8 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
         record = {"student_id": student, "notebook": notebook, "file": safe_text(path.name), "fingerprint": fingerprint,
                   "scores": {}, "status": "graded", "detail": ""}
         try:
-            pending.append((record, _prepare(course, master, out, student, notebook, path, options.max_notebook_bytes)))
+            pending.append((record, _prepare(course, master, out, student, notebook, path, options.max_notebook_bytes,
+                                                record)))
         except Exception as exc:  # not JSON, not a notebook: a grade of 0, not a crash
             record.update(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}")
             records.append(_save(out, record, 0.0))
@@ -642,8 +672,9 @@ def _install_sigterm() -> None:
 def _report(course: Course, out: Path, graded_cells: list[Exercise], records: list[dict], notes: dict[str, list[str]],
             n_students: int, sandbox: dict, db_url: str | None = None, book: dict | None = None) -> dict:
     """grades.csv (one row per student: each cell's score, a reflection not yet graded by a
-    person as ``pending``, ``auto_total``, ``total`` = every score so far, as nbgrader export
-    counts it, ``max_total`` and how many answers are ``pending``), log.jsonl, summary.json."""
+    person as ``pending``, a person's score on an answer changed since as ``review`` (not
+    counted), ``auto_total``, ``total`` = every score so far, ``max_total``, how many answers
+    are ``pending`` and how many ``needs_review``), log.jsonl, summary.json."""
     max_total = sum(e.points for e in graded_cells)
     auto_cells = [e for e in graded_cells if not e.manual]
     manual_cells = [e for e in graded_cells if e.manual]
@@ -664,7 +695,9 @@ def _report(course: Course, out: Path, graded_cells: list[Exercise], records: li
             record = per_nb.get(e.notebook, {})
             entry = stored.get(student, {}).get(e.grade_id)
             score = gradebook.cell_score(entry) if entry else None
-            if score is None and record.get("status") != "graded":
+            if gradebook.needs_review(entry):
+                score = REVIEW
+            elif score is None and record.get("status") != "graded":
                 score = 0.0  # nothing was graded: nothing to grade by hand either
             elif score is None and not e.manual:
                 score = float(record.get("scores", {}).get(e.grade_id, 0.0))
@@ -672,10 +705,11 @@ def _report(course: Course, out: Path, graded_cells: list[Exercise], records: li
                 left = record.get("manual", {}).get(e.grade_id)  # 0: left as released
                 score = PENDING if left is None else float(left)
             row[e.grade_id] = score
-        row["auto_total"] = sum(row[e.grade_id] for e in auto_cells)
+        row["auto_total"] = sum(v for e in auto_cells if not isinstance(v := row[e.grade_id], str))
         row["total"] = sum(v for e in graded_cells if not isinstance(v := row[e.grade_id], str))
         row["max_total"] = max_total
         row["pending"] = sum(row[e.grade_id] == PENDING for e in manual_cells)
+        row["needs_review"] = sum(row[e.grade_id] == REVIEW for e in graded_cells)
         rows.append(row)
         for nb in course.notebooks:
             r = per_nb.get(nb)
@@ -683,7 +717,7 @@ def _report(course: Course, out: Path, graded_cells: list[Exercise], records: li
                 problems.append({"student_id": student, "notebook": nb, "status": r["status"],
                                  "what_happened": STATUS_TEXT[r["status"]], "detail": r.get("detail", "")})
     fields = ["student_id", *[e.grade_id for e in auto_cells], *[e.grade_id for e in manual_cells],
-              "auto_total", "total", "max_total", "pending"]
+              "auto_total", "total", "max_total", "pending", "needs_review"]
     tmp = out / "grades.csv.tmp"
     with open(tmp, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
@@ -704,6 +738,7 @@ def _report(course: Course, out: Path, graded_cells: list[Exercise], records: li
         "max_manual": sum(e.points for e in manual_cells),
         "manual_columns": [e.grade_id for e in manual_cells],
         "manual_pending": sum(row["pending"] for row in rows),
+        "needs_review": sum(row["needs_review"] for row in rows),
         "gradebook": book or {},
         "problems": problems,
         "matching_notes": {s: n for s, n in notes.items() if n},

@@ -452,3 +452,41 @@ def test_an_unreachable_database_is_a_clear_error_without_the_password(tmp_path)
     proc = _grade(subs, tmp_path / "out", ["--db-url", url], check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "cannot open the gradebook" in proc.stderr and "hunter2-secret" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_a_manual_score_on_a_changed_answer_is_marked_review_until_a_person_looks_again(tmp_path):
+    from autograde.gradebook import open_gradebook
+
+    name, gid = GRADED[0], REFLECTIONS[GRADED[0]][0]
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    url, export_cmd = f"sqlite:///{out / 'gradebook.db'}", [sys.executable, "-m", "autograde", "export", str(out)]
+    write(subs, "ana", name, build(name))
+    _grade(subs, out, [])
+
+    def score(value: float) -> None:  # a person scores the reflection in formgrader (the same API)
+        with open_gradebook(url) as gb:
+            grade = gb.find_grade(gid, name, ASSIGNMENT, "ana")
+            grade.manual_score, grade.needs_manual_grade = value, False
+            gb.db.commit()
+
+    score(1.0)
+    _grade(subs, out, [])  # nothing changed: reused, the score stands
+    row = _grades(out / "grades.csv")["ana"]
+    assert row[gid] == "1" and row["needs_review"] == "0", row
+    total = float(row["total"])
+    write(subs, "ana", name, build(name, {gid: "A different answer, written after the grade was given."}))
+    _grade(subs, out, [])
+    row = _grades(out / "grades.csv")["ana"]
+    assert row[gid] == "review" and row["needs_review"] == "1" and float(row["total"]) == total - 1, row
+    assert read_scores(url, ASSIGNMENT)["ana"][gid]["needs_manual_grade"] is True
+    _grade(subs, out, [])  # a rerun that reuses the record keeps the flag
+    assert _grades(out / "grades.csv")["ana"][gid] == "review"
+    export = subprocess.run(export_cmd, capture_output=True, text=True, timeout=300)
+    assert export.returncode == 0 and "WARNING: 1 score(s)" in export.stderr and f"ana/{gid}" in export.stderr, export
+    final = _grades(out / "final_grades.csv")["ana"]
+    assert final[gid] == "review" and final["needs_review"] == "1" and final["manual_total"] == "0", final
+    score(0.5)  # looked at again: counted, no warning
+    export = subprocess.run(export_cmd, capture_output=True, text=True, timeout=300)
+    final = _grades(out / "final_grades.csv")["ana"]
+    assert "WARNING" not in export.stderr and final[gid] == "0.5" and final["needs_review"] == "0", (export.stderr, final)
