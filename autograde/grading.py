@@ -189,6 +189,37 @@ def _changed_answers(before: Path, nb) -> list[str] | None:
     return sorted(gid for gid in {*old, *new} if old.get(gid) != new.get(gid))
 
 
+def _repair_cells(nb, known: set[str]) -> list[str]:
+    """Make a submitted notebook's nbgrader cells what nbgrader can grade (on the copy that is
+    graded, never the student's file): consecutive cells that share an answer's grade id (what
+    Jupyter's "Split Cell" leaves) are joined, sources separated by a blank line; a cell whose
+    grade id the course does not know, or that repeats one met earlier, loses its nbgrader
+    metadata and counts as an ordinary cell. Returns a note for each change."""
+    notes, cells, seen = [], [], set()
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader")
+        gid = str(meta.get("grade_id", "")) if isinstance(meta, dict) else ""
+        if not isinstance(meta, dict) or not (gid or meta.get("grade") or meta.get("solution") or meta.get("locked")):
+            cells.append(cell)
+            continue
+        last = cells[-1] if cells else None
+        last_meta = last.metadata.get("nbgrader", {}) if last is not None else {}
+        if (meta.get("solution") and last is not None and isinstance(last_meta, dict) and last_meta.get("solution")
+                and str(last_meta.get("grade_id", "")) == gid and last.cell_type == cell.cell_type and gid in known):
+            last.source = last.source.rstrip("\n") + "\n\n" + cell.source.lstrip("\n")
+            notes.append(f"answer cell {safe_text(gid)} was split in two; the parts were joined for grading")
+            continue
+        if gid not in known or gid in seen:
+            why = "a grade id this course does not have" if gid not in known else "a grade id used by an earlier cell"
+            del cell.metadata["nbgrader"]
+            notes.append(f"a cell with {why} ({safe_text(gid) or 'none'}) was graded as an ordinary cell")
+        else:
+            seen.add(gid)
+        cells.append(cell)
+    nb.cells = cells
+    return notes
+
+
 def _prepare(course: Course, master: Path, out: Path, student: str, notebook: str, path: Path,
              max_bytes: int = MAX_NOTEBOOK_BYTES, record: dict | None = None) -> Path:
     """A fresh nbgrader course folder holding one submitted notebook (raises on an unreadable
@@ -196,6 +227,9 @@ def _prepare(course: Course, master: Path, out: Path, student: str, notebook: st
     changed since the last grading (a manual score on one of them is then flagged for review)."""
     check_size(path, max_bytes)
     nb = nbformat.read(path, as_version=4)
+    repairs = _repair_cells(nb, grade_ids(master / "source" / course.assignment / f"{notebook}.ipynb"))
+    if record is not None and repairs:
+        record["matching_notes"] = repairs
     if record is not None:
         changed = _changed_answers(out / "submitted" / student / course.assignment / f"{notebook}.ipynb", nb)
         if changed is not None:
@@ -685,8 +719,10 @@ def _report(course: Course, out: Path, graded_cells: list[Exercise], records: li
         except gradebook.GradebookError as exc:
             book = {**(book or {}), "error": str(exc)}
     by_student: dict[str, dict[str, dict]] = {}
+    notes = {student: list(found) for student, found in notes.items()}
     for r in records:
         by_student.setdefault(r["student_id"], {})[r["notebook"]] = r
+        notes.setdefault(r["student_id"], []).extend(f"{r['notebook']}.ipynb: {note}" for note in r.get("matching_notes", []))
     rows, problems = [], []
     for student in sorted(by_student):
         per_nb = by_student[student]

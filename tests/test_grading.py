@@ -385,3 +385,35 @@ def test_public_checks_catch_every_wrong_answer(tmp_path):
     for (student, cell, *_, failing), text in zip(WRONG, blocks.values()):
         named = set(re.findall(r"✗ .*\[([a-z_]+)\]", text))
         assert named & failing, f"{student}: the public checks do not catch it (named {named}, loses {failing})\n{text}"
+
+
+def test_a_split_answer_cell_and_an_unknown_grade_id_cost_no_points(root, tmp_path):
+    import copy
+
+    subs, out, name = tmp_path / "subs", tmp_path / "out", NOTEBOOKS[0]
+    nb = build(name)
+    reflection = next(gid for gid in MANUAL if any(c.metadata.get("nbgrader", {}).get("grade_id") == gid for c in nb.cells))
+    i = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == reflection)
+    first = nb.cells[i]
+    second = copy.deepcopy(first)  # Jupyter's "Split Cell": both halves keep the metadata
+    second["id"] = first["id"] + "x"
+    whole = first.source
+    first.source, second.source = whole[:len(whole) // 2], whole[len(whole) // 2:]
+    nb.cells.insert(i + 1, second)
+    stray = copy.deepcopy(first)  # a cell carrying a grade id the course does not have
+    stray["id"] = first["id"] + "y"
+    stray.metadata["nbgrader"]["grade_id"] = "my_own_cell"
+    nb.cells.append(stray)
+    original = write(subs, "splitter", name, nb).read_bytes()
+    run_grade(subs, out, "--workers", "1", "--cell-timeout", "10")
+    grades = read_grades(out)["splitter"]
+    assert grades["todo0_check_overlap"] == POINTS["todo0_check_overlap"], grades
+    assert grades[reflection] == "pending", "the joined answer waits for a person"
+    summary = json.loads((out / "summary.json").read_text())
+    assert not [p for p in summary["problems"] if p["notebook"] == name], summary["problems"]
+    notes = " ".join(summary["matching_notes"]["splitter"])
+    assert f"answer cell {reflection} was split in two" in notes and "(my_own_cell) was graded as an ordinary cell" in notes
+    kept = nbformat.read(out / "submitted" / "splitter" / Course.load(root).assignment / f"{name}.ipynb", 4)
+    joined = [c.source for c in kept.cells if c.metadata.get("nbgrader", {}).get("grade_id") == reflection]
+    assert len(joined) == 1 and joined[0].replace("\n\n", "") == whole.replace("\n\n", ""), joined
+    assert (subs / "splitter" / f"{name}.ipynb").read_bytes() == original, "the student's file is never changed"
