@@ -41,6 +41,8 @@ bench: venv
 	$(BIN)/python benchmarks/bench_cpu_overlap.py
 	$(BIN)/python benchmarks/bench_parallel_grading.py
 	$(BIN)/python benchmarks/bench_sandbox_cost.py
+	$(BIN)/python benchmarks/bench_course_speed.py
+	$(BIN)/python benchmarks/bench_handoff_sim.py --no-million
 
 clean:
 	rm -rf .course_build dist artifacts .pytest_cache
