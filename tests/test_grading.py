@@ -142,7 +142,7 @@ def batch(tmp_path_factory):
 
 def test_grades_csv_has_the_promised_columns(batch):
     header = (batch["out"] / "grades.csv").read_text().splitlines()[0].split(",")
-    assert header == ["student_id", *POINTS, *MANUAL, "auto_total", "total", "max_total", "pending"]
+    assert header == ["student_id", *POINTS, *MANUAL, "auto_total", "total", "max_total", "pending", "needs_review"]
     assert all(row["max_total"] == FULL + len(MANUAL) for row in batch["grades"].values())
 
 
