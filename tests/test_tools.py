@@ -881,3 +881,126 @@ def test_in_notebook_check_names_an_unknown_course_name(tmp_path, monkeypatch, n
     with pytest.raises(ValueError, match="not a notebook of this course"):
         notebook_runtime.check_submission("99_nothing", tmp_path / "absent.ipynb")
 
+
+# ---------------------------------------------------------------- step 5: honest CPU curves, reasons and labels
+
+def test_cpu_curve_uses_one_thread_and_restores_the_setting():
+    from unittest import mock
+
+    import torch
+
+    from tools import overlap_sweep
+
+    before = torch.get_num_threads()
+    seen = []
+    real = torch.Tensor.copy_
+    with mock.patch.object(torch.Tensor, "copy_", lambda self, src: seen.append(torch.get_num_threads()) or real(self, src)):
+        curve = overlap_sweep.bandwidth_curve_cpu(max_mib=0.0625, repeats=2)
+    assert seen and set(seen) == {1}, f"copies timed with {set(seen)} intra-op threads, not 1"
+    assert torch.get_num_threads() == before, "the intra-op setting is restored"
+    s = curve["series"]["memcpy"]
+    assert s["bytes"][0] == 4 * 1024, "the CPU curve starts at 4 KiB, where one call's fixed cost shows"
+    assert curve["statistic"] == "min" and 0 <= s["r2"] <= 1 and isinstance(curve["warnings"], list)
+
+
+def test_cpu_timings_keep_the_fastest_repeat():
+    from unittest import mock
+
+    from tools import overlap_sweep
+
+    times = iter([9.0, 5.0, 1.0, 7.0])  # the warm-up call, then three repeats (s)
+    clock = iter([0.0, next(times), 10.0, 10.0 + next(times), 20.0, 20.0 + next(times), 30.0, 30.0 + next(times)])
+    with mock.patch.object(overlap_sweep.time, "perf_counter", lambda: next(clock)):
+        calls = []
+        best = overlap_sweep._best_ms(lambda: calls.append(1), 3)
+    assert len(calls) == 4 and best == 1000.0, "one warm-up, then the minimum of the repeats (in ms)"
+
+
+def test_fit_quality_and_its_warnings():
+    from tools import overlap_sweep
+
+    sizes = [4096 * 4**i for i in range(7)]
+    good = overlap_sweep.fit_bandwidth(sizes, [0.002 + b / 15e9 * 1e3 for b in sizes])
+    assert good["r2"] == pytest.approx(1.0) and overlap_sweep.fit_warnings("memcpy", good) == []
+    flat = overlap_sweep.fit_bandwidth(sizes[2:], [0.0048, 7.97, 7.99, 7.98, 7.97])  # 2 threads on a busy machine, measured
+    warned = " ".join(overlap_sweep.fit_warnings("memcpy", flat))
+    assert flat["t0_ms"] == 0.0 and "t0 came out 0" in warned and "fits poorly" in warned, warned
+    assert overlap_sweep.load_warnings(1.9, 2) and not overlap_sweep.load_warnings(0.3, 2) and not overlap_sweep.load_warnings(None, 2)
+
+
+def test_sweep_warns_when_one_chunk_exposes_far_more_than_the_copy():
+    from tools import overlap_sweep
+
+    sweep = overlap_sweep.summarize_sweep([1, 2, 4], [14.0, 9.0, 8.0], 1.0, 3.4)  # 10.6 ms exposed against a 1 ms copy
+    assert "one chunk exposed 10.60 ms against 1.00 ms" in overlap_sweep.sweep_warnings(sweep)[0]
+    quiet = overlap_sweep.summarize_sweep([1, 2, 4], [4.5, 4.0, 3.8], 1.0, 3.4)
+    assert overlap_sweep.sweep_warnings(quiet) == []
+
+
+def test_sweep_and_curve_plots_print_their_warnings(capsys, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from tools import overlap_plots, overlap_sweep
+
+    monkeypatch.setattr(plt, "show", lambda: None)
+    sweep = overlap_sweep.summarize_sweep([1, 2, 4], [14.0, 9.0, 8.0], 1.0, 3.4)
+    sweep.update(device="cpu", payload_mib=8, warnings=overlap_sweep.sweep_warnings(sweep))
+    overlap_plots.plot_pipeline(sweep)
+    assert "WARNING: one chunk exposed" in capsys.readouterr().out
+    assert "Not trustworthy" in plt.gcf()._suptitle.get_text()
+    plt.close("all")
+
+
+def test_rerun_reason_names_the_noise_condition_that_fired(cpu_result):
+    import copy
+
+    noisy = copy.deepcopy(cpu_result)
+    case = next(c for c in noisy["cases"] if c["window"] == "calibrated")
+    case["serial_median_ms"], case["serial_p95_ms"] = case["predicted_serial_ms"], 2.7 * case["predicted_serial_ms"]
+    reason = overlap_lab.finalize(noisy, lambda cases, controls: "rerun_on_quiet_machine")["decision_reason"]
+    assert (f"serial P95 {case['serial_p95_ms']:.2f} ms > 1.5 x serial median {case['serial_median_ms']:.2f} ms" in reason), reason
+    assert "overlapped P95" not in reason, "the rerun reason names rule 3's condition, not the overlapped P95"
+    quiet = copy.deepcopy(cpu_result)
+    for c in quiet["cases"]:
+        c["serial_median_ms"] = c["serial_p95_ms"] = c["predicted_serial_ms"]
+    reason = overlap_lab.finalize(quiet, lambda cases, controls: "rerun_on_quiet_machine")["decision_reason"]
+    assert "no calibrated case meets either noise condition: check TODO 5's rule 3" in reason, reason
+
+
+def test_reason_names_each_rule_with_its_numbers():
+    from tools.overlap_results import what_fired
+
+    case = {"payload_mib": 16, "window": "calibrated", "copy_alone_ms": 3.0, "compute_alone_ms": 3.58,
+            "predicted_serial_ms": 6.58, "serial_median_ms": 9.0, "serial_p95_ms": 9.5, "overlap_median_ms": 6.9,
+            "overlap_p95_ms": 7.0, "latency_ratio": 6.9 / 9.0, "overlap_confirmed": True,
+            "copy_correct": True, "compute_correct": False, "preconditions_met": True}
+    assert "serial median 9.00 ms is 37% above copy + compute 6.58 ms (> 25%)" in what_fired("rerun_on_quiet_machine", [case], [])
+    tune = what_fired("tune_overlap_window", [case], [])
+    assert "ratio 0.77 > 0.75" in tune and "overlapped median 6.90 ms > 1.15 x max(copy, compute) 3.58 ms" in tune, tune
+    assert "compute_correct not true" in what_fired("reject_incorrect_path", [case], [])
+    assert "control one_thread: overlap_confirmed is True" in what_fired(
+        "reject_instrument_fault", [case], [{"name": "one_thread", "overlap_confirmed": True}])
+    assert what_fired("reject_instrument_fault", [case], []) == "no negative control ran"
+
+
+def test_evidence_label_states_each_limit():
+    from tools.overlap_plots import evidence_label
+
+    ev = {"confirmed": False, "overlapped_repeats": 12, "repeats": 20, "copy_slowdown": 1.88, "max_copy_slowdown": 1.30}
+    assert evidence_label(ev) == "not confirmed · 12/20 repeats (> 10 needed)\ncopy x1.88 > 1.30 limit"
+    assert evidence_label({**ev, "confirmed": True, "copy_slowdown": 1.05}).endswith("copy x1.05 ≤ 1.30 limit")
+
+
+def test_results_sentence_says_when_the_course_folder_is_not_the_notebooks(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.delenv(project_runtime.ROOT_ENV, raising=False)
+    monkeypatch.delenv(project_runtime.RESULTS_ENV, raising=False)
+    root = project_runtime.find_project_root(Path(project_runtime.__file__))
+    if root is None:
+        pytest.skip("the runtime is installed outside a course folder")
+    monkeypatch.chdir(tmp_path)  # a notebook copied out of the course folder
+    sentence = project_runtime.where_results_go()
+    assert str(root / "benchmarks" / "results") in sentence and "not next to this notebook" in sentence and str(tmp_path.resolve()) in sentence
+    monkeypatch.chdir(root)
+    assert "the course folder this notebook runs in" in project_runtime.where_results_go()

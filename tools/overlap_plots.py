@@ -68,25 +68,43 @@ def plot_controls(result: dict) -> None:
     if not rows:
         print("No cases or controls to plot.")
         return
-    fig, ax = new_figure(height=0.45 * len(rows) + 1.4)
+    fig, ax = new_figure(height=0.6 * len(rows) + 1.9)
     y = range(len(rows))
     ax.barh(list(y), [ev["covered_fraction_median"] for _, ev, _ in rows], color=[c for *_, c in rows])
     for i, (_, ev, _) in enumerate(rows):
-        verdict = "confirmed" if ev["confirmed"] else "not confirmed"
-        ax.text(1.02, i, f"{verdict} · {ev['overlapped_repeats']}/{ev['repeats']} repeats · copy x{ev['copy_slowdown']:.2f}",
-                va="center", fontsize=8, transform=ax.get_yaxis_transform())
+        ax.text(1.02, i, evidence_label(ev), va="center", fontsize=8, transform=ax.get_yaxis_transform())
     ax.axvline(MIN_COVERED, color="black", linestyle="--", linewidth=1)
     ax.set_yticks(list(y), [label for label, *_ in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel("work completed inside the other side's interval (share of the shorter side, median)")
-    ax.set_title("Evidence: cases should cross the dashed bar, controls must not")
+    ax.set_xlabel("work completed inside the other side's interval\n(share of the shorter side, median)")
+    ax.set_title("Evidence: confirmed when most repeats cross the dashed bar\n"
+                 "and the copy stays within its limit; controls must not be", fontsize=10)
     plt.show()
+
+
+def evidence_label(ev: dict) -> str:
+    """The verdict and both of its conditions, each with its limit, on two lines: e.g. 'not confirmed ·
+    12/20 repeats (> 10 needed)' and 'copy x1.88 > 1.30 limit'."""
+    verdict = "confirmed" if ev["confirmed"] else "not confirmed"
+    slowdown, limit = ev["copy_slowdown"], ev["max_copy_slowdown"]
+    return (f"{verdict} · {ev['overlapped_repeats']}/{ev['repeats']} repeats (> {ev['repeats'] / 2:g} needed)\n"
+            f"copy x{slowdown:.2f} {'>' if slowdown > limit else '≤'} {limit:.2f} limit")
+
+
+def _warn(what: dict, fig) -> None:
+    """Print a measurement's warnings before its figure, and mark the figure, so it is never read silently."""
+    for text in what.get("warnings", []):
+        print(f"WARNING: {text}")
+    if what.get("warnings"):
+        fig.suptitle(f"Not trustworthy as measured: {len(what['warnings'])} warning(s) printed above",
+                     color=PALETTE["vermillion"], fontsize=10)
 
 
 def plot_pipeline(sweep: dict) -> None:
     """Measured exposed time against chunks, with Step 2's layer-wise model."""
     fig, ax = new_figure(height=3.6)
+    _warn(sweep, fig)
     n = sweep["chunks"]
     ax.plot(n, sweep["exposed_ms"], marker="o", color=ROLE["exposed"], label="measured exposed (total - compute alone)")
     ax.plot(n, sweep["model_exposed_ms"], marker="s", linestyle="--", color=ROLE["copy"],
@@ -107,10 +125,11 @@ def plot_bandwidth(curve: dict) -> None:
     """Copy time and achieved bandwidth against size, with the fitted t0 + bytes / bandwidth."""
     colors = [PALETTE["blue"], PALETTE["orange"], PALETTE["green"], PALETTE["vermillion"]]
     fig, axes = new_figure(rows=1, cols=2, height=3.6)
+    _warn(curve, fig)
     for color, (name, s) in zip(colors, curve["series"].items()):
         sizes = s["bytes"]
         fitted = [s["t0_ms"] + b / (s["gbytes_per_s"] * 1e6) for b in sizes]
-        axes[0].loglog(sizes, s["ms"], "o", color=color, label=f"{name}: t0 {s['t0_ms'] * 1e3:.0f} µs, {s['gbytes_per_s']:.1f} GB/s")
+        axes[0].loglog(sizes, s["ms"], "o", color=color, label=f"{name}: t0 {s['t0_ms'] * 1e3:.1f} µs, {s['gbytes_per_s']:.1f} GB/s")
         axes[0].loglog(sizes, fitted, "-", color=color, linewidth=1)
         axes[1].semilogx(sizes, [b / (t * 1e6) for b, t in zip(sizes, s["ms"])], "o-", color=color, label=name)
     axes[0].set_xlabel("bytes")

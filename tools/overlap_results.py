@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from .notebook_runtime import grading_mode, package_version
+from .overlap_evidence import busy_machine
 from .overlap_schema import CPU_ACCEPT, LEARNER_DECISIONS, SCHEMA_VERSION, SEMANTIC_ID, validate_result
 from .project_runtime import results_dir, write_json_atomic
 
@@ -64,23 +65,92 @@ def new_result(run_mode: str, run_label: str, environment_profile: str, workload
     }
 
 
+# TODO 5's thresholds, as its prompt states them: the reason names the condition that fired, with its numbers.
+NOISE_OFF_MODEL = 0.25  # rule 3: serial median more than 25% away from copy + compute
+NOISE_SPREAD = 1.5  # rule 3: serial P95 more than 1.5 x the serial median
+BAR_RATIO = 0.75  # rule 4: latency ratio at most 0.75
+BAR_BOUND = 1.15  # rule 4: overlapped median within 1.15 x max(copy, compute)
+
+
+def _label(case: dict) -> str:
+    return f"{case['payload_mib']:g} MiB {case.get('window', '?')}"
+
+
 def _calibrated_summary(cases: list[dict]) -> str:
     parts = []
     for c in cases:
         if c.get("window") == "calibrated":
             bound = max(c["copy_alone_ms"], c["compute_alone_ms"])
-            parts.append(f"{c['payload_mib']:g} MiB: ratio {c['latency_ratio']:.2f}, overlapped/bound "
-                         f"{c['overlap_median_ms'] / bound:.2f}, P95 {c['overlap_p95_ms']:.2f} vs serial median "
-                         f"{c['serial_median_ms']:.2f} ms, serial/(copy+compute) "
-                         f"{c['serial_median_ms'] / c['predicted_serial_ms']:.2f}")
+            parts.append(f"{c['payload_mib']:g} MiB: ratio {c['latency_ratio']:.2f}, overlapped median / max(copy, compute) "
+                         f"{c['overlap_median_ms'] / bound:.2f}, overlapped P95 {c['overlap_p95_ms']:.2f} ms "
+                         f"{'<' if c['overlap_p95_ms'] < c['serial_median_ms'] else '>='} serial median "
+                         f"{c['serial_median_ms']:.2f} ms")
     return "; ".join(parts)
+
+
+def noise_conditions(case: dict) -> list[str]:
+    """Rule 3's conditions that hold for ``case``, each with its numbers (empty on a quiet machine)."""
+    out = []
+    serial, predicted, p95 = case["serial_median_ms"], case["predicted_serial_ms"], case["serial_p95_ms"]
+    off = serial / predicted - 1
+    if abs(off) > NOISE_OFF_MODEL:
+        out.append(f"serial median {serial:.2f} ms is {abs(off):.0%} {'above' if off > 0 else 'below'} copy + compute "
+                   f"{predicted:.2f} ms (> {NOISE_OFF_MODEL:.0%})")
+    if p95 > NOISE_SPREAD * serial:
+        out.append(f"serial P95 {p95:.2f} ms > {NOISE_SPREAD:g} x serial median {serial:.2f} ms")
+    return out
+
+
+def bar_misses(case: dict) -> list[str]:
+    """Rule 4's conditions that ``case`` misses, each with its numbers (empty when it meets the bar)."""
+    out = []
+    bound = max(case["copy_alone_ms"], case["compute_alone_ms"])
+    if not case.get("overlap_confirmed"):
+        out.append("overlap not confirmed")
+    if case["latency_ratio"] > BAR_RATIO:
+        out.append(f"ratio {case['latency_ratio']:.2f} > {BAR_RATIO:g}")
+    if case["overlap_median_ms"] > BAR_BOUND * bound:
+        out.append(f"overlapped median {case['overlap_median_ms']:.2f} ms > {BAR_BOUND:g} x max(copy, compute) {bound:.2f} ms")
+    if case["overlap_p95_ms"] >= case["serial_median_ms"]:
+        out.append(f"overlapped P95 {case['overlap_p95_ms']:.2f} ms >= serial median {case['serial_median_ms']:.2f} ms")
+    return out
+
+
+def what_fired(decision: str, cases: list[dict], controls: list[dict]) -> str:
+    """The measured conditions behind ``decision``, with their numbers; when none holds, says so
+    (the decision then came from a TODO 5 that does not follow its rule)."""
+    calibrated = [c for c in cases if c.get("window") == "calibrated"]
+
+    def listed(found: list[str], rule: int, none: str) -> str:
+        return "; ".join(found) if found else f"{none}: check TODO 5's rule {rule}"
+
+    if decision == "reject_incorrect_path":
+        fields = ("copy_correct", "compute_correct", "preconditions_met")
+        found = [f"{_label(c)}: {', '.join(f for f in fields if not c.get(f))} not true" for c in cases
+                 if not all(c.get(f) for f in fields)]
+        return listed(found, 1, "every case is correct and on the overlap path")
+    if decision == "reject_instrument_fault":
+        if not controls:
+            return "no negative control ran"
+        found = [f"control {c.get('name', '?')}: overlap_confirmed is {c.get('overlap_confirmed')!r}"
+                 for c in controls if c.get("overlap_confirmed") is not False]
+        return listed(found, 2, "every control came out not confirmed")
+    if decision == "rerun_on_quiet_machine":
+        found = [f"{_label(c)}: {' and '.join(conds)}" for c in calibrated if (conds := noise_conditions(c))]
+        return listed(found, 3, "no calibrated case meets either noise condition")
+    if decision == "tune_overlap_window":
+        if not calibrated:
+            return "no calibrated case was measured"
+        found = [f"{_label(c)}: {', '.join(misses)}" for c in calibrated if (misses := bar_misses(c))]
+        return listed(found, 4, "every calibrated case meets the bar")
+    return _calibrated_summary(cases)
 
 
 def _load_note(result: dict) -> str:
     """On the CPU, a busy machine takes the copy thread's core: say so when the load was high."""
     hw = result["hardware"]
     load, cpus = hw.get("load_average_1m"), hw.get("logical_cpus")
-    if result["run_mode"] != "real_cpu" or load is None or not cpus or load < 0.5 * cpus:
+    if result["run_mode"] != "real_cpu" or not busy_machine(load, cpus):
         return ""
     return (f". Load average {load:g} on {cpus} CPUs: other programs were using the cores that the copy thread "
             f"and the matmul thread need, so they take turns instead of overlapping")
@@ -99,7 +169,9 @@ def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:
         if decision == "accept_physical_overlap" and result["run_mode"] == "real_cpu":
             decision = CPU_ACCEPT
         result["decision"] = decision
-        result["decision_reason"] = f"{REASONS[decision]}. {_calibrated_summary(result['cases'])}{_load_note(result)}"
+        fired = what_fired(decision, result["cases"], result["controls"])
+        lead = "Measured" if decision in ("accept_physical_overlap", CPU_ACCEPT) else "What fired"
+        result["decision_reason"] = f"{REASONS[decision]}. {lead}: {fired}{_load_note(result)}"
     return result
 
 

@@ -10,18 +10,32 @@ cost outgrows the shrinking last chunk; ``best_chunks`` is where that happens he
 **Bandwidth curve.** Copy time against size, fitted to ``time = t0 + bytes / bandwidth``: ``t0``
 is the fixed cost of one copy, the reason small copies never reach the link's bandwidth. On a
 GPU: pinned and pageable host memory, host-to-device and device-to-host.
+
+**On the CPU** both are timed with one intra-op thread (torch's setting is restored after): with
+more, a copy above torch's grain size is split across OpenMP threads, and on a busy machine each
+copy then waits for every thread to get a core (a 4 MiB copy measured 6.1 ms instead of 0.5 ms).
+Each time is the *minimum* over the repeats, the least disturbed run: other programs only ever add
+time. Each result carries ``warnings`` (a busy machine, a fit that does not hold) that the plots print
+before they draw, so that a misleading figure is never shown silently.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
 from typing import Sequence
 
+from .overlap_evidence import busy_machine
+
 MiB = 2**20
 KiB = 2**10
 CHUNK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+SERIAL_SLACK = 2.0  # the one-chunk run may expose at most this times the copy alone (a thread start, a wake-up)
 WIDTHS = (4, 8, 16, 32, 64)  # compute on a chunk: (elements / width, width) @ (width, width)
+CPU_CURVE_START = 4 * KiB  # the CPU curve's smallest copy: one call's fixed cost (~2 µs) is most of it
+GPU_CURVE_START = 64 * KiB
+MIN_FIT_R2 = 0.7  # below this, time = t0 + bytes / bandwidth does not describe the measured copies
 
 
 def fit_line(xs: Sequence[float], ys: Sequence[float], weights: Sequence[float] | None = None) -> tuple[float, float]:
@@ -54,7 +68,42 @@ def fit_bandwidth(sizes_bytes: Sequence[float], times_ms: Sequence[float]) -> di
         slope = sum(w * x * y for w, x, y in zip(weights, sizes_bytes, times_ms)) / sum(w * x * x for w, x in zip(weights, sizes_bytes))
     if slope <= 0:
         raise ValueError("copy time does not grow with size: no bandwidth can be fitted")
-    return {"t0_ms": t0, "gbytes_per_s": 1 / slope / 1e6}
+    return {"t0_ms": t0, "gbytes_per_s": 1 / slope / 1e6, "r2": _weighted_r2(sizes_bytes, times_ms, weights, t0, slope)}
+
+
+def _weighted_r2(xs, ys, weights, intercept: float, slope: float) -> float:
+    """R² of ``y = intercept + slope x`` with the fit's weights: 1 is a perfect line."""
+    sw = sum(weights)
+    mean = sum(w * y for w, y in zip(weights, ys)) / sw
+    total = sum(w * (y - mean) ** 2 for w, y in zip(weights, ys))
+    residual = sum(w * (y - intercept - slope * x) ** 2 for w, x, y in zip(weights, xs, ys))
+    return 1 - residual / total if total > 0 else 1.0
+
+
+def machine_load() -> tuple[float | None, int]:
+    """The 1-minute load average (None where the system has none) and the number of logical CPUs."""
+    load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+    return load, os.cpu_count() or 1
+
+
+def load_warnings(load: float | None, cpus: int) -> list[str]:
+    """A warning when the machine was busy before the measurement, else nothing."""
+    if not busy_machine(load, cpus):
+        return []
+    return [f"load average {load:g} on {cpus} CPUs before measuring: other programs were running, so these "
+            f"times include waiting for a core and wander from run to run. Close them and run this cell again."]
+
+
+def fit_warnings(name: str, fit: dict) -> list[str]:
+    """Warnings when a copy-time fit does not hold: no fixed cost found, or a line that fits poorly."""
+    out = []
+    if fit["t0_ms"] <= 0:
+        out.append(f"{name}: t0 came out 0 µs (the fit's fixed cost was negative and set to 0): the small copies "
+                   f"were not slower per byte than the large ones, which a quiet machine does not do.")
+    if fit["r2"] < MIN_FIT_R2:
+        out.append(f"{name}: time = t0 + bytes / bandwidth fits poorly (R² {fit['r2']:.2f} < {MIN_FIT_R2}): the times "
+                   f"do not grow along a line with size, so neither t0 nor the bandwidth means much here.")
+    return out
 
 
 def fit_per_chunk_cost(chunks: Sequence[int], exposed_ms: Sequence[float], copy_ms: float) -> float:
@@ -83,11 +132,15 @@ def summarize_sweep(chunks: Sequence[int], totals_ms: Sequence[float], copy_ms: 
 
 def pipeline_sweep_cpu(payload_mib: float = 16, chunk_counts: Sequence[int] = CHUNK_COUNTS, repeats: int = 5,
                        seed: int = 0) -> dict:
-    """The sweep on the CPU analogue: a copy thread feeding a compute thread, chunk by chunk."""
+    """The sweep on the CPU analogue: a copy thread feeding a compute thread, chunk by chunk.
+
+    One intra-op thread; every time (copy alone, compute alone, each chunk count's total) is the
+    minimum over ``repeats``."""
     import torch
 
     if payload_mib <= 0 or repeats < 1 or not chunk_counts or min(chunk_counts) < 1:
         raise ValueError("payload_mib > 0, repeats >= 1 and chunk counts >= 1 are required")
+    load, cpus = machine_load()  # before measuring: the sweep's own threads must not count
     threads_before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -97,20 +150,35 @@ def pipeline_sweep_cpu(payload_mib: float = 16, chunk_counts: Sequence[int] = CH
         src = torch.randn(n, generator=gen)
         dst = torch.empty_like(src)
         dst.copy_(src)
-        copy_ms = _median_ms(lambda: dst.copy_(src), repeats)
+        copy_ms = _best_ms(lambda: dst.copy_(src), repeats)
         width, weight, out = _pick_width(torch, gen, dst, copy_ms)
-        compute_ms = _median_ms(lambda: torch.mm(dst.view(-1, width), weight, out=out), repeats)
+        compute_ms = _best_ms(lambda: torch.mm(dst.view(-1, width), weight, out=out), repeats)
         totals = []
         for chunks in chunk_counts:
             pieces = list(zip(src.chunk(chunks), dst.chunk(chunks), out.chunk(chunks)))
-            _cpu_pipeline(torch, pieces, weight, width)  # warm
-            totals.append(statistics.median(_cpu_pipeline(torch, pieces, weight, width) for _ in range(repeats)))
+            # no separate warm-up: the buffers are warm from the timings above, and the minimum drops a cold run
+            totals.append(min(_cpu_pipeline(torch, pieces, weight, width) for _ in range(repeats)))
         result = summarize_sweep(list(chunk_counts), totals, copy_ms, compute_ms)
-        result.update(device="cpu", payload_mib=n * 4 / MiB, width=width, repeats=repeats,
+        result.update(device="cpu", payload_mib=n * 4 / MiB, width=width, repeats=repeats, statistic="min",
+                      intra_op_threads=1, load_average_1m=load, logical_cpus=cpus,
                       correct=bool(torch.allclose(out, src.view(-1, width) @ weight, rtol=1e-4, atol=1e-4)))
+        result["warnings"] = load_warnings(load, cpus) + sweep_warnings(result)
         return result
     finally:
         torch.set_num_threads(threads_before)
+
+
+def sweep_warnings(sweep: dict) -> list[str]:
+    """A warning when the one-chunk run, which cannot overlap, exposes far more than the copy alone."""
+    if 1 not in sweep["chunks"]:
+        return []
+    one = sweep["exposed_ms"][sweep["chunks"].index(1)]
+    copy_ms = sweep["copy_alone_ms"]
+    if one <= SERIAL_SLACK * copy_ms:
+        return []
+    return [f"one chunk exposed {one:.2f} ms against {copy_ms:.2f} ms for the copy alone: with one chunk nothing "
+            f"overlaps, so the two should be close (within {SERIAL_SLACK:g}x). The extra time is waiting (on the CPU, "
+            f"for a core that other programs held, to start or wake the copy thread); the sweep's shape is not trustworthy."]
 
 
 def _pick_width(torch, gen, dst, copy_ms: float):
@@ -119,7 +187,7 @@ def _pick_width(torch, gen, dst, copy_ms: float):
     for width in WIDTHS:
         weight = torch.randn(width, width, generator=gen)
         out = torch.empty(dst.numel() // width, width)
-        ms = _median_ms(lambda: torch.mm(dst.view(-1, width), weight, out=out), 3)
+        ms = _best_ms(lambda: torch.mm(dst.view(-1, width), weight, out=out), 3)
         if best is None or abs(ms - copy_ms) < abs(best[0] - copy_ms):
             best = (ms, width, weight, out)
     return best[1:]
@@ -143,37 +211,49 @@ def _cpu_pipeline(torch, pieces, weight, width: int) -> float:
     return (time.perf_counter() - begin) * 1e3
 
 
-def _median_ms(fn, repeats: int) -> float:
+def _best_ms(fn, repeats: int) -> float:
+    """ms of ``fn``: one untimed warm-up call, then the minimum over ``repeats`` timed calls."""
     fn()
     times = []
     for _ in range(repeats):
         begin = time.perf_counter()
         fn()
         times.append((time.perf_counter() - begin) * 1e3)
-    return statistics.median(times)
+    return min(times)
 
 
-def bandwidth_curve_cpu(max_mib: float = 64, repeats: int = 5) -> dict:
-    """memcpy time against size on the CPU, 64 KiB to ``max_mib``, fitted."""
+def bandwidth_curve_cpu(max_mib: float = 16, repeats: int = 5) -> dict:
+    """memcpy time against size on the CPU, 4 KiB to ``max_mib``, fitted: one intra-op thread, the
+    minimum over ``repeats`` per size."""
     import torch
 
-    sizes = _sizes(max_mib)
-    times = []
-    for size in sizes:
-        src = torch.empty(size // 4).fill_(1.0)
-        dst = torch.empty_like(src)
-        times.append(_median_ms(lambda: dst.copy_(src), repeats))
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats!r}")
+    sizes = _sizes(max_mib, CPU_CURVE_START)
+    load, cpus = machine_load()
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        times = []
+        for size in sizes:
+            src = torch.empty(size // 4).fill_(1.0)
+            dst = torch.empty_like(src)
+            times.append(_best_ms(lambda: dst.copy_(src), repeats))
+    finally:
+        torch.set_num_threads(threads_before)
     series = {"memcpy": {"bytes": sizes, "ms": times, **fit_bandwidth(sizes, times)}}
-    return {"device": "cpu", "series": series}
+    return {"device": "cpu", "series": series, "repeats": repeats, "statistic": "min", "intra_op_threads": 1,
+            "load_average_1m": load, "logical_cpus": cpus,
+            "warnings": load_warnings(load, cpus) + fit_warnings("memcpy", series["memcpy"])}
 
 
-def _sizes(max_mib: float) -> list[int]:
-    sizes, size = [], 64 * KiB
+def _sizes(max_mib: float, start: int = GPU_CURVE_START) -> list[int]:
+    sizes, size = [], start
     while size <= max_mib * MiB:
         sizes.append(size)
         size *= 4
     if len(sizes) < 2:
-        raise ValueError("max_mib must allow at least two sizes from 64 KiB (>= 0.25 MiB)")
+        raise ValueError(f"max_mib must allow at least two sizes from {start // KiB} KiB (>= {4 * start / MiB:g} MiB)")
     return sizes
 
 
@@ -198,7 +278,8 @@ def bandwidth_curve_gpu(max_mib: float = 512, repeats: int = 5) -> dict:
                 times.append(_gpu_median(torch, fn, stream, repeats))
                 del host, dev, src, dst
             series[f"{direction}_{'pinned' if pinned else 'pageable'}"] = {"bytes": sizes, "ms": times, **fit_bandwidth(sizes, times)}
-    return {"device": torch.cuda.get_device_name(), "series": series}
+    return {"device": torch.cuda.get_device_name(), "series": series,
+            "warnings": [w for name, s in series.items() for w in fit_warnings(name, s)]}
 
 
 def _gpu_median(torch, fn, stream, repeats: int) -> float:
@@ -268,4 +349,5 @@ def pipeline_sweep_gpu(payload_mib: float = 64, chunk_counts: Sequence[int] = CH
         totals.append(statistics.median(run() for _ in range(repeats)))
     result = summarize_sweep(list(chunk_counts), totals, copy_ms, compute_ms)
     result.update(device=torch.cuda.get_device_name(), payload_mib=n * 2 / MiB, width=width, repeats=repeats)
+    result["warnings"] = sweep_warnings(result)
     return result

@@ -106,8 +106,15 @@ def where_results_go() -> str:
     path = results_dir()
     if os.environ.get(RESULTS_ENV):
         return f"Results go to {path} ({RESULTS_ENV} is set)."
-    if find_project_root():
-        return f"Results go to {path} (the course folder's benchmarks/results; set {RESULTS_ENV} to choose another folder)."
+    root = find_project_root()
+    if root:
+        if os.environ.get(ROOT_ENV):
+            found = f"the course folder {ROOT_ENV} names"
+        elif Path.cwd().resolve().is_relative_to(root):
+            found = "the course folder this notebook runs in"
+        else:  # found above the installed runtime, not above the notebook: say so, it is not next to the notebook
+            found = f"the course folder of the installed course runtime, not next to this notebook (which runs in {Path.cwd().resolve()})"
+        return f"Results go to {path}: {found}; set {RESULTS_ENV} to choose another folder."
     return (f"Results go to {path}: no course folder here, so a {STANDALONE_RESULTS}/ folder next to the notebook "
             f"(set {RESULTS_ENV} to choose another folder).")
 
