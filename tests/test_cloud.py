@@ -242,5 +242,5 @@ def test_cloud_platform_with_the_learner_wheel_only(root, tmp_path):
     text05 = _text(ran["05_cuda_stream_overlap"])
     result = tmp_path / "nb05" / "results" / "inf_serving_overlap_default.json"
     assert result.is_file(), text05
-    assert f"Results go to {result.parent}" in text05 and "wrote results/inf_serving_overlap_default.json" in text05
+    assert f"Results go to {result.parent}" in text05 and f"wrote {result}" in text05
     assert json.loads(result.read_text(encoding="utf-8"))["run_mode"] == "dry_run"
