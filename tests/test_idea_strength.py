@@ -1,0 +1,85 @@
+"""Hidden ideas that a lazy or half-right answer cannot pass.
+
+An idea that only asserts what a correct answer returns can be passed by an answer that always
+returns that value. These tests run TODO 5's hidden ideas in-process (the way the judge runs
+them, without the sandbox) against constant answers and against answers that look at one case
+only, and check that they earn no more than the ideas any stub earns.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autograde.ideas import course_tests, load
+
+ROOT = Path(__file__).resolve().parents[1]
+DECISIONS = ("reject_incorrect_path", "reject_instrument_fault", "rerun_on_quiet_machine",
+             "accept_physical_overlap", "tune_overlap_window")
+# what the released scaffold already does (raise on no cases, touch nothing): any stub passes these
+SCAFFOLD_IDEAS = {"empty_raises", "inputs_unchanged"}
+
+
+def _todo5():
+    found = course_tests([ROOT / "solutions" / "05_cuda_stream_overlap.ipynb"])["05_cuda_stream_overlap"]
+    test = next(t for t in found["tests"] if t["grade_id"] == "todo5_decide_overlap")
+    return test, found["solutions"]["todo5_solution"]
+
+
+def passed_ideas(fn) -> set[str]:
+    """The ids of the hidden ideas of TODO 5 that ``fn`` passes."""
+    test, _ = _todo5()
+    spec = load(test["hidden"], test["grade_id"], test["points"])
+    spec.namespace["decide_overlap"] = fn
+    passed = set()
+    for idea in spec.ideas:
+        try:
+            idea.check()
+        except Exception:
+            continue
+        passed.add(idea.id)
+    return passed
+
+
+def _constant(decision):
+    def decide_overlap(cases, controls):
+        if not cases:
+            raise ValueError("no cases")
+        return decision
+    return decide_overlap
+
+
+def _reference():
+    namespace: dict = {}
+    exec(_todo5()[1], namespace)
+    return namespace["decide_overlap"]
+
+
+def test_the_reference_passes_every_idea():
+    test, _ = _todo5()
+    spec = load(test["hidden"], test["grade_id"], test["points"])
+    assert passed_ideas(_reference()) == {idea.id for idea in spec.ideas}
+
+
+@pytest.mark.parametrize("decision", DECISIONS)
+def test_a_constant_answer_earns_only_the_scaffold(decision):
+    assert passed_ideas(_constant(decision)) <= SCAFFOLD_IDEAS
+
+
+def _one_case_only(pick):
+    """The reference, except that noise and the bar look at one calibrated case only."""
+    reference = _reference()
+
+    def decide_overlap(cases, controls):
+        calibrated = [c for c in cases if c.get("window") == "calibrated"]
+        fixed = [c for c in cases if c.get("window") != "calibrated"]
+        return reference(fixed + pick(calibrated), controls)
+    return decide_overlap
+
+
+@pytest.mark.parametrize("pick,lost", [
+    (lambda cal: cal[:1], {"noisy_machine", "every_payload"}),
+    (lambda cal: cal[-1:], {"noisy_machine", "every_payload"}),
+])
+def test_looking_at_one_calibrated_case_loses_points(pick, lost):
+    assert not passed_ideas(_one_case_only(pick)) & lost
