@@ -217,6 +217,19 @@ def test_evidence_needs_most_repeats_and_an_unslowed_copy():
     assert overlap_lab.overlap_evidence([slowed] * 3, 1.0, 4.0, max_copy_slowdown=1.6)["confirmed"] is True
 
 
+def test_a_duration_measured_on_a_busier_machine_cannot_fake_overlap():
+    """Copy (8 slices of 1 ms), then compute (8 units of 1 ms). If 'unit alone' was measured while
+    the machine was busier (8 ms), stretching the first unit back by 8 ms would put 7 copy slices
+    inside the compute interval; the run's own completion pace says the units took 1 ms."""
+    serial = {"copy_start": 0.0, "copy_ends": [float(i) for i in range(1, 9)],
+              "unit_ends": [8.0 + i for i in range(1, 9)], "total": 16.0}
+    assert overlap_lab.overlap_evidence([serial] * 5, unit_ms=8.0, copy_alone_ms=8.0)["confirmed"] is False
+    assert overlap_lab.overlap_evidence([serial] * 5, unit_ms=1.0, copy_alone_ms=64.0)["confirmed"] is False
+    side_by_side = {"copy_start": 0.0, "copy_ends": [float(i) for i in range(1, 9)],
+                    "unit_ends": [float(i) for i in range(1, 9)], "total": 8.0}
+    assert overlap_lab.overlap_evidence([side_by_side] * 5, unit_ms=8.0, copy_alone_ms=8.0)["confirmed"] is True
+
+
 def test_copy_chunks_inside_one_long_unit_count():
     """One long matmul cannot complete inside a short copy; the copy's chunks complete inside it."""
     long_unit = {"copy_start": 0.0, "copy_ends": [0.5, 1.0, 1.5, 2.0], "unit_ends": [6.0], "total": 6.0}

@@ -60,6 +60,13 @@ def completed_inside(ends: Sequence[float], unit_ms: float, low: float, high: fl
     return sum(min(unit_ms, end - low) for end in ends if low < end < high)
 
 
+def _paced(ends: Sequence[float], nominal_ms: float) -> float:
+    """A piece's duration in this run: ``nominal_ms``, or the median gap between consecutive
+    completions when that is shorter (the pieces demonstrably took less time here)."""
+    gaps = [b - a for a, b in zip(ends, ends[1:])]
+    return min(nominal_ms, statistics.median(gaps)) if gaps else nominal_ms
+
+
 def timeline_overlap(timeline: Mapping, unit_ms: float, copy_alone_ms: float) -> dict:
     """How much of one timeline's work ran inside the other side's interval.
 
@@ -73,7 +80,11 @@ def timeline_overlap(timeline: Mapping, unit_ms: float, copy_alone_ms: float) ->
         raise ValueError("a timeline needs at least one compute unit end and one copy end")
     if any(b < a for a, b in zip(unit_ends, unit_ends[1:])) or any(b < a for a, b in zip(copy_ends, copy_ends[1:])):
         raise ValueError("unit_ends and copy_ends must be in completion order")
-    chunk_ms = copy_alone_ms / len(copy_ends)
+    # A side's first piece is assumed to have run for its duration alone, unless this run shows
+    # it ran faster: a duration measured while the machine was busier would stretch the interval
+    # back over the other side's work and credit a serialized run with overlap.
+    unit_ms = _paced(unit_ends, unit_ms)
+    chunk_ms = _paced(copy_ends, copy_alone_ms / len(copy_ends))
     copy_low, copy_high = copy_ends[0] - chunk_ms, copy_ends[-1]
     compute_low, compute_high = unit_ends[0] - unit_ms, unit_ends[-1]
     compute_in_copy = completed_inside(unit_ends, unit_ms, copy_low, copy_high)
