@@ -286,7 +286,8 @@ def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, lo
         page = job / "feedback" / student / course.assignment / f"{notebook}.html"
         if page.is_file():
             target = out / "feedback" / student / f"{notebook}.html"
-            redacted = _write_feedback(page, target, secrets, graded)
+            pending_ids = {gid for gid, score in record["manual"].items() if score is None}
+            redacted = _write_feedback(page, target, secrets, graded, pending_ids)
             if redacted:
                 record["redacted_lines"] = redacted
         else:
@@ -372,9 +373,40 @@ def safe_text(text: str) -> str:
     return "".join(ch if ch.isprintable() else "?" for ch in text)[:300]
 
 
-def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: Path) -> int:
+_ID = r"[A-Za-z0-9_-]+"
+_NUM = r"[0-9]+(?:\.[0-9]+)?"
+
+
+def mark_pending(text: str, pending: set[str]) -> str:
+    """Show answers that wait for a person as pending, not as "Score: 0.0 / 1.0".
+
+    nbgrader's feedback gives an ungraded written answer a score of 0; the page then reads as if
+    the learner had lost those points. Each pending answer's score becomes "pending", and the
+    notebook's heading says how many points still wait for a person."""
+    waiting = 0.0
+
+    def in_list(m: re.Match) -> str:
+        nonlocal waiting
+        if m.group(1) not in pending:
+            return m.group(0)
+        waiting += float(m.group(2))
+        return f'<li><a href="#{m.group(1)}">Written response</a> (pending: a person grades it, {m.group(2)} point(s))</li>'
+
+    text = re.sub(rf'<li><a href="#({_ID})">Written response</a> \(Score: {_NUM} / ({_NUM})\)</li>', in_list, text)
+    for gid in pending:
+        text = re.sub(rf'(<a name="{re.escape(gid)}"></a><div class="panel-heading">.{{0,400}}?)Score: {_NUM} / ({_NUM}) ',
+                      r"\1Pending: a person grades it (\2 point(s)) ", text, count=1, flags=re.S)
+    if waiting:
+        text = re.sub(rf"(<h4>[^<]{{1,200}} \(Score: {_NUM} / {_NUM})\)</h4>",
+                      rf"\1; {waiting:g} point(s) wait for a person's grading)</h4>", text, count=1)
+    return text
+
+
+def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: Path,
+                    pending: set[str] = frozenset()) -> int:
     """Copy a feedback page, first removing any line of a hidden test or of a reference answer
-    that the learner's own notebook does not hold. Returns how many lines were removed."""
+    that the learner's own notebook does not hold, and marking answers that wait for a person
+    as pending. Returns how many lines were removed."""
     raw = page.read_text(encoding="utf-8", errors="replace")
     if len(raw) > MAX_PAGE:  # cut first: the scan below must stay cheap whatever the page holds
         raw = raw[:MAX_PAGE] + "\n<p>[the page was cut at 1 MB]</p></body></html>\n"
@@ -389,7 +421,7 @@ def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: P
         if plain and plain in secrets and plain not in own:
             lines[i] = "<span>[line removed from this page: it quoted the grader's tests or answers]</span>"
             removed += 1
-    text = _safe_links("\n".join(lines))
+    text = _safe_links(mark_pending("\n".join(lines), set(pending)))
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -417,3 +417,22 @@ def test_a_split_answer_cell_and_an_unknown_grade_id_cost_no_points(root, tmp_pa
     joined = [c.source for c in kept.cells if c.metadata.get("nbgrader", {}).get("grade_id") == reflection]
     assert len(joined) == 1 and joined[0].replace("\n\n", "") == whole.replace("\n\n", ""), joined
     assert (subs / "splitter" / f"{name}.ipynb").read_bytes() == original, "the student's file is never changed"
+
+
+def test_feedback_marks_written_answers_that_wait_for_a_person():
+    """nbgrader's page says "Score: 0.0 / 1.0" for an answer nobody has graded yet; ours says pending."""
+    from autograde.grading import mark_pending
+
+    page = ('<h4>05_x (Score: 2.0 / 4.0)</h4>\n'
+            '<li><a href="#todo5">Test cell</a> (Score: 2.0 / 2.0)</li>\n'
+            '<li><a href="#refl_q1">Written response</a> (Score: 0.0 / 1.0)</li>\n'
+            '<li><a href="#refl_q2">Written response</a> (Score: 0.0 / 1.0)</li>\n'
+            '<a name="refl_q1"></a><div class="panel-heading"><span class="pull-right">\n      Score: 0.0 / 1.0 <a href="#top">\n'
+            '<a name="refl_q2"></a><div class="panel-heading"><span class="pull-right">\n      Score: 0.0 / 1.0 <a href="#top">\n')
+    marked = mark_pending(page, {"refl_q1"})  # q2 was left as released: its 0 is a real score
+    assert "(Score: 2.0 / 4.0; 1 point(s) wait for a person's grading)" in marked
+    assert '<a href="#refl_q1">Written response</a> (pending' in marked
+    assert '<a href="#refl_q2">Written response</a> (Score: 0.0 / 1.0)' in marked
+    assert marked.count("Pending: a person grades it (1.0 point(s))") == 1
+    assert marked.count("Score: 0.0 / 1.0 <a") == 1
+    assert mark_pending(page, set()) == page
