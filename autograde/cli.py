@@ -1,4 +1,4 @@
-"""python -m autograde {release,check,grade,export,validate,bundle}"""
+"""python -m autograde {release,check,grade,export,report,validate,bundle}"""
 from __future__ import annotations
 
 import argparse
@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
     export.add_argument("--db-url", metavar="URL", help="the gradebook, if not the one OUT records")
     export.add_argument("--to", type=Path, help="the CSV to write (default: OUT/final_grades.csv)")
+    report = sub.add_parser("report", help="the class report: OUT/report.html (figures, per-idea pass rates, problems) and OUT/report.json")
+    report.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
     validate = sub.add_parser("validate", help="run a notebook's public checks (exit 1 when one fails)")
     validate.add_argument("files", type=Path, nargs="+")
     bundle = sub.add_parser("bundle", help="build the learner zip and prove it leaks nothing")
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         course = Course.load()
-        return {"release": cmd_release, "check": cmd_check, "grade": cmd_grade, "export": cmd_export,
+        return {"release": cmd_release, "check": cmd_check, "grade": cmd_grade, "export": cmd_export, "report": cmd_report,
                 "validate": cmd_validate, "bundle": cmd_bundle}[args.command](course, args)
     except UnusableInput as exc:
         from .gradebook import mask_text
@@ -169,6 +171,15 @@ def cmd_export(course: Course, args) -> int:
         print(f"WARNING: {len(info['needs_review'])} score(s) a person gave are marked `review` and not counted: the "
               f"answer changed since it was scored ({shown}). Score them again in formgrader, then export again.",
               file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_report(course: Course, args) -> int:
+    from .report import write_report
+
+    page, numbers, data = write_report(course, args.out)
+    print(f"wrote {page} and {numbers}: {data['students']} student(s), {len(data['ideas'])} graded idea(s), "
+          f"{sum(p['count'] for p in data['problems'])} problem(s) in {len(data['problems'])} kind(s)")
     return EXIT_OK
 
 
