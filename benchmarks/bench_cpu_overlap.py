@@ -6,26 +6,40 @@ largest payload. Also reports how much the fixed window leaves exposed, the over
 of every case, the negative controls (each must come out not confirmed), and the verdict of
 the reference decision rule (TODO 5's answer, loaded from the instructor's notebook).
 
-    python benchmarks/bench_cpu_overlap.py [--repeats 20] [--intra-op-threads 1] [--runs 1] [--write-reference]
+    python benchmarks/bench_cpu_overlap.py [--repeats 20] [--intra-op-threads 1] [--runs 1] [--wait-quiet 0]
+                                           [--write-reference]
 
---runs N repeats the whole experiment N times and reports how many runs reached the same
-verdict, with the load average: the stability of the CPU analogue on this machine.
+--runs N repeats the whole experiment N times and reports how many runs reached each verdict,
+with how busy the machine was: the 1-minute load average sampled before each run (the run's own
+two threads are not in it) and, on Linux, the cores other processes kept busy during each run
+(/proc/stat's busy time minus this process's CPU time). It ends with one line, for example
+"verdicts over 5 runs: accept_cpu_analogue_overlap 5/5 (load before runs: 0.12-0.30; other
+processes during runs: 0.00-0.04 cores)": the stability of the CPU analogue on this machine.
 
---write-reference stores the result as benchmarks/reference/inf_serving_overlap_cpu_reference.json,
-the measurement that notebook 05 shows to learners who have not run anything yet.
+--wait-quiet S waits, before each run, up to S seconds for a 2-second window in which other
+processes use less than a quarter of a core (Linux), and says how long it waited; the run starts
+anyway when the time is up, and its load is reported either way.
+
+--write-reference stores the last run as benchmarks/reference/inf_serving_overlap_cpu_reference.json,
+the measurement that notebook 05 shows to learners who have not run anything yet, but only when
+that run was measured on a quiet machine (load average before it below 0.3, and other processes
+under a quarter of a core during it); otherwise it writes nothing and says why.
 """
 from __future__ import annotations
 
 import argparse
 import collections
-import os
 import sys
+import time
 
 from tools import overlap_lab
+from tools.overlap_load import OtherCpuMeter, describe_load
 from tools.notebook_runtime import load_learner_functions
 from tools.project_runtime import resolve_project_root, write_json_atomic
 
 GOAL = 1.15
+QUIET_LOAD = 0.3  # --write-reference: the load average before the run must be below this
+QUIET_OTHER_CORES = 0.25  # ... and other processes must have used less than this many cores during it
 
 
 def reference_rule():
@@ -55,13 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--intra-op-threads", type=int, default=1)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="S")
     parser.add_argument("--write-reference", action="store_true")
     args = parser.parse_args(argv)
 
     decide = reference_rule()
     verdicts = collections.Counter()
-    loads = []
+    loads, others = [], []
     for run in range(args.runs):
+        if args.wait_quiet > 0:
+            print(wait_quiet(args.wait_quiet))
         result = overlap_lab.run_experiment("real_cpu", "bench_cpu", repeat_steps=args.repeats, progress=False,
                                             intra_op_threads=args.intra_op_threads)
         if result["failure"]:
@@ -69,28 +86,70 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         overlap_lab.finalize(result, decide)
         overlap_lab.validate_result(result)
-        loads.append(os.getloadavg()[0])
+        hw = result["hardware"]
+        loads.append(hw.get("load_average_1m"))
+        others.append(hw.get("other_cpu_cores"))
         verdicts[result["decision"]] += 1
-        print(f"\nrun {run + 1}/{args.runs}: CPU analogue on {result['hardware']['processor']} "
-              f"({result['hardware']['logical_cpus']} logical CPUs), torch {result['framework']['torch']}, "
-              f"{args.repeats} repeats, {args.intra_op_threads} intra-op thread(s), load average {loads[-1]:.2f}")
+        print(f"\nrun {run + 1}/{args.runs}: CPU analogue on {hw['processor']} ({hw['logical_cpus']} logical CPUs), "
+              f"torch {result['framework']['torch']}, {args.repeats} repeats, {args.intra_op_threads} intra-op thread(s), "
+              f"cpu_block {result['workload']['cpu_block']}; {describe_load(loads[-1], hw['logical_cpus'], others[-1])}")
         report(result)
         largest = [c for c in result["cases"] if c["window"] == "calibrated"][-1]
         vs_bound = largest["overlap_median_ms"] / max(largest["copy_alone_ms"], largest["compute_alone_ms"])
         print(f"balanced case, {largest['payload_mib']} MiB: overlapped median = {vs_bound:.3f}x max(copy, compute); "
               f"{'meets' if vs_bound <= GOAL else 'misses'} the {GOAL}x goal")
         print(f"verdict: {result['decision']} ({result['decision_reason']})")
-    if args.runs > 1:
-        top, count = verdicts.most_common(1)[0]
-        print(f"\nstability: {count} of {args.runs} runs reached {top!r}; all verdicts {dict(verdicts)}; "
-              f"1-min load average {min(loads):.2f}-{max(loads):.2f}")
+    print("\n" + stability_line(verdicts, loads, others))
     if args.write_reference:
+        quiet, why = quiet_enough(loads[-1], others[-1])
+        if not quiet:
+            print(f"not writing the reference: {why}. Rerun on a quiet machine.")
+            return 2
         target = resolve_project_root() / "benchmarks" / "reference" / "inf_serving_overlap_cpu_reference.json"
         result["run_label"] = "cpu_reference"
         overlap_lab.validate_result(result)
         write_json_atomic(target, result)
         print(f"wrote {target}")
     return 0
+
+
+def wait_quiet(limit_s: float, window_s: float = 2.0) -> str:
+    """Wait up to ``limit_s`` for a ``window_s`` window in which other processes use < QUIET_OTHER_CORES."""
+    begin = time.perf_counter()
+    while True:
+        with OtherCpuMeter() as meter:
+            time.sleep(window_s)
+        waited = time.perf_counter() - begin
+        if meter.other_cores is None:
+            return "wait-quiet: /proc/stat cannot be read here; not waiting"
+        if meter.other_cores < QUIET_OTHER_CORES:
+            return f"wait-quiet: quiet after {waited:.0f} s (other processes {meter.other_cores:.2f} cores)"
+        if waited >= limit_s:
+            return f"wait-quiet: still busy after {waited:.0f} s (other processes {meter.other_cores:.2f} cores); running anyway"
+
+
+def _span(values: list, unit: str = "") -> str:
+    known = [v for v in values if v is not None]
+    return f"{min(known):.2f}-{max(known):.2f}{unit}" if known else "not measured"
+
+
+def stability_line(verdicts: collections.Counter, loads: list, others: list) -> str:
+    """'verdicts over 5 runs: accept_cpu_analogue_overlap 5/5 (load before runs: 0.12-0.30; ...)'."""
+    runs = sum(verdicts.values())
+    counts = ", ".join(f"{verdict} {count}/{runs}" for verdict, count in verdicts.most_common())
+    return (f"verdicts over {runs} run{'s' if runs != 1 else ''}: {counts} (load before runs: {_span(loads)}; "
+            f"other processes during runs: {_span(others, ' cores')})")
+
+
+def quiet_enough(load: float | None, other_cores: float | None) -> tuple[bool, str]:
+    """Whether a run was measured on a quiet machine, and if not, why."""
+    if load is None and other_cores is None:
+        return False, "this system reports neither a load average nor /proc/stat"
+    if load is not None and load >= QUIET_LOAD:
+        return False, f"the load average before the run was {load:.2f} (>= {QUIET_LOAD})"
+    if other_cores is not None and other_cores >= QUIET_OTHER_CORES:
+        return False, f"other processes kept {other_cores:.2f} cores busy during the run (>= {QUIET_OTHER_CORES})"
+    return True, ""
 
 
 if __name__ == "__main__":

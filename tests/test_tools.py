@@ -1,6 +1,7 @@
 """Unit tests of the runtime the notebooks import (tools/) and small autograde pieces."""
 import json
 import math
+import sys
 
 import pytest
 
@@ -266,6 +267,11 @@ def test_real_cpu_measures_cases_and_controls(cpu_result):
         assert case["path_confirmed"] == (case["preconditions_met"] and case["overlap_evidence"]["confirmed"])
         assert math.isclose(case["latency_ratio"], case["overlap_median_ms"] / case["serial_median_ms"])
         assert case["predicted_overlap_ms"] == pytest.approx(max(case["copy_alone_ms"], case["compute_alone_ms"]))
+    assert cpu_result["workload"]["cpu_block"] == 128, "the calibrated matmuls' operands must fit in L2"
+    for case in cpu_result["cases"]:
+        assert 0 <= case["launch_overhead_ms"] < case["overlap_median_ms"], "the copy thread's wake-up lag, reported"
+    if sys.platform.startswith("linux"):
+        assert cpu_result["hardware"]["other_cpu_cores"] >= 0
     assert [c["name"] for c in cpu_result["controls"]] == ["one_thread", "joined_thread"]
     for control in cpu_result["controls"]:
         # its latency ratio should sit near 1, but on a shared machine 5 repeats can stray: the
@@ -684,6 +690,22 @@ def test_gpu_check_table_fails_when_it_should(root, cpu_result):
     assert {"control one_stream not confirmed", "every case correct", "a free copy engine (async_engine_count >= 1)"} <= failed
 
 
+def test_cpu_benchmark_summary_and_its_quiet_rule(root):
+    import collections
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_cpu_overlap", root / "benchmarks" / "bench_cpu_overlap.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    verdicts = collections.Counter(["accept_cpu_analogue_overlap"] * 4 + ["tune_overlap_window"])
+    line = bench.stability_line(verdicts, [0.12, 0.3, 0.2, 0.25, 0.18], [0.0, 0.04, None, 0.01, 0.02])
+    assert line == ("verdicts over 5 runs: accept_cpu_analogue_overlap 4/5, tune_overlap_window 1/5 "
+                    "(load before runs: 0.12-0.30; other processes during runs: 0.00-0.04 cores)")
+    assert bench.quiet_enough(0.2, 0.1) == (True, "")
+    assert not bench.quiet_enough(0.3, 0.0)[0] and not bench.quiet_enough(0.1, 0.25)[0]
+    assert not bench.quiet_enough(None, None)[0] and bench.quiet_enough(None, 0.1)[0]
+
+
 def test_gpu_check_says_when_there_is_no_cuda(root, tmp_path, capsys):
     if _cuda():
         pytest.skip("CUDA present: the gpu-marked test covers the real run")
@@ -771,13 +793,78 @@ def test_profiler_spans_overlap_counts_each_instant_once():
 def test_decision_reason_names_a_busy_machine(cpu_result):
     import copy
 
-    busy = copy.deepcopy(cpu_result)
-    busy["hardware"].update(load_average_1m=1.9, logical_cpus=2)
-    reason = overlap_lab.finalize(busy, lambda cases, controls: "tune_overlap_window")["decision_reason"]
-    assert "Load average 1.9 on 2 CPUs" in reason
-    quiet = copy.deepcopy(cpu_result)
-    quiet["hardware"].update(load_average_1m=0.1, logical_cpus=2)
-    assert "Load average" not in overlap_lab.finalize(quiet, lambda cases, controls: "tune_overlap_window")["decision_reason"]
+    def reason(**hardware):
+        r = copy.deepcopy(cpu_result)
+        r["hardware"].pop("other_cpu_cores", None)
+        r["hardware"].update(logical_cpus=2, **hardware)
+        return overlap_lab.finalize(r, lambda cases, controls: "tune_overlap_window")["decision_reason"]
+
+    # only the load average before the run is known (no /proc/stat)
+    assert "load average 1.9 on 2 CPUs before the run" in reason(load_average_1m=1.9)
+    assert "Busy machine" not in reason(load_average_1m=0.1)
+    # the cores other processes used during the run decide when known, whatever the load average before
+    assert "other programs kept 0.9 of 2 CPUs busy during the run (load average 0.1 before it)" in reason(
+        load_average_1m=0.1, other_cpu_cores=0.9)
+    assert "Busy machine" not in reason(load_average_1m=1.9, other_cpu_cores=0.05)
+
+
+def test_copy_worker_runs_jobs_on_one_thread_and_hands_back_errors():
+    import threading
+
+    from tools.overlap_cpu import CopyWorker
+
+    worker = CopyWorker()
+    try:
+        seen = []
+        for _ in range(3):
+            worker.submit(lambda: seen.append(threading.get_ident()))
+            worker.wait()
+        assert len(seen) == 3 and set(seen) == {worker.ident} and worker.ident != threading.get_ident()
+        worker.submit(lambda: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            worker.wait()
+        worker.submit(lambda: seen.append(0))  # still usable after a failed job
+        worker.wait()
+        assert seen[-1] == 0
+    finally:
+        worker.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        worker.submit(lambda: None)
+
+
+def test_busy_machine_leaves_out_the_runs_own_threads():
+    from tools.overlap_load import busy_machine
+
+    # the CPU analogue's two threads on two cores leave no core free: any other work beyond 0.25 core is busy
+    assert not busy_machine(0.2, 2) and busy_machine(0.3, 2) and busy_machine(None, 2, other_cores=0.5)
+    assert not busy_machine(1.9, 2, other_cores=0.1), "the measurement during the run wins over the load before it"
+    # on 16 cores the run's 2 threads leave 14 free
+    assert not busy_machine(None, 16, other_cores=14.0) and busy_machine(None, 16, other_cores=14.5)
+    assert not busy_machine(None, 2) and not busy_machine(None, None, other_cores=3.0)
+
+
+def test_other_cpu_meter_subtracts_this_process(tmp_path, monkeypatch):
+    """/proc/stat's busy time minus this process's CPU time, over the wall time: only other processes."""
+    from tools import overlap_load
+
+    stat = tmp_path / "stat"
+    ticks = overlap_load.os.sysconf("SC_CLK_TCK")
+    clock = {"wall": 100.0, "own": 5.0}
+    monkeypatch.setattr(overlap_load.time, "perf_counter", lambda: clock["wall"])
+    monkeypatch.setattr(overlap_load.time, "process_time", lambda: clock["own"])
+
+    def write(busy_s, idle_s):  # user nice system idle iowait irq softirq steal
+        stat.write_text(f"cpu  {int(busy_s * ticks)} 0 0 {int(idle_s * ticks)} 0 0 0 0 0 0\ncpu0 1 2 3\n")
+
+    write(1000, 5000)
+    with overlap_load.OtherCpuMeter(str(stat)) as meter:
+        clock["wall"] += 10.0  # 10 s of wall time on 2 cores
+        clock["own"] += 19.0  # the run's own threads: 1.9 cores
+        write(1000 + 19.0 + 6.0, 5000 - 5.0)  # the machine was busy 25 s: 6 s of it other processes
+    assert meter.other_cores == pytest.approx(0.6)
+    with overlap_load.OtherCpuMeter(str(tmp_path / "missing")) as meter:
+        pass
+    assert meter.other_cores is None
 
 # ---------------------------------------------------------------- before submitting: which file is checked
 
@@ -938,7 +1025,10 @@ def test_fit_quality_and_its_warnings():
     flat = overlap_sweep.fit_bandwidth(sizes[2:], [0.0048, 7.97, 7.99, 7.98, 7.97])  # 2 threads on a busy machine, measured
     warned = " ".join(overlap_sweep.fit_warnings("memcpy", flat))
     assert flat["t0_ms"] == 0.0 and "t0 came out 0" in warned and "fits poorly" in warned, warned
-    assert overlap_sweep.load_warnings(1.9, 2) and not overlap_sweep.load_warnings(0.3, 2) and not overlap_sweep.load_warnings(None, 2)
+    assert overlap_sweep.load_warnings(1.9, 2) and not overlap_sweep.load_warnings(0.2, 2) and not overlap_sweep.load_warnings(None, 2)
+    assert not overlap_sweep.load_warnings(1.9, 2, other_cores=0.1), "the cores others used during the sweep decide"
+    assert "kept 0.8 of 2 CPUs busy" in overlap_sweep.load_warnings(0.1, 2, other_cores=0.8)[0]
+    assert not overlap_sweep.load_warnings(None, 2, other_cores=0.8, threads=1), "one thread of its own leaves a core free"
 
 
 def test_sweep_warns_when_one_chunk_exposes_far_more_than_the_copy():

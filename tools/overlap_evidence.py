@@ -30,15 +30,6 @@ MAX_COPY_SLOWDOWN_GPU = 1.10  # the copy may run at most ~10% slower than alone
 # A memcpy thread shares the memory bus with the matmul thread: contention slows the copy more
 # than a DMA engine is slowed by kernels. The CPU analogue allows more, and says so.
 MAX_COPY_SLOWDOWN_CPU = 1.30
-# A machine is busy when its 1-minute load average reaches half its logical CPUs: the CPU analogue
-# needs a free core for the copy thread and one for the matmul thread, so other programs make them
-# take turns, and a CPU timing then measures the queue for a core more than the copy.
-BUSY_LOAD_PER_CPU = 0.5
-
-
-def busy_machine(load: float | None, cpus: int | None) -> bool:
-    """True when a 1-minute load average ``load`` on ``cpus`` logical CPUs marks the machine as busy."""
-    return load is not None and bool(cpus) and load >= BUSY_LOAD_PER_CPU * cpus
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from .notebook_runtime import grading_mode, package_version
-from .overlap_evidence import busy_machine
+from .overlap_load import busy_machine, describe_load
 from .overlap_schema import CPU_ACCEPT, LEARNER_DECISIONS, SCHEMA_VERSION, SEMANTIC_ID, validate_result
 from .project_runtime import results_dir, write_json_atomic
 
@@ -147,13 +147,18 @@ def what_fired(decision: str, cases: list[dict], controls: list[dict]) -> str:
 
 
 def _load_note(result: dict) -> str:
-    """On the CPU, a busy machine takes the copy thread's core: say so when the load was high."""
+    """On the CPU, a busy machine takes the copy thread's core: say so when other programs were busy.
+
+    The run's own threads never count: ``load_average_1m`` is sampled before the run starts and
+    ``other_cpu_cores`` is the machine's busy time during the run minus the run's own CPU time
+    (``overlap_load``)."""
     hw = result["hardware"]
-    load, cpus = hw.get("load_average_1m"), hw.get("logical_cpus")
-    if result["run_mode"] != "real_cpu" or not busy_machine(load, cpus):
+    load, cpus, others = hw.get("load_average_1m"), hw.get("logical_cpus"), hw.get("other_cpu_cores")
+    threads = result["workload"].get("intra_op_threads", 1) + 1  # the matmul threads and the copy thread
+    if result["run_mode"] != "real_cpu" or not busy_machine(load, cpus, others, threads):
         return ""
-    return (f". Load average {load:g} on {cpus} CPUs: other programs were using the cores that the copy thread "
-            f"and the matmul thread need, so they take turns instead of overlapping")
+    return (f". Busy machine: {describe_load(load, cpus, others)}; other programs were using the cores that the "
+            f"copy thread and the matmul thread need, so they take turns instead of overlapping")
 
 
 def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:

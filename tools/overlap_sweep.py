@@ -16,7 +16,9 @@ more, a copy above torch's grain size is split across OpenMP threads, and on a b
 copy then waits for every thread to get a core (a 4 MiB copy measured 6.1 ms instead of 0.5 ms).
 Each time is the *minimum* over the repeats, the least disturbed run: other programs only ever add
 time. Each result carries ``warnings`` (a busy machine, a fit that does not hold) that the plots print
-before they draw, so that a misleading figure is never shown silently.
+before they draw, so that a misleading figure is never shown silently. A busy machine is judged by
+the cores other processes kept busy during the measurement (``overlap_load.OtherCpuMeter``: the
+sweep's own threads do not count), or, where that cannot be read, by the load average before it.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import threading
 import time
 from typing import Sequence
 
-from .overlap_evidence import busy_machine
+from .overlap_load import OtherCpuMeter, busy_machine, describe_load, load_average
 
 MiB = 2**20
 KiB = 2**10
@@ -81,16 +83,15 @@ def _weighted_r2(xs, ys, weights, intercept: float, slope: float) -> float:
 
 
 def machine_load() -> tuple[float | None, int]:
-    """The 1-minute load average (None where the system has none) and the number of logical CPUs."""
-    load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
-    return load, os.cpu_count() or 1
+    """The 1-minute load average before measuring (None where the system has none) and the number of logical CPUs."""
+    return load_average(), os.cpu_count() or 1
 
 
-def load_warnings(load: float | None, cpus: int) -> list[str]:
-    """A warning when the machine was busy before the measurement, else nothing."""
-    if not busy_machine(load, cpus):
+def load_warnings(load: float | None, cpus: int, other_cores: float | None = None, threads: int = 2) -> list[str]:
+    """A warning when other programs took cores the measurement needed (``threads`` of its own), else nothing."""
+    if not busy_machine(load, cpus, other_cores, threads):
         return []
-    return [f"load average {load:g} on {cpus} CPUs before measuring: other programs were running, so these "
+    return [f"busy machine: {describe_load(load, cpus, other_cores)}. Other programs were running, so these "
             f"times include waiting for a core and wander from run to run. Close them and run this cell again."]
 
 
@@ -143,26 +144,28 @@ def pipeline_sweep_cpu(payload_mib: float = 16, chunk_counts: Sequence[int] = CH
     load, cpus = machine_load()  # before measuring: the sweep's own threads must not count
     threads_before = torch.get_num_threads()
     torch.set_num_threads(1)
+    meter = OtherCpuMeter()
     try:
-        gen = torch.Generator().manual_seed(seed)
-        quantum = max(WIDTHS) * max(chunk_counts)
-        n = max(quantum, int(payload_mib * MiB) // 4 // quantum * quantum)
-        src = torch.randn(n, generator=gen)
-        dst = torch.empty_like(src)
-        dst.copy_(src)
-        copy_ms = _best_ms(lambda: dst.copy_(src), repeats)
-        width, weight, out = _pick_width(torch, gen, dst, copy_ms)
-        compute_ms = _best_ms(lambda: torch.mm(dst.view(-1, width), weight, out=out), repeats)
-        totals = []
-        for chunks in chunk_counts:
-            pieces = list(zip(src.chunk(chunks), dst.chunk(chunks), out.chunk(chunks)))
-            # no separate warm-up: the buffers are warm from the timings above, and the minimum drops a cold run
-            totals.append(min(_cpu_pipeline(torch, pieces, weight, width) for _ in range(repeats)))
+        with meter:
+            gen = torch.Generator().manual_seed(seed)
+            quantum = max(WIDTHS) * max(chunk_counts)
+            n = max(quantum, int(payload_mib * MiB) // 4 // quantum * quantum)
+            src = torch.randn(n, generator=gen)
+            dst = torch.empty_like(src)
+            dst.copy_(src)
+            copy_ms = _best_ms(lambda: dst.copy_(src), repeats)
+            width, weight, out = _pick_width(torch, gen, dst, copy_ms)
+            compute_ms = _best_ms(lambda: torch.mm(dst.view(-1, width), weight, out=out), repeats)
+            totals = []
+            for chunks in chunk_counts:
+                pieces = list(zip(src.chunk(chunks), dst.chunk(chunks), out.chunk(chunks)))
+                # no separate warm-up: the buffers are warm from the timings above, and the minimum drops a cold run
+                totals.append(min(_cpu_pipeline(torch, pieces, weight, width) for _ in range(repeats)))
         result = summarize_sweep(list(chunk_counts), totals, copy_ms, compute_ms)
         result.update(device="cpu", payload_mib=n * 4 / MiB, width=width, repeats=repeats, statistic="min",
-                      intra_op_threads=1, load_average_1m=load, logical_cpus=cpus,
+                      intra_op_threads=1, load_average_1m=load, other_cpu_cores=meter.other_cores, logical_cpus=cpus,
                       correct=bool(torch.allclose(out, src.view(-1, width) @ weight, rtol=1e-4, atol=1e-4)))
-        result["warnings"] = load_warnings(load, cpus) + sweep_warnings(result)
+        result["warnings"] = load_warnings(load, cpus, meter.other_cores, threads=2) + sweep_warnings(result)
         return result
     finally:
         torch.set_num_threads(threads_before)
@@ -233,18 +236,20 @@ def bandwidth_curve_cpu(max_mib: float = 16, repeats: int = 5) -> dict:
     load, cpus = machine_load()
     threads_before = torch.get_num_threads()
     torch.set_num_threads(1)
+    meter = OtherCpuMeter()
     try:
         times = []
-        for size in sizes:
-            src = torch.empty(size // 4).fill_(1.0)
-            dst = torch.empty_like(src)
-            times.append(_best_ms(lambda: dst.copy_(src), repeats))
+        with meter:
+            for size in sizes:
+                src = torch.empty(size // 4).fill_(1.0)
+                dst = torch.empty_like(src)
+                times.append(_best_ms(lambda: dst.copy_(src), repeats))
     finally:
         torch.set_num_threads(threads_before)
     series = {"memcpy": {"bytes": sizes, "ms": times, **fit_bandwidth(sizes, times)}}
     return {"device": "cpu", "series": series, "repeats": repeats, "statistic": "min", "intra_op_threads": 1,
-            "load_average_1m": load, "logical_cpus": cpus,
-            "warnings": load_warnings(load, cpus) + fit_warnings("memcpy", series["memcpy"])}
+            "load_average_1m": load, "other_cpu_cores": meter.other_cores, "logical_cpus": cpus,
+            "warnings": load_warnings(load, cpus, meter.other_cores, threads=1) + fit_warnings("memcpy", series["memcpy"])}
 
 
 def _sizes(max_mib: float, start: int = GPU_CURVE_START) -> list[int]:
