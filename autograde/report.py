@@ -316,7 +316,7 @@ def _svg(fig) -> str:
 
     buffer = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "class-report"}):
-        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue().encode()).decode()
 
 
@@ -330,7 +330,7 @@ def figures(data: dict) -> dict[str, str]:
     scores = data["scores"]
     hist = scores["total"]["histogram"]
     if data["students"]:
-        fig = Figure(figsize=(7.5, 3.2))
+        fig = Figure(figsize=(7.5, 3.2), layout="constrained")
         ax = fig.add_subplot()
         edges = hist["edges"]
         ax.bar(edges[:-1], hist["counts"], width=[b - a for a, b in zip(edges, edges[1:])], align="edge",
@@ -361,7 +361,7 @@ def figures(data: dict) -> dict[str, str]:
 
     ideas = [i for i in data["ideas"] if i["pass_rate"] is not None]
     if ideas:
-        fig = Figure(figsize=(7.5, 0.24 * len(ideas) + 1.2))
+        fig = Figure(figsize=(7.5, 0.24 * len(ideas) + 1.2), layout="constrained")
         ax = fig.add_subplot()
         ax.barh([_plain(f"{i['grade_id']} · {i['idea']}") for i in ideas][::-1], [100 * i["pass_rate"] for i in ideas][::-1],
                 color=["#c62828" if i["pass_rate"] < 0.5 else "#f9a825" if i["pass_rate"] < 0.8 else "#2e7d32"
@@ -374,7 +374,7 @@ def figures(data: dict) -> dict[str, str]:
 
     if data["problems"]:
         problems = data["problems"]
-        fig = Figure(figsize=(7.5, 0.32 * len(problems) + 1.2))
+        fig = Figure(figsize=(7.5, 0.32 * len(problems) + 1.2), layout="constrained")
         ax = fig.add_subplot()
         ax.barh([_plain(p["kind"]) for p in problems][::-1], [p["count"] for p in problems][::-1], color="#ef6c00")
         ax.set_xlabel("notebooks (or students, for notes and reviews)")
@@ -383,7 +383,7 @@ def figures(data: dict) -> dict[str, str]:
 
     seconds = [s["seconds"] for s in data["timing"]["slowest"]]
     if data["timing"]["count"]:
-        fig = Figure(figsize=(7.5, 0.3 * len(seconds) + 1.2))
+        fig = Figure(figsize=(7.5, 0.3 * len(seconds) + 1.2), layout="constrained")
         ax = fig.add_subplot()
         slow = data["timing"]["slowest"]
         ax.barh([_plain(f"{s['student_id'][:24]} · {s['notebook'][:28]}") for s in slow][::-1], seconds[::-1],
