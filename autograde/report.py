@@ -425,8 +425,8 @@ Scores from <code>{{ s.from }}</code>.</p>
 <td class="n">{{ s.review_answers }}</td></tr></table>
 <p class="pending">A written answer that waits for a person is shown as <em>pending</em>, not as 0; until it is scored
 the totals leave its points out.</p>
-{% if figs.totals %}<img alt="histogram of the class's totals" src="{{ figs.totals }}">{% endif %}
-{% if figs.exercises %}<img alt="each exercise's scores" src="{{ figs.exercises }}">{% endif %}
+{% if figs.get('totals') %}<img alt="histogram of the class's totals" src="{{ figs.totals }}">{% endif %}
+{% if figs.get('exercises') %}<img alt="each exercise's scores" src="{{ figs.exercises }}">{% endif %}
 <table id="exercises"><tr><th>exercise</th><th>notebook</th><th>kind</th><th>points</th><th>mean</th><th>full marks</th>
 <th>part</th><th>0</th><th>pending</th><th>review</th></tr>
 {% for e in s.exercises %}<tr data-exercise="{{ e.grade_id }}"><td>{{ e.grade_id }}</td><td>{{ e.notebook or "" }}</td>
@@ -438,7 +438,7 @@ the totals leave its points out.</p>
 <h2 id="ideas">Graded ideas: which did learners miss? | 评分要点:哪些没有掌握?</h2>
 <p>Each TODO's hidden tests are named ideas. The pass rate counts the notebooks the judge ran (a missing or
 stopped notebook is not judged); most missed first.</p>
-{% if figs.ideas %}<img alt="pass rate of each graded idea" src="{{ figs.ideas }}">{% endif %}
+{% if figs.get('ideas') %}<img alt="pass rate of each graded idea" src="{{ figs.ideas }}">{% endif %}
 <table id="idea-table"><tr><th>exercise · idea</th><th>what it checks</th><th>points</th><th>passed</th><th>judged</th>
 <th>pass rate</th><th>failed</th><th>error</th><th>not started</th><th>skipped</th><th>not judged</th></tr>
 {% for i in data.ideas %}<tr data-idea="{{ i.grade_id }}/{{ i.idea }}"><td>{{ i.grade_id }} · {{ i.idea }}</td>
@@ -450,7 +450,7 @@ stopped notebook is not judged); most missed first.</p>
 
 <h2 id="problems">Problems | 问题</h2>
 {% if not data.problems %}<p>None: every notebook was graded, with nothing to note.</p>{% endif %}
-{% if figs.problems %}<img alt="problems by kind" src="{{ figs.problems }}">{% endif %}
+{% if figs.get('problems') %}<img alt="problems by kind" src="{{ figs.problems }}">{% endif %}
 {% if data.problems %}<table id="problem-kinds"><tr><th>kind</th><th>what happened</th><th>count</th><th>students</th></tr>
 {% for p in data.problems %}<tr data-kind="{{ p.kind }}"><td>{{ p.kind }}</td><td>{{ p.what }}</td>
 <td class="n count">{{ p.count }}</td><td class="n students">{{ p.students }}</td></tr>
@@ -466,7 +466,7 @@ stopped notebook is not judged); most missed first.</p>
 <h2 id="time">The slowest notebooks | 最慢的笔记本</h2>
 <p>{{ t.count }} notebook(s) timed: median {{ num(t.median) }} s, 90th percentile {{ num(t.p90) }} s, slowest
 {{ num(t.max) }} s, {{ num(t.total) }} s in all (a reused result keeps the time of the run that graded it).</p>
-{% if figs.slowest %}<img alt="the slowest notebooks" src="{{ figs.slowest }}">{% endif %}
+{% if figs.get('slowest') %}<img alt="the slowest notebooks" src="{{ figs.slowest }}">{% endif %}
 <table id="slowest"><tr><th>student</th><th>notebook</th><th>seconds</th><th>status</th><th>autograde / judge / feedback (s)</th></tr>
 {% for r in t.slowest %}<tr><td class="student">{{ r.student_id }}</td><td>{{ r.notebook }}</td><td class="n">{{ num(r.seconds) }}</td>
 <td>{{ r.status }}{% if r.reused %} (reused){% endif %}</td>

@@ -292,3 +292,15 @@ def test_a_class_of_a_thousand(tmp_path):
     assert page.count("<tr data-idea=") == len(IDEAS)
     assert "… and" in page, "a long problem list is cut on the page (report.json has it all)"
     assert len(next(p for p in data["problems"] if p["kind"] == "missing")["items"]) == kinds["missing"]
+
+
+def test_a_class_with_nobody_graded_yet_still_gets_a_page(tmp_path):
+    from autograde.report import write_report
+
+    write_out(tmp_path, [])
+    page, numbers, data = write_report(COURSE, tmp_path)
+    assert data["students"] == 0 and data["timing"]["count"] == 0 and data["problems"] == []
+    assert all(i["judged"] == 0 and i["pass_rate"] is None for i in data["ideas"])
+    text = page.read_text(encoding="utf-8")
+    assert "None: every notebook was graded" in text and text.count("<tr data-idea=") == len(IDEAS)
+    assert json.loads(numbers.read_text(encoding="utf-8")) == data
