@@ -50,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--db-url", metavar="URL",
                        help="the course gradebook, as nbgrader's db_url (e.g. postgresql://user@host/db; the password "
                             "may come from PGPASSWORD or ~/.pgpass); default: OUT/gradebook.db, or the one OUT used before")
+    grade.add_argument("--scheduler", metavar="ADDRESS",
+                       help="grade on a Dask cluster: the scheduler's address (tcp://HOST:8786, or tls://... with the "
+                            "--tls-* files); one task per student, each worker with the course installed")
+    grade.add_argument("--tls-ca-file", metavar="PEM", help="with a tls:// scheduler: the CA that signed the cluster's certificates")
+    grade.add_argument("--tls-cert", metavar="PEM", help="with a tls:// scheduler: this client's certificate")
+    grade.add_argument("--tls-key", metavar="PEM", help="with a tls:// scheduler: this client's private key")
     grade.add_argument("--no-progress", action="store_true")
     export = sub.add_parser("export", help="the final table from the gradebook: automatic and manual scores together (CSV)")
     export.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
@@ -140,7 +146,10 @@ def cmd_grade(course: Course, args) -> int:
     options = Options(workers=args.workers, cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
                       progress=not args.no_progress, sandbox=not args.no_sandbox,
                       memory_limit=int(args.memory_limit * (1 << 30)), process_limit=args.process_limit,
-                      db_url=args.db_url, max_notebook_bytes=args.max_notebook_mb * 1024 * 1024)
+                      db_url=args.db_url, max_notebook_bytes=args.max_notebook_mb * 1024 * 1024,
+                      scheduler=args.scheduler, tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key)
+    if not args.scheduler and (args.tls_ca_file or args.tls_cert or args.tls_key):
+        raise UnusableInput("--tls-ca-file, --tls-cert and --tls-key are for a cluster: give --scheduler tls://HOST:PORT too")
     summary = grade_batch(course, args.submissions, args.out, options)
     elapsed = time.monotonic() - begin
     print(f"graded {summary['students']} student(s) in {elapsed:.1f} s "

@@ -83,6 +83,10 @@ class Options:
     process_limit: int = 256
     db_url: str | None = None  # the course gradebook (nbgrader's db_url); None: OUT/gradebook.db, or the one used before
     max_notebook_bytes: int = MAX_NOTEBOOK_BYTES  # a larger submitted file is refused unread (invalid_notebook)
+    scheduler: str | None = None  # a Dask scheduler's address: grade there (cluster.py), one task per student
+    tls_ca_file: str | None = None  # TLS to the scheduler: CA, this client's certificate and key (PEM files)
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -431,21 +435,9 @@ def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: P
 
 def grade_student(course: Course, master: Path, out: Path, student: str, items: list[tuple[str, Path, str]],
                   options: Options, on_done=lambda record: None, secrets: dict[str, str] | None = None) -> list[dict]:
-    """Grade a student's notebooks: one worker process runs them one after the other, each
-    in its own course folder. A notebook past the wall-clock limit has the worker and its
-    kernel killed; a new worker then takes the notebooks that are left."""
-    records, pending = [], []
-    for notebook, path, fingerprint in items:
-        record = {"student_id": student, "notebook": notebook, "file": safe_text(path.name), "fingerprint": fingerprint,
-                  "scores": {}, "status": "graded", "detail": ""}
-        try:
-            pending.append((record, _prepare(course, master, out, student, notebook, path, options.max_notebook_bytes,
-                                                record)))
-        except Exception as exc:  # not JSON, not a notebook: a grade of 0, not a crash
-            record.update(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}")
-            records.append(_save(out, record, 0.0))
-            on_done(record)
-    env = {"COURSE_CELL_TIMEOUT": str(options.cell_timeout)}
+    """Grade a student's notebooks here: run_student grades them, and each finished one is
+    turned into its record, feedback page and kept notebooks under ``out``, signed and saved."""
+    records = []
 
     def settle(record: dict, job: Path, killed: bool = False, log: str = "") -> None:
         """Record one finished (or stopped) notebook at once, so an interruption keeps it."""
@@ -455,6 +447,33 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
         on_done(record)
         shutil.rmtree(job, ignore_errors=True)
 
+    def fail(record: dict) -> None:  # refused before it ran (unreadable), or its worker never started
+        records.append(_save(out, record, 0.0))
+        on_done(record)
+
+    entries = [({"student_id": student, "notebook": notebook, "file": safe_text(path.name), "fingerprint": fingerprint,
+                 "scores": {}, "status": "graded", "detail": ""}, path) for notebook, path, fingerprint in items]
+    run_student(course, master, out, student, entries, options, settle, fail)
+    return records
+
+
+def run_student(course: Course, master: Path, out: Path, student: str, entries: list[tuple[dict, Path]],
+                options: Options, settle, fail) -> None:
+    """Grade a student's notebooks (``entries``: (record, submitted file)): one worker process
+    runs them one after the other, each in its own course folder under ``out/.work``. A notebook
+    past the wall-clock limit has the worker and its kernel killed; a new worker then takes the
+    notebooks that are left. Each notebook ends in ``settle(record, job folder, killed, log)``
+    or, when it never ran, ``fail(record)``. The same loop runs on a cluster's worker (cluster.py)."""
+    pending = []
+    for record, path in entries:
+        try:
+            pending.append((record, _prepare(course, master, out, student, record["notebook"], path,
+                                             options.max_notebook_bytes, record)))
+        except Exception as exc:  # not JSON, not a notebook: a grade of 0, not a crash
+            record.update(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}")
+            fail(record)
+    # the worker dies with this process (parent-death signal in job.py), however this one ends
+    env = {"COURSE_CELL_TIMEOUT": str(options.cell_timeout), "COURSE_PARENT_PID": str(os.getpid())}
     try:
         while pending:
             before = len(pending)
@@ -477,12 +496,10 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
             if len(pending) == before:  # the worker died before starting anything: do not loop
                 for record, job in pending:
                     record.update(status="error", detail=_last_error(worker_log))
-                    records.append(_save(out, record, 0.0))
-                    on_done(record)
+                    fail(record)
                 break
     finally:
         shutil.rmtree(out / ".work" / student, ignore_errors=True)
-    return records
 
 
 def _sweep(ledger: Path) -> None:
@@ -627,8 +644,18 @@ def _sandbox_settings(out: Path, options: Options) -> dict:
         box.close()
 
 
+def job_settings(course: Course, master: Path, home: Path, options: Options) -> dict:
+    """What a grading process (job.py) reads from settings.json."""
+    return {"assignment": course.assignment, "judge": str(master / "judge.json"), "sandbox": options.sandbox,
+            "home": str(home), "memory_limit": options.memory_limit, "pids": options.process_limit,
+            "cell_timeout": options.cell_timeout}
+
+
 def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options) -> dict:
-    sandbox = _sandbox_settings(out, options)
+    # on a cluster, each worker checks its own sandbox (cluster.py) and refuses tasks without one
+    sandbox = _sandbox_settings(out, options) if not options.scheduler else (
+        {"enabled": True, "isolation": "bubblewrap on every worker (each checked before the batch)"} if options.sandbox
+        else _sandbox_settings(out, options))
     graded_cells = exercises(course)
     # every grade id (test and exercise cells) identifies a notebook that a platform renamed
     ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
@@ -642,10 +669,8 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     except gradebook.GradebookError as exc:
         raise UnusableInput(str(exc)) from None
     gradebook.write_course_config(out, db_url, master, course.assignment)
-    write_json_atomic(out / ".work" / "settings.json", {
-        "assignment": course.assignment, "judge": str(master / "judge.json"), "sandbox": options.sandbox,
-        "home": str(out / ".sandbox"), "memory_limit": options.memory_limit, "pids": options.process_limit,
-        "cell_timeout": options.cell_timeout})
+    if not options.scheduler:  # on a cluster each worker writes its own
+        write_json_atomic(out / ".work" / "settings.json", job_settings(course, master, out / ".sandbox", options))
 
     records: list[dict] = []
     notes: dict[str, list[str]] = {}
@@ -692,24 +717,35 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
         bar.update(1)
         bar.set_postfix_str(f"{record['student_id']}/{record['notebook']}", refresh=False)
 
+    def fault(student: str, items: list, exc: BaseException) -> None:
+        """A grader fault for one student: a row for each notebook (not saved: the next run grades them again)."""
+        for notebook, path, fingerprint in items:
+            records.append({"student_id": student, "notebook": notebook, "scores": {}, "status": "error",
+                            "detail": safe_text(f"{type(exc).__name__}: {exc}")})
+            record_in_gradebook(records[-1])
+            bar.update(1)
+
+    cluster = None
     try:
-        with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
-            futures = {pool.submit(grade_student, course, master, out, s, items, options, done, secrets): (s, items)
-                       for s, items in by_student.items()}
-            try:
-                for future in as_completed(futures):
-                    try:
-                        records.extend(future.result())
-                    except Exception as exc:  # a grader fault for one student: a row for them, the rest goes on
-                        student, items = futures[future]
-                        for notebook, path, fingerprint in items:
-                            records.append({"student_id": student, "notebook": notebook, "scores": {}, "status": "error",
-                                            "detail": safe_text(f"{type(exc).__name__}: {exc}")})
-                            record_in_gradebook(records[-1])
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                kill_live_runs()
-                raise
+        if options.scheduler and by_student:
+            from .cluster import course_digest, grade_on_cluster
+
+            graded, cluster = grade_on_cluster(course, out, by_student, options, done, fault, secrets, course_digest(course))
+            records.extend(graded)
+        else:
+            with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
+                futures = {pool.submit(grade_student, course, master, out, s, items, options, done, secrets): (s, items)
+                           for s, items in by_student.items()}
+                try:
+                    for future in as_completed(futures):
+                        try:
+                            records.extend(future.result())
+                        except Exception as exc:  # the rest goes on
+                            fault(*futures[future], exc)
+                except BaseException:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    kill_live_runs()
+                    raise
     finally:
         bar.close()
         try:
@@ -721,7 +757,11 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
         print(f"WARNING: {gradebook_error}. The results are kept in {out / '.state'}; run the same command again "
               "to record them.", file=sys.stderr)
     book = {"db_url": gradebook.mask_url(db_url), "notebooks_recorded": writer.merged, "error": gradebook_error}
-    return _report(course, out, graded_cells, records, notes, len(students), sandbox, db_url, book)
+    summary = _report(course, out, graded_cells, records, notes, len(students), sandbox, db_url, book)
+    if cluster:
+        summary["cluster"] = cluster
+        write_json_atomic(out / "summary.json", summary)
+    return summary
 
 
 def _install_sigterm() -> None:

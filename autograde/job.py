@@ -12,7 +12,8 @@ turn the worker writes JOBDIR/started (the time), then:
 3. runs nbgrader's feedback, and writes JOBDIR/result.json.
 
 The parent watches ``started`` and kills this process, its kernel and its runner when a
-notebook runs past the wall-clock limit.
+notebook runs past the wall-clock limit; when the parent itself dies, this process dies too
+(parent-death signal), and with it the sandboxed kernel and runner.
 """
 from __future__ import annotations
 
@@ -171,7 +172,26 @@ def _cap_messages() -> None:
     zmq.asyncio.Context.__init__ = capped
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to kill this worker when the process that started it dies (parent-death
+    signal), so a grading process killed outright (SIGKILL, a cluster worker's machine taken
+    away) takes this worker with it; the sandboxed kernel and runner then follow, as
+    bubblewrap runs them with --die-with-parent. The parent's pid is checked after the call:
+    a parent that died before it leaves this worker nothing to do."""
+    parent = os.environ.get("COURSE_PARENT_PID")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != int(parent):
+        os._exit(1)
+
+
 def main(argv: list[str]) -> int:
+    _die_with_parent()
     settings = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     student, jobdirs = argv[1], [Path(p).resolve() for p in argv[2:]]
     _cap_messages()

@@ -1,0 +1,449 @@
+"""Grading on a Dask distributed cluster: ``grade SUBMISSIONS --out OUT --scheduler ADDRESS``.
+
+One task per student goes to an existing cluster (``dask scheduler`` and ``dask worker``
+processes, each worker with the course installed). A task carries the student's notebook
+bytes and the grading limits, never the key that signs saved results nor the database URL.
+On the worker, ``grade_task`` builds (once per course version) the grading master from its
+own copy of the course, refuses the task when that copy differs from the instructor's or when
+it cannot sandbox, and runs the same loop as a local run (``grading.run_student``: one
+grading process per student, wall-clock limits, kills). It returns, for each notebook, the
+files a local run leaves in the job folder: nbgrader's outcome, the autograded notebook, the
+submitted copy and the feedback page. Workers share no folder with the instructor.
+
+The parent stays the only writer: it checks the shape of what came back (a worker is not
+trusted blindly), rebuilds the job folder, and turns it into the record, feedback page and
+formgrader copy exactly as a local run does (``grading._finish``), then signs, saves and
+merges the record into the gradebook. A task that fails, or whose worker dies more often
+than the scheduler allows, gives the student's notebooks an ``error`` row that is not saved,
+so the next run grades them again. A worker killed mid-task loses nothing: the scheduler
+runs the task again elsewhere, and a task is idempotent (a fresh folder each time).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import json
+import math
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+import nbformat
+
+from .course import Course, UnusableInput
+
+# the grading limits a worker needs; nothing else of the instructor's options leaves this machine
+TASK_OPTIONS = ("cell_timeout", "notebook_timeout", "sandbox", "memory_limit", "process_limit", "max_notebook_bytes")
+STATUSES_BEFORE_RUN = {"invalid_notebook", "error"}  # what a notebook that never ran may come back as
+MAX_LOG = 200_000  # characters of a grading log sent back
+CONNECT_SECONDS = 30
+FIRST_WORKER_SECONDS = 120
+
+
+class WorkerRefused(RuntimeError):
+    """A worker will not grade: it cannot sandbox, or its course differs from the instructor's."""
+
+
+class MalformedResult(ValueError):
+    """What a worker sent back is not what grade_task returns."""
+
+
+# ---------------------------------------------------------------- both sides
+def course_digest(course: Course) -> str:
+    """The course sources and the grader's own code: a worker grades only when its copy matches."""
+    digest = hashlib.sha256(course.sources_digest().encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:20]
+
+
+def _job_files(student: str, assignment: str, notebook: str) -> dict[str, str]:
+    """The files of a job folder that travel back, by the name they travel under."""
+    return {"result": "result.json",
+            "autograded": f"autograded/{student}/{assignment}/{notebook}.ipynb",
+            "submitted": f"submitted/{student}/{assignment}/{notebook}.ipynb",
+            "feedback": f"feedback/{student}/{assignment}/{notebook}.html"}
+
+
+# ---------------------------------------------------------------- worker side
+_PROBED: dict[tuple, str | None] = {}
+
+
+def _worker_base(digest: str) -> Path:
+    root = Path(os.environ.get("COURSE_WORKER_DIR") or tempfile.gettempdir())
+    base = root / f"autograde-worker-{os.getuid()}" / digest
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return base
+
+
+@contextmanager
+def _flock(path: Path):
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _where() -> str:
+    try:
+        from distributed import get_worker
+
+        return f"{get_worker().address} on {socket.gethostname()}"
+    except Exception:
+        return socket.gethostname()
+
+
+def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = None) -> tuple[Path, Path]:
+    """Check this worker can grade (same course and grader, sandbox working unless the
+    instructor turned it off), have the grading master for this course version (the one the
+    instructor's machine built, ``shipped`` as a tar.gz before the batch, kept when it verifies
+    against this worker's course; built here otherwise), and sweep what tasks of a killed
+    worker left. Returns (base folder, master)."""
+    from .grading import _master
+    from .sandbox import Limits, probe, sweep
+
+    mine = course_digest(course)
+    if mine != digest:
+        raise WorkerRefused(f"worker {_where()} refuses to grade: its copy of the course or of the grader "
+                            f"({course.root}, version {mine}) differs from the instructor's (version {digest}); "
+                            "install the same course version on every worker")
+    base = _worker_base(digest)
+    with _flock(base / ".lock"):
+        if shipped and not (base / ".course.digest").is_file():
+            with tarfile.open(fileobj=io.BytesIO(shipped), mode="r:gz") as archive:
+                archive.extractall(base, filter="data")
+        master = _master(course, base)  # verifies sources and tree digests; rebuilds when they differ
+        if settings["sandbox"]:
+            limits = Limits(settings["memory_limit"], settings["process_limit"])
+            key = (str(base), limits, os.environ.get("COURSE_BWRAP"))
+            if key not in _PROBED:
+                _PROBED[key] = probe(base / ".sandbox", limits)
+            if _PROBED[key]:
+                raise WorkerRefused(f"worker {_where()} cannot run the grading sandbox: {_PROBED[key]}. It refuses to "
+                                    "grade untrusted submissions unsandboxed: give this machine user namespaces "
+                                    "(bubblewrap), or grade code you trust with --no-sandbox")
+        (base / "tasks").mkdir(exist_ok=True)
+        for folder in (base / "tasks").iterdir():  # a task whose lock nobody holds belonged to a worker that died
+            try:
+                handle = open(folder / ".lock", "a+")
+            except OSError:
+                continue
+            with handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue  # a live task
+                for ledger in folder.rglob("sandbox.ledger"):
+                    sweep(ledger)
+                shutil.rmtree(folder, ignore_errors=True)
+    return base, master
+
+
+def worker_check(digest: str, settings: dict, shipped: bytes | None = None) -> dict:
+    """Run on each worker before a batch: raises WorkerRefused when it cannot grade."""
+    course = Course.load()
+    _ready(course, digest, settings, shipped)
+    return {"worker": _where(), "sandbox": bool(settings["sandbox"])}
+
+
+def pack_master(out: Path) -> bytes:
+    """The instructor's grading master (OUT/.course and its digest record) as a tar.gz."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.add(out / ".course", arcname=".course")
+        archive.add(out / ".course.digest", arcname=".course.digest")
+    return buffer.getvalue()
+
+
+def grade_task(task: dict) -> dict:
+    """Grade one student on this worker. ``task``: student, course digest, limits and the
+    notebooks' bytes. Returns {"student", "worker", "notebooks": [...]}: per notebook, whether
+    it ran, its record fields decided here (status and detail of one that did not run,
+    notes on repaired cells), the kill flag, the grading log, seconds, and the job's files."""
+    from .grading import Options, _elapsed, job_settings, run_student
+
+    course = Course.load()
+    settings = task["settings"]
+    base, master = _ready(course, task["digest"], settings)
+    student = task["student"]
+    with _flock(base / ".lock"):  # made and locked under the base lock: a sweep never takes a live task's folder
+        folder = base / "tasks" / uuid.uuid4().hex
+        folder.mkdir(parents=True)
+        lock = open(folder / ".lock", "a+")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    options = Options(workers=1, progress=False, **{k: settings[k] for k in TASK_OPTIONS})
+    try:
+        work = folder / ".work"
+        work.mkdir()
+        (work / "settings.json").write_text(json.dumps(job_settings(course, master, base / ".sandbox", options)))
+        entries = []
+        for item in task["notebooks"]:
+            path = folder / "in" / f"{item['notebook']}.ipynb"
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(item["data"])
+            entries.append(({"student_id": student, "notebook": item["notebook"], "scores": {}, "status": "graded",
+                             "detail": ""}, path))
+        (work / student).mkdir()
+        returned = []
+
+        def settle(record: dict, job: Path, killed: bool = False, log: str = "") -> None:
+            files = {}
+            for name, relative in _job_files(student, course.assignment, record["notebook"]).items():
+                path = job / relative
+                files[name] = path.read_bytes() if path.is_file() else None
+            returned.append({"notebook": record["notebook"], "ran": True, "killed": bool(killed), "log": log[-MAX_LOG:],
+                             "seconds": _elapsed(job), "matching_notes": record.get("matching_notes", []),
+                             "files": files})
+            shutil.rmtree(job, ignore_errors=True)
+
+        def fail(record: dict) -> None:
+            returned.append({"notebook": record["notebook"], "ran": False, "status": record["status"],
+                             "detail": record["detail"], "matching_notes": record.get("matching_notes", [])})
+
+        run_student(course, master, folder, student, entries, options, settle, fail)
+        return {"student": student, "worker": _where(), "notebooks": returned}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        lock.close()
+
+
+# ---------------------------------------------------------------- parent side
+def _security(options):
+    files = {"--tls-ca-file": options.tls_ca_file, "--tls-cert": options.tls_cert, "--tls-key": options.tls_key}
+    given = {flag: value for flag, value in files.items() if value}
+    if not given:
+        return None  # plain tcp://, or TLS set up in the Dask configuration (distributed.comm.tls.*)
+    if len(given) != len(files):
+        raise UnusableInput(f"TLS needs all of {', '.join(files)} (missing {', '.join(f for f in files if f not in given)})")
+    for flag, value in given.items():
+        if not Path(value).is_file():
+            raise UnusableInput(f"{flag} {value}: no such file")
+    from distributed.security import Security
+
+    return Security(tls_ca_file=str(options.tls_ca_file), tls_client_cert=str(options.tls_cert),
+                    tls_client_key=str(options.tls_key), require_encryption=True)
+
+
+def connect(options):
+    """A Client of the scheduler at options.scheduler (with TLS when the files are given)."""
+    from distributed import Client
+
+    security = _security(options)
+    if security is not None and not options.scheduler.startswith("tls://"):
+        raise UnusableInput(f"--tls-* given, but the scheduler address {options.scheduler} is not a tls:// address")
+    try:
+        return Client(options.scheduler, security=security, timeout=CONNECT_SECONDS, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise UnusableInput(f"cannot reach the Dask scheduler at {options.scheduler}: {type(exc).__name__}: {exc}. Start "
+                            "one with `dask scheduler`, and workers with `dask worker ADDRESS` (see the README)") from None
+
+
+def task_settings(options) -> dict:
+    return {key: getattr(options, key) for key in TASK_OPTIONS}
+
+
+def make_task(student: str, items: list[tuple[str, Path, str]], digest: str, settings: dict) -> dict:
+    return {"student": student, "digest": digest, "settings": settings,
+            "notebooks": [{"notebook": notebook, "data": path.read_bytes()} for notebook, path, _ in items]}
+
+
+def _usable_workers(client, digest: str, settings: dict, shipped: bytes) -> tuple[list[str], dict[str, str]]:
+    """Ask every worker whether it can grade; returns (usable addresses, {address: why not})."""
+    try:
+        client.wait_for_workers(1, timeout=FIRST_WORKER_SECONDS)
+    except TimeoutError:
+        raise UnusableInput(f"no Dask worker joined the scheduler within {FIRST_WORKER_SECONDS} s: start one with "
+                            "`dask worker ADDRESS` on a machine with the course installed") from None
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    checks = {address: client.submit(worker_check, digest, settings, shipped, workers=[address], allow_other_workers=False,
+                                     pure=False, key=f"autograde-check-{uuid.uuid4().hex[:12]}")
+              for address in workers}
+    usable, refused = [], {}
+    for address, future in checks.items():
+        try:
+            future.result(timeout=900)
+            usable.append(address)
+        except Exception as exc:
+            refused[address] = str(exc) or type(exc).__name__
+    if not usable:
+        raise UnusableInput("no Dask worker can grade:\n" + "\n".join(f"  {a}: {why}" for a, why in refused.items()))
+    return usable, refused
+
+
+def _number(value, low: float = -math.inf, high: float = math.inf) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and low - 1e-9 <= value <= high + 1e-9)
+
+
+def check_outcome(outcome, points: dict[str, float], manual_ids: set[str]) -> None:
+    """Raise MalformedResult unless ``outcome`` (a job's result.json) has the types and ranges
+    that job.py writes: scores only for the course's automatic cells, within their points."""
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise MalformedResult(f"result.json: {what}")
+
+    need(isinstance(outcome, dict), "not an object")
+    for key in ("autograde", "feedback"):
+        part = outcome.get(key, {})
+        need(isinstance(part, dict) and all(isinstance(part.get(k, ""), str) for k in ("log", "error")), f"{key} malformed")
+    for key in ("out_of_memory", "runner_out_of_memory"):
+        need(isinstance(outcome.get(key, False), bool), f"{key} not a boolean")
+    scores = outcome.get("scores", {})
+    need(isinstance(scores, dict), "scores not an object")
+    for gid, score in scores.items():
+        need(gid in points and gid not in manual_ids and _number(score, 0, points[gid]), f"score {gid!r}={score!r}")
+    manual = outcome.get("manual", {})
+    need(isinstance(manual, dict), "manual not an object")
+    for gid, score in manual.items():
+        need(gid in manual_ids and (score is None or _number(score, 0, points[gid])), f"manual score {gid!r}={score!r}")
+    timings = outcome.get("timings", {})
+    need(isinstance(timings, dict) and all(isinstance(k, str) and _number(v) for k, v in timings.items()), "timings")
+    judge = outcome.get("judge", {})
+    need(isinstance(judge, dict), "judge not an object")
+    for gid, result in judge.items():
+        need(gid in points and isinstance(result, dict) and isinstance(result.get("ideas"), list), f"judge {gid!r}")
+        for idea in result["ideas"]:
+            need(isinstance(idea, dict) and isinstance(idea.get("id"), str) and isinstance(idea.get("status"), str)
+                 and _number(idea.get("earned")) and _number(idea.get("points")), f"an idea of {gid!r}")
+    need(isinstance(outcome.get("load_errors", []), list), "load_errors not a list")
+
+
+def check_result(result, student: str, names: set[str], file_limit: int) -> list[dict]:
+    """The notebooks of a worker's answer, once its shape is what grade_task returns (else MalformedResult)."""
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise MalformedResult(f"the worker's answer for {student}: {what}")
+
+    need(isinstance(result, dict) and result.get("student") == student, "not an answer for this student")
+    items = result.get("notebooks")
+    need(isinstance(items, list) and all(isinstance(i, dict) for i in items), "no list of notebooks")
+    need(sorted(str(i.get("notebook")) for i in items) == sorted(names), "not one entry per notebook sent")
+    for item in items:
+        notes = item.get("matching_notes", [])
+        need(isinstance(notes, list) and all(isinstance(n, str) for n in notes), "matching notes")
+        if item.get("ran") is False:
+            need(item.get("status") in STATUSES_BEFORE_RUN and isinstance(item.get("detail"), str), "status")
+            continue
+        need(item.get("ran") is True and isinstance(item.get("killed"), bool) and isinstance(item.get("log"), str)
+             and _number(item.get("seconds"), 0), "run fields")
+        files = item.get("files")
+        need(isinstance(files, dict) and set(files) == {"result", "autograded", "submitted", "feedback"}, "files")
+        for name, data in files.items():
+            need(data is None or (isinstance(data, bytes) and len(data) <= file_limit), f"file {name}")
+    return items
+
+
+def grade_on_cluster(course: Course, out: Path, by_student: dict[str, list[tuple[str, Path, str]]], options,
+                     done, fault, secrets: dict[str, str], digest: str) -> tuple[list[dict], dict]:
+    """Grade ``by_student`` on the cluster; each notebook is settled here as its student's task
+    returns (``done(record)``), a failed task goes to ``fault(student, items, exc)``. Returns
+    (the saved records, what to say about the cluster in summary.json)."""
+    from distributed import as_completed
+
+    from .grading import exercises
+
+    cells = exercises(course)
+    points = {e.grade_id: e.points for e in cells}
+    manual_ids = {e.grade_id for e in cells if e.manual}
+    file_limit = max(64 << 20, 4 * options.max_notebook_bytes)
+    settings = task_settings(options)
+    records: list[dict] = []
+    client = connect(options)
+    try:
+        usable, refused = _usable_workers(client, digest, settings, pack_master(out))
+        for address, why in refused.items():
+            print(f"WARNING: Dask worker {address} is left out of this batch: {why}", flush=True)
+        where = {"workers": usable, "allow_other_workers": False} if refused else {}
+        futures = {}
+        for student, items in by_student.items():
+            # retries: a task that raised runs once more (a worker that died is the scheduler's
+            # business: it reruns that worker's tasks elsewhere, up to distributed.scheduler.allowed-failures)
+            future = client.submit(grade_task, make_task(student, items, digest, settings), pure=False, retries=1,
+                                   key=f"autograde-{uuid.uuid4().hex[:12]}", **where)
+            futures[future] = (student, items)
+        try:
+            for future in as_completed(futures, loop=client.loop):
+                student, items = futures[future]
+                try:
+                    answer = check_result(future.result(), student, {n for n, _, _ in items}, file_limit)
+                    for item in answer:
+                        check_outcome(_load_outcome(item), points, manual_ids)
+                except Exception as exc:  # the task failed, or its answer is malformed: not saved, graded next run
+                    fault(student, items, exc)
+                    continue
+                settled = set()
+                try:
+                    for record in _settle_answer(course, out, student, items, answer, options, secrets):
+                        settled.add(record["notebook"])
+                        records.append(record)
+                        done(record)
+                except Exception as exc:  # a fault here, as one in a local grading thread: the rest get error rows
+                    fault(student, [i for i in items if i[0] not in settled], exc)
+        except BaseException:
+            client.cancel(list(futures))
+            raise
+        info = {"scheduler": options.scheduler, "workers": len(usable), "left_out": refused,
+                "tls": options.scheduler.startswith("tls://")}
+        return records, info
+    finally:
+        client.close()
+
+
+def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[str, Path, str]], answer: list[dict],
+                   options, secrets: dict[str, str]):
+    """Each notebook of a checked answer as a local run settles it: the job folder rebuilt
+    from the returned files, then record, feedback page and kept notebooks by grading._finish,
+    signed and saved here. Yields the saved records."""
+    from .grading import _changed_answers, _finish, _save, safe_text
+
+    by_name = {item["notebook"]: item for item in answer}
+    try:
+        for notebook, path, fingerprint in items:
+            item = by_name[notebook]
+            record = {"student_id": student, "notebook": notebook, "file": safe_text(path.name),
+                      "fingerprint": fingerprint, "scores": {}, "status": "graded", "detail": ""}
+            if item["matching_notes"]:
+                record["matching_notes"] = [safe_text(note) for note in item["matching_notes"]]
+            if not item["ran"]:
+                record.update(status=item["status"], detail=safe_text(item["detail"]))
+                yield _save(out, record, 0.0)
+                continue
+            files = _job_files(student, course.assignment, notebook)
+            job = out / ".work" / student / notebook
+            shutil.rmtree(job, ignore_errors=True)
+            for name, relative in files.items():
+                if item["files"][name] is not None:
+                    (job / relative).parent.mkdir(parents=True, exist_ok=True)
+                    (job / relative).write_bytes(item["files"][name])
+            try:  # answers changed since the copy graded last time (a person's score on one is flagged)
+                changed = _changed_answers(out / "submitted" / student / course.assignment / f"{notebook}.ipynb",
+                                           nbformat.read(job / files["submitted"], as_version=4))
+            except Exception:
+                changed = None
+            if changed is not None:
+                record["changed_answers"] = changed
+            _finish(course, out, record, job, item["killed"], item["log"], options, secrets)
+            yield _save(out, record, float(item["seconds"]))
+            shutil.rmtree(job, ignore_errors=True)
+    finally:
+        shutil.rmtree(out / ".work" / student, ignore_errors=True)
+
+
+def _load_outcome(item: dict):
+    if not item.get("ran"):
+        return {}
+    data = item["files"]["result"]
+    if data is None:
+        return {}  # no result.json: the notebook is reported as not graded, from its log
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise MalformedResult(f"result.json is not JSON ({exc})") from None
