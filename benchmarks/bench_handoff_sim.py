@@ -1,13 +1,13 @@
 """Benchmark: how fast the handoff simulator runs, and whether its cost is linear in the requests.
 
 Runs one mixed scenario (Poisson arrivals, prompts of 256-8192 tokens, layer-wise streaming, every
-fault at 2%) at 10k, 100k and 1M requests (about 20 s of CPU; --no-million skips it), on one core (the simulator is single
-threaded). Reports requests per second, the cost per request at each size relative to the smallest
-(linear cost keeps it near 1.0), and the verdict against the goal: 100,000 requests in under 10 s.
-Each link-sharing mode is timed at 100k as well. The handoff gate runs on the instructor's answers
-to TODO 3 and TODO 4, read from solutions/. Times are CPU seconds of this process
-(``time.process_time``: the time on the one core it runs on, unaffected by other processes sharing
-the machine); wall-clock seconds are printed beside them.
+fault at 2%) at 10k, 100k and 1M requests (about 20 s of CPU; --no-million skips it), on one core
+(the simulator is single threaded). Reports requests per second, the cost per request at each size
+relative to the smallest (linear cost keeps it near 1.0), and the verdict against the goal: 100,000
+requests in under 10 s. Each link-sharing mode is timed at 100k as well. The simulator runs on the
+instructor's answers to TODO 6-8 and, inside handoff_step, TODO 3 and TODO 4, read from solutions/.
+Times are CPU seconds of this process (``time.process_time``: the time on the one core it runs on,
+unaffected by other processes sharing the machine); wall-clock seconds are printed beside them.
 
     python benchmarks/bench_handoff_sim.py [--no-million] [--repeats 3]
 """
@@ -28,10 +28,14 @@ SCENARIO = dict(rate_per_s=20.0, prompt_tokens=[256, 8192], output_tokens=[16, 5
 
 
 def course_gate() -> dict:
-    """The instructor's Step 3 and Step 4 answers (solutions/), which the simulator's gate runs on."""
+    """The simulator's steps: the instructor's answers to TODO 6-8 (notebook 06), with handoff_step
+    running on the answers to TODO 3 and TODO 4 (notebooks 03 and 04), all read from solutions/."""
     folder = [resolve_project_root() / "solutions"]
-    return {**load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], folder),
-            **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], folder)}
+    steps = load_learner_functions("06_handoff_simulator", list(handoff_sim.STEPS), folder)
+    steps["handoff_step"].__globals__.update(
+        {**load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], folder),
+         **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], folder)})
+    return steps
 
 
 GATE: dict = {}

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "notebooks"
 SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = ["01_what_can_overlap", "02_total_vs_exposed_time", "03_handoff_state_contract",
-             "04_decode_start_gate", "05_cuda_stream_overlap"]
+             "04_decode_start_gate", "05_cuda_stream_overlap", "06_handoff_simulator"]
 _MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", re.M)
 
 

@@ -36,7 +36,7 @@ def setup_cell(path: Path) -> str:
 
 def test_setup_cells_share_one_bootstrap(root):
     boots = {name: setup_cell(root / "solutions" / f"{name}.ipynb").split(BOOT_END)[0] for name in NOTEBOOKS}
-    assert len(set(boots.values())) == 1, "the five set-up cells must bootstrap the same way"
+    assert len(set(boots.values())) == 1, "every set-up cell must bootstrap the same way"
     boot = boots[NOTEBOOKS[0]]
     assert f"WHEEL = '{wheel_name(root)}'" in boot, "the set-up cell names the wheel that the bundle builds"
     assert "%pip install" in boot and "NBGRADER_EXECUTION" in boot

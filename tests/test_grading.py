@@ -22,9 +22,11 @@ from submissions import NOTEBOOKS, SOLUTIONS, answer, build, drop_cell, insert_a
 pytestmark = pytest.mark.slow
 
 POINTS = {"todo0_check_overlap": 3, "todo1_exposed_interval": 3, "todo2_estimate_handoff": 3,
-          "todo3_validate_state": 3, "todo4_plan_decode": 2, "todo5_decide_overlap": 2}
+          "todo3_validate_state": 3, "todo4_plan_decode": 2, "todo5_decide_overlap": 2,
+          "todo6_stream_layers": 3, "todo7_handoff_step": 3, "todo8_ttft_percentiles": 2}
 NB_OF = {"todo0_check_overlap": NOTEBOOKS[0], "todo1_exposed_interval": NOTEBOOKS[1], "todo2_estimate_handoff": NOTEBOOKS[1],
-         "todo3_validate_state": NOTEBOOKS[2], "todo4_plan_decode": NOTEBOOKS[3], "todo5_decide_overlap": NOTEBOOKS[4]}
+         "todo3_validate_state": NOTEBOOKS[2], "todo4_plan_decode": NOTEBOOKS[3], "todo5_decide_overlap": NOTEBOOKS[4],
+         "todo6_stream_layers": NOTEBOOKS[5], "todo7_handoff_step": NOTEBOOKS[5], "todo8_ttft_percentiles": NOTEBOOKS[5]}
 FULL = sum(POINTS.values())  # automatic points; the reflections add one point per answer, graded by a person
 MANUAL = [c.metadata["nbgrader"]["grade_id"] for n in NOTEBOOKS for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
           if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")]  # reflections, 1 point each
@@ -64,6 +66,19 @@ WRONG = [
     ("w5_one_sided_noise", "todo5_decide_overlap", "todo5_solution",
      "abs(case['serial_median_ms'] / case['predicted_serial_ms'] - 1) > 0.25",
      "case['serial_median_ms'] / case['predicted_serial_ms'] - 1 > 0.25", {"noisy_machine"}),
+    ("w6_no_last_layer", "todo6_stream_layers", "todo6_solution", "end = max(start + transfer, prefill_done + payload_ms / layers)",
+     "end = start + transfer", {"layerwise_bound", "layer_by_layer", "hidden_is_rest"}),
+    ("w6_latency_per_layer", "todo6_stream_layers", "todo6_solution", "transfer = latency_ms + payload_ms",
+     "transfer = latency_ms * layers + payload_ms", {"layer_by_layer", "hidden_is_rest"}),
+    ("w7_wait_starts_now", "todo7_handoff_step", "todo7_solution", "'act_ms': ready_at, 'decode_start_ms': ready_at}",
+     "'act_ms': now, 'decode_start_ms': now}", {"ready_and_wait"}),
+    ("w7_never_given_up_now", "todo7_handoff_step", "todo7_solution",
+     "max(now, deadline) if decision == 'fallback' and ready_at is None else now", "now", {"never_lands", "failure_policy"}),
+    ("w7_fail_recomputes", "todo7_handoff_step", "todo7_solution", "if handoff['policy'] == 'fail':", "if False:", {"failure_policy"}),
+    ("w8_nearest_rank", "todo8_ttft_percentiles", "todo8_solution",
+     "result.append(values[below] + (values[above] - values[below]) * (rank - below))", "result.append(values[round(rank)])",
+     {"linear_interpolation", "skips_none"}),
+    ("w8_negative_q", "todo8_ttft_percentiles", "todo8_solution", "if not 0 <= q <= 100:", "if q > 100:", {"bad_input"}),
 ]
 
 

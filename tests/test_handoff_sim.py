@@ -1,7 +1,8 @@
 """Tests of the handoff simulator (tools/handoff_sim.py) and its presets (tools/presets.py).
 
-Single-request results are compared with the course's own Step 2-4 answers, loaded from
-solutions/, and with a layer-by-layer model written here independently of the closed form.
+The simulator runs on the course's reference answers to TODO 6-8 (notebook 06's solution cells)
+and TODO 3-4. Single-request results are compared with the course's own Step 2-4 answers, loaded
+from solutions/, and with a layer-by-layer model written here independently of the closed form.
 """
 import csv
 import math
@@ -16,11 +17,28 @@ from tools import handoff_sim as hs
 from tools import presets
 from tools.notebook_runtime import load_learner_functions
 
+from submissions import answer
+
 
 SOLUTIONS = [Path(__file__).resolve().parents[1] / "solutions"]
-# The instructor's answers to TODO 3 and TODO 4: the gate the simulator runs on (it ships none).
+# The instructor's answers to TODO 3 and TODO 4: the gate the reference handoff_step runs on.
 GATE = {**load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], SOLUTIONS),
         **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], SOLUTIONS)}
+
+
+def reference_steps(validate=None, plan=None) -> dict:
+    """The instructor's answers to TODO 6-8, read from notebook 06's solution cells (the simulator,
+    which learners receive, ships none), with handoff_step running on the given Step 3 and Step 4
+    functions (by default the instructor's)."""
+    scope = {"validate_handoff_state": validate or GATE["validate_handoff_state"],
+             "plan_decode_start": plan or GATE["plan_decode_start"]}
+    for grade_id in ("todo6_solution", "todo7_solution", "todo8_solution"):
+        exec(compile(answer(grade_id), f"<{grade_id}>", "exec"), scope)
+    return {name: scope[name] for name in hs.STEPS}
+
+
+REFERENCE = reference_steps()
+stream_layers, gate_step, ttft_percentiles = (REFERENCE[name] for name in hs.STEPS)
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +49,8 @@ def course():
 
 
 def sim(steps=None, **kw):
-    """simulate() with the course's Step 3/4 gate."""
-    return hs.simulate(steps={**GATE, **(steps or {})}, **kw)
-
-
-def gate_step(handoff):
-    return hs.handoff_step(handoff, GATE["validate_handoff_state"], GATE["plan_decode_start"])
+    """simulate() on the course's reference steps (TODO 6-8, on the Step 3/4 gate)."""
+    return hs.simulate(steps={**REFERENCE, **(steps or {})}, **kw)
 
 
 def one(prompt=8192, output=4, **kw):
@@ -145,7 +159,7 @@ def test_stream_layers_matches_a_layer_by_layer_model(course):
         gbps = rng.choice([200, 400, 440, 3168])
         latency = rng.choice([0.0, 0.007, 0.05, 2.0])
         grant = prefill_start + prefill_ms / layers + rng.choice([0.0, rng.uniform(0, 500)])
-        got = hs.stream_layers(grant, prefill_start, prefill_ms, layers, payload / presets.bytes_per_ms(gbps), latency)
+        got = stream_layers(grant, prefill_start, prefill_ms, layers, payload / presets.bytes_per_ms(gbps), latency)
         want = per_layer_stream(course["estimate_handoff"], grant, prefill_start, prefill_ms, layers, payload, gbps, latency)
         for key in ("start_ms", "end_ms", "exposed_ms"):
             assert got[key] == pytest.approx(want[key], rel=1e-9, abs=1e-9), (key, layers, prefill_ms, payload, gbps, latency, grant)
@@ -421,21 +435,22 @@ def test_full_decode_pool_queues_or_rejects():
     assert too_big["records"][0]["outcome"] == "rejected"
 
 
-def test_the_gate_is_the_callers():
-    """The simulator ships no answer to TODO 3 or 4: it runs on the functions it is given."""
-    with pytest.raises(ValueError, match="validate_handoff_state"):
+def test_the_steps_are_the_callers():
+    """The simulator ships no answer to TODO 3, 4 or 6-8: it runs on the functions it is given."""
+    with pytest.raises(ValueError, match="stream_layers, handoff_step, ttft_percentiles"):
         hs.simulate(n_requests=10)
-    with pytest.raises(ValueError, match="plan_decode_start"):
-        hs.simulate(n_requests=10, steps={"validate_handoff_state": GATE["validate_handoff_state"]})
-    assert not hasattr(hs, "validate_handoff_state") and not hasattr(hs, "plan_decode_start")
-    always_late = {"plan_decode_start": lambda verdict, ready_at, deadline: "fallback"}
-    r = sim(n_requests=50, rate_per_s=10, steps=always_late)
+    with pytest.raises(ValueError, match="missing: handoff_step"):
+        hs.simulate(n_requests=10, steps={"stream_layers": stream_layers, "ttft_percentiles": ttft_percentiles})
+    for name in ("validate_handoff_state", "plan_decode_start", *hs.STEPS):
+        assert not hasattr(hs, name), f"tools/handoff_sim.py must not define {name}: it is an exercise"
+    always_late = reference_steps(plan=lambda verdict, ready_at, deadline: "fallback")
+    r = hs.simulate(n_requests=50, rate_per_s=10, steps=always_late)
     assert r["summary"]["decisions"]["fallback"] == 50
     seen = []
     def validate(state, request_id, version):
         seen.append((state["request_id"], request_id, version))
         return GATE["validate_handoff_state"](state, request_id, version)
-    sim(n_requests=20, rate_per_s=10, steps={"validate_handoff_state": validate})
+    hs.simulate(n_requests=20, rate_per_s=10, steps=reference_steps(validate=validate))
     assert len(seen) == 20 and all(a == b for a, b, _ in seen)
 
 
@@ -458,7 +473,7 @@ def test_steps_can_be_replaced():
 
     def stream(*args):
         calls["stream"] += 1
-        return hs.stream_layers(*args)
+        return stream_layers(*args)
 
     def handoff(h):
         calls["handoff"] += 1
@@ -466,7 +481,7 @@ def test_steps_can_be_replaced():
 
     def pct(records, qs):
         calls["pct"] += 1
-        return hs.ttft_percentiles(records, qs)
+        return ttft_percentiles(records, qs)
 
     kw = dict(n_requests=100, rate_per_s=10, streaming="layerwise", seed=1)
     plain = sim(**kw)
@@ -493,18 +508,18 @@ def test_percentiles_match_numpy_and_statistics():
     values = [rng.lognormvariate(4, 0.7) for _ in range(997)]
     records = [{"ttft_ms": v} for v in values] + [{"ttft_ms": None}] * 5
     qs = [0, 1, 25, 50, 90, 95, 99, 99.9, 100]
-    assert hs.ttft_percentiles(records, qs) == pytest.approx(list(np.percentile(values, qs)), rel=1e-12)
+    assert ttft_percentiles(records, qs) == pytest.approx(list(np.percentile(values, qs)), rel=1e-12)
     cuts = statistics.quantiles(values, n=100, method="inclusive")  # the 1st..99th percentiles
-    assert hs.ttft_percentiles(records, range(1, 100)) == pytest.approx(cuts, rel=1e-12)
-    assert hs.ttft_percentiles([{"ttft_ms": 4.0}], [50, 99]) == [4.0, 4.0]
-    assert hs.ttft_percentiles([{"ttft_ms": 1.0}, {"ttft_ms": 3.0}], [50]) == [2.0]
+    assert ttft_percentiles(records, range(1, 100)) == pytest.approx(cuts, rel=1e-12)
+    assert ttft_percentiles([{"ttft_ms": 4.0}], [50, 99]) == [4.0, 4.0]
+    assert ttft_percentiles([{"ttft_ms": 1.0}, {"ttft_ms": 3.0}], [50]) == [2.0]
     summary = sim(n_requests=500, rate_per_s=10, prompt_tokens=[100, 9000], seed=8)
     ttfts = [x["ttft_ms"] for x in summary["records"]]
     assert list(summary["summary"]["ttft"].values()) == pytest.approx(list(np.percentile(ttfts, [50, 95, 99])), rel=1e-12)
     with pytest.raises(ValueError, match="no request has a TTFT"):
-        hs.ttft_percentiles([{"ttft_ms": None}], [50])
+        ttft_percentiles([{"ttft_ms": None}], [50])
     with pytest.raises(ValueError, match=r"\[0, 100\]"):
-        hs.ttft_percentiles(records, [101])
+        ttft_percentiles(records, [101])
 
 
 # ----------------------------------------------------------------------------- bad arguments
@@ -542,11 +557,11 @@ def test_bad_arguments_give_clear_errors(kwargs, message):
 
 def test_stream_layers_rejects_bad_input():
     with pytest.raises(ValueError, match="layers"):
-        hs.stream_layers(0.0, 0.0, 10.0, 0, 1.0, 0.0)
+        stream_layers(0.0, 0.0, 10.0, 0, 1.0, 0.0)
     with pytest.raises(ValueError, match="layers"):
-        hs.stream_layers(0.0, 0.0, 10.0, 2.5, 1.0, 0.0)
+        stream_layers(0.0, 0.0, 10.0, 2.5, 1.0, 0.0)
     with pytest.raises(ValueError, match=">= 0"):
-        hs.stream_layers(0.0, 0.0, -1.0, 4, 1.0, 0.0)
+        stream_layers(0.0, 0.0, -1.0, 4, 1.0, 0.0)
 
 
 def test_results_are_plain_json():
@@ -554,3 +569,63 @@ def test_results_are_plain_json():
     r = sim(n_requests=50, rate_per_s=10, faults=ALL_FAULTS, link_sharing="fair", streaming="layerwise")
     assert json.loads(json.dumps(r, allow_nan=False)) == r
     assert math.isfinite(r["summary"]["ttft"]["p99_ms"])
+
+
+# ----------------------------------------------------------------------------- notebook 06's views and panel
+
+def test_panel_reruns_on_every_control_and_falls_back_to_a_figure(monkeypatch, capsys):
+    import matplotlib
+    import matplotlib.pyplot as plt
+    from tools import handoff_views as hv
+
+    matplotlib.use("agg")
+    monkeypatch.setattr(hv, "SMALL_RUN", {**hv.SMALL_RUN, "n_requests": 120})
+    panel = hv.simulator_panel(REFERENCE, mode="live")
+    controls = hv.controls_of(panel)
+    assert set(controls) == {"arrivals (req/s)", "link", "model", "KV sent", "each fault's rate"}
+    readout = next(c for c in panel.children if type(c).__name__ == "HTML")
+    first = readout.value
+    assert "TTFT p50/p95/p99" in first and "120 ok" in first
+    controls["KV sent"].value = "whole"
+    whole = readout.value
+    assert whole != first and "mean exposed transfer" in whole
+    controls["link"].value = "NVLink 4"
+    assert readout.value != whole, "a faster link changes the exposed time"
+    controls["each fault's rate"].value = 0.2
+    assert "recomputed" in readout.value
+    controls["model"].value = "Llama-3-70B"
+    controls["arrivals (req/s)"].value = 5
+    assert "error" not in readout.value
+    plt.close("all")
+    # no widget frontend: one static figure and its numbers
+    assert hv.simulator_panel(REFERENCE, mode="static") is None
+    assert "Static view" in capsys.readouterr().out
+    # unfinished exercises: a message, never a crash
+    def unfinished(*args):
+        raise NotImplementedError()
+    assert hv.simulator_panel({**REFERENCE, "stream_layers": unfinished}, mode="static") is None
+    assert "Finish TODO 6-8" in capsys.readouterr().out
+    plt.close("all")
+
+
+def test_views_draw_what_the_records_say():
+    import matplotlib
+    import matplotlib.pyplot as plt
+    from tools import handoff_views as hv
+    from tools.plotting import new_figure
+
+    matplotlib.use("agg")
+    r = sim(n_requests=60, rate_per_s=20, prompt_tokens=[512, 8192], streaming="layerwise", link="RoCE 200G", seed=2)
+    bars, lanes = hv.request_bars(r["records"], 10, 5)
+    assert len(lanes) == 5 and lanes[0].startswith("r10 ")
+    for rec in r["records"][10:15]:
+        mine = [b for b in bars if b["lane"].startswith(f"r{rec['id']} ")]
+        exposed = sum(b["end"] - b["start"] for b in mine if b.get("role") == "exposed")
+        assert exposed == pytest.approx(rec["exposed_ms"], abs=1e-9), "the red part of a lane is the request's exposed time"
+    fig, (a, b) = new_figure(cols=2)
+    hv.draw_ttft_cdf(a, {"layerwise": r})
+    hv.draw_exposed_histogram(b, {"layerwise": r})
+    assert "100% served" in a.get_legend().get_texts()[0].get_text()
+    with pytest.raises(ValueError, match="first must lie"):
+        hv.draw_request_lanes(a, r, first=60)
+    plt.close(fig)

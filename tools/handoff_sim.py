@@ -26,10 +26,10 @@ What is modelled
   one layer's bytes after prefill ends: it lands exactly when sending each layer the moment it is
   ready would, without holding the link idle between layers (real streams leave those gaps to
   other requests' layers; here the other requests get the time before the stream starts). The
-  stream is computed in closed form (:func:`stream_layers`), one event per request, never one per
+  stream is computed in closed form (the ``stream_layers`` step), one event per request, never one per
   layer. Exposed transfer time is Step 2's: the link time not covered by the request's own
   prefill compute.
-* **The handoff protocol and gate** (Steps 3 and 4, :func:`handoff_step`): once it has reserved
+* **The handoff protocol and gate** (Steps 3 and 4, the ``handoff_step`` step): once it has reserved
   blocks, decode checks the state when the transfer would have landed had it had the link to
   itself from then, at full speed. Payload, metadata and ownership are there once the bytes
   landed (metadata travels with the payload: SGLang reports success only after it; ownership
@@ -76,11 +76,11 @@ start to the last one's end during which the link carries one) and the makespan.
 
 Steps that take and return plain data
 -------------------------------------
-:func:`stream_layers`, :func:`handoff_step` and :func:`ttft_percentiles` are the per-request steps.
-:func:`simulate` calls them through ``steps`` (a dict of replacements), so versions written
-elsewhere drive the same engine. The handoff gate runs on Step 3's ``validate_handoff_state`` and
-Step 4's ``plan_decode_start``, which the caller passes in (they are graded exercises: this runtime,
-which learners receive, holds no answer to them). Everything :func:`simulate` returns is JSON-able.
+``stream_layers``, ``handoff_step`` and ``ttft_percentiles`` are the per-request steps (their
+contracts are under :data:`STEPS`). :func:`simulate` calls the ones the caller passes in ``steps``:
+they are the course's exercises TODO 6-8 (notebook 06), and ``handoff_step`` runs on Step 3's
+``validate_handoff_state`` and Step 4's ``plan_decode_start`` (TODO 3 and 4), so this runtime, which
+learners receive, holds no answer to any of them. Everything :func:`simulate` returns is JSON-able.
 """
 from __future__ import annotations
 
@@ -91,7 +91,6 @@ import math
 import random
 from collections import deque
 from pathlib import Path
-from typing import Callable
 
 from . import presets
 
@@ -132,84 +131,17 @@ DEFAULTS: dict = {
 
 
 # ======================================================================= the per-request steps
-
-def stream_layers(grant_ms, prefill_start_ms, prefill_ms, layers, payload_ms, latency_ms):
-    """One request's KV over the link, layer by layer as prefill computes them (times in ms).
-
-    Layer i's KV is ready at prefill_start + i x prefill_ms / layers and is sent once it is ready
-    and the previous layer's bytes are out; the link is granted at ``grant_ms``; ``payload_ms`` is
-    the time of all the bytes at link speed; the fixed latency is paid once, by the first layer.
-    ``layers=1`` is the whole KV sent after prefill. Exposed time is the link time after prefill
-    ends (Step 2 with the request's own prefill as the cover window): the link never idles then.
-    """
-    if layers < 1 or int(layers) != layers:
-        raise ValueError(f"layers must be a whole number >= 1, got {layers!r}")
-    if prefill_ms < 0 or payload_ms < 0 or latency_ms < 0:
-        raise ValueError(f"times must be >= 0, got {prefill_ms=}, {payload_ms=}, {latency_ms=}")
-    prefill_end = prefill_start_ms + prefill_ms
-    start = max(grant_ms, prefill_start_ms + prefill_ms / layers)
-    # The last layer ends either behind an unbroken run of sends that began at `start`, or one
-    # layer's bytes after the last layer is computed, whichever is later (the other layers'
-    # bounds lie under these two).
-    transfer = latency_ms + payload_ms
-    end = max(start + transfer, prefill_end + payload_ms / layers)
-    exposed = end - max(start, prefill_end)
-    return {"start_ms": start, "end_ms": end, "transfer_ms": transfer, "exposed_ms": exposed,
-            "hidden_ms": transfer - exposed}
-
-
-def handoff_step(handoff, validate_handoff_state, plan_decode_start):
-    """Apply Step 3's validation and Step 4's gate to one request's handoff, and act on the result.
-
-    ``validate_handoff_state`` and ``plan_decode_start`` are Step 3's and Step 4's functions (the
-    course's exercises TODO 3 and TODO 4; this runtime ships no answer to them).
-    ``handoff``: {'state': the state as decode sees it now, 'request_id', 'version': what decode
-    expects, 'now_ms', 'ready_at_ms': when the missing pieces land (None: never), 'deadline_ms',
-    'policy': 'recompute' or 'fail', 'recompute_ms': a local prefill's time}.
-    Returns {'decision', 'outcome': 'ok' | 'recomputed' | 'failed', 'act_ms': when decode starts or
-    gives up, 'decode_start_ms': None when failed}. A piece that never lands is found out only when
-    the deadline passes; one known to land late is given up at once.
-    """
-    now, ready_at, deadline = handoff["now_ms"], handoff["ready_at_ms"], handoff["deadline_ms"]
-    if handoff["policy"] not in ("recompute", "fail"):
-        raise ValueError(f"policy must be 'recompute' or 'fail', got {handoff['policy']!r}")
-    verdict = validate_handoff_state(handoff["state"], handoff["request_id"], handoff["version"])
-    decision = plan_decode_start(verdict, INF if ready_at is None else ready_at, deadline)
-    if decision == "ready":
-        return {"decision": decision, "outcome": "ok", "act_ms": now, "decode_start_ms": now}
-    if decision == "wait":
-        return {"decision": decision, "outcome": "ok", "act_ms": ready_at, "decode_start_ms": ready_at}
-    act = max(now, deadline) if decision == "fallback" and ready_at is None else now
-    if handoff["policy"] == "fail":
-        return {"decision": decision, "outcome": "failed", "act_ms": act, "decode_start_ms": None}
-    return {"decision": decision, "outcome": "recomputed", "act_ms": act,
-            "decode_start_ms": act + handoff["recompute_ms"]}
-
-
-def ttft_percentiles(records, qs):
-    """TTFT percentiles (linear interpolation between order statistics, as numpy's default).
-
-    ``records``: dicts with 'ttft_ms' (None for a request that never produced a token, skipped);
-    ``qs``: percentiles in [0, 100]. Returns one value per q, in order.
-    """
-    values = sorted(r["ttft_ms"] for r in records if r.get("ttft_ms") is not None)
-    if not values:
-        raise ValueError("no request has a TTFT (every one failed or was rejected)")
-    out = []
-    for q in qs:
-        if not 0 <= q <= 100:
-            raise ValueError(f"percentiles must lie in [0, 100], got {q!r}")
-        pos = (len(values) - 1) * q / 100
-        low = math.floor(pos)
-        high = min(low + 1, len(values) - 1)
-        out.append(values[low] + (values[high] - values[low]) * (pos - low))
-    return out
-
-
-REFERENCE_STEPS: dict[str, Callable] = {"stream_layers": stream_layers, "ttft_percentiles": ttft_percentiles}
-# Steps a caller may pass: the ones above, a whole one-argument handoff_step, or Step 3's and
-# Step 4's functions for the handoff_step here to use.
-STEPS = ("stream_layers", "handoff_step", "ttft_percentiles", "validate_handoff_state", "plan_decode_start")
+# The three per-request steps are the course's exercises TODO 6-8 (notebook 06): this runtime, which
+# learners receive, holds no answer to them, and simulate() runs on the ones it is given.
+#   stream_layers(grant_ms, prefill_start_ms, prefill_ms, layers, payload_ms, latency_ms)
+#       -> {'start_ms', 'end_ms', 'transfer_ms', 'exposed_ms', 'hidden_ms'}: one request's KV over
+#       the link, layer by layer (layers=1: whole, after prefill); the latency is paid once.
+#   handoff_step(handoff) -> {'decision', 'outcome', 'act_ms', 'decode_start_ms'}: Step 3's
+#       validation and Step 4's gate on one request's handoff (its input is described at
+#       handoff_input in _run), and what decode does about the answer under failure_policy.
+#   ttft_percentiles(records, qs) -> one TTFT per q, linear interpolation, requests without a TTFT
+#       left out.
+STEPS = ("stream_layers", "handoff_step", "ttft_percentiles")
 
 
 def _steps(steps: dict | None) -> dict:
@@ -217,16 +149,14 @@ def _steps(steps: dict | None) -> dict:
     unknown = set(given) - set(STEPS)
     if unknown:
         raise ValueError(f"unknown step(s) {sorted(unknown)}; known: {', '.join(STEPS)}")
-    chosen = {**REFERENCE_STEPS, **given}
-    if "handoff_step" not in given:
-        validate, plan = given.get("validate_handoff_state"), given.get("plan_decode_start")
-        if not (callable(validate) and callable(plan)):
-            raise ValueError(
-                "the handoff gate needs Step 3's validate_handoff_state and Step 4's plan_decode_start: pass "
-                "steps={'validate_handoff_state': ..., 'plan_decode_start': ...} (in a notebook, your own, e.g. "
-                "from tools.notebook_runtime.load_learner_functions), or a whole one-argument 'handoff_step'")
-        chosen["handoff_step"] = lambda handoff: handoff_step(handoff, validate, plan)
-    return chosen
+    missing = [name for name in STEPS if not callable(given.get(name))]
+    if missing:
+        raise ValueError(
+            f"the simulator runs on the steps it is given; missing: {', '.join(missing)}. Pass "
+            "steps={'stream_layers': ..., 'handoff_step': ..., 'ttft_percentiles': ...}: in notebook 06 your own "
+            "(TODO 6-8, with handoff_step calling your validate_handoff_state and plan_decode_start from "
+            "notebooks 03 and 04)")
+    return given
 
 
 # ======================================================================= inputs
@@ -346,9 +276,8 @@ _LINK_FREE, _PS, _DECODE_DONE, _CHECK, _TIMEOUT, _ABORT, _READY = range(7)
 def simulate(config: dict | None = None, *, steps: dict | None = None, records: bool = True, **overrides) -> dict:
     """Run one simulation. Returns {'config', 'summary', 'records'} (records omitted if ``records=False``).
 
-    ``steps`` must hold Step 3's 'validate_handoff_state' and Step 4's 'plan_decode_start' (for
-    :func:`handoff_step`), or a whole one-argument 'handoff_step'; it may replace 'stream_layers' and
-    'ttft_percentiles' too (same contracts as the functions of those names here).
+    ``steps`` must hold 'stream_layers', 'handoff_step' (one argument: the handoff) and
+    'ttft_percentiles', with the contracts stated at :data:`STEPS`.
     """
     c = make_config(config, **overrides)
     chosen = _steps(steps)

@@ -1,0 +1,234 @@
+"""Notebook 06's figures and live panel, on the simulator in :mod:`tools.handoff_sim`.
+
+Every function here takes results of :func:`tools.handoff_sim.simulate` (or the learner's step
+functions, which it passes on) and draws or prints them; none holds an answer to an exercise.
+The panel follows the explorer of notebook 02: live widgets where a frontend renders them
+(:func:`tools.explorer.widget_frontend`), else one static figure for the default settings.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from . import handoff_sim, presets
+from .explorer import _enable_colab_widgets, widget_frontend
+from .plotting import PALETTE, add_legend, draw_lanes, new_figure, readable
+
+# A small run: seconds on a laptop, enough requests for a P99 (the 99th percentile of 400 is the
+# 4th-largest value, so it moves with one slow request: read it as a tail, not a benchmark).
+SMALL_RUN = dict(n_requests=400, prompt_tokens=[512, 8192], output_tokens=[32, 256], prefill_workers=4, seed=3)
+PANEL_DEFAULTS = dict(rate_per_s=20.0, link="RoCE 200G", model="Llama-3-8B", streaming="layerwise", fault_rate=0.0)
+OUTCOME_COLORS = {"ok": PALETTE["green"], "recomputed": PALETTE["orange"], "failed": PALETTE["vermillion"],
+                  "rejected": PALETTE["grey"]}
+FIRST_TOKEN_COLOR = PALETTE["yellow"]
+
+
+def run_setting(steps: dict, rate_per_s: float, link: str, model: str, streaming: str, fault_rate: float,
+                n_requests: int | None = None, failure_policy: str = "recompute") -> dict:
+    """One small simulation (``SMALL_RUN``, ``n_requests`` if given); ``fault_rate`` applies to every
+    fault kind of the simulator."""
+    faults = {name: fault_rate for name in handoff_sim.FAULTS} if fault_rate else {}
+    size = {"n_requests": n_requests} if n_requests else {}
+    return handoff_sim.simulate(steps=steps, **{**SMALL_RUN, **size}, rate_per_s=rate_per_s,
+                                link=link, model=model, streaming=streaming, faults=faults,
+                                failure_policy=failure_policy)
+
+
+def summary_text(result: dict) -> str:
+    """One line: TTFT percentiles, outcomes, mean exposed transfer and link utilization."""
+    s = result["summary"]
+    ttft = " / ".join("-" if s["ttft"][k] is None else readable(s["ttft"][k], 0, fixed=True)
+                      for k in ("p50_ms", "p95_ms", "p99_ms"))
+    outcomes = ", ".join(f"{v} {k}" for k, v in s["outcomes"].items() if v)
+    exposed = "-" if s["exposed_ms_mean"] is None else readable(s["exposed_ms_mean"], 2, fixed=True)
+    return (f"TTFT p50/p95/p99 {ttft} ms · {outcomes} · mean exposed transfer {exposed} ms · "
+            f"link busy {s['link_utilization']:.0%}")
+
+
+def draw_ttft_cdf(ax, results: dict[str, dict], title: str = "") -> None:
+    """TTFT CDFs, one line per labelled result, as a fraction of *all* requests: a request that
+    never produced a token never arrives, so a policy that fails requests tops out below 1."""
+    colors = [PALETTE[c] for c in ("blue", "orange", "green", "purple")]
+    handles = []
+    for (label, result), color in zip(results.items(), colors):
+        records = result["records"]
+        values = sorted(r["ttft_ms"] for r in records if r["ttft_ms"] is not None)
+        if not values:
+            continue
+        n = len(records)
+        ax.step(values, [(i + 1) / n for i in range(len(values))], where="post", color=color, linewidth=1.8)
+        p99 = result["summary"]["ttft"]["p99_ms"]
+        ax.axvline(p99, color=color, linestyle="--", linewidth=1)
+        handles.append(Line2D([], [], color=color, linewidth=1.8,
+                              label=f"{label}: p99 {readable(p99, 0, fixed=True)} ms, {len(values) / n:.0%} served"))
+    handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1, label="dashed: that run's p99"))
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("time to first token (ms)")
+    ax.set_ylabel("fraction of requests")
+    ax.legend(handles=handles, loc="lower right", fontsize=8)
+    if title:
+        ax.set_title(title)
+
+
+def request_bars(records: list[dict], first: int, count: int) -> tuple[list[dict], list[str]]:
+    """Lane bars for requests ``first`` .. ``first + count - 1``: prefill, waiting for blocks or
+    the link, the hidden and the exposed part of the transfer, decode start to first token."""
+    bars, lanes = [], []
+    for r in records[first:first + count]:
+        lane = f"r{r['id']} · {r['prompt_tokens'] / 1000:.1f}k · {r['outcome']}"
+        lanes.append(lane)
+        pf_start, pf_end = r["prefill_start_ms"], r["prefill_end_ms"]
+        bars.append({"lane": lane, "start": pf_start, "end": pf_end, "role": "compute"})
+        ready = r["handoff_ready_ms"]
+        if r["transfer_start_ms"] is not None:
+            start, end = r["transfer_start_ms"], r["transfer_end_ms"]
+            if start - ready > 0.5:  # waited for decode blocks or the link
+                bars.append({"lane": lane, "start": ready, "end": start, "role": "wait"})
+            if min(end, pf_end) > start:
+                bars.append({"lane": lane, "start": start, "end": min(end, pf_end), "role": "hidden"})
+            if end > max(start, pf_end):
+                bars.append({"lane": lane, "start": max(start, pf_end), "end": end, "role": "exposed"})
+        if r["first_token_ms"] is not None:
+            bars.append({"lane": lane, "start": r["decode_start_ms"], "end": r["first_token_ms"], "color": FIRST_TOKEN_COLOR})
+    return bars, lanes
+
+
+def draw_request_lanes(ax, result: dict, first: int = 0, count: int = 12, title: str = "") -> None:
+    """Per-request lanes for a window of consecutive requests (the x axis starts at the first arrival)."""
+    records = result["records"]
+    if not 0 <= first < len(records):
+        raise ValueError(f"first must lie in [0, {len(records) - 1}], got {first}")
+    bars, lanes = request_bars(records, first, count)
+    origin = min(b["start"] for b in bars)
+    shifted = [{**b, "start": b["start"] - origin, "end": b["end"] - origin} for b in bars]
+    extra = [Patch(facecolor=FIRST_TOKEN_COLOR, edgecolor="black", linewidth=0.6, label="decode start to first token")]
+    draw_lanes(ax, shifted, lanes, title=title, xlabel=f"time (ms) from {readable(origin, 0, fixed=True)} ms",
+               legend=True, extra_handles=extra)
+
+
+def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> None:
+    """Histograms of the exposed transfer time per request, on a log axis, one per labelled result."""
+    colors = [PALETTE[c] for c in ("blue", "orange", "green", "purple")]
+    series = {label: [r["exposed_ms"] for r in res["records"] if r["exposed_ms"] is not None and r["exposed_ms"] > 1e-6]
+              for label, res in results.items()}
+    values = [v for vs in series.values() for v in vs]
+    if not values:
+        ax.text(0.5, 0.5, "no request exposed any transfer time", ha="center", va="center", transform=ax.transAxes)
+        return
+    low, high = math.log10(min(values)), math.log10(max(values))
+    if high - low < 0.5:
+        low, high = low - 0.25, high + 0.25
+    bins = [10 ** (low + (high - low) * i / 40) for i in range(41)]
+    for (label, vs), color in zip(series.items(), colors):
+        if vs:
+            mean = sum(vs) / len(vs)
+            ax.hist(vs, bins=bins, color=color, alpha=0.6, edgecolor="black", linewidth=0.4,
+                    label=f"{label}: mean {readable(mean, 2, fixed=True)} ms")
+    ax.set_xscale("log")
+    ax.set_xlabel("exposed transfer time per request (ms, log scale)")
+    ax.set_ylabel("requests")
+    add_legend(ax, ax.get_legend_handles_labels()[0])
+    if title:
+        ax.set_title(title)
+
+
+def _draw_panel(result: dict, title: str) -> None:
+    from IPython.display import display
+
+    fig, (left, right) = new_figure(cols=2, height=3.6)
+    draw_ttft_cdf(left, {"this setting": result}, title="TTFT")
+    draw_exposed_histogram(right, {"this setting": result}, title="exposed transfer")
+    right.get_legend().remove()
+    fig.suptitle(title, fontsize=11)
+    display(fig)  # explicit, so it shows inside an Output widget whatever the backend
+    plt.close(fig)
+
+
+def _title(values: dict) -> str:
+    faults = f", every fault at {values['fault_rate']:.0%}" if values["fault_rate"] else ", no faults"
+    return (f"{values['model']}, {values['link']}, {values['streaming']}, "
+            f"{readable(values['rate_per_s'], 3)} req/s{faults}")
+
+
+def simulator_panel(steps: dict, mode: str | None = None):
+    """The live panel: rate, link, model, streaming and fault rate rerun a small simulation on
+    ``steps`` (the learner's stream_layers, handoff_step and ttft_percentiles). Where no widget
+    frontend renders (``mode='static'``, nbclient, nbgrader), one static figure for the defaults.
+    Returns the widget, or None."""
+    if mode not in (None, "live", "static"):
+        raise ValueError(f"mode must be 'live', 'static' or None, got {mode!r}")
+    try:
+        first = run_setting(steps, **PANEL_DEFAULTS)
+    except NotImplementedError:
+        print("Finish TODO 6-8 above (and TODO 3 and 4 in notebooks 03 and 04): the panel runs on your functions.")
+        return None
+    except Exception as exc:  # a wrong answer must not break the page
+        print(f"The simulation on your functions raised {type(exc).__name__}: {exc}. Fix it, then run this cell again.")
+        return None
+    frontend = widget_frontend() if mode is None else ("jupyter" if mode == "live" else None)
+    if frontend is None:
+        print("Static view (the controls need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): "
+              + summary_text(first))
+        _draw_panel(first, _title(PANEL_DEFAULTS))
+        return None
+    if frontend == "colab":
+        _enable_colab_widgets()
+    return _build_widgets(steps, first)
+
+
+def _build_widgets(steps: dict, first: dict):
+    import ipywidgets as w
+
+    style = {"description_width": "130px"}
+    layout = w.Layout(width="520px")
+    rate = w.FloatSlider(value=PANEL_DEFAULTS["rate_per_s"], min=1, max=40, step=1, description="arrivals (req/s)",
+                         style=style, layout=layout, continuous_update=False)
+    link = w.Dropdown(options=list(presets.LINK_PRESETS), value=PANEL_DEFAULTS["link"], description="link", style=style)
+    model = w.Dropdown(options=list(presets.MODEL_PRESETS), value=PANEL_DEFAULTS["model"], description="model", style=style)
+    streaming = w.ToggleButtons(options=["whole", "layerwise"], value=PANEL_DEFAULTS["streaming"], description="KV sent")
+    fault = w.FloatSlider(value=PANEL_DEFAULTS["fault_rate"], min=0, max=0.2, step=0.01, description="each fault's rate",
+                          readout_format=".0%", style=style, layout=layout, continuous_update=False)
+    readout = w.HTML()
+    out = w.Output()
+
+    def values() -> dict:
+        return {"rate_per_s": rate.value, "link": link.value, "model": model.value, "streaming": streaming.value,
+                "fault_rate": fault.value}
+
+    def show(result):
+        readout.value = "<b>" + summary_text(result) + "</b>"
+        with out:
+            out.clear_output(wait=True)
+            _draw_panel(result, _title(values()))
+
+    def rerun(*_):
+        try:
+            result = run_setting(steps, **values())
+        except Exception as exc:
+            readout.value = f"<b>error</b> from your functions: {type(exc).__name__}: {exc}"
+            return
+        show(result)
+
+    for control in (rate, link, model, streaming, fault):
+        control.observe(rerun, names="value")
+    show(first)
+
+    class PanelBox(w.VBox):
+        def _repr_mimebundle_(self, **kwargs):  # what a frontend without widget support prints instead
+            data = super()._repr_mimebundle_(**kwargs)
+            if data:
+                data["text/plain"] = ("Simulator panel: this frontend cannot show widgets (JupyterLab, Notebook 7, "
+                                      "VS Code and Colab can; COURSE_WIDGETS=static draws a figure). "
+                                      + re.sub(r"<[^>]+>", "", readout.value))
+            return data
+
+    return PanelBox([rate, link, model, streaming, fault, readout, out])
+
+
+def controls_of(panel) -> dict:
+    """The panel's controls by description: for tests and for scripting it."""
+    return {child.description: child for child in panel.children if getattr(child, "description", "")}
