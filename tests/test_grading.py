@@ -279,6 +279,37 @@ def test_log_is_machine_readable(batch):
     assert all({"student_id", "notebook", "status", "scores"} <= set(r) for r in batch["log"])
 
 
+def test_class_report_on_the_graded_batch(batch):
+    """`report` on a real graded folder: each idea's pass rate is what the log's judge results
+    count, the problems name the students they hit, written answers are pending."""
+    proc = subprocess.run([sys.executable, "-m", "autograde", "report", str(batch["out"])], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads((batch["out"] / "report.json").read_text(encoding="utf-8"))
+    page = (batch["out"] / "report.html").read_text(encoding="utf-8")
+    assert data["students"] == len(batch["grades"])
+    judged, passed = {}, {}
+    for record in batch["log"]:
+        if record["status"] == "graded":
+            for gid, items in record["ideas"].items():
+                for item in items:
+                    judged[(gid, item["id"])] = judged.get((gid, item["id"]), 0) + 1
+                    passed[(gid, item["id"])] = passed.get((gid, item["id"]), 0) + (item["status"] == "passed")
+    ideas = {(i["grade_id"], i["idea"]): i for i in data["ideas"]}
+    assert judged and all((ideas[k]["passed"], ideas[k]["judged"]) == (passed[k], judged[k]) for k in judged)
+    deadline = ideas[("todo4_plan_decode", "deadline_inclusive")]
+    assert deadline["passed"] < deadline["judged"], "w4_strict_deadline and tamper miss it"
+    assert html.escape(deadline["text"]) in page
+    kinds = {p["kind"]: {i["student_id"] for i in p["items"]} for p in data["problems"]}
+    assert {"exits", "segfault"} <= kinds["kernel_died"] and "sigint" in kinds["timeout"]
+    assert "garbage" in kinds["invalid_notebook"] and "renamed" in kinds["matching_note"]
+    for e in data["scores"]["exercises"]:
+        if e["grade_id"] in MANUAL:
+            assert e["pending"] == sum(row[e["grade_id"]] == "pending" for row in batch["grades"].values())
+    assert data["scores"]["exercises"][0]["pending"] == 0 and sum(e["pending"] for e in data["scores"]["exercises"]) > 0
+    assert data["timing"]["slowest"][0]["seconds"] == max(r.get("seconds", 0) for r in batch["log"])
+
+
 def test_rerun_is_idempotent(batch):
     before = (batch["out"] / "grades.csv").read_text()
     begin = time.monotonic()

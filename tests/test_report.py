@@ -298,7 +298,9 @@ def test_a_class_with_nobody_graded_yet_still_gets_a_page(tmp_path):
     from autograde.report import write_report
 
     write_out(tmp_path, [])
+    (tmp_path / ".course.digest").write_text(json.dumps({"sources": "an older digest", "tree": "x"}))
     page, numbers, data = write_report(COURSE, tmp_path)
+    assert data["warnings"] and "sources changed since this folder was graded" in data["warnings"][0]
     assert data["students"] == 0 and data["timing"]["count"] == 0 and data["problems"] == []
     assert all(i["judged"] == 0 and i["pass_rate"] is None for i in data["ideas"])
     text = page.read_text(encoding="utf-8")
