@@ -83,3 +83,56 @@ def _one_case_only(pick):
 ])
 def test_looking_at_one_calibrated_case_loses_points(pick, lost):
     assert not passed_ideas(_one_case_only(pick)) & lost
+
+
+# ----------------------------------------------------------------- notebook 06 (TODO 6-8)
+
+def _ideas_06(grade_id: str, name: str, fn, extra: dict | None = None) -> set[str]:
+    """The ids of a notebook 06 cell's hidden ideas that ``fn`` (standing for ``name``) passes."""
+    found = course_tests([ROOT / "solutions" / "06_handoff_simulator.ipynb"])["06_handoff_simulator"]
+    test = next(t for t in found["tests"] if t["grade_id"] == grade_id)
+    spec = load(test["hidden"], test["grade_id"], test["points"])
+    spec.namespace.update({name: fn, **(extra or {})})
+    passed = set()
+    for item in spec.ideas:
+        try:
+            item.check()
+        except Exception:
+            continue
+        passed.add(item.id)
+    return passed
+
+
+@pytest.mark.parametrize("value", [
+    {"start_ms": 0.0, "end_ms": 0.0, "transfer_ms": 0.0, "exposed_ms": 0.0, "hidden_ms": 0.0},
+    {"start_ms": 1.0, "end_ms": 2.0, "transfer_ms": 1.0, "exposed_ms": 1.0, "hidden_ms": 0.0},
+])
+def test_todo6_a_constant_stream_earns_nothing(value):
+    def stream_layers(grant_ms, prefill_start_ms, prefill_ms, layers, payload_ms, latency_ms):
+        if layers < 1 or int(layers) != layers or min(prefill_ms, payload_ms, latency_ms) < 0:
+            raise ValueError("bad input")
+        return dict(value)
+    assert _ideas_06("todo6_stream_layers", "stream_layers", stream_layers) <= {"valid_input"}
+
+
+@pytest.mark.parametrize("decision,outcome", [("ready", "ok"), ("wait", "ok"), ("fallback", "recomputed"),
+                                              ("fallback", "failed"), ("recompute", "recomputed")])
+def test_todo7_a_constant_handoff_earns_only_the_policy_check(decision, outcome):
+    def handoff_step(handoff):
+        if handoff["policy"] not in ("recompute", "fail"):
+            raise ValueError("policy")
+        now = handoff["now_ms"]
+        return {"decision": decision, "outcome": outcome, "act_ms": now,
+                "decode_start_ms": None if outcome == "failed" else now}
+    assert _ideas_06("todo7_handoff_step", "handoff_step", handoff_step) <= {"policy_checked"}
+
+
+@pytest.mark.parametrize("pick", [lambda values, q: values[0], lambda values, q: values[-1],
+                                  lambda values, q: sum(values) / len(values)])
+def test_todo8_a_lazy_percentile_earns_only_the_scaffold(pick):
+    def ttft_percentiles(records, qs):
+        values = sorted(r["ttft_ms"] for r in records if r.get("ttft_ms") is not None)
+        if not values or any(not 0 <= q <= 100 for q in qs):
+            raise ValueError("bad input")
+        return [pick(values, q) for q in qs]
+    assert _ideas_06("todo8_ttft_percentiles", "ttft_percentiles", ttft_percentiles) <= {"skips_none", "bad_input", "inputs_unchanged"}
