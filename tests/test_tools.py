@@ -45,10 +45,10 @@ def test_results_dir_and_atomic_write(tmp_path):
     assert [p.name for p in target.parent.iterdir()] == ["x.json"]
 
 
-def test_manifest_lists_five_notebooks_in_order(root):
+def test_manifest_lists_six_notebooks_in_order(root):
     manifest = project_runtime.course_manifest(root)
     names = [nb["name"] for nb in manifest["notebooks"]]
-    assert names == sorted(names) and len(names) == 5
+    assert names == sorted(names) and len(names) == 6
     assert all((root / "solutions" / f"{n}.ipynb").is_file() for n in names)
 
 
