@@ -241,6 +241,9 @@ def connect(options):
         raise UnusableInput(f"--tls-* given, but the scheduler address {options.scheduler} is not a tls:// address")
     try:
         return Client(options.scheduler, security=security, timeout=CONNECT_SECONDS, set_as_default=False)
+    except TypeError as exc:  # distributed's word for a tls:// address without TLS settings
+        raise UnusableInput(f"cannot reach the Dask scheduler at {options.scheduler}: it speaks TLS; give --tls-ca-file, "
+                            f"--tls-cert and --tls-key (or set distributed.comm.tls in the Dask configuration) ({exc})") from None
     except (OSError, TimeoutError, ValueError) as exc:
         raise UnusableInput(f"cannot reach the Dask scheduler at {options.scheduler}: {type(exc).__name__}: {exc}. Start "
                             "one with `dask scheduler`, and workers with `dask worker ADDRESS` (see the README)") from None
