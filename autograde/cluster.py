@@ -163,6 +163,23 @@ def pack_master(out: Path) -> bytes:
     return buffer.getvalue()
 
 
+def _called_off():
+    """True once the batch no longer wants the running task (its grade was interrupted): Dask
+    cannot stop a running task, so the task stops its grading process itself."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        key = worker.get_current_task()
+    except Exception:
+        return None
+
+    def stop() -> bool:
+        state = worker.state.tasks.get(key)
+        return state is None or state.state in ("cancelled", "released", "forgotten")
+    return stop
+
+
 def grade_task(task: dict) -> dict:
     """Grade one student on this worker. ``task``: student, course digest, limits and the
     notebooks' bytes. Returns {"student", "worker", "notebooks": [...]}: per notebook, whether
@@ -208,7 +225,7 @@ def grade_task(task: dict) -> dict:
             returned.append({"notebook": record["notebook"], "ran": False, "status": record["status"],
                              "detail": record["detail"], "matching_notes": record.get("matching_notes", [])})
 
-        run_student(course, master, folder, student, entries, options, settle, fail)
+        run_student(course, master, folder, student, entries, options, settle, fail, _called_off())
         return {"student": student, "worker": _where(), "notebooks": returned}
     finally:
         shutil.rmtree(folder, ignore_errors=True)

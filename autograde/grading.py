@@ -457,13 +457,18 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
     return records
 
 
+class Stopped(Exception):
+    """A student's grading was called off (a cluster task the batch cancelled): its processes were killed."""
+
+
 def run_student(course: Course, master: Path, out: Path, student: str, entries: list[tuple[dict, Path]],
-                options: Options, settle, fail) -> None:
+                options: Options, settle, fail, stop=None) -> None:
     """Grade a student's notebooks (``entries``: (record, submitted file)): one worker process
     runs them one after the other, each in its own course folder under ``out/.work``. A notebook
     past the wall-clock limit has the worker and its kernel killed; a new worker then takes the
     notebooks that are left. Each notebook ends in ``settle(record, job folder, killed, log)``
-    or, when it never ran, ``fail(record)``. The same loop runs on a cluster's worker (cluster.py)."""
+    or, when it never ran, ``fail(record)``. The same loop runs on a cluster's worker (cluster.py),
+    which passes ``stop``: when it returns True the grading process is killed and Stopped raised."""
     pending = []
     for record, path in entries:
         try:
@@ -483,7 +488,7 @@ def run_student(course: Course, master: Path, out: Path, student: str, entries: 
                               *[str(job) for _, job in pending]],
                              out / ".work" / student, env, log)
                 try:
-                    current, killed = _watch(proc, pending, options.notebook_timeout, settle)
+                    current, killed = _watch(proc, pending, options.notebook_timeout, settle, stop)
                 finally:
                     reap(proc)
                     _sweep(out / ".work" / student / "sandbox.ledger")
@@ -518,7 +523,7 @@ def _settle_finished(pending: list, settle) -> None:
             pending.remove((record, job))
 
 
-def _watch(proc, pending: list, limit: float, settle) -> tuple[Path | None, bool]:
+def _watch(proc, pending: list, limit: float, settle, stop=None) -> tuple[Path | None, bool]:
     """Wait for the worker, settling each notebook as it finishes. Returns (the job it was
     on when it stopped, whether it was killed at the wall-clock limit)."""
     while True:
@@ -529,6 +534,9 @@ def _watch(proc, pending: list, limit: float, settle) -> tuple[Path | None, bool
         if current is not None and _elapsed(current) > limit:
             kill_tree(proc.pid)
             return current, True
+        if stop is not None and stop():
+            kill_tree(proc.pid)
+            raise Stopped("called off")
         time.sleep(0.2)
 
 
