@@ -136,3 +136,30 @@ def test_todo8_a_lazy_percentile_earns_only_the_scaffold(pick):
             raise ValueError("bad input")
         return [pick(values, q) for q in qs]
     assert _ideas_06("todo8_ttft_percentiles", "ttft_percentiles", ttft_percentiles) <= {"skips_none", "bad_input", "inputs_unchanged"}
+
+
+def _checked_percentiles(records, qs):
+    """Checks the input as the rules say (so bad_input is truly earned), then returns the sorted TTFTs."""
+    values = sorted(r["ttft_ms"] for r in records if r.get("ttft_ms") is not None)
+    if not values or any(not 0 <= q <= 100 for q in qs):
+        raise ValueError("bad input")
+    return values
+
+
+def _clears_qs(records, qs):
+    _checked_percentiles(records, qs)
+    qs.clear()  # the judge mirrors this back into the test's list: an idea reading qs afterwards sees []
+    return []
+
+
+def _min_max_rewrites_qs(records, qs):
+    values = _checked_percentiles(records, qs)
+    qs[:] = [0 if q < 50 else 100 for q in qs]  # rewrites qs so that min/max look right afterwards
+    return [values[0] if q == 0 else values[-1] for q in qs]
+
+
+@pytest.mark.parametrize("answer,earned", [(_clears_qs, {"bad_input"}),
+                                           (_min_max_rewrites_qs, {"endpoints", "bad_input"})])
+def test_todo8_an_answer_that_mutates_qs_earns_only_what_it_truly_does(answer, earned):
+    """Every TODO 8 idea takes its expected values before the call and checks the length first."""
+    assert _ideas_06("todo8_ttft_percentiles", "ttft_percentiles", answer) <= earned
