@@ -137,6 +137,18 @@ def test_load_learner_functions_clear_errors(tmp_path, root):
         notebook_runtime.load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], search=[tmp_path])
 
 
+
+def test_find_learner_notebook_names_the_file_that_is_loaded(tmp_path, root):
+    found = notebook_runtime.find_learner_notebook("03_handoff_state_contract", search=[root / "solutions"])
+    assert found == root / "solutions" / "03_handoff_state_contract.ipynb"
+    # the folder searched first wins, as in load_learner_functions
+    copy = tmp_path / "03_handoff_state_contract.ipynb"
+    copy.write_text((root / "notebooks" / "03_handoff_state_contract.ipynb").read_text())
+    assert notebook_runtime.find_learner_notebook("03_handoff_state_contract", search=[tmp_path, root / "solutions"]) == copy
+    with pytest.raises(notebook_runtime.LearnerFunctionMissing, match="Could not find"):
+        notebook_runtime.find_learner_notebook("99_no_such_notebook", search=[tmp_path])
+
+
 # ---------------------------------------------------------------- timeline
 
 def test_schedule_greedy_uses_the_given_rule():

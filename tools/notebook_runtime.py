@@ -139,6 +139,12 @@ def _notebook_path(notebook: str, search: list[Path] | None) -> Path:
     )
 
 
+def find_learner_notebook(notebook: str, search: list[Path] | None = None) -> Path:
+    """The file ``load_learner_functions(notebook, ...)`` reads (same search), so a notebook can
+    say which copy it loaded. Raises LearnerFunctionMissing when there is none."""
+    return _notebook_path(notebook, search)
+
+
 def _python_source(source: str) -> str:
     """A cell's code as plain Python: IPython magics (``%pip``) become calls, as a kernel would run them."""
     try:
