@@ -1,5 +1,6 @@
-"""JupyterLab in a real browser: open the Step 2 notebook, run all, check that the widgets
-render, that no cell shows an error, and that moving a slider changes the readout."""
+"""JupyterLab in a real browser: open the Step 2 notebook and the simulator notebook (06, with the
+notebooks 03 and 04 it loads next to it), run all, check that the widgets render, that no cell
+shows an error, and that moving a control changes the readout."""
 import os
 import secrets
 import shutil
@@ -15,6 +16,10 @@ import pytest
 pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 NOTEBOOK = "02_total_vs_exposed_time.ipynb"
+SIMULATOR = "06_handoff_simulator.ipynb"
+COPIED = (NOTEBOOK, "03_handoff_state_contract.ipynb", "04_decode_start_gate.ipynb", SIMULATOR)
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync"]
 
 
 def _free_port() -> int:
@@ -30,7 +35,12 @@ def lab(root, tmp_path_factory):
             pytest.fail("CI must run the browser test: chromium is missing (.ci/run installs it)")
         pytest.skip("Debian's chromium is not installed (apt-get install chromium); the browser test needs it")
     workdir = tmp_path_factory.mktemp("lab")
-    shutil.copy(root / "solutions" / NOTEBOOK, workdir / NOTEBOOK)  # a copy: autosave must not touch the source
+    for name in COPIED:  # copies: autosave must not touch the sources
+        shutil.copy(root / "solutions" / name, workdir / name)
+    # every cell in the page, not only those in view (JupyterLab 4 renders a long notebook lazily)
+    settings = workdir / ".jupyter" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
+    settings.mkdir(parents=True)
+    (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     port, token = _free_port(), secrets.token_hex(16)
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(workdir / ".jupyter"), "JUPYTER_RUNTIME_DIR": str(workdir / ".runtime")}
     env.pop("COURSE_WIDGETS", None)
@@ -50,12 +60,32 @@ def lab(root, tmp_path_factory):
     else:
         proc.kill()
         pytest.fail("JupyterLab did not start:\n" + (workdir / "lab.log").read_text()[-3000:])
-    yield {"url": f"{base}/lab/tree/{NOTEBOOK}?token={token}", "workdir": workdir}
+    yield {"url": f"{base}/lab/tree/{NOTEBOOK}?token={token}", "workdir": workdir,
+           "simulator_url": f"{base}/lab/tree/{SIMULATOR}?token={token}&reset"}
     proc.terminate()
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+def _open_and_run_all(page, url: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    page.locator(".jp-Notebook").first.wait_for(timeout=90_000)
+    # the kernel must be connected and idle before Run All (a first start in a new venv is slow)
+    expect(page.locator(".jp-StatusBar-TextItem", has_text="| Idle").first).to_be_visible(timeout=120_000)
+    # prompts of the notebook in front only: a tab the workspace restored keeps its own in the page
+    executed = page.locator(".jp-InputPrompt:visible", has_text="[1]")
+    for _attempt in range(3):
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        try:
+            expect(executed.first).to_be_attached(timeout=60_000)
+            break
+        except AssertionError:
+            continue  # the request was dropped while the kernel was still connecting: run all again
 
 
 def test_explorer_in_jupyterlab(lab, root):
@@ -64,27 +94,13 @@ def test_explorer_in_jupyterlab(lab, root):
     artifacts = root / "artifacts"
     artifacts.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            page.goto(lab["url"])
-            page.locator(".jp-Notebook").first.wait_for(timeout=90_000)
-            # the kernel must be connected and idle before Run All (a first start in a new venv is slow)
-            expect(page.locator(".jp-StatusBar-TextItem", has_text="| Idle").first).to_be_visible(timeout=120_000)
-            executed = page.locator(".jp-InputPrompt", has_text="[1]")
-            for _attempt in range(3):
-                page.get_by_role("menuitem", name="Run", exact=True).click()
-                page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-                try:
-                    expect(executed.first).to_be_attached(timeout=60_000)
-                    break
-                except AssertionError:
-                    continue  # the request was dropped while the kernel was still connecting: run all again
+            _open_and_run_all(page, lab["url"])
             readout = page.locator(".handoff-readout")
             expect(readout).to_contain_text("exposed", timeout=120_000)
-            expect(page.locator(".jp-InputPrompt", has_text="[*]")).to_have_count(0, timeout=120_000)
+            expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(0, timeout=120_000)
             errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
             assert errors.count() == 0, errors.all_inner_texts()[:3]
             assert page.locator(".widget-slider").count() >= 6, "the explorer's sliders render"
@@ -105,6 +121,47 @@ def test_explorer_in_jupyterlab(lab, root):
             explorer.screenshot(path=str(artifacts / "jupyterlab_explorer.png"))
         except Exception:
             page.screenshot(path=str(artifacts / "jupyterlab_explorer_failure.png"))
+            raise
+        finally:
+            browser.close()
+
+
+def test_simulator_panel_in_jupyterlab(lab, root):
+    """Notebook 06 loads the learner's Step 3 and 4 functions from the notebooks next to it, runs
+    the simulator, and its panel reruns when a control changes."""
+    from playwright.sync_api import expect, sync_playwright
+
+    artifacts = root / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            _open_and_run_all(page, lab["simulator_url"])
+            readout = page.locator(".sim-readout")
+            expect(readout).to_contain_text("TTFT p50/p95/p99", timeout=120_000)
+            expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(0, timeout=120_000)
+            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']:visible")
+            assert errors.count() == 0, errors.all_inner_texts()[:3]
+            assert page.get_by_text("loaded your validate_handoff_state").count() >= 1, "notebooks 03 and 04 were loaded"
+            assert page.locator(".widget-slider").count() >= 2, "the panel's sliders render"
+            before = readout.inner_text()
+            whole = page.locator(".widget-toggle-buttons button", has_text="whole")
+            whole.scroll_into_view_if_needed()
+            whole.click()
+            expect(readout).not_to_have_text(before, timeout=30_000)
+            assert "TTFT p50/p95/p99" in readout.inner_text()
+            page.wait_for_timeout(2000)  # let the last redraw land before the screenshot
+            panel = page.locator(".widget-vbox", has=readout).last
+            expect(panel.locator("img")).to_have_count(1, timeout=30_000)  # the live figure
+            panel.screenshot(path=str(artifacts / "jupyterlab_simulator.png"))
+        except Exception:
+            page.screenshot(path=str(artifacts / "jupyterlab_simulator_failure.png"))
+            outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+            mimes = page.eval_on_selector_all(".jp-OutputArea-output", "els => els.map(e => e.getAttribute('data-mime-type'))")
+            (artifacts / "jupyterlab_simulator_failure.txt").write_text("\n-----\n".join(outputs + [str(mimes)]))
+            page.locator(".jp-Cell").nth(23).scroll_into_view_if_needed()
+            page.screenshot(path=str(artifacts / "jupyterlab_simulator_failure_panel.png"))
             raise
         finally:
             browser.close()

@@ -193,6 +193,7 @@ def _build_widgets(steps: dict, first: dict):
     fault = w.FloatSlider(value=PANEL_DEFAULTS["fault_rate"], min=0, max=0.2, step=0.01, description="each fault's rate",
                           readout_format=".0%", style=style, layout=layout, continuous_update=False)
     readout = w.HTML()
+    readout.add_class("sim-readout")
     out = w.Output()
 
     def values() -> dict:
