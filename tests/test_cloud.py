@@ -153,6 +153,11 @@ from tools.project_runtime import find_project_root, reference_file
 print('PROBE', sys.prefix, tools.__file__, find_project_root(), reference_file('inf_serving_overlap_cpu_reference.json').is_file())"""
 
 
+# the notebooks that load the learner's functions from earlier ones
+SIBLINGS = {"04_decode_start_gate": ("02_total_vs_exposed_time", "03_handoff_state_contract"),
+            "06_handoff_simulator": ("03_handoff_state_contract", "04_decode_start_gate")}
+
+
 def _errors(nb) -> list[str]:
     return [f"{o.ename}: {o.evalue}" for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
 
@@ -221,9 +226,9 @@ def test_cloud_platform_with_the_learner_wheel_only(root, tmp_path):
     ran = {}
     for name in NOTEBOOKS:
         folder = tmp_path / f"nb{name[:2]}"
-        if name == "04_decode_start_gate":  # the learner's 02 and 03 sit next to 04, as in /content on Colab
+        if name in SIBLINGS:  # the learner's earlier notebooks sit next to it, as in /content on Colab
             folder.mkdir()
-            for sibling in ("02_total_vs_exposed_time", "03_handoff_state_contract"):
+            for sibling in SIBLINGS[name]:
                 nbformat.write(build(sibling), folder / f"{sibling}.ipynb")
         nb = build(name)
         nb.cells.append(nbformat.v4.new_code_cell(PROBE))
