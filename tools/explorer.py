@@ -14,22 +14,20 @@ from typing import Callable
 
 import matplotlib.pyplot as plt
 
+from . import presets
 from .plotting import NOISE, draw_transfer_timeline, new_figure, readable
 
 MiB = 2**20
+# The course's presets (tools/presets.py, with their sources), under the explorer's labels.
 # Link speeds in Gbit/s (measured where known, else nominal).
 LINK_PRESETS = {
-    "PCIe Gen5 (55 GB/s)": 55 * 8,
-    "NVLink 4 (396 GB/s)": 396 * 8,
-    "InfiniBand NDR": 400,
-    "RoCE 200G": 200,
+    "PCIe Gen5 (55 GB/s)": presets.LINK_PRESETS["PCIe Gen5 x16"]["gbps"],
+    "NVLink 4 (396 GB/s)": presets.LINK_PRESETS["NVLink 4"]["gbps"],
+    "InfiniBand NDR": presets.LINK_PRESETS["InfiniBand NDR"]["gbps"],
+    "RoCE 200G": presets.LINK_PRESETS["RoCE 200G"]["gbps"],
 }
-# KV bytes per token, bf16, GQA: 2 * layers * kv_heads * head_dim * 2.
-MODEL_PRESETS = {
-    "Llama-3-8B": (2 * 32 * 8 * 128 * 2, 32),
-    "Llama-3-70B": (2 * 80 * 8 * 128 * 2, 80),
-    "Qwen2.5-7B": (2 * 28 * 4 * 128 * 2, 28),
-}
+# (KV bytes per token, layers): bf16, GQA: 2 * layers * kv_heads * head_dim * 2.
+MODEL_PRESETS = {name: (m["kv_bytes_per_token"], m["layers"]) for name, m in presets.MODEL_PRESETS.items()}
 DEFAULTS = {"payload_mib": 1024.0, "gbps": 55 * 8, "latency_ms": 0.05, "window_ms": 250.0, "other_ms": 0.0, "layers": 1}
 
 
