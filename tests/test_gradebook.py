@@ -30,7 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = Course.load(ROOT).assignment
 REFLECTIONS = {n: [c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
                   if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")] for n in NOTEBOOKS}
-MAX_TOTAL = 16 + sum(len(ids) for ids in REFLECTIONS.values())  # TODO points, then one point per reflection answer
+AUTO_POINTS = sum(c.metadata["nbgrader"].get("points", 0) for n in NOTEBOOKS for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
+                  if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution"))
+MAX_TOTAL = AUTO_POINTS + sum(len(ids) for ids in REFLECTIONS.values())  # TODO points, then one point per reflection answer
 GRADED = [NOTEBOOKS[0], NOTEBOOKS[2]]  # two quick notebooks keep the class small
 STUDENTS = ("ana", "ben", "cho")
 

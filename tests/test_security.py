@@ -222,13 +222,15 @@ def attacked(tmp_path_factory):
             "sources_before": before, "repo": repo}
 
 
-FULL = {"todo0_check_overlap": 3, "todo1_exposed_interval": 3, "todo2_estimate_handoff": 3, "todo3_validate_state": 3,
-        "todo4_plan_decode": 2, "todo5_decide_overlap": 2}
+# every TODO's points, from the sources
+FULL = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for n in NOTEBOOKS
+        for c in nbformat.read(Path(__file__).resolve().parents[1] / "solutions" / f"{n}.ipynb", 4).cells
+        if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
 
 
 def test_honest_students_keep_full_marks(attacked):
     for student in ("honest_a", "honest_z"):
-        assert attacked["grades"][student]["total"] == 16, (student, attacked["grades"][student])
+        assert attacked["grades"][student]["total"] == sum(FULL.values()), (student, attacked["grades"][student])
 
 
 def test_controls_are_partial_so_the_attack_tests_can_fail(attacked):
