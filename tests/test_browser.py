@@ -1,6 +1,7 @@
 """JupyterLab in a real browser: open the Step 2 notebook and the simulator notebook (06, with the
 notebooks 03 and 04 it loads next to it), run all, check that the widgets render, that no cell
 shows an error, and that moving a control changes the readout."""
+import contextlib
 import os
 import secrets
 import shutil
@@ -88,8 +89,10 @@ def _open_and_run_all(page, url: str) -> None:
             continue  # the request was dropped while the kernel was still connecting: run all again
 
 
-def test_explorer_in_jupyterlab(lab, root):
-    from playwright.sync_api import expect, sync_playwright
+@contextlib.contextmanager
+def _lab_page(root: Path, name: str):
+    """A Chromium page on the lab; on failure, a screenshot and every output's text under artifacts/<name>_failure.*"""
+    from playwright.sync_api import sync_playwright
 
     artifacts = root / "artifacts"
     artifacts.mkdir(exist_ok=True)
@@ -97,71 +100,65 @@ def test_explorer_in_jupyterlab(lab, root):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            _open_and_run_all(page, lab["url"])
-            readout = page.locator(".handoff-readout")
-            expect(readout).to_contain_text("exposed", timeout=120_000)
-            expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(0, timeout=120_000)
-            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-            assert errors.count() == 0, errors.all_inner_texts()[:3]
-            assert page.locator(".widget-slider").count() >= 6, "the explorer's sliders render"
-            assert page.get_by_text("public checks 9/9 passed").count() >= 1
-            before = readout.inner_text()
-            slider = page.locator(".widget-slider", has_text="layers (1 = send after)")
-            slider.scroll_into_view_if_needed()
-            handle = slider.locator(".noUi-handle")
-            handle.focus()
-            for _ in range(10):
-                handle.press("ArrowRight")
-            expect(readout).not_to_have_text(before, timeout=30_000)
-            after = readout.inner_text()
-            assert "exposed" in after and after != before
-            page.wait_for_timeout(2000)  # let the last redraw land before the screenshot
-            explorer = page.locator(".widget-vbox", has=readout).last
-            expect(explorer.locator("img")).to_have_count(1, timeout=30_000)  # the live matplotlib timeline
-            explorer.screenshot(path=str(artifacts / "jupyterlab_explorer.png"))
+            yield page, artifacts
         except Exception:
-            page.screenshot(path=str(artifacts / "jupyterlab_explorer_failure.png"))
+            page.screenshot(path=str(artifacts / f"{name}_failure.png"))
+            outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+            (artifacts / f"{name}_failure.txt").write_text("\n-----\n".join(outputs))
             raise
         finally:
             browser.close()
+
+
+def test_explorer_in_jupyterlab(lab, root):
+    from playwright.sync_api import expect
+
+    with _lab_page(root, "jupyterlab_explorer") as (page, artifacts):
+        _open_and_run_all(page, lab["url"])
+        readout = page.locator(".handoff-readout")
+        expect(readout).to_contain_text("exposed", timeout=120_000)
+        expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(0, timeout=120_000)
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        assert errors.count() == 0, errors.all_inner_texts()[:3]
+        assert page.locator(".widget-slider").count() >= 6, "the explorer's sliders render"
+        assert page.get_by_text("public checks 9/9 passed").count() >= 1
+        before = readout.inner_text()
+        slider = page.locator(".widget-slider", has_text="layers (1 = send after)")
+        slider.scroll_into_view_if_needed()
+        handle = slider.locator(".noUi-handle")
+        handle.focus()
+        for _ in range(10):
+            handle.press("ArrowRight")
+        expect(readout).not_to_have_text(before, timeout=30_000)
+        after = readout.inner_text()
+        assert "exposed" in after and after != before
+        page.wait_for_timeout(2000)  # let the last redraw land before the screenshot
+        explorer = page.locator(".widget-vbox", has=readout).last
+        expect(explorer.locator("img")).to_have_count(1, timeout=30_000)  # the live matplotlib timeline
+        explorer.screenshot(path=str(artifacts / "jupyterlab_explorer.png"))
 
 
 def test_simulator_panel_in_jupyterlab(lab, root):
     """Notebook 06 loads the learner's Step 3 and 4 functions from the notebooks next to it, runs
     the simulator, and its panel reruns when a control changes."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    artifacts = root / "artifacts"
-    artifacts.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            _open_and_run_all(page, lab["simulator_url"])
-            readout = page.locator(".sim-readout")
-            expect(readout).to_contain_text("TTFT p50/p95/p99", timeout=120_000)
-            expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(0, timeout=120_000)
-            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']:visible")
-            assert errors.count() == 0, errors.all_inner_texts()[:3]
-            assert page.get_by_text("loaded your validate_handoff_state").count() >= 1, "notebooks 03 and 04 were loaded"
-            assert page.locator(".widget-slider").count() >= 2, "the panel's sliders render"
-            before = readout.inner_text()
-            whole = page.locator(".widget-toggle-buttons button", has_text="whole")
-            whole.scroll_into_view_if_needed()
-            whole.click()
-            expect(readout).not_to_have_text(before, timeout=30_000)
-            assert "TTFT p50/p95/p99" in readout.inner_text()
-            page.wait_for_timeout(2000)  # let the last redraw land before the screenshot
-            panel = page.locator(".widget-vbox", has=readout).last
-            expect(panel.locator("img")).to_have_count(1, timeout=30_000)  # the live figure
-            panel.screenshot(path=str(artifacts / "jupyterlab_simulator.png"))
-        except Exception:
-            page.screenshot(path=str(artifacts / "jupyterlab_simulator_failure.png"))
-            outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
-            mimes = page.eval_on_selector_all(".jp-OutputArea-output", "els => els.map(e => e.getAttribute('data-mime-type'))")
-            (artifacts / "jupyterlab_simulator_failure.txt").write_text("\n-----\n".join(outputs + [str(mimes)]))
-            page.locator(".jp-Cell").nth(23).scroll_into_view_if_needed()
-            page.screenshot(path=str(artifacts / "jupyterlab_simulator_failure_panel.png"))
-            raise
-        finally:
-            browser.close()
+    with _lab_page(root, "jupyterlab_simulator") as (page, artifacts):
+        _open_and_run_all(page, lab["simulator_url"])
+        readout = page.locator(".sim-readout")
+        expect(readout).to_contain_text("TTFT p50/p95/p99", timeout=120_000)
+        expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(0, timeout=120_000)
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']:visible")
+        assert errors.count() == 0, errors.all_inner_texts()[:3]
+        assert page.get_by_text("loaded your validate_handoff_state").count() >= 1, "notebooks 03 and 04 were loaded"
+        assert page.locator(".widget-slider").count() >= 2, "the panel's sliders render"
+        before = readout.inner_text()
+        whole = page.locator(".widget-toggle-buttons button", has_text="whole")
+        whole.scroll_into_view_if_needed()
+        whole.click()
+        expect(readout).not_to_have_text(before, timeout=30_000)
+        assert "TTFT p50/p95/p99" in readout.inner_text()
+        page.wait_for_timeout(2000)  # let the last redraw land before the screenshot
+        panel = page.locator(".widget-vbox", has=readout).last
+        expect(panel.locator("img")).to_have_count(1, timeout=30_000)  # the live figure
+        panel.screenshot(path=str(artifacts / "jupyterlab_simulator.png"))
