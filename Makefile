@@ -15,6 +15,10 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (nbgrader 0.9.6). Run: make PYTHON=python3.11 ...")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[instructor,test]'
+	@# jsonschema imports rfc3987-syntax (pulled in by jupyter-events' format extra) at import time, and
+	@# it compiles 38 grammars there: 2 s in every process that imports nbformat (jsonschema issue
+	@# 1428). It only checks the "iri" format, which nothing here validates; jsonschema works without it.
+	$(BIN)/python -m pip uninstall --quiet --yes rfc3987-syntax
 	@touch $(STAMP)
 
 venv: $(STAMP)
