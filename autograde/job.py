@@ -43,6 +43,19 @@ class Worker:
         self._runner_job = None
         self.session = judge.Session(self._start_runner, float(settings["cell_timeout"]))
         self.runner_out_of_memory = False
+        self.kernel = None
+
+    def lend_kernel(self, jobdirs: list[Path]) -> None:
+        """One kernel for this student's notebooks (kernels.py), launched now so that it boots
+        while nbgrader starts."""
+        from .kernels import StudentKernel
+        from .preprocessors import CappedExecute
+        from .sandbox import KERNEL_NAME
+
+        self.kernel = StudentKernel(self.box, KERNEL_NAME if self.box else "python3")
+        self.jobdirs = list(jobdirs)
+        CappedExecute.shared_kernel = self.kernel
+        self.kernel.start(self.jobdirs[0])
 
     def _start_runner(self) -> judge.Runner:
         self._finish_runner_job()
@@ -63,6 +76,8 @@ class Worker:
             self._runner_job = None
 
     def close(self) -> None:
+        if self.kernel is not None:
+            self.kernel.stop()
         self.session.close()
         self._finish_runner_job()
         if self.box:
@@ -75,17 +90,17 @@ class Worker:
 
         assignment, student = self.settings["assignment"], self.student
         os.chdir(jobdir)
-        kernel_job = None
-        if self.box:
-            kernel_job = self.box.job(f"{os.getpid()}-kernel-{time.monotonic_ns()}", course_toml=jobdir / "course.toml")
-            os.environ.update(kernel_job.env)
+        if self.kernel is not None:
+            self.kernel.start(jobdir)  # a no-op when it runs (the runtime folder nbgrader's config names)
         config = PyFileConfigLoader("nbgrader_config.py", path=str(jobdir)).load_config()
         api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
         clock = time.monotonic()
         result: dict = {"autograde": api.autograde(assignment, student, force=True, create=True), "timings": {}}
         result["timings"]["autograde"] = round(time.monotonic() - clock, 3)
-        if kernel_job:
-            result["out_of_memory"] = self.box.finish(kernel_job)["out_of_memory"]
+        if self.kernel is not None:
+            later = self.jobdirs[self.jobdirs.index(jobdir) + 1:] if jobdir in self.jobdirs else []
+            result["out_of_memory"] = self.kernel.after_notebook(later[0] if later else None)
+            result["timings"]["kernel_starts"] = self.kernel.starts
         notebooks = sorted((jobdir / "autograded" / student / assignment).glob("*.ipynb"))
         if result["autograde"].get("success") and len(notebooks) == 1:
             self.runner_out_of_memory = False
@@ -197,6 +212,7 @@ def main(argv: list[str]) -> int:
     _cap_messages()
     worker = Worker(settings, student, jobdirs[0].parent / "sandbox.ledger")
     try:
+        worker.lend_kernel(jobdirs)
         for jobdir in jobdirs:
             (jobdir / "started.tmp").write_text(repr(time.time()))
             os.replace(jobdir / "started.tmp", jobdir / "started")

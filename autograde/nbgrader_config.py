@@ -8,6 +8,7 @@ from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern,
                                     LimitOutput, SaveAutoGrades)
 
+from autograde.exporters import FeedbackExporter
 from autograde.preprocessors import CapOutputs, CappedExecute, ShortenErrors
 
 c = get_config()  # noqa: F821 (provided by traitlets when the file is loaded)
@@ -42,6 +43,8 @@ if os.environ.get("COURSE_SANDBOX") == "1":
 # Feedback: the visible checks, the failure messages and the judge's ideas, never the
 # hidden tests (they are not in the graded notebook at all) nor tracebacks.
 # Markdown and HTML a learner wrote are sanitized (no <script> in the page).
+# nbconvert's HTML exporter, its templates compiled once per grading process, not once per page.
+c.GenerateFeedback.exporter_class = FeedbackExporter
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortenErrors, CapOutputs, SanitizeHTML,
                                     CSSHTMLHeaderPreprocessor]
 c.ClearHiddenTests.enforce_metadata = False

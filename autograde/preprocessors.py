@@ -18,6 +18,25 @@ class CappedExecute(Execute):
     the grader's memory (a note says where output was dropped)."""
 
     stream_cap = Integer(2_000_000, help="characters of output kept while a notebook runs").tag(config=True)
+    # set by the grading worker (job.py): a kernels.StudentKernel that lends one running kernel to
+    # each of a student's notebooks in turn; None: start and shut down a kernel per notebook
+    shared_kernel = None
+
+    def preprocess(self, nb, resources=None, km=None):
+        lender = type(self).shared_kernel
+        if lender is None or km is not None:
+            return super().preprocess(nb, resources, km)
+        clean = False
+        try:
+            result = super().preprocess(nb, resources, lender.acquire())
+            clean = not any(out.get("ename") == self.error_on_timeout.get("ename")
+                            for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", []))
+            return result
+        finally:
+            if self.kc is not None:  # a lent kernel's client is left open by nbclient
+                self.kc.stop_channels()
+                self.kc = None
+            lender.release(clean)
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})

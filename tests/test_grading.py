@@ -145,6 +145,14 @@ def batch(tmp_path_factory):
     # a correct answer that writes warnings and prints to stderr
     noisy = answer("todo3_solution").replace("    required = [", "    import sys, warnings\n    warnings.warn('noisy answer')\n    print('debug', file=sys.stderr)\n    required = [")
     write(subs, "stderr", NOTEBOOKS[2], build(NOTEBOOKS[2], {"todo3_solution": noisy}))
+    # one kernel serves a student's notebooks: names never carry over; a thread or a process left
+    # running gets the next notebook a fresh kernel
+    write(subs, "leaky", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution",
+          "LEAKED = 1\nimport threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()"))
+    write(subs, "leaky", NOTEBOOKS[1], insert_after(build(NOTEBOOKS[1]), "todo1_solution",
+          "print('names from notebook 01:', 'LEAKED' in globals())\nimport subprocess\nsubprocess.Popen(['sleep', '600'])"))
+    write(subs, "leaky", NOTEBOOKS[2], build(NOTEBOOKS[2]))
+    write(subs, "leaky", NOTEBOOKS[3], build(NOTEBOOKS[3]))
     # not a notebook at all
     (subs / "garbage").mkdir()
     (subs / "garbage" / f"{NOTEBOOKS[0]}.ipynb").write_text("this is not json")
@@ -215,6 +223,20 @@ def test_dead_kernels_are_reported_and_other_notebooks_graded(batch):
     assert statuses[("exits", NOTEBOOKS[2])] == "kernel_died"
     assert statuses[("segfault", NOTEBOOKS[3])] == "kernel_died"
     assert "kernel died" in batch["stdout"]
+
+
+def test_one_kernel_serves_a_students_notebooks_and_nothing_carries_over(batch):
+    starts = {(r["student_id"], r["notebook"]): r.get("timings", {}).get("kernel_starts") for r in batch["log"]}
+    assert [starts[("20230001", name)] for name in NOTEBOOKS] == [1] * len(NOTEBOOKS)  # started once, reset in between
+    # a thread left by 01 and a process left by 02: each following notebook got a fresh kernel
+    assert [starts[("leaky", name)] for name in NOTEBOOKS[:4]] == [1, 2, 3, 3]
+    row = batch["grades"]["leaky"]
+    assert row["todo0_check_overlap"] == 3 and row["todo1_exposed_interval"] == 3 and row["todo4_plan_decode"] == 2
+    kept = batch["out"] / "autograded" / "leaky" / Course.load().assignment / f"{NOTEBOOKS[1]}.ipynb"
+    printed = "".join(o.get("text", "") for c in nbformat.read(kept, 4).cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "names from notebook 01: False" in printed
+    # the endless loop's cell was stopped at the limit: the next notebook did not get that kernel
+    assert starts[("loop", NOTEBOOKS[2])] == 2
 
 
 def test_syntax_error_costs_only_what_depends_on_it(batch):

@@ -1,0 +1,197 @@
+"""One kernel serves a student's notebooks, one after another, in the grading worker.
+
+Starting a kernel and importing the course's libraries cost about two seconds per notebook,
+which is most of what grading a notebook costs. So a worker keeps one kernel for its
+student (in the sandbox, under the limits of one notebook) and hands it to nbgrader's
+Execute for each notebook in turn (``preprocessors.CappedExecute`` asks for it). Between two
+notebooks the kernel is reset: its namespace emptied (IPython's ``reset``), figures closed,
+its working folder emptied and entered again. Imported modules stay imported, as they do in
+the judge's runner, which also serves a student's notebooks one after another: only what a
+learner sees on the feedback page comes from this kernel; every score comes from the judge.
+
+A kernel that may not be clean is never reused: after a notebook in which it died, ran out
+of memory, or had a cell stopped at the time limit, after a reset that failed, and after a
+notebook that left threads or processes running, it is killed and a fresh one is started at once, so
+that it boots while this notebook's judge and feedback run.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from queue import Empty
+
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import run_sync
+
+STARTUP_TIMEOUT = 60.0  # seconds for a fresh kernel to answer (nbclient waits as long)
+RESET_TIMEOUT = 10.0  # seconds for a reset; a kernel still busy after that is replaced
+HISTORY = "--HistoryManager.hist_file=:memory:"  # what nbgrader's Execute passes to a kernel it starts
+
+# Runs in the kernel after a notebook: the last line empties the namespace this code runs in,
+# so its own names go too. The thread count is read afterwards through user_expressions.
+_RESET = """\
+import os as _os, shutil as _shutil, sys as _sys
+if 'matplotlib.pyplot' in _sys.modules:
+    _sys.modules['matplotlib.pyplot'].close('all')
+_os.chdir({cwd!r})
+for _entry in _os.scandir('.'):
+    if _entry.is_dir(follow_symlinks=False):
+        _shutil.rmtree(_entry.path, ignore_errors=True)
+    else:
+        _os.unlink(_entry.path)
+get_ipython().reset(new_session=True)
+"""
+_THREADS = "__import__('threading').active_count()"
+
+
+class StudentKernel:
+    """The kernel a grading worker hands to each of its notebooks (see the module's text).
+
+    ``box`` is the worker's sandbox (None with --no-sandbox). A kernel is started for a job
+    folder: it sees that folder's ``course.toml`` (every job holds the same file) and starts in
+    ``JOB/kernel`` (inside the sandbox an empty folder of its own), a folder nbgrader leaves alone."""
+
+    def __init__(self, box, kernel_name: str):
+        self.box, self.kernel_name = box, kernel_name
+        self.cwd: Path | None = None
+        self.km: AsyncKernelManager | None = None
+        self.job = None
+        self.threads: int | None = None  # threads of a fresh kernel, once known
+        self.processes = 0  # processes under a fresh kernel's launcher
+        self.starts = 0
+        self.reuses = 0
+        self._oom_before = False
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self, jobdir: Path) -> None:
+        """Launch a kernel for ``jobdir`` now (it boots while the worker goes on); no-op when
+        one runs."""
+        if self.km is not None:
+            return
+        env = dict(os.environ)
+        km = AsyncKernelManager(kernel_name=self.kernel_name)
+        self.cwd = jobdir / "kernel"
+        if self.box:
+            self.job = self.box.job(f"{os.getpid()}-kernel-{self.starts}", course_toml=jobdir / "course.toml")
+            env.update(self.job.env)
+            os.environ.update(self.job.env)  # nbgrader's config reads the runtime folder from here
+            km.transport = "ipc"
+            km.connection_file = str(Path(self.job.runtime) / "kernel.json")
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        run_sync(km.start_kernel)(extra_arguments=[HISTORY], cwd=str(self.cwd), env=env)
+        self.km, self.threads = km, None
+        self.starts += 1
+
+    def stop(self) -> bool:
+        """Kill the kernel (no graceful shut-down: nothing in it is kept) and remove its
+        sandbox job. Returns whether that job ran out of memory."""
+        out_of_memory = False
+        if self.km is not None:
+            try:
+                if run_sync(self.km.is_alive)():
+                    run_sync(self.km.shutdown_kernel)(now=True)
+            except Exception:  # already gone
+                pass
+            finally:
+                try:
+                    run_sync(self.km.cleanup_resources)()
+                except Exception:
+                    pass
+            self.km = None
+        if self.box and self.job is not None:
+            out_of_memory = self.box.finish(self.job)["out_of_memory"]
+            self.job = None
+        return out_of_memory
+
+    def out_of_memory(self) -> bool:
+        return bool(self.box and self.job is not None and self.box.groups.out_of_memory(self.job.name))
+
+    # ------------------------------------------------------------------ for Execute
+    def acquire(self) -> AsyncKernelManager:
+        """The running kernel for the next notebook (the worker started it). A fresh kernel is
+        first asked how many threads it runs, so a reset can tell when a notebook left one behind."""
+        if self.km is None:
+            raise RuntimeError("no kernel was started for this notebook")
+        if self.threads is None:
+            self.threads = self._threads(self._run("", STARTUP_TIMEOUT))
+            self.processes = self._processes()
+        return self.km
+
+    def release(self, clean: bool) -> None:
+        """After a notebook: reset the kernel for the next one, or kill it when it may not be
+        clean (``clean``: the notebook ran to its end with no cell stopped at the time limit)."""
+        if not clean or self.km is None or not run_sync(self.km.is_alive)() or self.out_of_memory():
+            self._oom_before = self.stop() or self._oom_before
+            return
+        if not self._reset():
+            self._oom_before = self.stop() or self._oom_before
+            return
+        self.reuses += 1
+
+    def after_notebook(self, next_jobdir: Path | None) -> bool:
+        """Called by the worker when nbgrader has run a notebook: whether it ran out of memory.
+        When the kernel was killed and a notebook follows (``next_jobdir``), a fresh kernel is
+        launched for it at once, to boot while this notebook's judge and feedback run."""
+        out_of_memory = self._oom_before or self.out_of_memory()
+        self._oom_before = False
+        if out_of_memory:
+            self.stop()
+        if next_jobdir is not None:
+            self.start(next_jobdir)
+        return out_of_memory
+
+    def _reset(self) -> bool:
+        """Reset the namespace, figures and working folder; False when the kernel did not
+        answer in time, reported an error, or runs more threads than when it was fresh."""
+        threads = self._threads(self._run(_RESET.format(cwd=str(self.cwd)), RESET_TIMEOUT))
+        return (threads is not None and self.threads is not None and threads <= self.threads
+                and self._processes() <= self.processes)
+
+    def _processes(self) -> int:
+        """How many processes run under the kernel's launcher (the sandbox, the kernel and
+        whatever the notebook started), seen from outside."""
+        import psutil
+
+        try:
+            return len(psutil.Process(self.km.provisioner.pid).children(recursive=True))
+        except (AttributeError, psutil.Error):
+            return 1 << 30  # unknown: never reuse
+
+    def _run(self, code: str, timeout: float) -> dict | None:
+        """Run ``code`` in the kernel (no history, no execution count when empty) and return
+        the reply, with the thread count it then runs; None after ``timeout`` seconds."""
+        kc = self.km.client()
+        kc.start_channels()
+        try:
+            msg_id = kc.execute(code, silent=not code, store_history=False, user_expressions={"threads": _THREADS},
+                                allow_stdin=False)
+            return run_sync(_reply)(kc, msg_id, timeout)
+        finally:
+            kc.stop_channels()
+
+    @staticmethod
+    def _threads(reply: dict | None) -> int | None:
+        if reply is None or reply["content"].get("status") != "ok":
+            return None
+        value = reply["content"].get("user_expressions", {}).get("threads", {})
+        try:
+            return int(value.get("data", {}).get("text/plain", ""))
+        except (AttributeError, ValueError):
+            return None
+
+
+async def _reply(kc, msg_id: str, timeout: float):
+    """The execute reply to ``msg_id``, or None after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        try:
+            msg = await kc.get_shell_msg(timeout=left)
+        except Empty:
+            return None
+        if msg.get("parent_header", {}).get("msg_id") == msg_id:
+            return msg
