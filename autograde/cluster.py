@@ -116,6 +116,7 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
                             f"({course.root}, version {mine}) differs from the instructor's (version {digest}); "
                             "install the same course version on every worker")
     base = _worker_base(digest)
+    _remove_other_versions(base)
     with _flock(base / ".lock"):
         if shipped and not (base / ".course.digest").is_file():
             with tarfile.open(fileobj=io.BytesIO(shipped), mode="r:gz") as archive:
@@ -145,6 +146,38 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
                     sweep(ledger)
                 shutil.rmtree(folder, ignore_errors=True)
     return base, master
+
+
+def _remove_other_versions(base: Path) -> None:
+    """Remove the folders other course versions left on this worker, unless one is in use
+    (its lock, or a task's, is held: another batch of that version runs here now)."""
+    for folder in base.parent.iterdir():
+        if folder == base or not folder.is_dir():
+            continue
+        try:
+            handle = open(folder / ".lock", "a+")
+        except OSError:
+            continue
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # being prepared or swept now
+            busy = False
+            for task in (folder / "tasks").glob("*") if (folder / "tasks").is_dir() else ():
+                try:
+                    with open(task / ".lock", "a+") as task_lock:
+                        fcntl.flock(task_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        fcntl.flock(task_lock, fcntl.LOCK_UN)
+                except OSError:
+                    busy = True
+                    break
+            if not busy:
+                from .sandbox import sweep
+
+                for ledger in folder.rglob("sandbox.ledger"):
+                    sweep(ledger)
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def worker_check(digest: str, settings: dict, shipped: bytes | None = None) -> dict:

@@ -203,6 +203,24 @@ def test_a_worker_killed_mid_batch_loses_nothing(classroom):
         line.split(" -- ")[-1][:60] for line in family.values()))))
 
 
+def test_a_workers_folders_of_other_course_versions_are_removed_unless_in_use(tmp_path):
+    import fcntl
+
+    from autograde.cluster import _remove_other_versions
+
+    current, old, busy = (tmp_path / name for name in ("v3", "v1", "v2"))
+    for folder in (current, old, busy):
+        (folder / "tasks" / "t1").mkdir(parents=True)
+        (folder / "tasks" / "t1" / "result.json").write_text("{}")
+    with open(busy / "tasks" / "t1" / ".lock", "a+") as held:  # a task of version 2 is grading now
+        fcntl.flock(held, fcntl.LOCK_EX)
+        _remove_other_versions(current)
+    assert not old.exists()
+    assert (busy / "tasks" / "t1" / "result.json").is_file() and (current / "tasks" / "t1" / "result.json").is_file()
+    _remove_other_versions(current)  # no longer in use
+    assert not busy.exists() and current.is_dir()
+
+
 def test_tasks_carry_neither_the_signing_key_nor_the_database_password(tmp_path):
     from autograde.cluster import make_task, task_settings
     from autograde.grading import Options, _key
