@@ -5,7 +5,8 @@ turn the worker writes JOBDIR/started (the time), then:
 
 1. runs nbgrader's autograde in-process, the learner's kernel in the sandbox; the test
    cells it restores hold the public checks only (the master course was built without
-   the hidden tests);
+   the hidden tests). One kernel, started before the first notebook, serves the student's
+   notebooks in turn and is reset between them (kernels.py);
 2. has the trusted judge run the hidden tests against the learner's functions, which a
    sandboxed runner serves, and records the judge's scores in the job's gradebook through
    nbgrader's Gradebook API, with the ideas' results written under each test cell;
