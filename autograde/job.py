@@ -99,9 +99,10 @@ class Worker:
         result: dict = {"autograde": api.autograde(assignment, student, force=True, create=True), "timings": {}}
         result["timings"]["autograde"] = round(time.monotonic() - clock, 3)
         if self.kernel is not None:
+            # kernels started for this student up to the one that ran this notebook (not the next one's)
+            result["timings"]["kernel_starts"] = self.kernel.starts
             later = self.jobdirs[self.jobdirs.index(jobdir) + 1:] if jobdir in self.jobdirs else []
             result["out_of_memory"] = self.kernel.after_notebook(later[0] if later else None)
-            result["timings"]["kernel_starts"] = self.kernel.starts
         notebooks = sorted((jobdir / "autograded" / student / assignment).glob("*.ipynb"))
         if result["autograde"].get("success") and len(notebooks) == 1:
             self.runner_out_of_memory = False
