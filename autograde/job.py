@@ -97,6 +97,15 @@ class Worker:
         api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
         clock = time.monotonic()
         result: dict = {"autograde": api.autograde(assignment, student, force=True, create=True), "timings": {}}
+        if self.kernel is not None and self.kernel.reused and (
+                not result["autograde"].get("success") or self.kernel.out_of_memory() or self.kernel.oom_noted):
+            # it failed in a kernel an earlier notebook had used: what that notebook left (in a
+            # module, say) must not cost this one, so it runs again, in a fresh kernel, as if alone
+            self.kernel.stop()
+            self.kernel.oom_noted = False
+            self.kernel.start(jobdir)
+            result["autograde"] = api.autograde(assignment, student, force=True, create=True)
+            result["timings"]["retried_in_fresh_kernel"] = 1
         result["timings"]["autograde"] = round(time.monotonic() - clock, 3)
         if self.kernel is not None:
             # kernels started for this student up to the one that ran this notebook (not the next one's)

@@ -9,7 +9,9 @@ its working folder emptied and entered again. Imported modules stay imported, as
 the judge's runner, which also serves a student's notebooks one after another: only what a
 learner sees on the feedback page comes from this kernel; every score comes from the judge.
 
-A kernel that may not be clean is never reused: after a notebook in which it died, ran out
+A notebook that fails (its kernel dies, or it runs out of memory) in a kernel an earlier
+notebook had used runs again in a fresh kernel (job.py), so what an earlier notebook left
+cannot cost a later one its points. A kernel that may not be clean is never reused: after a notebook in which it died, ran out
 of memory, or had a cell stopped at the time limit, after a reset that failed, and after a
 notebook that left threads or processes running, it is killed and a fresh one is started at once, so
 that it boots while this notebook's judge and feedback run.
@@ -59,8 +61,9 @@ class StudentKernel:
         self.threads: int | None = None  # threads of a fresh kernel, once known
         self.processes = 0  # processes under a fresh kernel's launcher
         self.starts = 0
-        self.reuses = 0
-        self._oom_before = False
+        self.resets = 0  # resets of the running kernel: how many notebooks it served before this one
+        self.reused = False  # whether the last notebook lent a kernel ran in one an earlier notebook had used
+        self.oom_noted = False
 
     # ------------------------------------------------------------------ life cycle
     def start(self, jobdir: Path) -> None:
@@ -79,7 +82,7 @@ class StudentKernel:
             km.connection_file = str(Path(self.job.runtime) / "kernel.json")
         self.cwd.mkdir(parents=True, exist_ok=True)
         run_sync(km.start_kernel)(extra_arguments=[HISTORY], cwd=str(self.cwd), env=env)
-        self.km, self.threads = km, None
+        self.km, self.threads, self.resets = km, None, 0
         self.starts += 1
 
     def stop(self) -> bool:
@@ -112,6 +115,7 @@ class StudentKernel:
         first asked how many threads it runs, so a reset can tell when a notebook left one behind."""
         if self.km is None:
             raise RuntimeError("no kernel was started for this notebook")
+        self.reused = self.resets > 0
         if self.threads is None:
             self.threads = self._threads(self._run("", STARTUP_TIMEOUT))
             self.processes = self._processes()
@@ -121,19 +125,19 @@ class StudentKernel:
         """After a notebook: reset the kernel for the next one, or kill it when it may not be
         clean (``clean``: the notebook ran to its end with no cell stopped at the time limit)."""
         if not clean or self.km is None or not run_sync(self.km.is_alive)() or self.out_of_memory():
-            self._oom_before = self.stop() or self._oom_before
+            self.oom_noted = self.stop() or self.oom_noted
             return
         if not self._reset():
-            self._oom_before = self.stop() or self._oom_before
+            self.oom_noted = self.stop() or self.oom_noted
             return
-        self.reuses += 1
+        self.resets += 1
 
     def after_notebook(self, next_jobdir: Path | None) -> bool:
         """Called by the worker when nbgrader has run a notebook: whether it ran out of memory.
         When the kernel was killed and a notebook follows (``next_jobdir``), a fresh kernel is
         launched for it at once, to boot while this notebook's judge and feedback run."""
-        out_of_memory = self._oom_before or self.out_of_memory()
-        self._oom_before = False
+        out_of_memory = self.oom_noted or self.out_of_memory()
+        self.oom_noted = False
         if out_of_memory:
             self.stop()
         if next_jobdir is not None:

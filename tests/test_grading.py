@@ -152,6 +152,11 @@ def batch(tmp_path_factory):
     write(subs, "leaky", NOTEBOOKS[1], insert_after(build(NOTEBOOKS[1]), "todo1_solution",
           "print('names from notebook 01:', 'LEAKED' in globals())\nimport subprocess\nsubprocess.Popen(['sleep', '600'])"))
     write(subs, "leaky", NOTEBOOKS[2], build(NOTEBOOKS[2]))
+    # a hook that outlives the reset and kills the kernel in the next notebook: that one runs again
+    write(subs, "saboteur", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution",
+          "import os\nget_ipython().events.register('pre_run_cell', "
+          "lambda info: os._exit(1) if 'exposed_interval(' in info.raw_cell else None)"))
+    write(subs, "saboteur", NOTEBOOKS[1], build(NOTEBOOKS[1]))
     write(subs, "leaky", NOTEBOOKS[3], build(NOTEBOOKS[3]))
     # not a notebook at all
     (subs / "garbage").mkdir()
@@ -237,6 +242,10 @@ def test_one_kernel_serves_a_students_notebooks_and_nothing_carries_over(batch):
     assert "names from notebook 01: False" in printed
     # the endless loop's cell was stopped at the limit: the next notebook did not get that kernel
     assert starts[("loop", NOTEBOOKS[2])] == 2
+    # notebook 02 died in the kernel 01 had left a hook in, ran again in a fresh one, and kept its points
+    saboteur = {r["notebook"]: r for r in batch["log"] if r["student_id"] == "saboteur"}
+    assert saboteur[NOTEBOOKS[1]]["status"] == "graded" and saboteur[NOTEBOOKS[1]]["timings"]["retried_in_fresh_kernel"] == 1
+    assert batch["grades"]["saboteur"]["todo1_exposed_interval"] == 3 and batch["grades"]["saboteur"]["todo2_estimate_handoff"] == 3
 
 
 def test_syntax_error_costs_only_what_depends_on_it(batch):
