@@ -33,11 +33,11 @@ def has_images(nb) -> bool:
     """Whether a notebook's page may hold an ``<img>``: an image output, HTML that has one, a
     Markdown image, or an attachment."""
     for cell in nb.cells:
-        if "<img" in cell.source or "![" in cell.source or cell.get("attachments"):
+        if "<img" in cell.source.lower() or "![" in cell.source or cell.get("attachments"):
             return True
         for out in cell.get("outputs", []):
             for key, value in out.get("data", {}).items():
-                if key.startswith("image/") or "<img" in str(value):
+                if key.startswith("image/") or "<img" in str(value).lower():
                     return True
     return False
 

@@ -105,6 +105,7 @@ class Runner:
                                      cwd=cwd, env=env, start_new_session=True)
         self._buffer = b""
         self.loaded: list[str] | None = None
+        self.died = False  # the process stopped by itself (exited, crashed, ran out of memory)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -114,6 +115,7 @@ class Runner:
             self.proc.stdin.write((json.dumps(message) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError) as exc:
+            self.died = True
             self.kill()
             raise RunnerFailed("the process running your code stopped (it exited or crashed)") from exc
 
@@ -130,6 +132,7 @@ class Runner:
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
+                self.died = True
                 self.kill()
                 raise RunnerFailed("the process running your code stopped (it exited, crashed or ran out of memory)")
             self._buffer += chunk
@@ -298,7 +301,21 @@ def judge_cell(test: dict, solutions: dict[str, str], session: Session, cells: l
 
 
 def judge_notebook(tests: list[dict], solutions: dict[str, str], session: Session, cells: list[str]) -> tuple[dict, list[dict]]:
-    """Every grade cell of one notebook: ({grade_id: result}, errors met loading the code)."""
+    """Every grade cell of one notebook: ({grade_id: result}, errors met loading the code).
+
+    A runner that served an earlier notebook and stops by itself (exits, crashes, runs out of
+    memory) while serving this one is not trusted with it: the notebook is judged again in a
+    fresh runner, so what an earlier notebook left in a module cannot cost this one points."""
+    runner = session.runner
+    inherited = runner if runner is not None and runner.alive() and runner.loaded not in (None, cells) else None
+    results, errors = _judge_notebook(tests, solutions, session, cells)
+    if inherited is not None and inherited.died:
+        session.close()
+        results, errors = _judge_notebook(tests, solutions, session, cells)
+    return results, errors
+
+
+def _judge_notebook(tests: list[dict], solutions: dict[str, str], session: Session, cells: list[str]) -> tuple[dict, list[dict]]:
     try:
         _, load_errors = session.ready(cells)
     except RunnerFailed as exc:  # the notebook's code never finished loading: nothing can be judged

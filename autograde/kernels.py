@@ -13,7 +13,7 @@ A notebook that fails (its kernel dies, or it runs out of memory) in a kernel an
 notebook had used runs again in a fresh kernel (job.py), so what an earlier notebook left
 cannot cost a later one its points. A kernel that may not be clean is never reused: after a notebook in which it died, ran out
 of memory, or had a cell stopped at the time limit, after a reset that failed, and after a
-notebook that left threads or processes running, it is killed and a fresh one is started at once, so
+notebook that left threads or processes running or added IPython hooks, it is killed and a fresh one is started at once, so
 that it boots while this notebook's judge and feedback run.
 """
 from __future__ import annotations
@@ -44,6 +44,13 @@ for _entry in _os.scandir('.'):
 get_ipython().reset(new_session=True)
 """
 _THREADS = "__import__('threading').active_count()"
+# hooks a notebook added to what IPython runs around every cell (event callbacks, input and AST
+# transformers: a reset keeps them). Those defined in the notebook (module __main__) are counted;
+# the libraries' own (matplotlib's, say) are not, so an honest notebook does not cost a kernel.
+_HOOKS = ("(lambda ip: sum(getattr(f, '__module__', None) == '__main__' or getattr(type(f), '__module__', None) == '__main__'"
+          " for f in [*(g for v in ip.events.callbacks.values() for g in v), *ip.input_transformers_post,"
+          " *ip.input_transformer_manager.cleanup_transforms, *ip.input_transformer_manager.line_transforms,"
+          " *ip.ast_transformers]))(get_ipython())")
 
 
 class StudentKernel:
@@ -60,6 +67,7 @@ class StudentKernel:
         self.job = None
         self.threads: int | None = None  # threads of a fresh kernel, once known
         self.processes = 0  # processes under a fresh kernel's launcher
+        self.hooks: int | None = None  # IPython hooks (events, transformers) of a fresh kernel
         self.starts = 0
         self.resets = 0  # resets of the running kernel: how many notebooks it served before this one
         self.reused = False  # whether the last notebook lent a kernel ran in one an earlier notebook had used
@@ -82,7 +90,7 @@ class StudentKernel:
             km.connection_file = str(Path(self.job.runtime) / "kernel.json")
         self.cwd.mkdir(parents=True, exist_ok=True)
         run_sync(km.start_kernel)(extra_arguments=[HISTORY], cwd=str(self.cwd), env=env)
-        self.km, self.threads, self.resets = km, None, 0
+        self.km, self.threads, self.hooks, self.resets = km, None, None, 0
         self.starts += 1
 
     def stop(self) -> bool:
@@ -117,7 +125,8 @@ class StudentKernel:
             raise RuntimeError("no kernel was started for this notebook")
         self.reused = self.resets > 0
         if self.threads is None:
-            self.threads = self._threads(self._run("", STARTUP_TIMEOUT))
+            reply = self._run("", STARTUP_TIMEOUT)
+            self.threads, self.hooks = self._count(reply, "threads"), self._count(reply, "hooks")
             self.processes = self._processes()
         return self.km
 
@@ -147,9 +156,10 @@ class StudentKernel:
     def _reset(self) -> bool:
         """Reset the namespace, figures and working folder; False when the kernel did not
         answer in time, reported an error, or runs more threads than when it was fresh."""
-        threads = self._threads(self._run(_RESET.format(cwd=str(self.cwd)), RESET_TIMEOUT))
-        return (threads is not None and self.threads is not None and threads <= self.threads
-                and self._processes() <= self.processes)
+        reply = self._run(_RESET.format(cwd=str(self.cwd)), RESET_TIMEOUT)
+        threads, hooks = self._count(reply, "threads"), self._count(reply, "hooks")
+        return (None not in (threads, hooks, self.threads, self.hooks) and threads <= self.threads
+                and hooks <= self.hooks and self._processes() <= self.processes)
 
     def _processes(self) -> int:
         """How many processes run under the kernel's launcher (the sandbox, the kernel and
@@ -167,17 +177,17 @@ class StudentKernel:
         kc = self.km.client()
         kc.start_channels()
         try:
-            msg_id = kc.execute(code, silent=not code, store_history=False, user_expressions={"threads": _THREADS},
-                                allow_stdin=False)
+            msg_id = kc.execute(code, silent=not code, store_history=False,
+                                user_expressions={"threads": _THREADS, "hooks": _HOOKS}, allow_stdin=False)
             return run_sync(_reply)(kc, msg_id, timeout)
         finally:
             kc.stop_channels()
 
     @staticmethod
-    def _threads(reply: dict | None) -> int | None:
+    def _count(reply: dict | None, name: str) -> int | None:
         if reply is None or reply["content"].get("status") != "ok":
             return None
-        value = reply["content"].get("user_expressions", {}).get("threads", {})
+        value = reply["content"].get("user_expressions", {}).get(name, {})
         try:
             return int(value.get("data", {}).get("text/plain", ""))
         except (AttributeError, ValueError):

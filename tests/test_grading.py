@@ -151,12 +151,18 @@ def batch(tmp_path_factory):
           "LEAKED = 1\nimport threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()"))
     write(subs, "leaky", NOTEBOOKS[1], insert_after(build(NOTEBOOKS[1]), "todo1_solution",
           "print('names from notebook 01:', 'LEAKED' in globals())\nimport subprocess\nsubprocess.Popen(['sleep', '600'])"))
-    write(subs, "leaky", NOTEBOOKS[2], build(NOTEBOOKS[2]))
-    # a hook that outlives the reset and kills the kernel in the next notebook: that one runs again
+    write(subs, "leaky", NOTEBOOKS[2], insert_after(build(NOTEBOOKS[2]), "todo3_solution",
+          "get_ipython().events.register('post_run_cell', lambda result: print('10 / 10 points'))"))
+    # a hook disguised as a library's outlives the reset and kills the kernel in the next notebook:
+    # that notebook runs again in a fresh kernel
     write(subs, "saboteur", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution",
-          "import os\nget_ipython().events.register('pre_run_cell', "
-          "lambda info: os._exit(1) if 'exposed_interval(' in info.raw_cell else None)"))
+          "import os\ndef trap(info):\n    if 'exposed_interval(' in info.raw_cell:\n        os._exit(1)\n"
+          "trap.__module__ = 'matplotlib'\nget_ipython().events.register('pre_run_cell', trap)"))
     write(subs, "saboteur", NOTEBOOKS[1], build(NOTEBOOKS[1]))
+    # a patched course module kills the next notebook's kernel and the judge's runner: both run it again
+    write(subs, "saboteur2", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution",
+          "import os, tools.notebook_runtime as runtime\nruntime.course_setup = lambda *args, **kwargs: os._exit(1)"))
+    write(subs, "saboteur2", NOTEBOOKS[1], build(NOTEBOOKS[1]))
     write(subs, "leaky", NOTEBOOKS[3], build(NOTEBOOKS[3]))
     # not a notebook at all
     (subs / "garbage").mkdir()
@@ -233,8 +239,8 @@ def test_dead_kernels_are_reported_and_other_notebooks_graded(batch):
 def test_one_kernel_serves_a_students_notebooks_and_nothing_carries_over(batch):
     starts = {(r["student_id"], r["notebook"]): r.get("timings", {}).get("kernel_starts") for r in batch["log"]}
     assert [starts[("20230001", name)] for name in NOTEBOOKS] == [1] * len(NOTEBOOKS)  # started once, reset in between
-    # a thread left by 01 and a process left by 02: each following notebook got a fresh kernel
-    assert [starts[("leaky", name)] for name in NOTEBOOKS[:4]] == [1, 2, 3, 3]
+    # a thread left by 01, a process by 02, an IPython hook by 03: each following notebook got a fresh kernel
+    assert [starts[("leaky", name)] for name in NOTEBOOKS[:4]] == [1, 2, 3, 4]
     row = batch["grades"]["leaky"]
     assert row["todo0_check_overlap"] == 3 and row["todo1_exposed_interval"] == 3 and row["todo4_plan_decode"] == 2
     kept = batch["out"] / "autograded" / "leaky" / Course.load().assignment / f"{NOTEBOOKS[1]}.ipynb"
@@ -246,6 +252,7 @@ def test_one_kernel_serves_a_students_notebooks_and_nothing_carries_over(batch):
     saboteur = {r["notebook"]: r for r in batch["log"] if r["student_id"] == "saboteur"}
     assert saboteur[NOTEBOOKS[1]]["status"] == "graded" and saboteur[NOTEBOOKS[1]]["timings"]["retried_in_fresh_kernel"] == 1
     assert batch["grades"]["saboteur"]["todo1_exposed_interval"] == 3 and batch["grades"]["saboteur"]["todo2_estimate_handoff"] == 3
+    assert batch["grades"]["saboteur2"]["todo1_exposed_interval"] == 3 and batch["grades"]["saboteur2"]["todo2_estimate_handoff"] == 3
 
 
 def test_syntax_error_costs_only_what_depends_on_it(batch):
