@@ -108,7 +108,7 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
     against this worker's course; built here otherwise), and sweep what tasks of a killed
     worker left. Returns (base folder, master)."""
     from .grading import _master
-    from .sandbox import Limits, probe, sweep
+    from .sandbox import Limits, probe
 
     mine = course_digest(course)
     if mine != digest:
@@ -133,19 +133,36 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
                                     "(bubblewrap), or grade code you trust with --no-sandbox")
         (base / "tasks").mkdir(exist_ok=True)
         for folder in (base / "tasks").iterdir():  # a task whose lock nobody holds belonged to a worker that died
-            try:
-                handle = open(folder / ".lock", "a+")
-            except OSError:
-                continue
-            with handle:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    continue  # a live task
-                for ledger in folder.rglob("sandbox.ledger"):
-                    sweep(ledger)
-                shutil.rmtree(folder, ignore_errors=True)
+            with _unused(folder) as free:
+                if free:
+                    _remove(folder)
     return base, master
+
+
+@contextmanager
+def _unused(folder: Path):
+    """True when nobody holds ``folder/.lock`` (held here, then, for the block), else False."""
+    try:
+        handle = open(folder / ".lock", "a+")
+    except OSError:
+        yield False
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+
+
+def _remove(folder: Path) -> None:
+    """Remove a worker folder, first what the sandboxes recorded in it left elsewhere."""
+    from .sandbox import sweep
+
+    for ledger in folder.rglob("sandbox.ledger"):
+        sweep(ledger)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _remove_other_versions(base: Path) -> None:
@@ -154,30 +171,14 @@ def _remove_other_versions(base: Path) -> None:
     for folder in base.parent.iterdir():
         if folder == base or not folder.is_dir():
             continue
-        try:
-            handle = open(folder / ".lock", "a+")
-        except OSError:
-            continue
-        with handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # being prepared or swept now
-            busy = False
-            for task in (folder / "tasks").glob("*") if (folder / "tasks").is_dir() else ():
-                try:
-                    with open(task / ".lock", "a+") as task_lock:
-                        fcntl.flock(task_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        fcntl.flock(task_lock, fcntl.LOCK_UN)
-                except OSError:
-                    busy = True
-                    break
-            if not busy:
-                from .sandbox import sweep
+        with _unused(folder) as free:
+            if free and all(_is_unused(task) for task in (folder / "tasks").glob("*")):
+                _remove(folder)
 
-                for ledger in folder.rglob("sandbox.ledger"):
-                    sweep(ledger)
-                shutil.rmtree(folder, ignore_errors=True)
+
+def _is_unused(folder: Path) -> bool:
+    with _unused(folder) as free:
+        return free
 
 
 def worker_check(digest: str, settings: dict, shipped: bytes | None = None) -> dict:
