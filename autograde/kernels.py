@@ -5,7 +5,8 @@ which is most of what grading a notebook costs. So a worker keeps one kernel for
 student (in the sandbox, under the limits of one notebook) and hands it to nbgrader's
 Execute for each notebook in turn (``preprocessors.CappedExecute`` asks for it). Between two
 notebooks the kernel is reset: its namespace emptied (IPython's ``reset``), figures closed,
-its working folder emptied and entered again. Imported modules stay imported, as they do in
+the course runtime (``tools``) dropped from the imported modules, its working folder emptied and
+entered again. Imported modules stay imported, as they do in
 the judge's runner, which also serves a student's notebooks one after another: only what a
 learner sees on the feedback page comes from this kernel; every score comes from the judge.
 
@@ -35,6 +36,8 @@ _RESET = """\
 import os as _os, shutil as _shutil, sys as _sys
 if 'matplotlib.pyplot' in _sys.modules:
     _sys.modules['matplotlib.pyplot'].close('all')
+for _name in [_n for _n in _sys.modules if _n == 'tools' or _n.startswith('tools.')]:
+    del _sys.modules[_name]  # the course runtime is imported afresh: a patch to it does not carry over
 _os.chdir({cwd!r})
 for _entry in _os.scandir('.'):
     if _entry.is_dir(follow_symlinks=False):

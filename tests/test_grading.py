@@ -159,6 +159,12 @@ def batch(tmp_path_factory):
           "import os\ndef trap(info):\n    if 'exposed_interval(' in info.raw_cell:\n        os._exit(1)\n"
           "trap.__module__ = 'matplotlib'\nget_ipython().events.register('pre_run_cell', trap)"))
     write(subs, "saboteur", NOTEBOOKS[1], build(NOTEBOOKS[1]))
+    # a patched course module that fakes the public checks does not reach the next notebook's page
+    write(subs, "patcher", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution",
+          "import tools.checks as checks\nclass Fake:\n    def __init__(self, *args, **kwargs): pass\n"
+          "    def __getattr__(self, name): return lambda *args, **kwargs: print('all checks passed')\n"
+          "checks.PublicChecks = Fake"))
+    write(subs, "patcher", NOTEBOOKS[1], build(NOTEBOOKS[1], mutate(*WRONG[2][2:5])))
     # a patched course module kills the next notebook's kernel and the judge's runner: both run it again
     write(subs, "saboteur2", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution",
           "import os, tools.notebook_runtime as runtime\nruntime.course_setup = lambda *args, **kwargs: os._exit(1)"))
@@ -252,6 +258,10 @@ def test_one_kernel_serves_a_students_notebooks_and_nothing_carries_over(batch):
     saboteur = {r["notebook"]: r for r in batch["log"] if r["student_id"] == "saboteur"}
     assert saboteur[NOTEBOOKS[1]]["status"] == "graded" and saboteur[NOTEBOOKS[1]]["timings"]["retried_in_fresh_kernel"] == 1
     assert batch["grades"]["saboteur"]["todo1_exposed_interval"] == 3 and batch["grades"]["saboteur"]["todo2_estimate_handoff"] == 3
+    patched = batch["out"] / "autograded" / "patcher" / Course.load().assignment / f"{NOTEBOOKS[1]}.ipynb"
+    shown = "".join(o.get("text", "") for c in nbformat.read(patched, 4).cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert starts[("patcher", NOTEBOOKS[1])] == 1 and "all checks passed" not in shown
+    assert batch["grades"]["patcher"]["todo1_exposed_interval"] < 3
     assert batch["grades"]["saboteur2"]["todo1_exposed_interval"] == 3 and batch["grades"]["saboteur2"]["todo2_estimate_handoff"] == 3
 
 
