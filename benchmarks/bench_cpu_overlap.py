@@ -1,13 +1,16 @@
 """Benchmark: the CPU analogue of Step 5 on this machine.
 
 Reports, for the balanced (calibrated) case of each payload, the overlapped median against
-max(copy alone, compute alone), both measured in the same run. Goal: within 1.15x for the
-largest payload. Also reports how much the fixed window leaves exposed, the overlap evidence
+max(copy alone, compute alone), both measured in the same run, and the case's bound_factor
+(1.30 on the CPU: TODO 5 accepts up to that). Also reports how much the fixed window leaves exposed, the overlap evidence
 of every case, the negative controls (each must come out not confirmed), and the verdict of
 the reference decision rule (TODO 5's answer, loaded from the instructor's notebook).
 
-    python benchmarks/bench_cpu_overlap.py [--repeats 20] [--intra-op-threads 1] [--runs 1] [--wait-quiet 0]
-                                           [--write-reference]
+    python benchmarks/bench_cpu_overlap.py [--repeats 20] [--payload-mib 64,128,256] [--intra-op-threads 1]
+                                           [--runs 1] [--wait-quiet 0] [--write-reference]
+
+--payload-mib defaults to the CPU analogue's payloads (tools.overlap_lab.CPU_PAYLOAD_MIB); pass
+16,64,128 to see why the chapter's smaller payloads are not used on the CPU.
 
 --runs N repeats the whole experiment N times and reports how many runs reached each verdict,
 with how busy the machine was: the 1-minute load average sampled before each run (the run's own
@@ -37,7 +40,6 @@ from tools.overlap_load import OtherCpuMeter, describe_load
 from tools.notebook_runtime import load_learner_functions
 from tools.project_runtime import resolve_project_root, write_json_atomic
 
-GOAL = 1.15
 QUIET_LOAD = 0.3  # --write-reference: the load average before the run must be below this
 QUIET_OTHER_CORES = 0.25  # ... and other processes must have used less than this many cores during it
 
@@ -67,6 +69,8 @@ def report(result: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--payload-mib", type=lambda s: [float(v) for v in s.split(",")],
+                        default=list(overlap_lab.CPU_PAYLOAD_MIB))
     parser.add_argument("--intra-op-threads", type=int, default=1)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="S")
@@ -76,11 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     decide = reference_rule()
     verdicts = collections.Counter()
     loads, others = [], []
+    margins = []  # per calibrated case: (overlapped median / its bound, overlapped P95 / serial median); 1 is the bar
     for run in range(args.runs):
         if args.wait_quiet > 0:
             print(wait_quiet(args.wait_quiet))
         result = overlap_lab.run_experiment("real_cpu", "bench_cpu", repeat_steps=args.repeats, progress=False,
-                                            intra_op_threads=args.intra_op_threads)
+                                            payload_mib=args.payload_mib, intra_op_threads=args.intra_op_threads)
         if result["failure"]:
             print(f"failed: {result['failure']}")
             return 1
@@ -94,12 +99,16 @@ def main(argv: list[str] | None = None) -> int:
               f"torch {result['framework']['torch']}, {args.repeats} repeats, {args.intra_op_threads} intra-op thread(s), "
               f"cpu_block {result['workload']['cpu_block']}; {describe_load(loads[-1], hw['logical_cpus'], others[-1])}")
         report(result)
-        largest = [c for c in result["cases"] if c["window"] == "calibrated"][-1]
-        vs_bound = largest["overlap_median_ms"] / max(largest["copy_alone_ms"], largest["compute_alone_ms"])
-        print(f"balanced case, {largest['payload_mib']} MiB: overlapped median = {vs_bound:.3f}x max(copy, compute); "
-              f"{'meets' if vs_bound <= GOAL else 'misses'} the {GOAL}x goal")
+        for case in (c for c in result["cases"] if c["window"] == "calibrated"):
+            vs_bound = case["overlap_median_ms"] / max(case["copy_alone_ms"], case["compute_alone_ms"])
+            margins.append((vs_bound / case["bound_factor"], case["overlap_p95_ms"] / case["serial_median_ms"]))
+            print(f"balanced case, {case['payload_mib']:g} MiB: overlapped median = {vs_bound:.3f}x max(copy, compute) "
+                  f"(bound {case['bound_factor']:g}x); overlapped P95 = {margins[-1][1]:.3f}x the serial median (bound 1)")
         print(f"verdict: {result['decision']} ({result['decision_reason']})")
     print("\n" + stability_line(verdicts, loads, others))
+    if margins:
+        print(f"closest to the bar over {len(margins)} calibrated cases (1.0 is the bar): overlapped median / bound "
+              f"{max(m for m, _ in margins):.3f}, overlapped P95 / serial median {max(p for _, p in margins):.3f}")
     if args.write_reference:
         quiet, why = quiet_enough(loads[-1], others[-1])
         if not quiet:

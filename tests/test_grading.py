@@ -62,6 +62,7 @@ WRONG = [
     ("w5_strict_ratio", "todo5_decide_overlap", "todo5_solution", "<= 0.75", "< 0.75", {"calibrated_bar"}),
     ("w5_any_payload", "todo5_decide_overlap", "todo5_solution", "all(meets_bar(case) for case in calibrated)",
      "any(meets_bar(case) for case in calibrated)", {"every_payload"}),
+    ("w5_fixed_bound", "todo5_decide_overlap", "todo5_solution", "case['bound_factor'] * bound", "1.15 * bound", {"calibrated_bar"}),
     ("w5_ignores_preconditions", "todo5_decide_overlap", "todo5_solution", " and case.get('preconditions_met')", "", {"correctness_first"}),
     ("w5_one_sided_noise", "todo5_decide_overlap", "todo5_solution",
      "abs(case['serial_median_ms'] / case['predicted_serial_ms'] - 1) > 0.25",

@@ -85,6 +85,17 @@ def test_looking_at_one_calibrated_case_loses_points(pick, lost):
     assert not passed_ideas(_one_case_only(pick)) & lost
 
 
+@pytest.mark.parametrize("factor", [1.15, 1.3])
+def test_a_bound_of_its_own_loses_the_bar(factor):
+    """An answer that uses a fixed factor instead of each case's bound_factor (the GPU's or the CPU's)."""
+    source = _todo5()[1].replace("case['bound_factor'] * bound", f"{factor} * bound")
+    assert source != _todo5()[1], "the reference no longer reads case['bound_factor']"
+    namespace: dict = {}
+    exec(source, namespace)
+    passed = passed_ideas(namespace["decide_overlap"])
+    assert "calibrated_bar" not in passed and "correctness_first" in passed
+
+
 # ----------------------------------------------------------------- notebook 06 (TODO 6-8)
 
 def _ideas_06(grade_id: str, name: str, fn, extra: dict | None = None) -> set[str]:

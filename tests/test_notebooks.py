@@ -62,7 +62,7 @@ def test_step5_all_modes_write_valid_results(root, tmp_path):
     import papermill as pm
 
     results = root / "benchmarks" / "results"
-    for mode, extra in (("dry_run", {}), ("real_gpu", {}), ("real_cpu", {"PAYLOAD_MIB": [8, 32], "REPEAT_STEPS": 5, "WARMUP_STEPS": 1})):
+    for mode, extra in (("dry_run", {}), ("real_gpu", {}), ("real_cpu", {"CPU_PAYLOAD_MIB": [8, 32], "REPEAT_STEPS": 5, "WARMUP_STEPS": 1})):
         label = f"pytest_{mode}"
         pm.execute_notebook(str(root / "solutions" / "05_cuda_stream_overlap.ipynb"), str(tmp_path / f"{mode}.ipynb"),
                             parameters={"RUN_MODE": mode, "RUN_LABEL": label, **extra}, kernel_name="python3",
@@ -78,6 +78,8 @@ def test_step5_all_modes_write_valid_results(root, tmp_path):
             assert result["decision"] == "reject_until_environment_fixed" and result["failure"]["type"] == "RuntimeError"
         elif mode == "real_cpu":
             assert len(result["cases"]) == 4 and result["failure"] is None
+            assert result["workload"]["payload_mib"] == [8, 32], "a real_cpu run copies CPU_PAYLOAD_MIB"
+            assert {c["bound_factor"] for c in result["cases"]} == {1.3}, "the CPU analogue's bound_factor"
             # any verdict of the rule may come out on a shared machine; the GPU one never does on a CPU
             assert result["decision"] in ("accept_cpu_analogue_overlap", "tune_overlap_window", "reject_incorrect_path",
                                           "reject_instrument_fault", "rerun_on_quiet_machine")

@@ -320,6 +320,8 @@ def _variants(good):
         ("measured run without controls", edit(lambda r: r.update(controls=[]))),
         ("unknown top-level field", edit(lambda r: r.update(speedup="2x"))),
         ("unknown case field", first_case(lambda c: c.update(confidence=0.99))),
+        ("CPU case claiming a looser bar than its engine's", first_case(lambda c: c.update(bound_factor=2.0))),
+        ("case without its bound_factor", first_case(lambda c: c.pop("bound_factor"))),
         ("latency ratio not from the medians", first_case(lambda c: c.update(latency_ratio=c["latency_ratio"] * 0.5))),
         ("acceptance with a confirmed control", edit(lambda r: (r.update(decision="accept_cpu_analogue_overlap"),
                                                                 r["controls"][0].update(overlap_confirmed=True, overlap_evidence={
@@ -680,7 +682,7 @@ def _as_gpu_result(cpu_result):
                      "concurrent_kernels": True, "pci_bus_id": "00000000:3B:00.0"}
     for c in r["cases"]:
         c.update(preconditions={"distinct_workers": True, "pinned_source": True, "non_blocking": True}, preconditions_met=True,
-                 gate_held_fraction=1.0, launch_overhead_ms=0.05, compute_copy_balance=1.0)
+                 gate_held_fraction=1.0, launch_overhead_ms=0.05, compute_copy_balance=1.0, bound_factor=1.15)
         c["overlap_evidence"].update(confirmed=True, overlapped_repeats=c["overlap_evidence"]["repeats"], overlapped_fraction=1.0,
                                      copy_slowdown=1.0)
         c.update(overlap_confirmed=True, path_confirmed=True)
@@ -1087,11 +1089,11 @@ def test_reason_names_each_rule_with_its_numbers():
 
     case = {"payload_mib": 16, "window": "calibrated", "copy_alone_ms": 3.0, "compute_alone_ms": 3.58,
             "predicted_serial_ms": 6.58, "serial_median_ms": 9.0, "serial_p95_ms": 9.5, "overlap_median_ms": 6.9,
-            "overlap_p95_ms": 7.0, "latency_ratio": 6.9 / 9.0, "overlap_confirmed": True,
+            "overlap_p95_ms": 7.0, "latency_ratio": 6.9 / 9.0, "overlap_confirmed": True, "bound_factor": 1.3,
             "copy_correct": True, "compute_correct": False, "preconditions_met": True}
     assert "serial median 9.00 ms is 37% above copy + compute 6.58 ms (> 25%)" in what_fired("rerun_on_quiet_machine", [case], [])
     tune = what_fired("tune_overlap_window", [case], [])
-    assert "ratio 0.77 > 0.75" in tune and "overlapped median 6.90 ms > 1.15 x max(copy, compute) 3.58 ms" in tune, tune
+    assert "ratio 0.77 > 0.75" in tune and "overlapped median 6.90 ms > 1.3 x max(copy, compute) 3.58 ms" in tune, tune
     assert "compute_correct not true" in what_fired("reject_incorrect_path", [case], [])
     assert "control one_thread: overlap_confirmed is True" in what_fired(
         "reject_instrument_fault", [case], [{"name": "one_thread", "overlap_confirmed": True}])

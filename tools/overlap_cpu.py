@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from .overlap_evidence import MAX_COPY_SLOWDOWN_CPU, overlap_evidence, preconditions_met, summarize
+from .overlap_evidence import BOUND_FACTOR_CPU, MAX_COPY_SLOWDOWN_CPU, overlap_evidence, preconditions_met, summarize
 from .overlap_load import OtherCpuMeter, load_average
 
 MiB = 2**20
@@ -173,26 +173,43 @@ def _median(fn: Callable[[], float], repeats: int) -> float:
     return statistics.median(fn() for _ in range(repeats))
 
 
-def calibrate(plan: CpuPlan, copy_ms: float, repeats: int) -> tuple[int, float]:
-    """Scale the matmul count until compute / copy is within 5% (or the rounds run out).
+def calibrate(plans: list[CpuPlan], samples: int) -> dict[int, float]:
+    """Scale each plan's matmul count until compute / copy is within 5% (or the rounds run out).
 
-    Returns the count and the achieved balance (compute alone / copy alone, medians).
+    Each round measures every plan not yet balanced, copy alone and compute alone alternating
+    (``samples`` of each), so that a machine whose speed drifts moves both sides of the balance
+    alike; the matmuls' speed did drift on the course's machine (55 µs per matmul for a few
+    seconds, then 70). Returns each plan's last measured balance (compute / copy, medians), keyed
+    by ``id(plan)``.
     """
-    balance = 0.0
+    balances: dict[int, float] = {}
+    pending = list(plans)
     for _ in range(CALIBRATION_ROUNDS):
-        compute_ms = _median(plan.compute_alone, repeats)
-        balance = compute_ms / copy_ms
-        if abs(balance - 1) <= BALANCE_TOLERANCE:
+        still = []
+        for plan in pending:
+            copy_ms, compute_ms = [], []
+            for _ in range(samples):
+                copy_ms.append(plan.copy_alone())
+                compute_ms.append(plan.compute_alone())
+            balance = statistics.median(compute_ms) / statistics.median(copy_ms)
+            balances[id(plan)] = balance
+            new_count = max(1, round(plan.count / balance))
+            if abs(balance - 1) > BALANCE_TOLERANCE and new_count != plan.count:
+                plan.count = new_count
+                still.append(plan)
+        if not still:
             break
-        new_count = max(1, round(plan.count / balance))
-        if new_count == plan.count:
-            break
-        plan.count = new_count
-    return plan.count, balance
+        pending = still
+    return balances
 
 
 def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1, controls: bool = True) -> None:
-    """Measure every case (and the controls) of a ``real_cpu`` result in place."""
+    """Measure every case (and the controls) of a ``real_cpu`` result in place.
+
+    Every case is built and calibrated first, then measured in interleaved rounds (round i times
+    each case once, in rotating order), so that a spell in which the machine runs two threads
+    slowly (on the course's machine, one lasted most of a second every few seconds) costs every
+    case a few repeats instead of costing one case all of them."""
     import torch
 
     wl = result["workload"]
@@ -208,35 +225,45 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
             "calibrated": (torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen), torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen)),
         }
         wl.update({"device": "cpu", "dtype": "float32", "cpu_fixed_matrix_size": fixed_n, "cpu_block": CPU_BLOCK,
-                   "intra_op_threads": intra_op_threads, "copy_chunks": COPY_CHUNKS})
+                   "intra_op_threads": intra_op_threads, "copy_chunks": COPY_CHUNKS, "interleaved_cases": True})
         result["hardware"].update({"device": "cpu", "processor": platform.processor() or platform.machine(),
                                    "logical_cpus": os.cpu_count() or 1})
         repeats, warmup = wl["repeat_steps"], wl["warmup_steps"]
-        steps = len(wl["payload_mib"]) * 2 * (2 * warmup + 2 * repeats)
-        last_calibrated = None
+        # one source and one destination, sized for the largest payload; each payload copies a prefix of them
+        elements = [int(payload * MiB) // 4 for payload in wl["payload_mib"]]
+        src_all = torch.randn(max(elements), generator=gen)
+        dst_all = torch.empty_like(src_all)
+        steps = len(elements) * 2 * (2 * warmup + 2 * repeats)
         with progress_factory(steps, "CPU timelines") as bar, meter:
-            for payload in wl["payload_mib"]:
-                n = int(payload * MiB) // 4
-                src = torch.randn(n, generator=gen)
-                dst = torch.empty_like(src)
+            plans = []
+            for payload, n in zip(wl["payload_mib"], elements):
                 for window in ("fixed", "calibrated"):
                     left, right = operands[window]
-                    product = torch.empty(left.shape[0], right.shape[1])
-                    plan = CpuPlan(src, dst, left, right, product, 1, worker)
+                    plan = CpuPlan(src_all[:n], dst_all[:n], left, right, torch.empty(left.shape[0], right.shape[1]), 1,
+                                   worker)
                     plan.copy_alone()  # first touch of dst
-                    if window == "calibrated":  # sized from the copy alone, then refined until balanced
-                        copy_ms = _median(plan.copy_alone, max(3, repeats // 2))
-                        plan.count = max(1, round(copy_ms / _median(plan.compute_alone, 5)))
-                        calibrate(plan, copy_ms, max(3, repeats // 4))
-                    case, copy_alone, compute_alone = measure_case(plan, warmup, repeats, bar)
-                    # the balance achieved in the measured repeats, not the calibration's estimate
-                    balance = statistics.median(compute_alone) / statistics.median(copy_alone)
-                    result["cases"].append({"payload_mib": payload, "window": window, "matrix_size": left.shape[0],
-                                            "compute_copy_balance": balance, **case})
-                    if window == "calibrated":
-                        last_calibrated = (payload, plan, copy_alone, compute_alone)
-            if controls and last_calibrated:
-                result["controls"] = run_cpu_controls(*last_calibrated, repeats)
+                    if window == "calibrated":  # a first size from the copy alone, refined below
+                        plan.count = max(1, round(_median(plan.copy_alone, 3) / _median(plan.compute_alone, 3)))
+                    plans.append((payload, window, plan, CaseSamples(plan)))
+            calibrate([plan for _, window, plan, _ in plans if window == "calibrated"], max(3, repeats // 4))
+            for *_, samples in plans:
+                samples.warm(warmup)
+                bar.update(2 * warmup)
+            for i in range(repeats):  # interleaved rounds, the order of the cases rotating
+                k = i % len(plans)
+                for *_, samples in plans[k:] + plans[:k]:
+                    samples.measure_once(i)
+                    bar.update(2)
+            for payload, window, plan, samples in plans:
+                case = samples.finish()
+                # the balance achieved in the measured repeats, not the calibration's estimate
+                balance = statistics.median(samples.compute_alone) / statistics.median(samples.copy_alone)
+                result["cases"].append({"payload_mib": payload, "window": window, "matrix_size": plan.left.shape[0],
+                                        "compute_copy_balance": balance, **case})
+            calibrated = [(payload, plan, samples) for payload, window, plan, samples in plans if window == "calibrated"]
+            if controls and calibrated:
+                payload, plan, samples = calibrated[-1]
+                result["controls"] = run_cpu_controls(payload, plan, samples.copy_alone, samples.compute_alone, repeats)
         # how busy the machine was, the run's own threads not counted: other programs take the copy thread's core
         if load_before is not None:
             result["hardware"]["load_average_1m"] = load_before
@@ -247,43 +274,57 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
         torch.set_num_threads(threads_before)
 
 
-def measure_case(plan: CpuPlan, warmup: int, repeats: int, bar) -> tuple[dict, list[float], list[float]]:
-    """Copy alone, compute alone, serial and overlapped, measured in turn within each repeat (the
-    order rotating), so that a machine whose load drifts shifts all four alike; then correctness
-    and evidence. Returns the case's fields and the copy-alone and compute-alone times (ms)."""
-    import torch
+class CaseSamples:
+    """One case's measurements: copy alone, compute alone, serial and overlapped timelines.
 
-    for _ in range(warmup):  # warm both programs, not only the overlapped one
-        plan.timeline("serial")
-        plan.timeline("overlap")
-        bar.update(2)
-    serial, overlap, copy_alone, compute_alone = [], [], [], []
-    steps = [lambda: copy_alone.append(plan.copy_alone()), lambda: compute_alone.append(plan.compute_alone()),
-             lambda: serial.append(plan.timeline("serial")), lambda: overlap.append(plan.timeline("overlap"))]
-    for i in range(repeats):
+    ``measure_once(i)`` takes one sample of each, in an order rotating with ``i``, so that a machine
+    whose speed drifts shifts all four alike; ``finish()`` adds correctness and evidence."""
+
+    def __init__(self, plan: CpuPlan):
+        self.plan = plan
+        self.serial: list[dict] = []
+        self.overlap: list[dict] = []
+        self.copy_alone: list[float] = []
+        self.compute_alone: list[float] = []
+
+    def warm(self, warmup: int) -> None:
+        for _ in range(warmup):  # warm both programs, not only the overlapped one
+            self.plan.timeline("serial")
+            self.plan.timeline("overlap")
+
+    def measure_once(self, i: int) -> None:
+        steps = [lambda: self.copy_alone.append(self.plan.copy_alone()),
+                 lambda: self.compute_alone.append(self.plan.compute_alone()),
+                 lambda: self.serial.append(self.plan.timeline("serial")),
+                 lambda: self.overlap.append(self.plan.timeline("overlap"))]
         for step in steps[i % 4:] + steps[:i % 4]:
             step()
-        bar.update(2)
-    stats = summarize(serial, overlap, copy_alone, compute_alone)
-    reference = torch.mm(plan.left, plan.right)
-    plan.dst.zero_()  # so that the checks below see what one overlapped run wrote
-    plan.product.zero_()
-    plan.timeline("overlap")
-    unit_ms = stats["compute_alone_ms"] / plan.count
-    evidence = overlap_evidence(overlap, unit_ms, stats["copy_alone_ms"], MAX_COPY_SLOWDOWN_CPU)
-    pre = {"distinct_workers": all(r["distinct_workers"] for r in overlap), "pinned_source": None, "non_blocking": None}
-    met = preconditions_met(pre)
-    return {
-        "matmul_count": plan.count, **stats,
-        # the copy thread's wake-up lag: from the hand-over to the copy's first slice (outside the timed region)
-        "launch_overhead_ms": statistics.median(r["launch_ms"] for r in overlap),
-        "copy_gbytes_per_s": plan.src.numel() * 4 / (stats["copy_alone_ms"] / 1e3) / 1e9,
-        "copy_correct": bool(torch.equal(plan.dst, plan.src)),
-        "compute_correct": bool(torch.allclose(plan.product, reference, rtol=1e-5, atol=1e-5)),
-        "preconditions": pre, "preconditions_met": met,
-        "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"],
-        "path_confirmed": met and evidence["confirmed"],
-    }, copy_alone, compute_alone
+
+    def finish(self) -> dict:
+        import torch
+
+        plan = self.plan
+        stats = summarize(self.serial, self.overlap, self.copy_alone, self.compute_alone)
+        reference = torch.mm(plan.left, plan.right)
+        plan.dst.zero_()  # so that the checks below see what one overlapped run wrote
+        plan.product.zero_()
+        plan.timeline("overlap")
+        unit_ms = stats["compute_alone_ms"] / plan.count
+        evidence = overlap_evidence(self.overlap, unit_ms, stats["copy_alone_ms"], MAX_COPY_SLOWDOWN_CPU)
+        pre = {"distinct_workers": all(r["distinct_workers"] for r in self.overlap), "pinned_source": None,
+               "non_blocking": None}
+        met = preconditions_met(pre)
+        return {
+            "matmul_count": plan.count, **stats, "bound_factor": BOUND_FACTOR_CPU,
+            # the copy thread's wake-up lag: from the hand-over to the copy's first slice (outside the timed region)
+            "launch_overhead_ms": statistics.median(r["launch_ms"] for r in self.overlap),
+            "copy_gbytes_per_s": plan.src.numel() * 4 / (stats["copy_alone_ms"] / 1e3) / 1e9,
+            "copy_correct": bool(torch.equal(plan.dst, plan.src)),
+            "compute_correct": bool(torch.allclose(plan.product, reference, rtol=1e-5, atol=1e-5)),
+            "preconditions": pre, "preconditions_met": met,
+            "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"],
+            "path_confirmed": met and evidence["confirmed"],
+        }
 
 
 CPU_CONTROLS = {

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from .overlap_device import DriverError, driver_facts, nvml_facts
-from .overlap_evidence import MAX_COPY_SLOWDOWN_GPU, overlap_evidence, preconditions_met, spans_overlap_ms, summarize
+from .overlap_evidence import BOUND_FACTOR_GPU, MAX_COPY_SLOWDOWN_GPU, overlap_evidence, preconditions_met, spans_overlap_ms, summarize
 
 MiB = 2**20
 BALANCE_TOLERANCE = 0.05
@@ -252,7 +252,7 @@ def measure_case(plan: GpuPlan, copy_alone, compute_alone, warmup: int, repeats:
     pre = {"distinct_workers": distinct, "pinned_source": bool(plan.host.is_pinned()), "non_blocking": True}
     met = preconditions_met(pre)
     return {
-        "matmul_count": plan.count, **stats,
+        "matmul_count": plan.count, **stats, "bound_factor": BOUND_FACTOR_GPU,
         "copy_gbytes_per_s": plan.host.numel() * plan.host.element_size() / (stats["copy_alone_ms"] / 1e3) / 1e9,
         "copy_correct": bool(torch.equal(plan.dev.cpu(), plan.host)),
         "compute_correct": diff <= tolerance and bool(torch.allclose(plan.product, serial_product, rtol=2e-2, atol=tolerance)),
