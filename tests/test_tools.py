@@ -269,6 +269,49 @@ def cpu_result():
     return result
 
 
+def test_real_cpu_interleaves_the_cases_rounds(monkeypatch):
+    """Round i times every case once (rotating order), so a slow spell of the machine is shared by all cases."""
+    from tools import overlap_cpu
+
+    seen = []
+    original = overlap_cpu.CaseSamples.measure_once
+
+    def logged(self, i):
+        seen.append((i, self.plan.src.numel(), self.plan.left.shape[0]))
+        original(self, i)
+
+    monkeypatch.setattr(overlap_cpu.CaseSamples, "measure_once", logged)
+    result = overlap_lab.run_experiment("real_cpu", payload_mib=[1, 2], warmup_steps=0, repeat_steps=3, progress=False)
+    assert result["failure"] is None and result["workload"]["interleaved_cases"] is True
+    assert [i for i, *_ in seen] == [0] * 4 + [1] * 4 + [2] * 4, "one sample of each of the 4 cases per round"
+    rounds = [[case for _, *case in seen[k:k + 4]] for k in (0, 4, 8)]
+    assert all(sorted(r) == sorted(rounds[0]) for r in rounds) and len(set(map(tuple, rounds[0]))) == 4
+    assert rounds[1] == rounds[0][1:] + rounds[0][:1], "the order of the cases rotates from round to round"
+    assert all(c["bound_factor"] == 1.3 for c in result["cases"])
+
+
+def test_cpu_calibration_balances_each_plan_and_alternates_copy_and_compute():
+    from tools.overlap_cpu import calibrate
+
+    class FakePlan:
+        def __init__(self, copy_ms, unit_ms, count):
+            self.copy_ms, self.unit_ms, self.count, self.calls = copy_ms, unit_ms, count, []
+
+        def copy_alone(self):
+            self.calls.append("copy")
+            return self.copy_ms
+
+        def compute_alone(self):
+            self.calls.append("compute")
+            return self.unit_ms * self.count
+
+    a, b, stuck = FakePlan(10.0, 0.5, 5), FakePlan(40.0, 0.25, 400), FakePlan(10.0, 7.0, 1)
+    balances = calibrate([a, b, stuck], samples=3)
+    assert (a.count, b.count) == (20, 160) and balances[id(a)] == balances[id(b)] == 1.0
+    assert stuck.count == 1 and balances[id(stuck)] == pytest.approx(0.7), "one matmul cannot be split: it stops there"
+    assert a.calls[:6] == ["copy", "compute"] * 3, "copy alone and compute alone alternate"
+
+
 def test_real_cpu_measures_cases_and_controls(cpu_result):
     overlap_lab.validate_result(cpu_result)
     assert cpu_result["evidence_level"] == "cpu_analogue_benchmark" and cpu_result["decision"] == "not_decided"
