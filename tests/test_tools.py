@@ -747,6 +747,49 @@ def test_gpu_check_table_fails_when_it_should(root, cpu_result):
     assert {"control one_stream not confirmed", "every case correct", "a free copy engine (async_engine_count >= 1)"} <= failed
 
 
+def test_gpu_check_loads_the_rule_without_ipython_or_matplotlib(root):
+    """The GPU machine may have only torch: the rule comes from the solution cell alone."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "for name in ('IPython', 'matplotlib', 'nbformat', 'jsonschema'): sys.modules[name] = None\n"
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('gpu_check', {str(root / 'benchmarks' / 'gpu_check.py')!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "decide = m.reference_rule()\n"
+        "case = dict(window='calibrated', copy_correct=True, compute_correct=True, preconditions_met=True, overlap_confirmed=True,\n"
+        "            copy_alone_ms=10.0, compute_alone_ms=10.0, predicted_serial_ms=20.0, serial_median_ms=20.0, serial_p95_ms=21.0,\n"
+        "            overlap_median_ms=11.0, overlap_p95_ms=12.0, latency_ratio=0.55, bound_factor=1.15)\n"
+        "print(decide([case], [dict(name='c', overlap_confirmed=False)]))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "accept_physical_overlap"
+
+
+def test_gpu_check_validate_reports_a_schema_failure_as_a_row(root, cpu_result, tmp_path, capsys):
+    gpu_check = _gpu_check_module(root)
+    bad = _as_gpu_result(cpu_result)
+    bad["cases"][0]["bound_factor"] = 2.0  # a looser bar than the GPU's
+    path = tmp_path / "inf_serving_overlap_gpu_check.json"
+    path.write_text(json.dumps(bad), encoding="utf-8")
+    assert gpu_check.main(["--validate", str(path)]) == 1
+    assert any(line.startswith("FAIL  schema") for line in capsys.readouterr().out.splitlines())
+
+
+def test_gpu_check_profiler_row_needs_a_memcpy(root, cpu_result):
+    gpu_check = _gpu_check_module(root)
+    good = _as_gpu_result(cpu_result)
+    span = {"memcpy_spans": 1, "kernel_spans": 4, "memcpy_ms": 1.0, "kernel_ms_during_memcpy": 0.0, "overlap_fraction": 0.0}
+    extras = {"profile": {"overlap": {**span, "kernel_ms_during_memcpy": 0.9, "overlap_fraction": 0.9}, "serial": span}}
+    rows = {name: passed for name, passed, _ in gpu_check.checks_for(good, extras)}
+    assert rows["profiler: none during the memcpy (serial run)"]
+    extras["profile"]["serial"] = {**span, "memcpy_spans": 0, "memcpy_ms": 0.0}
+    rows = {name: passed for name, passed, _ in gpu_check.checks_for(good, extras)}
+    assert not rows["profiler: none during the memcpy (serial run)"], "no memcpy captured proves nothing"
+
+
 def test_cpu_benchmark_summary_and_its_quiet_rule(root):
     import collections
     import importlib.util

@@ -99,25 +99,40 @@ class GpuPlan:
                 "launch_ms": launch_ms, "gate_held": launch_ms < gate_ms}
 
     def size_gate(self) -> None:
-        self.gate_ms = GATE_MIN_MS + GATE_PER_LAUNCH_MS * (self.count + 4)
+        self.gate_ms = gate_length_ms(self.count)
 
     def copy_alone(self) -> float:
-        return _elapsed(lambda: self.dev.copy_(self.host, non_blocking=True), self.copy_stream)
+        return _elapsed(lambda: self.dev.copy_(self.host, non_blocking=True), self.copy_stream,
+                        _gate_cycles(1, self.clock_khz))
 
     def compute_alone(self) -> float:
         def work():
             for _ in range(self.count):
                 self.torch.mm(self.left, self.right, out=self.product)
 
-        return _elapsed(work, self.compute_stream)
+        return _elapsed(work, self.compute_stream, _gate_cycles(self.count, self.clock_khz))
 
 
-def _elapsed(fn: Callable[[], object], stream) -> float:
+def gate_length_ms(launches: int) -> float:
+    """A gate long enough for the host to queue ``launches`` launches (and a few events) behind it."""
+    return GATE_MIN_MS + GATE_PER_LAUNCH_MS * (launches + 4)
+
+
+def _gate_cycles(launches: int, clock_khz: int) -> int:
+    return int(gate_length_ms(launches) * clock_khz)  # cycles = ms * kHz
+
+
+def _elapsed(fn: Callable[[], object], stream, gate_cycles: int) -> float:
+    """ms on the GPU from the gate's end to ``fn``'s last work on ``stream``: the stream first
+    sleeps for ``gate_cycles`` while the host queues ``fn``, so host launch latency is not timed
+    (as in ``GpuPlan.run``); otherwise copy alone and compute alone would each include one launch
+    delay that the gated serial and overlapped runs do not."""
     import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
     with torch.cuda.stream(stream):
+        torch.cuda._sleep(gate_cycles)
         start.record()
         fn()
         end.record()
@@ -188,7 +203,6 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
                     plan.compute_alone()
                 copy_alone = [plan.copy_alone() for _ in range(repeats)]
                 copy_med = statistics.median(copy_alone)
-                balance = None
                 if window == "calibrated":
                     plan.count = max(1, round(copy_med / statistics.median(plan.compute_alone() for _ in range(5))))
                     for _ in range(CALIBRATION_ROUNDS):
@@ -199,8 +213,8 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
                         plan.count = new_count
                 plan.size_gate()
                 compute_alone = [plan.compute_alone() for _ in range(repeats)]
-                if balance is None:
-                    balance = statistics.median(compute_alone) / copy_med
+                # the balance achieved in the measured repeats, not the calibration's last estimate
+                balance = statistics.median(compute_alone) / copy_med
                 case = measure_case(plan, copy_alone, compute_alone, warmup, repeats, bar, reference, tolerance, distinct)
                 result["cases"].append({"payload_mib": payload, "window": window, "matrix_size": n,
                                         "compute_copy_balance": balance, **case})
