@@ -95,6 +95,23 @@ DETACHED = """import subprocess
 subprocess.Popen(['sleep', '417'], start_new_session=True)
 subprocess.Popen(['sh', '-c', 'nohup sleep 418 >/dev/null 2>&1 &'], start_new_session=True)"""
 MEMORY = """blob = b'x' * (3 * 2**30)"""
+# an answer that reads its caller's bytecode for the decision the test compares with next
+PEEK_TODO5 = """import dis, sys
+_DECISIONS = {'reject_incorrect_path', 'reject_instrument_fault', 'rerun_on_quiet_machine',
+              'accept_physical_overlap', 'tune_overlap_window'}
+def decide_overlap(cases, controls):
+    if not cases:
+        raise ValueError('no cases')
+    frame = sys._getframe(1)
+    while frame is not None:
+        after = False
+        for ins in dis.get_instructions(frame.f_code):
+            after = after or ins.offset >= frame.f_lasti
+            if after and ins.opname == 'LOAD_CONST' and ins.argval in _DECISIONS:
+                return ins.argval
+        frame = frame.f_back
+    return 'tune_overlap_window'
+"""
 FORKS = """import os, time
 children = 0
 try:
@@ -181,6 +198,8 @@ def attacked(tmp_path_factory):
     write(subs, "atk_patcher", NB["02"], insert_after(build(NB["02"], WRONG_TODO2), "todo1_solution", PATCHER))
     # an answer whose == always says yes
     write(subs, "atk_always_equal", NB["03"], build(NB["03"], {"todo3_solution": ALWAYS_EQUAL_TODO3}))
+    # an answer that reads the expected decision from its caller's bytecode
+    write(subs, "atk_peek", NB["05"], build(NB["05"], {"todo5_solution": PEEK_TODO5}))
     # reading above its folder: the grader's files, the instructor's sources, other students
     targets = [str(repo / "solutions" / f"{NB['03']}.ipynb"), str(out / ".course" / "judge.json"),
                str(out / ".course" / "gradebook.db"), str(subs / "honest_a" / f"{NB['03']}.ipynb"), "/etc/shadow"]
@@ -251,6 +270,19 @@ def test_tampering_gains_nothing(attacked, attacker, control, cell):
     g = attacked["grades"]
     assert g[attacker][cell] == g[control][cell], f"{attacker} scored {g[attacker][cell]} on {cell}, its plain answer {g[control][cell]}"
     assert g[attacker]["total"] <= g[control]["total"]
+
+
+def test_reading_the_callers_bytecode_finds_no_expected_answer(attacked):
+    """In the same process as the hidden tests, the cheat would pass most of TODO 5's ideas; across
+    the judge's pipe its caller is the runner, and it earns only what any stub earns."""
+    from test_idea_strength import SCAFFOLD_IDEAS, passed_ideas
+
+    namespace: dict = {}
+    exec(PEEK_TODO5, namespace)
+    in_process = passed_ideas(namespace["decide_overlap"])
+    assert {"calibrated_bar", "noisy_machine", "every_payload"} <= in_process, f"the attack is real: {in_process}"
+    assert attacked["grades"]["atk_peek"]["todo5_decide_overlap"] == 0.25, "only the scaffold ideas (0.125 + 0.125)"
+    assert SCAFFOLD_IDEAS == {"empty_raises", "inputs_unchanged"}
 
 
 def test_no_feedback_page_shows_a_hidden_test_or_an_answer_it_did_not_write(attacked):
