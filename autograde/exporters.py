@@ -1,6 +1,9 @@
 """The exporter nbgrader's feedback step uses (``c.GenerateFeedback.exporter_class``)."""
 from __future__ import annotations
 
+import html
+import re
+
 from jinja2 import BytecodeCache
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
@@ -27,6 +30,31 @@ class _MemoryBytecodeCache(BytecodeCache):
 
 
 _TEMPLATES = _MemoryBytecodeCache()
+
+# No script may run in a page the grader writes: a learner's output or markdown that slipped
+# past sanitizing stays inert. The page needs none (without MathJax, math shows as TeX source).
+FEEDBACK_POLICY = "script-src 'none'; object-src 'none'; frame-src 'none'; base-uri 'none'; form-action 'none'"
+_SPACE = r"[ \t\n\f\r]*"  # HTML's whitespace only: any other text there would open the body
+# the opening our pages' templates write; the attribute pattern cannot hide a '>'
+_OPENING = re.compile(rf'\A\ufeff?{_SPACE}(?:<!DOCTYPE html>{_SPACE})?<html(?: lang="[A-Za-z-]*")?>{_SPACE}<head>', re.I)
+_DOCTYPE = re.compile(rf"\A\ufeff?{_SPACE}<!DOCTYPE[^>]*>", re.I)  # a doctype ends at its first '>', quoted or not
+
+
+def add_csp(html_text: str, policy: str = FEEDBACK_POLICY) -> str:
+    """``html_text`` with a Content-Security-Policy ``<meta>`` as the first element of its head.
+
+    A policy given in a ``<meta>`` covers only what the browser parses after it, so it goes
+    before the title (which can quote a notebook's name) and before every script. A page that
+    does not open with the plain doctype, ``<html>`` and ``<head>`` of our templates gets it
+    straight after its doctype, or at its very start: the browser puts a leading ``<meta>`` in
+    the head it opens, and no attribute of the page can swallow it. Added once."""
+    content = html.escape(policy, quote=False).replace('"', "&quot;")  # its quotes stay as they are
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{content}">'
+    opening = _OPENING.match(html_text) or _DOCTYPE.match(html_text)
+    at = opening.end() if opening else 0
+    if html_text.startswith(meta, at):
+        return html_text
+    return html_text[:at] + meta + html_text[at:]
 
 
 def has_images(nb) -> bool:

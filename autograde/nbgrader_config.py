@@ -9,7 +9,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
                                     LimitOutput, SaveAutoGrades)
 
 from autograde.exporters import FeedbackExporter
-from autograde.preprocessors import CapOutputs, CappedExecute, ShortenErrors
+from autograde.preprocessors import CapOutputs, CappedExecute, SafeOutputMetadata, ShortenErrors
 
 c = get_config()  # noqa: F821 (provided by traitlets when the file is loaded)
 
@@ -42,10 +42,12 @@ if os.environ.get("COURSE_SANDBOX") == "1":
 
 # Feedback: the visible checks, the failure messages and the judge's ideas, never the
 # hidden tests (they are not in the graded notebook at all) nor tracebacks.
-# Markdown and HTML a learner wrote are sanitized (no <script> in the page).
+# Markdown and HTML a learner wrote are sanitized (no <script> in the page), outputs keep no
+# metadata but numeric image sizes (nbconvert writes them into <img> unquoted), and the grader
+# gives every page a policy that forbids scripts (exporters.add_csp).
 # nbconvert's HTML exporter, its templates compiled once per grading process, not once per page.
 c.GenerateFeedback.exporter_class = FeedbackExporter
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortenErrors, CapOutputs, SanitizeHTML,
-                                    CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortenErrors, CapOutputs, SafeOutputMetadata,
+                                    SanitizeHTML, CSSHTMLHeaderPreprocessor]
 c.ClearHiddenTests.enforce_metadata = False
 c.SanitizeHTML.enabled = True  # nbconvert's preprocessors are off unless enabled

@@ -117,6 +117,62 @@ class ShortenErrors(NbGraderPreprocessor):  # nbgrader's base is enabled by defa
         return cell, resources
 
 
+_DIGITS = re.compile(r"[0-9]{1,9}")
+SIZE_KEYS = ("width", "height")
+
+
+def _size(value) -> int | float | None:
+    """A width or height as a number; None for anything else (booleans, NaN, '100px', ...)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) or (isinstance(value, float) and abs(value) < float("inf")):  # not NaN nor infinite
+        return value
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
+        return int(value)
+    return None
+
+
+def _sizes(metadata) -> dict:
+    """The numeric width and height of a metadata mapping."""
+    if not isinstance(metadata, dict):
+        return {}
+    return {key: size for key in SIZE_KEYS if (size := _size(metadata.get(key))) is not None}
+
+
+def safe_output_metadata(metadata) -> dict:
+    """An output's metadata cut to numeric ``width``/``height``, at the top level and under each
+    mime type (``{"image/png": {"width": 640}}``), the only keys a page needs to show a figure."""
+    kept = _sizes(metadata)
+    for key, value in (metadata.items() if isinstance(metadata, dict) else ()):
+        if key not in SIZE_KEYS and (sizes := _sizes(value)):
+            kept[key] = sizes
+    return kept
+
+
+class SafeOutputMetadata(NbGraderPreprocessor):
+    """Keep only numeric image sizes in the metadata of every code cell's outputs.
+
+    nbconvert writes an image's width and height into ``<img ... width=VALUE>`` unquoted, so a
+    learner's output whose width is ``"1 onerror=..."`` adds a live event handler to the
+    feedback page. Its other output metadata steers the page too (``filenames`` becomes the
+    image's source, ``isolated`` puts HTML in a frame of its own) and a figure needs none of it.
+    The notebook's saved widget state goes as well: it is data for a widget manager script,
+    which a feedback page never runs.
+    """
+
+    def preprocess(self, nb, resources):
+        nb.metadata.pop("widgets", None)
+        return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return cell, resources
+        for output in cell.get("outputs", []):
+            if "metadata" in output:  # stream and error outputs have none
+                output["metadata"] = nbformat.from_dict(safe_output_metadata(output["metadata"]))
+        return cell, resources
+
+
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
 SAFE_IMAGES = ("image/png", "image/jpeg")  # rendered as <img src="data:...;base64,..."> (escaped): kept when plain base64

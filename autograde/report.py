@@ -27,6 +27,7 @@ from pathlib import Path
 from tools.project_runtime import write_json_atomic
 
 from .course import Course, UnusableInput
+from .exporters import add_csp
 from .grading import PENDING, REVIEW, STATUS_TEXT, Exercise, exercises
 
 TAIL = ("auto_total", "manual_total", "total", "max_total", "pending", "needs_review")  # not exercise columns
@@ -400,9 +401,10 @@ def figures(data: dict) -> dict[str, str]:
 
 # ---------------------------------------------------------------- the page
 
+# the page is one self-contained file: its own styles and data: images, nothing else
+REPORT_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'">
 <title>Class report · {{ data.assignment }}</title>
 <style>
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222; }
@@ -490,7 +492,8 @@ def render(data: dict, figs: dict[str, str]) -> str:
     env = Environment(autoescape=True, undefined=StrictUndefined)
     env.globals.update(num=_num, pct=_pct)
     template = env.from_string(PAGE)
-    return template.render(data=data, s=data["scores"], t=data["timing"], figs=figs, shown=SHOWN_PER_KIND)
+    page = template.render(data=data, s=data["scores"], t=data["timing"], figs=figs, shown=SHOWN_PER_KIND)
+    return add_csp(page, REPORT_POLICY)
 
 
 def write_report(course: Course, out: Path) -> tuple[Path, Path, dict]:
