@@ -103,6 +103,7 @@ class Runner:
         self.call_timeout = call_timeout
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      cwd=cwd, env=env, start_new_session=True)
+        os.set_blocking(self.proc.stdin.fileno(), False)  # writes wait in select, under a deadline (send)
         self._buffer = b""
         self.loaded: list[str] | None = None
         self.died = False  # the process stopped by itself (exited, crashed, ran out of memory)
@@ -110,10 +111,26 @@ class Runner:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def send(self, message: dict) -> None:
+    def send(self, message: dict, deadline: float | None = None) -> None:
+        """Write one message, giving up at ``deadline`` (a time.monotonic() value; default: one
+        call's time from now). The pipe is non-blocking: a runner that stops reading while it
+        floods the judge with requests cannot block the judge past the deadline."""
+        deadline = time.monotonic() + self.call_timeout if deadline is None else deadline
+        data = memoryview((json.dumps(message) + "\n").encode())
+        fd = self.proc.stdin.fileno()
         try:
-            self.proc.stdin.write((json.dumps(message) + "\n").encode())
-            self.proc.stdin.flush()
+            while data:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill()
+                    raise RunnerFailed(f"your code did not answer in time ({self.call_timeout:g} s per call): "
+                                       "it stopped reading what the grader sent")
+                _, ready, _ = select.select([], [fd], [], left)
+                if ready:
+                    try:
+                        data = data[os.write(fd, data):]
+                    except BlockingIOError:
+                        continue
         except (BrokenPipeError, OSError, ValueError) as exc:
             self.died = True
             self.kill()
@@ -165,14 +182,14 @@ class Runner:
 
     def call(self, name: str, args: tuple, kwargs: dict, stand_ins: dict[str, Callable]) -> Any:
         encoded_args, encoded_kwargs = encode(list(args)), encode(dict(kwargs))
+        deadline = time.monotonic() + self.call_timeout  # for the whole call: writes, reads and callbacks
         self.send({"op": "call", "name": name, "args": encoded_args, "kwargs": encoded_kwargs,
-                   "stand_ins": sorted(stand_ins)})
-        deadline = time.monotonic() + self.call_timeout  # for the whole call, callbacks included
+                   "stand_ins": sorted(stand_ins)}, deadline)
         while True:
             reply = self.receive(max(0.0, deadline - time.monotonic()))
             op = reply.get("op")
             if op == "callback":
-                self._answer_callback(reply, stand_ins)
+                self._answer_callback(reply, stand_ins, deadline)
             elif op == "result":
                 if isinstance(reply.get("args_after"), list):
                     for original, after in zip(args, decode(reply["args_after"])):
@@ -193,18 +210,19 @@ class Runner:
                 self.kill()
                 raise RunnerFailed("the runner broke the protocol")
 
-    def _answer_callback(self, reply: dict, stand_ins: dict[str, Callable]) -> None:
+    def _answer_callback(self, reply: dict, stand_ins: dict[str, Callable], deadline: float) -> None:
         function = stand_ins.get(reply.get("name"))
         if function is None:
             self.kill()
             raise RunnerFailed("the runner asked for a function it was not given")
         try:
             value = function(*decode(reply.get("args", [])), **decode(reply.get("kwargs", {})))
-            self.send({"op": "callback_result", "value": encode(value)})
+            self.send({"op": "callback_result", "value": encode(value)}, deadline)
         except RunnerFailed:
             raise
         except Exception as exc:
-            self.send({"op": "callback_error", "mro": [c.__name__ for c in type(exc).__mro__], "message": _short(exc)})
+            self.send({"op": "callback_error", "mro": [c.__name__ for c in type(exc).__mro__], "message": _short(exc)},
+                      deadline)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -217,7 +235,7 @@ class Runner:
     def close(self) -> None:
         if self.alive():
             try:
-                self.send({"op": "exit"})
+                self.send({"op": "exit"}, time.monotonic() + 2)
                 self.proc.wait(timeout=2)
             except (RunnerFailed, subprocess.TimeoutExpired):
                 pass
