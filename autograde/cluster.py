@@ -219,7 +219,7 @@ def grade_task(task: dict) -> dict:
     notebooks' bytes. Returns {"student", "worker", "notebooks": [...]}: per notebook, whether
     it ran, its record fields decided here (status and detail of one that did not run,
     notes on repaired cells), the kill flag, the grading log, seconds, and the job's files."""
-    from .grading import Options, _elapsed, job_settings, run_student
+    from .grading import MAX_GRADED_BYTES, SETTINGS, Options, _elapsed, job_settings, run_student
 
     course = Course.load()
     settings = task["settings"]
@@ -234,7 +234,7 @@ def grade_task(task: dict) -> dict:
     try:
         work = folder / ".work"
         work.mkdir()
-        (work / "settings.json").write_text(json.dumps(job_settings(course, master, base / ".sandbox", options)))
+        (work / SETTINGS).write_text(json.dumps(job_settings(course, master, base / ".sandbox", options)))
         entries = []
         for item in task["notebooks"]:
             path = folder / "in" / f"{item['notebook']}.ipynb"
@@ -249,7 +249,8 @@ def grade_task(task: dict) -> dict:
             files = {}
             for name, relative in _job_files(student, course.assignment, record["notebook"]).items():
                 path = job / relative
-                files[name] = path.read_bytes() if path.is_file() else None
+                # a file over the size the parent would read anyway is not sent (the parent reports it missing)
+                files[name] = path.read_bytes() if path.is_file() and path.stat().st_size <= MAX_GRADED_BYTES else None
             returned.append({"notebook": record["notebook"], "ran": True, "killed": bool(killed), "log": log[-MAX_LOG:],
                              "seconds": _elapsed(job), "matching_notes": record.get("matching_notes", []),
                              "files": files})

@@ -4,13 +4,12 @@ a person gave to an answer that changed since is shown as ``review`` and not cou
 they look at it again in formgrader."""
 from __future__ import annotations
 
-import csv
-import os
 from pathlib import Path
 
 from . import gradebook
 from .course import Course, UnusableInput
 from .grading import PENDING, REVIEW, exercises
+from .tables import write_csv
 
 
 def export(course: Course, out: Path, db_url: str | None = None, target: Path | None = None) -> tuple[Path, dict]:
@@ -48,14 +47,7 @@ def export(course: Course, out: Path, db_url: str | None = None, target: Path | 
         row["pending"] = sum(row[e.grade_id] == PENDING for e in manual)
         row["needs_review"] = sum(row[e.grade_id] == REVIEW for e in cells)
         rows.append(row)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: (f"{v:g}" if isinstance(v, float) else v) for k, v in row.items()})
-    os.replace(tmp, target)
+    write_csv(target, fields, rows)
     review = [f"{r['student_id']}/{e.grade_id}" for r in rows for e in cells if r[e.grade_id] == REVIEW]
     return target, {"students": len(rows), "pending": sum(r["pending"] for r in rows), "needs_review": review,
                     "db_url": gradebook.mask_url(url)}

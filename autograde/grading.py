@@ -14,7 +14,6 @@ scanned for hidden-test and reference-answer lines before it is written.
 """
 from __future__ import annotations
 
-import csv
 import fcntl
 import hashlib
 import hmac
@@ -44,8 +43,10 @@ from .matching import grade_ids, match_notebooks
 from .preprocessors import NeutraliseForDisplay
 from .release import generate
 from .sandbox import GiB
+from .tables import write_csv
 
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$")
+# matched whole (fullmatch): "$" alone would let a trailing newline through, and nbgrader reads an id as a glob
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}")
 STATUS_TEXT = {
     "graded": "graded",
     "missing": "notebook missing from the submission",
@@ -55,8 +56,17 @@ STATUS_TEXT = {
     "out_of_memory": "stopped: the notebook used more memory than the grading limit",
     "error": "nbgrader could not grade it",
     "invalid_student_id": "the folder name cannot be a student id",
+    "invalid_submission": "the student's folder could not be read",
+    "output_limit": "stopped: the notebook sent more output than the grader accepts",
 }
 
+
+# the grader's own files beside the students' folders start with a dot, which no student id can
+SETTINGS = ".settings.json"  # in OUT/.work: what each grading process reads
+
+# a grading process's address space, at least (its soft limit, and above the kernel's; the kernel and
+# the runner have their own, in the sandbox): it holds nbgrader, one notebook and its capped outputs
+WORKER_MEMORY = 3 * GiB
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024  # default: a course notebook with outputs is well under 1 MB
 
@@ -160,15 +170,51 @@ def _fingerprint(path: Path, digest: str, options: Options) -> str:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 h.update(block)
     h.update(f"{digest}|{options.cell_timeout}|{options.notebook_timeout}|{options.sandbox}|{options.memory_limit}"
-             f"|{options.max_notebook_bytes}".encode())
+             f"|{options.process_limit}|{options.max_notebook_bytes}".encode())
     return h.hexdigest()
 
 
-def _read_json(path: Path) -> dict:
+MAX_LOG_BYTES = 200_000  # bytes of a worker's log read back (its end)
+MAX_RESULT_BYTES = 16 << 20  # a grading process's result.json (its logs are cut to 100,000 characters each)
+
+
+def _read_json(path: Path, max_bytes: int | None = None) -> dict:
+    """A JSON object from ``path``; {} when it is missing, unreadable, not an object, or over
+    ``max_bytes`` (checked before it is read)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        if max_bytes is not None and path.stat().st_size > max_bytes:
+            return {}
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
         return {}
+    return found if isinstance(found, dict) else {}
+
+
+MAX_GRADED_BYTES = 48 << 20  # a graded notebook (outputs are capped while it runs, so far below this)
+
+
+def read_graded(path: Path):
+    """A graded notebook as nbformat reads it, or None when it is missing, unreadable or over
+    MAX_GRADED_BYTES (its size is checked before it is read)."""
+    try:
+        if path.stat().st_size > MAX_GRADED_BYTES:
+            return None
+        return nbformat.read(path, as_version=4)
+    except Exception:  # not JSON, nested too deep, not a notebook
+        return None
+
+
+def read_tail(path: Path, limit: int) -> str:
+    """The last ``limit`` bytes of a file that a sandboxed process may have grown (a worker's
+    log holds what its kernel wrote to its own stdout): never the whole of it."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - limit))
+            return handle.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _answers(nb) -> dict[str, str]:
@@ -258,7 +304,7 @@ def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, lo
             secrets: dict[str, str]) -> None:
     """Turn a job folder's outcome into the record (scores, ideas, status, feedback page)."""
     student, notebook = record["student_id"], record["notebook"]
-    outcome = _read_json(job / "result.json")
+    outcome = _read_json(job / "result.json", MAX_RESULT_BYTES)
     auto = outcome.get("autograde", {})
     text = auto.get("log", "") + auto.get("error", "") + log
     graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
@@ -271,7 +317,11 @@ def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, lo
     elif outcome.get("out_of_memory") and "scores" not in outcome:
         record.update(status="out_of_memory", detail=f"over the {options.memory_limit / GiB:g} GiB limit: the kernel was stopped")
     elif not graded.is_file() or "scores" not in outcome:
-        if "DeadKernelError" in text or "kernel died" in text.lower():
+        if "OutputLimitExceeded" in text:
+            record.update(status="output_limit", detail=_last_error(text, ("OutputLimitExceeded",)))
+        elif "MemoryError" in text and "Traceback" in log:
+            record.update(status="out_of_memory", detail="the grading process ran out of memory on this notebook's output")
+        elif "DeadKernelError" in text or "kernel died" in text.lower():
             record.update(status="kernel_died", detail=_last_error(text, ("DeadKernelError", "Kernel died")))
         elif "CellTimeoutError" in text:
             record.update(status="timeout", detail=f"a cell ran past {options.cell_timeout} s and ignored the interrupt")
@@ -330,7 +380,9 @@ def _keep_for_display(source: Path, target: Path, master: Path, assignment: str)
                 gid = cell.metadata.get("nbgrader", {}).get("grade_id")
                 if gid:
                     ids.append(gid)
-    nb = nbformat.read(source, as_version=4)
+    nb = read_graded(source)
+    if nb is None:
+        return
     nb, _ = NeutraliseForDisplay(trusted_markdown=trusted, trusted_ids=ids).preprocess(nb, {})
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
@@ -412,14 +464,13 @@ def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: P
     """Copy a feedback page, first removing any line of a hidden test or of a reference answer
     that the learner's own notebook does not hold, and marking answers that wait for a person
     as pending. Returns how many lines were removed."""
-    raw = page.read_text(encoding="utf-8", errors="replace")
-    if len(raw) > MAX_PAGE:  # cut first: the scan below must stay cheap whatever the page holds
+    with open(page, "rb") as handle:  # cut first: the scan below must stay cheap whatever the page holds
+        raw = handle.read(4 * MAX_PAGE + 4).decode("utf-8", "replace")
+    if len(raw) > MAX_PAGE:
         raw = raw[:MAX_PAGE] + "\n<p>[the page was cut at 1 MB]</p></body></html>\n"
-    try:
-        own = {line.strip() for cell in nbformat.read(graded, as_version=4).cells
-               if cell.metadata.get("nbgrader", {}).get("solution") for line in cell.source.splitlines()}
-    except Exception:
-        own = set()
+    nb = read_graded(graded)
+    own = {line.strip() for cell in (nb.cells if nb else []) if cell.metadata.get("nbgrader", {}).get("solution")
+           for line in cell.source.splitlines()}
     lines, removed = raw.split("\n"), 0
     for i, line in enumerate(lines):
         plain = html.unescape(_TAG.sub("", line)).strip()
@@ -485,7 +536,7 @@ def run_student(course: Course, master: Path, out: Path, student: str, entries: 
             before = len(pending)
             log_path = out / ".work" / student / "worker.log"
             with open(log_path, "w", encoding="utf-8") as log:
-                proc = spawn([sys.executable, "-m", "autograde.job", str(out / ".work" / "settings.json"), student,
+                proc = spawn([sys.executable, "-m", "autograde.job", str(out / ".work" / SETTINGS), student,
                               *[str(job) for _, job in pending]],
                              out / ".work" / student, env, log)
                 try:
@@ -493,7 +544,7 @@ def run_student(course: Course, master: Path, out: Path, student: str, entries: 
                 finally:
                     reap(proc)
                     _sweep(out / ".work" / student / "sandbox.ledger")
-            worker_log = log_path.read_text(encoding="utf-8", errors="replace")
+            worker_log = read_tail(log_path, MAX_LOG_BYTES)
             _settle_finished(pending, settle)  # any that finished after the last poll
             stopped = [(record, job) for record, job in pending if job == current]
             for record, job in stopped:  # killed at the limit, or the worker broke during it
@@ -657,7 +708,7 @@ def job_settings(course: Course, master: Path, home: Path, options: Options) -> 
     """What a grading process (job.py) reads from settings.json."""
     return {"assignment": course.assignment, "judge": str(master / "judge.json"), "sandbox": options.sandbox,
             "home": str(home), "memory_limit": options.memory_limit, "pids": options.process_limit,
-            "cell_timeout": options.cell_timeout}
+            "cell_timeout": options.cell_timeout, "worker_memory_limit": max(WORKER_MEMORY, options.memory_limit + GiB)}
 
 
 def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options) -> dict:
@@ -679,31 +730,45 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
         raise UnusableInput(str(exc)) from None
     gradebook.write_course_config(out, db_url, master, course.assignment)
     if not options.scheduler:  # on a cluster each worker writes its own
-        write_json_atomic(out / ".work" / "settings.json", job_settings(course, master, out / ".sandbox", options))
+        write_json_atomic(out / ".work" / SETTINGS, job_settings(course, master, out / ".sandbox", options))
 
     records: list[dict] = []
     notes: dict[str, list[str]] = {}
     by_student: dict[str, list[tuple[str, Path, str]]] = {}  # the notebooks to grade now
+    rejected = []
     for folder in students:
         student = safe_text(folder.name)
-        if not STUDENT_ID.match(folder.name) or folder.is_symlink():
+        if not STUDENT_ID.fullmatch(folder.name) or folder.is_symlink():
             why = "a student folder may not be a symbolic link" if folder.is_symlink() else "use letters, digits, '_', '.', '@', '+' or '-'"
-            records += [{"student_id": student, "notebook": nb, "scores": {}, "status": "invalid_student_id",
+            rejected.append({"student_id": rejected_id(folder.name), "reason": why,
+                             "folder": folder.name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")})
+            records += [{"student_id": rejected[-1]["student_id"], "notebook": nb, "scores": {}, "status": "invalid_student_id",
                          "detail": why} for nb in course.notebooks]
             continue
-        chosen, found_notes = match_notebooks(folder, course.notebooks, ids_by_name, max_bytes=options.max_notebook_bytes)
-        notes[student] = [safe_text(note) for note in found_notes]
-        for notebook, path in chosen.items():
-            if path is None:
-                records.append({"student_id": student, "notebook": notebook, "scores": {}, "status": "missing",
-                                "detail": f"{notebook}.ipynb not found in the submission"})
-                continue
-            fingerprint = _fingerprint(path, digest, options)
-            cached = _cached(out, student, notebook, fingerprint)
-            if cached:
-                records.append({**cached, "cached": True})
-            else:
-                by_student.setdefault(student, []).append((notebook, path, fingerprint))
+        try:
+            chosen, found_notes = match_notebooks(folder, course.notebooks, ids_by_name, max_bytes=options.max_notebook_bytes)
+            notes[student] = [safe_text(note) for note in found_notes]
+            todo, done_here = [], []
+            for notebook, path in chosen.items():
+                if path is None:
+                    done_here.append({"student_id": student, "notebook": notebook, "scores": {}, "status": "missing",
+                                      "detail": f"{notebook}.ipynb not found in the submission"})
+                    continue
+                fingerprint = _fingerprint(path, digest, options)
+                cached = _cached(out, student, notebook, fingerprint)
+                if cached:
+                    done_here.append({**cached, "cached": True})
+                else:
+                    todo.append((notebook, path, fingerprint))
+        except Exception as exc:  # whatever a folder holds, it costs its own student, never the class
+            why = safe_text(f"{type(exc).__name__}: {exc}")
+            records += [{"student_id": student, "notebook": nb, "scores": {}, "status": "invalid_submission",
+                         "detail": why} for nb in course.notebooks]
+            continue
+        records += done_here
+        if todo:
+            by_student[student] = todo
+    write_json_atomic(out / "rejected_ids.json", rejected)
 
     _install_sigterm()
     from tqdm import tqdm
@@ -773,6 +838,13 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     return summary
 
 
+def rejected_id(name: str) -> str:
+    """A stand-in id for a folder whose name is refused: safe in a spreadsheet, a path and a
+    glob, and the same on every run. The folder's name itself is kept only in rejected_ids.json."""
+    raw = name.encode("utf-8", "surrogateescape")
+    return f"rejected-{hashlib.sha256(raw).hexdigest()[:10]}"
+
+
 def _install_sigterm() -> None:
     """Turn SIGTERM into KeyboardInterrupt so a killed batch stops its nbgrader runs too."""
     def handler(signum, frame):
@@ -835,13 +907,7 @@ def _report(course: Course, out: Path, graded_cells: list[Exercise], records: li
                                  "what_happened": STATUS_TEXT[r["status"]], "detail": r.get("detail", "")})
     fields = ["student_id", *[e.grade_id for e in auto_cells], *[e.grade_id for e in manual_cells],
               "auto_total", "total", "max_total", "pending", "needs_review"]
-    tmp = out / "grades.csv.tmp"
-    with open(tmp, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: (f"{v:g}" if isinstance(v, float) else v) for k, v in row.items()})
-    os.replace(tmp, out / "grades.csv")
+    write_csv(out / "grades.csv", fields, rows)
     with open(out / "log.jsonl.tmp", "w", encoding="utf-8") as handle:
         for r in sorted(records, key=lambda r: (r["student_id"], r["notebook"])):
             handle.write(json.dumps(r, ensure_ascii=False) + "\n")

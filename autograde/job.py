@@ -18,6 +18,7 @@ notebook runs past the wall-clock limit; when the parent itself dies, this proce
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -35,7 +36,9 @@ RUNNER = Path(__file__).with_name("runner.py")
 class Worker:
     def __init__(self, settings: dict, student: str, ledger: Path):
         self.settings, self.student = settings, student
-        self.spec = json.loads(Path(settings["judge"]).read_text(encoding="utf-8"))
+        spec = Path(settings["judge"]).read_bytes()
+        self.spec = json.loads(spec)
+        self.spec_digest = hashlib.sha256(spec).hexdigest()  # the hidden tests and answers: learners have neither
         self.box = None
         if settings["sandbox"]:
             self.box = Sandbox(Path(settings["home"]), Limits(settings["memory_limit"], settings["pids"]), ledger)
@@ -97,7 +100,8 @@ class Worker:
         api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
         clock = time.monotonic()
         result: dict = {"autograde": api.autograde(assignment, student, force=True, create=True), "timings": {}}
-        if self.kernel is not None and self.kernel.reused and (
+        over_output_limit = "OutputLimitExceeded" in str(result["autograde"].get("error", ""))
+        if self.kernel is not None and self.kernel.reused and not over_output_limit and (
                 not result["autograde"].get("success") or self.kernel.out_of_memory() or self.kernel.oom_noted):
             # it failed in a kernel an earlier notebook had used: what that notebook left (in a
             # module, say) must not cost this one, so it runs again, in a fresh kernel, as if alone
@@ -116,7 +120,7 @@ class Worker:
         if result["autograde"].get("success") and len(notebooks) == 1:
             self.runner_out_of_memory = False
             clock = time.monotonic()
-            result["judge"], result["load_errors"] = self._judge(notebooks[0])
+            result["judge"], result["load_errors"] = self._judge(jobdir, notebooks[0])
             # one runner serves a student's notebooks (each loaded into a fresh namespace); it
             # is restarted when it fails, and a restart reports whether it ran out of memory
             result["runner_out_of_memory"] = self.runner_out_of_memory or bool(
@@ -128,12 +132,26 @@ class Worker:
             result["timings"]["feedback"] = round(time.monotonic() - clock, 3)
         return result
 
-    def _judge(self, path: Path) -> tuple[dict, list[dict]]:
+    def input_salt(self, jobdir: Path, notebook: str) -> str:
+        """The salt of this submission's hidden random inputs (tools.checks.hidden_random): a
+        digest of the submitted notebook and of the hidden tests. The same file always gets the
+        same inputs; any change to it, other inputs; and without the hidden tests nobody can
+        work out which."""
+        submitted = jobdir / "submitted" / self.student / self.settings["assignment"] / f"{notebook}.ipynb"
+        return hashlib.sha256(self.spec_digest.encode() + b"|" + submitted.read_bytes()).hexdigest()
+
+    def _judge(self, jobdir: Path, path: Path) -> tuple[dict, list[dict]]:
+        from tools import checks
+
         notebook = path.stem
         spec = self.spec["notebooks"][notebook]
         nb = nbformat.read(path, as_version=4)
         cells = judge.learner_cells(nb, set(spec["given"]))
-        results, load_errors = judge.judge_notebook(spec["tests"], self.spec["solutions"], self.session, cells)
+        checks.set_input_salt(self.input_salt(jobdir, notebook))
+        try:
+            results, load_errors = judge.judge_notebook(spec["tests"], self.spec["solutions"], self.session, cells)
+        finally:
+            checks.set_input_salt(None)
         for cell in nb.cells:  # the ideas' results, under each test cell, for the feedback page
             gid = cell.metadata.get("nbgrader", {}).get("grade_id")
             if gid in results and cell.cell_type == "code":
@@ -216,9 +234,24 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+MAX_LOG = 100_000  # characters of each nbgrader log kept in result.json
+
+
+def _limit_memory(limit: int) -> None:
+    """Cap this worker's address space (the soft limit only), so that a worker that still blows
+    up fails alone, as its student's problem, and the grading parent never does. The sandbox's
+    launcher sets the kernel's and the runner's own limits (sandbox._enter), not these."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if limit > 0 and (hard == resource.RLIM_INFINITY or limit <= hard):
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
 def main(argv: list[str]) -> int:
     _die_with_parent()
     settings = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    _limit_memory(int(settings.get("worker_memory_limit", 0)))
     student, jobdirs = argv[1], [Path(p).resolve() for p in argv[2:]]
     _cap_messages()
     worker = Worker(settings, student, jobdirs[0].parent / "sandbox.ledger")
@@ -228,6 +261,10 @@ def main(argv: list[str]) -> int:
             (jobdir / "started.tmp").write_text(repr(time.time()))
             os.replace(jobdir / "started.tmp", jobdir / "started")
             result = worker.grade(jobdir)
+            for step in ("autograde", "feedback"):  # nbgrader's logs quote the notebook: the parent reads a bounded part
+                for key in ("log", "error"):
+                    if isinstance(result.get(step, {}).get(key), str):
+                        result[step][key] = result[step][key][-MAX_LOG:]
             tmp = jobdir / "result.json.tmp"
             tmp.write_text(json.dumps(result), encoding="utf-8")
             os.replace(tmp, jobdir / "result.json")

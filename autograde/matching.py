@@ -1,13 +1,18 @@
 """Find each course notebook in a student's folder, whatever a platform renamed it to."""
 from __future__ import annotations
 
-import itertools
 import json
+import os
 import re
+import time
+from collections import deque
 from pathlib import Path
 
 MAX_FILES = 50  # .ipynb files looked at per student: a folder of thousands is not all parsed
 MAX_BYTES = 20 * 1024 * 1024  # a larger file is not parsed to look for grade ids
+MAX_DEPTH = 12  # folders below the student's folder that are looked into
+MAX_ENTRIES = 20_000  # files and folders listed per student, whatever their names
+MAX_WALK_SECONDS = 10.0  # time spent listing one student's folder
 
 # What platforms and Jupyter do to a name: "Copy of X", "X (1)", "X-Copy1", "X copy", "X_copy2".
 _RENAMES = [re.compile(p, re.IGNORECASE) for p in (r"^copy of\s+", r"\s*\(\d+\)$", r"[-_ ]copy\d*$")]
@@ -30,7 +35,7 @@ def grade_ids(path: Path, max_bytes: int | None = None) -> set[str]:
         if max_bytes is not None and path.stat().st_size > max_bytes:
             return set()
         cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):  # RecursionError: JSON nested too deep
         return set()
     ids = set()
     for cell in cells if isinstance(cells, list) else []:
@@ -51,11 +56,9 @@ def match_notebooks(student_dir: Path, names: tuple[str, ...], ids_by_name: dict
     """
     home = student_dir.resolve()
     by_lower = {name.lower(): name for name in names}
-    found = (p for p in student_dir.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    files = list(itertools.islice(found, 20 * max_files + 1))  # names only; enough to choose from
+    files, notes = walk_notebooks(student_dir, 20 * max_files + 1)
     more = len(files) > 20 * max_files
     files.sort(key=lambda p: (p.stem not in names, normalize(p.stem) not in by_lower, len(p.parts), str(p)))
-    notes: list[str] = []
     if more or len(files) > max_files:
         notes.append(f"{'more than ' if more else ''}{len(files) - more} .ipynb files: only {max_files} were looked at "
                      "(those named like a course notebook first)")
@@ -85,6 +88,10 @@ def match_notebooks(student_dir: Path, names: tuple[str, ...], ids_by_name: dict
             continue
         candidates[guess].append((1, -path.stat().st_mtime, path))
         notes.append(f"{path.relative_to(student_dir)} {how} → {guess}.ipynb")
+    others = [note for note in notes if note.endswith(": not a notebook of this course")]
+    if len(others) > 5:  # a folder of many files: a count, not a line each
+        notes = [note for note in notes if note not in others[5:]]
+        notes.append(f"ignored {len(others) - 5} more files that are not notebooks of this course")
     chosen: dict[str, Path | None] = {}
     for name in names:
         options = sorted(candidates[name])
@@ -92,3 +99,45 @@ def match_notebooks(student_dir: Path, names: tuple[str, ...], ids_by_name: dict
         if len(options) > 1:
             notes.append(f"{len(options)} files for {name}.ipynb; graded {options[0][2].relative_to(student_dir)}")
     return chosen, notes
+
+
+def walk_notebooks(folder: Path, limit: int, max_depth: int = MAX_DEPTH, max_entries: int = MAX_ENTRIES,
+                   max_seconds: float = MAX_WALK_SECONDS) -> tuple[list[Path], list[str]]:
+    """Up to ``limit`` ``.ipynb`` paths under ``folder``, nearest the top first, with notes on
+    what was not looked at.
+
+    A student's folder is untrusted: it may be nested thousands deep (``Path.rglob`` recurses
+    and raises RecursionError), hold 100,000 entries, or link elsewhere. So the walk is a loop
+    over a queue (breadth first, no recursion), follows no symbolic link, skips
+    ``.ipynb_checkpoints``, and stops at ``max_depth`` folders down, after ``max_entries``
+    entries, or after ``max_seconds``, whichever comes first."""
+    found: list[Path] = []
+    notes: list[str] = []
+    queue = deque([(folder, 0)])
+    listed, deadline, too_deep = 0, time.monotonic() + max_seconds, False
+    while queue and len(found) < limit:
+        current, depth = queue.popleft()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    listed += 1
+                    if listed > max_entries or time.monotonic() > deadline:
+                        why = f"more than {max_entries:,} entries" if listed > max_entries else f"over {max_seconds:g} s to list"
+                        notes.append(f"the folder holds {why}: the rest was not looked at")
+                        return found, notes
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name == ".ipynb_checkpoints":
+                            continue
+                        if depth + 1 > max_depth:
+                            too_deep = True
+                            continue
+                        queue.append((Path(entry.path), depth + 1))
+                    elif entry.name.endswith(".ipynb"):
+                        found.append(Path(entry.path))
+                        if len(found) >= limit:
+                            break
+        except OSError as exc:
+            notes.append(f"a folder could not be read: {type(exc).__name__}")
+    if too_deep:
+        notes.append(f"folders more than {max_depth} levels down were not looked at")
+    return found, notes

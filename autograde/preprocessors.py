@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 
 import nbformat
 from nbformat.v4 import new_output
@@ -12,23 +14,64 @@ from traitlets import Integer, List, Unicode
 HIDDEN_NOTE = "# Hidden tests ran outside this notebook at grading: the ideas they check, and your result, are below."
 
 
-class CappedExecute(Execute):
-    """nbgrader's Execute, keeping at most ``stream_cap`` characters of a notebook's outputs
-    while it runs: the rest is dropped as it arrives, so a learner's output flood cannot fill
-    the grader's memory (a note says where output was dropped)."""
+class OutputLimitExceeded(RuntimeError):
+    """A notebook's kernel sent more than the grader accepts: it is stopped, and the notebook
+    fails at its own cost (grading.py reports it as ``output_limit``)."""
 
-    stream_cap = Integer(2_000_000, help="characters of output kept while a notebook runs").tag(config=True)
+
+def message_size(value, budget: int = 1 << 40) -> int:
+    """Roughly how many bytes ``value`` (a decoded kernel message: dicts, lists, strings,
+    numbers, binary buffers) takes, without copying it. An iterative walk (a message nested
+    a thousand deep does not recurse); it stops counting once past ``budget``."""
+    total, stack = 0, [value]
+    while stack and total <= budget:
+        item = stack.pop()
+        if isinstance(item, (str, bytes, bytearray)):
+            total += len(item) + 2
+        elif isinstance(item, memoryview):
+            total += item.nbytes
+        elif isinstance(item, dict):
+            total += 2 + 2 * len(item)
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            total += 2 + len(item)
+            stack.extend(item)
+        else:
+            total += 8
+    return total
+
+
+# kernel messages that add to what nbclient keeps: outputs, display updates, widget (comm) state
+_KEPT = frozenset({"stream", "display_data", "execute_result", "update_display_data", "error", "comm_open", "comm_msg"})
+
+
+class CappedExecute(Execute):
+    """nbgrader's Execute, with the kernel's messages counted while a notebook runs, so that
+    no notebook can fill the grading process's memory, whatever it sends.
+
+    Every message that nbclient would keep (outputs, display updates, widget comm messages,
+    errors) is counted whole: content, metadata and binary buffers.
+    - Past ``stream_cap`` bytes kept, further such messages are dropped as they arrive (a note
+      says where): an honest notebook that prints a lot is still graded.
+    - Past ``message_cap`` bytes received (kept or dropped), the notebook is stopped:
+      OutputLimitExceeded ends it and its kernel is killed (it is never reused).
+    A single message is at most job.MAX_KERNEL_MESSAGE bytes (the sockets refuse larger ones)."""
+
+    stream_cap = Integer(2_000_000, help="bytes of kernel output kept while a notebook runs").tag(config=True)
+    message_cap = Integer(64 << 20, help="bytes of kernel messages one notebook may send before it is stopped").tag(config=True)
     # set by the grading worker (job.py): a kernels.StudentKernel that lends one running kernel to
     # each of a student's notebooks in turn; None: start and shut down a kernel per notebook
     shared_kernel = None
 
     def preprocess(self, nb, resources=None, km=None):
+        self._kept, self._received, self._noted = 0, 0, set()
         lender = type(self).shared_kernel
         if lender is None or km is not None:
-            return super().preprocess(nb, resources, km)
+            return self._run(nb, resources, km)
         clean = False
         try:
-            result = super().preprocess(nb, resources, lender.acquire())
+            result = self._run(nb, resources, lender.acquire())
             clean = not any(out.get("ename") == self.error_on_timeout.get("ename")
                             for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", []))
             return result
@@ -38,17 +81,58 @@ class CappedExecute(Execute):
                 self.kc = None
             lender.release(clean)
 
-    def output(self, outs, msg, display_id, cell_index):
-        content = msg.get("content", {})
-        size = len(str(content.get("text", ""))) + sum(len(str(v)) for v in content.get("data", {}).values())
-        self._seen = getattr(self, "_seen", 0) + size
-        if self._seen > self.stream_cap and msg.get("msg_type") in ("stream", "display_data", "execute_result", "update_display_data"):
-            noted = self.__dict__.setdefault("_noted", set())
-            if cell_index not in noted:
-                noted.add(cell_index)
-                outs.append(new_output("stream", name="stdout", text="\n[output dropped: this notebook printed more than the grader keeps]\n"))
+    def _run(self, nb, resources, km):
+        try:
+            return super().preprocess(nb, resources, km)
+        except OutputLimitExceeded:
+            raise
+        except Exception as exc:
+            if self._received > self.message_cap:  # the kernel was killed at the limit: say why it stopped
+                raise OutputLimitExceeded(self._why()) from exc
+            raise
+
+    def _why(self) -> str:
+        return (f"OutputLimitExceeded: the notebook sent more than {self.message_cap >> 20} MiB of output (outputs, "
+                "display updates and widget messages together); it was stopped")
+
+    def _stop_kernel(self) -> None:
+        """Kill the kernel now: left running, it would go on sending while nobody reads."""
+        pid = getattr(getattr(self.km, "provisioner", None), "pid", None)
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        """nbclient's widget bookkeeping, which raises on a malformed widget message (a missing
+        ``_model_module``, say): such a message is ignored, as a browser would ignore it."""
+        try:
+            return super().handle_comm_msg(outs, msg, cell_index)
+        except Exception:
             return None
-        return super().output(outs, msg, display_id, cell_index)
+
+    def process_message(self, msg, cell, cell_index):
+        kind = msg.get("msg_type")
+        if kind not in _KEPT:
+            return super().process_message(msg, cell, cell_index)
+        size = message_size([msg.get("content"), msg.get("metadata"), msg.get("buffers")], self.message_cap)
+        self._received += size
+        if self._received > self.message_cap:
+            self._stop_kernel()
+            raise OutputLimitExceeded(self._why())
+        if self._kept + size > self.stream_cap and kind == "error":  # an error is kept, cut short
+            content = msg.get("content") or {}
+            content["evalue"] = str(content.get("evalue", ""))[:2000]
+            content["traceback"] = [str(line)[:2000] for line in list(content.get("traceback") or [])[-5:]]
+        elif self._kept + size > self.stream_cap:
+            if kind not in ("comm_open", "comm_msg") and cell_index not in self._noted:
+                self._noted.add(cell_index)
+                cell.outputs.append(new_output("stream", name="stdout",
+                                               text="\n[output dropped: this notebook printed more than the grader keeps]\n"))
+            return None
+        self._kept += size
+        return super().process_message(msg, cell, cell_index)
 
 
 class CapOutputs(NbGraderPreprocessor):

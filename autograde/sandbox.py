@@ -373,6 +373,9 @@ def _enter(config: dict) -> None:
     if not groups:  # rlimits: memory as address space, processes per user (not enforced for root)
         resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
         resource.setrlimit(resource.RLIMIT_NPROC, (limits["pids"], limits["pids"]))
+    else:  # the cgroup limits memory; the grading worker's own (soft) address-space cap is not this job's
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     size = 1 << 30  # no single file above 1 GiB
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import traceback
 from dataclasses import dataclass, field
 from typing import Callable
@@ -109,6 +110,25 @@ class PublicChecks:
 # its own answers; at grading, the trusted judge installs a collector here and runs the
 # ideas itself, against the learner's functions.
 _COLLECTOR = None
+_INPUT_SALT: str | None = None
+
+
+def set_input_salt(salt: str | None) -> None:
+    """The judge, before it runs a submission's hidden tests: the salt its random inputs are
+    drawn with (None: the instructor's fixed inputs)."""
+    global _INPUT_SALT
+    _INPUT_SALT = salt or None
+
+
+def hidden_random(seed: int) -> random.Random:
+    """Hidden tests: the generator of their random inputs.
+
+    In the instructor's notebook it is ``random.Random(seed)``: the same inputs on every run.
+    At grading the judge salts it with a value derived from the submission's bytes and the
+    course's instructor sources (which learners do not have): the same submission always gets
+    the same inputs and so the same grade, and a changed one gets other inputs, so values that
+    a learner's code saw in one grading are no use in the next."""
+    return random.Random(seed if _INPUT_SALT is None else f"{_INPUT_SALT}:{seed}")
 
 
 def uses(*names: str, stand_ins: dict[str, str] | None = None) -> None:

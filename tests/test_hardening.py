@@ -1,0 +1,289 @@
+"""Submissions that attack the grader rather than the grade (tests/hostile.py), graded in one
+batch next to an honest student and a control, with the grading processes' memory sampled
+from /proc while it runs. The batch must finish; the honest student keeps full marks; no
+attack scores above its control; each attack ends as a named problem of its own student; the
+grading parent and every grading process stay under 1 GiB of resident memory; no CSV cell
+reads as a formula; and no page runs script.
+
+The fast tests at the end check each limit on its own, without grading."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from hostile import FORMULA_ID, PeakMemory, build_hardening_batch, deep_json, nested_folders, remove_nested
+from submissions import NOTEBOOKS
+
+ROOT = Path(__file__).resolve().parents[1]
+GiB = 1 << 30
+NB01, NB02 = NOTEBOOKS[0], NOTEBOOKS[1]
+FULL_AUTO = sum(c.metadata["nbgrader"]["points"] for n in NOTEBOOKS
+                for c in nbformat.read(ROOT / "solutions" / f"{n}.ipynb", 4).cells
+                if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution"))
+
+
+@pytest.fixture(scope="module")
+def hardened(tmp_path_factory):
+    base = tmp_path_factory.mktemp("hardening")
+    subs, out = base / "submissions", base / "out"
+    plan = build_hardening_batch(subs)
+    command = [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress",
+               "--workers", "2", "--memory-limit", "1", "--cell-timeout", "20", "--notebook-timeout", "120"]
+    began = time.monotonic()
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with PeakMemory(proc.pid) as memory:
+        output, _ = proc.communicate(timeout=1500)
+    for student in ("atk_deep_dirs", "atk_deep_both"):  # pytest's own clean-up would recurse through them
+        remove_nested(subs / student)
+    assert proc.returncode == 0, f"the batch did not finish:\n{output[-4000:]}"
+    with open(out / "grades.csv", encoding="utf-8", newline="") as handle:
+        table = list(csv.reader(handle))
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    return {"out": out, "plan": plan, "peaks": memory.peaks, "seconds": time.monotonic() - began, "table": table,
+            "rows": {row[0]: dict(zip(table[0], row)) for row in table[1:]},
+            "records": {(r["student_id"], r["notebook"]): r for r in log},
+            "summary": json.loads((out / "summary.json").read_text(encoding="utf-8"))}
+
+
+pytestmark_batch = pytest.mark.slow
+
+
+@pytestmark_batch
+def test_the_batch_finishes_and_the_honest_student_keeps_full_marks(hardened):
+    assert float(hardened["rows"]["honest"]["auto_total"]) == FULL_AUTO
+    assert all(hardened["records"][("honest", nb)]["status"] == "graded" for nb in NOTEBOOKS)
+
+
+@pytestmark_batch
+def test_grading_memory_stays_under_one_gib(hardened):
+    peaks = hardened["peaks"]
+    print(f"peak RSS: parent {peaks['parent'] / 2**20:.0f} MiB, grading process {peaks['worker'] / 2**20:.0f} MiB")
+    assert 0 < peaks["parent"] < GiB and 0 < peaks["worker"] < GiB
+
+
+@pytestmark_batch
+@pytest.mark.parametrize("student", ["atk_out_metadata", "atk_out_updates", "atk_out_comms"])
+def test_an_output_flood_stops_its_own_notebook(hardened, student):
+    record = hardened["records"][(student, NB01)]
+    assert record["status"] == "output_limit", record
+    assert "MiB of output" in record["detail"]
+    assert float(hardened["rows"][student]["auto_total"]) <= float(hardened["rows"]["honest"]["auto_total"])
+
+
+@pytestmark_batch
+def test_writing_past_ipythons_capture_reaches_no_one(hardened):
+    """700 MB written to the kernel's own standard output land in the grading process's log,
+    of which the parent reads only the end (the memory test above holds the parent to it)."""
+    record = hardened["records"][("atk_out_fd", NB01)]
+    assert record["status"] == "graded", record
+    assert record["scores"] == hardened["records"][("honest", NB01)]["scores"]
+
+
+@pytestmark_batch
+def test_a_huge_error_is_kept_cut_short(hardened):
+    record = hardened["records"][("atk_out_error", NB01)]
+    assert record["status"] == "graded", record
+    assert record["scores"]["todo0_check_overlap"] == hardened["records"][("honest", NB01)]["scores"]["todo0_check_overlap"]
+    page = hardened["out"] / "feedback" / "atk_out_error" / f"{NB01}.html"
+    assert page.stat().st_size < 1_200_000
+
+
+@pytestmark_batch
+def test_a_callback_flood_ends_at_the_call_limit(hardened):
+    record = hardened["records"][("atk_callback_flood", NB02)]
+    assert record["status"] == "graded", record
+    assert record["seconds"] < 100, "the per-call limit (20 s) ended it, not the notebook limit (120 s)"
+    control = hardened["records"][("ctl_wrong2", NB02)]["scores"]["todo2_estimate_handoff"]
+    assert record["scores"]["todo2_estimate_handoff"] <= control
+    page = (hardened["out"] / "feedback" / "atk_callback_flood" / f"{NB02}.html").read_text(encoding="utf-8")
+    assert "stopped reading what the grader sent" in page
+
+
+@pytestmark_batch
+def test_deep_json_and_deep_folders_cost_only_their_own_student(hardened):
+    records, notes = hardened["records"], hardened["summary"]["matching_notes"]
+    assert records[("atk_deep_json", NB01)]["status"] == "invalid_notebook"
+    assert "RecursionError" in records[("atk_deep_json", NB01)]["detail"]
+    assert records[("atk_deep_dirs", NB02)]["status"] == "graded"
+    assert any("levels down were not looked at" in n for n in notes["atk_deep_dirs"])
+    assert any("levels down were not looked at" in n for n in notes["atk_deep_both"])
+    assert all(records[("atk_deep_both", nb)]["status"] == "missing" for nb in NOTEBOOKS)
+
+
+@pytestmark_batch
+def test_a_folder_of_100000_files_is_looked_at_within_limits(hardened):
+    assert hardened["records"][("atk_many_files", NB01)]["status"] == "graded"
+    notes = hardened["summary"]["matching_notes"]["atk_many_files"]
+    assert any("only 50 were looked at" in n for n in notes) and len(notes) < 15
+
+
+@pytestmark_batch
+def test_no_csv_cell_reads_as_a_formula_and_refused_names_stay_out_of_it(hardened):
+    cells = [cell for row in hardened["table"] for cell in row]
+    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    assert not [c for c in cells if "HYPERLINK" in c or "\n" in c]
+    rejected = json.loads((hardened["out"] / "rejected_ids.json").read_text(encoding="utf-8"))
+    assert {entry["folder"] for entry in rejected} == {FORMULA_ID, "newline\n"}
+    assert {entry["student_id"] for entry in rejected} <= set(hardened["rows"])
+
+
+@pytestmark_batch
+def test_an_id_named_like_a_grader_file_is_graded_like_anyone(hardened):
+    assert hardened["records"][("settings.json", NB01)]["status"] == "graded"
+    assert hardened["records"][("settings.json", NB01)]["scores"] == hardened["records"][("honest", NB01)]["scores"]
+
+
+def _inputs_shown(out: Path, student: str) -> str:
+    text = (out / "feedback" / student / f"{NB01}.html").read_text(encoding="utf-8")
+    start = text.index("300 random pairs")
+    return text[start:text.index("\n", text.index("inputs: ", start))]
+
+
+@pytestmark_batch
+def test_hidden_inputs_follow_the_submission(hardened):
+    """The same file gets the same hidden inputs (and grade); a changed file gets others, so
+    what one grading showed is no use for the next submission."""
+    out = hardened["out"]
+    assert _inputs_shown(out, "atk_inputs_a1") == _inputs_shown(out, "atk_inputs_a2")
+    assert _inputs_shown(out, "atk_inputs_a1") != _inputs_shown(out, "atk_inputs_b")
+
+
+@pytestmark_batch
+@pytest.mark.browser
+def test_no_page_runs_script(hardened):
+    from page_attacks import scripts_ran
+
+    report = subprocess.run([sys.executable, "-m", "autograde", "report", str(hardened["out"])], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stdout + report.stderr
+    pages = sorted(hardened["out"].glob("feedback/*/*.html")) + sorted(hardened["out"].glob("*.html"))
+    assert any(p.parent.name == "atk_pages" for p in pages) and any(p.name == "report.html" for p in pages)
+    assert len(pages) >= 15
+    assert scripts_ran(pages) == {}
+
+
+# ------------------------------------------------------------------ each limit on its own
+def test_walking_a_folder_never_recurses_and_stops_at_its_limits(tmp_path):
+    from autograde.matching import match_notebooks, walk_notebooks
+
+    nested_folders(tmp_path, 1_300)
+    try:
+        found, notes = walk_notebooks(tmp_path, 100)
+    finally:
+        remove_nested(tmp_path)
+    assert found == [] and any("levels down" in n for n in notes)
+    crowd = tmp_path / "crowd"
+    crowd.mkdir()
+    for i in range(3_000):
+        os.close(os.open(crowd / f"f{i}.txt", os.O_WRONLY | os.O_CREAT))
+    found, notes = walk_notebooks(tmp_path, 100, max_entries=1_000)
+    assert any("more than 1,000 entries" in n for n in notes)
+    chosen, notes = match_notebooks(tmp_path, ("01_a",), {"01_a": {"x"}})
+    assert chosen == {"01_a": None}
+
+
+def test_deep_json_is_not_a_notebook_and_raises_nothing(tmp_path):
+    from autograde.grading import read_graded
+    from autograde.matching import grade_ids, match_notebooks
+
+    (tmp_path / "work.ipynb").write_text(deep_json())
+    assert grade_ids(tmp_path / "work.ipynb") == set()
+    assert read_graded(tmp_path / "work.ipynb") is None
+    chosen, notes = match_notebooks(tmp_path, ("01_a",), {"01_a": {"x"}})
+    assert chosen == {"01_a": None} and "not a notebook of this course" in notes[0]
+
+
+def test_spreadsheet_cells_are_neutralised(tmp_path):
+    from autograde.tables import spreadsheet_safe, write_csv
+
+    for bad in ("=1+1", "+1", "-1", "@SUM(A1)", "\t=1", "\r=1"):
+        assert spreadsheet_safe(bad) == "'" + bad
+    assert spreadsheet_safe("ada") == "ada" and spreadsheet_safe(0.25) == "0.25" and spreadsheet_safe(3) == 3
+    write_csv(tmp_path / "t.csv", ["student_id", "score"], [{"student_id": "=cmd", "score": 1.0}])
+    assert (tmp_path / "t.csv").read_text().splitlines() == ["student_id,score", "'=cmd,1"]
+
+
+def test_student_ids_are_matched_whole():
+    from autograde.grading import STUDENT_ID, rejected_id
+
+    assert STUDENT_ID.fullmatch("ada.l@x-1") and not STUDENT_ID.fullmatch("ada\n")
+    assert not STUDENT_ID.fullmatch(".settings.json"), "the grader's own files start with a dot"
+    assert rejected_id("=cmd") == rejected_id("=cmd") and STUDENT_ID.fullmatch(rejected_id("=cmd"))
+
+
+def test_message_size_counts_everything_without_recursing():
+    from autograde.preprocessors import message_size
+
+    assert message_size({"metadata": {"pad": "x" * 10_000}}) > 10_000
+    assert message_size([b"y" * 5_000, memoryview(b"z" * 5_000)]) >= 10_000
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert message_size(deep) > 100_000
+
+
+def test_a_log_is_read_from_its_end_only(tmp_path):
+    from autograde.grading import read_tail
+
+    log = tmp_path / "worker.log"
+    log.write_bytes(b"x" * 5_000_000 + b"the end")
+    tail = read_tail(log, 1000)
+    assert len(tail) == 1000 and tail.endswith("the end")
+
+
+FLOODER = r"""
+import json, os, sys
+line = (json.dumps({"op": "callback", "name": "g", "args": [], "kwargs": {}}) + "\n").encode()
+sys.stdin.readline()
+while True:
+    os.write(1, line)
+"""
+
+
+def test_a_runner_that_floods_callbacks_is_stopped_at_the_call_limit(tmp_path):
+    from autograde import judge
+
+    runner = judge.Runner([sys.executable, "-c", FLOODER], dict(os.environ), str(tmp_path), call_timeout=2.0)
+    began = time.monotonic()
+    with pytest.raises(judge.RunnerFailed, match="stopped reading"):
+        runner.call("f", (), {}, {"g": lambda: "x" * 10_000})
+    assert time.monotonic() - began < 6
+    runner.kill()
+
+
+def test_hidden_random_inputs_depend_on_the_salt_only_when_grading():
+    import random
+
+    from tools import checks
+
+    assert checks.hidden_random(7).random() == random.Random(7).random()
+    checks.set_input_salt("a")
+    try:
+        first = checks.hidden_random(7).random()
+        assert first == checks.hidden_random(7).random() != random.Random(7).random()
+        checks.set_input_salt("b")
+        assert checks.hidden_random(7).random() != first
+    finally:
+        checks.set_input_salt(None)
+
+
+def test_every_grading_limit_is_in_the_fingerprint(tmp_path):
+    import dataclasses
+
+    from autograde.grading import Options, _fingerprint
+
+    path = tmp_path / "nb.ipynb"
+    path.write_text("{}")
+    base = Options()
+    changed = {"cell_timeout": 31, "notebook_timeout": 301, "sandbox": False, "memory_limit": base.memory_limit + 1,
+               "process_limit": base.process_limit + 1, "max_notebook_bytes": base.max_notebook_bytes + 1}
+    for field, value in changed.items():
+        assert _fingerprint(path, "d", dataclasses.replace(base, **{field: value})) != _fingerprint(path, "d", base), field
