@@ -388,7 +388,7 @@ def test_a_second_run_on_the_same_folder_refuses(small_class, tmp_path):
     first = subprocess.Popen([sys.executable, "-m", "autograde", "grade", str(small_class), "--out", str(out), "--no-progress"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not (out / ".work" / "settings.json").exists() and time.monotonic() < deadline:
+    while not (out / ".work" / ".settings.json").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     second = run_grade(small_class, out, check=False)
     first.communicate(timeout=600)
