@@ -182,6 +182,12 @@ def build_hardening_batch(subs: Path, with_many_files: bool = True) -> dict[str,
     write(subs, "atk_inputs_b", nb01, build(nb01, {"todo0_solution": INPUTS_PROBE_TODO0 + "# resubmitted\n"}))
     for student in ("atk_inputs_a1", "atk_inputs_a2", "atk_inputs_b"):
         plan[student] = "shows the hidden tests' inputs in its feedback"
+    # not an attack: a learner who measured honestly and submitted with RUN_MODE = 'real_cpu'
+    nb05 = build(NOTEBOOKS[4])
+    setup = next(cell for cell in nb05.cells if "RUN_MODE = 'dry_run'" in cell.source)
+    setup.source = setup.source.replace("RUN_MODE = 'dry_run'", "RUN_MODE = 'real_cpu'")
+    write(subs, "learner_real_cpu", NOTEBOOKS[4], nb05)
+    plan["learner_real_cpu"] = "notebook 05 left in real_cpu mode"
     try:
         from page_attacks import PAYLOAD_CELLS, PAYLOAD_MARKDOWN
     except ImportError:

@@ -170,6 +170,18 @@ def test_no_page_runs_script(hardened):
     assert scripts_ran(pages) == {}
 
 
+@pytestmark_batch
+def test_grading_never_runs_a_learners_measurement(hardened):
+    """Notebook 05 submitted in real_cpu mode grades in the dry run: nothing measured, full marks,
+    and its feedback says why (a real_cpu run takes about 40 s, past a cell's 30 s limit)."""
+    nb05 = NOTEBOOKS[4]
+    record, honest = hardened["records"][("learner_real_cpu", nb05)], hardened["records"][("honest", nb05)]
+    assert record["status"] == "graded" and record["scores"] == honest["scores"]
+    assert record["timings"]["autograde"] < honest["timings"]["autograde"] + 5
+    page = (hardened["out"] / "feedback" / "learner_real_cpu" / f"{nb05}.html").read_text(encoding="utf-8")
+    assert "Grading runs the dry run whatever RUN_MODE says" in page
+
+
 # ------------------------------------------------------------------ each limit on its own
 def test_walking_a_folder_never_recurses_and_stops_at_its_limits(tmp_path):
     from autograde.matching import match_notebooks, walk_notebooks
