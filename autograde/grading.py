@@ -38,8 +38,9 @@ from . import gradebook
 from .course import Course, UnusableInput, kill_live_runs, kill_tree, reap, spawn
 from .exporters import add_csp
 from .ideas import course_tests
+from .job import SUBMISSION_DIGEST
 from .leaks import secret_lines
-from .matching import grade_ids, match_notebooks
+from .matching import check_nodes, grade_ids, match_notebooks
 from .preprocessors import NeutraliseForDisplay
 from .release import generate
 from .sandbox import GiB
@@ -193,14 +194,22 @@ def _read_json(path: Path, max_bytes: int | None = None) -> dict:
 MAX_GRADED_BYTES = 48 << 20  # a graded notebook (outputs are capped while it runs, so far below this)
 
 
+def read_notebook(path: Path, max_bytes: int):
+    """A notebook from a file that a submission made or shaped, read within bounds: its size is
+    checked before it is read, and its count of JSON objects before they are built
+    (matching.count_nodes). Raises NotebookTooLarge, TooManyObjects, or what nbformat raises."""
+    check_size(path, max_bytes)
+    raw = path.read_bytes()
+    check_nodes(raw)
+    return nbformat.reads(raw.decode("utf-8"), as_version=4)
+
+
 def read_graded(path: Path):
-    """A graded notebook as nbformat reads it, or None when it is missing, unreadable or over
-    MAX_GRADED_BYTES (its size is checked before it is read)."""
+    """A graded notebook, or None when it is missing, unreadable, or over MAX_GRADED_BYTES or
+    MAX_JSON_NODES (both checked before it is parsed)."""
     try:
-        if path.stat().st_size > MAX_GRADED_BYTES:
-            return None
-        return nbformat.read(path, as_version=4)
-    except Exception:  # not JSON, nested too deep, not a notebook
+        return read_notebook(path, MAX_GRADED_BYTES)
+    except Exception:  # not JSON, nested too deep, too large, not a notebook
         return None
 
 
@@ -232,10 +241,10 @@ def _changed_answers(before: Path, nb) -> list[str] | None:
     OUT/submitted); None when there is no readable earlier copy."""
     if not before.is_file():
         return None
-    try:
-        old = _answers(nbformat.read(before, as_version=4))
-    except Exception:
+    old_nb = read_graded(before)
+    if old_nb is None:
         return None
+    old = _answers(old_nb)
     new = _answers(nb)
     return sorted(gid for gid in {*old, *new} if old.get(gid) != new.get(gid))
 
@@ -245,8 +254,10 @@ def _repair_cells(nb, known: set[str]) -> list[str]:
     graded, never the student's file): consecutive cells that share an answer's grade id (what
     Jupyter's "Split Cell" leaves) are joined, sources separated by a blank line; a cell whose
     grade id the course does not know, or that repeats one met earlier, loses its nbgrader
-    metadata and counts as an ordinary cell. Returns a note for each change."""
-    notes, cells, seen = [], [], set()
+    metadata and counts as an ordinary cell. Returns a note for each kind of change (at most a
+    few: a notebook split into thousands of cells gets one line per answer, not per cell)."""
+    cells, seen, parts = [], set(), {}  # parts: id(cell) -> the sources joined into that cell, in order
+    ordinary: dict[str, int] = {}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader")
         gid = str(meta.get("grade_id", "")) if isinstance(meta, dict) else ""
@@ -257,16 +268,30 @@ def _repair_cells(nb, known: set[str]) -> list[str]:
         last_meta = last.metadata.get("nbgrader", {}) if last is not None else {}
         if (meta.get("solution") and last is not None and isinstance(last_meta, dict) and last_meta.get("solution")
                 and str(last_meta.get("grade_id", "")) == gid and last.cell_type == cell.cell_type and gid in known):
-            last.source = last.source.rstrip("\n") + "\n\n" + cell.source.lstrip("\n")
-            notes.append(f"answer cell {safe_text(gid)} was split in two; the parts were joined for grading")
+            parts.setdefault(id(last), [last.source]).append(cell.source)
             continue
         if gid not in known or gid in seen:
             why = "a grade id this course does not have" if gid not in known else "a grade id used by an earlier cell"
             del cell.metadata["nbgrader"]
-            notes.append(f"a cell with {why} ({safe_text(gid) or 'none'}) was graded as an ordinary cell")
+            key = f"{why} ({safe_text(gid) or 'none'})"
+            ordinary[key] = ordinary.get(key, 0) + 1
         else:
             seen.add(gid)
         cells.append(cell)
+    notes = []
+    for cell in cells:
+        joined = parts.get(id(cell))
+        if joined:  # one join per answer: linear in the notebook's size
+            inner = [text.strip("\n") for text in joined[1:-1]]
+            cell.source = "\n\n".join([joined[0].rstrip("\n"), *inner, joined[-1].lstrip("\n")])
+            gid = safe_text(str(cell.metadata["nbgrader"].get("grade_id", "")))
+            pieces = "two" if len(joined) == 2 else f"{len(joined):,} parts"
+            notes.append(f"answer cell {gid} was split in {pieces}; the parts were joined for grading")
+    for key, count in list(ordinary.items())[:20]:
+        times = "" if count == 1 else f" ({count:,} cells)"
+        notes.append(f"a cell with {key} was graded as an ordinary cell{times}")
+    if len(ordinary) > 20:
+        notes.append(f"{len(ordinary) - 20} more grade ids this course does not have were graded as ordinary cells")
     nb.cells = cells
     return notes
 
@@ -276,8 +301,7 @@ def _prepare(course: Course, master: Path, out: Path, student: str, notebook: st
     """A fresh nbgrader course folder holding one submitted notebook (raises on an unreadable
     one, and on one over ``max_bytes`` before reading it). ``record`` gets the answer cells
     changed since the last grading (a manual score on one of them is then flagged for review)."""
-    check_size(path, max_bytes)
-    nb = nbformat.read(path, as_version=4)
+    nb = read_notebook(path, max_bytes)
     repairs = _repair_cells(nb, grade_ids(master / "source" / course.assignment / f"{notebook}.ipynb"))
     if record is not None and repairs:
         record["matching_notes"] = repairs
@@ -289,6 +313,8 @@ def _prepare(course: Course, master: Path, out: Path, student: str, notebook: st
     if job.exists():
         shutil.rmtree(job)
     job.mkdir(parents=True)
+    # the submitted file's own bytes, before nbformat rewrites them: the salt of its hidden random inputs (job.py)
+    (job / SUBMISSION_DIGEST).write_text(hashlib.sha256(path.read_bytes()).hexdigest())
     shutil.copy(master / "nbgrader_config.py", job / "nbgrader_config.py")
     # the job folder is the project root for the graded notebook: files it writes stay in the job
     shutil.copy(course.root / "course.toml", job / "course.toml")
@@ -318,7 +344,7 @@ def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, lo
         record.update(status="out_of_memory", detail=f"over the {options.memory_limit / GiB:g} GiB limit: the kernel was stopped")
     elif not graded.is_file() or "scores" not in outcome:
         if "OutputLimitExceeded" in text:
-            record.update(status="output_limit", detail=_last_error(text, ("OutputLimitExceeded",)))
+            record.update(status="output_limit", detail=_last_error(text, ("OutputLimitExceeded",)).split("OutputLimitExceeded: ")[-1])
         elif "MemoryError" in text and "Traceback" in log:
             record.update(status="out_of_memory", detail="the grading process ran out of memory on this notebook's output")
         elif "DeadKernelError" in text or "kernel died" in text.lower():
@@ -768,6 +794,9 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
         records += done_here
         if todo:
             by_student[student] = todo
+    for name in sorted(p.name for p in submissions.iterdir() if p.name.startswith(".") and p.is_dir()):
+        rejected.append({"student_id": None, "reason": "a hidden folder (its name starts with '.'): not graded",
+                         "folder": name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")})
     write_json_atomic(out / "rejected_ids.json", rejected)
 
     _install_sigterm()
@@ -839,10 +868,11 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
 
 
 def rejected_id(name: str) -> str:
-    """A stand-in id for a folder whose name is refused: safe in a spreadsheet, a path and a
-    glob, and the same on every run. The folder's name itself is kept only in rejected_ids.json."""
+    """A stand-in id for a folder whose name is refused: safe in a spreadsheet, the same on every
+    run, and never a valid id (a folder named like it is refused itself). It names no file: a
+    refused folder is not graded. The folder's name itself is kept only in rejected_ids.json."""
     raw = name.encode("utf-8", "surrogateescape")
-    return f"rejected-{hashlib.sha256(raw).hexdigest()[:10]}"
+    return f"rejected:{hashlib.sha256(raw).hexdigest()[:10]}"  # ':' is in no valid id: no folder can take it
 
 
 def _install_sigterm() -> None:

@@ -31,6 +31,7 @@ from . import judge
 from .sandbox import Limits, Sandbox
 
 RUNNER = Path(__file__).with_name("runner.py")
+SUBMISSION_DIGEST = "submission.sha256"  # in a job folder: the digest of the file as the student sent it
 
 
 class Worker:
@@ -132,13 +133,14 @@ class Worker:
             result["timings"]["feedback"] = round(time.monotonic() - clock, 3)
         return result
 
-    def input_salt(self, jobdir: Path, notebook: str) -> str:
+    def input_salt(self, jobdir: Path) -> str:
         """The salt of this submission's hidden random inputs (tools.checks.hidden_random): a
-        digest of the submitted notebook and of the hidden tests. The same file always gets the
-        same inputs; any change to it, other inputs; and without the hidden tests nobody can
-        work out which."""
-        submitted = jobdir / "submitted" / self.student / self.settings["assignment"] / f"{notebook}.ipynb"
-        return hashlib.sha256(self.spec_digest.encode() + b"|" + submitted.read_bytes()).hexdigest()
+        digest of the submitted file's bytes as the student sent them (grading._prepare wrote
+        it) and of the hidden tests. The same file always gets the same inputs; any change to
+        it, a re-save included, other inputs; and without the hidden tests nobody can work out
+        which."""
+        submitted = (jobdir / SUBMISSION_DIGEST).read_text(encoding="utf-8").strip()
+        return hashlib.sha256(f"{self.spec_digest}|{submitted}".encode()).hexdigest()
 
     def _judge(self, jobdir: Path, path: Path) -> tuple[dict, list[dict]]:
         from tools import checks
@@ -147,7 +149,7 @@ class Worker:
         spec = self.spec["notebooks"][notebook]
         nb = nbformat.read(path, as_version=4)
         cells = judge.learner_cells(nb, set(spec["given"]))
-        checks.set_input_salt(self.input_salt(jobdir, notebook))
+        checks.set_input_salt(self.input_salt(jobdir))
         try:
             results, load_errors = judge.judge_notebook(spec["tests"], self.spec["solutions"], self.session, cells)
         finally:

@@ -24,6 +24,7 @@ from typing import Any, Callable
 from . import ideas as idea_format
 
 MAX_MESSAGE = 1 << 20  # bytes in one message from the runner
+MAX_PAIRS = 10_000  # entries of one dict with keys that are not strings (whose hashes a runner can make collide)
 MAX_TEXT = 400  # characters of a message shown to the learner
 # exceptions a learner's function may raise that hidden tests can catch by type
 CATCHABLE = ("NotImplementedError", "RecursionError", "ZeroDivisionError", "UnboundLocalError", "KeyError",
@@ -65,6 +66,8 @@ def decode(value: Any) -> Any:
         if set(value) == {"$tuple"} and isinstance(value["$tuple"], list):
             return tuple(decode(v) for v in value["$tuple"])
         if set(value) == {"$dict"} and isinstance(value["$dict"], list):
+            if len(value["$dict"]) > MAX_PAIRS:
+                raise RunnerFailed(f"a dict of more than {MAX_PAIRS:,} entries with keys that are not strings came back")
             pairs = {}
             for pair in value["$dict"]:
                 if not (isinstance(pair, list) and len(pair) == 2):
@@ -198,7 +201,11 @@ class Runner:
                     for key, after in decode(reply["kwargs_after"]).items():
                         if key in kwargs:
                             _mirror(kwargs[key], after)
-                return decode(reply.get("value"))
+                value = decode(reply.get("value"))
+                if time.monotonic() > deadline:  # decoding counts too
+                    self.kill()
+                    raise RunnerFailed(f"your code did not answer in time ({self.call_timeout:g} s per call)")
+                return value
             elif op == "exception":
                 mro = [m for m in reply.get("mro", []) if isinstance(m, str)] if isinstance(reply.get("mro"), list) else []
                 message = _short(reply.get("message", ""))

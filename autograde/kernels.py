@@ -20,6 +20,7 @@ that it boots while this notebook's judge and feedback run.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from queue import Empty
 
@@ -56,6 +57,69 @@ _HOOKS = ("(lambda ip: sum(getattr(f, '__module__', None) == '__main__' or getat
           " *ip.ast_transformers]))(get_ipython())")
 
 
+MESSAGE_CAP = 64 << 20  # bytes a kernel may send while one notebook runs (any channel, any parent)
+MAX_MESSAGE_NODES = 300_000  # JSON objects and lists in one message part (as matching.MAX_JSON_NODES for files)
+
+
+class OutputLimitExceeded(RuntimeError):
+    """A notebook's kernel sent more than the grader accepts: the kernel is killed, and the
+    notebook fails at its own cost (grading.py reports it as ``output_limit``)."""
+
+
+class MessageBudget:
+    """Counts every message the grading process receives from a kernel, before it is decoded:
+    on any channel, and whether or not it answers the cell that runs (nbclient drops those only
+    after decoding them). Past ``cap`` bytes while one notebook runs, or for a message part that
+    would build more than ``max_nodes`` JSON objects, the kernel is killed (``kill``) and
+    OutputLimitExceeded raised. Installed on the Session of each client of the kernel
+    (BudgetedKernelManager)."""
+
+    def __init__(self, kill, cap: int = MESSAGE_CAP, max_nodes: int = MAX_MESSAGE_NODES):
+        self.kill, self.cap, self.max_nodes = kill, cap, max_nodes
+        self.received, self.exceeded, self.why = 0, False, ""
+
+    def reset(self) -> None:
+        self.received, self.exceeded, self.why = 0, False, ""
+
+    def install(self, session) -> None:
+        original = session.deserialize
+
+        def deserialize(msg_list, content=True, copy=True):
+            self.check(msg_list)
+            return original(msg_list, content=content, copy=copy)
+
+        session.deserialize = deserialize
+
+    def check(self, msg_list) -> None:
+        self.received += sum(len(part) for part in msg_list)
+        why = None
+        if self.received > self.cap:
+            why = f"the notebook sent more than {self.cap >> 20} MiB of output (outputs, display updates and widget messages together)"
+        else:
+            for part in msg_list[1:5]:  # header, parent header, metadata, content: JSON
+                raw = part if isinstance(part, bytes) else part.bytes
+                if raw.count(b"{") + raw.count(b"[") > self.max_nodes:
+                    why = f"one of its messages holds more than {self.max_nodes:,} JSON objects and lists"
+                    break
+        if why:
+            self.exceeded, self.why = True, f"OutputLimitExceeded: {why}; it was stopped"
+            self.kill()
+            raise OutputLimitExceeded(self.why)
+
+
+class BudgetedKernelManager(AsyncKernelManager):
+    """A kernel manager whose every client counts what it receives against ``budget`` (each
+    client gets a copy of the manager's Session, so the count goes on each client's copy)."""
+
+    budget: MessageBudget | None = None
+
+    def client(self, **kwargs):
+        kc = super().client(**kwargs)
+        if self.budget is not None:
+            self.budget.install(kc.session)
+        return kc
+
+
 class StudentKernel:
     """The kernel a grading worker hands to each of its notebooks (see the module's text).
 
@@ -75,6 +139,16 @@ class StudentKernel:
         self.resets = 0  # resets of the running kernel: how many notebooks it served before this one
         self.reused = False  # whether the last notebook lent a kernel ran in one an earlier notebook had used
         self.oom_noted = False
+        self.budget = MessageBudget(self._kill_now)
+
+    def _kill_now(self) -> None:
+        """Kill the kernel's process at once (SIGKILL): it may be sending while nobody reads."""
+        pid = getattr(getattr(self.km, "provisioner", None), "pid", None)
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     # ------------------------------------------------------------------ life cycle
     def start(self, jobdir: Path) -> None:
@@ -83,7 +157,8 @@ class StudentKernel:
         if self.km is not None:
             return
         env = dict(os.environ)
-        km = AsyncKernelManager(kernel_name=self.kernel_name)
+        km = BudgetedKernelManager(kernel_name=self.kernel_name)
+        km.budget = self.budget
         self.cwd = jobdir / "kernel"
         if self.box:
             self.job = self.box.job(f"{os.getpid()}-kernel-{self.starts}", course_toml=jobdir / "course.toml")
@@ -127,6 +202,7 @@ class StudentKernel:
         if self.km is None:
             raise RuntimeError("no kernel was started for this notebook")
         self.reused = self.resets > 0
+        self.budget.reset()
         if self.threads is None:
             reply = self._run("", STARTUP_TIMEOUT)
             self.threads, self.hooks = self._count(reply, "threads"), self._count(reply, "hooks")

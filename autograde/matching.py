@@ -10,6 +10,7 @@ from pathlib import Path
 
 MAX_FILES = 50  # .ipynb files looked at per student: a folder of thousands is not all parsed
 MAX_BYTES = 20 * 1024 * 1024  # a larger file is not parsed to look for grade ids
+MAX_JSON_NODES = 300_000  # objects and arrays in one submitted file (a course notebook with outputs holds a few thousand)
 MAX_DEPTH = 12  # folders below the student's folder that are looked into
 MAX_ENTRIES = 20_000  # files and folders listed per student, whatever their names
 MAX_WALK_SECONDS = 10.0  # time spent listing one student's folder
@@ -29,12 +30,29 @@ def normalize(stem: str) -> str:
     return stem.lower()
 
 
+class TooManyObjects(ValueError):
+    """A file whose JSON would build more objects than a notebook needs: refused unparsed."""
+
+
+def check_nodes(raw: bytes, max_nodes: int = MAX_JSON_NODES) -> None:
+    """Refuse JSON that would build too many objects, in one pass over the bytes: a file of
+    ``[{},{},...]`` is small on disk and gigabytes once parsed. A file with more than
+    ``max_nodes`` opening brackets (``{`` or ``[``, those inside strings too: an upper bound)
+    raises TooManyObjects before anything is built."""
+    nodes = raw.count(b"{") + raw.count(b"[")
+    if nodes > max_nodes:
+        raise TooManyObjects(f"the file holds {nodes:,} JSON objects and lists, more than the {max_nodes:,} "
+                             "a notebook may have (a notebook with outputs has a few thousand)")
+
+
 def grade_ids(path: Path, max_bytes: int | None = None) -> set[str]:
     """The nbgrader grade ids in a notebook (empty when it cannot be read, or is over ``max_bytes``)."""
     try:
         if max_bytes is not None and path.stat().st_size > max_bytes:
             return set()
-        cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+        raw = path.read_bytes()
+        check_nodes(raw)
+        cells = json.loads(raw).get("cells", [])
     except (OSError, ValueError, AttributeError, RecursionError):  # RecursionError: JSON nested too deep
         return set()
     ids = set()

@@ -9,7 +9,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
                                     LimitOutput, SaveAutoGrades)
 
 from autograde.exporters import FeedbackExporter
-from autograde.preprocessors import CapOutputs, CappedExecute, SafeOutputMetadata, ShortenErrors
+from autograde.preprocessors import CapGradedOutputs, CapOutputs, CappedExecute, SafeOutputMetadata, ShortenErrors
 
 c = get_config()  # noqa: F821 (provided by traitlets when the file is loaded)
 
@@ -29,8 +29,9 @@ c.OverwriteCells.add_missing_cells = True
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"[\s\S]*"
 # Outputs are cut to a byte budget before the graded notebook is saved.
-c.Autograde.autograde_preprocessors = [CappedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, CapOutputs,
-                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+# (Code cells keep their whole source here: the judge loads the learner's code from this notebook.)
+c.Autograde.autograde_preprocessors = [CappedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                       CapGradedOutputs, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 if os.environ.get("COURSE_SANDBOX") == "1":
     # The learner's kernel runs in bubblewrap (autograde/sandbox.py). It has no network, so
     # it talks to nbgrader over Unix sockets in a folder bound into the sandbox.

@@ -9,14 +9,11 @@ import signal
 import nbformat
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Integer, List, Unicode
+from traitlets import Bool, Integer, List, Unicode
+
+from .kernels import OutputLimitExceeded
 
 HIDDEN_NOTE = "# Hidden tests ran outside this notebook at grading: the ideas they check, and your result, are below."
-
-
-class OutputLimitExceeded(RuntimeError):
-    """A notebook's kernel sent more than the grader accepts: it is stopped, and the notebook
-    fails at its own cost (grading.py reports it as ``output_limit``)."""
 
 
 def message_size(value, budget: int = 1 << 40) -> int:
@@ -87,6 +84,9 @@ class CappedExecute(Execute):
         except OutputLimitExceeded:
             raise
         except Exception as exc:
+            budget = getattr(type(self).shared_kernel, "budget", None)
+            if budget is not None and budget.exceeded:  # the kernel was killed at the session's limit
+                raise OutputLimitExceeded(budget.why) from exc
             if self._received > self.message_cap:  # the kernel was killed at the limit: say why it stopped
                 raise OutputLimitExceeded(self._why()) from exc
             raise
@@ -144,6 +144,7 @@ class CapOutputs(NbGraderPreprocessor):
 
     per_output = Integer(20_000, help="characters kept of one output").tag(config=True)
     per_notebook = Integer(400_000, help="characters kept of all outputs together").tag(config=True)
+    cut_code = Bool(True, help="cut a long code cell's source too (a learner's cell may be huge)").tag(config=True)
 
     def preprocess(self, nb, resources):
         self._left = self.per_notebook
@@ -157,7 +158,7 @@ class CapOutputs(NbGraderPreprocessor):
         return text[:keep] + f"\n[output cut: {len(text) - keep:,} more characters were not kept]\n"
 
     def preprocess_cell(self, cell, resources, index):
-        if len(cell.source) > self.per_output:  # a learner's cell may be huge too (markdown included)
+        if len(cell.source) > self.per_output and (cell.cell_type != "code" or self.cut_code):
             cell.source = cell.source[:self.per_output] + f"\n[cell cut: {len(cell.source) - self.per_output:,} more characters]"
         if cell.cell_type != "code":
             return cell, resources
@@ -180,6 +181,14 @@ class CapOutputs(NbGraderPreprocessor):
                         break
                     output["data"][mime] = self._cut(text)
         return cell, resources
+
+
+class CapGradedOutputs(CapOutputs):
+    """CapOutputs for the notebook that is graded: every code cell's source stays whole, since
+    the judge loads the learner's code from it (a long answer cut short would not run). The
+    feedback step, whose page shows the code, uses CapOutputs and cuts it there."""
+
+    cut_code = Bool(False).tag(config=True)
 
 
 class ShortenErrors(NbGraderPreprocessor):  # nbgrader's base is enabled by default

@@ -28,6 +28,14 @@ OUTPUT_ATTACKS = {
                      "c = Comm(target_name='jupyter.widget', data={'state': {'_model_name': 'X', '_model_module': 'x', 'pad': 'c'}})\n"
                      "for _ in range(20):\n"
                      "    c.send({'method': 'update', 'state': {'pad': 'c' * 20_000_000}})",
+    # outputs addressed to no cell (another parent): nbclient decodes, then drops them uncounted
+    "atk_out_orphans": "k = get_ipython().kernel\npad = 'o' * (30 << 20)\nfor _ in range(100):\n"
+                       "    k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': pad}, "
+                       "parent={'msg_id': 'someone-else'})",
+    # one message whose content would build 15 million objects once decoded
+    "atk_out_objects": "k = get_ipython().kernel\n"
+                       "k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': 'x', 'pad': [{}] * 15_000_000},"
+                       " parent={'msg_id': 'someone-else'})",
     # an error whose message is 8 MB (kept, cut short)
     "atk_out_error": "raise ValueError('e' * 8_000_000)",
     # 700 MB written to the kernel's own standard output, past IPython's capture (the worker's log)
@@ -175,12 +183,27 @@ def build_hardening_batch(subs: Path, with_many_files: bool = True) -> dict[str,
     plan["newline\n"] = "folder name with a trailing newline"
     write(subs, "settings.json", nb01, build(nb01))
     plan["settings.json"] = "a valid id equal to a grader file's name"
+    write(subs, ".hidden", nb01, build(nb01))
+    plan[".hidden"] = "a hidden folder (not graded, but listed)"
+    # a small file that parses into millions of objects
+    bomb = build(nb01)
+    bomb.metadata["bomb"] = [{}] * 1_200_000
+    write(subs, "atk_object_bomb", nb01, bomb)
+    plan["atk_object_bomb"] = "4 MB of [{},{},...] in the notebook's metadata"
+    # not an attack: a correct answer followed by 260 comment lines (over 20,000 characters)
+    long_answer = build(nb01)
+    cell = next(c for c in long_answer.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "todo0_solution")
+    cell.source += "\n" + "\n".join(f"# note {i}: " + "x" * 80 for i in range(260))
+    write(subs, "learner_long_answer", nb01, long_answer)
+    plan["learner_long_answer"] = "a correct answer of over 20,000 characters"
     # hidden inputs: two identical files and one that differs by a comment
     probe = build(nb01, {"todo0_solution": INPUTS_PROBE_TODO0})
     write(subs, "atk_inputs_a1", nb01, probe)
     write(subs, "atk_inputs_a2", nb01, probe)
     write(subs, "atk_inputs_b", nb01, build(nb01, {"todo0_solution": INPUTS_PROBE_TODO0 + "# resubmitted\n"}))
-    for student in ("atk_inputs_a1", "atk_inputs_a2", "atk_inputs_b"):
+    (subs / "atk_inputs_a3").mkdir()  # the same notebook as a1, saved with another layout
+    (subs / "atk_inputs_a3" / f"{nb01}.ipynb").write_text(json.dumps(probe, indent=2) + "\n\n")
+    for student in ("atk_inputs_a1", "atk_inputs_a2", "atk_inputs_a3", "atk_inputs_b"):
         plan[student] = "shows the hidden tests' inputs in its feedback"
     # not an attack: a learner who measured honestly and submitted with RUN_MODE = 'real_cpu'
     nb05 = build(NOTEBOOKS[4])

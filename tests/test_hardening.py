@@ -70,11 +70,12 @@ def test_grading_memory_stays_under_one_gib(hardened):
 
 
 @pytestmark_batch
-@pytest.mark.parametrize("student", ["atk_out_metadata", "atk_out_updates", "atk_out_comms"])
+@pytest.mark.parametrize("student", ["atk_out_metadata", "atk_out_updates", "atk_out_comms", "atk_out_orphans",
+                                     "atk_out_objects"])
 def test_an_output_flood_stops_its_own_notebook(hardened, student):
     record = hardened["records"][(student, NB01)]
     assert record["status"] == "output_limit", record
-    assert "MiB of output" in record["detail"]
+    assert "MiB of output" in record["detail"] or "JSON objects" in record["detail"]
     assert float(hardened["rows"][student]["auto_total"]) <= float(hardened["rows"]["honest"]["auto_total"])
 
 
@@ -131,8 +132,8 @@ def test_no_csv_cell_reads_as_a_formula_and_refused_names_stay_out_of_it(hardene
     assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
     assert not [c for c in cells if "HYPERLINK" in c or "\n" in c]
     rejected = json.loads((hardened["out"] / "rejected_ids.json").read_text(encoding="utf-8"))
-    assert {entry["folder"] for entry in rejected} == {FORMULA_ID, "newline\n"}
-    assert {entry["student_id"] for entry in rejected} <= set(hardened["rows"])
+    assert {entry["folder"] for entry in rejected} == {FORMULA_ID, "newline\n", ".hidden"}
+    assert {entry["student_id"] for entry in rejected if entry["student_id"]} <= set(hardened["rows"])
 
 
 @pytestmark_batch
@@ -154,6 +155,18 @@ def test_hidden_inputs_follow_the_submission(hardened):
     out = hardened["out"]
     assert _inputs_shown(out, "atk_inputs_a1") == _inputs_shown(out, "atk_inputs_a2")
     assert _inputs_shown(out, "atk_inputs_a1") != _inputs_shown(out, "atk_inputs_b")
+    assert _inputs_shown(out, "atk_inputs_a1") != _inputs_shown(out, "atk_inputs_a3"), "a re-save is a new submission"
+
+
+@pytestmark_batch
+def test_a_small_file_of_millions_of_objects_is_refused_unparsed(hardened):
+    record = hardened["records"][("atk_object_bomb", NB01)]
+    assert record["status"] == "invalid_notebook" and "TooManyObjects" in record["detail"], record
+
+
+@pytestmark_batch
+def test_a_long_answer_is_judged_whole(hardened):
+    assert hardened["records"][("learner_long_answer", NB01)]["scores"] == hardened["records"][("honest", NB01)]["scores"]
 
 
 @pytestmark_batch
@@ -228,7 +241,28 @@ def test_student_ids_are_matched_whole():
 
     assert STUDENT_ID.fullmatch("ada.l@x-1") and not STUDENT_ID.fullmatch("ada\n")
     assert not STUDENT_ID.fullmatch(".settings.json"), "the grader's own files start with a dot"
-    assert rejected_id("=cmd") == rejected_id("=cmd") and STUDENT_ID.fullmatch(rejected_id("=cmd"))
+    assert rejected_id("=cmd") == rejected_id("=cmd") and rejected_id("=cmd")[:1].isalpha()
+    assert not STUDENT_ID.fullmatch(rejected_id("Mary Lee")), "a folder named like a stand-in id is refused itself"
+
+
+def test_split_cells_are_joined_in_linear_time_with_one_note_per_answer():
+    from autograde.grading import _repair_cells
+
+    meta = {"nbgrader": {"grade_id": "a", "solution": True, "grade": False, "locked": False, "schema_version": 3}}
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f"x{i} = {i}\n", metadata=json.loads(json.dumps(meta))) for i in range(60_000)]
+    began = time.monotonic()
+    notes = _repair_cells(nb, {"a"})
+    assert time.monotonic() - began < 5 and len(nb.cells) == 1 and nb.cells[0].source.endswith("x59999 = 59999\n")
+    assert notes == ["answer cell a was split in 60,000 parts; the parts were joined for grading"]
+
+
+def test_a_dict_of_colliding_keys_is_refused_before_it_is_built():
+    from autograde import judge
+
+    collide = {"$dict": [[k * (2**61 - 1), 0] for k in range(1, judge.MAX_PAIRS + 2)]}
+    with pytest.raises(judge.RunnerFailed, match="more than"):
+        judge.decode(collide)
 
 
 def test_message_size_counts_everything_without_recursing():
