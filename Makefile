@@ -23,8 +23,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The learner's lab: nbgrader's instructor extensions (formgrader, Create Assignment) are switched off
+# for this server by jupyter/learner (the instructor opens formgrader with `cd OUT && jupyter lab`).
 lab: venv
-	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
+	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH} \
+	  $(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 test: venv
 	$(BIN)/python -m pytest

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -21,6 +22,9 @@ SIMULATOR = "06_handoff_simulator.ipynb"
 COPIED = (NOTEBOOK, "03_handoff_state_contract.ipynb", "04_decode_start_gate.ipynb", SIMULATOR)
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync"]
+
+
+LEARNER_CONFIG = "jupyter/learner"  # what `make lab` puts on JUPYTER_CONFIG_PATH (see the Makefile)
 
 
 def _free_port() -> int:
@@ -43,7 +47,9 @@ def lab(root, tmp_path_factory):
     settings.mkdir(parents=True)
     (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(workdir / ".jupyter"), "JUPYTER_RUNTIME_DIR": str(workdir / ".runtime")}
+    # the learner's lab, as `make lab` opens it: without nbgrader's instructor extensions
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(workdir / ".jupyter"), "JUPYTER_RUNTIME_DIR": str(workdir / ".runtime"),
+           "JUPYTER_CONFIG_PATH": str(root / LEARNER_CONFIG)}
     env.pop("COURSE_WIDGETS", None)
     env.pop("MPLBACKEND", None)  # the learner's default: inline figures
     log = open(workdir / "lab.log", "w")
@@ -61,7 +67,7 @@ def lab(root, tmp_path_factory):
     else:
         proc.kill()
         pytest.fail("JupyterLab did not start:\n" + (workdir / "lab.log").read_text()[-3000:])
-    yield {"url": f"{base}/lab/tree/{NOTEBOOK}?token={token}", "workdir": workdir,
+    yield {"url": f"{base}/lab/tree/{NOTEBOOK}?token={token}", "workdir": workdir, "base": base, "token": token,
            "simulator_url": f"{base}/lab/tree/{SIMULATOR}?token={token}&reset"}
     proc.terminate()
     try:
@@ -162,3 +168,16 @@ def test_simulator_panel_in_jupyterlab(lab, root):
         panel = page.locator(".widget-vbox", has=readout).last
         expect(panel.locator("img")).to_have_count(1, timeout=30_000)  # the live figure
         panel.screenshot(path=str(artifacts / "jupyterlab_simulator.png"))
+
+
+def test_the_learners_lab_has_no_instructor_tools(lab, root):
+    """`make lab` opens JupyterLab without nbgrader's extensions: no formgrader page, no nbgrader
+    menu or sidebar, and no nbgrader line (its course-folder error included) in the server log."""
+    assert f"JUPYTER_CONFIG_PATH=$(CURDIR)/{LEARNER_CONFIG}" in (root / "Makefile").read_text()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{lab['base']}/formgrader?token={lab['token']}", timeout=10)
+    assert refused.value.code == 404
+    page = urllib.request.urlopen(f"{lab['base']}/lab?token={lab['token']}", timeout=10).read().decode()
+    assert '"@jupyter/nbgrader"' in page.split('"disabledExtensions"', 1)[1].split("]", 1)[0]
+    log = (lab["workdir"] / "lab.log").read_text(encoding="utf-8", errors="replace")
+    assert "nbgrader" not in log.lower(), [line for line in log.splitlines() if "nbgrader" in line.lower()][:5]
