@@ -252,13 +252,16 @@ class StudentKernel:
 
     def _run(self, code: str, timeout: float) -> dict | None:
         """Run ``code`` in the kernel (no history, no execution count when empty) and return
-        the reply, with the thread count it then runs; None after ``timeout`` seconds."""
+        the reply, with the thread count it then runs; None after ``timeout`` seconds, or when
+        the kernel went over its message budget meanwhile (it was killed)."""
         kc = self.km.client()
         kc.start_channels()
         try:
             msg_id = kc.execute(code, silent=not code, store_history=False,
                                 user_expressions={"threads": _THREADS, "hooks": _HOOKS}, allow_stdin=False)
             return run_sync(_reply)(kc, msg_id, timeout)
+        except OutputLimitExceeded:  # it flooded while being reset: as a kernel that did not answer (replaced)
+            return None
         finally:
             kc.stop_channels()
 
