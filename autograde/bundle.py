@@ -53,8 +53,26 @@ def learner_files(course: Course) -> list[tuple[Path, str]]:
     for path in sorted((root / "benchmarks" / "reference").glob("*.json")):
         files.append((path, str(path.relative_to(root))))
     files.append((root / "benchmarks" / "results" / "README.md", "benchmarks/results/README.md"))
-    files.append((LEARNER_README, "README.md"))
     return files
+
+
+_COUNTS = {1: "One", 2: "Two", 3: "Three", 4: "Four", 5: "Five", 6: "Six", 7: "Seven", 8: "Eight", 9: "Nine"}
+
+
+def learner_readme(course: Course) -> str:
+    """The learner pack's README, its notebook count, learning path and dependencies filled in
+    from the course manifest (course.toml), so that they cannot drift from the notebooks."""
+    from tools.project_runtime import course_manifest
+
+    notebooks = course_manifest(course.root)["notebooks"]
+    path = "\n".join(f"{i}. `{nb['name']}.ipynb`: {nb['title']} ({nb['minutes']} min)" for i, nb in enumerate(notebooks, 1))
+    needs = [(nb["name"][:2], [n[:2] for n in nb["needs"]]) for nb in notebooks if nb.get("needs")]
+    said = "; ".join(f"notebook {nb} loads your functions from notebooks {' and '.join(deps)}" for nb, deps in needs)
+    upload = "; ".join(f"upload {' and '.join(deps)} to `/content` next to {nb}" for nb, deps in needs)
+    text = LEARNER_README.read_text(encoding="utf-8")
+    text = text.replace("<!-- course:count -->", _COUNTS.get(len(notebooks), str(len(notebooks))))
+    text = text.replace("<!-- course:path -->", path)
+    return text.replace("<!-- course:needs -->", f"{said} (on Colab, {upload}).")
 
 
 def release_cells_data(course: Course) -> dict:
@@ -105,5 +123,6 @@ def build_bundle(course: Course, target: Path) -> Path:
             for path, arcname in learner_files(course):
                 zf.write(path, f"{TOP}/{arcname}")
             zf.write(wheel, f"{TOP}/{wheel.name}")
+            zf.writestr(f"{TOP}/README.md", learner_readme(course))
     tmp.replace(target)
     return target

@@ -456,6 +456,9 @@ def test_bundle_holds_no_answer(root, tmp_path):
     from autograde.leaks import scan_zip
 
     assert scan_zip(Course.load(), target) == []
+    readme = zipfile.ZipFile(target).read("serving-overlap-course/README.md").decode()
+    assert readme.startswith("# ") and "<!-- course:" not in readme and "Six notebooks" in readme
+    assert "notebook 06 loads your functions from notebooks 03 and 04" in readme
     # the scan would catch a solution smuggled into the pack
     with zipfile.ZipFile(target, "a") as zf:
         zf.write(root / "solutions" / f"{NOTEBOOKS[2]}.ipynb", "serving-overlap-course/notebooks/extra.ipynb")

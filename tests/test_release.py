@@ -189,3 +189,16 @@ def test_validate_names_graded_cells_a_platform_broke(root, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "autograde", "validate", str(path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "✗ graded cells: the answer cell that defines validate_handoff_state lost its grading metadata" in proc.stdout
+
+
+def test_the_manifest_names_every_notebook_a_notebook_loads(root):
+    """course.toml's `needs` (which the learner README and its Colab advice are written from) is
+    what each release notebook's code actually loads: no dependency added or dropped unsaid."""
+    from tools.project_runtime import course_manifest
+
+    notebooks = course_manifest(root)["notebooks"]
+    names = [nb["name"] for nb in notebooks]
+    for nb in notebooks:
+        code = "\n".join(c.source for c in nbformat.read(root / "notebooks" / f"{nb['name']}.ipynb", 4).cells
+                         if c.cell_type == "code")
+        assert sorted(other for other in names if other != nb["name"] and other in code) == sorted(nb.get("needs", [])), nb["name"]
