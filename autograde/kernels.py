@@ -66,6 +66,17 @@ class OutputLimitExceeded(RuntimeError):
     notebook fails at its own cost (grading.py reports it as ``output_limit``)."""
 
 
+def kill_now(km) -> None:
+    """Kill a kernel manager's kernel process at once (SIGKILL): it may be sending while nobody
+    reads, so a graceful shut-down would wait on it."""
+    pid = getattr(getattr(km, "provisioner", None), "pid", None)
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 class MessageBudget:
     """Counts every message the grading process receives from a kernel, before it is decoded:
     on any channel, and whether or not it answers the cell that runs (nbclient drops those only
@@ -142,13 +153,7 @@ class StudentKernel:
         self.budget = MessageBudget(self._kill_now)
 
     def _kill_now(self) -> None:
-        """Kill the kernel's process at once (SIGKILL): it may be sending while nobody reads."""
-        pid = getattr(getattr(self.km, "provisioner", None), "pid", None)
-        if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_now(self.km)
 
     # ------------------------------------------------------------------ life cycle
     def start(self, jobdir: Path) -> None:

@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 
 import nbformat
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Integer, List, Unicode
 
-from .kernels import OutputLimitExceeded
+from .kernels import OutputLimitExceeded, kill_now
 
 HIDDEN_NOTE = "# Hidden tests ran outside this notebook at grading: the ideas they check, and your result, are below."
 
@@ -95,15 +93,6 @@ class CappedExecute(Execute):
         return (f"OutputLimitExceeded: the notebook sent more than {self.message_cap >> 20} MiB of output (outputs, "
                 "display updates and widget messages together); it was stopped")
 
-    def _stop_kernel(self) -> None:
-        """Kill the kernel now: left running, it would go on sending while nobody reads."""
-        pid = getattr(getattr(self.km, "provisioner", None), "pid", None)
-        if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-
     def handle_comm_msg(self, outs, msg, cell_index):
         """nbclient's widget bookkeeping, which raises on a malformed widget message (a missing
         ``_model_module``, say): such a message is ignored, as a browser would ignore it."""
@@ -119,7 +108,7 @@ class CappedExecute(Execute):
         size = message_size([msg.get("content"), msg.get("metadata"), msg.get("buffers")], self.message_cap)
         self._received += size
         if self._received > self.message_cap:
-            self._stop_kernel()
+            kill_now(self.km)
             raise OutputLimitExceeded(self._why())
         if self._kept + size > self.stream_cap and kind == "error":  # an error is kept, cut short
             content = msg.get("content") or {}
