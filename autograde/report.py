@@ -325,7 +325,15 @@ COLOURS = {"full": "#2e7d32", "partial": "#f9a825", "zero": "#c62828", PENDING: 
 
 
 def figures(data: dict) -> dict[str, str]:
+    """The report's figures as data: URIs of SVG images, by name."""
+    return {name: _svg(fig) for name, fig in draw_figures(data).items()}
+
+
+def draw_figures(data: dict) -> dict:
+    """The report's matplotlib figures by name (drawn apart from their encoding, so that their
+    text can be checked)."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     found = {}
     scores = data["scores"]
@@ -337,12 +345,13 @@ def figures(data: dict) -> dict[str, str]:
         ax.bar(edges[:-1], hist["counts"], width=[b - a for a, b in zip(edges, edges[1:])], align="edge",
                color="#1565c0", edgecolor="white", label="students")
         if scores["total"]["mean"] is not None:
-            ax.axvline(scores["total"]["mean"], color="black", linestyle="--", label=f"mean {scores['total']['mean']:g}")
+            ax.axvline(scores["total"]["mean"], color="black", linestyle="--", label=f"mean {_mean(scores['total']['mean'])}")
         ax.set_xlabel(f"total points (of {scores['max_total']:g}; answers pending a person are not in these totals)")
         ax.set_ylabel("students")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # students come whole: no 0.5 tick
         ax.set_title("Totals across the class")
         ax.legend(loc="upper right")
-        found["totals"] = _svg(fig)
+        found["totals"] = fig
 
     exercises_ = scores["exercises"]
     if exercises_:
@@ -358,7 +367,7 @@ def figures(data: dict) -> dict[str, str]:
         ax.set_xlabel("students")
         ax.set_title("Each exercise's scores")
         fig.legend(loc="outside lower center", ncols=3, fontsize="small")
-        found["exercises"] = _svg(fig)
+        found["exercises"] = fig
 
     ideas = [i for i in data["ideas"] if i["pass_rate"] is not None]
     if ideas:
@@ -368,10 +377,11 @@ def figures(data: dict) -> dict[str, str]:
                 color=["#c62828" if i["pass_rate"] < 0.5 else "#f9a825" if i["pass_rate"] < 0.8 else "#2e7d32"
                        for i in ideas][::-1])
         ax.set_xlim(0, 100)
-        ax.set_xlabel("% of judged notebooks that passed the idea (red under 50%, amber under 80%, green from 80%)")
+        # two lines: long idea names leave the axes narrower than this label on one line
+        ax.set_xlabel("% of judged notebooks that passed the idea\n(red under 50%, amber under 80%, green from 80%)")
         ax.set_title("Graded ideas, most missed at the top")
         ax.tick_params(axis="y", labelsize="small")
-        found["ideas"] = _svg(fig)
+        found["ideas"] = fig
 
     if data["problems"]:
         problems = data["problems"]
@@ -380,7 +390,7 @@ def figures(data: dict) -> dict[str, str]:
         ax.barh([_plain(p["kind"]) for p in problems][::-1], [p["count"] for p in problems][::-1], color="#ef6c00")
         ax.set_xlabel("notebooks (or students, for notes and reviews)")
         ax.set_title("Problems by kind")
-        found["problems"] = _svg(fig)
+        found["problems"] = fig
 
     seconds = [s["seconds"] for s in data["timing"]["slowest"]]
     if data["timing"]["count"]:
@@ -395,7 +405,7 @@ def figures(data: dict) -> dict[str, str]:
         ax.set_title("The slowest notebooks")
         ax.tick_params(axis="y", labelsize="small")
         ax.legend(loc="lower right", fontsize="small")
-        found["slowest"] = _svg(fig)
+        found["slowest"] = fig
     return found
 
 
@@ -421,7 +431,7 @@ Scores from <code>{{ s.from }}</code>.</p>
 <h2 id="scores">Score distribution | 分数分布</h2>
 <table id="totals"><tr><th>students</th><th>mean</th><th>median</th><th>min</th><th>max</th><th>of</th>
 <th>answers pending a person</th><th>scores to review</th></tr>
-<tr><td class="n">{{ s.total.count }}</td><td class="n">{{ num(s.total.mean) }}</td><td class="n">{{ num(s.total.median) }}</td>
+<tr><td class="n">{{ s.total.count }}</td><td class="n">{{ mean(s.total.mean) }}</td><td class="n">{{ mean(s.total.median) }}</td>
 <td class="n">{{ num(s.total.min) }}</td><td class="n">{{ num(s.total.max) }}</td><td class="n">{{ num(s.max_total) }}</td>
 <td class="n pending">{{ s.pending_answers }} ({{ num(s.pending_points) }} points, {{ s.students_with_pending }} student(s))</td>
 <td class="n">{{ s.review_answers }}</td></tr></table>
@@ -432,7 +442,7 @@ the totals leave its points out.</p>
 <table id="exercises"><tr><th>exercise</th><th>notebook</th><th>kind</th><th>points</th><th>mean</th><th>full marks</th>
 <th>part</th><th>0</th><th>pending</th><th>review</th></tr>
 {% for e in s.exercises %}<tr data-exercise="{{ e.grade_id }}"><td>{{ e.grade_id }}</td><td>{{ e.notebook or "" }}</td>
-<td>{{ e.kind }}</td><td class="n">{{ num(e.points) }}</td><td class="n">{{ num(e.mean) }}</td><td class="n full">{{ e.full }}</td>
+<td>{{ e.kind }}</td><td class="n">{{ num(e.points) }}</td><td class="n">{{ mean(e.mean) }}</td><td class="n full">{{ e.full }}</td>
 <td class="n partial">{{ e.partial }}</td><td class="n zero">{{ e.zero }}</td><td class="n pending">{{ e.pending }}</td>
 <td class="n review">{{ e.review }}</td></tr>
 {% endfor %}</table>
@@ -482,6 +492,12 @@ def _num(value) -> str:
     return "–" if value is None else f"{value:g}"
 
 
+def _mean(value) -> str:
+    """A mean (or median) of scores as a person reads it: one decimal at most (13.9, not 13.917);
+    report.json keeps the number to 3 decimals."""
+    return "–" if value is None else f"{round(value, 1):g}"
+
+
 def _pct(value) -> str:
     return "–" if value is None else f"{100 * value:.1f}%"
 
@@ -490,7 +506,7 @@ def render(data: dict, figs: dict[str, str]) -> str:
     from jinja2 import Environment, StrictUndefined
 
     env = Environment(autoescape=True, undefined=StrictUndefined)
-    env.globals.update(num=_num, pct=_pct)
+    env.globals.update(num=_num, pct=_pct, mean=_mean)
     template = env.from_string(PAGE)
     page = template.render(data=data, s=data["scores"], t=data["timing"], figs=figs, shown=SHOWN_PER_KIND)
     return add_csp(page, REPORT_POLICY)

@@ -264,3 +264,132 @@ def test_explorer_figures_keep_their_text(root, monkeypatch):
     assert len(created) >= 1 + len(explorer.MODEL_PRESETS) + len(explorer.LINK_PRESETS) - 1
     problems = [p for fig in created for p in text_problems(fig)]
     assert not problems, "\n".join(problems)
+
+
+# ----------------------------------------------------------------- what the learner reads matches what is drawn
+
+# Hue ranges (degrees) of the colour names the notebooks' prose uses for a figure's colours.
+HUES = {"red": (-15, 15), "orange": (20, 45), "green": (90, 170), "blue": (190, 250)}
+
+
+def _hue(color) -> float:
+    """The colour's hue in degrees, in (-180, 180] (so reds sit around 0)."""
+    import colorsys
+
+    hue = colorsys.rgb_to_hsv(*matplotlib.colors.to_rgb(color))[0] * 360
+    return hue - 360 if hue > 180 else hue
+
+
+def test_the_transfer_figure_draws_the_colours_its_prose_names(root):
+    """Notebook 02 says which colour is hidden and which exposed: the figure draws exactly those."""
+    import re
+
+    from tools.plotting import COLOUR_NAME, ROLE, draw_transfer_timeline, new_figure
+
+    cells = json.loads((root / "solutions" / "02_total_vs_exposed_time.ipynb").read_text(encoding="utf-8"))["cells"]
+    prose = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    said = dict((role, colour) for colour, role in re.findall(r"the (\w+) part(?: of the transfer)? is (hidden|exposed)", prose))
+    assert set(said) == {"hidden", "exposed"}, f"the prose names no colour for {sorted({'hidden', 'exposed'} - set(said))}"
+    for role, colour in said.items():
+        assert colour == COLOUR_NAME[role], f"the prose calls {role} {colour!r}, the figures' name for it is {COLOUR_NAME[role]!r}"
+        low, high = HUES[colour]
+        assert low <= _hue(ROLE[role]) <= high, f"{role} is drawn {ROLE[role]} (hue {_hue(ROLE[role]):.0f}°), not {colour}"
+    fig, ax = new_figure(height=2.8)
+    draw_transfer_timeline(ax, 0.0, 10.0, [(0.0, 6.0)], 6.0, 4.0)
+    legend = {t.get_text().split()[0]: matplotlib.colors.to_hex(h.get_facecolor())
+              for t, h in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles)}
+    plt.close(fig)
+    assert legend["exposed"] == matplotlib.colors.to_hex(ROLE["exposed"]), "the figure draws the role's colour"
+
+
+def _text_width_px(text: str, size_px: float = 13.0) -> float:
+    """About how wide ``text`` renders in a widget's font (DejaVu Sans is wider than most UI fonts)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextPath
+
+    return TextPath((0, 0), text, size=size_px, prop=FontProperties(family="DejaVu Sans")).get_extents().width
+
+
+def test_every_explorer_preset_button_shows_its_whole_label():
+    """A toggle button is 148 px wide unless told otherwise: a longer label ends in '…'."""
+    import ipywidgets as w
+
+    from tools import explorer
+
+    box = explorer._build_widgets(lambda payload, gbps, latency, ready, windows: {
+        "transfer_ms": 1.0, "exposed_ms": 0.0, "start_ms": ready, "end_ms": ready + 1.0})
+    groups = [child for child in box.children if isinstance(child, w.ToggleButtons)]
+    assert {g.description for g in groups} == {"link preset", "model preset"}
+    for group in groups:
+        width = group.style.button_width or "148px"  # the frontend's default when none is set
+        if width in ("auto", "max-content", "fit-content"):
+            continue  # sized to its label
+        assert width.endswith("px"), f"{group.description}: button width {width!r}"
+        padding = 2 * 12  # the frontend's button padding
+        for label in group.options:
+            assert _text_width_px(label) + padding <= float(width[:-2]), \
+                f"{group.description}: {label!r} needs about {_text_width_px(label) + padding:.0f} px, the button is {width}"
+
+
+def _shown(slider, value: float) -> str:
+    """What a log slider's readout shows once the frontend snaps ``value`` to the slider's steps."""
+    import math
+
+    steps = round((math.log(value, slider.base) - slider.min) / slider.step)
+    return format(slider.base ** (slider.min + steps * slider.step), slider.readout_format)
+
+
+def test_the_explorer_sliders_show_the_values_the_questions_use():
+    """The reflection sets Llama-3-70B at 2,048 tokens: 640 MiB, as the question says; and every
+    link preset reads as its own speed."""
+    from tools import explorer
+
+    box = explorer._build_widgets(lambda payload, gbps, latency, ready, windows: {
+        "transfer_ms": 1.0, "exposed_ms": 0.0, "start_ms": ready, "end_ms": ready + 1.0})
+    controls = explorer.controls_of(box)
+    payload, gbps = controls["payload (MiB)"], controls["link (Gbit/s)"]
+    kv_per_token, _ = explorer.MODEL_PRESETS["Llama-3-70B"]
+    assert 2048 * kv_per_token / explorer.MiB == 640
+    for mib in (640, 1024, *(tokens * kv / explorer.MiB for tokens in (512, 2048, 8192, 131072)
+                            for kv, _ in explorer.MODEL_PRESETS.values())):
+        assert _shown(payload, mib) == format(mib, payload.readout_format), f"{mib} MiB reads {_shown(payload, mib)}"
+    for speed in explorer.LINK_PRESETS.values():
+        assert _shown(gbps, speed) == format(speed, gbps.readout_format), f"{speed} Gbit/s reads {_shown(gbps, speed)}"
+
+
+def _covers(box, line, pad_px: float) -> bool:
+    """Whether ``box`` (display pixels) covers any part of ``line`` as drawn (segments and markers)."""
+    import numpy as np
+
+    points = line.get_transform().transform(line.get_xydata())
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        t = np.linspace(0.0, 1.0, 200)[:, None]
+        along = np.hstack([x0 + t * (x1 - x0), y0 + t * (y1 - y0)])
+        if any(box.x0 - pad_px <= x <= box.x1 + pad_px and box.y0 - pad_px <= y <= box.y1 + pad_px for x, y in along):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("totals_ms, copy_ms, compute_ms", [
+    ([1.899, 1.624, 3.637, 1.610, 1.596, 1.636, 1.817], 0.570, 0.676),  # measured on a busy two-core machine: best at 16
+    ([10.1, 8.3, 7.4, 7.0, 7.2, 7.9, 9.5], 4.0, 6.0),  # a quiet machine: best at 8
+])
+def test_the_pipeline_sweep_legend_covers_no_line(monkeypatch, totals_ms, copy_ms, compute_ms):
+    """Notebook 05's sweep: the legend hides neither the best-chunk line nor any measured point."""
+    from tools import overlap_plots, overlap_sweep
+
+    monkeypatch.setattr(plt, "show", lambda: None)
+    sweep = overlap_sweep.summarize_sweep([1, 2, 4, 8, 16, 32, 64], totals_ms, copy_ms, compute_ms)
+    sweep.update(device="cpu", payload_mib=8, warnings=overlap_sweep.sweep_warnings(sweep))
+    overlap_plots.plot_pipeline(sweep)
+    fig = plt.gcf()
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    best = [line for line in ax.lines if line.get_label().startswith("best measured")]
+    assert best, "the best-chunk line is drawn"
+    covered = [line.get_label() for line in ax.lines if _covers(legend, line, pad_px=line.get_markersize() / 2)]
+    assert not covered, f"the legend covers {covered}"
+    assert text_problems(fig) == []
+    fig.savefig(os.environ.get("SWEEP_PNG", os.devnull), format="png")
+    plt.close(fig)

@@ -306,3 +306,55 @@ def test_a_class_with_nobody_graded_yet_still_gets_a_page(tmp_path):
     text = page.read_text(encoding="utf-8")
     assert "None: every notebook was graded" in text and text.count("<tr data-idea=") == len(IDEAS)
     assert json.loads(numbers.read_text(encoding="utf-8")) == data
+
+
+# ---------------------------------------------------------------- what the page shows is readable
+
+def _drawn(fig):
+    """``fig`` on a canvas that renders (the report's figures are drawn without pyplot)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig
+
+
+def test_no_report_figure_clips_its_text(small):
+    """The pass-rate axis label (and every other text of the report's figures) lies inside its figure."""
+    from test_figures import text_problems
+
+    from autograde.report import draw_figures
+
+    figs = draw_figures(small["data"])
+    assert {"totals", "exercises", "ideas", "problems", "slowest"} <= set(figs)
+    problems = [f"{name}: {p}" for name, fig in figs.items() for p in text_problems(_drawn(fig))]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_histogram_counts_whole_students(small):
+    """A count of students has no half: the histogram's y ticks are whole numbers."""
+    from autograde.report import draw_figures
+
+    ax = _drawn(draw_figures(small["data"])["totals"]).axes[0]
+    low, high = ax.get_ylim()
+    ticks = [t for t in ax.get_yticks() if low <= t <= high]
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_means_are_shown_with_one_decimal_at_most(small):
+    """The class mean is read as a score: 13.9, not 13.917 (report.json keeps the exact number)."""
+    import copy
+
+    from autograde.report import draw_figures, render
+
+    data = copy.deepcopy(small["data"])
+    data["scores"]["total"]["mean"] = 13.917
+    for exercise in data["scores"]["exercises"]:
+        exercise["mean"] = 0.667
+    page = render(data, {})
+    totals = re.search(r'<table id="totals">.*?</table>', page, re.S).group(0)
+    assert [html.unescape(c) for c in re.findall(r'<td class="n">(.*?)</td>', totals)][1] == "13.9"
+    exercises = re.search(r'<table id="exercises">.*?</table>', page, re.S).group(0)
+    assert "0.667" not in exercises and "0.7" in exercises
+    legend = [t.get_text() for t in draw_figures(data)["totals"].axes[0].get_legend().get_texts()]
+    assert "mean 13.9" in legend, legend

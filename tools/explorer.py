@@ -28,6 +28,7 @@ LINK_PRESETS = {
 }
 # (KV bytes per token, layers): bf16, GQA: 2 * layers * kv_heads * head_dim * 2.
 MODEL_PRESETS = {name: (m["kv_bytes_per_token"], m["layers"]) for name, m in presets.MODEL_PRESETS.items()}
+ECHO_TOLERANCE = 0.005  # relative: a slider value this close to a preset's is the frontend's echo of it
 DEFAULTS = {"payload_mib": 1024.0, "gbps": 55 * 8, "latency_ms": 0.05, "window_ms": 250.0, "other_ms": 0.0, "layers": 1}
 
 
@@ -182,16 +183,23 @@ def _build_widgets(estimate_handoff: Callable):
 
     style = {"description_width": "170px"}
     layout = w.Layout(width="560px")
-    payload = w.FloatLogSlider(value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=0.01, description="payload (MiB)", readout_format=".0f", style=style, layout=layout)
-    gbps = w.FloatLogSlider(value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=0.001, description="link (Gbit/s)", readout_format=".0f", style=style, layout=layout)
+    # Log steps this fine put a step within 0.5 of every whole MiB or Gbit/s in range, so the frontend,
+    # which snaps a value to a step, still shows a preset's 640 MiB as 640 (a 0.01 step showed 639).
+    payload = w.FloatLogSlider(value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=1e-5, description="payload (MiB)", readout_format=".0f", style=style, layout=layout)
+    gbps = w.FloatLogSlider(value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=1e-5, description="link (Gbit/s)", readout_format=".0f", style=style, layout=layout)
     latency = w.FloatSlider(value=DEFAULTS["latency_ms"], min=0, max=5, step=0.05, description="fixed latency (ms)", style=style, layout=layout)
     window = w.FloatSlider(value=DEFAULTS["window_ms"], min=0, max=1000, step=5, description="prefill window (ms)", style=style, layout=layout)
     other = w.FloatSlider(value=DEFAULTS["other_ms"], min=0, max=500, step=5, description="other requests' work (ms)", style=style, layout=layout)
     layers = w.IntSlider(value=DEFAULTS["layers"], min=1, max=128, description="layers (1 = send after)", style=style, layout=layout)
     tokens = w.IntSlider(value=8192, min=512, max=131072, step=512, description="prompt tokens", style=style, layout=layout,
                          disabled=True, tooltip="choose a model preset: the payload is then prompt tokens × the model's KV bytes per token")
-    link_buttons = w.ToggleButtons(options=["custom", *LINK_PRESETS], value="PCIe Gen5 (55 GB/s)", description="link preset")
-    model_buttons = w.ToggleButtons(options=["custom", *MODEL_PRESETS], value="custom", description="model preset")
+    # a toggle button is 148 px wide unless told otherwise, which cuts "PCIe Gen5 (55 GB/s)": each is
+    # as wide as its label, and the row wraps where a narrow output has no room for all of them
+    buttons = {"button_width": "auto"}
+    link_buttons = w.ToggleButtons(options=["custom", *LINK_PRESETS], value="PCIe Gen5 (55 GB/s)", description="link preset",
+                                   style=buttons)
+    model_buttons = w.ToggleButtons(options=["custom", *MODEL_PRESETS], value="custom", description="model preset",
+                                    style=buttons)
     readout = w.HTML()
     readout.add_class("handoff-readout")
     out = w.Output()
@@ -240,8 +248,8 @@ def _build_widgets(estimate_handoff: Callable):
             if applying or expected is None:
                 return
             # the frontend snaps a preset's value to the slider's log steps and may send it back:
-            # within one step it is still the preset
-            if max(change["new"], expected) / min(change["new"], expected) > slider.base ** slider.step * (1 + 1e-9):
+            # within ECHO_TOLERANCE it is still the preset (a drag moves these sliders 2% or more a pixel)
+            if max(change["new"], expected) / min(change["new"], expected) > 1 + ECHO_TOLERANCE:
                 preset_buttons.value = "custom"
         return handler
 

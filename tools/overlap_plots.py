@@ -117,7 +117,8 @@ def plot_pipeline(sweep: dict) -> None:
     ax.set_ylabel("exposed time (ms)")
     ax.set_title(f"Pipeline sweep on {sweep['device']}: {sweep['payload_mib']:g} MiB, "
                  f"compute alone {sweep['compute_alone_ms']:.1f} ms, copy alone {sweep['copy_alone_ms']:.1f} ms")
-    ax.legend(frameon=False, fontsize=8)
+    # beside the axes, not in them: anywhere inside, some sweep puts a line or the best chunk under it
+    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     plt.show()
 
 
