@@ -161,7 +161,7 @@ class StudentKernel:
         one runs."""
         if self.km is not None:
             return
-        env = dict(os.environ)
+        env = {**os.environ, "NBGRADER_EXECUTION": "autograde"}  # from its start: a failed check cell fails
         km = BudgetedKernelManager(kernel_name=self.kernel_name)
         km.budget = self.budget
         self.cwd = jobdir / "kernel"
