@@ -30,7 +30,7 @@ lab: venv
 	  $(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 test: venv
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 
 test-fast: venv
 	$(BIN)/python -m pytest -m "not slow and not browser"
