@@ -197,7 +197,7 @@ MAX_GRADED_BYTES = 48 << 20  # a graded notebook (outputs are capped while it ru
 def read_notebook(path: Path, max_bytes: int):
     """A notebook from a file that a submission made or shaped, read within bounds: its size is
     checked before it is read, and its count of JSON objects before they are built
-    (matching.count_nodes). Raises NotebookTooLarge, TooManyObjects, or what nbformat raises."""
+    (matching.check_nodes). Raises NotebookTooLarge, TooManyObjects, or what nbformat raises."""
     check_size(path, max_bytes)
     raw = path.read_bytes()
     check_nodes(raw)
