@@ -57,6 +57,22 @@ def add_csp(html_text: str, policy: str = FEEDBACK_POLICY) -> str:
     return html_text[:at] + meta + html_text[at:]
 
 
+# Long lines wrap on a feedback page instead of making the reader scroll sideways: code, outputs
+# and tracebacks keep their line breaks and break long lines anywhere they must.
+WRAP_STYLE = ("<style>/* course: long lines wrap */ pre, .highlight pre, div.output_area pre "
+              "{ white-space: pre-wrap; overflow-wrap: anywhere; } div.output_area, div.input_area "
+              "{ overflow-x: visible; }</style>")
+
+
+def add_wrapping(html_text: str) -> str:
+    """``html_text`` with :data:`WRAP_STYLE` last in its head (after nbconvert's own styles, so it
+    wins), or unchanged when it has no ``</head>`` or has the style already."""
+    if WRAP_STYLE in html_text:
+        return html_text
+    at = html_text.lower().find("</head>")
+    return html_text if at < 0 else html_text[:at] + WRAP_STYLE + html_text[at:]
+
+
 def has_images(nb) -> bool:
     """Whether a notebook's page may hold an ``<img>``: an image output, HTML that has one, a
     Markdown image, or an attachment."""

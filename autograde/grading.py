@@ -36,7 +36,7 @@ from tools.project_runtime import write_json_atomic
 
 from . import gradebook
 from .course import Course, UnusableInput, kill_live_runs, kill_tree, reap, spawn
-from .exporters import add_csp
+from .exporters import add_csp, add_wrapping
 from .ideas import course_tests
 from .job import SUBMISSION_DIGEST
 from .leaks import secret_lines
@@ -503,7 +503,7 @@ def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: P
         if plain and plain in secrets and plain not in own:
             lines[i] = "<span>[line removed from this page: it quoted the grader's tests or answers]</span>"
             removed += 1
-    text = add_csp(_safe_links(mark_pending("\n".join(lines), set(pending))))
+    text = add_csp(add_wrapping(_safe_links(mark_pending("\n".join(lines), set(pending)))))
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -27,6 +27,10 @@ TOLERANCE_PX = 1.0  # anti-aliasing and rounding; a clipped glyph is cut by far 
 
 def _drawn_texts(fig) -> list[tuple[Text, object]]:
     """(text, window extent) for every non-empty text that a full draw of ``fig`` draws."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)  # a figure closed by pyplot keeps a bare canvas that draws nothing
     drawn = []
     original = Text.draw
 
@@ -60,6 +64,8 @@ def text_problems(fig) -> list[str]:
     when all is well."""
     problems = []
     drawn = _drawn_texts(fig)
+    if not drawn:
+        return ["the figure drew no text at all: nothing was checked"]
     visible = [(text, _visible_part(text, extent)) for text, extent in drawn]
     visible = [(text, extent) for text, extent in visible if extent is not None]
     for i, (text, extent) in enumerate(visible):
@@ -393,3 +399,104 @@ def test_the_pipeline_sweep_legend_covers_no_line(monkeypatch, totals_ms, copy_m
     assert text_problems(fig) == []
     fig.savefig(os.environ.get("SWEEP_PNG", os.devnull), format="png")
     plt.close(fig)
+
+
+# ----------------------------------------------------------------- notebooks 05 and 06: verdicts, tails, readouts
+
+def _reference_result() -> dict:
+    import copy
+
+    path = next((Path(__file__).resolve().parents[1] / "benchmarks" / "reference").glob("*.json"))
+    return copy.deepcopy(json.loads(path.read_text(encoding="utf-8")))
+
+
+def test_the_evidence_chart_colours_the_verdict_not_the_kind_of_row(monkeypatch):
+    """Green means confirmed, and only that: a case that is not confirmed is grey, a control that
+    confirmed is red, and every control is hatched; the legend names only the verdicts drawn."""
+    from tools import overlap_plots
+    from tools.plotting import ROLE
+
+    result = _reference_result()
+    calibrated = [c for c in result["cases"] if c["window"] == "calibrated"]
+    calibrated[0]["overlap_evidence"]["confirmed"] = False
+    result["controls"][0]["overlap_evidence"]["confirmed"] = True
+    with _figures_recorded() as created:
+        monkeypatch.setattr(plt, "show", lambda: None)
+        overlap_plots.plot_controls(result)
+    fig = created[-1]
+    bars = [patch for patch in fig.axes[0].patches]
+    colours = [matplotlib.colors.to_hex(bar.get_facecolor()) for bar in bars]
+    role = {k: matplotlib.colors.to_hex(v) for k, v in ROLE.items()}
+    assert colours[0] == role["wait"] and colours[1] == role["hidden"], "not confirmed grey, confirmed green"
+    controls = bars[len(calibrated):]
+    assert colours[len(calibrated)] == role["exposed"], "a confirmed control is red"
+    assert colours[len(calibrated) + 1] == role["wait"], "a control that is not confirmed is grey, never green"
+    assert all(bar.get_hatch() == "//" for bar in controls) and not any(bar.get_hatch() for bar in bars[:len(calibrated)])
+    legend = {t.get_text() for t in fig.legends[0].get_texts()}
+    assert legend == {"confirmed", "not confirmed", "control confirmed: instrument fault",
+                      "control, not confirmed (as it must be)"}
+    assert not text_problems(fig)
+
+
+def test_the_timeline_sketch_keeps_the_serial_scale(monkeypatch):
+    from tools import overlap_plots
+
+    with _figures_recorded() as created:
+        monkeypatch.setattr(plt, "show", lambda: None)
+        overlap_plots.sketch_serial_vs_overlapped(copy_ms=10.0, compute_ms=6.0)
+    fig = created[-1]
+    assert [round(ax.get_xlim()[1], 2) for ax in fig.axes] == [16.64, 16.64]
+    assert "16 ms" in fig.axes[0].get_title() and "10 ms" in fig.axes[1].get_title()
+    assert not text_problems(fig)
+
+
+@pytest.fixture(scope="module")
+def course_steps():
+    """The course's answers to TODO 3, 4 and 6-8 as the simulator's steps."""
+    from autograde.ideas import course_tests
+
+    found = course_tests(sorted((Path(__file__).resolve().parents[1] / "solutions").glob("*.ipynb")))
+    namespace: dict = {}
+    for nb in found.values():
+        for sid, source in nb["solutions"].items():
+            if sid in ("todo3_solution", "todo4_solution", "todo6_solution", "todo7_solution", "todo8_solution"):
+                exec(source, namespace)  # noqa: S102 - the course's own answers
+    return {k: namespace[k] for k in ("stream_layers", "handoff_step", "ttft_percentiles")}
+
+
+@pytest.mark.parametrize("link,streaming", [("RoCE 200G", "whole"), ("Ethernet 25G", "layerwise"), ("NVLink 4", "layerwise")])
+def test_the_panel_histogram_ticks_do_not_overlap(course_steps, link, streaming, monkeypatch):
+    """70B over RoCE sent whole exposes 2-30 ms: less than two decades, where matplotlib used to
+    label the minor ticks too and the labels ran into each other."""
+    from tools import handoff_views
+
+    result = handoff_views.run_setting(course_steps, 4.0, link, "Llama-3-70B", streaming, 0.0)
+    with _figures_recorded() as created:
+        monkeypatch.setattr("IPython.display.display", lambda *a, **k: None)
+        handoff_views._draw_panel(result, handoff_views._title(dict(handoff_views.PANEL_DEFAULTS, link=link, streaming=streaming)))
+    problems = [p for fig in created for p in text_problems(fig)]
+    assert created and not problems, "\n".join(problems)
+
+
+def test_the_panel_opens_where_the_link_decides(course_steps):
+    """The panel's opening setting keeps prefill under half busy and the link at least as busy, and
+    sending layerwise beats sending whole there by a clear margin: its suggestion shows its lesson."""
+    from tools import handoff_views
+
+    runs = {mode: handoff_views.run_setting(course_steps, **dict(handoff_views.PANEL_DEFAULTS, streaming=mode))["summary"]
+            for mode in ("whole", "layerwise")}
+    whole, layerwise = runs["whole"], runs["layerwise"]
+    assert whole["prefill_utilization"] < 0.5 <= 1 and whole["link_utilization"] >= whole["prefill_utilization"]
+    assert layerwise["ttft"]["p50_ms"] < 0.85 * whole["ttft"]["p50_ms"]
+    readout = handoff_views.summary_text(handoff_views.run_setting(course_steps, **handoff_views.PANEL_DEFAULTS))
+    assert "prefill busy" in readout and "link busy" in readout
+
+
+def test_the_summary_table_fits_a_notebook_line(course_steps):
+    from tools import handoff_views
+
+    runs = {label: handoff_views.run_setting(course_steps, 4.0, "Ethernet 25G", "Llama-3-70B", mode, 0.0)
+            for label, mode in (("whole", "whole"), ("layerwise", "layerwise"))}
+    lines = handoff_views.summary_table(runs).splitlines()
+    assert len(lines) == 3 and max(map(len, lines)) <= 90, lines
+    assert "prefill" in lines[0] and lines[1].split()[0] == "whole"

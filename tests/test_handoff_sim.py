@@ -585,12 +585,13 @@ def test_panel_reruns_on_every_control_and_falls_back_to_a_figure(monkeypatch, c
     assert set(controls) == {"arrivals (req/s)", "link", "model", "KV sent", "each fault's rate"}
     readout = next(c for c in panel.children if type(c).__name__ == "HTML")
     first = readout.value
-    assert "TTFT p50/p95/p99" in first and "120 ok" in first
-    controls["KV sent"].value = "whole"
-    whole = readout.value
-    assert whole != first and "mean exposed transfer" in whole
+    assert "TTFT p50/p95/p99" in first and "ok" in first and "link busy" in first and "prefill busy" in first
+    assert hv.PANEL_DEFAULTS["streaming"] == "whole", "the panel opens on the whole send; the learner switches to layerwise"
+    controls["KV sent"].value = "layerwise"
+    layerwise = readout.value
+    assert layerwise != first and "mean exposed transfer" in layerwise
     controls["link"].value = "NVLink 4"
-    assert readout.value != whole, "a faster link changes the exposed time"
+    assert readout.value != layerwise, "a faster link changes the exposed time"
     controls["each fault's rate"].value = 0.2
     assert "recomputed" in readout.value
     controls["model"].value = "Llama-3-70B"

@@ -274,3 +274,39 @@ def test_widget_state_and_every_cells_outputs_are_cleaned():
     nb, _ = SafeOutputMetadata().preprocess(nb, {})
     assert [c.outputs[0].metadata for c in nb.cells if c.cell_type == "code"] == [{}, {}]
     assert "widgets" not in nb.metadata and nb.metadata.language_info.name == "python"
+
+
+# ---------------------------------------------------------------- long lines wrap
+
+@browser
+def test_a_feedback_page_wraps_long_lines_instead_of_scrolling_sideways(tmp_path):
+    """A long code line, a long printed line and a long traceback line fit the window of the page
+    the grader writes; the same page as nbgrader renders it scrolls sideways (so the check can fail)."""
+    from playwright.sync_api import sync_playwright
+
+    from page_attacks import BROWSER_ARGS
+
+    needs_chromium()
+    long = "x" * 400
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(f"value = '{long}'  # a long line of code", outputs=[
+            nbformat.v4.new_output("stream", text=f"printed: {' '.join(['word'] * 80)} {long}\n"),
+            nbformat.v4.new_output("error", ename="ValueError", evalue=long, traceback=[f"ValueError: {long}"])]),
+    ])
+    raw = tmp_path / "raw.html"
+    raw.write_text(feedback_html(nb), encoding="utf-8")
+    grading._write_feedback(raw, tmp_path / "written.html", {}, tmp_path / "absent.ipynb")
+    widths = {}
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+        try:
+            page = chromium.new_page(viewport={"width": 1000, "height": 800})
+            for name in ("raw", "written"):
+                page.goto((tmp_path / f"{name}.html").resolve().as_uri())
+                widths[name] = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth,"
+                                             " Math.max(...[...document.querySelectorAll('pre')].map(e => e.scrollWidth - e.clientWidth))]")
+        finally:
+            chromium.close()
+    page_width, window, pre_overflow = widths["written"]
+    assert page_width <= window and pre_overflow <= 1, widths
+    assert widths["raw"][0] > widths["raw"][1] or widths["raw"][2] > 1, f"the control page did not overflow: {widths}"

@@ -72,7 +72,8 @@ speed, slowed by a ``slow_link`` fault), ``exposed_ms``, ``decision`` (the gate'
 one), ``decode_start_ms``, ``first_token_ms``, ``ttft_ms`` (None without a token), ``done_ms``,
 ``faults``. The summary: outcome and decision counts, TTFT p50/p95/p99, total and mean transfer and
 exposed time, the exposed fraction, link utilization (the share of time from the first transfer's
-start to the last one's end during which the link carries one) and the makespan.
+start to the last one's end during which the link carries one), prefill utilization (the prefill
+workers' busy share from the first arrival to the last prefill's end) and the makespan.
 
 Steps that take and return plain data
 -------------------------------------
@@ -747,7 +748,7 @@ def _run(c: dict, step: dict, records: bool) -> dict:
         "first_token_ms": first_token, "ttft_ms": ttft, "done_ms": done_ms,
         "faults": [[name for name in FAULTS if fault[name][i]] for i in range(n)],
     }
-    summary = _summarize(cols, step["ttft_percentiles"], busy_ms, first_grant, last_release, n)
+    summary = _summarize(cols, step["ttft_percentiles"], busy_ms, first_grant, last_release, n, c["prefill_workers"])
     config_out = {k: v for k, v in c.items() if k != "trace"}
     config_out["trace_rows"] = None if c["trace"] is None else len(c["trace"])
     result = {"config": config_out, "summary": summary}
@@ -757,7 +758,7 @@ def _run(c: dict, step: dict, records: bool) -> dict:
     return result
 
 
-def _summarize(cols, percentiles, busy_ms, first_grant, last_release, n) -> dict:
+def _summarize(cols, percentiles, busy_ms, first_grant, last_release, n, prefill_workers) -> dict:
     outcomes = {k: 0 for k in OUTCOMES}
     for o in cols["outcome"]:
         outcomes[o] += 1
@@ -771,6 +772,11 @@ def _summarize(cols, percentiles, busy_ms, first_grant, last_release, n) -> dict
     total_tx = sum(cols["transfer_ms"][i] for i in sent)
     total_exposed = sum(cols["exposed_ms"][i] for i in sent)
     span = last_release - first_grant if sent else 0.0
+    # the prefill pool's busy share from the first arrival to the last prefill's end: near 1, prefill
+    # (not the link) decides the TTFT, and requests queue for a prefill worker
+    prefilled = [i for i in range(n) if cols["prefill_start_ms"][i] is not None]
+    prefill_busy = sum(cols["prefill_end_ms"][i] - cols["prefill_start_ms"][i] for i in prefilled)
+    prefill_span = max((cols["prefill_end_ms"][i] for i in prefilled), default=0.0) - cols["arrival_ms"][0] if n else 0.0
     return {
         "requests": n,
         "outcomes": outcomes,
@@ -785,5 +791,6 @@ def _summarize(cols, percentiles, busy_ms, first_grant, last_release, n) -> dict
         # the time the link carried at least one transfer, and its fraction of [first start, last end]
         "link_busy_ms": busy_ms,
         "link_utilization": busy_ms / span if span > 0 else 0.0,
+        "prefill_utilization": prefill_busy / (prefill_workers * prefill_span) if prefill_span > 0 else 0.0,
         "makespan_ms": max(v for v in cols["done_ms"] if v is not None) - cols["arrival_ms"][0],
     }

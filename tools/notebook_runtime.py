@@ -71,6 +71,7 @@ def course_setup(quiet: bool = False) -> dict[str, Any]:
     summary: dict[str, Any] = {"python": platform.python_version(), "torch": package_version("torch")}
     if grading_mode():  # the grader needs no runtime report
         summary["grading"] = grading_mode()
+        _figures_as_short_text()
         return summary
     summary["nvidia_driver"] = nvidia_driver_present()
     if not quiet:
@@ -78,6 +79,29 @@ def course_setup(quiet: bool = False) -> dict[str, Any]:
         gpu = "NVIDIA driver found" if summary["nvidia_driver"] else "no NVIDIA GPU (CPU only: every exercise works)"
         print(f"Python {summary['python']} · {torch} · {gpu}")
     return summary
+
+
+def figure_placeholder(fig) -> str:
+    """What a figure shows where it is not drawn (at grading): its title, never a Python repr."""
+    title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else ""
+    title = title or next((ax.get_title() for ax in fig.axes if ax.get_title()), "")
+    return f"[figure{': ' + title.splitlines()[0] if title else ''} (drawn in your notebook, not while grading)]"
+
+
+def _figures_as_short_text() -> None:
+    """At grading the kernel draws no figures (a non-interactive backend): a figure that a cell
+    displays would show as ``<Figure size 900x280 with 1 Axes>`` in formgrader and on the feedback
+    page. Show its title instead."""
+    try:
+        from IPython import get_ipython
+        from matplotlib.figure import Figure
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "display_formatter"):
+        return
+    shell.display_formatter.formatters["text/plain"].for_type(
+        Figure, lambda fig, printer, cycle: printer.text(figure_placeholder(fig)))
 
 
 class LearnerFunctionMissing(RuntimeError):

@@ -57,29 +57,79 @@ def _prediction(ax, cases: list[dict]) -> None:
     ax.legend(frameon=False, fontsize=8)
 
 
+# The evidence chart's colours carry the verdict, never the kind of row: a bar is green only when it
+# confirms overlap; a control (hatched) is expected to stay grey, and one that confirms is red.
+EVIDENCE_COLOURS = {
+    "confirmed": ROLE["hidden"],
+    "not confirmed": ROLE["wait"],
+    "control, not confirmed (as it must be)": ROLE["wait"],
+    "control confirmed: instrument fault": ROLE["exposed"],
+}
+
+
+def evidence_rows(result: dict) -> list[tuple[str, dict, str, bool]]:
+    """(label, evidence, verdict category, is a control) for each calibrated case, then each control."""
+    rows = [(f"{c['payload_mib']:g} MiB calibrated", c["overlap_evidence"],
+             "confirmed" if c["overlap_evidence"]["confirmed"] else "not confirmed", False)
+            for c in result["cases"] if c["window"] == "calibrated"]
+    rows += [(f"control: {c['name']}", c["overlap_evidence"],
+              "control confirmed: instrument fault" if c["overlap_evidence"]["confirmed"]
+              else "control, not confirmed (as it must be)", True)
+             for c in result.get("controls", [])]
+    return rows
+
+
 def plot_controls(result: dict) -> None:
     """Each calibrated case and each negative control: how much work completed inside the other
-    side's interval (median over repeats), against the bar a repeat must reach."""
+    side's interval (median over repeats), against the bar a repeat must reach. The colour is the
+    verdict: green confirmed, grey not confirmed, red a control that confirmed (hatched: a control)."""
+    from matplotlib.patches import Patch
+
     from .overlap_evidence import MIN_COVERED
 
-    rows = [(f"{c['payload_mib']:g} MiB calibrated", c["overlap_evidence"], ROLE["hidden"])
-            for c in result["cases"] if c["window"] == "calibrated"]
-    rows += [(f"control: {c['name']}", c["overlap_evidence"], ROLE["exposed"]) for c in result.get("controls", [])]
+    rows = evidence_rows(result)
     if not rows:
         print("No cases or controls to plot.")
         return
-    fig, ax = new_figure(height=0.6 * len(rows) + 1.9)
-    y = range(len(rows))
-    ax.barh(list(y), [ev["covered_fraction_median"] for _, ev, _ in rows], color=[c for *_, c in rows])
-    for i, (_, ev, _) in enumerate(rows):
-        ax.text(1.02, i, evidence_label(ev), va="center", fontsize=8, transform=ax.get_yaxis_transform())
+    fig, ax = new_figure(height=0.6 * len(rows) + 2.3)
+    y = list(range(len(rows)))
+    bars = ax.barh(y, [ev["covered_fraction_median"] for _, ev, _, _ in rows],
+                   color=[EVIDENCE_COLOURS[verdict] for _, _, verdict, _ in rows], edgecolor="black", linewidth=0.6)
+    for bar, (_, _, _, control) in zip(bars, rows):
+        if control:
+            bar.set_hatch("//")
+    for i, (_, ev, verdict, _) in enumerate(rows):  # the label carries the colour too: a bar may be empty
+        ax.text(1.03, i, evidence_label(ev), va="center", fontsize=8, transform=ax.get_yaxis_transform(),
+                bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": EVIDENCE_COLOURS[verdict], "linewidth": 2})
     ax.axvline(MIN_COVERED, color="black", linestyle="--", linewidth=1)
-    ax.set_yticks(list(y), [label for label, *_ in rows], fontsize=8)
+    ax.set_yticks(y, [label for label, *_ in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("work completed inside the other side's interval\n(share of the shorter side, median)")
     ax.set_title("Evidence: confirmed when most repeats cross the dashed bar\n"
                  "and the copy stays within its limit; controls must not be", fontsize=10)
+    drawn = list(dict.fromkeys(verdict for _, _, verdict, _ in rows))
+    handles = [Patch(facecolor=EVIDENCE_COLOURS[v], edgecolor="black", hatch="//" if v.startswith("control") else "", label=v)
+               for v in drawn]
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False, fontsize=8)
+    plt.show()
+
+
+def sketch_serial_vs_overlapped(copy_ms: float = 10.0, compute_ms: float = 10.0) -> None:
+    """The two timelines of this notebook before any measurement: copy then compute on one stream,
+    and the two on two streams at once (ideal: the total is the longer of the two)."""
+    lanes = ["copy engine", "SMs (compute)"]
+    fig, axes = new_figure(rows=2, cols=1, height=3.6, sharex=True)
+    serial, overlapped = copy_ms + compute_ms, max(copy_ms, compute_ms)
+    draw_lanes(axes[0], [
+        {"lane": lanes[0], "start": 0.0, "end": copy_ms, "label": "copy", "role": "copy"},
+        {"lane": lanes[1], "start": copy_ms, "end": serial, "label": "compute", "role": "compute"},
+    ], lanes, title=f"Serial (one stream): compute waits for the copy, {serial:g} ms", xlabel="")
+    draw_lanes(axes[1], [
+        {"lane": lanes[0], "start": 0.0, "end": copy_ms, "label": "copy", "role": "copy"},
+        {"lane": lanes[1], "start": 0.0, "end": compute_ms, "label": "compute", "role": "compute"},
+    ], lanes, title=f"Overlapped (two streams): both at once, {overlapped:g} ms (latency ratio {overlapped / serial:.2f})")
+    axes[0].set_xlim(0, serial * 1.04)  # shared: the overlapped panel keeps the serial scale
     plt.show()
 
 

@@ -142,6 +142,8 @@ LINK_PRESETS: dict[str, dict] = {
     "NVLink 4": {"gbps": 396 * 8, "nominal_gbps": 450 * 8, "latency_ms": 0.007},
     "InfiniBand NDR": {"gbps": 400, "nominal_gbps": 400, "latency_ms": 0.05},
     "RoCE 200G": {"gbps": 200, "nominal_gbps": 200, "latency_ms": 0.05},
+    # a commodity cloud NIC, slower than prefill produces KV for large prompts: the link decides
+    "Ethernet 25G": {"gbps": 25, "nominal_gbps": 25, "latency_ms": 0.05},
 }
 
 
