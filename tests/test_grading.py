@@ -17,7 +17,7 @@ import pytest
 
 from autograde.course import Course
 from autograde.leaks import secret_lines
-from submissions import NOTEBOOKS, SOLUTIONS, answer, build, drop_cell, insert_after, mutate, write
+from submissions import GRADED_MISTAKES, MISTAKES, NOTEBOOKS, SOLUTIONS, answer, build, drop_cell, insert_after, mutate, write
 
 pytestmark = pytest.mark.slow
 
@@ -31,56 +31,9 @@ FULL = sum(POINTS.values())  # automatic points; the reflections add one point p
 MANUAL = [c.metadata["nbgrader"]["grade_id"] for n in NOTEBOOKS for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
           if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")]  # reflections, 1 point each
 
-# Plausible wrong answers: (student, grade cell, solution cell, old, new, the ideas it must fail).
-# Partial credit: each loses exactly the points of the ideas it breaks (declared in solutions/).
-WRONG = [
-    ("w0_no_state", "todo0_check_overlap", "todo0_solution", "reasons.append('shared_state')", "pass",
-     {"state_conflicts", "reason_order", "many_cases"}),
-    ("w0_one_way_dep", "todo0_check_overlap", "todo0_solution",
-     "if first['name'] in second.get('after', []) or second['name'] in first.get('after', []):", "if first['name'] in second.get('after', []):",
-     {"dependency", "reason_order", "many_cases"}),
-    ("w1_no_merge", "todo1_exposed_interval", "todo1_solution", "in merged)", "in clipped)", {"merge", "sorted", "many_cases"}),
-    ("w1_no_clip", "todo1_exposed_interval", "todo1_solution",
-     "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a))",
-     "clipped = sorted((a, b) for a, b in cover_intervals if b > a)", {"clip", "absolute_timeline", "zero_length", "many_cases"}),
-    ("w2_bits_as_bytes", "todo2_estimate_handoff", "todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 1e9 / 1000",
-     {"units", "latency_added", "absolute_start", "overlap_ratio"}),
-    ("w2_latency_scaled", "todo2_estimate_handoff", "todo2_solution",
-     "transfer_ms = fixed_latency_ms + payload_bytes / bytes_per_ms", "transfer_ms = (fixed_latency_ms * 1000 + payload_bytes) / bytes_per_ms",
-     {"latency_added", "empty_payload"}),
-    ("w3_absent_only", "todo3_validate_state", "todo3_solution",
-     "if not handoff_state.get(name, False)]", "if name not in handoff_state]", {"missing_in_order", "both_kinds"}),
-    ("w3_version_only", "todo3_validate_state", "todo3_solution",
-     "if handoff_state.get('request_id') != expected_request_id:\n        incompatible.append('request_id')\n    ", "",
-     {"identity"}),
-    ("w4_strict_deadline", "todo4_plan_decode", "todo4_solution", "ready_at_ms <= deadline_ms", "ready_at_ms < deadline_ms",
-     {"deadline_inclusive"}),
-    ("w5_ignores_controls", "todo5_decide_overlap", "todo5_solution",
-     "    if not controls or any(control.get('overlap_confirmed') is not False for control in controls):\n        return 'reject_instrument_fault'\n",
-     "", {"controls_behave"}),
-    ("w5_truthy_controls", "todo5_decide_overlap", "todo5_solution", " is not False for control", " for control", {"controls_behave"}),
-    ("w5_strict_ratio", "todo5_decide_overlap", "todo5_solution", "<= 0.75", "< 0.75", {"calibrated_bar"}),
-    ("w5_any_payload", "todo5_decide_overlap", "todo5_solution", "all(meets_bar(case) for case in calibrated)",
-     "any(meets_bar(case) for case in calibrated)", {"every_payload"}),
-    ("w5_fixed_bound", "todo5_decide_overlap", "todo5_solution", "case['bound_factor'] * bound", "1.15 * bound", {"calibrated_bar"}),
-    ("w5_ignores_preconditions", "todo5_decide_overlap", "todo5_solution", " and case.get('preconditions_met')", "", {"correctness_first"}),
-    ("w5_one_sided_noise", "todo5_decide_overlap", "todo5_solution",
-     "abs(case['serial_median_ms'] / case['predicted_serial_ms'] - 1) > 0.25",
-     "case['serial_median_ms'] / case['predicted_serial_ms'] - 1 > 0.25", {"noisy_machine"}),
-    ("w6_no_last_layer", "todo6_stream_layers", "todo6_solution", "end = max(start + transfer, prefill_done + payload_ms / layers)",
-     "end = start + transfer", {"layerwise_bound", "layer_by_layer", "hidden_is_rest"}),
-    ("w6_latency_per_layer", "todo6_stream_layers", "todo6_solution", "transfer = latency_ms + payload_ms",
-     "transfer = latency_ms * layers + payload_ms", {"layer_by_layer", "hidden_is_rest"}),
-    ("w7_wait_starts_now", "todo7_handoff_step", "todo7_solution", "'act_ms': ready_at, 'decode_start_ms': ready_at}",
-     "'act_ms': now, 'decode_start_ms': now}", {"ready_and_wait"}),
-    ("w7_never_given_up_now", "todo7_handoff_step", "todo7_solution",
-     "max(now, deadline) if decision == 'fallback' and ready_at is None else now", "now", {"never_lands", "failure_policy"}),
-    ("w7_fail_recomputes", "todo7_handoff_step", "todo7_solution", "if handoff['policy'] == 'fail':", "if False:", {"failure_policy"}),
-    ("w8_nearest_rank", "todo8_ttft_percentiles", "todo8_solution",
-     "result.append(values[below] + (values[above] - values[below]) * (rank - below))", "result.append(values[round(rank)])",
-     {"linear_interpolation", "skips_none"}),
-    ("w8_negative_q", "todo8_ttft_percentiles", "todo8_solution", "if not 0 <= q <= 100:", "if q > 100:", {"bad_input"}),
-]
+# The plausible wrong answers graded through the whole pipeline (the full list, with the ideas each
+# must lose, is tests/submissions.py's MISTAKES; tests/test_idea_isolation.py checks every one in-process).
+WRONG = [m for m in MISTAKES if m[0] in GRADED_MISTAKES]
 
 
 def run_grade(subs: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -320,6 +273,15 @@ def test_feedback_shows_failures_but_no_hidden_test(batch):
     assert "ready exactly at the deadline is in time" in wrong, "a failed hidden test shows its hint"
     assert "✗ Missing pieces are waited for when they land no later than the deadline" in wrong, "and names its idea"
     assert "plan_decode_start(MISSING, 10.0, 10.0)" not in wrong
+
+
+def test_feedback_shows_a_figure_as_its_title_never_as_a_repr(batch):
+    """The grading kernel draws no figures; one that a cell displays (the explorer's static view, the
+    simulator panel) shows its title, as formgrader and the feedback page render it."""
+    pages = {name: html.unescape((batch["out"] / "feedback" / "20230001" / f"{name}.html").read_text(encoding="utf-8"))
+             for name in NOTEBOOKS}
+    assert not [name for name, text in pages.items() if "<Figure size" in text]
+    assert any("[figure" in text and "not while grading)]" in text for text in pages.values())
 
 
 def test_log_is_machine_readable(batch):

@@ -94,8 +94,7 @@ def test_hidden_tests_follow_the_ideas_format(root):
 
 def test_every_graded_idea_has_a_public_check(root):
     """A learner can see every rule that earns points: each idea a hidden test grades is named by at
-    least one public check (``@checks.case(idea=...)``). The one exception is ``many_cases``, a
-    randomized comparison of rules the public checks already state, worth at most half a point."""
+    least one public check (``@checks.case(idea=...)``), with no exception."""
     from autograde.ideas import load, public_ideas, split_hidden
 
     for path in sorted((root / "solutions").glob("*.ipynb")):
@@ -106,8 +105,7 @@ def test_every_graded_idea_has_a_public_check(root):
             public, hidden = split_hidden(cell.source)
             spec = load(hidden, meta["grade_id"], meta["points"])
             graded = {i.id for i in spec.ideas}
-            assert graded - {"many_cases"} <= public_ideas(public), f"{meta['grade_id']}: no public check for {graded - public_ideas(public)}"
-            assert all(i.points <= 0.5 for i in spec.ideas if i.id == "many_cases")
+            assert graded <= public_ideas(public), f"{meta['grade_id']}: no public check for {graded - public_ideas(public)}"
             assert public_ideas(public) <= graded, f"{meta['grade_id']}: public checks name ideas that are not graded"
 
 
