@@ -159,9 +159,9 @@ def test_simulator_panel_in_jupyterlab(lab, root):
         assert page.get_by_text("loaded your validate_handoff_state").count() >= 1, "notebooks 03 and 04 were loaded"
         assert page.locator(".widget-slider").count() >= 2, "the panel's sliders render"
         before = readout.inner_text()
-        whole = page.locator(".widget-toggle-buttons button", has_text="whole")
-        whole.scroll_into_view_if_needed()
-        whole.click()
+        layerwise = page.locator(".widget-toggle-buttons button", has_text="layerwise")  # the panel opens on 'whole'
+        layerwise.scroll_into_view_if_needed()
+        layerwise.click()
         expect(readout).not_to_have_text(before, timeout=30_000)
         assert "TTFT p50/p95/p99" in readout.inner_text()
         page.wait_for_timeout(2000)  # let the last redraw land before the screenshot
