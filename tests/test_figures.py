@@ -406,7 +406,7 @@ def test_the_pipeline_sweep_legend_covers_no_line(monkeypatch, totals_ms, copy_m
 def _reference_result() -> dict:
     import copy
 
-    path = next((Path(__file__).resolve().parents[1] / "benchmarks" / "reference").glob("*.json"))
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "reference" / "inf_serving_overlap_cpu_reference.json"
     return copy.deepcopy(json.loads(path.read_text(encoding="utf-8")))
 
 
@@ -500,3 +500,22 @@ def test_the_summary_table_fits_a_notebook_line(course_steps):
     lines = handoff_views.summary_table(runs).splitlines()
     assert len(lines) == 3 and max(map(len, lines)) <= 90, lines
     assert "prefill" in lines[0] and lines[1].split()[0] == "whole"
+
+
+def test_a_dry_run_replays_the_recorded_curves_and_says_so(monkeypatch):
+    """Notebook 05's dry run measures nothing: 5.5 and 5.6 show the shipped recordings, and both the
+    printed line and the figure say they are replayed, when and where they were recorded."""
+    from tools import overlap_plots, overlap_sweep
+
+    for kind, plot in (("pipeline_sweep", overlap_plots.plot_pipeline), ("bandwidth_curve", overlap_plots.plot_bandwidth)):
+        result = overlap_sweep.replay(kind)
+        assert result and result["replayed_from"]["command"].startswith("python benchmarks/record_cpu_curves.py")
+        note = overlap_sweep.replay_note(result)
+        assert note.startswith("Replayed, not measured") and result["replayed_from"]["created_at"][:10] in note
+        with _figures_recorded() as created:
+            monkeypatch.setattr(plt, "show", lambda: None)
+            plot(result)
+        assert created[-1]._suptitle.get_text().startswith("Replayed, not measured here")
+        assert not text_problems(created[-1])
+    with pytest.raises(ValueError, match="kind must be one of"):
+        overlap_sweep.replay("sweep")

@@ -146,9 +146,13 @@ def _warn(what: dict, fig) -> None:
     """Print a measurement's warnings before its figure, and mark the figure, so it is never read silently."""
     for text in what.get("warnings", []):
         print(f"WARNING: {text}")
+    origin = what.get("replayed_from")
     if what.get("warnings"):
         fig.suptitle(f"Not trustworthy as measured: {len(what['warnings'])} warning(s) printed above",
                      color=PALETTE["vermillion"], fontsize=10)
+    elif origin:  # a dry run's figure is a recording: it says so on the figure itself
+        fig.suptitle(f"Replayed, not measured here: recorded on {origin['machine']} on {origin['created_at'][:10]}",
+                     color=PALETTE["grey"], fontsize=10)
 
 
 def plot_pipeline(sweep: dict) -> None:

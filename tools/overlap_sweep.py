@@ -356,3 +356,37 @@ def pipeline_sweep_gpu(payload_mib: float = 64, chunk_counts: Sequence[int] = CH
     result.update(device=torch.cuda.get_device_name(), payload_mib=n * 2 / MiB, width=width, repeats=repeats)
     result["warnings"] = sweep_warnings(result)
     return result
+
+
+# ----------------------------------------------------------------- replayed measurements (a dry run)
+
+REFERENCE_FILES = {"pipeline_sweep": "inf_serving_overlap_cpu_sweep_reference.json",
+                   "bandwidth_curve": "inf_serving_overlap_cpu_bandwidth_reference.json"}
+
+
+def replay(kind: str) -> dict | None:
+    """A recorded CPU measurement shipped with the course (``benchmarks/reference/``), for a dry
+    run, which measures nothing: the sweep or the bandwidth curve as the course's machine measured
+    it, with ``replayed_from`` saying when, where and by which command. None when the file is absent."""
+    import json
+
+    from .project_runtime import reference_file
+
+    if kind not in REFERENCE_FILES:
+        raise ValueError(f"kind must be one of {sorted(REFERENCE_FILES)}, got {kind!r}")
+    path = reference_file(REFERENCE_FILES[kind])
+    if not path.is_file():
+        return None
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    result = dict(recorded["result"])
+    result["replayed_from"] = {k: recorded[k] for k in ("created_at", "machine", "command")}
+    return result
+
+
+def replay_note(result: dict) -> str:
+    """One line that says a figure is replayed, not measured, and from which measurement."""
+    origin = result.get("replayed_from")
+    if not origin:
+        return ""
+    return (f"Replayed, not measured: recorded on {origin['machine']} on {origin['created_at'][:10]} by "
+            f"`{origin['command']}`. Set RUN_MODE = 'real_cpu' in 5.1 to measure your machine.")
