@@ -1,7 +1,9 @@
 """Unit tests of the runtime the notebooks import (tools/) and small autograde pieces."""
 import json
 import math
+import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -1207,3 +1209,18 @@ def test_results_sentence_says_when_the_course_folder_is_not_the_notebooks(tmp_p
     assert str(root / "benchmarks" / "results") in sentence and "not next to this notebook" in sentence and str(tmp_path.resolve()) in sentence
     monkeypatch.chdir(root)
     assert "the course folder this notebook runs in" in project_runtime.where_results_go()
+
+
+def test_a_dry_run_on_a_machine_without_a_driver_never_imports_torch(monkeypatch):
+    """Importing torch costs a learner about a second of a dry run; without an NVIDIA driver torch
+    cannot see a GPU, so a dry run records cuda_available False without asking it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from tools import notebook_runtime, overlap_lab\n"
+            "notebook_runtime.nvidia_driver_present = lambda: False\n"
+            "r = overlap_lab.run_experiment(run_mode='dry_run')\n"
+            "print(r['hardware']['cuda_available'], 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1], env={**os.environ, "MPLBACKEND": "agg"})
+    assert out.stdout.split() == ["False", "False"], out.stdout + out.stderr

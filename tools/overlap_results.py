@@ -35,7 +35,15 @@ REASONS = {
 }
 
 
-def cuda_available() -> bool:
+def cuda_available(cheap: bool = False) -> bool:
+    """Whether torch sees a CUDA device. ``cheap`` (a dry run): without an NVIDIA driver torch
+    cannot see one, so say False without importing torch (seconds on a CPU-only machine); with a
+    driver, ask torch."""
+    if cheap:
+        from .notebook_runtime import nvidia_driver_present
+
+        if not nvidia_driver_present():
+            return False
     try:
         import torch
 
@@ -53,7 +61,8 @@ def new_result(run_mode: str, run_label: str, environment_profile: str, workload
         "environment_profile": environment_profile,
         "framework": {"torch": package_version("torch"), "python": platform.python_version()},
         # a graded dry run never touches the device: importing torch alone costs seconds per notebook
-        "hardware": {"cuda_available": False if run_mode == "dry_run" and grading_mode() else cuda_available()},
+        "hardware": {"cuda_available": False if run_mode == "dry_run" and grading_mode()
+                     else cuda_available(cheap=run_mode == "dry_run")},
         "workload": workload,
         "cases": [],
         "controls": [],
