@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.course-installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv lab test test-fast release check bundle bench clean
+.PHONY: venv lab lint test test-fast release check bundle bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (nbgrader 0.9.6). Run: make PYTHON=python3.11 ...")'
@@ -29,7 +29,12 @@ lab: venv
 	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH} \
 	  $(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-test: venv
+# ruff (pyproject.toml [tool.ruff]) and the import rules ([tool.importlinter]): seconds
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+test: venv lint
 	$(BIN)/python -m pytest --durations=15
 
 test-fast: venv

@@ -150,7 +150,10 @@ def cmd_grade(course: Course, args) -> int:
                       scheduler=args.scheduler, tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key)
     if not args.scheduler and (args.tls_ca_file or args.tls_cert or args.tls_key):
         raise UnusableInput("--tls-ca-file, --tls-cert and --tls-key are for a cluster: give --scheduler tls://HOST:PORT too")
-    summary = grade_batch(course, args.submissions, args.out, options)
+    executor = None
+    if args.scheduler:
+        from .cluster import grade_on_cluster_executor as executor
+    summary = grade_batch(course, args.submissions, args.out, options, executor=executor)
     elapsed = time.monotonic() - begin
     print(f"graded {summary['students']} student(s) in {elapsed:.1f} s "
           f"({summary['notebooks_graded']} notebooks graded, {summary['notebooks_reused']} reused from an earlier run)")

@@ -396,6 +396,13 @@ def check_result(result, student: str, names: set[str], file_limit: int) -> list
     return items
 
 
+def grade_on_cluster_executor(course: Course, master: Path, out: Path, by_student: dict, options, done, fault,
+                              secrets: dict[str, str]) -> tuple[list[dict], dict]:
+    """The cluster executor for ``grading.grade_batch`` (what ``grade --scheduler`` passes): the
+    same jobs, one Dask task per student, on the scheduler at ``options.scheduler``."""
+    return grade_on_cluster(course, out, by_student, options, done, fault, secrets, course_digest(course))
+
+
 def grade_on_cluster(course: Course, out: Path, by_student: dict[str, list[tuple[str, Path, str]]], options,
                      done, fault, secrets: dict[str, str], digest: str) -> tuple[list[dict], dict]:
     """Grade ``by_student`` on the cluster; each notebook is settled here as its student's task

@@ -28,7 +28,7 @@ class Course:
     notebooks: tuple[str, ...]  # file stems, in course order
 
     @classmethod
-    def load(cls, root: Path | None = None) -> "Course":
+    def load(cls, root: Path | None = None) -> Course:
         root = root or resolve_project_root(Path(__file__).resolve().parent)
         manifest = course_manifest(root)
         return cls(root, manifest["course"]["assignment"], tuple(nb["name"] for nb in manifest["notebooks"]))

@@ -577,7 +577,7 @@ def run_student(course: Course, master: Path, out: Path, student: str, entries: 
                 settle(record, job, killed, worker_log)
                 pending.remove((record, job))
             if len(pending) == before:  # the worker died before starting anything: do not loop
-                for record, job in pending:
+                for record, _job in pending:
                     record.update(status="error", detail=_last_error(worker_log))
                     fail(record)
                 break
@@ -673,9 +673,39 @@ def _cached(out: Path, student: str, notebook: str, fingerprint: str) -> dict | 
     return record if hmac.compare_digest(str(record.get("signature", "")), _signature(out, record)) else None
 
 
-def grade_batch(course: Course, submissions: Path, out: Path, options: Options = Options()) -> dict:
+def grade_locally(course: Course, master: Path, out: Path, by_student: dict, options: Options, done, fault,
+                  secrets: dict[str, str]) -> tuple[list[dict], None]:
+    """The local executor: each student's jobs on a pool of ``options.workers`` threads, each
+    thread driving its own worker processes. A student whose grading raises goes to ``fault``."""
+    records: list[dict] = []
+    with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
+        futures = {pool.submit(grade_student, course, master, out, s, items, options, done, secrets): (s, items)
+                   for s, items in by_student.items()}
+        try:
+            for future in as_completed(futures):
+                try:
+                    records.extend(future.result())
+                except Exception as exc:  # the rest goes on
+                    fault(*futures[future], exc)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            kill_live_runs()
+            raise
+    return records, None
+
+
+def grade_batch(course: Course, submissions: Path, out: Path, options: Options = Options(), executor=None) -> dict:
     """Grade every student folder under ``submissions``; write grades.csv, feedback/,
-    log.jsonl and summary.json under ``out``. Returns the summary."""
+    log.jsonl and summary.json under ``out``. Returns the summary.
+
+    ``executor`` runs the students' jobs: ``executor(course, master, out, by_student, options, done,
+    fault, secrets) -> (records, extra summary or None)``. The default, :func:`grade_locally`, runs
+    them in a pool of ``options.workers`` threads here; the command line passes
+    ``cluster.grade_on_cluster_executor`` for ``--scheduler``."""
+    if options.scheduler and executor is None:
+        raise ValueError("options.scheduler needs a cluster executor: pass executor=cluster.grade_on_cluster_executor "
+                         "(the grade command does)")
+    executor = executor or grade_locally
     if not submissions.is_dir():
         raise UnusableInput(f"{submissions} is not a folder of student folders")
     students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -690,7 +720,7 @@ def grade_batch(course: Course, submissions: Path, out: Path, options: Options =
     if out.resolve() == submissions.resolve() or submissions.resolve() in out.resolve().parents:
         raise UnusableInput("OUT must not be inside SUBMISSIONS")
     with _locked(out):
-        return _grade_locked(course, submissions, students, out, options)
+        return _grade_locked(course, submissions, students, out, options, executor)
 
 
 @contextmanager
@@ -737,7 +767,7 @@ def job_settings(course: Course, master: Path, home: Path, options: Options) -> 
             "cell_timeout": options.cell_timeout, "worker_memory_limit": max(WORKER_MEMORY, options.memory_limit + GiB)}
 
 
-def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options) -> dict:
+def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options, executor) -> dict:
     # on a cluster, each worker checks its own sandbox (cluster.py) and refuses tasks without one
     sandbox = _sandbox_settings(out, options) if not options.scheduler else (
         {"enabled": True, "isolation": "bubblewrap on every worker (each checked before the batch)"} if options.sandbox
@@ -822,7 +852,7 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
 
     def fault(student: str, items: list, exc: BaseException) -> None:
         """A grader fault for one student: a row for each notebook (not saved: the next run grades them again)."""
-        for notebook, path, fingerprint in items:
+        for notebook, _path, _fingerprint in items:
             records.append({"student_id": student, "notebook": notebook, "scores": {}, "status": "error",
                             "detail": safe_text(f"{type(exc).__name__}: {exc}")})
             record_in_gradebook(records[-1])
@@ -830,25 +860,9 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
 
     cluster = None
     try:
-        if options.scheduler and by_student:
-            from .cluster import course_digest, grade_on_cluster
-
-            graded, cluster = grade_on_cluster(course, out, by_student, options, done, fault, secrets, course_digest(course))
+        if by_student:
+            graded, cluster = executor(course, master, out, by_student, options, done, fault, secrets)
             records.extend(graded)
-        else:
-            with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
-                futures = {pool.submit(grade_student, course, master, out, s, items, options, done, secrets): (s, items)
-                           for s, items in by_student.items()}
-                try:
-                    for future in as_completed(futures):
-                        try:
-                            records.extend(future.result())
-                        except Exception as exc:  # the rest goes on
-                            fault(*futures[future], exc)
-                except BaseException:
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    kill_live_runs()
-                    raise
     finally:
         bar.close()
         try:

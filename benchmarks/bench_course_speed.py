@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nper notebook (median s):")
     for name, values in per_notebook.items():
         print(f"  {name:34s} {statistics.median(values):5.2f}")
-    print(f"\nslowest cells (median s), kernel start-up excluded:")
+    print("\nslowest cells (median s), kernel start-up excluded:")
     ranked = sorted(((statistics.median(v), key) for key, v in slow_cells.items()), reverse=True)
     for seconds, (stem, index) in ranked[: args.top]:
         print(f"  {seconds:5.2f}  {stem} cell {index}")

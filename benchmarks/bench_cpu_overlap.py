@@ -36,8 +36,8 @@ import sys
 import time
 
 from tools import overlap_lab
-from tools.overlap_load import OtherCpuMeter, describe_load
 from tools.notebook_runtime import load_learner_functions
+from tools.overlap_load import OtherCpuMeter, describe_load
 from tools.project_runtime import resolve_project_root, write_json_atomic
 
 QUIET_LOAD = 0.3  # --write-reference: the load average before the run must be below this

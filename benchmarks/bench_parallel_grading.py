@@ -99,7 +99,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-plain", action="store_true", help="skip plain nbgrader (no baseline then)")
     args = parser.parse_args(argv)
     n = args.students
-    rows: list[tuple[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
         tmp = Path(tmp)
         subs = tmp / "submissions"

@@ -51,7 +51,8 @@ def checks_for(result: dict, extras: dict) -> list[tuple[str, bool, str]]:
     calibrated = [c for c in cases if c["window"] == "calibrated"]
     rows = [
         ("run finished without failure", result["failure"] is None, str(result["failure"] or "")),
-        ("device facts from the driver", all(hw.get(k) is not None for k in ("async_engine_count", "concurrent_kernels", "compute_capability", "sm_count")),
+        ("device facts from the driver",
+         all(hw.get(k) is not None for k in ("async_engine_count", "concurrent_kernels", "compute_capability", "sm_count")),
          f"engines {hw.get('async_engine_count')}, concurrent kernels {hw.get('concurrent_kernels')}, cc {hw.get('compute_capability')}, "
          f"{hw.get('sm_count')} SMs, bus {hw.get('pci_bus_id')}"),
         ("a free copy engine (async_engine_count >= 1)", (hw.get("async_engine_count") or 0) >= 1, str(hw.get("async_engine_count"))),
@@ -62,12 +63,14 @@ def checks_for(result: dict, extras: dict) -> list[tuple[str, bool, str]]:
     for ctl in controls:
         ev = ctl["overlap_evidence"]
         rows.append((f"control {ctl['name']} not confirmed", not ctl["overlap_confirmed"],
-                     f"ratio {ctl['latency_ratio']:.2f}, covered {ev['covered_fraction_median']:.2f}, {ev['overlapped_repeats']}/{ev['repeats']} repeats"))
+                     f"ratio {ctl['latency_ratio']:.2f}, covered {ev['covered_fraction_median']:.2f}, "
+                     f"{ev['overlapped_repeats']}/{ev['repeats']} repeats"))
     rows.append(("three controls ran", len(controls) == 3, str([c["name"] for c in controls])))
     for c in calibrated:
         ev = c["overlap_evidence"]
         rows.append((f"{c['payload_mib']:g} MiB calibrated: overlap confirmed", c["overlap_confirmed"],
-                     f"covered {ev['covered_fraction_median']:.2f}, {ev['overlapped_repeats']}/{ev['repeats']} repeats, copy x{ev['copy_slowdown']:.2f}"))
+                     f"covered {ev['covered_fraction_median']:.2f}, {ev['overlapped_repeats']}/{ev['repeats']} repeats, "
+                     f"copy x{ev['copy_slowdown']:.2f}"))
         rows.append((f"{c['payload_mib']:g} MiB calibrated: balance within 10%", abs(c["compute_copy_balance"] - 1) <= 0.10,
                      f"compute/copy {c['compute_copy_balance']:.3f} with {c['matmul_count']} matmuls"))
         rows.append((f"{c['payload_mib']:g} MiB calibrated: launches inside the gate", c.get("gate_held_fraction", 0) >= 0.9,

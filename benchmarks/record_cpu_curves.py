@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             status = 1
             continue
         path = ROOT / "benchmarks" / "reference" / overlap_sweep.REFERENCE_FILES[kind]
-        write_json_atomic(path, {"created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        write_json_atomic(path, {"created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                                  "machine": machine, "command": command, "result": result})
         print(f"{kind}: wrote {path.relative_to(ROOT)}")
     return status

@@ -35,9 +35,9 @@ PAYLOAD_CELLS: list[str] = [
 display({{"image/png": "{PNG}", "text/plain": "a figure"}}, raw=True,
         metadata={{"image/png": {{"width": "1 onload={mark('png-width')}"}}}})''',
     # a JPEG that does not decode fires onerror; metadata at the top level, not under the mime type
-    f'''from IPython.display import display
-display({{"image/jpeg": "AAAA", "text/plain": "a photo"}}, raw=True,
-        metadata={{"height": "1 onerror=document.title='owned:jpeg-height'"}})''',
+    '''from IPython.display import display
+display({"image/jpeg": "AAAA", "text/plain": "a photo"}, raw=True,
+        metadata={"height": "1 onerror=document.title='owned:jpeg-height'"})''',
     # the same through IPython's own Image, and nbconvert's filenames/alt metadata
     f'''from IPython.display import Image, display
 import base64
@@ -84,7 +84,7 @@ PAYLOAD_MARKDOWN: list[str] = [
     f'<details open ontoggle="{mark("md-details")}">more</details>',
     f'<iframe srcdoc="<script>parent.{mark("md-iframe")}</script>"></iframe>',
     f'<svg><animate onbegin="{mark("md-svg")}" attributeName="x" dur="1s"/></svg>',
-    f'<object data="data:text/html,<script>alert(\'owned:md-object\')</script>"></object>',
+    '<object data="data:text/html,<script>alert(\'owned:md-object\')</script>"></object>',
     f'![a figure](x" onerror="{mark("md-image")}) and <a href="javascript:{mark("md-link")}">a link</a>',
 ]
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from submissions import NOTEBOOKS, build
 from tools import notebook_runtime, project_runtime
+
+from submissions import NOTEBOOKS, build
 
 BOOT_END = "RUNTIME = course_setup()\n"
 

@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from autograde.course import Course, UnusableInput
+
 from submissions import NOTEBOOKS, build, mutate, write
 
 BIN = Path(sys.executable).parent

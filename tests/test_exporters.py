@@ -7,6 +7,7 @@ from nbconvert.exporters import HTMLExporter
 from traitlets.config import Config
 
 from autograde.exporters import FeedbackExporter, has_images
+
 from submissions import NOTEBOOKS, build
 
 

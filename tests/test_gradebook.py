@@ -24,6 +24,7 @@ from autograde.gradebook import cell_score, mask_text, mask_url, password_free, 
 from autograde.grading import _write_feedback
 from autograde.ideas import check_course, check_manual
 from autograde.leaks import secret_lines
+
 from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, mutate, write
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,6 +17,7 @@ import pytest
 
 from autograde.course import Course
 from autograde.leaks import secret_lines
+
 from submissions import GRADED_MISTAKES, MISTAKES, NOTEBOOKS, SOLUTIONS, answer, build, drop_cell, insert_after, mutate, write
 
 pytestmark = pytest.mark.slow
@@ -82,7 +83,8 @@ def batch(tmp_path_factory):
     write(subs, "segfault", NOTEBOOKS[3], insert_after(build(NOTEBOOKS[3]), "todo4_solution", "import ctypes\nctypes.string_at(0)"))
     write(subs, "segfault", NOTEBOOKS[4], build(NOTEBOOKS[4]))
     # a syntax error in TODO 2 only
-    write(subs, "syntax", NOTEBOOKS[1], build(NOTEBOOKS[1], {"todo2_solution": answer("todo2_solution").replace("bytes_per_ms =", "bytes_per_ms ==(")}))
+    broken = answer("todo2_solution").replace("bytes_per_ms =", "bytes_per_ms ==(")
+    write(subs, "syntax", NOTEBOOKS[1], build(NOTEBOOKS[1], {"todo2_solution": broken}))
     # renamed by platforms, and a stray extra copy
     write(subs, "renamed", NOTEBOOKS[1], build(NOTEBOOKS[1]), filename=f"Copy of {NOTEBOOKS[1]}.ipynb")
     write(subs, "renamed", NOTEBOOKS[2], build(NOTEBOOKS[2]), filename=f"{NOTEBOOKS[2]} (1).ipynb")
@@ -97,7 +99,8 @@ def batch(tmp_path_factory):
     write(subs, "tamper", NOTEBOOKS[3], drop_cell(build(NOTEBOOKS[3], mutate(*WRONG[8][2:5])), "todo4_plan_decode"))
     write(subs, "deleted_ok", NOTEBOOKS[3], drop_cell(build(NOTEBOOKS[3]), "todo4_plan_decode"))
     # a correct answer that writes warnings and prints to stderr
-    noisy = answer("todo3_solution").replace("    required = [", "    import sys, warnings\n    warnings.warn('noisy answer')\n    print('debug', file=sys.stderr)\n    required = [")
+    noisy = answer("todo3_solution").replace(
+        "    required = [", "    import sys, warnings\n    warnings.warn('noisy answer')\n    print('debug', file=sys.stderr)\n    required = [")
     write(subs, "stderr", NOTEBOOKS[2], build(NOTEBOOKS[2], {"todo3_solution": noisy}))
     # one kernel serves a student's notebooks: names never carry over; a thread or a process left
     # running gets the next notebook a fresh kernel
@@ -131,7 +134,8 @@ def batch(tmp_path_factory):
     proc = run_grade(subs, out, "--workers", "2", "--cell-timeout", "10", "--notebook-timeout", "60")
     seconds = time.monotonic() - begin
     return {"subs": subs, "out": out, "grades": read_grades(out), "stdout": proc.stdout, "seconds": seconds,
-            "summary": json.loads((out / "summary.json").read_text()), "log": [json.loads(l) for l in (out / "log.jsonl").read_text().splitlines()]}
+            "summary": json.loads((out / "summary.json").read_text()),
+            "log": [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]}
 
 
 def test_grades_csv_has_the_promised_columns(batch):
@@ -355,7 +359,8 @@ def test_wall_clock_limit_kills_a_stuck_kernel(tmp_path):
     assert grades["todo0_check_overlap"] == 0 and grades["todo4_plan_decode"] == 2
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert any(p["status"] == "timeout" and "15 s" in p["detail"] for p in summary["problems"])
-    assert not [p for p in psutil.process_iter(["cmdline"]) if "ipykernel_launcher" in " ".join(p.info["cmdline"] or []) and str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+    commands = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
+    assert not [c for c in commands if "ipykernel_launcher" in c and str(tmp_path) in c]
 
 
 def test_interrupted_batch_resumes_and_workers_agree(tmp_path):
@@ -442,7 +447,7 @@ def test_public_checks_catch_every_wrong_answer(tmp_path):
             blocks[len(blocks)] = "\n".join(current)
             current = []
     assert len(blocks) == len(WRONG), proc.stdout
-    for (student, cell, *_, failing), text in zip(WRONG, blocks.values()):
+    for (student, _cell, *_, failing), text in zip(WRONG, blocks.values()):
         named = set(re.findall(r"✗ .*\[([a-z_]+)\]", text))
         assert named & failing, f"{student}: the public checks do not catch it (named {named}, loses {failing})\n{text}"
 

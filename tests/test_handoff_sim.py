@@ -19,7 +19,6 @@ from tools.notebook_runtime import load_learner_functions
 
 from submissions import answer
 
-
 SOLUTIONS = [Path(__file__).resolve().parents[1] / "solutions"]
 # The instructor's answers to TODO 3 and TODO 4: the gate the reference handoff_step runs on.
 GATE = {**load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], SOLUTIONS),
@@ -576,6 +575,7 @@ def test_results_are_plain_json():
 def test_panel_reruns_on_every_control_and_falls_back_to_a_figure(monkeypatch, capsys):
     import matplotlib
     import matplotlib.pyplot as plt
+
     from tools import handoff_views as hv
 
     matplotlib.use("agg")
@@ -612,6 +612,7 @@ def test_panel_reruns_on_every_control_and_falls_back_to_a_figure(monkeypatch, c
 def test_views_draw_what_the_records_say():
     import matplotlib
     import matplotlib.pyplot as plt
+
     from tools import handoff_views as hv
     from tools.plotting import new_figure
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from autograde.ideas import course_tests, load
+
 from submissions import MISTAKES, SOLUTIONS, mutate
 
 
@@ -79,7 +80,8 @@ def test_the_messages_name_the_rule_that_broke():
 
 
 _STUBS = {  # an answer that does nothing (or returns a constant) for each exercise of notebooks 01-03
-    "todo0_check_overlap": ("todo0_solution", "    if first['name'] in second.get('after', [])", "    return {'can_overlap': True, 'reasons': []}\n    if first['name'] in second.get('after', [])"),
+    "todo0_check_overlap": ("todo0_solution", "    if first['name'] in second.get('after', [])",
+                            "    return {'can_overlap': True, 'reasons': []}\n    if first['name'] in second.get('after', [])"),
     "todo1_exposed_interval": ("todo1_solution", "hidden_ms = sum(right - left for left, right in merged)", "hidden_ms = 0.0"),
     "todo2_estimate_handoff": ("todo2_solution", "transfer_ms = fixed_latency_ms + payload_bytes / bytes_per_ms", "transfer_ms = 1.0"),
     "todo3_validate_state": ("todo3_solution", "    incompatible = []\n", "    return {'ready': True, 'missing': [], 'incompatible': []}\n"),

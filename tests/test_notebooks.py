@@ -8,8 +8,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from submissions import NOTEBOOKS
 from tools import overlap_lab
+
+from submissions import NOTEBOOKS
 
 pytestmark = pytest.mark.slow
 

@@ -21,6 +21,7 @@ from traitlets.config import Config
 from autograde import grading
 from autograde.exporters import FEEDBACK_POLICY, add_csp
 from autograde.preprocessors import SafeOutputMetadata
+
 from page_attacks import CHROMIUM, PAYLOAD_CELLS, PAYLOAD_MARKDOWN, PNG, mark, scripts_ran
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -221,7 +222,7 @@ def test_a_page_of_unknown_shape_gets_the_policy_ahead_of_everything():
 def test_the_policy_holds_in_a_browser_wherever_it_was_put(tmp_path):
     """Chromium applies the policy ahead of a page of unknown shape too (there it comes before <html>)."""
     needs_chromium()
-    page = f"<!DOCTYPE html><html lang='en'><head><script>document.title='owned:head-script'</script></head><body>text</body></html>"
+    page = "<!DOCTYPE html><html lang='en'><head><script>document.title='owned:head-script'</script></head><body>text</body></html>"
     assert add_csp(page).startswith("<!DOCTYPE html>" + META + "<html lang='en'>")
     (tmp_path / "as_is.html").write_text(page)
     (tmp_path / "with_policy.html").write_text(add_csp(page))

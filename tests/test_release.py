@@ -60,7 +60,8 @@ def test_every_notebook_follows_the_course_skeleton(root):
         nb = json.loads(path.read_text(encoding="utf-8"))
         headings = [line for c in nb["cells"] if c["cell_type"] == "markdown" for line in "".join(c["source"]).splitlines() if line.startswith("#")]
         assert re.match(r"^# \d\d\. .+ \| .+", headings[0]), f"{path.name}: title 'NN. English | 中文'"
-        for section in ("Overview | 本节导读", "Objectives | 学习目标", "Prerequisites | 前置阅读", "Reflection | 思考", "Summary | 小结", "Further reading | 相关阅读"):
+        for section in ("Overview | 本节导读", "Objectives | 学习目标", "Prerequisites | 前置阅读", "Reflection | 思考",
+                        "Summary | 小结", "Further reading | 相关阅读"):
             assert any(section in h for h in headings), f"{path.name} lacks '{section}'"
         grade_cells = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")
                        and not c["metadata"]["nbgrader"].get("solution")]  # test cells (not answers graded by a person)

@@ -17,11 +17,12 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
+from test_grading import run_grade
 
 from autograde.course import Course
 from autograde.leaks import secret_lines
+
 from submissions import NOTEBOOKS, answer, build, insert_after, mutate, write
-from test_grading import run_grade
 
 pytestmark = pytest.mark.slow
 
@@ -131,7 +132,8 @@ for _ in range(12):
             pass
         os._exit(0)"""
 MARKUP = "<script>document.title = 'owned'</script>\n" + "<" * 120_000
-STICKY_TODO4 = answer("todo4_solution").replace("    if validation['incompatible']:", "    validation['_seen'] = True\n    if validation['incompatible']:")
+STICKY_TODO4 = answer("todo4_solution").replace("    if validation['incompatible']:",
+                                                 "    validation['_seen'] = True\n    if validation['incompatible']:")
 NETWORK = """import socket
 try:
     socket.create_connection(('127.0.0.1', {PORT}), timeout=3).sendall(b'leak')

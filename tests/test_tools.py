@@ -10,7 +10,6 @@ import pytest
 from tools import checks, notebook_runtime, overlap_lab, project_runtime, timeline
 from tools.checks import PublicChecks, PublicChecksFailed
 
-
 # ---------------------------------------------------------------- project root and results
 
 def test_root_found_by_walking_up(root, tmp_path, monkeypatch):
@@ -156,7 +155,8 @@ def test_find_learner_notebook_names_the_file_that_is_loaded(tmp_path, root):
 def test_schedule_greedy_uses_the_given_rule():
     items = [{"name": "a", "engine": "sm"}, {"name": "b", "engine": "sm"}, {"name": "c", "engine": "cpu"}]
     durations = {"a": 2.0, "b": 3.0, "c": 1.0}
-    same_engine = lambda x, y: {"can_overlap": x["engine"] != y["engine"], "reasons": []}
+    def same_engine(x, y):
+        return {"can_overlap": x["engine"] != y["engine"], "reasons": []}
     bars = timeline.schedule_greedy(items, durations, same_engine)
     assert [(b["start"], b["end"]) for b in bars] == [(0.0, 2.0), (2.0, 5.0), (0.0, 1.0)]
     assert timeline.makespan(bars) == 5.0
@@ -441,7 +441,7 @@ def test_percentile_nearest_rank():
 def test_write_result_validates_first(tmp_path):
     (tmp_path / "course.toml").write_text("[course]\n")
     bad = {**overlap_lab.run_experiment("dry_run"), "decision": "accept_physical_overlap"}
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - whatever the schema validator raises, nothing is written
         overlap_lab.write_result(bad, tmp_path)
     assert not overlap_lab.result_path("default", tmp_path).exists()
     path = overlap_lab.write_result(overlap_lab.run_experiment("dry_run", run_label="ok"), tmp_path)
@@ -1224,3 +1224,14 @@ def test_a_dry_run_on_a_machine_without_a_driver_never_imports_torch(monkeypatch
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[1], env={**os.environ, "MPLBACKEND": "agg"})
     assert out.stdout.split() == ["False", "False"], out.stdout + out.stderr
+
+
+def test_a_scheduler_without_a_cluster_executor_is_refused_before_anything_runs(tmp_path):
+    """The command line chooses the executor once; a caller who names a scheduler but passes no
+    executor is told what to pass, instead of grading locally by surprise."""
+    from autograde.course import Course
+    from autograde.grading import Options, grade_batch
+
+    with pytest.raises(ValueError, match="grade_on_cluster_executor"):
+        grade_batch(Course.load(), tmp_path, tmp_path / "out", Options(scheduler="tcp://127.0.0.1:1"))
+    assert not (tmp_path / "out").exists()

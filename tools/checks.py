@@ -21,8 +21,8 @@ import os
 import random
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 REPORT_ENV = "COURSE_CHECK_REPORT"
 STOP_ENV = "COURSE_CHECKS_STOP"

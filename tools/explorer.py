@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 
@@ -185,8 +185,10 @@ def _build_widgets(estimate_handoff: Callable):
     layout = w.Layout(width="560px")
     # Log steps this fine put a step within 0.5 of every whole MiB or Gbit/s in range, so the frontend,
     # which snaps a value to a step, still shows a preset's 640 MiB as 640 (a 0.01 step showed 639).
-    payload = w.FloatLogSlider(value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=1e-5, description="payload (MiB)", readout_format=".0f", style=style, layout=layout)
-    gbps = w.FloatLogSlider(value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=1e-5, description="link (Gbit/s)", readout_format=".0f", style=style, layout=layout)
+    payload = w.FloatLogSlider(value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=1e-5, description="payload (MiB)",
+                               readout_format=".0f", style=style, layout=layout)
+    gbps = w.FloatLogSlider(value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=1e-5, description="link (Gbit/s)",
+                            readout_format=".0f", style=style, layout=layout)
     latency = w.FloatSlider(value=DEFAULTS["latency_ms"], min=0, max=5, step=0.05, description="fixed latency (ms)", style=style, layout=layout)
     window = w.FloatSlider(value=DEFAULTS["window_ms"], min=0, max=1000, step=5, description="prefill window (ms)", style=style, layout=layout)
     other = w.FloatSlider(value=DEFAULTS["other_ms"], min=0, max=500, step=5, description="other requests' work (ms)", style=style, layout=layout)

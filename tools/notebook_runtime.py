@@ -13,7 +13,7 @@ from pathlib import Path
 from types import FunctionType
 from typing import Any
 
-from .project_runtime import find_project_root, resolve_project_root
+from .project_runtime import find_project_root
 
 
 def package_version(name: str) -> str | None:

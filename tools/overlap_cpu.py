@@ -30,7 +30,8 @@ import platform
 import statistics
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .overlap_evidence import BOUND_FACTOR_CPU, MAX_COPY_SLOWDOWN_CPU, overlap_evidence, preconditions_met, summarize
 from .overlap_load import OtherCpuMeter, load_average

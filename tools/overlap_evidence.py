@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 MIN_COVERED = 0.5  # a repeat overlaps when at least half the shorter side completed inside the other
 MIN_REPEATS = 0.5  # ... and a case is confirmed when more than half its repeats overlap

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .overlap_device import DriverError, driver_facts, nvml_facts
 from .overlap_evidence import BOUND_FACTOR_GPU, MAX_COPY_SLOWDOWN_GPU, overlap_evidence, preconditions_met, spans_overlap_ms, summarize

@@ -23,13 +23,12 @@ can reach its limit (ratio near 0.5). Where things live:
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from .notebook_runtime import grading_mode
 from .overlap_evidence import overlap_evidence, percentile, summarize, timeline_overlap
 from .overlap_results import finalize, new_result, progress_bar, result_path, write_result
-from .overlap_schema import (CPU_ACCEPT, DECISIONS, LEARNER_DECISIONS, RUN_MODES, SCHEMA_VERSION, SEMANTIC_ID,
-                             load_schema, validate_result)
+from .overlap_schema import CPU_ACCEPT, DECISIONS, LEARNER_DECISIONS, RUN_MODES, SCHEMA_VERSION, SEMANTIC_ID, load_schema, validate_result
 
 MiB = 2**20
 # The CPU analogue's payloads. The chapter's (16, 64, 128) are host-to-device copies over PCIe; on

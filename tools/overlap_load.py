@@ -56,7 +56,7 @@ class OtherCpuMeter:
         self.stat_path = stat_path
         self.other_cores: float | None = None
 
-    def __enter__(self) -> "OtherCpuMeter":
+    def __enter__(self) -> OtherCpuMeter:
         self._busy = _machine_busy_s(self.stat_path)
         self._own = time.process_time()  # this process, all threads
         self._wall = time.perf_counter()

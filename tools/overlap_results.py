@@ -9,9 +9,9 @@ from __future__ import annotations
 import copy
 import platform
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
 
 from .notebook_runtime import grading_mode, package_version
 from .overlap_load import busy_machine, describe_load

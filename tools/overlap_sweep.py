@@ -26,7 +26,7 @@ import os
 import statistics
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from .overlap_load import OtherCpuMeter, busy_machine, describe_load, load_average
 

@@ -2,10 +2,9 @@
 palette (Okabe-Ito, plus one red), sizes readable at notebook width."""
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import matplotlib
-
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text

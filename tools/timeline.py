@@ -6,7 +6,7 @@ item it cannot overlap with has finished. The overlap rule is passed in (the lea
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 ENGINE_LANES = {"cpu": "CPU", "sm": "GPU SMs", "copy_h2d": "copy engine H2D", "copy_d2h": "copy engine D2H", "nic": "NIC / network"}
 ENGINE_ROLE = {"cpu": "cpu", "sm": "compute", "copy_h2d": "copy", "copy_d2h": "copy", "nic": "network"}
