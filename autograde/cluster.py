@@ -298,7 +298,7 @@ def connect(options):
                             f"--tls-cert and --tls-key (or set distributed.comm.tls in the Dask configuration) ({exc})") from None
     except (OSError, TimeoutError, ValueError) as exc:
         raise UnusableInput(f"cannot reach the Dask scheduler at {options.scheduler}: {type(exc).__name__}: {exc}. Start "
-                            "one with `dask scheduler`, and workers with `dask worker ADDRESS` (see the README)") from None
+                            "one with `dask scheduler`, and workers with `dask worker ADDRESS` (see docs/instructors.md)") from None
 
 
 def task_settings(options) -> dict:
