@@ -498,7 +498,7 @@ def test_the_summary_table_fits_a_notebook_line(course_steps):
     runs = {label: handoff_views.run_setting(course_steps, 4.0, "Ethernet 25G", "Llama-3-70B", mode, 0.0)
             for label, mode in (("whole", "whole"), ("layerwise", "layerwise"))}
     lines = handoff_views.summary_table(runs).splitlines()
-    assert len(lines) == 3 and max(map(len, lines)) <= 90, lines
+    assert len(lines) == 4 and max(map(len, lines)) <= 90, lines
     assert "prefill" in lines[0] and lines[1].split()[0] == "whole"
 
 
@@ -515,7 +515,7 @@ def test_a_dry_run_replays_the_recorded_curves_and_says_so(monkeypatch):
         with _figures_recorded() as created:
             monkeypatch.setattr(plt, "show", lambda: None)
             plot(result)
-        assert created[-1]._suptitle.get_text().startswith("Replayed, not measured here")
+        assert created[-1]._suptitle.get_text().startswith("REPLAYED, not measured here")
         assert not text_problems(created[-1])
     with pytest.raises(ValueError, match="kind must be one of"):
         overlap_sweep.replay("sweep")

@@ -75,6 +75,7 @@ def summary_table(results: dict[str, dict]) -> str:
                    f"{sum(r['transfer_ms'] for r in served) / len(served):.2f}") if served else "-"
         cells = (counts, ttft, exposed, f"{s['link_utilization']:.0%}", f"{s['prefill_utilization']:.0%}")
         lines.append(f"{label:>{width}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
+    lines.append("(exposed/transfer: means over the 'ok' requests; link, prefill: how busy each was)")
     return "\n".join(lines)
 
 

@@ -95,9 +95,12 @@ def plot_controls(result: dict) -> None:
     y = list(range(len(rows)))
     bars = ax.barh(y, [ev["covered_fraction_median"] for _, ev, _, _ in rows],
                    color=[EVIDENCE_COLOURS[verdict] for _, _, verdict, _ in rows], edgecolor="black", linewidth=0.6)
-    for bar, (_, _, _, control) in zip(bars, rows):
+    for i, (bar, (_, ev, verdict, control)) in enumerate(zip(bars, rows)):
         if control:
             bar.set_hatch("//")
+        if ev["covered_fraction_median"] < 0.02:  # an empty bar still shows its verdict's colour
+            ax.plot([0.004], [i], marker="s", markersize=9, color=EVIDENCE_COLOURS[verdict], markeredgecolor="black",
+                    clip_on=False, zorder=3)
     for i, (_, ev, verdict, _) in enumerate(rows):  # the label carries the colour too: a bar may be empty
         ax.text(1.03, i, evidence_label(ev), va="center", fontsize=8, transform=ax.get_yaxis_transform(),
                 bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": EVIDENCE_COLOURS[verdict], "linewidth": 2})
@@ -151,8 +154,8 @@ def _warn(what: dict, fig) -> None:
         fig.suptitle(f"Not trustworthy as measured: {len(what['warnings'])} warning(s) printed above",
                      color=PALETTE["vermillion"], fontsize=10)
     elif origin:  # a dry run's figure is a recording: it says so on the figure itself
-        fig.suptitle(f"Replayed, not measured here: recorded on {origin['machine']} on {origin['created_at'][:10]}",
-                     color=PALETTE["grey"], fontsize=10)
+        fig.suptitle(f"REPLAYED, not measured here: recorded on {origin['machine']} on {origin['created_at'][:10]}",
+                     color=PALETTE["black"], fontsize=10, fontweight="bold")
 
 
 def plot_pipeline(sweep: dict) -> None:
