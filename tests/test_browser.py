@@ -3,6 +3,7 @@ notebooks 03 and 04 it loads next to it), run all, check that the widgets render
 shows an error, and that moving a control changes the readout."""
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -127,7 +128,8 @@ def test_explorer_in_jupyterlab(lab, root):
         errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
         assert errors.count() == 0, errors.all_inner_texts()[:3]
         assert page.locator(".widget-slider").count() >= 6, "the explorer's sliders render"
-        assert page.get_by_text("public checks 9/9 passed").count() >= 1
+        # TODO 1 and TODO 2, every public check passed (N/N, whatever N is)
+        assert page.get_by_text(re.compile(r"public checks (\d+)/\1 passed")).count() >= 2
         before = readout.inner_text()
         slider = page.locator(".widget-slider", has_text="layers (1 = send after)")
         slider.scroll_into_view_if_needed()
