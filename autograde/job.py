@@ -276,4 +276,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if os.environ.get("COURSE_PROFILE_DIR"):  # development: a cProfile of each student's worker, <student>.prof
+        import cProfile
+        _prof = cProfile.Profile()
+        _rc = _prof.runcall(main, sys.argv[1:])
+        _prof.dump_stats(os.path.join(os.environ["COURSE_PROFILE_DIR"], f"{sys.argv[2]}.prof"))
+        sys.exit(_rc)
     sys.exit(main(sys.argv[1:]))
