@@ -12,7 +12,7 @@ submitted copy and the feedback page. Workers share no folder with the instructo
 
 The parent stays the only writer: it checks the shape of what came back (a worker is not
 trusted blindly), rebuilds the job folder, and turns it into the record, feedback page and
-formgrader copy exactly as a local run does (``grading._finish``), then signs, saves and
+formgrader copy exactly as a local run does (``grading.finish_record``), then signs, saves and
 merges the record into the gradebook. A task that fails, or whose worker dies more often
 than the scheduler allows, gives the student's notebooks an ``error`` row that is not saved,
 so the next run grades them again. A worker killed mid-task loses nothing: the scheduler
@@ -107,7 +107,7 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
     instructor's machine built, ``shipped`` as a tar.gz before the batch, kept when it verifies
     against this worker's course; built here otherwise), and sweep what tasks of a killed
     worker left. Returns (base folder, master)."""
-    from .grading import _master
+    from .grading import grading_master
     from .sandbox import Limits, probe
 
     mine = course_digest(course)
@@ -121,7 +121,7 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
         if shipped and not (base / ".course.digest").is_file():
             with tarfile.open(fileobj=io.BytesIO(shipped), mode="r:gz") as archive:
                 archive.extractall(base, filter="data")
-        master = _master(course, base)  # verifies sources and tree digests; rebuilds when they differ
+        master = grading_master(course, base)  # verifies sources and tree digests; rebuilds when they differ
         if settings["sandbox"]:
             limits = Limits(settings["memory_limit"], settings["process_limit"])
             key = (str(base), limits, os.environ.get("COURSE_BWRAP"))
@@ -219,7 +219,7 @@ def grade_task(task: dict) -> dict:
     notebooks' bytes. Returns {"student", "worker", "notebooks": [...]}: per notebook, whether
     it ran, its record fields decided here (status and detail of one that did not run,
     notes on repaired cells), the kill flag, the grading log, seconds, and the job's files."""
-    from .grading import MAX_GRADED_BYTES, SETTINGS, Options, _elapsed, job_settings, run_student
+    from .grading import MAX_GRADED_BYTES, SETTINGS, Options, elapsed_since, job_settings, run_student
 
     course = Course.load()
     settings = task["settings"]
@@ -252,7 +252,7 @@ def grade_task(task: dict) -> dict:
                 # a file over the size the parent would read anyway is not sent (the parent reports it missing)
                 files[name] = path.read_bytes() if path.is_file() and path.stat().st_size <= MAX_GRADED_BYTES else None
             returned.append({"notebook": record["notebook"], "ran": True, "killed": bool(killed), "log": log[-MAX_LOG:],
-                             "seconds": _elapsed(job), "matching_notes": record.get("matching_notes", []),
+                             "seconds": elapsed_since(job), "matching_notes": record.get("matching_notes", []),
                              "files": files})
             shutil.rmtree(job, ignore_errors=True)
 
@@ -462,9 +462,9 @@ def grade_on_cluster(course: Course, out: Path, by_student: dict[str, list[tuple
 def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[str, Path, str]], answer: list[dict],
                    options, secrets: dict[str, str]):
     """Each notebook of a checked answer as a local run settles it: the job folder rebuilt
-    from the returned files, then record, feedback page and kept notebooks by grading._finish,
+    from the returned files, then record, feedback page and kept notebooks by grading.finish_record,
     signed and saved here. Yields the saved records."""
-    from .grading import _changed_answers, _finish, _save, safe_text
+    from .grading import changed_answers, finish_record, safe_text, save_record
 
     by_name = {item["notebook"]: item for item in answer}
     try:
@@ -476,7 +476,7 @@ def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[st
                 record["matching_notes"] = [safe_text(note) for note in item["matching_notes"]]
             if not item["ran"]:
                 record.update(status=item["status"], detail=safe_text(item["detail"]))
-                yield _save(out, record, 0.0)
+                yield save_record(out, record, 0.0)
                 continue
             files = _job_files(student, course.assignment, notebook)
             job = out / ".work" / student / notebook
@@ -486,14 +486,14 @@ def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[st
                     (job / relative).parent.mkdir(parents=True, exist_ok=True)
                     (job / relative).write_bytes(item["files"][name])
             try:  # answers changed since the copy graded last time (a person's score on one is flagged)
-                changed = _changed_answers(out / "submitted" / student / course.assignment / f"{notebook}.ipynb",
+                changed = changed_answers(out / "submitted" / student / course.assignment / f"{notebook}.ipynb",
                                            nbformat.read(job / files["submitted"], as_version=4))
             except Exception:
                 changed = None
             if changed is not None:
                 record["changed_answers"] = changed
-            _finish(course, out, record, job, item["killed"], item["log"], options, secrets)
-            yield _save(out, record, float(item["seconds"]))
+            finish_record(course, out, record, job, item["killed"], item["log"], options, secrets)
+            yield save_record(out, record, float(item["seconds"]))
             shutil.rmtree(job, ignore_errors=True)
     finally:
         shutil.rmtree(out / ".work" / student, ignore_errors=True)

@@ -131,7 +131,7 @@ def _tree_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def _master(course: Course, out: Path) -> Path:
+def grading_master(course: Course, out: Path) -> Path:
     """The course folder generated from the sources without their hidden tests (its
     gradebook restores the public test cells), plus ``judge.json``: the hidden tests,
     reference answers and given cells the trusted judge needs. Rebuilt when the sources
@@ -236,7 +236,7 @@ def _answers(nb) -> dict[str, str]:
     return found
 
 
-def _changed_answers(before: Path, nb) -> list[str] | None:
+def changed_answers(before: Path, nb) -> list[str] | None:
     """The answer cells whose text differs from ``before`` (the copy graded last time, kept in
     OUT/submitted); None when there is no readable earlier copy."""
     if not before.is_file():
@@ -306,7 +306,7 @@ def _prepare(course: Course, master: Path, out: Path, student: str, notebook: st
     if record is not None and repairs:
         record["matching_notes"] = repairs
     if record is not None:
-        changed = _changed_answers(out / "submitted" / student / course.assignment / f"{notebook}.ipynb", nb)
+        changed = changed_answers(out / "submitted" / student / course.assignment / f"{notebook}.ipynb", nb)
         if changed is not None:
             record["changed_answers"] = changed
     job = out / ".work" / student / notebook
@@ -326,7 +326,7 @@ def _prepare(course: Course, master: Path, out: Path, student: str, notebook: st
     return job
 
 
-def _finish(course: Course, out: Path, record: dict, job: Path, killed: bool, log: str, options: Options,
+def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bool, log: str, options: Options,
             secrets: dict[str, str]) -> None:
     """Turn a job folder's outcome into the record (scores, ideas, status, feedback page)."""
     student, notebook = record["student_id"], record["notebook"]
@@ -519,14 +519,14 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
 
     def settle(record: dict, job: Path, killed: bool = False, log: str = "") -> None:
         """Record one finished (or stopped) notebook at once, so an interruption keeps it."""
-        seconds = _elapsed(job)
-        _finish(course, out, record, job, killed, log, options, secrets or {})
-        records.append(_save(out, record, seconds))
+        seconds = elapsed_since(job)
+        finish_record(course, out, record, job, killed, log, options, secrets or {})
+        records.append(save_record(out, record, seconds))
         on_done(record)
         shutil.rmtree(job, ignore_errors=True)
 
     def fail(record: dict) -> None:  # refused before it ran (unreadable), or its worker never started
-        records.append(_save(out, record, 0.0))
+        records.append(save_record(out, record, 0.0))
         on_done(record)
 
     entries = [({"student_id": student, "notebook": notebook, "file": safe_text(path.name), "fingerprint": fingerprint,
@@ -609,7 +609,7 @@ def _watch(proc, pending: list, limit: float, settle, stop=None) -> tuple[Path |
         current = next((job for _, job in pending if (job / "started").is_file()), None)
         if proc.poll() is not None:
             return current, False
-        if current is not None and _elapsed(current) > limit:
+        if current is not None and elapsed_since(current) > limit:
             kill_tree(proc.pid)
             return current, True
         if stop is not None and stop():
@@ -618,7 +618,7 @@ def _watch(proc, pending: list, limit: float, settle, stop=None) -> tuple[Path |
         time.sleep(0.2)
 
 
-def _elapsed(job: Path) -> float:
+def elapsed_since(job: Path) -> float:
     """Seconds since the worker started ``job`` (0 while the marker is being written)."""
     try:
         return max(0.0, time.time() - float((job / "started").read_text()))
@@ -654,7 +654,7 @@ def _signature(out: Path, record: dict) -> str:
     return hmac.new(_key(out), body.encode(), hashlib.sha256).hexdigest()
 
 
-def _save(out: Path, record: dict, seconds: float) -> dict:
+def save_record(out: Path, record: dict, seconds: float) -> dict:
     record["seconds"] = round(seconds, 2)
     record["signature"] = _signature(out, record)
     write_json_atomic(out / ".state" / record["student_id"] / f"{record['notebook']}.json", record)
@@ -775,7 +775,7 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     graded_cells = exercises(course)
     # every grade id (test and exercise cells) identifies a notebook that a platform renamed
     ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
-    master = _master(course, out)
+    master = grading_master(course, out)
     digest = course.sources_digest()
     secrets = secret_lines(course)
     _key(out)

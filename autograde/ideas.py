@@ -87,11 +87,8 @@ def load(source: str, grade_id: str = "?", points: float = 0.0) -> HiddenTests:
             spec.ideas.append(Idea(idea_id, float(share), text, fn))
 
     scope = {"__name__": f"hidden_tests_{grade_id}"}
-    previous, checks._COLLECTOR = checks._COLLECTOR, Collector()
-    try:
+    with checks.collecting(Collector()):
         exec(compile(source, f"<hidden tests of {grade_id}>", "exec"), scope)
-    finally:
-        checks._COLLECTOR = previous
     spec.namespace = scope  # the judge puts the learner's functions here
     return spec
 

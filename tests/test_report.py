@@ -41,7 +41,7 @@ def ideas_of(notebook: str) -> dict[str, list]:
 
 def graded(student: str, notebook: str, failing: dict[tuple[str, str], str] | None = None,
            seconds: float = 5.0, **extra) -> dict:
-    """A graded notebook's record as grade_student/_finish leave it: the judge's ideas per grade
+    """A graded notebook's record as grade_student/finish_record leave it: the judge's ideas per grade
     cell, scores = the points of the ideas passed, written answers waiting (None)."""
     failing = failing or {}
     ideas, scores = {}, {}

@@ -22,6 +22,7 @@ import random
 import sys
 import traceback
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 REPORT_ENV = "COURSE_CHECK_REPORT"
@@ -132,6 +133,19 @@ class PublicChecks:
 # ideas itself, against the learner's functions.
 _COLLECTOR = None
 _INPUT_SALT: str | None = None
+
+
+@contextmanager
+def collecting(collector):
+    """The judge, while it reads a cell's hidden tests: ``uses`` and ``idea`` hand what they
+    declare to ``collector`` (its ``uses(names, stand_ins)`` and ``idea(id, points, text, fn)``)
+    instead of running it; the previous collector comes back afterwards."""
+    global _COLLECTOR
+    previous, _COLLECTOR = _COLLECTOR, collector
+    try:
+        yield collector
+    finally:
+        _COLLECTOR = previous
 
 
 def set_input_salt(salt: str | None) -> None:

@@ -92,7 +92,7 @@ def _in_colab() -> bool:
         return False
 
 
-def _enable_colab_widgets() -> None:
+def enable_colab_widgets() -> None:
     """Colab renders ipywidgets through its custom widget manager once it is enabled."""
     try:
         from google.colab import output
@@ -169,7 +169,7 @@ def handoff_explorer(estimate_handoff: Callable, mode: str | None = None):
         _draw(first, "1 GiB over PCIe Gen5, sent after a 250 ms prefill")
         return None
     if frontend == "colab":
-        _enable_colab_widgets()
+        enable_colab_widgets()
     return _build_widgets(estimate_handoff)
 
 

@@ -16,7 +16,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from . import handoff_sim, presets
-from .explorer import _enable_colab_widgets, widget_frontend
+from .explorer import enable_colab_widgets, widget_frontend
 from .plotting import PALETTE, add_legend, draw_lanes, new_figure, readable
 
 # A small run: seconds on a laptop, enough requests for a P99 (the 99th percentile of 400 is the
@@ -211,7 +211,7 @@ def simulator_panel(steps: dict, mode: str | None = None):
         _draw_panel(first, _title(PANEL_DEFAULTS))
         return None
     if frontend == "colab":
-        _enable_colab_widgets()
+        enable_colab_widgets()
     return _build_widgets(steps, first)
 
 
