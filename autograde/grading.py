@@ -767,27 +767,11 @@ def job_settings(course: Course, master: Path, home: Path, options: Options) -> 
             "cell_timeout": options.cell_timeout, "worker_memory_limit": max(WORKER_MEMORY, options.memory_limit + GiB)}
 
 
-def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options, executor) -> dict:
-    # on a cluster, each worker checks its own sandbox (cluster.py) and refuses tasks without one
-    sandbox = _sandbox_settings(out, options) if not options.scheduler else (
-        {"enabled": True, "isolation": "bubblewrap on every worker (each checked before the batch)"} if options.sandbox
-        else _sandbox_settings(out, options))
-    graded_cells = exercises(course)
-    # every grade id (test and exercise cells) identifies a notebook that a platform renamed
-    ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
-    master = grading_master(course, out)
-    digest = course.sources_digest()
-    secrets = secret_lines(course)
-    _key(out)
-    db_url = gradebook.resolve_url(out, options.db_url)
-    try:  # the course gradebook, written by this process only (one writer thread)
-        writer = gradebook.Writer(db_url, master / "gradebook.db", course.assignment)
-    except gradebook.GradebookError as exc:
-        raise UnusableInput(str(exc)) from None
-    gradebook.write_course_config(out, db_url, master, course.assignment)
-    if not options.scheduler:  # on a cluster each worker writes its own
-        write_json_atomic(out / ".work" / SETTINGS, job_settings(course, master, out / ".sandbox", options))
-
+def _intake(course: Course, submissions: Path, students: list[Path], out: Path, options: Options, digest: str,
+            ids_by_name: dict[str, set[str]]) -> tuple[list[dict], dict[str, list[str]], dict[str, list[tuple[str, Path, str]]]]:
+    """Read every student folder: a row for each refused id, missing notebook, unreadable folder and
+    reused result; the notebooks left to grade, per student (notebook, file, fingerprint); the
+    matching notes. Writes ``OUT/rejected_ids.json``. Whatever one folder holds costs only its student."""
     records: list[dict] = []
     notes: dict[str, list[str]] = {}
     by_student: dict[str, list[tuple[str, Path, str]]] = {}  # the notebooks to grade now
@@ -828,6 +812,31 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
         rejected.append({"student_id": None, "reason": "a hidden folder (its name starts with '.'): not graded",
                          "folder": name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")})
     write_json_atomic(out / "rejected_ids.json", rejected)
+    return records, notes, by_student
+
+
+def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options, executor) -> dict:
+    # on a cluster, each worker checks its own sandbox (cluster.py) and refuses tasks without one
+    sandbox = _sandbox_settings(out, options) if not options.scheduler else (
+        {"enabled": True, "isolation": "bubblewrap on every worker (each checked before the batch)"} if options.sandbox
+        else _sandbox_settings(out, options))
+    graded_cells = exercises(course)
+    # every grade id (test and exercise cells) identifies a notebook that a platform renamed
+    ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
+    master = grading_master(course, out)
+    digest = course.sources_digest()
+    secrets = secret_lines(course)
+    _key(out)
+    db_url = gradebook.resolve_url(out, options.db_url)
+    try:  # the course gradebook, written by this process only (one writer thread)
+        writer = gradebook.Writer(db_url, master / "gradebook.db", course.assignment)
+    except gradebook.GradebookError as exc:
+        raise UnusableInput(str(exc)) from None
+    gradebook.write_course_config(out, db_url, master, course.assignment)
+    if not options.scheduler:  # on a cluster each worker writes its own
+        write_json_atomic(out / ".work" / SETTINGS, job_settings(course, master, out / ".sandbox", options))
+
+    records, notes, by_student = _intake(course, submissions, students, out, options, digest, ids_by_name)
 
     _install_sigterm()
     from tqdm import tqdm

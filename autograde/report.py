@@ -195,6 +195,83 @@ def _exercise(name: str, info: Exercise | None, rows: list[dict]) -> dict:
             "scores": scores}
 
 
+def _idea_rates(course: Course, records: list[dict], n_students: int) -> list[dict]:
+    """Each idea's results over the notebooks the judge ran, the most missed first."""
+    known = course_ideas(course)
+    tally: dict[tuple[str, str], dict] = {}
+    for info in known:
+        tally[(info.grade_id, info.id)] = {"notebook": info.notebook, "grade_id": info.grade_id, "idea": info.id,
+                                          "text": info.text, "points": info.points, "order": info.order}
+    for record in records:
+        if record["status"] != "graded":
+            continue
+        for grade_id, items in record.get("ideas", {}).items():
+            for item in items:
+                key = (grade_id, item["id"])
+                if key not in tally:  # an idea the sources no longer have
+                    tally[key] = {"notebook": record["notebook"], "grade_id": grade_id, "idea": item["id"],
+                                  "text": None, "points": item.get("points"), "order": len(tally)}
+                entry = tally[key]
+                status = item["status"] if item["status"] in IDEA_STATUSES else "error"
+                entry[status] = entry.get(status, 0) + 1
+    ideas = []
+    for entry in tally.values():
+        counts = {s: entry.pop(s, 0) for s in IDEA_STATUSES}
+        judged = sum(counts.values())
+        ideas.append({**entry, **counts, "judged": judged, "missed": judged - counts["passed"],
+                      "not_judged": max(0, n_students - judged),
+                      "pass_rate": round(counts["passed"] / judged, 4) if judged else None})
+    ideas.sort(key=lambda i: (i["pass_rate"] is None, i["pass_rate"] if i["pass_rate"] is not None else 0, i["order"]))
+    for i in ideas:
+        del i["order"]
+
+    return ideas
+
+
+def _problems(records: list[dict], summary: dict, rows: list[dict]) -> list[dict]:
+    """The problems by kind (the commonest first), each with its students."""
+    kinds: dict[str, list[dict]] = {}
+
+    def add(kind: str, student: str, notebook: str, detail: str) -> None:
+        kinds.setdefault(kind, []).append({"student_id": student, "notebook": notebook, "detail": str(detail)[:500]})
+
+    for record in records:
+        student, notebook, status = record["student_id"], record["notebook"], record["status"]
+        if status != "graded":
+            add(status, student, notebook, record.get("detail", ""))
+        elif record.get("detail"):
+            add("graded_with_notes", student, notebook, record["detail"])
+        if isinstance(record.get("redacted_lines"), int) and record["redacted_lines"] > 0:
+            add("redacted", student, notebook, f"{record['redacted_lines']} line(s) removed from the feedback page")
+    notes = summary.get("matching_notes") if isinstance(summary.get("matching_notes"), dict) else {}
+    for student, found in notes.items():
+        for note in found if isinstance(found, list) else []:
+            add("matching_note", str(student), "", note)
+    for row in rows:
+        if row["needs_review"] > 0:
+            add("needs_review", row["student_id"], "", f"{row['needs_review']:g} score(s) to look at again")
+    problems = [{"kind": kind, "what": STATUS_TEXT.get(kind) or OTHER_KINDS.get(kind) or "an outcome this report does not know",
+                 "count": len(items), "students": len({i["student_id"] for i in items}), "items": items}
+                for kind, items in kinds.items()]
+    problems.sort(key=lambda p: (-p["count"], p["kind"]))
+
+    return problems
+
+
+def _timing(records: list[dict]) -> dict:
+    """Seconds per notebook: statistics, the total, P90 and the slowest."""
+    timed = [r for r in records if r["seconds"] is not None]
+    seconds = [r["seconds"] for r in timed]
+    slowest = sorted(timed, key=lambda r: (-r["seconds"], r["student_id"], r["notebook"]))[:SLOWEST]
+    return {**_stats(seconds), "total": round(sum(seconds), 2),
+            "p90": round(statistics.quantiles(seconds, n=10)[-1], 3) if len(seconds) >= 2 else None,
+            "slowest": [{"student_id": r["student_id"], "notebook": r["notebook"], "seconds": r["seconds"],
+                         "status": r["status"], "reused": bool(r.get("cached")),
+                         "timings": {k: v for k, v in r.get("timings", {}).items()
+                                     if isinstance(v, (int, float))} if isinstance(r.get("timings"), dict) else {}}
+                        for r in slowest]}
+
+
 def build_report(course: Course, out: Path) -> dict:
     """Read a graded folder and compute the report's numbers (what report.json holds)."""
     if not out.is_dir():
@@ -231,73 +308,10 @@ def build_report(course: Course, out: Path) -> dict:
         "exercises": per_exercise,
     }
 
-    # ideas: each idea's results over the notebooks the judge ran
-    known = course_ideas(course)
-    tally: dict[tuple[str, str], dict] = {}
-    for info in known:
-        tally[(info.grade_id, info.id)] = {"notebook": info.notebook, "grade_id": info.grade_id, "idea": info.id,
-                                          "text": info.text, "points": info.points, "order": info.order}
-    for record in records:
-        if record["status"] != "graded":
-            continue
-        for grade_id, items in record.get("ideas", {}).items():
-            for item in items:
-                key = (grade_id, item["id"])
-                if key not in tally:  # an idea the sources no longer have
-                    tally[key] = {"notebook": record["notebook"], "grade_id": grade_id, "idea": item["id"],
-                                  "text": None, "points": item.get("points"), "order": len(tally)}
-                entry = tally[key]
-                status = item["status"] if item["status"] in IDEA_STATUSES else "error"
-                entry[status] = entry.get(status, 0) + 1
-    ideas = []
     n_students = len(rows)
-    for entry in tally.values():
-        counts = {s: entry.pop(s, 0) for s in IDEA_STATUSES}
-        judged = sum(counts.values())
-        ideas.append({**entry, **counts, "judged": judged, "missed": judged - counts["passed"],
-                      "not_judged": max(0, n_students - judged),
-                      "pass_rate": round(counts["passed"] / judged, 4) if judged else None})
-    ideas.sort(key=lambda i: (i["pass_rate"] is None, i["pass_rate"] if i["pass_rate"] is not None else 0, i["order"]))
-    for i in ideas:
-        del i["order"]
-
-    # problems, by kind
-    kinds: dict[str, list[dict]] = {}
-
-    def add(kind: str, student: str, notebook: str, detail: str) -> None:
-        kinds.setdefault(kind, []).append({"student_id": student, "notebook": notebook, "detail": str(detail)[:500]})
-
-    for record in records:
-        student, notebook, status = record["student_id"], record["notebook"], record["status"]
-        if status != "graded":
-            add(status, student, notebook, record.get("detail", ""))
-        elif record.get("detail"):
-            add("graded_with_notes", student, notebook, record["detail"])
-        if isinstance(record.get("redacted_lines"), int) and record["redacted_lines"] > 0:
-            add("redacted", student, notebook, f"{record['redacted_lines']} line(s) removed from the feedback page")
-    notes = summary.get("matching_notes") if isinstance(summary.get("matching_notes"), dict) else {}
-    for student, found in notes.items():
-        for note in found if isinstance(found, list) else []:
-            add("matching_note", str(student), "", note)
-    for row in rows:
-        if row["needs_review"] > 0:
-            add("needs_review", row["student_id"], "", f"{row['needs_review']:g} score(s) to look at again")
-    problems = [{"kind": kind, "what": STATUS_TEXT.get(kind) or OTHER_KINDS.get(kind) or "an outcome this report does not know",
-                 "count": len(items), "students": len({i["student_id"] for i in items}), "items": items}
-                for kind, items in kinds.items()]
-    problems.sort(key=lambda p: (-p["count"], p["kind"]))
-
-    # time
-    timed = [r for r in records if r["seconds"] is not None]
-    seconds = [r["seconds"] for r in timed]
-    slowest = sorted(timed, key=lambda r: (-r["seconds"], r["student_id"], r["notebook"]))[:SLOWEST]
-    timing = {**_stats(seconds), "total": round(sum(seconds), 2),
-              "p90": round(statistics.quantiles(seconds, n=10)[-1], 3) if len(seconds) >= 2 else None,
-              "slowest": [{"student_id": r["student_id"], "notebook": r["notebook"], "seconds": r["seconds"],
-                           "status": r["status"], "reused": bool(r.get("cached")),
-                           "timings": {k: v for k, v in r.get("timings", {}).items()
-                                       if isinstance(v, (int, float))} if isinstance(r.get("timings"), dict) else {}}
-                          for r in slowest]}
+    ideas = _idea_rates(course, records, n_students)
+    problems = _problems(records, summary, rows)
+    timing = _timing(records)
 
     return {"assignment": course.assignment, "students": n_students, "notebooks": list(course.notebooks),
             "records": len(records), "notebooks_graded": sum(r["status"] == "graded" for r in records),
