@@ -110,7 +110,11 @@ def test_check_submission_passes_an_intact_notebook_and_names_what_a_platform_br
     path = tmp_path / f"{name}.ipynb"
     path.write_bytes((root / "notebooks" / f"{name}.ipynb").read_bytes())
     assert notebook_runtime.check_submission(name, path) == []
-    assert "all" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "all" in out and "still to do" in out and "todo3_solution" in out, "intact is not finished: the stub is named"
+    nbformat.write(build(name), path)  # answered: nothing left to do
+    assert notebook_runtime.check_submission(name, path) == [] and "still to do" not in capsys.readouterr().out
+    path.write_bytes((root / "notebooks" / f"{name}.ipynb").read_bytes())
     nb = json.loads(path.read_text())
     answer = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution"))
     test = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade") and not c["metadata"]["nbgrader"].get("solution"))

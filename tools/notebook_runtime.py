@@ -429,6 +429,11 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
         print(f"  ✗ {line}")
     for line in notes:
         print(f"  · {line}")
+    unfinished = [cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") for cell in data.get("cells", [])
+                  if cell.get("cell_type") == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution")
+                  and "raise NotImplementedError" in "".join(cell.get("source", ""))]
+    if unfinished:  # intact cells are not finished answers: say which still hold the stub
+        print(f"  · still to do (they hold `raise NotImplementedError()`, which earns nothing): {', '.join(map(str, unfinished))}")
     return problems
 
 
