@@ -215,7 +215,8 @@ class Postgres:
 
 
 def _grade(subs: Path, out: Path, db: list[str], check: bool = True, **popen) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--workers", "1",
+    # two workers: the class's students at once (the batch's one gradebook writer keeps the rows whole)
+    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--workers", "2",
                            "--cell-timeout", "10", "--no-progress", *db], capture_output=True, text=True, timeout=1200)
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
