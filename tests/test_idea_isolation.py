@@ -100,6 +100,16 @@ def test_an_answer_that_does_nothing_earns_at_most_a_quarter(cell):
     assert sum(points[i] for i in earned) <= 0.75, earned
 
 
+def test_a_constant_list_of_every_reason_earns_only_the_scaffold():
+    """TODO 0's order idea reads the answer's own reasons; an answer that always returns all four, in
+    order, must still earn nothing beyond what the scaffold does (input checks, inputs unchanged)."""
+    constant = mutate("todo0_solution", "    if first['name'] in second.get('after', [])",
+                      "    return {'can_overlap': False, 'reasons': ['dependency', 'same_engine', 'shared_link', 'shared_state']}\n"
+                      "    if first['name'] in second.get('after', [])")
+    earned = {idea for idea, failure in idea_results("todo0_check_overlap", constant).items() if not failure}
+    assert earned <= {"input_validation", "inputs_unchanged"}, earned
+
+
 def table() -> str:
     """The table "wrong answer -> ideas lost (points)" for the closing note and the docs."""
     lines = ["| TODO | wrong answer | ideas lost | points lost |", "|---|---|---|---|"]
