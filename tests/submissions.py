@@ -3,6 +3,8 @@ cells filled in the way a learner would (from the instructor's answer, or a muta
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -63,6 +65,15 @@ def insert_after(nb: nbformat.NotebookNode, grade_id: str, source: str) -> nbfor
 def drop_cell(nb: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookNode:
     nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != grade_id]
     return nb
+
+
+def run_grade(subs: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
+    """``python -m autograde grade SUBS --out OUT`` with ``extra`` options; asserts success when ``check``."""
+    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra],
+                          capture_output=True, text=True, timeout=1800)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
 
 
 def write(folder: Path, student: str, name: str, nb, filename: str | None = None) -> Path:

@@ -351,3 +351,14 @@ def test_a_tls_cluster_is_reached_with_the_certificates_and_a_worker_without_san
             connect(Options(scheduler=address))
     finally:
         cluster.close()
+
+
+def test_a_scheduler_without_a_cluster_executor_is_refused_before_anything_runs(tmp_path):
+    """The command line chooses the executor once; a caller who names a scheduler but passes no
+    executor is told what to pass, instead of grading locally by surprise."""
+    from autograde.course import Course
+    from autograde.grading import Options, grade_batch
+
+    with pytest.raises(ValueError, match="grade_on_cluster_executor"):
+        grade_batch(Course.load(), tmp_path, tmp_path / "out", Options(scheduler="tcp://127.0.0.1:1"))
+    assert not (tmp_path / "out").exists()

@@ -18,7 +18,7 @@ import pytest
 from autograde.course import Course
 from autograde.leaks import secret_lines
 
-from submissions import GRADED_MISTAKES, MISTAKES, NOTEBOOKS, SOLUTIONS, answer, build, drop_cell, insert_after, mutate, write
+from submissions import GRADED_MISTAKES, MISTAKES, NOTEBOOKS, SOLUTIONS, answer, build, drop_cell, insert_after, mutate, run_grade, write
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +35,6 @@ MANUAL = [c.metadata["nbgrader"]["grade_id"] for n in NOTEBOOKS for c in nbforma
 # The plausible wrong answers graded through the whole pipeline (the full list, with the ideas each
 # must lose, is tests/submissions.py's MISTAKES; tests/test_idea_isolation.py checks every one in-process).
 WRONG = [m for m in MISTAKES if m[0] in GRADED_MISTAKES]
-
-
-def run_grade(subs: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra],
-                          capture_output=True, text=True, timeout=1800)
-    if check:
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
 
 
 def read_grades(out: Path) -> dict[str, dict[str, float]]:

@@ -17,12 +17,11 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
-from test_grading import run_grade
 
 from autograde.course import Course
 from autograde.leaks import secret_lines
 
-from submissions import NOTEBOOKS, answer, build, insert_after, mutate, write
+from submissions import NOTEBOOKS, answer, build, insert_after, mutate, run_grade, write
 
 pytestmark = pytest.mark.slow
 
