@@ -99,7 +99,9 @@ class PublicChecks:
             if r.message:
                 line += f"\n      → {r.message}"
             print(line)
-        summary = f"{self.title}: public checks {passed}/{len(results)} passed; hidden tests run at grading"
+        waiting = sum(r.status == TODO for r in results)  # the given input checks pass before any work: say the rest wait
+        started = f", {waiting} not started" if waiting else ""
+        summary = f"{self.title}: public checks {passed}/{len(results)} passed{started}; hidden tests run at grading"
         print(summary)
         self._report(results, passed)
         if passed != len(results):
