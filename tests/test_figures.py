@@ -515,7 +515,7 @@ def test_a_dry_run_replays_the_recorded_curves_and_says_so(monkeypatch):
         with _figures_recorded() as created:
             monkeypatch.setattr(plt, "show", lambda: None)
             plot(result)
-        assert created[-1]._suptitle.get_text().startswith("REPLAYED, not measured here")
+        assert created[-1].get_suptitle().startswith("REPLAYED, not measured here")
         assert not text_problems(created[-1])
     with pytest.raises(ValueError, match="kind must be one of"):
         overlap_sweep.replay("sweep")

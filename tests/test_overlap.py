@@ -702,7 +702,7 @@ def test_sweep_and_curve_plots_print_their_warnings(capsys, monkeypatch):
     sweep.update(device="cpu", payload_mib=8, warnings=overlap_sweep.sweep_warnings(sweep))
     overlap_plots.plot_pipeline(sweep)
     assert "WARNING: one chunk exposed" in capsys.readouterr().out
-    assert "Not trustworthy" in plt.gcf()._suptitle.get_text()
+    assert "Not trustworthy" in plt.gcf().get_suptitle()
     plt.close("all")
 
 

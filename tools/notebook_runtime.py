@@ -83,7 +83,7 @@ def course_setup(quiet: bool = False) -> dict[str, Any]:
 
 def figure_placeholder(fig) -> str:
     """What a figure shows where it is not drawn (at grading): its title, never a Python repr."""
-    title = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else ""
+    title = fig.get_suptitle()
     title = title or next((ax.get_title() for ax in fig.axes if ax.get_title()), "")
     return f"[figure{': ' + title.splitlines()[0] if title else ''} (drawn in your notebook, not while grading)]"
 
