@@ -20,7 +20,9 @@ that it boots while this notebook's judge and feedback run.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 from queue import Empty
 
@@ -143,6 +145,7 @@ class StudentKernel:
         self.cwd: Path | None = None
         self.km: AsyncKernelManager | None = None
         self.job = None
+        self.runtime: Path | None = None  # the kernel's socket folder without a sandbox
         self.threads: int | None = None  # threads of a fresh kernel, once known
         self.processes = 0  # processes under a fresh kernel's launcher
         self.hooks: int | None = None  # IPython hooks (events, transformers) of a fresh kernel
@@ -169,8 +172,13 @@ class StudentKernel:
             self.job = self.box.job(f"{os.getpid()}-kernel-{self.starts}", course_toml=jobdir / "course.toml")
             env.update(self.job.env)
             os.environ.update(self.job.env)  # nbgrader's config reads the runtime folder from here
-            km.transport = "ipc"
-            km.connection_file = str(Path(self.job.runtime) / "kernel.json")
+            runtime = Path(self.job.runtime)
+        else:  # --no-sandbox: a private folder of its own, removed with the kernel
+            self.runtime = runtime = Path(tempfile.mkdtemp(prefix="course-kernel-"))
+        # a socket file, never a TCP port: two workers starting kernels at once cannot pick the same port
+        km.transport = "ipc"
+        km.connection_file = str(runtime / "kernel.json")
+        km.ip = str(runtime / "ipc")
         self.cwd.mkdir(parents=True, exist_ok=True)
         run_sync(km.start_kernel)(extra_arguments=[HISTORY], cwd=str(self.cwd), env=env)
         self.km, self.threads, self.hooks, self.resets = km, None, None, 0
@@ -195,6 +203,9 @@ class StudentKernel:
         if self.box and self.job is not None:
             out_of_memory = self.box.finish(self.job)["out_of_memory"]
             self.job = None
+        if self.runtime is not None:
+            shutil.rmtree(self.runtime, ignore_errors=True)
+            self.runtime = None
         return out_of_memory
 
     def out_of_memory(self) -> bool:

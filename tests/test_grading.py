@@ -18,7 +18,20 @@ import pytest
 from autograde.course import Course
 from autograde.leaks import secret_lines
 
-from submissions import GRADED_MISTAKES, MISTAKES, NOTEBOOKS, SOLUTIONS, answer, build, drop_cell, insert_after, mutate, run_grade, write
+from submissions import (
+    GRADED_MISTAKES,
+    MISTAKES,
+    NOTEBOOKS,
+    SOLUTIONS,
+    answer,
+    build,
+    drop_cell,
+    insert_after,
+    mutate,
+    run_grade,
+    solution_ids,
+    write,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -393,9 +406,14 @@ def test_validate_reports_public_checks_only(root, tmp_path):
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert re.search(r"public checks (\d+)/\1 passed; hidden tests run at grading", ok.stdout), ok.stdout
     learner = write(tmp_path, "me", NOTEBOOKS[3], build(NOTEBOOKS[3], mutate(*WRONG[8][2:5])))
-    partial = subprocess.run([sys.executable, "-m", "autograde", "validate", str(learner)], capture_output=True, text=True, timeout=300)
+    # a notebook whose kernel dies is reported as such, and the next file is still validated
+    dying = write(tmp_path, "dies", NOTEBOOKS[3], insert_after(build(NOTEBOOKS[3]), solution_ids(NOTEBOOKS[3])[0], "import os; os._exit(3)"))
+    partial = subprocess.run([sys.executable, "-m", "autograde", "validate", str(dying), str(learner)], capture_output=True, text=True,
+                             timeout=300)
     assert partial.returncode == 1, "the strict-deadline bug breaks a stated rule, so a public check catches it"
     assert "[deadline_inclusive]" in partial.stdout and "all tests passed" not in partial.stdout.lower()
+    assert partial.stdout.count("ipynb: public checks") == 2 and "✗ the kernel died while the notebook ran" in partial.stdout, partial.stdout
+    assert "Traceback" not in partial.stderr, partial.stderr[-2000:]
     bad = subprocess.run([sys.executable, "-m", "autograde", "validate", str(root / "notebooks" / f"{NOTEBOOKS[1]}.ipynb")],
                          capture_output=True, text=True, timeout=300)
     counts = re.search(r"ipynb: public checks (\d+)/(\d+) passed", bad.stdout)
@@ -450,7 +468,8 @@ def test_public_checks_catch_every_wrong_answer(tmp_path):
         if re.match(r"\S+\.ipynb: public checks", line):
             blocks.append("\n".join(current))
             current = []
-    assert len(blocks) == len(MISTAKES), outputs
+    errors = ["\n".join(line for line in err.splitlines() if "eavesdropping" not in line)[-3000:] for _, err in outputs]
+    assert len(blocks) == len(MISTAKES), (blocks[-3:], errors)
     for (student, cell, *_, failing), text in zip(MISTAKES, blocks):
         named = set(re.findall(r"✗ .*\[([a-z_]+)\]", text)) & ideas_of[cell]
         assert named == failing, f"{student}: the public checks of {cell} name {named}, the mistake loses {failing}\n{text}"
