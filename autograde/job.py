@@ -51,8 +51,8 @@ class Worker:
         self.kernel = None
 
     def lend_kernel(self, jobdirs: list[Path]) -> None:
-        """One kernel for this student's notebooks (kernels.py), launched now so that it boots
-        while nbgrader starts."""
+        """One kernel for this student's notebooks (kernels.py), and the judge's runner, both
+        launched now so that they boot while nbgrader starts and the first notebook runs."""
         from .kernels import StudentKernel
         from .preprocessors import CappedExecute
         from .sandbox import KERNEL_NAME
@@ -61,6 +61,7 @@ class Worker:
         self.jobdirs = list(jobdirs)
         CappedExecute.shared_kernel = self.kernel
         self.kernel.start(self.jobdirs[0])
+        self.session.warm()  # the judge's runner boots meanwhile too
 
     def _start_runner(self) -> judge.Runner:
         self._finish_runner_job()

@@ -265,6 +265,11 @@ class Session:
             errors = self.runner.load(cells, self.cell_timeout)
         return self.runner, errors
 
+    def warm(self) -> None:
+        """Start the runner now, so that it boots while the first notebook runs in its kernel."""
+        if self.runner is None:
+            self.runner = self.start()
+
     def close(self) -> None:
         if self.runner is not None:
             self.runner.close()
