@@ -9,13 +9,22 @@ instructor's answers to TODO 6-8 and, inside handoff_step, TODO 3 and TODO 4, re
 Times are CPU seconds of this process (``time.process_time``: the time on the one core it runs on,
 unaffected by other processes sharing the machine); wall-clock seconds are printed beside them.
 
-    python benchmarks/bench_handoff_sim.py [--no-million] [--repeats 3]
+With ``--against REV`` it instead times this tree's simulator against the one at git revision REV
+(e.g. ``HEAD~1``), the two runs interleaved in one process on each link mode, and prints the ratio
+(a refactor of the engine should stay within 1.25x) and whether every result is identical.
+
+    python benchmarks/bench_handoff_sim.py [--no-million] [--repeats 3] [--against REV]
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from tools import handoff_sim
 from tools.notebook_runtime import load_learner_functions
@@ -53,15 +62,56 @@ def timed(n: int, repeats: int, records: bool = True, **overrides) -> tuple[floa
     return best_cpu, best_wall, summary
 
 
+def simulator_at(revision: str):
+    """tools/handoff_sim.py as it was at git ``revision``, imported as a module of the tools package."""
+    root = resolve_project_root()
+    source = subprocess.run(["git", "show", f"{revision}:tools/handoff_sim.py"], cwd=root, capture_output=True, text=True, check=True).stdout
+    path = Path(tempfile.mkdtemp(prefix="bench-sim-")) / "handoff_sim_then.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("tools.handoff_sim_then", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compare(revision: str, repeats: int, n: int = 50_000) -> int:
+    """This tree's simulator against ``revision``'s: CPU seconds, interleaved, per link mode."""
+    then = simulator_at(revision)
+    print(f"{n:,} requests per mode, best of {repeats}, CPU s; now = this tree, then = {revision}")
+    worst, same = 0.0, True
+    for sharing in ("fifo", "fair"):
+        for streaming in ("whole", "layerwise"):
+            config = {**SCENARIO, "n_requests": n, "link_sharing": sharing, "streaming": streaming}
+            best = {"now": float("inf"), "then": float("inf")}
+            out = {}
+            for _ in range(repeats):
+                for name, module in (("then", then), ("now", handoff_sim)):
+                    cpu = time.process_time()
+                    out[name] = module.simulate(config, steps=GATE)
+                    best[name] = min(best[name], time.process_time() - cpu)
+            equal = json.dumps(out["now"], sort_keys=True) == json.dumps(out["then"], sort_keys=True)
+            same &= equal
+            ratio = best["now"] / best["then"]
+            worst = max(worst, ratio)
+            print(f"  {sharing:>4} / {streaming:<9} then {best['then']:6.2f}  now {best['now']:6.2f}  now/then {ratio:5.2f}x  "
+                  f"results {'identical' if equal else 'DIFFER'}")
+    print(f"slowest mode: {worst:.2f}x of {revision} (goal <= 1.25x): {'met' if worst <= 1.25 else 'NOT met'}; "
+          f"every result identical: {same}")
+    return 0 if same and worst <= 1.25 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-million", action="store_true", help="skip the 1,000,000-request run (about 20 s)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per size; the best is kept (default 3)")
+    parser.add_argument("--against", metavar="REV", help="compare this tree's simulator with the one at git revision REV")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
 
     GATE.update(course_gate())
+    if args.against:
+        return compare(args.against, args.repeats)
     timed(2_000, 1)  # warm-up
     sizes = [10_000, 100_000] + ([] if args.no_million else [1_000_000])
     print(f"scenario: {SCENARIO['link']}, {SCENARIO['streaming']} streaming, {SCENARIO['link_sharing']} link, "

@@ -643,3 +643,20 @@ def test_notebook_02_explorer_uses_the_same_presets():
     for name, (kv_bytes, layers) in explorer.MODEL_PRESETS.items():
         assert kv_bytes == presets.MODEL_PRESETS[name]["kv_bytes_per_token"] and layers == presets.MODEL_PRESETS[name]["layers"]
     assert set(explorer.MODEL_PRESETS) == set(presets.MODEL_PRESETS)
+
+
+def test_results_match_the_recorded_ones():
+    """Every request's record and every summary of 22 cases (both link policies, both ways of sending,
+    every fault and policy, a block shortage, a tight deadline, a trace) equal, to the last bit, those
+    recorded in tests/data/handoff_sim_golden.json: a change to the engine's code changes no result
+    (see tests/sim_golden.py for when and how to record again)."""
+    import json
+
+    from sim_golden import GOLDEN, run_cases
+
+    recorded = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    found = run_cases(REFERENCE)
+    assert set(found) == set(recorded)
+    changed = {name: (recorded[name]["summary"], found[name]["summary"]) for name in found
+               if found[name]["digest"] != recorded[name]["digest"]}
+    assert not changed, f"{len(changed)} case(s) changed; recorded vs now: {changed}"
