@@ -139,7 +139,7 @@ DEFAULTS: dict = {
 #       the link, layer by layer (layers=1: whole, after prefill); the latency is paid once.
 #   handoff_step(handoff) -> {'decision', 'outcome', 'act_ms', 'decode_start_ms'}: Step 3's
 #       validation and Step 4's gate on one request's handoff (its input is described at
-#       handoff_input in _run), and what decode does about the answer under failure_policy.
+#       _Ledger.handoff_input), and what decode does about the answer under failure_policy.
 #   ttft_percentiles(records, qs) -> one TTFT per q, linear interpolation, requests without a TTFT
 #       left out.
 STEPS = ("stream_layers", "handoff_step", "ttft_percentiles")
@@ -268,9 +268,12 @@ def make_config(config: dict | None = None, **overrides) -> dict:
 
 
 # ======================================================================= the engine
-
-# Event kinds, in the order they run at equal times: transfers land before decode frees blocks,
-# before checks and timeouts, before new requests ask for blocks.
+# The engine is a short loop over a heap of events (_Engine.run). Each event kind has one handler;
+# what happens on the link lives in the link's class (_FifoLink, _FairLink), as a queueing policy
+# lives in a resource class; a request's inputs are drawn up front (_Requests) and its results kept
+# in one ledger (_Ledger), which also runs the handoff step. Event kinds, in the order they run at
+# equal times: transfers land before decode frees blocks, before checks and timeouts, before new
+# requests ask for blocks.
 _LINK_FREE, _PS, _DECODE_DONE, _CHECK, _TIMEOUT, _ABORT, _READY = range(7)
 
 
@@ -289,21 +292,42 @@ def simulate(config: dict | None = None, *, steps: dict | None = None, records: 
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _run(c, chosen, records)
+        engine = _Engine(c, chosen)
+        engine.run()
+        return engine.result(records)
     finally:
         if collecting:
             gc.enable()
 
 
-def _run(c: dict, step: dict, records: bool) -> dict:
-    """The event loop of :func:`simulate`, on a checked configuration."""
-    stream, handoff = step["stream_layers"], step["handoff_step"]
-    model, gpu, tp = c["model"], c["gpu"], c["tp"]
-    rng = random.Random(c["seed"])
+class _Requests:
+    """Every request's inputs, drawn from the seed in request order (or read from the trace), and
+    its prefill: FIFO over identical workers, independent of everything downstream."""
 
-    # ---- arrivals and per-request draws (all from the seed, in request order)
-    if c["trace"] is None:
-        n = c["n_requests"]
+    def __init__(self, c: dict):
+        rng = random.Random(c["seed"])
+        if c["trace"] is None:
+            self._poisson(c, rng)
+        else:
+            rows = sorted(c["trace"], key=lambda r: r[0])  # stable: equal arrivals keep their order
+            self.n = len(rows)
+            self.arrival = [float(r[0]) for r in rows]
+            self.prompt = [int(r[1]) for r in rows]
+            self.output = [int(r[2]) for r in rows]
+        n = self.n
+        self.fault = {name: [False] * n for name in FAULTS}
+        for name in FAULTS:
+            rate = c["faults"].get(name, 0.0)
+            if rate > 0:
+                flags, draw = self.fault[name], rng.random
+                for i in range(n):
+                    flags[i] = draw() < rate
+        self.lost, self.skew, self.slow, self.stall, self.oob = (self.fault[name] for name in FAULTS)
+        self._prefill(c)
+        self.need = [-(-(self.prompt[i] + self.output[i]) // c["block_tokens"]) for i in range(n)]
+
+    def _poisson(self, c: dict, rng: random.Random) -> None:
+        n = self.n = c["n_requests"]
         per_ms = c["rate_per_s"] / 1e3
         (p_lo, p_hi), (o_lo, o_hi) = c["prompt_tokens"], c["output_tokens"]
         arrival, prompt, output = [0.0] * n, [p_lo] * n, [o_lo] * n
@@ -316,115 +340,90 @@ def _run(c: dict, step: dict, records: bool) -> dict:
                 prompt[i] = randint(p_lo, p_hi)
             if o_hi > o_lo:
                 output[i] = randint(o_lo, o_hi)
-    else:
-        rows = sorted(c["trace"], key=lambda r: r[0])  # stable: equal arrivals keep their order
-        n = len(rows)
-        arrival = [float(r[0]) for r in rows]
-        prompt = [int(r[1]) for r in rows]
-        output = [int(r[2]) for r in rows]
-    fault_rates = [(name, c["faults"].get(name, 0.0)) for name in FAULTS]
-    fault = {name: [False] * n for name in FAULTS}
-    for name, rate in fault_rates:
-        if rate > 0:
-            flags, draw = fault[name], rng.random
-            for i in range(n):
-                flags[i] = draw() < rate
-    lost, skew, slow, stall, oob = (fault[name] for name in FAULTS)
+        self.arrival, self.prompt, self.output = arrival, prompt, output
 
-    # ---- prefill pool: FIFO over identical workers, independent of everything downstream
-    layers = model["layers"] if c["streaming"] == "layerwise" else 1
-    workers = [0.0] * c["prefill_workers"]
-    pf_ms_of: dict[int, float] = {}
-    bpm = presets.bytes_per_ms(c["gbps"])
-    kv_tok = model["kv_bytes_per_token"]
-    pf_start, pf_ms, pay_ms = [0.0] * n, [0.0] * n, [0.0] * n
-    latency = c["latency_ms"]
-    events = []
-    heappush, heappop, heapreplace = heapq.heappush, heapq.heappop, heapq.heapreplace
-    for i in range(n):
-        p = prompt[i]
-        d = pf_ms_of.get(p)
-        if d is None:
-            d = pf_ms_of[p] = presets.prefill_ms(model, p, gpu, tp, c["prefill_efficiency"])
-        s = max(arrival[i], workers[0])
-        heapreplace(workers, s + d)
-        pf_start[i], pf_ms[i] = s, d
-        pay_ms[i] = p * kv_tok / tp / bpm  # each of the tp links carries 1/tp of the KV
-    # When a request asks for decode blocks and the link: at prefill end when sent whole; when
-    # streamed, at the latest moment from which its layers go out without a pause and still land
-    # one layer's bytes after prefill ends, i.e. max(first layer done, prefill end + one layer's
-    # bytes - latency - payload). Asking earlier would not land it sooner, only hold the link idle
-    # between layers (the formula gives prefill end for layers = 1, since latency >= 0).
-    # Prefill starts are in request order and a request never asks before its prefill starts, so
-    # READY events enter the heap lazily, just before anything later is popped: the heap holds
-    # only the requests in flight, not all n.
-    ready_time = [max(pf_start[i] + pf_ms[i] / layers, pf_start[i] + pf_ms[i] + pay_ms[i] / layers - latency - pay_ms[i])
-                  for i in range(n)]
+    def _prefill(self, c: dict) -> None:
+        model, gpu, tp, n = c["model"], c["gpu"], c["tp"], self.n
+        self.layers = layers = model["layers"] if c["streaming"] == "layerwise" else 1
+        workers = [0.0] * c["prefill_workers"]
+        pf_ms_of: dict[int, float] = {}
+        bpm = presets.bytes_per_ms(c["gbps"])
+        kv_tok = model["kv_bytes_per_token"]
+        pf_start, pf_ms, pay_ms = [0.0] * n, [0.0] * n, [0.0] * n
+        latency = c["latency_ms"]
+        arrival, prompt, heapreplace = self.arrival, self.prompt, heapq.heapreplace
+        for i in range(n):
+            p = prompt[i]
+            d = pf_ms_of.get(p)
+            if d is None:
+                d = pf_ms_of[p] = presets.prefill_ms(model, p, gpu, tp, c["prefill_efficiency"])
+            s = max(arrival[i], workers[0])
+            heapreplace(workers, s + d)
+            pf_start[i], pf_ms[i] = s, d
+            pay_ms[i] = p * kv_tok / tp / bpm  # each of the tp links carries 1/tp of the KV
+        self.pf_start, self.pf_ms, self.pay_ms = pf_start, pf_ms, pay_ms
+        # When a request asks for decode blocks and the link: at prefill end when sent whole; when
+        # streamed, at the latest moment from which its layers go out without a pause and still land
+        # one layer's bytes after prefill ends, i.e. max(first layer done, prefill end + one layer's
+        # bytes - latency - payload). Asking earlier would not land it sooner, only hold the link idle
+        # between layers (the formula gives prefill end for layers = 1, since latency >= 0).
+        self.ready_time = [max(pf_start[i] + pf_ms[i] / layers, pf_start[i] + pf_ms[i] + pay_ms[i] / layers - latency - pay_ms[i])
+                           for i in range(n)]
 
-    block_tokens, capacity = c["block_tokens"], c["decode_blocks"]
-    need = [-(-(prompt[i] + output[i]) // block_tokens) for i in range(n)]
-    tpot, deadline_after = c["decode_ms_per_token"], c["deadline_ms"]
-    policy, version, slow_factor = c["failure_policy"], c["version"], c["slow_factor"]
-    reject_on_full = c["block_policy"] == "reject"
-    fair = c["link_sharing"] == "fair"
 
-    # ---- per-request results
-    ready_ms = [None] * n
-    admit_ms = [None] * n
-    tx_start = [None] * n
-    tx_end = [None] * n
-    tx_ms = [None] * n
-    exposed = [None] * n
-    decision = [None] * n
-    outcome = [None] * n
-    decode_start = [None] * n
-    first_token = [None] * n
-    done_ms = [None] * n
+class _Ledger:
+    """Each request's results, and the handoff step that decides them (Steps 3 and 4)."""
 
-    free_blocks = capacity
-    admitted = 0  # requests holding blocks
-    block_q: deque = deque()
-    link_q: deque = deque()
-    busy_ms = 0.0
-    first_grant, last_release = INF, 0.0
+    def __init__(self, c: dict, req: _Requests, events: list, handoff):
+        n = req.n
+        self.req, self.events, self.handoff = req, events, handoff
+        self.tpot, self.deadline_after = c["decode_ms_per_token"], c["deadline_ms"]
+        self.policy, self.version = c["failure_policy"], c["version"]
+        for name in ("ready_ms", "admit_ms", "tx_start", "tx_end", "tx_ms", "exposed", "decision", "outcome",
+                     "decode_start", "first_token", "done_ms"):
+            setattr(self, name, [None] * n)
 
-    def reject(i, t):
-        decision[i] = "rejected"
-        outcome[i] = "rejected"
-        done_ms[i] = t
+    def reject(self, i, t):
+        self.decision[i] = "rejected"
+        self.outcome[i] = "rejected"
+        self.done_ms[i] = t
 
-    def finish(i, res):
+    def finish(self, i, res):
         """Record the gate's action; schedule the decode (or the blocks' return on failure)."""
-        decision[i] = res["decision"]
-        outcome[i] = res["outcome"]
+        self.decision[i] = res["decision"]
+        self.outcome[i] = res["outcome"]
         start = res["decode_start_ms"]
         if start is None:
-            done_ms[i] = res["act_ms"]
-            heappush(events, (res["act_ms"], _DECODE_DONE, i))
+            self.done_ms[i] = res["act_ms"]
+            heapq.heappush(self.events, (res["act_ms"], _DECODE_DONE, i))
             return
-        decode_start[i] = start
-        first_token[i] = start + tpot
-        done_ms[i] = start + output[i] * tpot
-        heappush(events, (done_ms[i], _DECODE_DONE, i))
+        tpot = self.tpot
+        self.decode_start[i] = start
+        self.first_token[i] = start + tpot
+        self.done_ms[i] = done = start + self.req.output[i] * tpot
+        heapq.heappush(self.events, (done, _DECODE_DONE, i))
 
-    def deadline_of(i):
+    def deadline_of(self, i):
         """Decode gives a handoff deadline_ms from the later of prefill end and its block grant."""
-        return max(admit_ms[i], pf_start[i] + pf_ms[i]) + deadline_after
+        req = self.req
+        return max(self.admit_ms[i], req.pf_start[i] + req.pf_ms[i]) + self.deadline_after
 
-    def handoff_input(i, now, landed, ready_at):
+    def handoff_input(self, i, now, landed, ready_at):
+        req, version = self.req, self.version
+        lost = req.lost[i]
         return {
-            "state": {"payload_ready": landed, "metadata_ready": landed and not lost[i],
+            "state": {"payload_ready": landed, "metadata_ready": landed and not lost,
                       "ownership_ready": landed, "request_id": i,
-                      "version": "skewed-" + version if skew[i] else version},
+                      "version": "skewed-" + version if req.skew[i] else version},
             "request_id": i, "version": version, "now_ms": now,
-            "ready_at_ms": None if (lost[i] or stall[i]) else ready_at,
-            "deadline_ms": deadline_of(i),
-            "policy": policy, "recompute_ms": pf_ms[i],
+            "ready_at_ms": None if (lost or req.stall[i]) else ready_at,
+            "deadline_ms": self.deadline_of(i),
+            "policy": self.policy, "recompute_ms": req.pf_ms[i],
         }
 
-    def gate(i, now, landed, ready_at):
+    def gate(self, i, now, landed, ready_at):
         """The handoff step for request i, with its answer checked (a replaced step may be wrong)."""
-        res = handoff(handoff_input(i, now, landed, ready_at))
+        res = self.handoff(self.handoff_input(i, now, landed, ready_at))
         try:
             ok = (res["decision"] in DECISIONS[:4] and res["outcome"] in OUTCOMES[:3]
                   and (res["decode_start_ms"] is None) == (res["outcome"] == "failed")
@@ -438,324 +437,401 @@ def _run(c: dict, step: dict, records: bool) -> dict:
                              "decode_start_ms >= act_ms (None exactly when the outcome is 'failed')")
         return res
 
-    # ---- FIFO link. A request joins the queue when it has its blocks; decode checks it when it
-    # would have landed had the link been free then. Once granted, its transfer is known exactly.
-    waiting = [False] * n         # decode said 'wait' before the bytes landed
-    link = {"cur": -1, "start": 0.0, "release": INF, "version": 0, "queued_in": 0.0, "queued_out": 0.0}
-    granted = [False] * n
-    cancelled = [False] * n       # gave up while still queued: never sent
-    give_up_ms = [None] * n       # a decided give-up time still ahead (the link is cut then)
-    land_fifo = [INF] * n         # when the last byte lands (INF: never, a stalled link)
-    actual_fifo = [None] * n      # stream_layers' answer for the transfer as it ran
-    queued_mark = [0.0] * n       # nominal work queued ahead of a request when it joined
-    work = [latency + pay_ms[i] for i in range(n)]  # link time at full speed (a stream never pauses)
 
-    def link_release(t):
+class _Link:
+    """What the two link policies share: the transfer's inputs and the link's busy time.
+    A policy answers ``admit`` (a request got its blocks), ``check`` (decode looks at the state),
+    ``timeout`` (a wait reached its deadline), ``abort`` (a give-up time came) and ``tick``
+    (its own scheduled event: the link fell free, or a fair share finished)."""
+
+    def __init__(self, c: dict, req: _Requests, ledger: _Ledger, events: list, stream):
+        self.req, self.ledger, self.events, self.stream = req, ledger, events, stream
+        self.latency, self.slow_factor, self.layers = c["latency_ms"], c["slow_factor"], req.layers
+        self.waiting = [False] * req.n  # decode said 'wait' before the bytes landed
+        self.busy_ms = 0.0
+        self.first_grant, self.last_release = INF, 0.0
+
+    def nominal(self, i, g):
+        """stream_layers' answer for request i granted the link at g, at full speed."""
+        req = self.req
+        return self.stream(g, req.pf_start[i], req.pf_ms[i], self.layers, req.pay_ms[i], self.latency)
+
+    def wait_ok(self, i, landed_at):
+        """Decode was waiting and the bytes landed in time: it starts then."""
+        self.waiting[i] = False
+        self.close(i, landed_at)
+        self.ledger.finish(i, {"decision": "wait", "outcome": "ok", "act_ms": landed_at, "decode_start_ms": landed_at})
+
+
+class _FifoLink(_Link):
+    """One transfer at a time, in the order requests reach the link. A request joins the queue when
+    it has its blocks; decode checks it when it would have landed had the link been free then.
+    Once granted, its transfer is known exactly."""
+
+    def __init__(self, c, req, ledger, events, stream):
+        super().__init__(c, req, ledger, events, stream)
+        n = req.n
+        self.cur, self.start, self.release, self.version = -1, 0.0, INF, 0
+        self.queued_in = self.queued_out = 0.0
+        self.queue: deque = deque()
+        self.granted = [False] * n
+        self.cancelled = [False] * n    # gave up while still queued: never sent
+        self.give_up_ms = [None] * n    # a decided give-up time still ahead (the link is cut then)
+        self.land = [INF] * n           # when the last byte lands (INF: never, a stalled link)
+        self.actual = [None] * n        # stream_layers' answer for the transfer as it ran
+        self.queued_mark = [0.0] * n    # nominal work queued ahead of a request when it joined
+        latency = self.latency
+        self.work = [latency + p for p in req.pay_ms]  # link time at full speed (a stream never pauses)
+
+    def _release_at(self, t):
         """Schedule (or move) the current transfer's end."""
-        link["version"] += 1
-        link["release"] = t
+        self.version += 1
+        self.release = t
         if t < INF:
-            heappush(events, (t, _LINK_FREE, link["version"]))
+            heapq.heappush(self.events, (t, _LINK_FREE, self.version))
 
-    def close_fifo(i, end):
-        nonlocal last_release
-        start = tx_start[i]
-        tx_end[i] = end
-        full = latency + pay_ms[i] * (slow_factor if slow[i] else 1.0)
-        if end == land_fifo[i]:
-            tx_ms[i], exposed[i] = full, actual_fifo[i]["exposed_ms"]
+    def close(self, i, end):
+        req, led = self.req, self.ledger
+        start = led.tx_start[i]
+        led.tx_end[i] = end
+        full = self.latency + req.pay_ms[i] * (self.slow_factor if req.slow[i] else 1.0)
+        if end == self.land[i]:
+            led.tx_ms[i], led.exposed[i] = full, self.actual[i]["exposed_ms"]
         else:  # cut short: what it sent before the request gave up
-            tx_ms[i] = min(full, end - start)
-            exposed[i] = max(0.0, end - max(start, pf_start[i] + pf_ms[i]))
-        last_release = max(last_release, end)
+            led.tx_ms[i] = min(full, end - start)
+            led.exposed[i] = max(0.0, end - max(start, req.pf_start[i] + req.pf_ms[i]))
+        self.last_release = max(self.last_release, end)
 
-    def cut_fifo(i, t):
+    def _cut(self, i, t):
         """Request i gives up at t: drop it from the queue, or end its transfer there."""
-        if not granted[i]:
-            cancelled[i] = True
+        if not self.granted[i]:
+            self.cancelled[i] = True
             return
-        if link["cur"] == i and t < link["release"]:
-            link_release(t)
-        close_fifo(i, min(land_fifo[i], t))
+        if self.cur == i and t < self.release:
+            self._release_at(t)
+        self.close(i, min(self.land[i], t))
 
-    def grant_fifo(i, g):
-        nonlocal first_grant
-        granted[i] = True
-        link["cur"], link["start"] = i, g
-        pay = pay_ms[i] * (slow_factor if slow[i] else 1.0)
-        actual = stream(g, pf_start[i], pf_ms[i], layers, pay, latency)
-        actual_fifo[i] = actual
-        land_fifo[i] = INF if stall[i] else actual["end_ms"]
-        tx_start[i] = actual["start_ms"]
-        first_grant = min(first_grant, tx_start[i])
-        deadline = deadline_of(i)
-        if give_up_ms[i] is not None:  # decided already; sends until then at most
-            link_release(min(land_fifo[i], give_up_ms[i]))
-            close_fifo(i, link["release"])
-        elif waiting[i] and land_fifo[i] <= deadline:  # decode is waiting, and it lands in time
-            waiting[i] = False
-            link_release(land_fifo[i])
-            close_fifo(i, land_fifo[i])
-            finish(i, {"decision": "wait", "outcome": "ok", "act_ms": land_fifo[i], "decode_start_ms": land_fifo[i]})
+    def _grant(self, i, g):
+        req, led = self.req, self.ledger
+        self.granted[i] = True
+        self.cur, self.start = i, g
+        pay = req.pay_ms[i] * (self.slow_factor if req.slow[i] else 1.0)
+        actual = self.stream(g, req.pf_start[i], req.pf_ms[i], self.layers, pay, self.latency)
+        self.actual[i] = actual
+        land = self.land[i] = INF if req.stall[i] else actual["end_ms"]
+        led.tx_start[i] = actual["start_ms"]
+        self.first_grant = min(self.first_grant, led.tx_start[i])
+        deadline = led.deadline_of(i)
+        if self.give_up_ms[i] is not None:  # decided already; sends until then at most
+            self._release_at(min(land, self.give_up_ms[i]))
+            self.close(i, self.release)
+        elif self.waiting[i] and land <= deadline:  # decode is waiting, and it lands in time
+            self._release_at(land)
+            self.wait_ok(i, land)
         else:  # its check is still ahead, or decode times out at the deadline
-            link_release(land_fifo[i])
+            self._release_at(land)
 
-    def next_fifo(t):
-        """The link is free at t: grant the next request that still wants it."""
-        while link_q:
-            j = link_q.popleft()
-            link["queued_out"] += work[j]
-            if give_up_ms[j] is not None and give_up_ms[j] <= t:
-                cancelled[j] = True
-            if not cancelled[j]:
-                grant_fifo(j, t)
+    def tick(self, version, t):
+        """The link is free at t (unless the transfer's end moved since): grant the next request
+        that still wants it."""
+        if version != self.version:
+            return
+        self.busy_ms += t - self.start
+        self.cur = -1
+        queue = self.queue
+        while queue:
+            j = queue.popleft()
+            self.queued_out += self.work[j]
+            if self.give_up_ms[j] is not None and self.give_up_ms[j] <= t:
+                self.cancelled[j] = True
+            if not self.cancelled[j]:
+                self._grant(j, t)
                 return
 
-    def enqueue_fifo(i, t):
-        nominal = stream(t, pf_start[i], pf_ms[i], layers, pay_ms[i], latency)
-        heappush(events, (nominal["end_ms"], _CHECK, i))
-        if link["cur"] < 0 and not link_q:
-            grant_fifo(i, t)
+    def admit(self, i, t):
+        heapq.heappush(self.events, (self.nominal(i, t)["end_ms"], _CHECK, i))
+        if self.cur < 0 and not self.queue:
+            self._grant(i, t)
         else:
-            queued_mark[i] = link["queued_in"]
-            link["queued_in"] += work[i]
-            link_q.append(i)
+            self.queued_mark[i] = self.queued_in
+            self.queued_in += self.work[i]
+            self.queue.append(i)
 
-    def check_fifo(i, t):
-        if granted[i]:
-            ready_at = land_fifo[i]  # exact
-        else:  # an estimate: the link's current transfer, then the nominal work queued ahead
-            cur = link["cur"]
-            free_at = t if cur < 0 else link["release"]
-            if free_at == INF:  # a stalled transfer: cut at its deadline at the latest
-                free_at = max(t, deadline_of(cur))
-            grant_at = max(t, free_at + queued_mark[i] - link["queued_out"])
-            ready_at = stream(grant_at, pf_start[i], pf_ms[i], layers, pay_ms[i], latency)["end_ms"]
-        landed = granted[i] and land_fifo[i] <= t
-        res = gate(i, t, landed, ready_at)
+    def _estimate(self, i, t):
+        """When a queued request would land: the link's current transfer, then the nominal work
+        queued ahead of it."""
+        cur = self.cur
+        free_at = t if cur < 0 else self.release
+        if free_at == INF:  # a stalled transfer: cut at its deadline at the latest
+            free_at = max(t, self.ledger.deadline_of(cur))
+        grant_at = max(t, free_at + self.queued_mark[i] - self.queued_out)
+        return self.nominal(i, grant_at)["end_ms"]
+
+    def check(self, i, t):
+        led, granted = self.ledger, self.granted[i]
+        ready_at = self.land[i] if granted else self._estimate(i, t)  # exact once granted
+        res = led.gate(i, t, granted and self.land[i] <= t, ready_at)
         if res["outcome"] == "ok":
-            if granted[i]:  # it lands by then (ready) or by the deadline (wait)
-                close_fifo(i, land_fifo[i])
-                finish(i, res)
+            if granted:  # it lands by then (ready) or by the deadline (wait)
+                self.close(i, self.land[i])
+                led.finish(i, res)
             else:
-                waiting[i] = True
-                heappush(events, (deadline_of(i), _TIMEOUT, i))
+                self.waiting[i] = True
+                heapq.heappush(self.events, (led.deadline_of(i), _TIMEOUT, i))
             return
         act = res["act_ms"]
-        if act <= t or granted[i]:
-            cut_fifo(i, act)
+        if act <= t or granted:
+            self._cut(i, act)
         else:
-            give_up_ms[i] = act
-            heappush(events, (act, _ABORT, i))
-        finish(i, res)
+            self.give_up_ms[i] = act
+            heapq.heappush(self.events, (act, _ABORT, i))
+        led.finish(i, res)
 
-    def timeout_fifo(i, t):
-        if not waiting[i]:
+    def timeout(self, i, t):
+        if not self.waiting[i]:
             return
-        waiting[i] = False
-        cut_fifo(i, t)
-        finish(i, gate(i, t, False, INF))  # still missing at the deadline
+        self.waiting[i] = False
+        self._cut(i, t)
+        self.ledger.finish(i, self.ledger.gate(i, t, False, INF))  # still missing at the deadline
 
-    # ---- fair-shared link: processor sharing by virtual time (ms of full-speed service per flow)
-    ps = {"v": 0.0, "t": 0.0, "n": 0, "version": 0}
-    tags: list = []          # (finish tag, request)
-    in_flow = [False] * n
-    flow_tag = [0.0] * n
-    flow_pay = [0.0] * n     # the payload's time at full speed, slowed by a slow_link fault
-    land_ms = [None] * n     # when a fair-shared transfer's last byte lands
+    def abort(self, i, t):
+        if not self.granted[i]:
+            self.cancelled[i] = True
 
-    def ps_advance(t):
-        nonlocal busy_ms
-        if ps["n"]:
-            ps["v"] += (t - ps["t"]) / ps["n"]
-            busy_ms += t - ps["t"]
-        ps["t"] = t
 
-    def ps_reschedule():
+class _FairLink(_Link):
+    """Every active transfer gets an equal share: processor sharing by virtual time (ms of
+    full-speed service per flow)."""
+
+    def __init__(self, c, req, ledger, events, stream):
+        super().__init__(c, req, ledger, events, stream)
+        n = req.n
+        self.v, self.t, self.flows, self.version = 0.0, 0.0, 0, 0
+        self.tags: list = []          # (finish tag, request)
+        self.in_flow = [False] * n
+        self.flow_tag = [0.0] * n
+        self.flow_pay = [0.0] * n     # the payload's time at full speed, slowed by a slow_link fault
+        self.land = [None] * n        # when a fair-shared transfer's last byte lands
+
+    def _advance(self, t):
+        if self.flows:
+            self.v += (t - self.t) / self.flows
+            self.busy_ms += t - self.t
+        self.t = t
+
+    def _reschedule(self):
+        tags, in_flow = self.tags, self.in_flow
         while tags and not in_flow[tags[0][1]]:
-            heappop(tags)
-        ps["version"] += 1
+            heapq.heappop(tags)
+        self.version += 1
         if tags and tags[0][0] < INF:
-            heappush(events, (ps["t"] + (tags[0][0] - ps["v"]) * ps["n"], _PS, ps["version"]))
+            heapq.heappush(self.events, (self.t + (tags[0][0] - self.v) * self.flows, _PS, self.version))
 
-    def ps_complete_due():
-        eps = 1e-9 * max(1.0, abs(ps["v"]))
-        while tags and (not in_flow[tags[0][1]] or tags[0][0] <= ps["v"] + eps):
-            _, i = heappop(tags)
+    def _complete_due(self):
+        tags, in_flow, req = self.tags, self.in_flow, self.req
+        eps = 1e-9 * max(1.0, abs(self.v))
+        while tags and (not in_flow[tags[0][1]] or tags[0][0] <= self.v + eps):
+            _, i = heapq.heappop(tags)
             if not in_flow[i]:
                 continue
             in_flow[i] = False
-            ps["n"] -= 1
-            t = ps["t"]
+            self.flows -= 1
+            t = self.t
             # the second term never binds (a stream starts late enough that each layer is ready
             # before its turn); it keeps the physical bound explicit
-            land_ms[i] = max(t + latency, pf_start[i] + pf_ms[i] + flow_pay[i] / layers)
-            if waiting[i] and land_ms[i] <= deadline_of(i):
-                waiting[i] = False
-                fair_close(i, land_ms[i])
-                finish(i, {"decision": "wait", "outcome": "ok", "act_ms": land_ms[i], "decode_start_ms": land_ms[i]})
+            land = self.land[i] = max(t + self.latency, req.pf_start[i] + req.pf_ms[i] + self.flow_pay[i] / self.layers)
+            if self.waiting[i] and land <= self.ledger.deadline_of(i):
+                self.wait_ok(i, land)
 
-    def ps_remove(i, t):
-        ps_advance(t)
-        in_flow[i] = False
-        ps["n"] -= 1
-        ps_reschedule()
+    def _settle(self, t):
+        """Bring the shares up to t: finish the transfers due, schedule the next completion."""
+        self._advance(t)
+        self._complete_due()
+        self._reschedule()
 
-    def fair_close(i, end):
-        nonlocal last_release
-        tx_end[i] = end
-        work = latency + flow_pay[i]
-        tx_ms[i] = work if end == land_ms[i] else min(work, end - tx_start[i])
-        exposed[i] = max(0.0, end - max(tx_start[i], pf_start[i] + pf_ms[i]))
-        last_release = max(last_release, end)
+    def _remove(self, i, t):
+        self._advance(t)
+        self.in_flow[i] = False
+        self.flows -= 1
+        self._reschedule()
 
-    def grant_fair(i, g):
-        nonlocal first_grant
-        ps_advance(g)
-        flow_pay[i] = pay_ms[i] * (slow_factor if slow[i] else 1.0)
-        size = INF if stall[i] else flow_pay[i]
-        flow_tag[i] = ps["v"] + size
-        heappush(tags, (flow_tag[i], i))
-        in_flow[i] = True
-        ps["n"] += 1
-        ps_reschedule()
-        nominal = stream(g, pf_start[i], pf_ms[i], layers, pay_ms[i], latency)
-        tx_start[i] = nominal["start_ms"]
-        first_grant = min(first_grant, tx_start[i])
-        heappush(events, (nominal["end_ms"], _CHECK, i))
+    def close(self, i, end):
+        req, led = self.req, self.ledger
+        led.tx_end[i] = end
+        work = self.latency + self.flow_pay[i]
+        led.tx_ms[i] = work if end == self.land[i] else min(work, end - led.tx_start[i])
+        led.exposed[i] = max(0.0, end - max(led.tx_start[i], req.pf_start[i] + req.pf_ms[i]))
+        self.last_release = max(self.last_release, end)
 
-    def check_fair(i, t):
-        ps_advance(t)
-        ps_complete_due()
-        ps_reschedule()
-        if land_ms[i] is not None:
-            ready_at = land_ms[i]
-        elif stall[i]:
+    def admit(self, i, g):
+        req, led = self.req, self.ledger
+        self._advance(g)
+        self.flow_pay[i] = req.pay_ms[i] * (self.slow_factor if req.slow[i] else 1.0)
+        size = INF if req.stall[i] else self.flow_pay[i]
+        self.flow_tag[i] = self.v + size
+        heapq.heappush(self.tags, (self.flow_tag[i], i))
+        self.in_flow[i] = True
+        self.flows += 1
+        self._reschedule()
+        nominal = self.nominal(i, g)
+        led.tx_start[i] = nominal["start_ms"]
+        self.first_grant = min(self.first_grant, led.tx_start[i])
+        heapq.heappush(self.events, (nominal["end_ms"], _CHECK, i))
+
+    def tick(self, version, t):
+        if version == self.version:
+            self._settle(t)
+
+    def check(self, i, t):
+        req, led = self.req, self.ledger
+        self._settle(t)
+        land = self.land[i]
+        if land is not None:
+            ready_at = land
+        elif req.stall[i]:
             ready_at = INF
         else:  # an estimate: the remaining bytes at today's share
-            ready_at = max(t + (flow_tag[i] - ps["v"]) * ps["n"] + latency, pf_start[i] + pf_ms[i] + flow_pay[i] / layers)
-        landed = land_ms[i] is not None and land_ms[i] <= t
-        res = gate(i, t, landed, ready_at)
+            ready_at = max(t + (self.flow_tag[i] - self.v) * self.flows + self.latency,
+                           req.pf_start[i] + req.pf_ms[i] + self.flow_pay[i] / self.layers)
+        landed = land is not None and land <= t
+        res = led.gate(i, t, landed, ready_at)
         if res["outcome"] == "ok":
-            if landed or land_ms[i] is not None:
-                fair_close(i, land_ms[i])
-                finish(i, {**res, "act_ms": max(t, land_ms[i]), "decode_start_ms": max(t, land_ms[i])})
+            if landed or land is not None:
+                self.close(i, land)
+                led.finish(i, {**res, "act_ms": max(t, land), "decode_start_ms": max(t, land)})
             else:  # wait for the bytes, or for the deadline
-                waiting[i] = True
-                heappush(events, (deadline_of(i), _TIMEOUT, i))
+                self.waiting[i] = True
+                heapq.heappush(self.events, (led.deadline_of(i), _TIMEOUT, i))
             return
         act = res["act_ms"]
-        if in_flow[i]:
+        if self.in_flow[i]:
             if act <= t:
-                ps_remove(i, t)
+                self._remove(i, t)
             else:
-                heappush(events, (act, _ABORT, i))
-        fair_close(i, min(land_ms[i] if land_ms[i] is not None else INF, act))
-        finish(i, res)
+                heapq.heappush(self.events, (act, _ABORT, i))
+        self.close(i, min(land if land is not None else INF, act))
+        led.finish(i, res)
 
-    def timeout_fair(i, t):
-        if not waiting[i]:
+    def timeout(self, i, t):
+        if not self.waiting[i]:
             return
-        waiting[i] = False
-        if in_flow[i]:
-            ps_remove(i, t)
-        fair_close(i, t)
-        verdict = gate(i, t, False, INF)  # still missing at the deadline
-        finish(i, verdict)
+        self.waiting[i] = False
+        if self.in_flow[i]:
+            self._remove(i, t)
+        self.close(i, t)
+        self.ledger.finish(i, self.ledger.gate(i, t, False, INF))  # still missing at the deadline
 
-    def to_link(i, t):
-        if fair:
-            grant_fair(i, t)
+    def abort(self, i, t):
+        if self.in_flow[i]:
+            self._remove(i, t)
+
+
+class _Blocks:
+    """The decode pool's KV blocks: a request holds ceil((prompt + output) / block_tokens) of them
+    from its grant to its last token (or its failure); when they are short it waits in a FIFO queue
+    or is rejected (block_policy)."""
+
+    def __init__(self, c: dict, req: _Requests, ledger: _Ledger, link: _Link):
+        self.req, self.ledger, self.link = req, ledger, link
+        self.capacity = self.free = c["decode_blocks"]
+        self.reject_on_full = c["block_policy"] == "reject"
+        self.admitted = 0  # requests holding blocks
+        self.queue: deque = deque()
+
+    def ready(self, i, t):
+        """Request i asks for blocks (and then the link) at t."""
+        led, need = self.ledger, self.req.need[i]
+        led.ready_ms[i] = t
+        if need > self.capacity:
+            led.reject(i, t)
+        elif self.req.oob[i] or self.queue or self.free < need:
+            if self.reject_on_full:
+                led.reject(i, t)
+            else:
+                self.queue.append(i)
+                if self.admitted == 0:  # nothing will free blocks: the decoder's shortage clears now
+                    self._drain(t)
         else:
-            enqueue_fifo(i, t)
+            self._admit(i, t)
 
-    def admit(i, t):
-        nonlocal free_blocks, admitted
-        free_blocks -= need[i]
-        admitted += 1
-        admit_ms[i] = t
-        to_link(i, t)
+    def done(self, i, t):
+        """Request i's decode ended (or its handoff failed): its blocks return."""
+        self.free += self.req.need[i]
+        self.admitted -= 1
+        self._drain(t)
 
-    def drain(t):
-        while block_q and free_blocks >= need[block_q[0]]:
-            admit(block_q.popleft(), t)
+    def _admit(self, i, t):
+        self.free -= self.req.need[i]
+        self.admitted += 1
+        self.ledger.admit_ms[i] = t
+        self.link.admit(i, t)
 
-    # ---- the event loop
-    nxt = 0
-    while True:
-        horizon = events[0][0] if events else INF
-        while nxt < n and pf_start[nxt] <= horizon:
-            heappush(events, (ready_time[nxt], _READY, nxt))
-            horizon = min(horizon, ready_time[nxt])
-            nxt += 1
-        if not events:
-            break
-        t, kind, i = heappop(events)
-        if kind == _READY:
-            ready_ms[i] = t
-            if need[i] > capacity:
-                reject(i, t)
-            elif oob[i] or block_q or free_blocks < need[i]:
-                if reject_on_full:
-                    reject(i, t)
-                else:
-                    block_q.append(i)
-                    if admitted == 0:  # nothing will free blocks: the decoder's shortage clears now
-                        drain(t)
-            else:
-                admit(i, t)
-        elif kind == _LINK_FREE:
-            if i == link["version"]:
-                busy_ms += t - link["start"]
-                link["cur"] = -1
-                next_fifo(t)
-        elif kind == _DECODE_DONE:
-            free_blocks += need[i]
-            admitted -= 1
-            drain(t)
-        elif kind == _PS:
-            if i == ps["version"]:
-                ps_advance(t)
-                ps_complete_due()
-                ps_reschedule()
-        elif kind == _CHECK:
-            if fair:
-                check_fair(i, t)
-            else:
-                check_fifo(i, t)
-        elif kind == _TIMEOUT:
-            if fair:
-                timeout_fair(i, t)
-            else:
-                timeout_fifo(i, t)
-        elif kind == _ABORT:
-            if fair:
-                if in_flow[i]:
-                    ps_remove(i, t)
-            elif not granted[i]:
-                cancelled[i] = True
+    def _drain(self, t):
+        queue, need = self.queue, self.req.need
+        while queue and self.free >= need[queue[0]]:
+            self._admit(queue.popleft(), t)
 
-    # ---- results
-    ttft = [None if first_token[i] is None else first_token[i] - arrival[i] for i in range(n)]
-    cols = {
-        "id": list(range(n)), "arrival_ms": arrival, "prompt_tokens": prompt, "output_tokens": output,
-        "prefill_start_ms": pf_start, "prefill_end_ms": [pf_start[i] + pf_ms[i] for i in range(n)],
-        "handoff_ready_ms": ready_ms, "blocks_ms": admit_ms,
-        "transfer_start_ms": tx_start, "transfer_end_ms": tx_end,
-        "link_held_ms": [None if tx_end[i] is None else tx_end[i] - tx_start[i] for i in range(n)],
-        "transfer_ms": tx_ms, "exposed_ms": exposed,
-        "decision": decision, "outcome": outcome, "decode_start_ms": decode_start,
-        "first_token_ms": first_token, "ttft_ms": ttft, "done_ms": done_ms,
-        "faults": [[name for name in FAULTS if fault[name][i]] for i in range(n)],
-    }
-    summary = _summarize(cols, step["ttft_percentiles"], busy_ms, first_grant, last_release, n, c["prefill_workers"])
-    config_out = {k: v for k, v in c.items() if k != "trace"}
-    config_out["trace_rows"] = None if c["trace"] is None else len(c["trace"])
-    result = {"config": config_out, "summary": summary}
-    if records:
-        names = list(cols)
-        result["records"] = [dict(zip(names, row)) for row in zip(*cols.values())]
-    return result
+
+class _Engine:
+    """One simulation: the requests, their ledger, the link, the decode blocks, and the loop."""
+
+    def __init__(self, c: dict, step: dict):
+        self.c, self.step = c, step
+        self.events: list = []
+        self.req = _Requests(c)
+        self.ledger = _Ledger(c, self.req, self.events, step["handoff_step"])
+        policy = _FairLink if c["link_sharing"] == "fair" else _FifoLink
+        self.link = policy(c, self.req, self.ledger, self.events, step["stream_layers"])
+        self.blocks = _Blocks(c, self.req, self.ledger, self.link)
+        link, blocks = self.link, self.blocks
+        handlers = {_LINK_FREE: link.tick, _PS: link.tick, _DECODE_DONE: blocks.done, _CHECK: link.check,
+                    _TIMEOUT: link.timeout, _ABORT: link.abort, _READY: blocks.ready}
+        self.handlers = [handlers[kind] for kind in range(len(handlers))]
+
+    def run(self) -> None:
+        """Pop events in time order and hand each to its handler. Prefill starts are in request order
+        and a request never asks before its prefill starts, so READY events enter the heap lazily,
+        just before anything later is popped: the heap holds only the requests in flight, not all n."""
+        events, handlers, heappush, heappop = self.events, self.handlers, heapq.heappush, heapq.heappop
+        n, pf_start, ready_time = self.req.n, self.req.pf_start, self.req.ready_time
+        nxt = 0
+        while True:
+            horizon = events[0][0] if events else INF
+            while nxt < n and pf_start[nxt] <= horizon:
+                heappush(events, (ready_time[nxt], _READY, nxt))
+                horizon = min(horizon, ready_time[nxt])
+                nxt += 1
+            if not events:
+                break
+            t, kind, i = heappop(events)
+            handlers[kind](i, t)
+
+    def result(self, records: bool) -> dict:
+        c, req, led, n = self.c, self.req, self.ledger, self.req.n
+        arrival, tx_start, tx_end = req.arrival, led.tx_start, led.tx_end
+        cols = {
+            "id": list(range(n)), "arrival_ms": arrival, "prompt_tokens": req.prompt, "output_tokens": req.output,
+            "prefill_start_ms": req.pf_start, "prefill_end_ms": [req.pf_start[i] + req.pf_ms[i] for i in range(n)],
+            "handoff_ready_ms": led.ready_ms, "blocks_ms": led.admit_ms,
+            "transfer_start_ms": tx_start, "transfer_end_ms": tx_end,
+            "link_held_ms": [None if tx_end[i] is None else tx_end[i] - tx_start[i] for i in range(n)],
+            "transfer_ms": led.tx_ms, "exposed_ms": led.exposed,
+            "decision": led.decision, "outcome": led.outcome, "decode_start_ms": led.decode_start,
+            "first_token_ms": led.first_token,
+            "ttft_ms": [None if led.first_token[i] is None else led.first_token[i] - arrival[i] for i in range(n)],
+            "done_ms": led.done_ms,
+            "faults": [[name for name in FAULTS if req.fault[name][i]] for i in range(n)],
+        }
+        link = self.link
+        summary = _summarize(cols, self.step["ttft_percentiles"], link.busy_ms, link.first_grant, link.last_release, n,
+                             c["prefill_workers"])
+        config_out = {k: v for k, v in c.items() if k != "trace"}
+        config_out["trace_rows"] = None if c["trace"] is None else len(c["trace"])
+        result = {"config": config_out, "summary": summary}
+        if records:
+            names = list(cols)
+            result["records"] = [dict(zip(names, row)) for row in zip(*cols.values())]
+        return result
 
 
 def _summarize(cols, percentiles, busy_ms, first_grant, last_release, n, prefill_workers) -> dict:
