@@ -181,37 +181,58 @@ def controls_of(explorer) -> dict:
 def _build_widgets(estimate_handoff: Callable):
     import ipywidgets as w
 
+    controls = _make_controls(w)
+    _wire(controls, estimate_handoff)
+    return _boxed(w, controls)
+
+
+def _make_controls(w) -> dict:
+    """The explorer's widgets by name: six sliders, the prompt-token slider, two preset rows, the
+    readout and the figure's output area."""
     style = {"description_width": "170px"}
     layout = w.Layout(width="560px")
+    c = {}
     # Log steps this fine put a step within 0.5 of every whole MiB or Gbit/s in range, so the frontend,
     # which snaps a value to a step, still shows a preset's 640 MiB as 640 (a 0.01 step showed 639).
-    payload = w.FloatLogSlider(value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=1e-5, description="payload (MiB)",
-                               readout_format=".0f", style=style, layout=layout)
-    gbps = w.FloatLogSlider(value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=1e-5, description="link (Gbit/s)",
-                            readout_format=".0f", style=style, layout=layout)
-    latency = w.FloatSlider(value=DEFAULTS["latency_ms"], min=0, max=5, step=0.05, description="fixed latency (ms)", style=style, layout=layout)
-    window = w.FloatSlider(value=DEFAULTS["window_ms"], min=0, max=1000, step=5, description="prefill window (ms)", style=style, layout=layout)
-    other = w.FloatSlider(value=DEFAULTS["other_ms"], min=0, max=500, step=5, description="other requests' work (ms)", style=style, layout=layout)
-    layers = w.IntSlider(value=DEFAULTS["layers"], min=1, max=128, description="layers (1 = send after)", style=style, layout=layout)
-    tokens = w.IntSlider(value=8192, min=512, max=131072, step=512, description="prompt tokens", style=style, layout=layout,
-                         disabled=True, tooltip="choose a model preset: the payload is then prompt tokens × the model's KV bytes per token")
+    c["payload"] = w.FloatLogSlider(value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=1e-5, description="payload (MiB)",
+                                    readout_format=".0f", style=style, layout=layout)
+    c["gbps"] = w.FloatLogSlider(value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=1e-5, description="link (Gbit/s)",
+                                 readout_format=".0f", style=style, layout=layout)
+    c["latency"] = w.FloatSlider(value=DEFAULTS["latency_ms"], min=0, max=5, step=0.05, description="fixed latency (ms)", style=style,
+                                 layout=layout)
+    c["window"] = w.FloatSlider(value=DEFAULTS["window_ms"], min=0, max=1000, step=5, description="prefill window (ms)", style=style,
+                                layout=layout)
+    c["other"] = w.FloatSlider(value=DEFAULTS["other_ms"], min=0, max=500, step=5, description="other requests' work (ms)", style=style,
+                               layout=layout)
+    c["layers"] = w.IntSlider(value=DEFAULTS["layers"], min=1, max=128, description="layers (1 = send after)", style=style, layout=layout)
+    c["tokens"] = w.IntSlider(value=8192, min=512, max=131072, step=512, description="prompt tokens", style=style, layout=layout,
+                              disabled=True, tooltip="choose a model preset: the payload is then prompt tokens × the model's KV bytes per token")
     # a toggle button is 148 px wide unless told otherwise, which cuts "PCIe Gen5 (55 GB/s)": each is
     # as wide as its label, and the row wraps where a narrow output has no room for all of them
     buttons = {"button_width": "auto"}
-    link_buttons = w.ToggleButtons(options=["custom", *LINK_PRESETS], value="PCIe Gen5 (55 GB/s)", description="link preset",
-                                   style=buttons)
-    model_buttons = w.ToggleButtons(options=["custom", *MODEL_PRESETS], value="custom", description="model preset",
-                                    style=buttons)
-    readout = w.HTML()
-    readout.add_class("handoff-readout")
-    out = w.Output()
+    c["link_buttons"] = w.ToggleButtons(options=["custom", *LINK_PRESETS], value="PCIe Gen5 (55 GB/s)", description="link preset",
+                                        style=buttons)
+    c["model_buttons"] = w.ToggleButtons(options=["custom", *MODEL_PRESETS], value="custom", description="model preset",
+                                         style=buttons)
+    c["readout"] = w.HTML()
+    c["readout"].add_class("handoff-readout")
+    c["out"] = w.Output()
+    return c
+
+
+def _wire(c: dict, estimate_handoff: Callable) -> None:
+    """Redraw on every slider; a preset sets its sliders, and a slider moved by hand sets its preset
+    row back to 'custom'."""
+    payload, gbps, layers, tokens = c["payload"], c["gbps"], c["layers"], c["tokens"]
+    link_buttons, model_buttons, readout, out = c["link_buttons"], c["model_buttons"], c["readout"], c["out"]
     applying = []  # non-empty while a preset sets sliders, so those changes do not reset the preset
 
     def redraw(*_):
         if applying:
             return
         try:
-            r = evaluate(estimate_handoff, payload.value, gbps.value, latency.value, window.value, other.value, layers.value)
+            r = evaluate(estimate_handoff, payload.value, gbps.value, c["latency"].value, c["window"].value, c["other"].value,
+                         layers.value)
         except Exception as exc:
             readout.value = f"<b>error</b> from your estimate_handoff: {type(exc).__name__}: {exc}"
             return
@@ -225,7 +246,7 @@ def _build_widgets(estimate_handoff: Callable):
         applying.append(True)
         try:
             for slider, value in values.items():
-                controls[slider].value = value
+                c[slider].value = value
         finally:
             applying.pop()
         redraw()
@@ -244,7 +265,7 @@ def _build_widgets(estimate_handoff: Callable):
         if model_buttons.value in MODEL_PRESETS:
             apply(payload=model_payload(model_buttons.value))
 
-    def back_to_custom(slider, preset_buttons, preset_value):
+    def back_to_custom(preset_buttons, preset_value):
         def handler(change):  # a slider moved by hand no longer matches the preset
             expected = preset_value(preset_buttons.value)
             if applying or expected is None:
@@ -258,15 +279,19 @@ def _build_widgets(estimate_handoff: Callable):
     def model_payload(model):
         return tokens.value * MODEL_PRESETS[model][0] / MiB if model in MODEL_PRESETS else None
 
-    controls = {"payload": payload, "gbps": gbps, "layers": layers}
     link_buttons.observe(on_link, names="value")
     model_buttons.observe(on_model, names="value")
     tokens.observe(on_tokens, names="value")
-    payload.observe(back_to_custom(payload, model_buttons, model_payload), names="value")
-    gbps.observe(back_to_custom(gbps, link_buttons, LINK_PRESETS.get), names="value")
-    for slider in (payload, gbps, latency, window, other, layers):
-        slider.observe(redraw, names="value")
+    payload.observe(back_to_custom(model_buttons, model_payload), names="value")
+    gbps.observe(back_to_custom(link_buttons, LINK_PRESETS.get), names="value")
+    for name in ("payload", "gbps", "latency", "window", "other", "layers"):
+        c[name].observe(redraw, names="value")
     redraw()
+
+
+def _boxed(w, c: dict):
+    """The controls in one box, which prints its readout where a frontend cannot show widgets."""
+    readout = c["readout"]
 
     class ExplorerBox(w.VBox):
         def _repr_mimebundle_(self, **kwargs):  # what a frontend without widget support prints instead
@@ -277,4 +302,5 @@ def _build_widgets(estimate_handoff: Callable):
                                       + re.sub(r"<[^>]+>", "", readout.value))
             return data
 
-    return ExplorerBox([link_buttons, model_buttons, tokens, payload, gbps, latency, window, other, layers, readout, out])
+    order = ("link_buttons", "model_buttons", "tokens", "payload", "gbps", "latency", "window", "other", "layers", "readout", "out")
+    return ExplorerBox([c[name] for name in order])
