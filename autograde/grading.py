@@ -763,7 +763,7 @@ def _sandbox_settings(out: Path, options: Options) -> dict:
 def job_settings(course: Course, master: Path, home: Path, options: Options) -> dict:
     """What a grading process (job.py) reads from .work/.settings.json."""
     return {"assignment": course.assignment, "judge": str(master / "judge.json"), "sandbox": options.sandbox,
-            "home": str(home), "memory_limit": options.memory_limit, "pids": options.process_limit,
+            "home": str(home), "memory_limit": options.memory_limit, "process_limit": options.process_limit,
             "cell_timeout": options.cell_timeout, "worker_memory_limit": max(WORKER_MEMORY, options.memory_limit + GiB)}
 
 

@@ -42,7 +42,7 @@ class Worker:
         self.spec_digest = hashlib.sha256(spec).hexdigest()  # the hidden tests and answers: learners have neither
         self.box = None
         if settings["sandbox"]:
-            self.box = Sandbox(Path(settings["home"]), Limits(settings["memory_limit"], settings["pids"]), ledger)
+            self.box = Sandbox(Path(settings["home"]), Limits(settings["memory_limit"], settings["process_limit"]), ledger)
             os.environ["JUPYTER_PATH"] = str(self.box.write_kernelspec())
             os.environ["COURSE_SANDBOX"] = "1"
         self._runner_job = None

@@ -40,7 +40,7 @@ class SandboxUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class Limits:
     memory_bytes: int = 4 * GiB
-    pids: int = 256
+    process_limit: int = 256  # processes and threads per job (cgroup pids.max, RLIMIT_NPROC)
     cpus: float = 1.0  # CPU time per job, in cores: a busy submission cannot starve the others
     disk_bytes: int = 256 << 20  # the working folder and /tmp inside are memory-backed, this size each
 
@@ -156,14 +156,14 @@ class LimitGroups:
                     except OSError:
                         pass
             elif self.mechanism == "cgroup-v1" and controller == "pids":
-                (group / "pids.max").write_text(str(self.limits.pids))
+                (group / "pids.max").write_text(str(self.limits.process_limit))
             elif self.mechanism == "cgroup-v1" and controller == "cpu":
                 (group / "cpu.cfs_period_us").write_text("100000")
                 (group / "cpu.cfs_quota_us").write_text(str(int(100000 * self.limits.cpus)))
             else:
                 (group / "memory.max").write_text(str(self.limits.memory_bytes))
                 (group / "memory.swap.max").write_text("0")
-                (group / "pids.max").write_text(str(self.limits.pids))
+                (group / "pids.max").write_text(str(self.limits.process_limit))
                 try:
                     (group / "cpu.max").write_text(f"{int(100000 * self.limits.cpus)} 100000")
                 except OSError:
@@ -284,7 +284,7 @@ class Sandbox:
             "read_only": [*self.read_only, *([str(course_toml)] if course_toml else []), *read_only],
             "writable": [str(runtime)],
             "scratch": str(scratch),
-            "limits": {"memory_bytes": self.limits.memory_bytes, "pids": self.limits.pids,
+            "limits": {"memory_bytes": self.limits.memory_bytes, "process_limit": self.limits.process_limit,
                        "disk_bytes": self.limits.disk_bytes},
             "cgroups": self.groups.create(name),
             "env": {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
@@ -311,7 +311,7 @@ class Sandbox:
 
     def describe(self) -> dict:
         return {"enabled": True, "isolation": "bubblewrap", "bwrap": self.bwrap, "limits_by": self.groups.mechanism,
-                "memory_limit_bytes": self.limits.memory_bytes, "process_limit": self.limits.pids,
+                "memory_limit_bytes": self.limits.memory_bytes, "process_limit": self.limits.process_limit,
                 "process_limit_enforced": self.groups.mechanism != "rlimit" or os.geteuid() != 0,
                 "cpu_limit_cores": self.limits.cpus if "cpu" in self.groups._bases or self.groups.mechanism == "cgroup-v2" else None,
                 "disk_limit_bytes": self.limits.disk_bytes}
@@ -372,7 +372,7 @@ def _enter(config: dict) -> None:
     limits = config["limits"]
     if not groups:  # rlimits: memory as address space, processes per user (not enforced for root)
         resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits["pids"], limits["pids"]))
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits["process_limit"], limits["process_limit"]))
     else:  # the cgroup limits memory; the grading worker's own (soft) address-space cap is not this job's
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
