@@ -34,8 +34,12 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
+# Two test processes (pytest-xdist), each test file whole in one of them, so that a file's shared
+# grading batch is built once: 493 s against 700 s in one process on 2 cores (measured). TEST_WORKERS=0
+# runs everything in this process (for a debugger, or to read one failure's output in order).
+TEST_WORKERS ?= 2
 test: venv lint
-	$(BIN)/python -m pytest --durations=15
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 test-fast: venv
 	$(BIN)/python -m pytest -m "not slow and not browser"
