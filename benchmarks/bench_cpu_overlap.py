@@ -9,7 +9,7 @@ the reference decision rule (TODO 5's answer, loaded from the instructor's noteb
     python benchmarks/bench_cpu_overlap.py [--repeats 20] [--payload-mib 64,128,256] [--intra-op-threads 1]
                                            [--runs 1] [--wait-quiet 0] [--write-reference]
 
---payload-mib defaults to the CPU analogue's payloads (tools.overlap_lab.CPU_PAYLOAD_MIB); pass
+--payload-mib defaults to the CPU analogue's payloads (tools.overlap.lab.CPU_PAYLOAD_MIB); pass
 16,64,128 to see why the chapter's smaller payloads are not used on the CPU.
 
 --runs N repeats the whole experiment N times and reports how many runs reached each verdict,
@@ -35,9 +35,9 @@ import collections
 import sys
 import time
 
-from tools import overlap_lab
 from tools.notebook_runtime import load_learner_functions
-from tools.overlap_load import OtherCpuMeter, describe_load
+from tools.overlap import lab as overlap_lab
+from tools.overlap.load import OtherCpuMeter, describe_load
 from tools.project_runtime import resolve_project_root, write_json_atomic
 
 QUIET_LOAD = 0.3  # --write-reference: the load average before the run must be below this

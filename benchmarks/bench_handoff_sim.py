@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tools import handoff_sim
+from tools.handoff import sim as handoff_sim
 from tools.notebook_runtime import load_learner_functions
 from tools.project_runtime import resolve_project_root
 
@@ -63,12 +63,18 @@ def timed(n: int, repeats: int, records: bool = True, **overrides) -> tuple[floa
 
 
 def simulator_at(revision: str):
-    """tools/handoff_sim.py as it was at git ``revision``, imported as a module of the tools package."""
+    """The simulator as it was at git ``revision``, imported beside today's."""
     root = resolve_project_root()
-    source = subprocess.run(["git", "show", f"{revision}:tools/handoff_sim.py"], cwd=root, capture_output=True, text=True, check=True).stdout
-    path = Path(tempfile.mkdtemp(prefix="bench-sim-")) / "handoff_sim_then.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("tools.handoff_sim_then", path)
+    # tools/handoff/sim.py since the runtime became packages; tools/handoff_sim.py before
+    layouts = {"tools/handoff/sim.py": "tools.handoff.sim_then", "tools/handoff_sim.py": "tools.handoff_sim_then"}
+    shown = {where: subprocess.run(["git", "show", f"{revision}:{where}"], cwd=root, capture_output=True, text=True) for where in layouts}
+    where = next((where for where, found in shown.items() if found.returncode == 0), None)
+    if where is None:
+        raise SystemExit(f"no simulator at {revision}: {shown['tools/handoff_sim.py'].stderr.strip()}")
+    found, name = shown[where], layouts[where]
+    path = Path(tempfile.mkdtemp(prefix="bench-sim-")) / "sim_then.py"
+    path.write_text(found.stdout, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

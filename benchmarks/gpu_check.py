@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tools import overlap_lab  # noqa: E402  (after the path set-up)
+from tools.overlap import lab as overlap_lab  # noqa: E402  (after the path set-up)
 
 BUDGET_S = 180
 
@@ -107,7 +107,7 @@ def print_table(rows: list[tuple[str, bool, str]]) -> None:
 def run(out: Path) -> int:
     import torch
 
-    from tools import overlap_sweep
+    from tools.overlap import sweep as overlap_sweep
 
     begin = time.monotonic()
     if not torch.cuda.is_available():

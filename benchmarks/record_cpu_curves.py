@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools import overlap_sweep  # noqa: E402
+from tools.overlap import sweep as overlap_sweep  # noqa: E402
 from tools.project_runtime import write_json_atomic  # noqa: E402
 
 

@@ -47,7 +47,7 @@ def digest(result: dict) -> str:
 
 def run_cases(steps: dict) -> dict[str, dict]:
     """Each case's digest and summary (the summary is kept so that a mismatch can be read)."""
-    from tools import handoff_sim
+    from tools.handoff import sim as handoff_sim
 
     found = {}
     for name, config in CASES.items():

@@ -382,7 +382,8 @@ def _covers(box, line, pad_px: float) -> bool:
 ])
 def test_the_pipeline_sweep_legend_covers_no_line(monkeypatch, totals_ms, copy_ms, compute_ms):
     """Notebook 05's sweep: the legend hides neither the best-chunk line nor any measured point."""
-    from tools import overlap_plots, overlap_sweep
+    from tools.overlap import plots as overlap_plots
+    from tools.overlap import sweep as overlap_sweep
 
     monkeypatch.setattr(plt, "show", lambda: None)
     sweep = overlap_sweep.summarize_sweep([1, 2, 4, 8, 16, 32, 64], totals_ms, copy_ms, compute_ms)
@@ -413,7 +414,7 @@ def _reference_result() -> dict:
 def test_the_evidence_chart_colours_the_verdict_not_the_kind_of_row(monkeypatch):
     """Green means confirmed, and only that: a case that is not confirmed is grey, a control that
     confirmed is red, and every control is hatched; the legend names only the verdicts drawn."""
-    from tools import overlap_plots
+    from tools.overlap import plots as overlap_plots
     from tools.plotting import ROLE
 
     result = _reference_result()
@@ -439,7 +440,7 @@ def test_the_evidence_chart_colours_the_verdict_not_the_kind_of_row(monkeypatch)
 
 
 def test_the_timeline_sketch_keeps_the_serial_scale(monkeypatch):
-    from tools import overlap_plots
+    from tools.overlap import plots as overlap_plots
 
     with _figures_recorded() as created:
         monkeypatch.setattr(plt, "show", lambda: None)
@@ -468,7 +469,7 @@ def course_steps():
 def test_the_panel_histogram_ticks_do_not_overlap(course_steps, link, streaming, monkeypatch):
     """70B over RoCE sent whole exposes 2-30 ms: less than two decades, where matplotlib used to
     label the minor ticks too and the labels ran into each other."""
-    from tools import handoff_views
+    from tools.handoff import views as handoff_views
 
     result = handoff_views.run_setting(course_steps, 4.0, link, "Llama-3-70B", streaming, 0.0)
     with _figures_recorded() as created:
@@ -481,7 +482,7 @@ def test_the_panel_histogram_ticks_do_not_overlap(course_steps, link, streaming,
 def test_the_panel_opens_where_the_link_decides(course_steps):
     """The panel's opening setting keeps prefill under half busy and the link at least as busy, and
     sending layerwise beats sending whole there by a clear margin: its suggestion shows its lesson."""
-    from tools import handoff_views
+    from tools.handoff import views as handoff_views
 
     runs = {mode: handoff_views.run_setting(course_steps, **dict(handoff_views.PANEL_DEFAULTS, streaming=mode))["summary"]
             for mode in ("whole", "layerwise")}
@@ -493,7 +494,7 @@ def test_the_panel_opens_where_the_link_decides(course_steps):
 
 
 def test_the_summary_table_fits_a_notebook_line(course_steps):
-    from tools import handoff_views
+    from tools.handoff import views as handoff_views
 
     runs = {label: handoff_views.run_setting(course_steps, 4.0, "Ethernet 25G", "Llama-3-70B", mode, 0.0)
             for label, mode in (("whole", "whole"), ("layerwise", "layerwise"))}
@@ -505,7 +506,8 @@ def test_the_summary_table_fits_a_notebook_line(course_steps):
 def test_a_dry_run_replays_the_recorded_curves_and_says_so(monkeypatch):
     """Notebook 05's dry run measures nothing: 5.5 and 5.6 show the shipped recordings, and both the
     printed line and the figure say they are replayed, when and where they were recorded."""
-    from tools import overlap_plots, overlap_sweep
+    from tools.overlap import plots as overlap_plots
+    from tools.overlap import sweep as overlap_sweep
 
     for kind, plot in (("pipeline_sweep", overlap_plots.plot_pipeline), ("bandwidth_curve", overlap_plots.plot_bandwidth)):
         result = overlap_sweep.replay(kind)

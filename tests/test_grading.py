@@ -428,7 +428,7 @@ def test_bundle_holds_no_answer(root, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     names = zipfile.ZipFile(target).namelist()
     assert "serving-overlap-course/notebooks/02_total_vs_exposed_time.ipynb" in names
-    assert "serving-overlap-course/tools/overlap_lab.py" in names and "serving-overlap-course/environment.yml" in names
+    assert "serving-overlap-course/tools/overlap/lab.py" in names and "serving-overlap-course/environment.yml" in names
     assert not [n for n in names if "/solutions/" in n or "/autograde/" in n or "/tests/" in n]
     from autograde.leaks import scan_zip
 

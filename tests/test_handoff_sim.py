@@ -1,4 +1,4 @@
-"""Tests of the handoff simulator (tools/handoff_sim.py) and its presets (tools/presets.py).
+"""Tests of the handoff simulator (tools/handoff/sim.py) and its presets (tools/presets.py).
 
 The simulator runs on the course's reference answers to TODO 6-8 (notebook 06's solution cells)
 and TODO 3-4. Single-request results are compared with the course's own Step 2-4 answers, loaded
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tools import handoff_sim as hs
 from tools import presets
+from tools.handoff import sim as hs
 from tools.notebook_runtime import load_learner_functions
 
 from submissions import answer
@@ -441,7 +441,7 @@ def test_the_steps_are_the_callers():
     with pytest.raises(ValueError, match="missing: handoff_step"):
         hs.simulate(n_requests=10, steps={"stream_layers": stream_layers, "ttft_percentiles": ttft_percentiles})
     for name in ("validate_handoff_state", "plan_decode_start", *hs.STEPS):
-        assert not hasattr(hs, name), f"tools/handoff_sim.py must not define {name}: it is an exercise"
+        assert not hasattr(hs, name), f"tools/handoff/sim.py must not define {name}: it is an exercise"
     always_late = reference_steps(plan=lambda verdict, ready_at, deadline: "fallback")
     r = hs.simulate(n_requests=50, rate_per_s=10, steps=always_late)
     assert r["summary"]["decisions"]["fallback"] == 50
@@ -576,7 +576,7 @@ def test_panel_reruns_on_every_control_and_falls_back_to_a_figure(monkeypatch, c
     import matplotlib
     import matplotlib.pyplot as plt
 
-    from tools import handoff_views as hv
+    from tools.handoff import views as hv
 
     matplotlib.use("agg")
     monkeypatch.setattr(hv, "SMALL_RUN", {**hv.SMALL_RUN, "n_requests": 120})
@@ -613,7 +613,7 @@ def test_views_draw_what_the_records_say():
     import matplotlib
     import matplotlib.pyplot as plt
 
-    from tools import handoff_views as hv
+    from tools.handoff import views as hv
     from tools.plotting import new_figure
 
     matplotlib.use("agg")

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tools import overlap_lab
+from tools.overlap import lab as overlap_lab
 
 from submissions import NOTEBOOKS
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import overlap_lab, project_runtime, timeline
+from tools import project_runtime, timeline
+from tools.overlap import lab as overlap_lab
 
 # ---------------------------------------------------------------- timeline
 
@@ -134,7 +135,7 @@ def cpu_result():
 
 def test_real_cpu_interleaves_the_cases_rounds(monkeypatch):
     """Round i times every case once (rotating order), so a slow spell of the machine is shared by all cases."""
-    from tools import overlap_cpu
+    from tools.overlap import cpu as overlap_cpu
 
     seen = []
     original = overlap_cpu.CaseSamples.measure_once
@@ -154,7 +155,7 @@ def test_real_cpu_interleaves_the_cases_rounds(monkeypatch):
 
 
 def test_cpu_calibration_balances_each_plan_and_alternates_copy_and_compute():
-    from tools.overlap_cpu import calibrate
+    from tools.overlap.cpu import calibrate
 
     class FakePlan:
         def __init__(self, copy_ms, unit_ms, count):
@@ -310,7 +311,7 @@ def test_write_result_validates_first(tmp_path):
 
 
 def test_progress_bar_is_silent_when_disabled_or_grading(monkeypatch, capsys):
-    from tools.overlap_results import progress_bar
+    from tools.overlap.results import progress_bar
 
     with progress_bar(10, False, "x") as bar:
         bar.update(5)
@@ -322,7 +323,7 @@ def test_progress_bar_is_silent_when_disabled_or_grading(monkeypatch, capsys):
 
 
 def test_device_fact_helpers():
-    from tools import overlap_device
+    from tools.overlap import device as overlap_device
 
     assert overlap_device.pci_bus_id(0, 0x3B, 0) == "00000000:3B:00.0"
     assert overlap_device.nominal_gbytes_per_s(5, 16) == 63.0
@@ -330,7 +331,7 @@ def test_device_fact_helpers():
 
 
 def test_device_facts_fail_clearly_without_a_driver():
-    from tools import overlap_device
+    from tools.overlap import device as overlap_device
 
     try:
         overlap_device._libcuda()
@@ -484,7 +485,7 @@ def test_gpu_check_says_when_there_is_no_cuda(root, tmp_path, capsys):
 # ---------------------------------------------------------------- pipeline sweep and bandwidth fits
 
 def test_bandwidth_fit_recovers_t0_and_bandwidth():
-    from tools import overlap_sweep
+    from tools.overlap import sweep as overlap_sweep
 
     sizes = [64 * 1024 * 4**i for i in range(6)]
     fit = overlap_sweep.fit_bandwidth(sizes, [0.01 + b / 25e9 * 1e3 for b in sizes])  # 10 µs + 25 GB/s
@@ -495,7 +496,7 @@ def test_bandwidth_fit_recovers_t0_and_bandwidth():
 
 
 def test_pipeline_model_finds_where_overlap_stops_paying():
-    from tools import overlap_sweep
+    from tools.overlap import sweep as overlap_sweep
 
     chunks, copy, cost = [1, 2, 4, 8, 16, 32, 64], 16.0, 0.25
     exposed = [overlap_sweep.model_exposed_ms(copy, n, cost) for n in chunks]
@@ -505,7 +506,7 @@ def test_pipeline_model_finds_where_overlap_stops_paying():
 
 
 def test_pipeline_sweep_runs_on_the_cpu():
-    from tools import overlap_sweep
+    from tools.overlap import sweep as overlap_sweep
 
     s = overlap_sweep.pipeline_sweep_cpu(payload_mib=2, chunk_counts=(1, 4, 16), repeats=2)
     assert s["correct"] and s["chunks"] == [1, 4, 16] and len(s["exposed_ms"]) == 3 and s["per_chunk_cost_ms"] >= 0
@@ -520,7 +521,7 @@ def test_progress_bar_leaves_no_output_in_a_headless_notebook():
 
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_code_cell(
-        "from tools.overlap_results import progress_bar\nwith progress_bar(10, True, 'timelines') as bar:\n    bar.update(10)\nprint('done')"))
+        "from tools.overlap.results import progress_bar\nwith progress_bar(10, True, 'timelines') as bar:\n    bar.update(10)\nprint('done')"))
     NotebookClient(nb, timeout=60, kernel_name="python3").execute()
     assert [o.get("text") for o in nb.cells[0].outputs] == ["done\n"], nb.cells[0].outputs
 
@@ -530,7 +531,7 @@ def test_nvml_facts_read_the_device_by_its_bus_id(monkeypatch):
     import sys
     import types
 
-    from tools import overlap_device
+    from tools.overlap import device as overlap_device
 
     asked = []
     fake = types.SimpleNamespace(
@@ -550,7 +551,7 @@ def test_nvml_facts_read_the_device_by_its_bus_id(monkeypatch):
 
 
 def test_profiler_spans_overlap_counts_each_instant_once():
-    from tools.overlap_evidence import spans_overlap_ms
+    from tools.overlap.evidence import spans_overlap_ms
 
     assert spans_overlap_ms([(0.0, 4.0)], [(1.0, 2.0), (1.5, 3.0), (5.0, 6.0)]) == pytest.approx(2.0), "merged: 1..3 inside 0..4"
     assert spans_overlap_ms([(0.0, 4.0)], [(4.0, 8.0)]) == 0.0, "serial spans touch but do not overlap"
@@ -578,7 +579,7 @@ def test_decision_reason_names_a_busy_machine(cpu_result):
 def test_copy_worker_runs_jobs_on_one_thread_and_hands_back_errors():
     import threading
 
-    from tools.overlap_cpu import CopyWorker
+    from tools.overlap.cpu import CopyWorker
 
     worker = CopyWorker()
     try:
@@ -600,7 +601,7 @@ def test_copy_worker_runs_jobs_on_one_thread_and_hands_back_errors():
 
 
 def test_busy_machine_leaves_out_the_runs_own_threads():
-    from tools.overlap_load import busy_machine
+    from tools.overlap.load import busy_machine
 
     # the CPU analogue's two threads on two cores leave no core free: any other work beyond 0.25 core is busy
     assert not busy_machine(0.2, 2) and busy_machine(0.3, 2) and busy_machine(None, 2, other_cores=0.5)
@@ -612,7 +613,7 @@ def test_busy_machine_leaves_out_the_runs_own_threads():
 
 def test_other_cpu_meter_subtracts_this_process(tmp_path, monkeypatch):
     """/proc/stat's busy time minus this process's CPU time, over the wall time: only other processes."""
-    from tools import overlap_load
+    from tools.overlap import load as overlap_load
 
     stat = tmp_path / "stat"
     ticks = overlap_load.os.sysconf("SC_CLK_TCK")
@@ -641,7 +642,7 @@ def test_cpu_curve_uses_one_thread_and_restores_the_setting():
 
     import torch
 
-    from tools import overlap_sweep
+    from tools.overlap import sweep as overlap_sweep
 
     before = torch.get_num_threads()
     seen = []
@@ -658,7 +659,7 @@ def test_cpu_curve_uses_one_thread_and_restores_the_setting():
 def test_cpu_timings_keep_the_fastest_repeat():
     from unittest import mock
 
-    from tools import overlap_sweep
+    from tools.overlap import sweep as overlap_sweep
 
     times = iter([9.0, 5.0, 1.0, 7.0])  # the warm-up call, then three repeats (s)
     clock = iter([0.0, next(times), 10.0, 10.0 + next(times), 20.0, 20.0 + next(times), 30.0, 30.0 + next(times)])
@@ -669,7 +670,7 @@ def test_cpu_timings_keep_the_fastest_repeat():
 
 
 def test_fit_quality_and_its_warnings():
-    from tools import overlap_sweep
+    from tools.overlap import sweep as overlap_sweep
 
     sizes = [4096 * 4**i for i in range(7)]
     good = overlap_sweep.fit_bandwidth(sizes, [0.002 + b / 15e9 * 1e3 for b in sizes])
@@ -684,7 +685,7 @@ def test_fit_quality_and_its_warnings():
 
 
 def test_sweep_warns_when_one_chunk_exposes_far_more_than_the_copy():
-    from tools import overlap_sweep
+    from tools.overlap import sweep as overlap_sweep
 
     sweep = overlap_sweep.summarize_sweep([1, 2, 4], [14.0, 9.0, 8.0], 1.0, 3.4)  # 10.6 ms exposed against a 1 ms copy
     assert "one chunk exposed 10.60 ms against 1.00 ms" in overlap_sweep.sweep_warnings(sweep)[0]
@@ -695,7 +696,8 @@ def test_sweep_warns_when_one_chunk_exposes_far_more_than_the_copy():
 def test_sweep_and_curve_plots_print_their_warnings(capsys, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from tools import overlap_plots, overlap_sweep
+    from tools.overlap import plots as overlap_plots
+    from tools.overlap import sweep as overlap_sweep
 
     monkeypatch.setattr(plt, "show", lambda: None)
     sweep = overlap_sweep.summarize_sweep([1, 2, 4], [14.0, 9.0, 8.0], 1.0, 3.4)
@@ -723,7 +725,7 @@ def test_rerun_reason_names_the_noise_condition_that_fired(cpu_result):
 
 
 def test_reason_names_each_rule_with_its_numbers():
-    from tools.overlap_results import what_fired
+    from tools.overlap.results import what_fired
 
     case = {"payload_mib": 16, "window": "calibrated", "copy_alone_ms": 3.0, "compute_alone_ms": 3.58,
             "predicted_serial_ms": 6.58, "serial_median_ms": 9.0, "serial_p95_ms": 9.5, "overlap_median_ms": 6.9,
@@ -739,7 +741,7 @@ def test_reason_names_each_rule_with_its_numbers():
 
 
 def test_evidence_label_states_each_limit():
-    from tools.overlap_plots import evidence_label
+    from tools.overlap.plots import evidence_label
 
     ev = {"confirmed": False, "overlapped_repeats": 12, "repeats": 20, "copy_slowdown": 1.88, "max_copy_slowdown": 1.30}
     assert evidence_label(ev) == "not confirmed · 12/20 repeats (> 10 needed)\ncopy x1.88 > 1.30 limit"
@@ -767,7 +769,7 @@ def test_a_dry_run_on_a_machine_without_a_driver_never_imports_torch(monkeypatch
     import subprocess
     import sys
 
-    code = ("import sys; from tools import notebook_runtime, overlap_lab\n"
+    code = ("import sys; from tools import notebook_runtime; from tools.overlap import lab as overlap_lab\n"
             "notebook_runtime.nvidia_driver_present = lambda: False\n"
             "r = overlap_lab.run_experiment(run_mode='dry_run')\n"
             "print(r['hardware']['cuda_available'], 'torch' in sys.modules)")

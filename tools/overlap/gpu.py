@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .overlap_device import DriverError, driver_facts, nvml_facts
-from .overlap_evidence import BOUND_FACTOR_GPU, MAX_COPY_SLOWDOWN_GPU, overlap_evidence, preconditions_met, spans_overlap_ms, summarize
+from .device import DriverError, driver_facts, nvml_facts
+from .evidence import BOUND_FACTOR_GPU, MAX_COPY_SLOWDOWN_GPU, overlap_evidence, preconditions_met, spans_overlap_ms, summarize
 
 MiB = 2**20
 BALANCE_TOLERANCE = 0.05

@@ -6,9 +6,9 @@ chapter's result fields. Three modes:
 
 - ``'dry_run'``: record the plan only (decision ``'not_measured'``);
 - ``'real_gpu'``: a pinned host tensor copied to the GPU on one non-default CUDA stream while
-  bf16 matmuls run on another (``tools/overlap_gpu.py``);
+  bf16 matmuls run on another (``tools/overlap/gpu.py``);
 - ``'real_cpu'``: the CPU analogue, a memcpy thread against a matmul thread
-  (``tools/overlap_cpu.py``).
+  (``tools/overlap/cpu.py``).
 
 Each payload is measured with two compute windows: the chapter's fixed single matmul, and a
 window calibrated until compute lasts as long as the copy (within 5%), the case where overlap
@@ -25,10 +25,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .notebook_runtime import grading_mode
-from .overlap_evidence import overlap_evidence, percentile, summarize, timeline_overlap
-from .overlap_results import finalize, new_result, progress_bar, result_path, write_result
-from .overlap_schema import CPU_ACCEPT, DECISIONS, LEARNER_DECISIONS, RUN_MODES, SCHEMA_VERSION, SEMANTIC_ID, load_schema, validate_result
+from ..notebook_runtime import grading_mode
+from .evidence import overlap_evidence, percentile, summarize, timeline_overlap
+from .results import finalize, new_result, progress_bar, result_path, write_result
+from .schema import CPU_ACCEPT, DECISIONS, LEARNER_DECISIONS, RUN_MODES, SCHEMA_VERSION, SEMANTIC_ID, load_schema, validate_result
 
 MiB = 2**20
 # The CPU analogue's payloads. The chapter's (16, 64, 128) are host-to-device copies over PCIe; on
@@ -80,11 +80,11 @@ def run_experiment(run_mode: str = "dry_run", run_label: str = "default", enviro
     bar = lambda total, desc: progress_bar(total, progress, desc)
     try:
         if run_mode == "real_gpu":
-            from .overlap_gpu import run_gpu
+            from .gpu import run_gpu
 
             run_gpu(result, bar, controls=controls, profile_dir=profile_dir)
         else:
-            from .overlap_cpu import run_cpu
+            from .cpu import run_cpu
 
             run_cpu(result, bar, intra_op_threads=intra_op_threads, controls=controls)
         result["evidence_level"] = "local_mechanism_benchmark" if run_mode == "real_gpu" else "cpu_analogue_benchmark"

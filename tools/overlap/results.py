@@ -13,10 +13,10 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from .notebook_runtime import grading_mode, package_version
-from .overlap_load import busy_machine, describe_load
-from .overlap_schema import CPU_ACCEPT, LEARNER_DECISIONS, SCHEMA_VERSION, SEMANTIC_ID, validate_result
-from .project_runtime import results_dir, write_json_atomic
+from ..notebook_runtime import grading_mode, package_version
+from ..project_runtime import results_dir, write_json_atomic
+from .load import busy_machine, describe_load
+from .schema import CPU_ACCEPT, LEARNER_DECISIONS, SCHEMA_VERSION, SEMANTIC_ID, validate_result
 
 REASONS = {
     "accept_physical_overlap": "every case is correct, the controls came out unconfirmed, and each payload's "
@@ -40,7 +40,7 @@ def cuda_available(cheap: bool = False) -> bool:
     cannot see one, so say False without importing torch (seconds on a CPU-only machine); with a
     driver, ask torch."""
     if cheap:
-        from .notebook_runtime import nvidia_driver_present
+        from ..notebook_runtime import nvidia_driver_present
 
         if not nvidia_driver_present():
             return False
@@ -229,7 +229,7 @@ def progress_bar(total: int, enabled: bool, desc: str):
         yield _NoBar()
         return
     if _in_kernel():
-        from .explorer import widget_frontend
+        from ..explorer import widget_frontend
 
         try:
             if widget_frontend() is None:

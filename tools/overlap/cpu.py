@@ -33,8 +33,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .overlap_evidence import BOUND_FACTOR_CPU, MAX_COPY_SLOWDOWN_CPU, overlap_evidence, preconditions_met, summarize
-from .overlap_load import OtherCpuMeter, load_average
+from .evidence import BOUND_FACTOR_CPU, MAX_COPY_SLOWDOWN_CPU, overlap_evidence, preconditions_met, summarize
+from .load import OtherCpuMeter, load_average
 
 MiB = 2**20
 CPU_FIXED_DIVISOR = 4  # the fixed window: one (MATRIX_SIZE / 4)-sized matmul (a 2048 matmul takes ~0.3 s on one core)

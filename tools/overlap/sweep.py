@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from .overlap_load import OtherCpuMeter, busy_machine, describe_load, load_average
+from .load import OtherCpuMeter, busy_machine, describe_load, load_average
 
 MiB = 2**20
 KiB = 2**10
@@ -370,7 +370,7 @@ def replay(kind: str) -> dict | None:
     it, with ``replayed_from`` saying when, where and by which command. None when the file is absent."""
     import json
 
-    from .project_runtime import reference_file
+    from ..project_runtime import reference_file
 
     if kind not in REFERENCE_FILES:
         raise ValueError(f"kind must be one of {sorted(REFERENCE_FILES)}, got {kind!r}")

@@ -1,6 +1,6 @@
-"""Notebook 06's figures and live panel, on the simulator in :mod:`tools.handoff_sim`.
+"""Notebook 06's figures and live panel, on the simulator in :mod:`tools.handoff.sim`.
 
-Every function here takes results of :func:`tools.handoff_sim.simulate` (or the learner's step
+Every function here takes results of :func:`tools.handoff.sim.simulate` (or the learner's step
 functions, which it passes on) and draws or prints them; none holds an answer to an exercise.
 The panel follows the explorer of notebook 02: live widgets where a frontend renders them
 (:func:`tools.explorer.widget_frontend`), else one static figure for the default settings.
@@ -15,9 +15,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from . import handoff_sim, presets
-from .explorer import enable_colab_widgets, widget_frontend
-from .plotting import PALETTE, add_legend, draw_lanes, new_figure, readable
+from .. import presets
+from ..explorer import enable_colab_widgets, widget_frontend
+from ..plotting import PALETTE, add_legend, draw_lanes, new_figure, readable
+from . import sim as handoff_sim
 
 # A small run: seconds on a laptop, enough requests for a P99 (the 99th percentile of 400 is the
 # 4th-largest value, so it moves with one slow request: read it as a tail, not a benchmark).

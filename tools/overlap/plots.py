@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from .plotting import PALETTE, ROLE, draw_lanes, new_figure
+from ..plotting import PALETTE, ROLE, draw_lanes, new_figure
 
 
 def plot_result(result: dict, source: str = "") -> None:
@@ -85,7 +85,7 @@ def plot_controls(result: dict) -> None:
     verdict: green confirmed, grey not confirmed, red a control that confirmed (hatched: a control)."""
     from matplotlib.patches import Patch
 
-    from .overlap_evidence import MIN_COVERED
+    from .evidence import MIN_COVERED
 
     rows = evidence_rows(result)
     if not rows:

@@ -12,7 +12,7 @@ import json
 import math
 from importlib import resources
 
-from .overlap_evidence import MIN_COVERED, MIN_REPEATS, preconditions_met
+from .evidence import MIN_COVERED, MIN_REPEATS, preconditions_met
 
 SCHEMA_VERSION = "inference-mechanism-gpu/v1"
 SEMANTIC_ID = "INF-SERVING-OVERLAP"

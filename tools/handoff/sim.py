@@ -93,7 +93,7 @@ import random
 from collections import deque
 from pathlib import Path
 
-from . import presets
+from .. import presets
 
 INF = math.inf
 FAULTS = ("lost_metadata", "version_skew", "slow_link", "stalled_link", "out_of_blocks")
