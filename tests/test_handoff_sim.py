@@ -606,6 +606,13 @@ def test_panel_reruns_on_every_control_and_falls_back_to_a_figure(monkeypatch, c
         raise NotImplementedError()
     assert hv.simulator_panel({**REFERENCE, "stream_layers": unfinished}, mode="static") is None
     assert "Finish TODO 6-8" in capsys.readouterr().out
+    # a step that raises: its error, and what to do, never a traceback
+    def broken(*args):
+        raise KeyError("decision")
+    assert hv.simulator_panel({**REFERENCE, "handoff_step": broken}, mode="live") is None
+    assert "raised KeyError: 'decision'. Fix it, then run this cell again." in capsys.readouterr().out
+    with pytest.raises(ValueError, match="mode must be"):
+        hv.simulator_panel(REFERENCE, mode="widgets")
     plt.close("all")
 
 

@@ -776,3 +776,37 @@ def test_a_dry_run_on_a_machine_without_a_driver_never_imports_torch(monkeypatch
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[1], env={**os.environ, "MPLBACKEND": "agg"})
     assert out.stdout.split() == ["False", "False"], out.stdout + out.stderr
+
+
+def test_both_engines_share_one_negative_control_routine():
+    """The GPU engine's controls, run here on a stand-in plan (no GPU: the torch side is not run):
+    one_stream is timed as the serial program itself, each control is warmed once and then timed
+    against the serial program in alternating order, and a serialized control is not confirmed;
+    the CPU engine's wrapper goes through the same routine."""
+    from tools.overlap import cpu as overlap_cpu
+    from tools.overlap import gpu as overlap_gpu
+
+    class Plan:
+        count = 4
+
+        def __init__(self):
+            self.calls = []
+
+        def _timeline(self, kind):
+            self.calls.append(kind)
+            # serialized: the copy (0-8 ms) and then four 2 ms compute units
+            return {"copy_ends": [4.0, 8.0], "copy_start": 0.0, "unit_ends": [10.0, 12.0, 14.0, 16.0], "total": 16.0}
+
+        run = timeline = _timeline
+
+    plan = Plan()
+    rows = overlap_gpu.run_gpu_controls(64.0, plan, [8.0, 8.0], [8.0, 8.0], repeats=3)
+    assert [r["name"] for r in rows] == list(overlap_gpu.GPU_CONTROLS)
+    assert not any(r["overlap_confirmed"] for r in rows) and all(r["overlap_evidence"]["repeats"] == 3 for r in rows)
+    first = plan.calls[:7]  # pageable_source: warm-up, then serial first on even repeats
+    assert first == ["pageable_source", "serial", "pageable_source", "pageable_source", "serial", "serial", "pageable_source"]
+    assert "one_stream" not in plan.calls, "one_stream is the serial program"
+    cpu_plan = Plan()
+    cpu_rows = overlap_cpu.run_cpu_controls(64.0, cpu_plan, [8.0], [8.0], repeats=2)
+    assert [r["name"] for r in cpu_rows] == list(overlap_cpu.CPU_CONTROLS) and cpu_plan.calls[:5] == ["one_thread", "serial", "one_thread",
+                                                                                                       "one_thread", "serial"]

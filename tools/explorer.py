@@ -148,29 +148,44 @@ def _draw(r: dict, title: str) -> None:
     plt.close(fig)
 
 
+def show_live_or_static(mode: str | None, first_run: Callable, *, unfinished: str, failed: str, static: str,
+                        describe: Callable, draw_static: Callable, build_live: Callable):
+    """What the explorer and notebook 06's panel share: run the learner's functions once on the
+    defaults; say what to do when they are unfinished (``unfinished``) or raise (``failed``, with
+    ``{error}``); then live widgets where a widget frontend renders them (``build_live(first)``),
+    else the static figure (``draw_static(first)``) after ``static`` and ``describe(first)``.
+    ``mode='live'|'static'`` decides instead of ``widget_frontend``. Returns the widget or None."""
+    if mode not in (None, "live", "static"):
+        raise ValueError(f"mode must be 'live', 'static' or None, got {mode!r}")
+    try:
+        first = first_run()
+    except NotImplementedError:
+        print(unfinished)
+        return None
+    except Exception as exc:  # a wrong answer must not break the page
+        print(failed.format(error=f"{type(exc).__name__}: {exc}"))
+        return None
+    frontend = widget_frontend() if mode is None else ("jupyter" if mode == "live" else None)
+    if frontend is None:
+        print(static + describe(first))
+        draw_static(first)
+        return None
+    if frontend == "colab":
+        enable_colab_widgets()
+    return build_live(first)
+
+
 def handoff_explorer(estimate_handoff: Callable, mode: str | None = None):
     """Show the explorer: live widgets where a widget frontend renders them, else a static
     figure (see ``widget_frontend``; ``mode='live'|'static'`` decides instead). Returns the
     widget, or None when it drew the static figure or the learner's function is unfinished."""
-    if mode not in (None, "live", "static"):
-        raise ValueError(f"mode must be 'live', 'static' or None, got {mode!r}")
-    try:
-        first = evaluate(estimate_handoff, **DEFAULTS)
-    except NotImplementedError:
-        print("Finish TODO 1 and TODO 2 above: the explorer runs on your own functions.")
-        return None
-    except Exception as exc:  # a wrong answer must not break the page
-        print(f"Your estimate_handoff raised {type(exc).__name__}: {exc}. Fix it, then run this cell again.")
-        return None
-    frontend = widget_frontend() if mode is None else ("jupyter" if mode == "live" else None)
-    if frontend is None:
-        print("Static view (the sliders need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): "
-              + readout_text(first))
-        _draw(first, "1 GiB over PCIe Gen5, sent after a 250 ms prefill")
-        return None
-    if frontend == "colab":
-        enable_colab_widgets()
-    return _build_widgets(estimate_handoff)
+    return show_live_or_static(
+        mode, lambda: evaluate(estimate_handoff, **DEFAULTS),
+        unfinished="Finish TODO 1 and TODO 2 above: the explorer runs on your own functions.",
+        failed="Your estimate_handoff raised {error}. Fix it, then run this cell again.",
+        static="Static view (the sliders need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): ",
+        describe=readout_text, draw_static=lambda first: _draw(first, "1 GiB over PCIe Gen5, sent after a 250 ms prefill"),
+        build_live=lambda first: _build_widgets(estimate_handoff))
 
 
 def controls_of(explorer) -> dict:
@@ -290,17 +305,21 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
 
 
 def _boxed(w, c: dict):
-    """The controls in one box, which prints its readout where a frontend cannot show widgets."""
-    readout = c["readout"]
+    order = ("link_buttons", "model_buttons", "tokens", "payload", "gbps", "latency", "window", "other", "layers", "readout", "out")
+    return widget_box(w, "Handoff explorer", [c[name] for name in order], c["readout"])
 
-    class ExplorerBox(w.VBox):
+
+def widget_box(w, title: str, children: list, readout):
+    """The controls in one box, which prints ``title`` and its readout's text where a frontend
+    cannot show widgets (shared by the explorer and notebook 06's panel)."""
+
+    class Box(w.VBox):
         def _repr_mimebundle_(self, **kwargs):  # what a frontend without widget support prints instead
             data = super()._repr_mimebundle_(**kwargs)
             if data:
-                data["text/plain"] = ("Handoff explorer: this frontend cannot show widgets (JupyterLab, Notebook 7, "
+                data["text/plain"] = (f"{title}: this frontend cannot show widgets (JupyterLab, Notebook 7, "
                                       "VS Code and Colab can; COURSE_WIDGETS=static draws a figure). "
                                       + re.sub(r"<[^>]+>", "", readout.value))
             return data
 
-    order = ("link_buttons", "model_buttons", "tokens", "payload", "gbps", "latency", "window", "other", "layers", "readout", "out")
-    return ExplorerBox([c[name] for name in order])
+    return Box(children)

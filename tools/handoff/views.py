@@ -8,7 +8,6 @@ The panel follows the explorer of notebook 02: live widgets where a frontend ren
 from __future__ import annotations
 
 import math
-import re
 
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
@@ -16,7 +15,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .. import presets
-from ..explorer import enable_colab_widgets, widget_frontend
+from ..explorer import show_live_or_static, widget_box
 from ..plotting import PALETTE, add_legend, draw_lanes, new_figure, readable
 from . import sim as handoff_sim
 
@@ -195,25 +194,13 @@ def simulator_panel(steps: dict, mode: str | None = None):
     ``steps`` (the learner's stream_layers, handoff_step and ttft_percentiles). Where no widget
     frontend renders (``mode='static'``, nbclient, nbgrader), one static figure for the defaults.
     Returns the widget, or None."""
-    if mode not in (None, "live", "static"):
-        raise ValueError(f"mode must be 'live', 'static' or None, got {mode!r}")
-    try:
-        first = run_setting(steps, **PANEL_DEFAULTS)
-    except NotImplementedError:
-        print("Finish TODO 6-8 above (and TODO 3 and 4 in notebooks 03 and 04): the panel runs on your functions.")
-        return None
-    except Exception as exc:  # a wrong answer must not break the page
-        print(f"The simulation on your functions raised {type(exc).__name__}: {exc}. Fix it, then run this cell again.")
-        return None
-    frontend = widget_frontend() if mode is None else ("jupyter" if mode == "live" else None)
-    if frontend is None:
-        print("Static view (the controls need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): "
-              + summary_text(first))
-        _draw_panel(first, _title(PANEL_DEFAULTS))
-        return None
-    if frontend == "colab":
-        enable_colab_widgets()
-    return _build_widgets(steps, first)
+    return show_live_or_static(
+        mode, lambda: run_setting(steps, **PANEL_DEFAULTS),
+        unfinished="Finish TODO 6-8 above (and TODO 3 and 4 in notebooks 03 and 04): the panel runs on your functions.",
+        failed="The simulation on your functions raised {error}. Fix it, then run this cell again.",
+        static="Static view (the controls need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): ",
+        describe=summary_text, draw_static=lambda first: _draw_panel(first, _title(PANEL_DEFAULTS)),
+        build_live=lambda first: _build_widgets(steps, first))
 
 
 def _build_widgets(steps: dict, first: dict):
@@ -254,16 +241,7 @@ def _build_widgets(steps: dict, first: dict):
         control.observe(rerun, names="value")
     show(first)
 
-    class PanelBox(w.VBox):
-        def _repr_mimebundle_(self, **kwargs):  # what a frontend without widget support prints instead
-            data = super()._repr_mimebundle_(**kwargs)
-            if data:
-                data["text/plain"] = ("Simulator panel: this frontend cannot show widgets (JupyterLab, Notebook 7, "
-                                      "VS Code and Colab can; COURSE_WIDGETS=static draws a figure). "
-                                      + re.sub(r"<[^>]+>", "", readout.value))
-            return data
-
-    return PanelBox([rate, link, model, streaming, fault, readout, out])
+    return widget_box(w, "Simulator panel", [rate, link, model, streaming, fault, readout, out], readout)
 
 
 def controls_of(panel) -> dict:

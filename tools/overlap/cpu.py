@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .evidence import BOUND_FACTOR_CPU, MAX_COPY_SLOWDOWN_CPU, overlap_evidence, preconditions_met, summarize
+from .evidence import BOUND_FACTOR_CPU, MAX_COPY_SLOWDOWN_CPU, negative_controls, overlap_evidence, preconditions_met, summarize
 from .load import OtherCpuMeter, load_average
 
 MiB = 2**20
@@ -337,18 +337,5 @@ CPU_CONTROLS = {
 def run_cpu_controls(payload: float, plan: CpuPlan, copy_alone: list[float], compute_alone: list[float],
                      repeats: int) -> list[dict]:
     """Each control against the serial program, alternating order, on the calibrated case."""
-    out = []
-    unit_ms = statistics.median(compute_alone) / plan.count
-    for name, description in CPU_CONTROLS.items():
-        plan.timeline(name)
-        serial, runs = [], []
-        for i in range(repeats):
-            order = ("serial", name) if i % 2 == 0 else (name, "serial")
-            for kind in order:
-                (serial if kind == "serial" else runs).append(plan.timeline(kind))
-        evidence = overlap_evidence(runs, unit_ms, statistics.median(copy_alone), MAX_COPY_SLOWDOWN_CPU)
-        s_med, c_med = statistics.median(r["total"] for r in serial), statistics.median(r["total"] for r in runs)
-        out.append({"name": name, "description": description, "payload_mib": payload, "matmul_count": plan.count,
-                    "serial_median_ms": s_med, "control_median_ms": c_med, "latency_ratio": c_med / s_med,
-                    "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"]})
-    return out
+    return negative_controls(CPU_CONTROLS, plan.timeline, repeats, compute_alone, plan.count, copy_alone, MAX_COPY_SLOWDOWN_CPU,
+                             payload)

@@ -167,3 +167,28 @@ def spans_overlap_ms(copy_spans: Sequence[Sequence[float]], kernel_spans: Sequen
             total += max(0.0, min(b, end) - max(a, start))
     return total
 
+
+def negative_controls(controls: Mapping[str, str], run, repeats: int, compute_alone: Sequence[float], count: int,
+                      copy_alone: Sequence[float], max_copy_slowdown: float, payload_mib: float, kind_of=None) -> list[dict]:
+    """What both engines do for their negative controls (programs that cannot overlap, so the
+    evidence must say so): each control against the serial program, ``repeats`` pairs in
+    alternating order after one warm-up run, read with the same evidence as the real overlap.
+    ``run(kind)`` times one program and returns its timeline; ``kind_of(name)`` maps a control's
+    name to the program ``run`` knows (by default the name itself)."""
+    unit_ms = statistics.median(compute_alone) / count
+    out = []
+    for name, description in controls.items():
+        kind = kind_of(name) if kind_of else name
+        run(kind)  # warm
+        serial, runs = [], []
+        for i in range(repeats):  # alternate which goes first
+            pair = [("serial", serial), (kind, runs)]
+            for k, bucket in (pair if i % 2 == 0 else pair[::-1]):
+                bucket.append(run(k))
+        evidence = overlap_evidence(runs, unit_ms, statistics.median(copy_alone), max_copy_slowdown)
+        s_med, c_med = statistics.median(r["total"] for r in serial), statistics.median(r["total"] for r in runs)
+        out.append({"name": name, "description": description, "payload_mib": payload_mib, "matmul_count": count,
+                    "serial_median_ms": s_med, "control_median_ms": c_med, "latency_ratio": c_med / s_med,
+                    "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"]})
+    return out
+

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .device import DriverError, driver_facts, nvml_facts
-from .evidence import BOUND_FACTOR_GPU, MAX_COPY_SLOWDOWN_GPU, overlap_evidence, preconditions_met, spans_overlap_ms, summarize
+from .evidence import BOUND_FACTOR_GPU, MAX_COPY_SLOWDOWN_GPU, negative_controls, overlap_evidence, preconditions_met, spans_overlap_ms, summarize
 
 MiB = 2**20
 BALANCE_TOLERANCE = 0.05
@@ -280,22 +280,9 @@ def measure_case(plan: GpuPlan, copy_alone, compute_alone, warmup: int, repeats:
 
 
 def run_gpu_controls(payload: float, plan: GpuPlan, copy_alone, compute_alone, repeats: int) -> list[dict]:
-    unit_ms = statistics.median(compute_alone) / plan.count
-    out = []
-    for name, description in GPU_CONTROLS.items():
-        kind = "serial" if name == "one_stream" else name
-        plan.run(kind)  # warm
-        serial, runs = [], []
-        for i in range(repeats):  # alternate which goes first
-            pair = [("serial", serial), (kind, runs)]
-            for k, bucket in (pair if i % 2 == 0 else pair[::-1]):
-                bucket.append(plan.run(k))
-        evidence = overlap_evidence(runs, unit_ms, statistics.median(copy_alone), MAX_COPY_SLOWDOWN_GPU)
-        s_med, c_med = statistics.median(r["total"] for r in serial), statistics.median(r["total"] for r in runs)
-        out.append({"name": name, "description": description, "payload_mib": payload, "matmul_count": plan.count,
-                    "serial_median_ms": s_med, "control_median_ms": c_med, "latency_ratio": c_med / s_med,
-                    "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"]})
-    return out
+    """Each control against the serial program, alternating order (one_stream is the serial program itself)."""
+    return negative_controls(GPU_CONTROLS, plan.run, repeats, compute_alone, plan.count, copy_alone, MAX_COPY_SLOWDOWN_GPU, payload,
+                             kind_of=lambda name: "serial" if name == "one_stream" else name)
 
 
 def profile_overlap(plan: GpuPlan, trace_path: Path | None = None, kind: str = "overlap") -> dict:
