@@ -1,5 +1,5 @@
 """Hostile submissions that target the grader rather than the grade, and a sampler of the
-grading processes' memory. Shared by tests/test_hardening.py and
+grading processes' memory. Shared by tests/grader/test_hardening.py and
 benchmarks/bench_grader_memory.py."""
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def run_cases(steps: dict) -> dict[str, dict]:
 
 if __name__ == "__main__":
     sys.path[:0] = [str(HERE.parent), str(HERE)]
-    from test_handoff_sim import REFERENCE
+    from submissions import REFERENCE
 
     GOLDEN.write_text(json.dumps(run_cases(REFERENCE), indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {GOLDEN.relative_to(HERE.parent)} ({len(CASES)} cases)")

@@ -1,5 +1,7 @@
-"""Build real submissions from the learner release: the release notebook, with its exercise
-cells filled in the way a learner would (from the instructor's answer, or a mutation of it)."""
+"""The tests' shared helpers. Build real submissions from the learner release: the release
+notebook, with its exercise cells filled in the way a learner would (from the instructor's answer,
+or a mutation of it); the plausible single mistakes (MISTAKES); grading a class (run_grade); and
+the simulator's reference steps (the instructor's TODO 3, 4 and 6-8)."""
 from __future__ import annotations
 
 import re
@@ -8,6 +10,9 @@ import sys
 from pathlib import Path
 
 import nbformat
+
+from tools.handoff.sim import STEPS
+from tools.notebook_runtime import load_learner_functions
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "notebooks"
@@ -84,9 +89,9 @@ def write(folder: Path, student: str, name: str, nb, filename: str | None = None
 
 
 # Plausible single mistakes, one per learner: (student, grade cell, solution cell, old, new, the
-# hidden ideas it must lose). Each loses its own idea and no other (tests/test_idea_isolation.py
+# hidden ideas it must lose). Each loses its own idea and no other (tests/grader/test_idea_isolation.py
 # checks every row in-process); the rows named in GRADED_MISTAKES also go through the whole grading
-# pipeline in tests/test_grading.py, which checks the points.
+# pipeline in tests/grader/test_grading.py, which checks the points.
 MISTAKES = [
     # TODO 0 · check_overlap
     ("w0_no_state", "todo0_check_overlap", "todo0_solution", "reasons.append('shared_state')", "pass", {"state_conflicts"}),
@@ -184,3 +189,23 @@ GRADED_MISTAKES = ("w0_no_state", "w0_one_way_dep", "w1_no_merge", "w1_no_clip",
                    "w5_strict_ratio", "w5_any_payload", "w5_fixed_bound", "w5_ignores_preconditions", "w5_one_sided_noise",
                    "w6_no_last_layer", "w6_latency_per_layer", "w7_wait_starts_now", "w7_never_given_up_now", "w7_fail_recomputes",
                    "w8_nearest_rank", "w8_negative_q")
+
+
+# ------------------------------------------------------------------ the simulator's reference steps
+# The instructor's answers to TODO 3 and TODO 4: the gate the reference handoff_step runs on.
+GATE = {**load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], [SOLUTIONS]),
+        **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], [SOLUTIONS])}
+
+
+def reference_steps(validate=None, plan=None) -> dict:
+    """The instructor's answers to TODO 6-8, read from notebook 06's solution cells (the simulator,
+    which learners receive, ships none), with handoff_step running on the given Step 3 and Step 4
+    functions (by default the instructor's)."""
+    scope = {"validate_handoff_state": validate or GATE["validate_handoff_state"],
+             "plan_decode_start": plan or GATE["plan_decode_start"]}
+    for grade_id in ("todo6_solution", "todo7_solution", "todo8_solution"):
+        exec(compile(answer(grade_id), f"<{grade_id}>", "exec"), scope)
+    return {name: scope[name] for name in STEPS}
+
+
+REFERENCE = reference_steps()

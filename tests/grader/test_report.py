@@ -24,7 +24,7 @@ from autograde import grading
 from autograde.course import Course
 from autograde.report import course_ideas
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COURSE = Course.load()
 CELLS = grading.exercises(COURSE)
 IDEAS = course_ideas(COURSE)
@@ -321,7 +321,7 @@ def _drawn(fig):
 
 def test_no_report_figure_clips_its_text(small):
     """The pass-rate axis label (and every other text of the report's figures) lies inside its figure."""
-    from test_figures import text_problems
+    from figure_text import text_problems
 
     from autograde.report import draw_figures
 

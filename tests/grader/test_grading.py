@@ -46,7 +46,7 @@ MANUAL = [c.metadata["nbgrader"]["grade_id"] for n in NOTEBOOKS for c in nbforma
           if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")]  # reflections, 1 point each
 
 # The plausible wrong answers graded through the whole pipeline (the full list, with the ideas each
-# must lose, is tests/submissions.py's MISTAKES; tests/test_idea_isolation.py checks every one in-process).
+# must lose, is tests/submissions.py's MISTAKES; tests/grader/test_idea_isolation.py checks every one in-process).
 WRONG = [m for m in MISTAKES if m[0] in GRADED_MISTAKES]
 
 

@@ -8,7 +8,6 @@ import csv
 import math
 import random
 import statistics
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,26 +16,9 @@ from tools import presets
 from tools.handoff import sim as hs
 from tools.notebook_runtime import load_learner_functions
 
-from submissions import answer
+from submissions import GATE, REFERENCE, ROOT, reference_steps
 
-SOLUTIONS = [Path(__file__).resolve().parents[1] / "solutions"]
-# The instructor's answers to TODO 3 and TODO 4: the gate the reference handoff_step runs on.
-GATE = {**load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], SOLUTIONS),
-        **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], SOLUTIONS)}
-
-
-def reference_steps(validate=None, plan=None) -> dict:
-    """The instructor's answers to TODO 6-8, read from notebook 06's solution cells (the simulator,
-    which learners receive, ships none), with handoff_step running on the given Step 3 and Step 4
-    functions (by default the instructor's)."""
-    scope = {"validate_handoff_state": validate or GATE["validate_handoff_state"],
-             "plan_decode_start": plan or GATE["plan_decode_start"]}
-    for grade_id in ("todo6_solution", "todo7_solution", "todo8_solution"):
-        exec(compile(answer(grade_id), f"<{grade_id}>", "exec"), scope)
-    return {name: scope[name] for name in hs.STEPS}
-
-
-REFERENCE = reference_steps()
+SOLUTIONS = [ROOT / "solutions"]
 stream_layers, gate_step, ttft_percentiles = (REFERENCE[name] for name in hs.STEPS)
 
 

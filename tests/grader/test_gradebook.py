@@ -27,7 +27,7 @@ from autograde.leaks import secret_lines
 
 from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, mutate, write
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = Course.load(ROOT).assignment
 REFLECTIONS = {n: [c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
                   if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")] for n in NOTEBOOKS}

@@ -22,7 +22,7 @@ import pytest
 from hostile import FORMULA_ID, PeakMemory, build_hardening_batch, deep_json, nested_folders, remove_nested
 from submissions import NOTEBOOKS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GiB = 1 << 30
 NB01, NB02 = NOTEBOOKS[0], NOTEBOOKS[1]
 FULL_AUTO = sum(c.metadata["nbgrader"]["points"] for n in NOTEBOOKS

@@ -24,7 +24,7 @@ from autograde.preprocessors import SafeOutputMetadata
 
 from page_attacks import CHROMIUM, PAYLOAD_CELLS, PAYLOAD_MARKDOWN, PNG, mark, scripts_ran
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 browser = pytest.mark.browser
 
 
