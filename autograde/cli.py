@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"release": cmd_release, "check": cmd_check, "grade": cmd_grade, "export": cmd_export, "report": cmd_report,
                 "validate": cmd_validate, "bundle": cmd_bundle}[args.command](course, args)
     except UnusableInput as exc:
-        from .gradebook import mask_text
+        from .record.gradebook import mask_text
 
         print(f"error: {mask_text(str(exc), getattr(args, 'db_url', None))}", file=sys.stderr)
         return EXIT_UNUSABLE
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_release(course: Course, args) -> int:
-    from .release import write_release
+    from .publish.release import write_release
 
     for path in write_release(course):
         print(f"wrote {path.relative_to(course.root)}")
@@ -96,8 +96,8 @@ def cmd_release(course: Course, args) -> int:
 
 def cmd_check(course: Course, args) -> int:
     from .grading import Options, grade_batch
-    from .leaks import scan_learner_tree
-    from .release import release_differences
+    from .publish.leaks import scan_learner_tree
+    from .publish.release import release_differences
 
     failures = []
     stale = release_differences(course)
@@ -106,7 +106,7 @@ def cmd_check(course: Course, args) -> int:
     leaks = scan_learner_tree(course)
     print("learner tree free of answers and hidden tests: " + ("yes" if not leaks else "NO"))
     failures += leaks
-    from .ideas import check_course
+    from .judging.ideas import check_course
 
     format_problems = check_course(course.source_paths())
     print("hidden tests follow the ideas format and their points add up: " + ("yes" if not format_problems else "NO"))
@@ -152,7 +152,7 @@ def cmd_grade(course: Course, args) -> int:
         raise UnusableInput("--tls-ca-file, --tls-cert and --tls-key are for a cluster: give --scheduler tls://HOST:PORT too")
     executor = None
     if args.scheduler:
-        from .cluster import grade_on_cluster_executor as executor
+        from .executors.cluster import grade_on_cluster_executor as executor
     summary = grade_batch(course, args.submissions, args.out, options, executor=executor)
     elapsed = time.monotonic() - begin
     print(f"graded {summary['students']} student(s) in {elapsed:.1f} s "
@@ -173,7 +173,7 @@ def cmd_grade(course: Course, args) -> int:
 
 
 def cmd_export(course: Course, args) -> int:
-    from .export import export
+    from .record.export import export
 
     target, info = export(course, args.out, args.db_url, args.to)
     print(f"wrote {target}: {info['students']} student(s) from {info['db_url']}, "
@@ -187,7 +187,7 @@ def cmd_export(course: Course, args) -> int:
 
 
 def cmd_report(course: Course, args) -> int:
-    from .report import write_report
+    from .record.report import write_report
 
     page, numbers, data = write_report(course, args.out)
     print(f"wrote {page} and {numbers}: {data['students']} student(s), {len(data['ideas'])} graded idea(s), "
@@ -196,7 +196,7 @@ def cmd_report(course: Course, args) -> int:
 
 
 def cmd_validate(course: Course, args) -> int:
-    from .validate import validate_notebook
+    from .authoring.validate import validate_notebook
 
     ok_all = True
     for path in args.files:
@@ -209,8 +209,8 @@ def cmd_validate(course: Course, args) -> int:
 
 
 def cmd_bundle(course: Course, args) -> int:
-    from .bundle import build_bundle
-    from .leaks import scan_zip
+    from .authoring.bundle import build_bundle
+    from .publish.leaks import scan_zip
 
     archive = build_bundle(course, args.out)
     problems = scan_zip(course, archive)

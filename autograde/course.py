@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
 import psutil
 
 from tools.project_runtime import course_manifest, resolve_project_root
@@ -157,3 +158,23 @@ def kill_tree(pid: int) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(family, timeout=10)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    notebook: str
+    grade_id: str
+    points: float
+    manual: bool = False  # an answer a person grades in formgrader (a reflection)
+
+
+def exercises(course: Course) -> list[Exercise]:
+    """Every graded cell of the course, in notebook order."""
+    found = []
+    for path in course.source_paths():
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade"):
+                found.append(Exercise(path.stem, meta["grade_id"], float(meta["points"]), bool(meta.get("solution"))))
+    return found
+

@@ -27,40 +27,23 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
 from tools.project_runtime import write_json_atomic
 
-from . import gradebook
-from .course import Course, UnusableInput, kill_live_runs, kill_tree, reap, spawn
-from .exporters import add_csp, add_wrapping
-from .ideas import course_tests
-from .job import SUBMISSION_DIGEST
-from .leaks import secret_lines
+from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs, kill_tree, reap, spawn  # noqa: F401 (Exercise: for importers)
+from .judging.ideas import course_tests
 from .matching import check_nodes, grade_ids, match_notebooks
-from .preprocessors import NeutraliseForDisplay
-from .release import generate
-from .sandbox import GiB
-from .tables import write_csv
-
-# matched whole (fullmatch): "$" alone would let a trailing newline through, and nbgrader reads an id as a glob
-STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}")
-STATUS_TEXT = {
-    "graded": "graded",
-    "missing": "notebook missing from the submission",
-    "invalid_notebook": "not a readable notebook",
-    "timeout": "stopped: a cell ignored the interrupt, or the notebook ran past its time limit",
-    "kernel_died": "the kernel died (os._exit or a crash)",
-    "out_of_memory": "stopped: the notebook used more memory than the grading limit",
-    "error": "nbgrader could not grade it",
-    "invalid_student_id": "the folder name cannot be a student id",
-    "invalid_submission": "the student's folder could not be read",
-    "output_limit": "stopped: the notebook sent more output than the grader accepts",
-}
-
+from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, Options  # noqa: F401 (the batch's names)
+from .publish.leaks import secret_lines
+from .publish.release import generate
+from .record import gradebook
+from .record.exporters import add_csp, add_wrapping
+from .record.tables import write_csv
+from .run.job import SUBMISSION_DIGEST
+from .run.preprocessors import NeutraliseForDisplay
 
 # the grader's own files beside the students' folders start with a dot, which no student id can
 SETTINGS = ".settings.json"  # in OUT/.work: what each grading process reads
@@ -69,7 +52,6 @@ SETTINGS = ".settings.json"  # in OUT/.work: what each grading process reads
 # the runner have their own, in the sandbox): it holds nbgrader, one notebook and its capped outputs
 WORKER_MEMORY = 3 * GiB
 
-MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024  # default: a course notebook with outputs is well under 1 MB
 
 
 class NotebookTooLarge(ValueError):
@@ -84,44 +66,10 @@ def check_size(path: Path, limit: int) -> None:
                                "notebook (clear its outputs, or raise --max-notebook-mb)")
 
 
-@dataclass(frozen=True)
-class Options:
-    workers: int = max(1, os.cpu_count() or 1)
-    cell_timeout: int = 30
-    notebook_timeout: int = 300
-    progress: bool = True
-    sandbox: bool = True
-    memory_limit: int = 4 * GiB
-    process_limit: int = 256
-    db_url: str | None = None  # the course gradebook (nbgrader's db_url); None: OUT/gradebook.db, or the one used before
-    max_notebook_bytes: int = MAX_NOTEBOOK_BYTES  # a larger submitted file is refused unread (invalid_notebook)
-    scheduler: str | None = None  # a Dask scheduler's address: grade there (cluster.py), one task per student
-    tls_ca_file: str | None = None  # TLS to the scheduler: CA, this client's certificate and key (PEM files)
-    tls_cert: str | None = None
-    tls_key: str | None = None
 
 
-@dataclass(frozen=True)
-class Exercise:
-    notebook: str
-    grade_id: str
-    points: float
-    manual: bool = False  # an answer a person grades in formgrader (a reflection)
 
 
-def exercises(course: Course) -> list[Exercise]:
-    """Every graded cell of the course, in notebook order."""
-    found = []
-    for path in course.source_paths():
-        for cell in nbformat.read(path, as_version=4).cells:
-            meta = cell.metadata.get("nbgrader", {})
-            if meta.get("grade"):
-                found.append(Exercise(path.stem, meta["grade_id"], float(meta["points"]), bool(meta.get("solution"))))
-    return found
-
-
-PENDING = "pending"  # grades.csv: an answer that waits for a person in formgrader
-REVIEW = "review"  # grades.csv: a person's score on an answer that changed since: not counted until they look again
 
 
 def _tree_digest(folder: Path) -> str:
@@ -562,7 +510,7 @@ def run_student(course: Course, master: Path, out: Path, student: str, entries: 
             before = len(pending)
             log_path = out / ".work" / student / "worker.log"
             with open(log_path, "w", encoding="utf-8") as log:
-                proc = spawn([sys.executable, "-m", "autograde.job", str(out / ".work" / SETTINGS), student,
+                proc = spawn([sys.executable, "-m", "autograde.run.job", str(out / ".work" / SETTINGS), student,
                               *[str(job) for _, job in pending]],
                              out / ".work" / student, env, log)
                 try:
@@ -588,7 +536,7 @@ def run_student(course: Course, master: Path, out: Path, student: str, entries: 
 def _sweep(ledger: Path) -> None:
     """After a worker ends, however it ended, remove what its sandboxes left behind."""
     if ledger.is_file():
-        from .sandbox import sweep
+        from .run.sandbox import sweep
 
         sweep(ledger)
         ledger.unlink(missing_ok=True)
@@ -746,7 +694,7 @@ def _sandbox_settings(out: Path, options: Options) -> dict:
         print("WARNING: grading WITHOUT the sandbox (--no-sandbox): submissions run with your rights, can read "
               "and change your files, and can reach the network. Use this only for code you trust.", file=sys.stderr)
         return {"enabled": False, "warning": "graded with --no-sandbox: submissions were not isolated"}
-    from .sandbox import Limits, Sandbox, probe
+    from .run.sandbox import Limits, Sandbox, probe
 
     limits = Limits(options.memory_limit, options.process_limit)
     why = probe(out / ".sandbox", limits)

@@ -7,8 +7,8 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPrep
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern, LimitOutput, SaveAutoGrades
 
-from autograde.exporters import FeedbackExporter
-from autograde.preprocessors import CapGradedOutputs, CapOutputs, CappedExecute, SafeOutputMetadata, ShortenErrors
+from autograde.record.exporters import FeedbackExporter
+from autograde.run.preprocessors import CapGradedOutputs, CapOutputs, CappedExecute, SafeOutputMetadata, ShortenErrors
 
 c = get_config()  # noqa: F821 (provided by traitlets when the file is loaded)
 
@@ -32,7 +32,7 @@ c.IgnorePattern.pattern = r"[\s\S]*"
 c.Autograde.autograde_preprocessors = [CappedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        CapGradedOutputs, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 if os.environ.get("COURSE_SANDBOX") == "1":
-    # The learner's kernel runs in bubblewrap (autograde/sandbox.py). It has no network, so
+    # The learner's kernel runs in bubblewrap (autograde/run/sandbox.py). It has no network, so
     # it talks to nbgrader over Unix sockets in a folder bound into the sandbox.
     # The connection file and the sockets go to this job's runtime folder (bound inside);
     # left to itself, jupyter_client would put the file in /tmp, which the sandbox hides.

@@ -56,7 +56,7 @@ def totals(out: Path) -> dict[str, str]:
 def plain_nbgrader(subs: Path, folder: Path) -> float:
     """Seconds for ``nbgrader autograde`` of the whole class (course folder made first, untimed)."""
     from autograde.course import Course, run_nbgrader
-    from autograde.release import generate
+    from autograde.publish.release import generate
 
     course = Course.load(ROOT)
     generate(course, folder)

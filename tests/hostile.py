@@ -61,7 +61,7 @@ class PeakMemory:
     holds ``worker_marker``, every ``interval`` seconds, from /proc (psutil). ``peaks`` holds
     the largest value seen for the root ("parent") and for any one worker ("worker")."""
 
-    def __init__(self, pid: int, worker_marker: str = "autograde.job", interval: float = 0.05):
+    def __init__(self, pid: int, worker_marker: str = "autograde.run.job", interval: float = 0.05):
         self.root, self.marker, self.interval = psutil.Process(pid), worker_marker, interval
         self.peaks = {"parent": 0, "worker": 0}
         self._stop = threading.Event()

@@ -179,7 +179,7 @@ def test_a_worker_killed_mid_batch_loses_nothing(classroom):
                 found = psutil.Process(cluster.workers[name].pid).children(recursive=True)
             except psutil.NoSuchProcess:
                 continue
-            if any("autograde.job" in cmdline(p) for p in found):
+            if any("autograde.run.job" in cmdline(p) for p in found):
                 victim = name
                 break
         time.sleep(0.1)
@@ -194,7 +194,7 @@ def test_a_worker_killed_mid_batch_loses_nothing(classroom):
     assert proc.returncode == 0, output
     assert read_grades(out) == classroom["local"], "every student graded, with a local run's grades"
     # the grading processes of the dead worker died with it (parent-death signal, bwrap --die-with-parent)
-    graders = [p for p, line in family.items() if "autograde.job" in line]
+    graders = [p for p, line in family.items() if "autograde.run.job" in line]
     assert graders and any("ipykernel_launcher" in line for line in family.values()), \
         "the worker was grading (a grading process and a sandboxed kernel) when it was killed"
     _, alive = psutil.wait_procs(family, timeout=30)
@@ -207,7 +207,7 @@ def test_a_worker_killed_mid_batch_loses_nothing(classroom):
 def test_a_workers_folders_of_other_course_versions_are_removed_unless_in_use(tmp_path):
     import fcntl
 
-    from autograde.cluster import _remove_other_versions
+    from autograde.executors.cluster import _remove_other_versions
 
     current, old, busy = (tmp_path / name for name in ("v3", "v1", "v2"))
     for folder in (current, old, busy):
@@ -223,7 +223,7 @@ def test_a_workers_folders_of_other_course_versions_are_removed_unless_in_use(tm
 
 
 def test_tasks_carry_neither_the_signing_key_nor_the_database_password(tmp_path):
-    from autograde.cluster import make_task, task_settings
+    from autograde.executors.cluster import make_task, task_settings
     from autograde.grading import Options, _key
 
     key = _key(tmp_path)
@@ -256,7 +256,7 @@ def _answer(outcome: dict | None = None, **fields) -> dict:
     [],
 ])
 def test_a_workers_malformed_outcome_is_refused(bad):
-    from autograde.cluster import MalformedResult, check_outcome
+    from autograde.executors.cluster import MalformedResult, check_outcome
     from autograde.grading import exercises
 
     cells = exercises(Course.load())
@@ -268,7 +268,7 @@ def test_a_workers_malformed_outcome_is_refused(bad):
 
 
 def test_a_workers_malformed_answer_is_refused():
-    from autograde.cluster import MalformedResult, check_result
+    from autograde.executors.cluster import MalformedResult, check_result
 
     names = {NOTEBOOKS[3]}
     assert check_result(_answer(), "a", names, 1 << 20)[0]["notebook"] == NOTEBOOKS[3]
@@ -290,7 +290,7 @@ def test_a_workers_malformed_answer_is_refused():
 def test_tls_options_are_checked_and_wired(tmp_path):
     from distributed.security import Security
 
-    from autograde.cluster import _security
+    from autograde.executors.cluster import _security
     from autograde.grading import Options
 
     files = {}
@@ -328,7 +328,7 @@ def _certificates(folder: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_a_tls_cluster_is_reached_with_the_certificates_and_a_worker_without_sandbox_refuses(classroom, tmp_path):
-    from autograde.cluster import _usable_workers, connect, course_digest, pack_master, task_settings
+    from autograde.executors.cluster import _usable_workers, connect, course_digest, pack_master, task_settings
     from autograde.grading import Options
 
     ca, cert, key = _certificates(tmp_path)

@@ -6,7 +6,7 @@ from bs4 import BeautifulSoup
 from nbconvert.exporters import HTMLExporter
 from traitlets.config import Config
 
-from autograde.exporters import FeedbackExporter, has_images
+from autograde.record.exporters import FeedbackExporter, has_images
 
 from submissions import NOTEBOOKS, build
 

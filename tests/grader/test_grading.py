@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from autograde.course import Course
-from autograde.leaks import secret_lines
+from autograde.publish.leaks import secret_lines
 
 from submissions import (
     GRADED_MISTAKES,
@@ -430,7 +430,7 @@ def test_bundle_holds_no_answer(root, tmp_path):
     assert "serving-overlap-course/notebooks/02_total_vs_exposed_time.ipynb" in names
     assert "serving-overlap-course/tools/overlap/lab.py" in names and "serving-overlap-course/environment.yml" in names
     assert not [n for n in names if "/solutions/" in n or "/autograde/" in n or "/tests/" in n]
-    from autograde.leaks import scan_zip
+    from autograde.publish.leaks import scan_zip
 
     assert scan_zip(Course.load(), target) == []
     readme = zipfile.ZipFile(target).read("serving-overlap-course/README.md").decode()
@@ -446,7 +446,7 @@ def test_public_checks_catch_every_wrong_answer(tmp_path):
     """Fairness: each plausible mistake (all of MISTAKES) breaks a stated rule, so the public checks that
     a learner runs before submitting fail; and, as the hidden ideas do, they name exactly the idea the
     mistake loses among the checks of its own exercise, so one slip reads as one problem."""
-    from autograde.ideas import course_tests, load
+    from autograde.judging.ideas import course_tests, load
 
     tests = {t["grade_id"]: t for nb in course_tests([SOLUTIONS / f"{n}.ipynb" for n in NOTEBOOKS]).values() for t in nb["tests"]}
     ideas_of = {gid: {i.id for i in load(t["hidden"], gid, t["points"]).ideas} for gid, t in tests.items()}

@@ -227,7 +227,7 @@ def test_deep_json_is_not_a_notebook_and_raises_nothing(tmp_path):
 
 
 def test_spreadsheet_cells_are_neutralised(tmp_path):
-    from autograde.tables import spreadsheet_safe, write_csv
+    from autograde.record.tables import spreadsheet_safe, write_csv
 
     for bad in ("=1+1", "+1", "-1", "@SUM(A1)", "\t=1", "\r=1"):
         assert spreadsheet_safe(bad) == "'" + bad
@@ -258,7 +258,7 @@ def test_split_cells_are_joined_in_linear_time_with_one_note_per_answer():
 
 
 def test_a_dict_of_colliding_keys_is_refused_before_it_is_built():
-    from autograde import judge
+    from autograde.judging import judge
 
     collide = {"$dict": [[k * (2**61 - 1), 0] for k in range(1, judge.MAX_PAIRS + 2)]}
     with pytest.raises(judge.RunnerFailed, match="more than"):
@@ -266,7 +266,7 @@ def test_a_dict_of_colliding_keys_is_refused_before_it_is_built():
 
 
 def test_message_size_counts_everything_without_recursing():
-    from autograde.preprocessors import message_size
+    from autograde.run.preprocessors import message_size
 
     assert message_size({"metadata": {"pad": "x" * 10_000}}) > 10_000
     assert message_size([b"y" * 5_000, memoryview(b"z" * 5_000)]) >= 10_000
@@ -295,7 +295,7 @@ while True:
 
 
 def test_a_runner_that_floods_callbacks_is_stopped_at_the_call_limit(tmp_path):
-    from autograde import judge
+    from autograde.judging import judge
 
     runner = judge.Runner([sys.executable, "-c", FLOODER], dict(os.environ), str(tmp_path), call_timeout=2.0)
     began = time.monotonic()

@@ -17,7 +17,7 @@ import pytest
 if __name__ == "__main__":  # run as a script: the course and the tests' helpers on the path, as pytest puts them
     sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
 
-from autograde.ideas import course_tests, load  # noqa: E402
+from autograde.judging.ideas import course_tests, load  # noqa: E402
 
 from submissions import MISTAKES, SOLUTIONS, mutate  # noqa: E402
 

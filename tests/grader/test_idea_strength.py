@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autograde.ideas import course_tests, load
+from autograde.judging.ideas import course_tests, load
 
 ROOT = Path(__file__).resolve().parents[2]
 DECISIONS = ("reject_incorrect_path", "reject_instrument_fault", "rerun_on_quiet_machine",

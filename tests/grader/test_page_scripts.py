@@ -19,8 +19,8 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets.config import Config
 
 from autograde import grading
-from autograde.exporters import FEEDBACK_POLICY, add_csp
-from autograde.preprocessors import SafeOutputMetadata
+from autograde.record.exporters import FEEDBACK_POLICY, add_csp
+from autograde.run.preprocessors import SafeOutputMetadata
 
 from page_attacks import CHROMIUM, PAYLOAD_CELLS, PAYLOAD_MARKDOWN, PNG, mark, scripts_ran
 
@@ -179,7 +179,7 @@ def test_a_screenshot_of_a_safe_feedback_page(pages, root):
 def test_the_class_report_runs_no_script(tmp_path):
     from test_report import COURSE, EVIL, NB, graded, write_out
 
-    from autograde.report import write_report
+    from autograde.record.report import write_report
 
     needs_chromium()
     write_out(tmp_path, [graded("s1", nb) for nb in NB] + [graded(EVIL, nb) for nb in NB])
@@ -190,7 +190,7 @@ def test_the_class_report_runs_no_script(tmp_path):
 def test_the_class_report_states_its_policy_first(tmp_path):
     from test_report import COURSE, NB, graded, write_out
 
-    from autograde.report import REPORT_POLICY, write_report
+    from autograde.record.report import REPORT_POLICY, write_report
 
     write_out(tmp_path, [graded("s1", nb) for nb in NB])
     text = write_report(COURSE, tmp_path)[0].read_text(encoding="utf-8")

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from autograde.course import Course
-from autograde.leaks import secret_lines
+from autograde.publish.leaks import secret_lines
 
 from submissions import NOTEBOOKS, answer, build, insert_after, mutate, run_grade, write
 
@@ -338,7 +338,7 @@ def test_nothing_a_submission_started_outlives_grading(attacked):
     left = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if cmd in ("sleep 417", "sleep 418") or "ipykernel_launcher -f /tmp/cg-" in cmd or "autograde/runner.py" in cmd:
+        if cmd in ("sleep 417", "sleep 418") or "ipykernel_launcher -f /tmp/cg-" in cmd or "autograde/judging/runner.py" in cmd:
             left.append(cmd)
     assert not left, left
     assert attacked["grades"]["atk_detached"]["todo4_plan_decode"] == 2

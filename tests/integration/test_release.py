@@ -8,8 +8,8 @@ import nbformat
 import pytest
 
 from autograde.course import Course
-from autograde.leaks import scan_learner_tree, scan_texts, secret_lines
-from autograde.release import release_differences
+from autograde.publish.leaks import scan_learner_tree, scan_texts, secret_lines
+from autograde.publish.release import release_differences
 
 
 @pytest.mark.slow
@@ -88,7 +88,7 @@ def test_environment_yml_matches_pyproject(root):
 def test_hidden_tests_follow_the_ideas_format(root):
     """Every hidden region declares its ideas, and their points add up to the cell's."""
     from autograde.course import Course
-    from autograde.ideas import check_course
+    from autograde.judging.ideas import check_course
 
     assert check_course(Course.load(root).source_paths()) == []
 
@@ -96,7 +96,7 @@ def test_hidden_tests_follow_the_ideas_format(root):
 def test_every_graded_idea_has_a_public_check(root):
     """A learner can see every rule that earns points: each idea a hidden test grades is named by at
     least one public check (``@checks.case(idea=...)``), with no exception."""
-    from autograde.ideas import load, public_ideas, split_hidden
+    from autograde.judging.ideas import load, public_ideas, split_hidden
 
     for path in sorted((root / "solutions").glob("*.ipynb")):
         for cell in nbformat.read(path, as_version=4).cells:
@@ -130,7 +130,7 @@ def test_grader_parts_are_an_instructor_extra(root):
 def test_learner_wheel_holds_the_runtime_only(tmp_path):
     import zipfile
 
-    from autograde.bundle import LEARNER_DEPENDENCIES, build_learner_wheel
+    from autograde.authoring.bundle import LEARNER_DEPENDENCIES, build_learner_wheel
 
     course = Course.load()
     wheel = build_learner_wheel(course, tmp_path)
@@ -160,15 +160,15 @@ def test_bundle_scan_looks_inside_the_wheel(tmp_path):
     inner = io.BytesIO()
     with zipfile.ZipFile(inner, "w") as whl:
         whl.writestr("tools/helpers.py", f"def f():\n    {answer}\n")
-        whl.writestr("autograde/judge.py", "x = 1\n")
+        whl.writestr("autograde/judging/judge.py", "x = 1\n")
     pack = tmp_path / "pack.zip"
     with zipfile.ZipFile(pack, "w") as zf:
         zf.writestr("serving-overlap-course/serving_overlap_course-1.0.0-py3-none-any.whl", inner.getvalue())
-    from autograde.leaks import scan_zip
+    from autograde.publish.leaks import scan_zip
 
     problems = scan_zip(course, pack)
     assert any("helpers.py: contains a solution line" in p for p in problems), problems
-    assert any("instructor folder autograde/judge.py" in p for p in problems), problems
+    assert any("instructor folder autograde/judging/judge.py" in p for p in problems), problems
 
 
 @pytest.mark.slow

@@ -17,8 +17,8 @@ from unittest import mock
 import matplotlib
 import matplotlib.pyplot as plt
 import pytest
-from figure_text import text_problems  # noqa: E402  (the checker, shared with the report's tests)
 
+from figure_text import text_problems  # noqa: E402  (the checker, shared with the report's tests)
 from submissions import NOTEBOOKS
 
 # ----------------------------------------------------------------- the checker can fail
@@ -382,7 +382,7 @@ def test_the_timeline_sketch_keeps_the_serial_scale(monkeypatch):
 @pytest.fixture(scope="module")
 def course_steps():
     """The course's answers to TODO 3, 4 and 6-8 as the simulator's steps."""
-    from autograde.ideas import course_tests
+    from autograde.judging.ideas import course_tests
 
     found = course_tests(sorted((Path(__file__).resolve().parents[2] / "solutions").glob("*.ipynb")))
     namespace: dict = {}

@@ -2,7 +2,7 @@
 
 This file runs inside the sandbox, under the learner's control once their code has run:
 nothing it says is believed. It imports nothing of the grader. The trusted judge
-(``autograde/judge.py``) never imports it; the two talk over the process's standard input
+(``autograde/judging/judge.py``) never imports it; the two talk over the process's standard input
 and output, one JSON object per line, every value plain data:
 
     judge -> runner  {"op": "load", "cells": [source, ...], "cell_timeout": s}

@@ -127,7 +127,7 @@ def open_gradebook(url: str):
 
     from nbgrader.api import Gradebook
 
-    from .course import bin_dir
+    from ..course import bin_dir
 
     if str(bin_dir()) not in os.environ.get("PATH", "").split(os.pathsep):  # a new gradebook runs `alembic`
         os.environ["PATH"] = f"{bin_dir()}{os.pathsep}{os.environ.get('PATH', '')}"

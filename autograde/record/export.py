@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..course import Course, UnusableInput, exercises
+from ..model import PENDING, REVIEW
 from . import gradebook
-from .course import Course, UnusableInput
-from .grading import PENDING, REVIEW, exercises
 from .tables import write_csv
 
 

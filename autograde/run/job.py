@@ -1,4 +1,4 @@
-"""A grading worker: ``python -m autograde.job SETTINGS STUDENT JOBDIR...``.
+"""A grading worker: ``python -m autograde.run.job SETTINGS STUDENT JOBDIR...``.
 
 Each JOBDIR is an nbgrader course folder that holds one submitted notebook. For each in
 turn the worker writes JOBDIR/started (the time), then:
@@ -27,10 +27,10 @@ from pathlib import Path
 
 import nbformat
 
-from . import judge
+from ..judging import judge
 from .sandbox import Limits, Sandbox
 
-RUNNER = Path(__file__).with_name("runner.py")
+RUNNER = Path(__file__).resolve().parents[1] / "judging" / "runner.py"  # the untrusted side, bound read-only into the sandbox
 SUBMISSION_DIGEST = "submission.sha256"  # in a job folder: the digest of the file as the student sent it
 
 

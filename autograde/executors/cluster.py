@@ -36,7 +36,7 @@ from pathlib import Path
 
 import nbformat
 
-from .course import Course, UnusableInput
+from ..course import Course, UnusableInput
 
 # the grading limits a worker needs; nothing else of the instructor's options leaves this machine
 TASK_OPTIONS = ("cell_timeout", "notebook_timeout", "sandbox", "memory_limit", "process_limit", "max_notebook_bytes")
@@ -58,8 +58,9 @@ class MalformedResult(ValueError):
 def course_digest(course: Course) -> str:
     """The course sources and the grader's own code: a worker grades only when its copy matches."""
     digest = hashlib.sha256(course.sources_digest().encode())
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:20]
 
 
@@ -107,8 +108,8 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
     instructor's machine built, ``shipped`` as a tar.gz before the batch, kept when it verifies
     against this worker's course; built here otherwise), and sweep what tasks of a killed
     worker left. Returns (base folder, master)."""
-    from .grading import grading_master
-    from .sandbox import Limits, probe
+    from ..grading import grading_master
+    from ..run.sandbox import Limits, probe
 
     mine = course_digest(course)
     if mine != digest:
@@ -158,7 +159,7 @@ def _unused(folder: Path):
 
 def _remove(folder: Path) -> None:
     """Remove a worker folder, first what the sandboxes recorded in it left elsewhere."""
-    from .sandbox import sweep
+    from ..run.sandbox import sweep
 
     for ledger in folder.rglob("sandbox.ledger"):
         sweep(ledger)
@@ -219,7 +220,7 @@ def grade_task(task: dict) -> dict:
     notebooks' bytes. Returns {"student", "worker", "notebooks": [...]}: per notebook, whether
     it ran, its record fields decided here (status and detail of one that did not run,
     notes on repaired cells), the kill flag, the grading log, seconds, and the job's files."""
-    from .grading import MAX_GRADED_BYTES, SETTINGS, Options, elapsed_since, job_settings, run_student
+    from ..grading import MAX_GRADED_BYTES, SETTINGS, Options, elapsed_since, job_settings, run_student
 
     course = Course.load()
     settings = task["settings"]
@@ -410,7 +411,7 @@ def grade_on_cluster(course: Course, out: Path, by_student: dict[str, list[tuple
     (the saved records, what to say about the cluster in summary.json)."""
     from distributed import as_completed
 
-    from .grading import exercises
+    from ..grading import exercises
 
     cells = exercises(course)
     points = {e.grade_id: e.points for e in cells}
@@ -464,7 +465,7 @@ def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[st
     """Each notebook of a checked answer as a local run settles it: the job folder rebuilt
     from the returned files, then record, feedback page and kept notebooks by grading.finish_record,
     signed and saved here. Yields the saved records."""
-    from .grading import changed_answers, finish_record, safe_text, save_record
+    from ..grading import changed_answers, finish_record, safe_text, save_record
 
     by_name = {item["notebook"]: item for item in answer}
     try:

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from tools.project_runtime import write_json_atomic
 
-from .course import Course, UnusableInput
+from ..course import Course, Exercise, UnusableInput, exercises
+from ..model import PENDING, REVIEW, STATUS_TEXT
 from .exporters import add_csp
-from .grading import PENDING, REVIEW, STATUS_TEXT, Exercise, exercises
 
 TAIL = ("auto_total", "manual_total", "total", "max_total", "pending", "needs_review")  # not exercise columns
 NEEDED = ("student_id", "total", "max_total", "pending", "needs_review")
@@ -151,7 +151,7 @@ class IdeaInfo:
 def course_ideas(course: Course) -> list[IdeaInfo]:
     """Every graded idea of the course, in course order, with the text learners read
     (parsed from the instructor sources' hidden tests, as the grader does)."""
-    from .ideas import course_tests, load
+    from ..judging.ideas import course_tests, load
 
     found = []
     for notebook, tests in course_tests(course.source_paths()).items():

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from tools.notebook_runtime import describe_release_cells
 
-from .course import Course
+from ..course import Course
 
-LEARNER_README = Path(__file__).with_name("LEARNER_README.md")
+LEARNER_README = Path(__file__).resolve().parents[1] / "LEARNER_README.md"
 TOP = "serving-overlap-course"
 
 # Loose on purpose: a platform's own torch and matplotlib satisfy them (Colab ships both, and

@@ -10,7 +10,7 @@ Two halves:
 - ``Sandbox`` (trusted, in the grading worker): probes bubblewrap, writes the kernelspec,
   creates a limit group per job (cgroup v1 or v2 where writable, else rlimits) and reads
   afterwards whether the job ran out of memory.
-- ``main`` (the launcher, ``python -m autograde.sandbox -- CMD...``): run by jupyter_client
+- ``main`` (the launcher, ``python -m autograde.run.sandbox -- CMD...``): run by jupyter_client
   as the kernel's argv, or by the judge for its runner. It enters the limit group, then
   execs bwrap around CMD, with the configuration named by ``COURSE_SANDBOX_CONFIG``.
 """
@@ -256,7 +256,7 @@ class Sandbox:
         folder = self.home / "kernels" / KERNEL_NAME
         folder.mkdir(parents=True, exist_ok=True)
         spec = {
-            "argv": [sys.executable, "-m", "autograde.sandbox", "--", sys.executable, "-m", "ipykernel_launcher",
+            "argv": [sys.executable, "-m", "autograde.run.sandbox", "--", sys.executable, "-m", "ipykernel_launcher",
                      "-f", "{connection_file}"],
             "display_name": "Python 3 (grading sandbox)",
             "language": "python",
@@ -307,7 +307,7 @@ class Sandbox:
     @staticmethod
     def command(argv: list[str]) -> list[str]:
         """The launcher command that runs ``argv`` sandboxed (with a job's env set)."""
-        return [sys.executable, "-m", "autograde.sandbox", "--", *argv]
+        return [sys.executable, "-m", "autograde.run.sandbox", "--", *argv]
 
     def describe(self) -> dict:
         return {"enabled": True, "isolation": "bubblewrap", "bwrap": self.bwrap, "limits_by": self.groups.mechanism,
@@ -409,7 +409,7 @@ def bwrap_args(config: dict, cwd: str, argv: list[str]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     if "--" not in argv:
-        print("usage: python -m autograde.sandbox -- COMMAND...", file=sys.stderr)
+        print("usage: python -m autograde.run.sandbox -- COMMAND...", file=sys.stderr)
         return 2
     command = argv[argv.index("--") + 1:]
     config = json.loads(Path(os.environ[CONFIG_ENV]).read_text())

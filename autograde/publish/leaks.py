@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 
-from .course import Course
+from ..course import Course
 
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 _MIN_LINE = 20  # shorter lines (`try:`, `pass`) are too common to mean anything

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import nbformat
 
-from .course import Course, prepare_course_dir, run_nbgrader
-from .ideas import split_hidden
+from ..course import Course, prepare_course_dir, run_nbgrader
+from ..judging.ideas import split_hidden
 
 
 class ReleaseFailed(RuntimeError):
