@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.course-installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv lab lint test test-fast release check bundle bench clean
+.PHONY: venv lab lint format test test-fast release check bundle bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (nbgrader 0.9.6). Run: make PYTHON=python3.11 ...")'
@@ -29,10 +29,16 @@ lab: venv
 	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH} \
 	  $(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-# ruff (pyproject.toml [tool.ruff]) and the import rules ([tool.importlinter]): seconds
+# ruff (pyproject.toml [tool.ruff]: the linter and the formatter, which `make format` applies) and the
+# import rules ([tool.importlinter]): seconds
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+
+format: venv
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 # Two test processes (pytest-xdist), each test file whole in one of them, so that a file's shared
 # grading batch is built once: 493 s against 700 s in one process on 2 cores (measured). TEST_WORKERS=0

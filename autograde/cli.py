@@ -1,4 +1,5 @@
 """python -m autograde {release,check,grade,export,report,validate,bundle}"""
+
 from __future__ import annotations
 
 import argparse
@@ -40,19 +41,36 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--workers", type=_positive, default=max(1, os.cpu_count() or 1), help="students graded at once (default: cores)")
     grade.add_argument("--cell-timeout", type=_positive, default=30, help="seconds per cell before it is interrupted")
     grade.add_argument("--notebook-timeout", type=_positive, default=300, help="seconds per notebook before its kernel is killed")
-    grade.add_argument("--memory-limit", type=_gib, default=4.0, metavar="GIB",
-                       help="memory per notebook in GiB (default 4); past it the notebook is stopped and reported")
+    grade.add_argument(
+        "--memory-limit",
+        type=_gib,
+        default=4.0,
+        metavar="GIB",
+        help="memory per notebook in GiB (default 4); past it the notebook is stopped and reported",
+    )
     grade.add_argument("--process-limit", type=_positive, default=256, help="processes per notebook (default 256)")
-    grade.add_argument("--max-notebook-mb", type=_positive, default=20, metavar="MB",
-                       help="a submitted notebook larger than this is refused unread as invalid_notebook (default 20)")
-    grade.add_argument("--no-sandbox", action="store_true",
-                       help="UNSAFE: run submissions without the sandbox (only for code you trust; recorded in summary.json)")
-    grade.add_argument("--db-url", metavar="URL",
-                       help="the course gradebook, as nbgrader's db_url (e.g. postgresql://user@host/db; the password "
-                            "may come from PGPASSWORD or ~/.pgpass); default: OUT/gradebook.db, or the one OUT used before")
-    grade.add_argument("--scheduler", metavar="ADDRESS",
-                       help="grade on a Dask cluster: the scheduler's address (tcp://HOST:8786, or tls://... with the "
-                            "--tls-* files); one task per student, each worker with the course installed")
+    grade.add_argument(
+        "--max-notebook-mb",
+        type=_positive,
+        default=20,
+        metavar="MB",
+        help="a submitted notebook larger than this is refused unread as invalid_notebook (default 20)",
+    )
+    grade.add_argument(
+        "--no-sandbox", action="store_true", help="UNSAFE: run submissions without the sandbox (only for code you trust; recorded in summary.json)"
+    )
+    grade.add_argument(
+        "--db-url",
+        metavar="URL",
+        help="the course gradebook, as nbgrader's db_url (e.g. postgresql://user@host/db; the password "
+        "may come from PGPASSWORD or ~/.pgpass); default: OUT/gradebook.db, or the one OUT used before",
+    )
+    grade.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="grade on a Dask cluster: the scheduler's address (tcp://HOST:8786, or tls://... with the "
+        "--tls-* files); one task per student, each worker with the course installed",
+    )
     grade.add_argument("--tls-ca-file", metavar="PEM", help="with a tls:// scheduler: the CA that signed the cluster's certificates")
     grade.add_argument("--tls-cert", metavar="PEM", help="with a tls:// scheduler: this client's certificate")
     grade.add_argument("--tls-key", metavar="PEM", help="with a tls:// scheduler: this client's private key")
@@ -74,8 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         course = Course.load()
-        return {"release": cmd_release, "check": cmd_check, "grade": cmd_grade, "export": cmd_export, "report": cmd_report,
-                "validate": cmd_validate, "bundle": cmd_bundle}[args.command](course, args)
+        return {
+            "release": cmd_release,
+            "check": cmd_check,
+            "grade": cmd_grade,
+            "export": cmd_export,
+            "report": cmd_report,
+            "validate": cmd_validate,
+            "bundle": cmd_bundle,
+        }[args.command](course, args)
     except UnusableInput as exc:
         from .record.gradebook import mask_text
 
@@ -123,8 +148,10 @@ def cmd_check(course: Course, args) -> int:
         rows = {r["student_id"]: r for r in csv.DictReader(open(Path(tmp) / "out" / "grades.csv", encoding="utf-8"))}
     full, zero = float(rows["solutions"]["auto_total"]), float(rows["untouched"]["total"])
     waiting = int(rows["solutions"]["pending"])
-    print(f"instructor sources score {full:g}/{summary['max_auto']:g} automatic points, {waiting} answer(s) "
-          f"({summary['max_manual']:g} points) left for a person; untouched release scores {zero:g}")
+    print(
+        f"instructor sources score {full:g}/{summary['max_auto']:g} automatic points, {waiting} answer(s) "
+        f"({summary['max_manual']:g} points) left for a person; untouched release scores {zero:g}"
+    )
     if full != summary["max_auto"]:
         failures.append(f"the sources lose points: {rows['solutions']}")
     if waiting != len(summary["manual_columns"]):
@@ -143,11 +170,21 @@ def cmd_grade(course: Course, args) -> int:
     from .grading import Options, grade_batch
 
     begin = time.monotonic()
-    options = Options(workers=args.workers, cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
-                      progress=not args.no_progress, sandbox=not args.no_sandbox,
-                      memory_limit=int(args.memory_limit * (1 << 30)), process_limit=args.process_limit,
-                      db_url=args.db_url, max_notebook_bytes=args.max_notebook_mb * 1024 * 1024,
-                      scheduler=args.scheduler, tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key)
+    options = Options(
+        workers=args.workers,
+        cell_timeout=args.cell_timeout,
+        notebook_timeout=args.notebook_timeout,
+        progress=not args.no_progress,
+        sandbox=not args.no_sandbox,
+        memory_limit=int(args.memory_limit * (1 << 30)),
+        process_limit=args.process_limit,
+        db_url=args.db_url,
+        max_notebook_bytes=args.max_notebook_mb * 1024 * 1024,
+        scheduler=args.scheduler,
+        tls_ca_file=args.tls_ca_file,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+    )
     if not args.scheduler and (args.tls_ca_file or args.tls_cert or args.tls_key):
         raise UnusableInput("--tls-ca-file, --tls-cert and --tls-key are for a cluster: give --scheduler tls://HOST:PORT too")
     executor = None
@@ -155,13 +192,17 @@ def cmd_grade(course: Course, args) -> int:
         from .executors.cluster import grade_on_cluster_executor as executor
     summary = grade_batch(course, args.submissions, args.out, options, executor=executor)
     elapsed = time.monotonic() - begin
-    print(f"graded {summary['students']} student(s) in {elapsed:.1f} s "
-          f"({summary['notebooks_graded']} notebooks graded, {summary['notebooks_reused']} reused from an earlier run)")
+    print(
+        f"graded {summary['students']} student(s) in {elapsed:.1f} s "
+        f"({summary['notebooks_graded']} notebooks graded, {summary['notebooks_reused']} reused from an earlier run)"
+    )
     print(f"grades: {args.out / 'grades.csv'}   feedback: {args.out / 'feedback'}   log: {args.out / 'log.jsonl'}")
     book = summary["gradebook"]
-    print(f"gradebook: {book.get('db_url')} ({book.get('notebooks_recorded', 0)} notebook(s) recorded); "
-          f"{summary['manual_pending']} written answer(s) wait for a person: formgrader (`jupyter lab` in {args.out}), "
-          f"then `python -m autograde export {args.out}`")
+    print(
+        f"gradebook: {book.get('db_url')} ({book.get('notebooks_recorded', 0)} notebook(s) recorded); "
+        f"{summary['manual_pending']} written answer(s) wait for a person: formgrader (`jupyter lab` in {args.out}), "
+        f"then `python -m autograde export {args.out}`"
+    )
     if summary["problems"]:
         print(f"{len(summary['problems'])} notebook(s) need a look (details in {args.out / 'summary.json'}):")
         for p in summary["problems"]:
@@ -176,13 +217,14 @@ def cmd_export(course: Course, args) -> int:
     from .record.export import export
 
     target, info = export(course, args.out, args.db_url, args.to)
-    print(f"wrote {target}: {info['students']} student(s) from {info['db_url']}, "
-          f"{info['pending']} written answer(s) still pending")
+    print(f"wrote {target}: {info['students']} student(s) from {info['db_url']}, {info['pending']} written answer(s) still pending")
     if info["needs_review"]:
         shown = ", ".join(info["needs_review"][:10]) + (" ..." if len(info["needs_review"]) > 10 else "")
-        print(f"WARNING: {len(info['needs_review'])} score(s) a person gave are marked `review` and not counted: the "
-              f"answer changed since it was scored ({shown}). Score them again in formgrader, then export again.",
-              file=sys.stderr)
+        print(
+            f"WARNING: {len(info['needs_review'])} score(s) a person gave are marked `review` and not counted: the "
+            f"answer changed since it was scored ({shown}). Score them again in formgrader, then export again.",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -190,8 +232,10 @@ def cmd_report(course: Course, args) -> int:
     from .record.report import write_report
 
     page, numbers, data = write_report(course, args.out)
-    print(f"wrote {page} and {numbers}: {data['students']} student(s), {len(data['ideas'])} graded idea(s), "
-          f"{sum(p['count'] for p in data['problems'])} problem(s) in {len(data['problems'])} kind(s)")
+    print(
+        f"wrote {page} and {numbers}: {data['students']} student(s), {len(data['ideas'])} graded idea(s), "
+        f"{sum(p['count'] for p in data['problems'])} problem(s) in {len(data['problems'])} kind(s)"
+    )
     return EXIT_OK
 
 

@@ -1,4 +1,5 @@
 """The course's folders, and how nbgrader is run on a course folder built for one job."""
+
 from __future__ import annotations
 
 import hashlib
@@ -104,8 +105,9 @@ def kill_live_runs() -> None:
 
 def spawn(command: list[str], cwd: Path, env: dict[str, str] | None, log) -> subprocess.Popen:
     """Start ``command`` in a session of its own, registered so that Ctrl-C can kill it."""
-    proc = subprocess.Popen(command, cwd=cwd, env=nbgrader_env(env), stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        command, cwd=cwd, env=nbgrader_env(env), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
     with _LIVE_LOCK:
         _LIVE.add(proc.pid)
     return proc
@@ -119,14 +121,12 @@ def reap(proc: subprocess.Popen) -> None:
         _LIVE.discard(proc.pid)
 
 
-def run_nbgrader(args: list[str], course_dir: Path, timeout: float | None = None,
-                 env: dict[str, str] | None = None) -> RunResult:
+def run_nbgrader(args: list[str], course_dir: Path, timeout: float | None = None, env: dict[str, str] | None = None) -> RunResult:
     """Run ``nbgrader ARGS`` in ``course_dir`` (see run_process)."""
     return run_process([str(bin_dir() / "nbgrader"), *args], course_dir, timeout, env)
 
 
-def run_process(command: list[str], course_dir: Path, timeout: float | None = None,
-                env: dict[str, str] | None = None) -> RunResult:
+def run_process(command: list[str], course_dir: Path, timeout: float | None = None, env: dict[str, str] | None = None) -> RunResult:
     """Run ``command`` in ``course_dir``, output to ``course_dir/run.log``. At ``timeout``
     seconds, kill it and its kernels (which jupyter_client starts in sessions of their
     own) and return code None."""
@@ -177,4 +177,3 @@ def exercises(course: Course) -> list[Exercise]:
             if meta.get("grade"):
                 found.append(Exercise(path.stem, meta["grade_id"], float(meta["points"]), bool(meta.get("solution"))))
     return found
-

@@ -12,6 +12,7 @@ Submissions are untrusted code: learner kernels and the judge's runner run in th
 (sandbox.py), hidden tests run in the trusted judge (judge.py), and every feedback page is
 scanned for hidden-test and reference-answer lines before it is written.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -41,7 +42,7 @@ from .publish.leaks import secret_lines
 from .publish.release import generate
 from .record import gradebook
 from .record.exporters import add_csp, add_wrapping
-from .record.tables import write_csv
+from .record.tables import cell_value, score_row, write_csv
 from .run.job import SUBMISSION_DIGEST
 from .run.preprocessors import NeutraliseForDisplay
 
@@ -53,7 +54,6 @@ SETTINGS = ".settings.json"  # in OUT/.work: what each grading process reads
 WORKER_MEMORY = 3 * GiB
 
 
-
 class NotebookTooLarge(ValueError):
     """A submitted file over the size limit: refused before the trusted parent parses it."""
 
@@ -62,14 +62,10 @@ def check_size(path: Path, limit: int) -> None:
     """Raise NotebookTooLarge when ``path`` is over ``limit`` bytes (stat only, nothing is read)."""
     size = path.stat().st_size
     if size > limit:
-        raise NotebookTooLarge(f"the file is {size / 2**20:.1f} MB, over the {limit / 2**20:g} MB limit for a submitted "
-                               "notebook (clear its outputs, or raise --max-notebook-mb)")
-
-
-
-
-
-
+        raise NotebookTooLarge(
+            f"the file is {size / 2**20:.1f} MB, over the {limit / 2**20:g} MB limit for a submitted "
+            "notebook (clear its outputs, or raise --max-notebook-mb)"
+        )
 
 
 def _tree_digest(folder: Path) -> str:
@@ -118,8 +114,10 @@ def _fingerprint(path: Path, digest: str, options: Options) -> str:
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 h.update(block)
-    h.update(f"{digest}|{options.cell_timeout}|{options.notebook_timeout}|{options.sandbox}|{options.memory_limit}"
-             f"|{options.process_limit}|{options.max_notebook_bytes}".encode())
+    h.update(
+        f"{digest}|{options.cell_timeout}|{options.notebook_timeout}|{options.sandbox}|{options.memory_limit}"
+        f"|{options.process_limit}|{options.max_notebook_bytes}".encode()
+    )
     return h.hexdigest()
 
 
@@ -214,8 +212,15 @@ def _repair_cells(nb, known: set[str]) -> list[str]:
             continue
         last = cells[-1] if cells else None
         last_meta = last.metadata.get("nbgrader", {}) if last is not None else {}
-        if (meta.get("solution") and last is not None and isinstance(last_meta, dict) and last_meta.get("solution")
-                and str(last_meta.get("grade_id", "")) == gid and last.cell_type == cell.cell_type and gid in known):
+        if (
+            meta.get("solution")
+            and last is not None
+            and isinstance(last_meta, dict)
+            and last_meta.get("solution")
+            and str(last_meta.get("grade_id", "")) == gid
+            and last.cell_type == cell.cell_type
+            and gid in known
+        ):
             parts.setdefault(id(last), [last.source]).append(cell.source)
             continue
         if gid not in known or gid in seen:
@@ -244,8 +249,9 @@ def _repair_cells(nb, known: set[str]) -> list[str]:
     return notes
 
 
-def _prepare(course: Course, master: Path, out: Path, student: str, notebook: str, path: Path,
-             max_bytes: int = MAX_NOTEBOOK_BYTES, record: dict | None = None) -> Path:
+def _prepare(
+    course: Course, master: Path, out: Path, student: str, notebook: str, path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES, record: dict | None = None
+) -> Path:
     """A fresh nbgrader course folder holding one submitted notebook (raises on an unreadable
     one, and on one over ``max_bytes`` before reading it). ``record`` gets the answer cells
     changed since the last grading (a manual score on one of them is then flagged for review)."""
@@ -274,8 +280,7 @@ def _prepare(course: Course, master: Path, out: Path, student: str, notebook: st
     return job
 
 
-def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bool, log: str, options: Options,
-            secrets: dict[str, str]) -> None:
+def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bool, log: str, options: Options, secrets: dict[str, str]) -> None:
     """Turn a job folder's outcome into the record (scores, ideas, status, feedback page)."""
     student, notebook = record["student_id"], record["notebook"]
     outcome = _read_json(job / "result.json", MAX_RESULT_BYTES)
@@ -284,8 +289,9 @@ def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bo
     graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
     kept = out / "autograded" / student / course.assignment / f"{notebook}.ipynb"  # what formgrader shows
     kept.unlink(missing_ok=True)
-    _keep(job / "submitted" / student / course.assignment / f"{notebook}.ipynb",
-          out / "submitted" / student / course.assignment / f"{notebook}.ipynb")  # formgrader counts submissions there
+    _keep(
+        job / "submitted" / student / course.assignment / f"{notebook}.ipynb", out / "submitted" / student / course.assignment / f"{notebook}.ipynb"
+    )  # formgrader counts submissions there
     if killed:
         record.update(status="timeout", detail=f"killed after {options.notebook_timeout} s")
     elif outcome.get("out_of_memory") and "scores" not in outcome:
@@ -305,8 +311,10 @@ def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bo
         record["scores"] = outcome["scores"]
         record["manual"] = outcome.get("manual", {})
         record["timings"] = outcome.get("timings", {})
-        record["ideas"] = {gid: [{"id": i["id"], "status": i["status"], "earned": i["earned"], "points": i["points"]}
-                                 for i in result["ideas"]] for gid, result in outcome.get("judge", {}).items()}
+        record["ideas"] = {
+            gid: [{"id": i["id"], "status": i["status"], "earned": i["earned"], "points": i["points"]} for i in result["ideas"]]
+            for gid, result in outcome.get("judge", {}).items()
+        }
         notes = []
         if outcome.get("out_of_memory") or outcome.get("runner_out_of_memory"):
             notes.append(f"part of it went over the {options.memory_limit / GiB:g} GiB memory limit and was stopped")
@@ -364,8 +372,7 @@ def _keep_for_display(source: Path, target: Path, master: Path, assignment: str)
     os.replace(tmp, target)
 
 
-_LINK = re.compile(r"(?<![\w.-])(href|src|action|formaction|poster|background)(\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s>\"']+)",
-                   re.IGNORECASE)
+_LINK = re.compile(r"(?<![\w.-])(href|src|action|formaction|poster|background)(\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s>\"']+)", re.IGNORECASE)
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 SAFE_SCHEMES = {"http", "https", "mailto"}
 
@@ -377,8 +384,7 @@ def _safe_url(value: str, image: bool = False) -> bool:
     """True for a relative path, a ``#`` fragment, or an http/https/mailto URL (and, for an
     image source, a base64 PNG/JPEG/GIF). Browsers decode entities and ignore whitespace and
     control characters in a scheme, so this does too."""
-    plain = "".join(ch for ch in html.unescape(value) if ch > " " and ch != "\x7f" and not ch.isspace()
-                    and ch.isprintable())
+    plain = "".join(ch for ch in html.unescape(value) if ch > " " and ch != "\x7f" and not ch.isspace() and ch.isprintable())
     scheme = _SCHEME.match(plain)
     return scheme is None or scheme.group(1).lower() in SAFE_SCHEMES or (image and bool(_IMAGE_DATA.match(plain)))
 
@@ -386,10 +392,12 @@ def _safe_url(value: str, image: bool = False) -> bool:
 def _safe_links(text: str) -> str:
     """Point every link or source whose scheme is not allowed (``javascript:``, ``data:``,
     ``vbscript:`` ...) at ``#``."""
+
     def fix(match: re.Match) -> str:
         value = match.group(3)
         inner = value[1:-1] if value[:1] in "\"'" else value
         return match.group(0) if _safe_url(inner, image=match.group(1).lower() == "src") else f'{match.group(1)}{match.group(2)}"#"'
+
     return _LINK.sub(fix, text)
 
 
@@ -425,16 +433,21 @@ def mark_pending(text: str, pending: set[str]) -> str:
 
     text = re.sub(rf'<li><a href="#({_ID})">Written response</a> \(Score: {_NUM} / ({_NUM})\)</li>', in_list, text)
     for gid in pending:
-        text = re.sub(rf'(<a name="{re.escape(gid)}"></a><div class="panel-heading">.{{0,400}}?)Score: {_NUM} / ({_NUM}) ',
-                      r"\1Pending: a person grades it (\2 point(s)) ", text, count=1, flags=re.S)
+        text = re.sub(
+            rf'(<a name="{re.escape(gid)}"></a><div class="panel-heading">.{{0,400}}?)Score: {_NUM} / ({_NUM}) ',
+            r"\1Pending: a person grades it (\2 point(s)) ",
+            text,
+            count=1,
+            flags=re.S,
+        )
     if waiting:
-        text = re.sub(rf"(<h4>[^<]{{1,200}} \(Score: {_NUM} / {_NUM})\)</h4>",
-                      rf"\1; {waiting:g} point(s) wait for a person's grading)</h4>", text, count=1)
+        text = re.sub(
+            rf"(<h4>[^<]{{1,200}} \(Score: {_NUM} / {_NUM})\)</h4>", rf"\1; {waiting:g} point(s) wait for a person's grading)</h4>", text, count=1
+        )
     return text
 
 
-def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: Path,
-                    pending: set[str] = frozenset()) -> int:
+def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: Path, pending: set[str] = frozenset()) -> int:
     """Copy a feedback page, first removing any line of a hidden test or of a reference answer
     that the learner's own notebook does not hold, and marking answers that wait for a person
     as pending. Returns how many lines were removed."""
@@ -443,8 +456,9 @@ def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: P
     if len(raw) > MAX_PAGE:
         raw = raw[:MAX_PAGE] + "\n<p>[the page was cut at 1 MB]</p></body></html>\n"
     nb = read_graded(graded)
-    own = {line.strip() for cell in (nb.cells if nb else []) if cell.metadata.get("nbgrader", {}).get("solution")
-           for line in cell.source.splitlines()}
+    own = {
+        line.strip() for cell in (nb.cells if nb else []) if cell.metadata.get("nbgrader", {}).get("solution") for line in cell.source.splitlines()
+    }
     lines, removed = raw.split("\n"), 0
     for i, line in enumerate(lines):
         plain = html.unescape(_TAG.sub("", line)).strip()
@@ -459,8 +473,16 @@ def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: P
     return removed
 
 
-def grade_student(course: Course, master: Path, out: Path, student: str, items: list[tuple[str, Path, str]],
-                  options: Options, on_done=lambda record: None, secrets: dict[str, str] | None = None) -> list[dict]:
+def grade_student(
+    course: Course,
+    master: Path,
+    out: Path,
+    student: str,
+    items: list[tuple[str, Path, str]],
+    options: Options,
+    on_done=lambda record: None,
+    secrets: dict[str, str] | None = None,
+) -> list[dict]:
     """Grade a student's notebooks here: run_student grades them, and each finished one is
     turned into its record, feedback page and kept notebooks under ``out``, signed and saved."""
     records = []
@@ -477,8 +499,21 @@ def grade_student(course: Course, master: Path, out: Path, student: str, items: 
         records.append(save_record(out, record, 0.0))
         on_done(record)
 
-    entries = [({"student_id": student, "notebook": notebook, "file": safe_text(path.name), "fingerprint": fingerprint,
-                 "scores": {}, "status": "graded", "detail": ""}, path) for notebook, path, fingerprint in items]
+    entries = [
+        (
+            {
+                "student_id": student,
+                "notebook": notebook,
+                "file": safe_text(path.name),
+                "fingerprint": fingerprint,
+                "scores": {},
+                "status": "graded",
+                "detail": "",
+            },
+            path,
+        )
+        for notebook, path, fingerprint in items
+    ]
     run_student(course, master, out, student, entries, options, settle, fail)
     return records
 
@@ -487,8 +522,9 @@ class Stopped(Exception):
     """A student's grading was called off (a cluster task the batch cancelled): its processes were killed."""
 
 
-def run_student(course: Course, master: Path, out: Path, student: str, entries: list[tuple[dict, Path]],
-                options: Options, settle, fail, stop=None) -> None:
+def run_student(
+    course: Course, master: Path, out: Path, student: str, entries: list[tuple[dict, Path]], options: Options, settle, fail, stop=None
+) -> None:
     """Grade a student's notebooks (``entries``: (record, submitted file)): one worker process
     runs them one after the other, each in its own course folder under ``out/.work``. A notebook
     past the wall-clock limit has the worker and its kernel killed; a new worker then takes the
@@ -498,8 +534,7 @@ def run_student(course: Course, master: Path, out: Path, student: str, entries: 
     pending = []
     for record, path in entries:
         try:
-            pending.append((record, _prepare(course, master, out, student, record["notebook"], path,
-                                             options.max_notebook_bytes, record)))
+            pending.append((record, _prepare(course, master, out, student, record["notebook"], path, options.max_notebook_bytes, record)))
         except Exception as exc:  # not JSON, not a notebook: a grade of 0, not a crash
             record.update(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}")
             fail(record)
@@ -510,9 +545,12 @@ def run_student(course: Course, master: Path, out: Path, student: str, entries: 
             before = len(pending)
             log_path = out / ".work" / student / "worker.log"
             with open(log_path, "w", encoding="utf-8") as log:
-                proc = spawn([sys.executable, "-m", "autograde.run.job", str(out / ".work" / SETTINGS), student,
-                              *[str(job) for _, job in pending]],
-                             out / ".work" / student, env, log)
+                proc = spawn(
+                    [sys.executable, "-m", "autograde.run.job", str(out / ".work" / SETTINGS), student, *[str(job) for _, job in pending]],
+                    out / ".work" / student,
+                    env,
+                    log,
+                )
                 try:
                     current, killed = _watch(proc, pending, options.notebook_timeout, settle, stop)
                 finally:
@@ -621,14 +659,14 @@ def _cached(out: Path, student: str, notebook: str, fingerprint: str) -> dict | 
     return record if hmac.compare_digest(str(record.get("signature", "")), _signature(out, record)) else None
 
 
-def grade_locally(course: Course, master: Path, out: Path, by_student: dict, options: Options, done, fault,
-                  secrets: dict[str, str]) -> tuple[list[dict], None]:
+def grade_locally(
+    course: Course, master: Path, out: Path, by_student: dict, options: Options, done, fault, secrets: dict[str, str]
+) -> tuple[list[dict], None]:
     """The local executor: each student's jobs on a pool of ``options.workers`` threads, each
     thread driving its own worker processes. A student whose grading raises goes to ``fault``."""
     records: list[dict] = []
     with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
-        futures = {pool.submit(grade_student, course, master, out, s, items, options, done, secrets): (s, items)
-                   for s, items in by_student.items()}
+        futures = {pool.submit(grade_student, course, master, out, s, items, options, done, secrets): (s, items) for s, items in by_student.items()}
         try:
             for future in as_completed(futures):
                 try:
@@ -651,8 +689,7 @@ def grade_batch(course: Course, submissions: Path, out: Path, options: Options =
     them in a pool of ``options.workers`` threads here; the command line passes
     ``cluster.grade_on_cluster_executor`` for ``--scheduler``."""
     if options.scheduler and executor is None:
-        raise ValueError("options.scheduler needs a cluster executor: pass executor=cluster.grade_on_cluster_executor "
-                         "(the grade command does)")
+        raise ValueError("options.scheduler needs a cluster executor: pass executor=cluster.grade_on_cluster_executor (the grade command does)")
     executor = executor or grade_locally
     if not submissions.is_dir():
         raise UnusableInput(f"{submissions} is not a folder of student folders")
@@ -679,8 +716,9 @@ def _locked(out: Path):
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         handle.close()
-        raise UnusableInput(f"another grading run is using {out} (it holds {out / '.lock'}); "
-                            "wait for it to finish, or grade into another folder") from None
+        raise UnusableInput(
+            f"another grading run is using {out} (it holds {out / '.lock'}); wait for it to finish, or grade into another folder"
+        ) from None
     try:
         yield
     finally:
@@ -691,16 +729,21 @@ def _locked(out: Path):
 def _sandbox_settings(out: Path, options: Options) -> dict:
     """Check that the sandbox runs here (or that the instructor chose to go without)."""
     if not options.sandbox:
-        print("WARNING: grading WITHOUT the sandbox (--no-sandbox): submissions run with your rights, can read "
-              "and change your files, and can reach the network. Use this only for code you trust.", file=sys.stderr)
+        print(
+            "WARNING: grading WITHOUT the sandbox (--no-sandbox): submissions run with your rights, can read "
+            "and change your files, and can reach the network. Use this only for code you trust.",
+            file=sys.stderr,
+        )
         return {"enabled": False, "warning": "graded with --no-sandbox: submissions were not isolated"}
     from .run.sandbox import Limits, Sandbox, probe
 
     limits = Limits(options.memory_limit, options.process_limit)
     why = probe(out / ".sandbox", limits)
     if why:
-        raise UnusableInput(f"the grading sandbox cannot run here: {why}. Submissions are untrusted code; grade on "
-                            "Linux with user namespaces (bubblewrap), or pass --no-sandbox to grade code you trust.")
+        raise UnusableInput(
+            f"the grading sandbox cannot run here: {why}. Submissions are untrusted code; grade on "
+            "Linux with user namespaces (bubblewrap), or pass --no-sandbox to grade code you trust."
+        )
     box = Sandbox(out / ".sandbox", limits)
     try:
         return box.describe()
@@ -710,13 +753,21 @@ def _sandbox_settings(out: Path, options: Options) -> dict:
 
 def job_settings(course: Course, master: Path, home: Path, options: Options) -> dict:
     """What a grading process (job.py) reads from .work/.settings.json."""
-    return {"assignment": course.assignment, "judge": str(master / "judge.json"), "sandbox": options.sandbox,
-            "home": str(home), "memory_limit": options.memory_limit, "process_limit": options.process_limit,
-            "cell_timeout": options.cell_timeout, "worker_memory_limit": max(WORKER_MEMORY, options.memory_limit + GiB)}
+    return {
+        "assignment": course.assignment,
+        "judge": str(master / "judge.json"),
+        "sandbox": options.sandbox,
+        "home": str(home),
+        "memory_limit": options.memory_limit,
+        "process_limit": options.process_limit,
+        "cell_timeout": options.cell_timeout,
+        "worker_memory_limit": max(WORKER_MEMORY, options.memory_limit + GiB),
+    }
 
 
-def _intake(course: Course, submissions: Path, students: list[Path], out: Path, options: Options, digest: str,
-            ids_by_name: dict[str, set[str]]) -> tuple[list[dict], dict[str, list[str]], dict[str, list[tuple[str, Path, str]]]]:
+def _intake(
+    course: Course, submissions: Path, students: list[Path], out: Path, options: Options, digest: str, ids_by_name: dict[str, set[str]]
+) -> tuple[list[dict], dict[str, list[str]], dict[str, list[tuple[str, Path, str]]]]:
     """Read every student folder: a row for each refused id, missing notebook, unreadable folder and
     reused result; the notebooks left to grade, per student (notebook, file, fingerprint); the
     matching notes. Writes ``OUT/rejected_ids.json``. Whatever one folder holds costs only its student."""
@@ -728,10 +779,17 @@ def _intake(course: Course, submissions: Path, students: list[Path], out: Path, 
         student = safe_text(folder.name)
         if not STUDENT_ID.fullmatch(folder.name) or folder.is_symlink():
             why = "a student folder may not be a symbolic link" if folder.is_symlink() else "use letters, digits, '_', '.', '@', '+' or '-'"
-            rejected.append({"student_id": rejected_id(folder.name), "reason": why,
-                             "folder": folder.name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")})
-            records += [{"student_id": rejected[-1]["student_id"], "notebook": nb, "scores": {}, "status": "invalid_student_id",
-                         "detail": why} for nb in course.notebooks]
+            rejected.append(
+                {
+                    "student_id": rejected_id(folder.name),
+                    "reason": why,
+                    "folder": folder.name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"),
+                }
+            )
+            records += [
+                {"student_id": rejected[-1]["student_id"], "notebook": nb, "scores": {}, "status": "invalid_student_id", "detail": why}
+                for nb in course.notebooks
+            ]
             continue
         try:
             chosen, found_notes = match_notebooks(folder, course.notebooks, ids_by_name, max_bytes=options.max_notebook_bytes)
@@ -739,8 +797,15 @@ def _intake(course: Course, submissions: Path, students: list[Path], out: Path, 
             todo, done_here = [], []
             for notebook, path in chosen.items():
                 if path is None:
-                    done_here.append({"student_id": student, "notebook": notebook, "scores": {}, "status": "missing",
-                                      "detail": f"{notebook}.ipynb not found in the submission"})
+                    done_here.append(
+                        {
+                            "student_id": student,
+                            "notebook": notebook,
+                            "scores": {},
+                            "status": "missing",
+                            "detail": f"{notebook}.ipynb not found in the submission",
+                        }
+                    )
                     continue
                 fingerprint = _fingerprint(path, digest, options)
                 cached = _cached(out, student, notebook, fingerprint)
@@ -750,24 +815,36 @@ def _intake(course: Course, submissions: Path, students: list[Path], out: Path, 
                     todo.append((notebook, path, fingerprint))
         except Exception as exc:  # whatever a folder holds, it costs its own student, never the class
             why = safe_text(f"{type(exc).__name__}: {exc}")
-            records += [{"student_id": student, "notebook": nb, "scores": {}, "status": "invalid_submission",
-                         "detail": why} for nb in course.notebooks]
+            records += [
+                {"student_id": student, "notebook": nb, "scores": {}, "status": "invalid_submission", "detail": why} for nb in course.notebooks
+            ]
             continue
         records += done_here
         if todo:
             by_student[student] = todo
     for name in sorted(p.name for p in submissions.iterdir() if p.name.startswith(".") and p.is_dir()):
-        rejected.append({"student_id": None, "reason": "a hidden folder (its name starts with '.'): not graded",
-                         "folder": name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")})
+        rejected.append(
+            {
+                "student_id": None,
+                "reason": "a hidden folder (its name starts with '.'): not graded",
+                "folder": name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"),
+            }
+        )
     write_json_atomic(out / "rejected_ids.json", rejected)
     return records, notes, by_student
 
 
 def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options, executor) -> dict:
     # on a cluster, each worker checks its own sandbox (cluster.py) and refuses tasks without one
-    sandbox = _sandbox_settings(out, options) if not options.scheduler else (
-        {"enabled": True, "isolation": "bubblewrap on every worker (each checked before the batch)"} if options.sandbox
-        else _sandbox_settings(out, options))
+    sandbox = (
+        _sandbox_settings(out, options)
+        if not options.scheduler
+        else (
+            {"enabled": True, "isolation": "bubblewrap on every worker (each checked before the batch)"}
+            if options.sandbox
+            else _sandbox_settings(out, options)
+        )
+    )
     graded_cells = exercises(course)
     # every grade id (test and exercise cells) identifies a notebook that a platform renamed
     ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
@@ -810,8 +887,9 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     def fault(student: str, items: list, exc: BaseException) -> None:
         """A grader fault for one student: a row for each notebook (not saved: the next run grades them again)."""
         for notebook, _path, _fingerprint in items:
-            records.append({"student_id": student, "notebook": notebook, "scores": {}, "status": "error",
-                            "detail": safe_text(f"{type(exc).__name__}: {exc}")})
+            records.append(
+                {"student_id": student, "notebook": notebook, "scores": {}, "status": "error", "detail": safe_text(f"{type(exc).__name__}: {exc}")}
+            )
             record_in_gradebook(records[-1])
             bar.update(1)
 
@@ -828,8 +906,7 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
         except gradebook.GradebookError as exc:
             gradebook_error = str(exc)
     if gradebook_error:
-        print(f"WARNING: {gradebook_error}. The results are kept in {out / '.state'}; run the same command again "
-              "to record them.", file=sys.stderr)
+        print(f"WARNING: {gradebook_error}. The results are kept in {out / '.state'}; run the same command again to record them.", file=sys.stderr)
     book = {"db_url": gradebook.mask_url(db_url), "notebooks_recorded": writer.merged, "error": gradebook_error}
     summary = _report(course, out, graded_cells, records, notes, len(students), sandbox, db_url, book)
     if cluster:
@@ -848,6 +925,7 @@ def rejected_id(name: str) -> str:
 
 def _install_sigterm() -> None:
     """Turn SIGTERM into KeyboardInterrupt so a killed batch stops its nbgrader runs too."""
+
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
@@ -857,8 +935,44 @@ def _install_sigterm() -> None:
         pass
 
 
-def _report(course: Course, out: Path, graded_cells: list[Exercise], records: list[dict], notes: dict[str, list[str]],
-            n_students: int, sandbox: dict, db_url: str | None = None, book: dict | None = None) -> dict:
+TOTAL_COLUMNS = ("auto_total", "total", "max_total", "pending", "needs_review")  # grades.csv after the cells
+
+
+def _student_row(student: str, per_nb: dict[str, dict], graded_cells: list[Exercise], stored: dict) -> dict:
+    """A student's row of grades.csv (tables.score_row, without the export's manual_total)."""
+    row = score_row(student, graded_cells, lambda e: cell_value(e, stored.get(e.grade_id), per_nb.get(e.notebook, {})))
+    del row["manual_total"]
+    return row
+
+
+def _problem(student: str, notebook: str, record: dict) -> dict:
+    return {
+        "student_id": student,
+        "notebook": notebook,
+        "status": record["status"],
+        "what_happened": STATUS_TEXT[record["status"]],
+        "detail": record.get("detail", ""),
+    }
+
+
+def _write_log(out: Path, records: list[dict]) -> None:
+    with open(out / "log.jsonl.tmp", "w", encoding="utf-8") as handle:
+        for r in sorted(records, key=lambda r: (r["student_id"], r["notebook"])):
+            handle.write(json.dumps(r, ensure_ascii=False) + "\n")
+    os.replace(out / "log.jsonl.tmp", out / "log.jsonl")
+
+
+def _report(
+    course: Course,
+    out: Path,
+    graded_cells: list[Exercise],
+    records: list[dict],
+    notes: dict[str, list[str]],
+    n_students: int,
+    sandbox: dict,
+    db_url: str | None = None,
+    book: dict | None = None,
+) -> dict:
     """grades.csv (one row per student: each cell's score, a reflection not yet graded by a
     person as ``pending``, a person's score on an answer changed since as ``review`` (not
     counted), ``auto_total``, ``total`` = every score so far, ``max_total``, how many answers
@@ -877,42 +991,16 @@ def _report(course: Course, out: Path, graded_cells: list[Exercise], records: li
     for r in records:
         by_student.setdefault(r["student_id"], {})[r["notebook"]] = r
         notes.setdefault(r["student_id"], []).extend(f"{r['notebook']}.ipynb: {note}" for note in r.get("matching_notes", []))
-    rows, problems = [], []
-    for student in sorted(by_student):
-        per_nb = by_student[student]
-        row = {"student_id": student}
-        for e in [*auto_cells, *manual_cells]:
-            record = per_nb.get(e.notebook, {})
-            entry = stored.get(student, {}).get(e.grade_id)
-            score = gradebook.cell_score(entry) if entry else None
-            if gradebook.needs_review(entry):
-                score = REVIEW
-            elif score is None and record.get("status") != "graded":
-                score = 0.0  # nothing was graded: nothing to grade by hand either
-            elif score is None and not e.manual:
-                score = float(record.get("scores", {}).get(e.grade_id, 0.0))
-            elif score is None:
-                left = record.get("manual", {}).get(e.grade_id)  # 0: left as released
-                score = PENDING if left is None else float(left)
-            row[e.grade_id] = score
-        row["auto_total"] = sum(v for e in auto_cells if not isinstance(v := row[e.grade_id], str))
-        row["total"] = sum(v for e in graded_cells if not isinstance(v := row[e.grade_id], str))
-        row["max_total"] = max_total
-        row["pending"] = sum(row[e.grade_id] == PENDING for e in manual_cells)
-        row["needs_review"] = sum(row[e.grade_id] == REVIEW for e in graded_cells)
-        rows.append(row)
-        for nb in course.notebooks:
-            r = per_nb.get(nb)
-            if r and r["status"] != "graded":
-                problems.append({"student_id": student, "notebook": nb, "status": r["status"],
-                                 "what_happened": STATUS_TEXT[r["status"]], "detail": r.get("detail", "")})
-    fields = ["student_id", *[e.grade_id for e in auto_cells], *[e.grade_id for e in manual_cells],
-              "auto_total", "total", "max_total", "pending", "needs_review"]
+    rows = [_student_row(student, per_nb, graded_cells, stored.get(student, {})) for student, per_nb in sorted(by_student.items())]
+    problems = [
+        _problem(student, nb, per_nb[nb])
+        for student, per_nb in sorted(by_student.items())
+        for nb in course.notebooks
+        if nb in per_nb and per_nb[nb]["status"] != "graded"
+    ]
+    fields = ["student_id", *[e.grade_id for e in auto_cells], *[e.grade_id for e in manual_cells], *TOTAL_COLUMNS]
     write_csv(out / "grades.csv", fields, rows)
-    with open(out / "log.jsonl.tmp", "w", encoding="utf-8") as handle:
-        for r in sorted(records, key=lambda r: (r["student_id"], r["notebook"])):
-            handle.write(json.dumps(r, ensure_ascii=False) + "\n")
-    os.replace(out / "log.jsonl.tmp", out / "log.jsonl")
+    _write_log(out, records)
     summary = {
         "students": n_students,
         "notebooks_graded": sum(r["status"] == "graded" for r in records),
@@ -928,8 +1016,9 @@ def _report(course: Course, out: Path, graded_cells: list[Exercise], records: li
         "matching_notes": {s: n for s, n in notes.items() if n},
         "columns": fields,
         "sandbox": sandbox,
-        "redactions": [{"student_id": r["student_id"], "notebook": r["notebook"], "lines": r["redacted_lines"]}
-                       for r in records if r.get("redacted_lines")],
+        "redactions": [
+            {"student_id": r["student_id"], "notebook": r["notebook"], "lines": r["redacted_lines"]} for r in records if r.get("redacted_lines")
+        ],
     }
     write_json_atomic(out / "summary.json", summary)
     return summary

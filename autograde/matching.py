@@ -1,4 +1,5 @@
 """Find each course notebook in a student's folder, whatever a platform renamed it to."""
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,10 @@ def check_nodes(raw: bytes, max_nodes: int = MAX_JSON_NODES) -> None:
     raises TooManyObjects before anything is built."""
     nodes = raw.count(b"{") + raw.count(b"[")
     if nodes > max_nodes:
-        raise TooManyObjects(f"the file holds {nodes:,} JSON objects and lists, more than the {max_nodes:,} "
-                             "a notebook may have (a notebook with outputs has a few thousand)")
+        raise TooManyObjects(
+            f"the file holds {nodes:,} JSON objects and lists, more than the {max_nodes:,} "
+            "a notebook may have (a notebook with outputs has a few thousand)"
+        )
 
 
 def grade_ids(path: Path, max_bytes: int | None = None) -> set[str]:
@@ -63,8 +66,9 @@ def grade_ids(path: Path, max_bytes: int | None = None) -> set[str]:
     return ids
 
 
-def match_notebooks(student_dir: Path, names: tuple[str, ...], ids_by_name: dict[str, set[str]],
-                    max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> tuple[dict[str, Path | None], list[str]]:
+def match_notebooks(
+    student_dir: Path, names: tuple[str, ...], ids_by_name: dict[str, set[str]], max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES
+) -> tuple[dict[str, Path | None], list[str]]:
     """Map each release name to one file of the student's, with notes on what was guessed.
 
     By name first (exact, then normalized); a file whose name matches nothing is matched
@@ -78,8 +82,10 @@ def match_notebooks(student_dir: Path, names: tuple[str, ...], ids_by_name: dict
     more = len(files) > 20 * max_files
     files.sort(key=lambda p: (p.stem not in names, normalize(p.stem) not in by_lower, len(p.parts), str(p)))
     if more or len(files) > max_files:
-        notes.append(f"{'more than ' if more else ''}{len(files) - more} .ipynb files: only {max_files} were looked at "
-                     "(those named like a course notebook first)")
+        notes.append(
+            f"{'more than ' if more else ''}{len(files) - more} .ipynb files: only {max_files} were looked at "
+            "(those named like a course notebook first)"
+        )
         files = files[:max_files]
     files = sorted(p for p in files if p.is_file())
     candidates: dict[str, list[tuple[int, float, Path]]] = {name: [] for name in names}
@@ -119,8 +125,9 @@ def match_notebooks(student_dir: Path, names: tuple[str, ...], ids_by_name: dict
     return chosen, notes
 
 
-def walk_notebooks(folder: Path, limit: int, max_depth: int = MAX_DEPTH, max_entries: int = MAX_ENTRIES,
-                   max_seconds: float = MAX_WALK_SECONDS) -> tuple[list[Path], list[str]]:
+def walk_notebooks(
+    folder: Path, limit: int, max_depth: int = MAX_DEPTH, max_entries: int = MAX_ENTRIES, max_seconds: float = MAX_WALK_SECONDS
+) -> tuple[list[Path], list[str]]:
     """Up to ``limit`` ``.ipynb`` paths under ``folder``, nearest the top first, with notes on
     what was not looked at.
 

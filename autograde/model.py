@@ -2,6 +2,7 @@
 score-table marks. Standard library only, so that every layer can use it (the sandbox's launcher too).
 Every option that can change a grade is hashed into the fingerprint that decides whether a saved result
 may be reused (grading._fingerprint, tested by test_every_grading_limit_is_in_the_fingerprint)."""
+
 from __future__ import annotations
 
 import os

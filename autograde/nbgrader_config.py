@@ -29,8 +29,16 @@ c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"[\s\S]*"
 # Outputs are cut to a byte budget before the graded notebook is saved.
 # (Code cells keep their whole source here: the judge loads the learner's code from this notebook.)
-c.Autograde.autograde_preprocessors = [CappedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-                                       CapGradedOutputs, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+c.Autograde.autograde_preprocessors = [
+    CappedExecute,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    CapGradedOutputs,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]
 if os.environ.get("COURSE_SANDBOX") == "1":
     # The learner's kernel runs in bubblewrap (autograde/run/sandbox.py). It has no network, so
     # it talks to nbgrader over Unix sockets in a folder bound into the sandbox.
@@ -47,7 +55,14 @@ if os.environ.get("COURSE_SANDBOX") == "1":
 # gives every page a policy that forbids scripts (exporters.add_csp).
 # nbconvert's HTML exporter, its templates compiled once per grading process, not once per page.
 c.GenerateFeedback.exporter_class = FeedbackExporter
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortenErrors, CapOutputs, SafeOutputMetadata,
-                                    SanitizeHTML, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [
+    GetGrades,
+    ClearHiddenTests,
+    ShortenErrors,
+    CapOutputs,
+    SafeOutputMetadata,
+    SanitizeHTML,
+    CSSHTMLHeaderPreprocessor,
+]
 c.ClearHiddenTests.enforce_metadata = False
 c.SanitizeHTML.enabled = True  # nbconvert's preprocessors are off unless enabled

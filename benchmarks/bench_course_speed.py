@@ -9,6 +9,7 @@ change knows where the seconds go.
 
     python benchmarks/bench_course_speed.py [--rounds 3] [--top 8]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                     for cell_seconds, stem, index in cells:
                         slow_cells.setdefault((stem, index), []).append(cell_seconds)
                 course.append(total)
-            print(f"round {round_ + 1}/{args.rounds}: course {course[-1]:.1f} s, one-cell x{len(NOTEBOOKS)} {bare[-1]:.1f} s",
-                  flush=True)
+            print(f"round {round_ + 1}/{args.rounds}: course {course[-1]:.1f} s, one-cell x{len(NOTEBOOKS)} {bare[-1]:.1f} s", flush=True)
     course_s, bare_s = statistics.median(course), statistics.median(bare)
     ratio = course_s / bare_s
     print(f"\nanswered course, {len(NOTEBOOKS)} notebooks: {course_s:.1f} s (median of {args.rounds})")

@@ -28,6 +28,7 @@ the measurement that notebook 05 shows to learners who have not run anything yet
 that run was measured on a quiet machine (load average before it below 0.3, and other processes
 under a quarter of a core during it); otherwise it writes nothing and says why.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,26 +52,31 @@ def reference_rule():
 
 
 def report(result: dict) -> None:
-    print(f"{'payload':>8} {'window':>10} {'count':>5} {'copy':>7} {'compute':>8} {'serial':>8} {'overlap':>8} "
-          f"{'vs max':>7} {'ratio':>6} {'covered':>7} {'copy x':>6} confirmed")
+    print(
+        f"{'payload':>8} {'window':>10} {'count':>5} {'copy':>7} {'compute':>8} {'serial':>8} {'overlap':>8} "
+        f"{'vs max':>7} {'ratio':>6} {'covered':>7} {'copy x':>6} confirmed"
+    )
     for case in result["cases"]:
         bound = max(case["copy_alone_ms"], case["compute_alone_ms"])
         ev = case["overlap_evidence"]
-        print(f"{case['payload_mib']:>6}Mi {case['window']:>10} {case['matmul_count']:>5} {case['copy_alone_ms']:>7.2f} "
-              f"{case['compute_alone_ms']:>8.2f} {case['serial_median_ms']:>8.2f} {case['overlap_median_ms']:>8.2f} "
-              f"{case['overlap_median_ms'] / bound:>6.3f}x {case['latency_ratio']:>6.3f} {ev['covered_fraction_median']:>7.2f} "
-              f"{ev['copy_slowdown']:>6.2f} {case['overlap_confirmed']}")
+        print(
+            f"{case['payload_mib']:>6}Mi {case['window']:>10} {case['matmul_count']:>5} {case['copy_alone_ms']:>7.2f} "
+            f"{case['compute_alone_ms']:>8.2f} {case['serial_median_ms']:>8.2f} {case['overlap_median_ms']:>8.2f} "
+            f"{case['overlap_median_ms'] / bound:>6.3f}x {case['latency_ratio']:>6.3f} {ev['covered_fraction_median']:>7.2f} "
+            f"{ev['copy_slowdown']:>6.2f} {case['overlap_confirmed']}"
+        )
     for ctl in result["controls"]:
         ev = ctl["overlap_evidence"]
-        print(f"control {ctl['name']:>14}: ratio {ctl['latency_ratio']:.3f}, covered {ev['covered_fraction_median']:.2f}, "
-              f"confirmed {ctl['overlap_confirmed']}")
+        print(
+            f"control {ctl['name']:>14}: ratio {ctl['latency_ratio']:.3f}, covered {ev['covered_fraction_median']:.2f}, "
+            f"confirmed {ctl['overlap_confirmed']}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--payload-mib", type=lambda s: [float(v) for v in s.split(",")],
-                        default=list(overlap_lab.CPU_PAYLOAD_MIB))
+    parser.add_argument("--payload-mib", type=lambda s: [float(v) for v in s.split(",")], default=list(overlap_lab.CPU_PAYLOAD_MIB))
     parser.add_argument("--intra-op-threads", type=int, default=1)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="S")
@@ -84,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     for run in range(args.runs):
         if args.wait_quiet > 0:
             print(wait_quiet(args.wait_quiet))
-        result = overlap_lab.run_experiment("real_cpu", "bench_cpu", repeat_steps=args.repeats, progress=False,
-                                            payload_mib=args.payload_mib, intra_op_threads=args.intra_op_threads)
+        result = overlap_lab.run_experiment(
+            "real_cpu", "bench_cpu", repeat_steps=args.repeats, progress=False, payload_mib=args.payload_mib, intra_op_threads=args.intra_op_threads
+        )
         if result["failure"]:
             print(f"failed: {result['failure']}")
             return 1
@@ -95,20 +102,26 @@ def main(argv: list[str] | None = None) -> int:
         loads.append(hw.get("load_average_1m"))
         others.append(hw.get("other_cpu_cores"))
         verdicts[result["decision"]] += 1
-        print(f"\nrun {run + 1}/{args.runs}: CPU analogue on {hw['processor']} ({hw['logical_cpus']} logical CPUs), "
-              f"torch {result['framework']['torch']}, {args.repeats} repeats, {args.intra_op_threads} intra-op thread(s), "
-              f"cpu_block {result['workload']['cpu_block']}; {describe_load(loads[-1], hw['logical_cpus'], others[-1])}")
+        print(
+            f"\nrun {run + 1}/{args.runs}: CPU analogue on {hw['processor']} ({hw['logical_cpus']} logical CPUs), "
+            f"torch {result['framework']['torch']}, {args.repeats} repeats, {args.intra_op_threads} intra-op thread(s), "
+            f"cpu_block {result['workload']['cpu_block']}; {describe_load(loads[-1], hw['logical_cpus'], others[-1])}"
+        )
         report(result)
         for case in (c for c in result["cases"] if c["window"] == "calibrated"):
             vs_bound = case["overlap_median_ms"] / max(case["copy_alone_ms"], case["compute_alone_ms"])
             margins.append((vs_bound / case["bound_factor"], case["overlap_p95_ms"] / case["serial_median_ms"]))
-            print(f"balanced case, {case['payload_mib']:g} MiB: overlapped median = {vs_bound:.3f}x max(copy, compute) "
-                  f"(bound {case['bound_factor']:g}x); overlapped P95 = {margins[-1][1]:.3f}x the serial median (bound 1)")
+            print(
+                f"balanced case, {case['payload_mib']:g} MiB: overlapped median = {vs_bound:.3f}x max(copy, compute) "
+                f"(bound {case['bound_factor']:g}x); overlapped P95 = {margins[-1][1]:.3f}x the serial median (bound 1)"
+            )
         print(f"verdict: {result['decision']} ({result['decision_reason']})")
     print("\n" + stability_line(verdicts, loads, others))
     if margins:
-        print(f"closest to the bar over {len(margins)} calibrated cases (1.0 is the bar): overlapped median / bound "
-              f"{max(m for m, _ in margins):.3f}, overlapped P95 / serial median {max(p for _, p in margins):.3f}")
+        print(
+            f"closest to the bar over {len(margins)} calibrated cases (1.0 is the bar): overlapped median / bound "
+            f"{max(m for m, _ in margins):.3f}, overlapped P95 / serial median {max(p for _, p in margins):.3f}"
+        )
     if args.write_reference:
         quiet, why = quiet_enough(loads[-1], others[-1])
         if not quiet:
@@ -146,8 +159,10 @@ def stability_line(verdicts: collections.Counter, loads: list, others: list) -> 
     """'verdicts over 5 runs: accept_cpu_analogue_overlap 5/5 (load before runs: 0.12-0.30; ...)'."""
     runs = sum(verdicts.values())
     counts = ", ".join(f"{verdict} {count}/{runs}" for verdict, count in verdicts.most_common())
-    return (f"verdicts over {runs} run{'s' if runs != 1 else ''}: {counts} (load before runs: {_span(loads)}; "
-            f"other processes during runs: {_span(others, ' cores')})")
+    return (
+        f"verdicts over {runs} run{'s' if runs != 1 else ''}: {counts} (load before runs: {_span(loads)}; "
+        f"other processes during runs: {_span(others, ' cores')})"
+    )
 
 
 def quiet_enough(load: float | None, other_cores: float | None) -> tuple[bool, str]:

@@ -7,6 +7,7 @@ honest student.
 
 Prints each peak, the honest student's total against the maximum, and each attack's status.
 The batch must finish (exit 0) whatever the submissions do."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,17 +35,31 @@ def main() -> int:
     base = args.keep or Path(tempfile.mkdtemp(prefix="grader-memory-"))
     subs, out = base / "submissions", base / "out"
     plan = build_hardening_batch(subs, with_many_files=not args.no_many_files)
-    command = [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress",
-               "--workers", str(args.workers), "--memory-limit", args.memory_limit, "--cell-timeout", "20",
-               "--notebook-timeout", "120"]
+    command = [
+        sys.executable,
+        "-m",
+        "autograde",
+        "grade",
+        str(subs),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--workers",
+        str(args.workers),
+        "--memory-limit",
+        args.memory_limit,
+        "--cell-timeout",
+        "20",
+        "--notebook-timeout",
+        "120",
+    ]
     began = time.monotonic()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     with PeakMemory(proc.pid) as peaks:
         output, _ = proc.communicate()
     seconds = time.monotonic() - began
     print(f"batch of {len(plan)} students: exit {proc.returncode} in {seconds:.0f} s")
-    print(f"peak RSS: parent {peaks.peaks['parent'] / 2**20:.0f} MiB, largest grading process "
-          f"{peaks.peaks['worker'] / 2**20:.0f} MiB")
+    print(f"peak RSS: parent {peaks.peaks['parent'] / 2**20:.0f} MiB, largest grading process {peaks.peaks['worker'] / 2**20:.0f} MiB")
     if proc.returncode != 0:
         print(output[-3000:])
         return 1

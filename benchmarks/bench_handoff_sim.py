@@ -15,6 +15,7 @@ With ``--against REV`` it instead times this tree's simulator against the one at
 
     python benchmarks/bench_handoff_sim.py [--no-million] [--repeats 3] [--against REV]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,9 +32,17 @@ from tools.notebook_runtime import load_learner_functions
 from tools.project_runtime import resolve_project_root
 
 GOAL_REQUESTS, GOAL_SECONDS = 100_000, 10.0
-SCENARIO = dict(rate_per_s=20.0, prompt_tokens=[256, 8192], output_tokens=[16, 512], prefill_workers=4,
-                link="InfiniBand NDR", streaming="layerwise", link_sharing="fifo",
-                faults={name: 0.02 for name in handoff_sim.FAULTS}, seed=1)
+SCENARIO = dict(
+    rate_per_s=20.0,
+    prompt_tokens=[256, 8192],
+    output_tokens=[16, 512],
+    prefill_workers=4,
+    link="InfiniBand NDR",
+    streaming="layerwise",
+    link_sharing="fifo",
+    faults={name: 0.02 for name in handoff_sim.FAULTS},
+    seed=1,
+)
 
 
 def course_gate() -> dict:
@@ -42,8 +51,11 @@ def course_gate() -> dict:
     folder = [resolve_project_root() / "solutions"]
     steps = load_learner_functions("06_handoff_simulator", list(handoff_sim.STEPS), folder)
     steps["handoff_step"].__globals__.update(
-        {**load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], folder),
-         **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], folder)})
+        {
+            **load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], folder),
+            **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], folder),
+        }
+    )
     return steps
 
 
@@ -99,10 +111,11 @@ def compare(revision: str, repeats: int, n: int = 50_000) -> int:
             same &= equal
             ratio = best["now"] / best["then"]
             worst = max(worst, ratio)
-            print(f"  {sharing:>4} / {streaming:<9} then {best['then']:6.2f}  now {best['now']:6.2f}  now/then {ratio:5.2f}x  "
-                  f"results {'identical' if equal else 'DIFFER'}")
-    print(f"slowest mode: {worst:.2f}x of {revision} (goal <= 1.25x): {'met' if worst <= 1.25 else 'NOT met'}; "
-          f"every result identical: {same}")
+            print(
+                f"  {sharing:>4} / {streaming:<9} then {best['then']:6.2f}  now {best['now']:6.2f}  now/then {ratio:5.2f}x  "
+                f"results {'identical' if equal else 'DIFFER'}"
+            )
+    print(f"slowest mode: {worst:.2f}x of {revision} (goal <= 1.25x): {'met' if worst <= 1.25 else 'NOT met'}; every result identical: {same}")
     return 0 if same and worst <= 1.25 else 1
 
 
@@ -120,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         return compare(args.against, args.repeats)
     timed(2_000, 1)  # warm-up
     sizes = [10_000, 100_000] + ([] if args.no_million else [1_000_000])
-    print(f"scenario: {SCENARIO['link']}, {SCENARIO['streaming']} streaming, {SCENARIO['link_sharing']} link, "
-          f"{SCENARIO['rate_per_s']} req/s, every fault at 2%; best of {args.repeats} (1M: one run)")
+    print(
+        f"scenario: {SCENARIO['link']}, {SCENARIO['streaming']} streaming, {SCENARIO['link_sharing']} link, "
+        f"{SCENARIO['rate_per_s']} req/s, every fault at 2%; best of {args.repeats} (1M: one run)"
+    )
     print(f"{'requests':>10} {'CPU s':>8} {'wall s':>8} {'requests/s':>12} {'us/request':>11} {'vs 10k':>8}  TTFT p50/p99 (ms)")
     base = None
     rows = {}
@@ -131,22 +146,24 @@ def main(argv: list[str] | None = None) -> int:
         base = base or per
         rows[n] = seconds
         ttft = summary["ttft"]
-        print(f"{n:>10,} {seconds:>8.2f} {wall:>8.2f} {n / seconds:>12,.0f} {per * 1e6:>11.1f} {per / base:>7.2f}x  "
-              f"{ttft['p50_ms']:.1f} / {ttft['p99_ms']:.1f}")
+        print(
+            f"{n:>10,} {seconds:>8.2f} {wall:>8.2f} {n / seconds:>12,.0f} {per * 1e6:>11.1f} {per / base:>7.2f}x  "
+            f"{ttft['p50_ms']:.1f} / {ttft['p99_ms']:.1f}"
+        )
     largest = max(rows)
     growth = (rows[largest] / largest) / (rows[sizes[0]] / sizes[0])
-    print(f"cost per request at {largest:,} is {growth:.2f}x that at {sizes[0]:,}: "
-          f"{'linear (within 1.25x)' if growth <= 1.25 else 'NOT linear'}")
+    print(f"cost per request at {largest:,} is {growth:.2f}x that at {sizes[0]:,}: {'linear (within 1.25x)' if growth <= 1.25 else 'NOT linear'}")
     print("\n100k requests per link mode (records kept):")
     for sharing in ("fifo", "fair"):
         for streaming in ("whole", "layerwise"):
             seconds, wall, _ = timed(GOAL_REQUESTS, args.repeats, link_sharing=sharing, streaming=streaming)
-            print(f"  {sharing:>4} / {streaming:<9} {seconds:6.2f} CPU s ({wall:6.2f} wall)  "
-                  f"{GOAL_REQUESTS / seconds:>10,.0f} requests/s")
+            print(f"  {sharing:>4} / {streaming:<9} {seconds:6.2f} CPU s ({wall:6.2f} wall)  {GOAL_REQUESTS / seconds:>10,.0f} requests/s")
     seconds = rows[GOAL_REQUESTS]
     verdict = "meets" if seconds < GOAL_SECONDS else "misses"
-    print(f"\n{GOAL_REQUESTS:,} requests in {seconds:.2f} CPU s on one core: {verdict} the goal of under {GOAL_SECONDS:.0f} s "
-          f"({GOAL_SECONDS / seconds:.1f}x headroom)")
+    print(
+        f"\n{GOAL_REQUESTS:,} requests in {seconds:.2f} CPU s on one core: {verdict} the goal of under {GOAL_SECONDS:.0f} s "
+        f"({GOAL_SECONDS / seconds:.1f}x headroom)"
+    )
     return 0 if seconds < GOAL_SECONDS else 1
 
 

@@ -18,6 +18,7 @@ nbgrader, with the goal (at most half of plain nbgrader's time).
 
     python benchmarks/bench_parallel_grading.py [--students 6] [--no-cluster] [--no-plain]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,9 @@ GOAL = 0.5  # 2 workers: at most half of plain nbgrader's seconds per submission
 
 def grade(subs: Path, out: Path, *extra: str) -> float:
     begin = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra],
-                          capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra], capture_output=True, text=True, cwd=ROOT
+    )
     seconds = time.monotonic() - begin
     if proc.returncode != 0:
         raise SystemExit(f"grade {' '.join(extra)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")

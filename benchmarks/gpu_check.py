@@ -11,6 +11,7 @@ imported from this checkout; jsonschema is not needed there). It writes
 beside it) to ``--out``, then exits 1 when any check fails. The result can be copied under
 ``benchmarks/reference/`` labelled with the device.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,49 +52,91 @@ def checks_for(result: dict, extras: dict) -> list[tuple[str, bool, str]]:
     calibrated = [c for c in cases if c["window"] == "calibrated"]
     rows = [
         ("run finished without failure", result["failure"] is None, str(result["failure"] or "")),
-        ("device facts from the driver",
-         all(hw.get(k) is not None for k in ("async_engine_count", "concurrent_kernels", "compute_capability", "sm_count")),
-         f"engines {hw.get('async_engine_count')}, concurrent kernels {hw.get('concurrent_kernels')}, cc {hw.get('compute_capability')}, "
-         f"{hw.get('sm_count')} SMs, bus {hw.get('pci_bus_id')}"),
+        (
+            "device facts from the driver",
+            all(hw.get(k) is not None for k in ("async_engine_count", "concurrent_kernels", "compute_capability", "sm_count")),
+            f"engines {hw.get('async_engine_count')}, concurrent kernels {hw.get('concurrent_kernels')}, cc {hw.get('compute_capability')}, "
+            f"{hw.get('sm_count')} SMs, bus {hw.get('pci_bus_id')}",
+        ),
         ("a free copy engine (async_engine_count >= 1)", (hw.get("async_engine_count") or 0) >= 1, str(hw.get("async_engine_count"))),
-        ("every case correct", bool(cases) and all(c["copy_correct"] and c["compute_correct"] for c in cases),
-         f"{sum(c['copy_correct'] and c['compute_correct'] for c in cases)}/{len(cases)}"),
+        (
+            "every case correct",
+            bool(cases) and all(c["copy_correct"] and c["compute_correct"] for c in cases),
+            f"{sum(c['copy_correct'] and c['compute_correct'] for c in cases)}/{len(cases)}",
+        ),
         ("preconditions met", bool(cases) and all(c["preconditions_met"] for c in cases), ""),
     ]
     for ctl in controls:
         ev = ctl["overlap_evidence"]
-        rows.append((f"control {ctl['name']} not confirmed", not ctl["overlap_confirmed"],
-                     f"ratio {ctl['latency_ratio']:.2f}, covered {ev['covered_fraction_median']:.2f}, "
-                     f"{ev['overlapped_repeats']}/{ev['repeats']} repeats"))
+        rows.append(
+            (
+                f"control {ctl['name']} not confirmed",
+                not ctl["overlap_confirmed"],
+                f"ratio {ctl['latency_ratio']:.2f}, covered {ev['covered_fraction_median']:.2f}, {ev['overlapped_repeats']}/{ev['repeats']} repeats",
+            )
+        )
     rows.append(("three controls ran", len(controls) == 3, str([c["name"] for c in controls])))
     for c in calibrated:
         ev = c["overlap_evidence"]
-        rows.append((f"{c['payload_mib']:g} MiB calibrated: overlap confirmed", c["overlap_confirmed"],
-                     f"covered {ev['covered_fraction_median']:.2f}, {ev['overlapped_repeats']}/{ev['repeats']} repeats, "
-                     f"copy x{ev['copy_slowdown']:.2f}"))
-        rows.append((f"{c['payload_mib']:g} MiB calibrated: balance within 10%", abs(c["compute_copy_balance"] - 1) <= 0.10,
-                     f"compute/copy {c['compute_copy_balance']:.3f} with {c['matmul_count']} matmuls"))
-        rows.append((f"{c['payload_mib']:g} MiB calibrated: launches inside the gate", c.get("gate_held_fraction", 0) >= 0.9,
-                     f"{c.get('gate_held_fraction', 0):.0%} of runs, launch {c.get('launch_overhead_ms', float('nan')):.3f} ms"))
+        rows.append(
+            (
+                f"{c['payload_mib']:g} MiB calibrated: overlap confirmed",
+                c["overlap_confirmed"],
+                f"covered {ev['covered_fraction_median']:.2f}, {ev['overlapped_repeats']}/{ev['repeats']} repeats, copy x{ev['copy_slowdown']:.2f}",
+            )
+        )
+        rows.append(
+            (
+                f"{c['payload_mib']:g} MiB calibrated: balance within 10%",
+                abs(c["compute_copy_balance"] - 1) <= 0.10,
+                f"compute/copy {c['compute_copy_balance']:.3f} with {c['matmul_count']} matmuls",
+            )
+        )
+        rows.append(
+            (
+                f"{c['payload_mib']:g} MiB calibrated: launches inside the gate",
+                c.get("gate_held_fraction", 0) >= 0.9,
+                f"{c.get('gate_held_fraction', 0):.0%} of runs, launch {c.get('launch_overhead_ms', float('nan')):.3f} ms",
+            )
+        )
     rows.append(("decision: accept_physical_overlap", result["decision"] == "accept_physical_overlap", result.get("decision_reason") or ""))
     sweep = extras.get("sweep")
     if sweep is not None:
-        rows.append(("pipeline: chunking hides copy (best > 1 chunk)", sweep["best_chunks"] > 1,
-                     f"best {sweep['best_chunks']} chunks, exposed {sweep['exposed_ms'][0]:.3f} -> {min(sweep['exposed_ms']):.3f} ms, "
-                     f"per-chunk cost {sweep['per_chunk_cost_ms'] * 1e3:.1f} µs"))
+        rows.append(
+            (
+                "pipeline: chunking hides copy (best > 1 chunk)",
+                sweep["best_chunks"] > 1,
+                f"best {sweep['best_chunks']} chunks, exposed {sweep['exposed_ms'][0]:.3f} -> {min(sweep['exposed_ms']):.3f} ms, "
+                f"per-chunk cost {sweep['per_chunk_cost_ms'] * 1e3:.1f} µs",
+            )
+        )
     profile = extras.get("profile")
     if profile is not None:
         over, serial = profile["overlap"], profile["serial"]
-        rows.append(("profiler: kernels ran during the memcpy (overlapped run)", over["overlap_fraction"] >= 0.5,
-                     f"{over['kernel_ms_during_memcpy']:.3f} of {over['memcpy_ms']:.3f} ms memcpy, {over['kernel_spans']} kernels"))
-        rows.append(("profiler: none during the memcpy (serial run)",
-                     serial["memcpy_spans"] >= 1 and serial["overlap_fraction"] <= 0.05,
-                     f"{serial['kernel_ms_during_memcpy']:.3f} of {serial['memcpy_ms']:.3f} ms"))
+        rows.append(
+            (
+                "profiler: kernels ran during the memcpy (overlapped run)",
+                over["overlap_fraction"] >= 0.5,
+                f"{over['kernel_ms_during_memcpy']:.3f} of {over['memcpy_ms']:.3f} ms memcpy, {over['kernel_spans']} kernels",
+            )
+        )
+        rows.append(
+            (
+                "profiler: none during the memcpy (serial run)",
+                serial["memcpy_spans"] >= 1 and serial["overlap_fraction"] <= 0.05,
+                f"{serial['kernel_ms_during_memcpy']:.3f} of {serial['memcpy_ms']:.3f} ms",
+            )
+        )
     curve = extras.get("bandwidth")
     if curve is not None:
         s = curve["series"]
-        rows.append(("bandwidth: pinned H2D faster than pageable", s["h2d_pinned"]["gbytes_per_s"] > s["h2d_pageable"]["gbytes_per_s"],
-                     ", ".join(f"{k} {v['gbytes_per_s']:.1f} GB/s (t0 {v['t0_ms'] * 1e3:.0f} µs)" for k, v in s.items())))
+        rows.append(
+            (
+                "bandwidth: pinned H2D faster than pageable",
+                s["h2d_pinned"]["gbytes_per_s"] > s["h2d_pageable"]["gbytes_per_s"],
+                ", ".join(f"{k} {v['gbytes_per_s']:.1f} GB/s (t0 {v['t0_ms'] * 1e3:.0f} µs)" for k, v in s.items()),
+            )
+        )
     return rows
 
 
@@ -114,8 +157,9 @@ def run(out: Path) -> int:
         print("FAIL  CUDA is not available on this machine")
         return 1
     decide = reference_rule()
-    result = overlap_lab.run_experiment("real_gpu", "gpu_check", payload_mib=[16, 64], warmup_steps=3, repeat_steps=15,
-                                        progress=False, profile_dir=out)
+    result = overlap_lab.run_experiment(
+        "real_gpu", "gpu_check", payload_mib=[16, 64], warmup_steps=3, repeat_steps=15, progress=False, profile_dir=out
+    )
     overlap_lab.finalize(result, decide)
     extras: dict = {}
     if result["failure"] is None:
@@ -137,8 +181,10 @@ def run(out: Path) -> int:
         rows.append(("schema", False, str(exc).splitlines()[0]))
     elapsed = time.monotonic() - begin
     rows.append((f"finished within {BUDGET_S} s", elapsed <= BUDGET_S, f"{elapsed:.0f} s"))
-    print(f"{result['hardware'].get('device', '?')} · torch {torch.__version__} · CUDA {torch.version.cuda} · "
-          f"driver {result['hardware'].get('driver_version')}\n")
+    print(
+        f"{result['hardware'].get('device', '?')} · torch {torch.__version__} · CUDA {torch.version.cuda} · "
+        f"driver {result['hardware'].get('driver_version')}\n"
+    )
     print_table(rows)
     print(f"\nwrote {out / 'inf_serving_overlap_gpu_check.json'} and {out / 'gpu_check_extras.json'}")
     return 0 if all(p for _, p, _ in rows) else 1

@@ -6,6 +6,7 @@ machine; it refuses to write a recording that carries warnings (a busy machine, 
 
     python benchmarks/record_cpu_curves.py [--sweep-mib 64] [--bandwidth-max-mib 16]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
             status = 1
             continue
         path = ROOT / "benchmarks" / "reference" / overlap_sweep.REFERENCE_FILES[kind]
-        write_json_atomic(path, {"created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                                 "machine": machine, "command": command, "result": result})
+        write_json_atomic(
+            path, {"created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": machine, "command": command, "result": result}
+        )
         print(f"{kind}: wrote {path.relative_to(ROOT)}")
     return status
 

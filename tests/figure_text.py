@@ -1,5 +1,6 @@
 """The figure-text checker the figure tests and the class report's tests share: every text drawn
 lies inside its figure, none is cut by the axes it is clipped to, none is drawn over another."""
+
 from __future__ import annotations
 
 from unittest import mock
@@ -31,8 +32,7 @@ def _drawn_texts(fig) -> list[tuple[Text, object]]:
 
 def _overflow(inner, outer) -> dict[str, float]:
     """Pixels by which box ``inner`` extends past box ``outer``, per side (only the sides that do)."""
-    sides = {"left": outer.x0 - inner.x0, "right": inner.x1 - outer.x1,
-             "bottom": outer.y0 - inner.y0, "top": inner.y1 - outer.y1}
+    sides = {"left": outer.x0 - inner.x0, "right": inner.x1 - outer.x1, "bottom": outer.y0 - inner.y0, "top": inner.y1 - outer.y1}
     return {side: round(float(px), 1) for side, px in sides.items() if px > TOLERANCE_PX}
 
 
@@ -54,12 +54,14 @@ def text_problems(fig) -> list[str]:
     visible = [(text, _visible_part(text, extent)) for text, extent in drawn]
     visible = [(text, extent) for text, extent in visible if extent is not None]
     for i, (text, extent) in enumerate(visible):
-        for other, other_extent in visible[i + 1:]:
+        for other, other_extent in visible[i + 1 :]:
             width = min(extent.x1, other_extent.x1) - max(extent.x0, other_extent.x0)
             height = min(extent.y1, other_extent.y1) - max(extent.y0, other_extent.y0)
             if width > TOLERANCE_PX and height > TOLERANCE_PX:
-                problems.append(f"{type(text).__name__} {text.get_text()!r} and {type(other).__name__} "
-                                f"{other.get_text()!r} overlap by {width:.0f} x {height:.0f} px")
+                problems.append(
+                    f"{type(text).__name__} {text.get_text()!r} and {type(other).__name__} "
+                    f"{other.get_text()!r} overlap by {width:.0f} x {height:.0f} px"
+                )
     for text, extent in drawn:
         label = f"{type(text).__name__} {text.get_text()!r}"
         bar = getattr(text, "inside_box", None)  # a label drawn inside its bar must fit in it

@@ -1,6 +1,7 @@
 """Hostile submissions that target the grader rather than the grade, and a sampler of the
 grading processes' memory. Shared by tests/grader/test_hardening.py and
 benchmarks/bench_grader_memory.py."""
+
 from __future__ import annotations
 
 import json
@@ -16,31 +17,31 @@ import psutil
 OUTPUT_ATTACKS = {
     # 15 outputs with 40 MB of output metadata each
     "atk_out_metadata": "from IPython.display import display\n"
-                        "for _ in range(15):\n"
-                        "    display({'text/plain': 'meta'}, raw=True, metadata={'pad': 'm' * 40_000_000})",
+    "for _ in range(15):\n"
+    "    display({'text/plain': 'meta'}, raw=True, metadata={'pad': 'm' * 40_000_000})",
     # one display updated 30 times with 20 MB each
     "atk_out_updates": "from IPython.display import display, update_display\n"
-                       "display({'text/plain': 'start'}, raw=True, display_id='flood')\n"
-                       "for _ in range(30):\n"
-                       "    update_display({'text/plain': 'u' * 20_000_000}, raw=True, display_id='flood')",
+    "display({'text/plain': 'start'}, raw=True, display_id='flood')\n"
+    "for _ in range(30):\n"
+    "    update_display({'text/plain': 'u' * 20_000_000}, raw=True, display_id='flood')",
     # widget (comm) messages: 20 state updates of 20 MB
     "atk_out_comms": "from ipykernel.comm import Comm\n"
-                     "c = Comm(target_name='jupyter.widget', data={'state': {'_model_name': 'X', '_model_module': 'x', 'pad': 'c'}})\n"
-                     "for _ in range(20):\n"
-                     "    c.send({'method': 'update', 'state': {'pad': 'c' * 20_000_000}})",
+    "c = Comm(target_name='jupyter.widget', data={'state': {'_model_name': 'X', '_model_module': 'x', 'pad': 'c'}})\n"
+    "for _ in range(20):\n"
+    "    c.send({'method': 'update', 'state': {'pad': 'c' * 20_000_000}})",
     # outputs addressed to no cell (another parent): nbclient decodes, then drops them uncounted
     "atk_out_orphans": "k = get_ipython().kernel\npad = 'o' * (30 << 20)\nfor _ in range(100):\n"
-                       "    k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': pad}, "
-                       "parent={'msg_id': 'someone-else'})",
+    "    k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': pad}, "
+    "parent={'msg_id': 'someone-else'})",
     # one message whose content would build 15 million objects once decoded
     "atk_out_objects": "k = get_ipython().kernel\n"
-                       "k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': 'x', 'pad': [{}] * 15_000_000},"
-                       " parent={'msg_id': 'someone-else'})",
+    "k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': 'x', 'pad': [{}] * 15_000_000},"
+    " parent={'msg_id': 'someone-else'})",
     # an error whose message is 8 MB (kept, cut short)
     "atk_out_error": "raise ValueError('e' * 8_000_000)",
     # 700 MB written to the kernel's own standard output, past IPython's capture (the worker's log)
     "atk_out_fd": "import os, sys\nfd = getattr(sys.stdout, '_original_stdstream_copy', None) or 1\n"
-                  "block = b'f' * (1 << 20)\nfor _ in range(700):\n    os.write(fd, block)",
+    "block = b'f' * (1 << 20)\nfor _ in range(700):\n    os.write(fd, block)",
 }
 
 # TODO 2's function asks the judge for TODO 1's stand-in over and over without ever reading the
@@ -163,8 +164,7 @@ def build_hardening_batch(subs: Path, with_many_files: bool = True) -> dict[str,
     for name in NOTEBOOKS:
         write(subs, "honest", name, build(name))
     plan["honest"] = "every notebook answered"
-    write(subs, "ctl_wrong2", nb02, build(nb02, mutate("todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000",
-                                                           "bandwidth_gbps * 1e9 / 1000")))
+    write(subs, "ctl_wrong2", nb02, build(nb02, mutate("todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 1e9 / 1000")))
     plan["ctl_wrong2"] = "control: TODO 2 with bits for bytes"
     for student, source in OUTPUT_ATTACKS.items():
         write(subs, student, nb01, insert_after(build(nb01), "todo0_solution", source))

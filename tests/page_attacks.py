@@ -9,6 +9,7 @@ the page did not have: an attribute ``data-owned-<payload>`` on ``<body>``, the 
 ``window.name`` set to ``owned:<payload>``, a console message or a dialog.
 
 ``scripts_ran(paths)`` opens each page in headless Chromium and says what changed in it."""
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,15 @@ import shutil
 from pathlib import Path
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync"]
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SETTLE_MS = 300  # after the load event: time for timers, animations and image events to fire
 
 # a 1x1 PNG, base64
@@ -33,49 +41,49 @@ PAYLOAD_CELLS: list[str] = [
     # nbconvert writes width=/height= unquoted: a space in the value starts a new attribute
     f'''from IPython.display import display
 display({{"image/png": "{PNG}", "text/plain": "a figure"}}, raw=True,
-        metadata={{"image/png": {{"width": "1 onload={mark('png-width')}"}}}})''',
+        metadata={{"image/png": {{"width": "1 onload={mark("png-width")}"}}}})''',
     # a JPEG that does not decode fires onerror; metadata at the top level, not under the mime type
-    '''from IPython.display import display
+    """from IPython.display import display
 display({"image/jpeg": "AAAA", "text/plain": "a photo"}, raw=True,
-        metadata={"height": "1 onerror=document.title='owned:jpeg-height'"})''',
+        metadata={"height": "1 onerror=document.title='owned:jpeg-height'"})""",
     # the same through IPython's own Image, and nbconvert's filenames/alt metadata
     f'''from IPython.display import Image, display
 import base64
-display(Image(data=base64.b64decode("{PNG}"), format="png", width="1 onload={mark('image-width')}"))
-display({{"image/png": "{PNG}"}}, raw=True, metadata={{"filenames": {{"image/png": "javascript:{mark('png-filename')}"}},
-        "image/png": {{"alt": "\\" onload=\\"{mark('png-alt')}"}}}})''',
+display(Image(data=base64.b64decode("{PNG}"), format="png", width="1 onload={mark("image-width")}"))
+display({{"image/png": "{PNG}"}}, raw=True, metadata={{"filenames": {{"image/png": "javascript:{mark("png-filename")}"}},
+        "image/png": {{"alt": "\\" onload=\\"{mark("png-alt")}"}}}})''',
     f'''from IPython.display import HTML, display
-display(HTML("<script>{mark('html-script')}</script><b>bold text</b>"))
-display(HTML("<img src=x onerror=\\"{mark('html-img')}\\">"))
+display(HTML("<script>{mark("html-script")}</script><b>bold text</b>"))
+display(HTML("<img src=x onerror=\\"{mark("html-img")}\\">"))
 display({{"text/html": "<script>console.log('owned:html-isolated')</script>", "text/plain": "isolated"}}, raw=True,
         metadata={{"text/html": {{"isolated": True}}}})
-HTML("<script>{mark('html-result')}</script><i>an HTML result</i>")''',
+HTML("<script>{mark("html-result")}</script><i>an HTML result</i>")''',
     f'''from IPython.display import SVG, display
-display(SVG("<svg xmlns='http://www.w3.org/2000/svg' width='20' height='20' onload=\\"{mark('svg-onload')}\\">"
-            "<script>{mark('svg-script')}</script><rect width='20' height='20' fill='teal'/></svg>"))''',
+display(SVG("<svg xmlns='http://www.w3.org/2000/svg' width='20' height='20' onload=\\"{mark("svg-onload")}\\">"
+            "<script>{mark("svg-script")}</script><rect width='20' height='20' fill='teal'/></svg>"))''',
     f'''from IPython.display import Markdown, display
-display(Markdown("**markdown output** <img src=x onerror=\\"{mark('markdown-img')}\\">\\n\\n"
-                 "<script>{mark('markdown-script')}</script>\\n\\n"
+display(Markdown("**markdown output** <img src=x onerror=\\"{mark("markdown-img")}\\">\\n\\n"
+                 "<script>{mark("markdown-script")}</script>\\n\\n"
                  "<details open ontoggle=\\"window.name='owned:markdown-details'\\">more</details>"))''',
-    rf'''from IPython.display import Latex, display
-display(Latex(r"$x^2$ </div><img src=x onerror=\"{mark('latex-img')}\"><script>{mark('latex-script')}</script>"))''',
+    rf"""from IPython.display import Latex, display
+display(Latex(r"$x^2$ </div><img src=x onerror=\"{mark("latex-img")}\"><script>{mark("latex-script")}</script>"))""",
     f'''from IPython.display import Javascript, display
-display(Javascript("{mark('javascript')}; console.log('owned:javascript')"))''',
-    f'''from IPython.display import display
-display({{"application/json": {{"a": "</script><script>{mark('json')}</script>"}}, "text/plain": "some JSON"}}, raw=True)''',
+display(Javascript("{mark("javascript")}; console.log('owned:javascript')"))''',
+    f"""from IPython.display import display
+display({{"application/json": {{"a": "</script><script>{mark("json")}</script>"}}, "text/plain": "some JSON"}}, raw=True)""",
     f'''from IPython.display import display
 display({{"application/vnd.jupyter.widget-view+json": {{"version_major": 2, "version_minor": 0,
-         "model_id": "</script><script>{mark('widget-view')}</script>"}}, "text/plain": "a widget"}}, raw=True)
+         "model_id": "</script><script>{mark("widget-view")}</script>"}}, "text/plain": "a widget"}}, raw=True)
 try:
     import ipywidgets
-    display(ipywidgets.HTML("<img src=x onerror=\\"{mark('widget-html')}\\"><script>{mark('widget-script')}</script>"))
+    display(ipywidgets.HTML("<img src=x onerror=\\"{mark("widget-html")}\\"><script>{mark("widget-script")}</script>"))
 except ImportError:
     pass''',
-    f'''import sys
-print("\\x1b[31m<script>{mark('stdout')}</script>\\x1b[0m <img src=x onerror=\\"document.title='owned:stdout'\\">")
-print("\\x1b[38;2;255;0;0m<script>alert('owned:stderr')</script>\\x1b[0m", file=sys.stderr)''',
+    f"""import sys
+print("\\x1b[31m<script>{mark("stdout")}</script>\\x1b[0m <img src=x onerror=\\"document.title='owned:stdout'\\">")
+print("\\x1b[38;2;255;0;0m<script>alert('owned:stderr')</script>\\x1b[0m", file=sys.stderr)""",
     # last: it stops a run that does not allow errors
-    f'''raise ValueError("<script>{mark('error')}</script><img src=x onerror=\\"alert('owned:error')\\">")''',
+    f"""raise ValueError("<script>{mark("error")}</script><img src=x onerror=\\"alert('owned:error')\\">")""",
 ]
 
 PAYLOAD_MARKDOWN: list[str] = [
@@ -84,7 +92,7 @@ PAYLOAD_MARKDOWN: list[str] = [
     f'<details open ontoggle="{mark("md-details")}">more</details>',
     f'<iframe srcdoc="<script>parent.{mark("md-iframe")}</script>"></iframe>',
     f'<svg><animate onbegin="{mark("md-svg")}" attributeName="x" dur="1s"/></svg>',
-    '<object data="data:text/html,<script>alert(\'owned:md-object\')</script>"></object>',
+    "<object data=\"data:text/html,<script>alert('owned:md-object')</script>\"></object>",
     f'![a figure](x" onerror="{mark("md-image")}) and <a href="javascript:{mark("md-link")}">a link</a>',
 ]
 
@@ -132,8 +140,7 @@ def _state(browser, url: str, scripts: bool, events: list[str] | None = None) ->
 def _changes(before: dict, after: dict) -> list[str]:
     """What scripts changed: the title, window.name, attributes on <body>."""
     found = [f"{key} {before[key]!r} -> {after[key]!r}" for key in ("title", "name") if before[key] != after[key]]
-    found += [f"body[{name}={value!r}]" for name, value in sorted(after["body"].items())
-              if before["body"].get(name) != value]
+    found += [f"body[{name}={value!r}]" for name, value in sorted(after["body"].items()) if before["body"].get(name) != value]
     found += [f"body[{name}] removed" for name in sorted(set(before["body"]) - set(after["body"]))]
     return found
 

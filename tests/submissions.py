@@ -2,6 +2,7 @@
 notebook, with its exercise cells filled in the way a learner would (from the instructor's answer,
 or a mutation of it); the plausible single mistakes (MISTAKES); grading a class (run_grade); and
 the simulator's reference steps (the instructor's TODO 3, 4 and 6-8)."""
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,14 @@ from tools.notebook_runtime import load_learner_functions
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "notebooks"
 SOLUTIONS = ROOT / "solutions"
-NOTEBOOKS = ["01_what_can_overlap", "02_total_vs_exposed_time", "03_handoff_state_contract",
-             "04_decode_start_gate", "05_cuda_stream_overlap", "06_handoff_simulator"]
+NOTEBOOKS = [
+    "01_what_can_overlap",
+    "02_total_vs_exposed_time",
+    "03_handoff_state_contract",
+    "04_decode_start_gate",
+    "05_cuda_stream_overlap",
+    "06_handoff_simulator",
+]
 _MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", re.M)
 
 
@@ -32,8 +39,11 @@ def answer(grade_id: str) -> str:
 
 
 def solution_ids(name: str) -> list[str]:
-    return [c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(RELEASE / f"{name}.ipynb", 4).cells
-            if c.metadata.get("nbgrader", {}).get("solution")]
+    return [
+        c.metadata["nbgrader"]["grade_id"]
+        for c in nbformat.read(RELEASE / f"{name}.ipynb", 4).cells
+        if c.metadata.get("nbgrader", {}).get("solution")
+    ]
 
 
 def build(name: str, edits: dict[str, str] | None = None, fill: bool = True) -> nbformat.NotebookNode:
@@ -74,8 +84,12 @@ def drop_cell(nb: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookNode
 
 def run_grade(subs: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
     """``python -m autograde grade SUBS --out OUT`` with ``extra`` options; asserts success when ``check``."""
-    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra],
-                          capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -95,114 +109,257 @@ def write(folder: Path, student: str, name: str, nb, filename: str | None = None
 MISTAKES = [
     # TODO 0 · check_overlap
     ("w0_no_state", "todo0_check_overlap", "todo0_solution", "reasons.append('shared_state')", "pass", {"state_conflicts"}),
-    ("w0_one_way_dep", "todo0_check_overlap", "todo0_solution",
-     "if first['name'] in second.get('after', []) or second['name'] in first.get('after', []):", "if first['name'] in second.get('after', []):",
-     {"dependency"}),
-    ("w0_readers_conflict", "todo0_check_overlap", "todo0_solution",
-     "if set(first.get('writes', [])) & second_touches or set(second.get('writes', [])) & first_touches:", "if first_touches & second_touches:",
-     {"state_conflicts"}),
-    ("w0_keys_required", "todo0_check_overlap", "todo0_solution",
-     "set(first.get('links', [])) & set(second.get('links', []))", "set(first['links']) & set(second['links'])", {"minimal_items"}),
-    ("w0_engine_last", "todo0_check_overlap", "todo0_solution",
-     "    if first['engine'] == second['engine']:\n        reasons.append('same_engine')\n"
-     "    if set(first.get('links', [])) & set(second.get('links', [])):\n        reasons.append('shared_link')\n",
-     "    if set(first.get('links', [])) & set(second.get('links', [])):\n        reasons.append('shared_link')\n"
-     "    if first['engine'] == second['engine']:\n        reasons.append('same_engine')\n", {"reason_order"}),
+    (
+        "w0_one_way_dep",
+        "todo0_check_overlap",
+        "todo0_solution",
+        "if first['name'] in second.get('after', []) or second['name'] in first.get('after', []):",
+        "if first['name'] in second.get('after', []):",
+        {"dependency"},
+    ),
+    (
+        "w0_readers_conflict",
+        "todo0_check_overlap",
+        "todo0_solution",
+        "if set(first.get('writes', [])) & second_touches or set(second.get('writes', [])) & first_touches:",
+        "if first_touches & second_touches:",
+        {"state_conflicts"},
+    ),
+    (
+        "w0_keys_required",
+        "todo0_check_overlap",
+        "todo0_solution",
+        "set(first.get('links', [])) & set(second.get('links', []))",
+        "set(first['links']) & set(second['links'])",
+        {"minimal_items"},
+    ),
+    (
+        "w0_engine_last",
+        "todo0_check_overlap",
+        "todo0_solution",
+        "    if first['engine'] == second['engine']:\n        reasons.append('same_engine')\n"
+        "    if set(first.get('links', [])) & set(second.get('links', [])):\n        reasons.append('shared_link')\n",
+        "    if set(first.get('links', [])) & set(second.get('links', [])):\n        reasons.append('shared_link')\n"
+        "    if first['engine'] == second['engine']:\n        reasons.append('same_engine')\n",
+        {"reason_order"},
+    ),
     # TODO 1 · compute_exposed_interval
     ("w1_no_merge", "todo1_exposed_interval", "todo1_solution", "in merged)", "in clipped)", {"merge"}),
-    ("w1_no_clip", "todo1_exposed_interval", "todo1_solution",
-     "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a))",
-     "clipped = sorted((a, b) for a, b in cover_intervals if b > a)", {"clip"}),
-    ("w1_keeps_empty", "todo1_exposed_interval", "todo1_solution",
-     " for a, b in cover_intervals if min(end, b) > max(start, a))", " for a, b in cover_intervals)", {"clip"}),
-    ("w1_no_sort", "todo1_exposed_interval", "todo1_solution",
-     "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a))",
-     "clipped = [(max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a)]", {"sorted"}),
-    ("w1_relative_clip", "todo1_exposed_interval", "todo1_solution",
-     "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a))",
-     "clipped = sorted((max(0.0, a), min(end - start, b)) for a, b in cover_intervals if min(end - start, b) > max(0.0, a))",
-     {"absolute_timeline"}),
+    (
+        "w1_no_clip",
+        "todo1_exposed_interval",
+        "todo1_solution",
+        "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a))",
+        "clipped = sorted((a, b) for a, b in cover_intervals if b > a)",
+        {"clip"},
+    ),
+    (
+        "w1_keeps_empty",
+        "todo1_exposed_interval",
+        "todo1_solution",
+        " for a, b in cover_intervals if min(end, b) > max(start, a))",
+        " for a, b in cover_intervals)",
+        {"clip"},
+    ),
+    (
+        "w1_no_sort",
+        "todo1_exposed_interval",
+        "todo1_solution",
+        "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a))",
+        "clipped = [(max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a)]",
+        {"sorted"},
+    ),
+    (
+        "w1_relative_clip",
+        "todo1_exposed_interval",
+        "todo1_solution",
+        "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a))",
+        "clipped = sorted((max(0.0, a), min(end - start, b)) for a, b in cover_intervals if min(end - start, b) > max(0.0, a))",
+        {"absolute_timeline"},
+    ),
     # TODO 2 · estimate_handoff
     ("w2_bits_as_bytes", "todo2_estimate_handoff", "todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 1e9 / 1000", {"units"}),
-    ("w2_latency_scaled", "todo2_estimate_handoff", "todo2_solution",
-     "transfer_ms = fixed_latency_ms + payload_bytes / bytes_per_ms", "transfer_ms = (fixed_latency_ms * 1000 + payload_bytes) / bytes_per_ms",
-     {"latency_added"}),
+    (
+        "w2_latency_scaled",
+        "todo2_estimate_handoff",
+        "todo2_solution",
+        "transfer_ms = fixed_latency_ms + payload_bytes / bytes_per_ms",
+        "transfer_ms = (fixed_latency_ms * 1000 + payload_bytes) / bytes_per_ms",
+        {"latency_added"},
+    ),
     ("w2_per_second", "todo2_estimate_handoff", "todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 1e9 / 8", {"units"}),
     ("w2_binary_giga", "todo2_estimate_handoff", "todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 2**30 / 8 / 1000", {"units"}),
-    ("w2_latency_divided", "todo2_estimate_handoff", "todo2_solution",
-     "transfer_ms = fixed_latency_ms + payload_bytes / bytes_per_ms", "transfer_ms = (fixed_latency_ms + payload_bytes) / bytes_per_ms",
-     {"latency_added"}),
+    (
+        "w2_latency_divided",
+        "todo2_estimate_handoff",
+        "todo2_solution",
+        "transfer_ms = fixed_latency_ms + payload_bytes / bytes_per_ms",
+        "transfer_ms = (fixed_latency_ms + payload_bytes) / bytes_per_ms",
+        {"latency_added"},
+    ),
     # TODO 3 · validate_handoff_state
-    ("w3_absent_only", "todo3_validate_state", "todo3_solution",
-     "if not handoff_state.get(name, False)]", "if name not in handoff_state]", {"falsy_missing"}),
-    ("w3_version_only", "todo3_validate_state", "todo3_solution",
-     "if handoff_state.get('request_id') != expected_request_id:\n        incompatible.append('request_id')\n    ", "",
-     {"identity"}),
-    ("w3_is_true", "todo3_validate_state", "todo3_solution",
-     "if not handoff_state.get(name, False)]", "if handoff_state.get(name) is not True]", {"truthy_ready"}),
-    ("w3_sorted_names", "todo3_validate_state", "todo3_solution", "for name in required if", "for name in sorted(required) if",
-     {"missing_in_order"}),
-    ("w3_loose_version", "todo3_validate_state", "todo3_solution",
-     "if handoff_state.get('version') != expected_version:", "if str(handoff_state.get('version')) != str(expected_version):", {"identity"}),
+    (
+        "w3_absent_only",
+        "todo3_validate_state",
+        "todo3_solution",
+        "if not handoff_state.get(name, False)]",
+        "if name not in handoff_state]",
+        {"falsy_missing"},
+    ),
+    (
+        "w3_version_only",
+        "todo3_validate_state",
+        "todo3_solution",
+        "if handoff_state.get('request_id') != expected_request_id:\n        incompatible.append('request_id')\n    ",
+        "",
+        {"identity"},
+    ),
+    (
+        "w3_is_true",
+        "todo3_validate_state",
+        "todo3_solution",
+        "if not handoff_state.get(name, False)]",
+        "if handoff_state.get(name) is not True]",
+        {"truthy_ready"},
+    ),
+    ("w3_sorted_names", "todo3_validate_state", "todo3_solution", "for name in required if", "for name in sorted(required) if", {"missing_in_order"}),
+    (
+        "w3_loose_version",
+        "todo3_validate_state",
+        "todo3_solution",
+        "if handoff_state.get('version') != expected_version:",
+        "if str(handoff_state.get('version')) != str(expected_version):",
+        {"identity"},
+    ),
     # TODO 4 · plan_decode_start
-    ("w4_strict_deadline", "todo4_plan_decode", "todo4_solution", "ready_at_ms <= deadline_ms", "ready_at_ms < deadline_ms",
-     {"deadline_inclusive"}),
-    ("w4_reversed", "todo4_plan_decode", "todo4_solution", "ready_at_ms <= deadline_ms", "deadline_ms <= ready_at_ms",
-     {"deadline_inclusive"}),
+    ("w4_strict_deadline", "todo4_plan_decode", "todo4_solution", "ready_at_ms <= deadline_ms", "ready_at_ms < deadline_ms", {"deadline_inclusive"}),
+    ("w4_reversed", "todo4_plan_decode", "todo4_solution", "ready_at_ms <= deadline_ms", "deadline_ms <= ready_at_ms", {"deadline_inclusive"}),
     # TODO 5 · decide_overlap
-    ("w5_ignores_controls", "todo5_decide_overlap", "todo5_solution",
-     "    if not controls or any(control.get('overlap_confirmed') is not False for control in controls):\n        return 'reject_instrument_fault'\n",
-     "", {"controls_behave"}),
+    (
+        "w5_ignores_controls",
+        "todo5_decide_overlap",
+        "todo5_solution",
+        "    if not controls or any(control.get('overlap_confirmed') is not False for control in controls):\n"
+        "        return 'reject_instrument_fault'\n",
+        "",
+        {"controls_behave"},
+    ),
     ("w5_truthy_controls", "todo5_decide_overlap", "todo5_solution", " is not False for control", " for control", {"controls_behave"}),
     ("w5_strict_ratio", "todo5_decide_overlap", "todo5_solution", "<= 0.75", "< 0.75", {"calibrated_bar"}),
-    ("w5_any_payload", "todo5_decide_overlap", "todo5_solution", "all(meets_bar(case) for case in calibrated)",
-     "any(meets_bar(case) for case in calibrated)", {"every_payload"}),
+    (
+        "w5_any_payload",
+        "todo5_decide_overlap",
+        "todo5_solution",
+        "all(meets_bar(case) for case in calibrated)",
+        "any(meets_bar(case) for case in calibrated)",
+        {"every_payload"},
+    ),
     ("w5_fixed_bound", "todo5_decide_overlap", "todo5_solution", "case['bound_factor'] * bound", "1.15 * bound", {"calibrated_bar"}),
     ("w5_ignores_preconditions", "todo5_decide_overlap", "todo5_solution", " and case.get('preconditions_met')", "", {"correctness_first"}),
-    ("w5_one_sided_noise", "todo5_decide_overlap", "todo5_solution",
-     "abs(case['serial_median_ms'] / case['predicted_serial_ms'] - 1) > 0.25",
-     "case['serial_median_ms'] / case['predicted_serial_ms'] - 1 > 0.25", {"noisy_machine"}),
+    (
+        "w5_one_sided_noise",
+        "todo5_decide_overlap",
+        "todo5_solution",
+        "abs(case['serial_median_ms'] / case['predicted_serial_ms'] - 1) > 0.25",
+        "case['serial_median_ms'] / case['predicted_serial_ms'] - 1 > 0.25",
+        {"noisy_machine"},
+    ),
     # TODO 6 · stream_layers
-    ("w6_no_last_layer", "todo6_stream_layers", "todo6_solution", "end = max(start + transfer, prefill_done + payload_ms / layers)",
-     "end = start + transfer", {"layerwise_bound"}),
-    ("w6_latency_per_layer", "todo6_stream_layers", "todo6_solution", "transfer = latency_ms + payload_ms",
-     "transfer = latency_ms * layers + payload_ms", {"latency_once"}),
-    ("w6_hidden_sign", "todo6_stream_layers", "todo6_solution", "'hidden_ms': transfer - exposed", "'hidden_ms': exposed - transfer",
-     {"hidden_is_rest"}),
+    (
+        "w6_no_last_layer",
+        "todo6_stream_layers",
+        "todo6_solution",
+        "end = max(start + transfer, prefill_done + payload_ms / layers)",
+        "end = start + transfer",
+        {"layerwise_bound"},
+    ),
+    (
+        "w6_latency_per_layer",
+        "todo6_stream_layers",
+        "todo6_solution",
+        "transfer = latency_ms + payload_ms",
+        "transfer = latency_ms * layers + payload_ms",
+        {"latency_once"},
+    ),
+    (
+        "w6_hidden_sign",
+        "todo6_stream_layers",
+        "todo6_solution",
+        "'hidden_ms': transfer - exposed",
+        "'hidden_ms': exposed - transfer",
+        {"hidden_is_rest"},
+    ),
     # TODO 7 · handoff_step
-    ("w7_wait_starts_now", "todo7_handoff_step", "todo7_solution", "'act_ms': ready_at, 'decode_start_ms': ready_at}",
-     "'act_ms': now, 'decode_start_ms': now}", {"ready_and_wait"}),
-    ("w7_never_given_up_now", "todo7_handoff_step", "todo7_solution",
-     "max(now, deadline) if decision == 'fallback' and ready_at is None else now", "now", {"never_lands"}),
+    (
+        "w7_wait_starts_now",
+        "todo7_handoff_step",
+        "todo7_solution",
+        "'act_ms': ready_at, 'decode_start_ms': ready_at}",
+        "'act_ms': now, 'decode_start_ms': now}",
+        {"ready_and_wait"},
+    ),
+    (
+        "w7_never_given_up_now",
+        "todo7_handoff_step",
+        "todo7_solution",
+        "max(now, deadline) if decision == 'fallback' and ready_at is None else now",
+        "now",
+        {"never_lands"},
+    ),
     ("w7_fail_recomputes", "todo7_handoff_step", "todo7_solution", "if handoff['policy'] == 'fail':", "if False:", {"failure_policy"}),
-    ("w7_any_policy", "todo7_handoff_step", "todo7_solution", "if handoff['policy'] not in ('recompute', 'fail'):", "if False:",
-     {"policy_checked"}),
+    ("w7_any_policy", "todo7_handoff_step", "todo7_solution", "if handoff['policy'] not in ('recompute', 'fail'):", "if False:", {"policy_checked"}),
     # TODO 8 · ttft_percentiles
-    ("w8_nearest_rank", "todo8_ttft_percentiles", "todo8_solution",
-     "result.append(values[below] + (values[above] - values[below]) * (rank - below))", "result.append(values[round(rank)])",
-     {"linear_interpolation"}),
+    (
+        "w8_nearest_rank",
+        "todo8_ttft_percentiles",
+        "todo8_solution",
+        "result.append(values[below] + (values[above] - values[below]) * (rank - below))",
+        "result.append(values[round(rank)])",
+        {"linear_interpolation"},
+    ),
     ("w8_negative_q", "todo8_ttft_percentiles", "todo8_solution", "if not 0 <= q <= 100:", "if q > 100:", {"bad_input"}),
 ]
 # the rows graded through the whole pipeline (the ones the grading tests used before the full list)
-GRADED_MISTAKES = ("w0_no_state", "w0_one_way_dep", "w1_no_merge", "w1_no_clip", "w2_bits_as_bytes", "w2_latency_scaled",
-                   "w3_absent_only", "w3_version_only", "w4_strict_deadline", "w5_ignores_controls", "w5_truthy_controls",
-                   "w5_strict_ratio", "w5_any_payload", "w5_fixed_bound", "w5_ignores_preconditions", "w5_one_sided_noise",
-                   "w6_no_last_layer", "w6_latency_per_layer", "w7_wait_starts_now", "w7_never_given_up_now", "w7_fail_recomputes",
-                   "w8_nearest_rank", "w8_negative_q")
+GRADED_MISTAKES = (
+    "w0_no_state",
+    "w0_one_way_dep",
+    "w1_no_merge",
+    "w1_no_clip",
+    "w2_bits_as_bytes",
+    "w2_latency_scaled",
+    "w3_absent_only",
+    "w3_version_only",
+    "w4_strict_deadline",
+    "w5_ignores_controls",
+    "w5_truthy_controls",
+    "w5_strict_ratio",
+    "w5_any_payload",
+    "w5_fixed_bound",
+    "w5_ignores_preconditions",
+    "w5_one_sided_noise",
+    "w6_no_last_layer",
+    "w6_latency_per_layer",
+    "w7_wait_starts_now",
+    "w7_never_given_up_now",
+    "w7_fail_recomputes",
+    "w8_nearest_rank",
+    "w8_negative_q",
+)
 
 
 # ------------------------------------------------------------------ the simulator's reference steps
 # The instructor's answers to TODO 3 and TODO 4: the gate the reference handoff_step runs on.
-GATE = {**load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], [SOLUTIONS]),
-        **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], [SOLUTIONS])}
+GATE = {
+    **load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], [SOLUTIONS]),
+    **load_learner_functions("04_decode_start_gate", ["plan_decode_start"], [SOLUTIONS]),
+}
 
 
 def reference_steps(validate=None, plan=None) -> dict:
     """The instructor's answers to TODO 6-8, read from notebook 06's solution cells (the simulator,
     which learners receive, ships none), with handoff_step running on the given Step 3 and Step 4
     functions (by default the instructor's)."""
-    scope = {"validate_handoff_state": validate or GATE["validate_handoff_state"],
-             "plan_decode_start": plan or GATE["plan_decode_start"]}
+    scope = {"validate_handoff_state": validate or GATE["validate_handoff_state"], "plan_decode_start": plan or GATE["plan_decode_start"]}
     for grade_id in ("todo6_solution", "todo7_solution", "todo8_solution"):
         exec(compile(answer(grade_id), f"<{grade_id}>", "exec"), scope)
     return {name: scope[name] for name in STEPS}

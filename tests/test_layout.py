@@ -1,6 +1,7 @@
 """The shape of the code: no module uses another module's private names (``_name``), so that what
 one module keeps to itself can change without breaking another. (Import cycles and the import
 rules between packages are checked by import-linter in ``make lint``.)"""
+
 from __future__ import annotations
 
 import ast
@@ -42,8 +43,12 @@ def private_uses(modules: dict[str, Path]) -> list[str]:
                     if alias.name in modules:
                         bound[alias.asname or alias.name.rsplit(".", 1)[-1]] = alias.name
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.value, ast.Name)
-                    and bound.get(node.value.id, name) != name):
+            if (
+                isinstance(node, ast.Attribute)
+                and _private(node.attr)
+                and isinstance(node.value, ast.Name)
+                and bound.get(node.value.id, name) != name
+            ):
                 found.append(f"{_shown(path)}:{node.lineno}: {node.value.id}.{node.attr}")
     return found
 

@@ -14,6 +14,7 @@ public checks never claims that the hidden tests passed.
 When the variable ``COURSE_CHECK_REPORT`` names a file, each suite also appends one JSON
 line to it; ``python -m autograde validate`` reads those lines.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,6 +72,7 @@ class PublicChecks:
 
         ``@checks.case(idea='sorted')`` names the graded idea the check is about: the
         feedback after grading lists the same ideas, each with its points."""
+
         def register(fn: Callable[[], None]) -> Callable[[], None]:
             label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
             self.cases.append((f"{label} [{idea}]" if idea else label, fn))
@@ -111,8 +113,7 @@ class PublicChecks:
                 message = f"{summary}. Read the ✗ lines above: each says what is wrong."
             if stops_on_failure():
                 raise PublicChecksFailed(message)
-            print(f"✗ {message}\n  (The notebook goes on, so Run All shows every figure; at grading this cell fails.)",
-                  file=sys.stderr)
+            print(f"✗ {message}\n  (The notebook goes on, so Run All shows every figure; at grading this cell fails.)", file=sys.stderr)
 
     def _report(self, results: list[CaseResult], passed: int) -> None:
         target = os.environ.get(REPORT_ENV)
@@ -176,6 +177,7 @@ def uses(*names: str, stand_ins: dict[str, str] | None = None) -> None:
 
 def idea(idea_id: str, points: float, text: str):
     """Hidden tests: a graded idea worth ``points``, passed when the function raises nothing."""
+
     def register(fn: Callable[[], None]) -> Callable[[], None]:
         if _COLLECTOR is not None:
             _COLLECTOR.idea(idea_id, points, text, fn)

@@ -6,6 +6,7 @@ none does (nbconvert or nbclient execution, nbgrader, feedback HTML, a plain Pyt
 draws one static figure for the default settings instead, and never fails.
 ``COURSE_WIDGETS=live|static`` overrides the detection.
 """
+
 from __future__ import annotations
 
 import os
@@ -101,8 +102,7 @@ def enable_colab_widgets() -> None:
     output.enable_custom_widget_manager()
 
 
-def evaluate(estimate_handoff: Callable, payload_mib: float, gbps: float, latency_ms: float,
-             window_ms: float, other_ms: float, layers: int) -> dict:
+def evaluate(estimate_handoff: Callable, payload_mib: float, gbps: float, latency_ms: float, window_ms: float, other_ms: float, layers: int) -> dict:
     """One explorer setting, computed with the learner's ``estimate_handoff``.
 
     Independent compute runs on [0, window_ms] (prefill), then other requests' work on
@@ -125,31 +125,47 @@ def evaluate(estimate_handoff: Callable, payload_mib: float, gbps: float, latenc
     hidden = transfer - exposed  # a sum of pieces: 1e-14 ms of rounding is no hidden time
     if hidden < NOISE:
         hidden = 0.0
-    return {"transfer_ms": transfer, "exposed_ms": exposed, "hidden_ms": hidden,
-            "overlap_ratio": min(max(hidden / transfer, 0.0), 1.0) if transfer else 1.0,
-            "segments": [(c["start_ms"], c["end_ms"]) for c in chunks], "windows": windows,
-            "start_ms": chunks[0]["start_ms"], "end_ms": chunks[-1]["end_ms"]}
+    return {
+        "transfer_ms": transfer,
+        "exposed_ms": exposed,
+        "hidden_ms": hidden,
+        "overlap_ratio": min(max(hidden / transfer, 0.0), 1.0) if transfer else 1.0,
+        "segments": [(c["start_ms"], c["end_ms"]) for c in chunks],
+        "windows": windows,
+        "start_ms": chunks[0]["start_ms"],
+        "end_ms": chunks[-1]["end_ms"],
+    }
 
 
 def readout_text(r: dict) -> str:
     """One line of numbers: ms to 2 decimals, the ratio to 2, noise shown as 0, never -0.00."""
     ms = {key: readable(r[key], 2, fixed=True) for key in ("transfer_ms", "hidden_ms", "exposed_ms")}
-    return (f"transfer {ms['transfer_ms']} ms · hidden {ms['hidden_ms']} ms · "
-            f"exposed {ms['exposed_ms']} ms · overlap ratio {readable(r['overlap_ratio'], 2, fixed=True)}")
+    return (
+        f"transfer {ms['transfer_ms']} ms · hidden {ms['hidden_ms']} ms · "
+        f"exposed {ms['exposed_ms']} ms · overlap ratio {readable(r['overlap_ratio'], 2, fixed=True)}"
+    )
 
 
 def _draw(r: dict, title: str) -> None:
     from IPython.display import display
 
     fig, ax = new_figure(height=2.8)
-    draw_transfer_timeline(ax, r["start_ms"], r["end_ms"], r["windows"], r["hidden_ms"], r["exposed_ms"], title=title,
-                           segments=r["segments"])
+    draw_transfer_timeline(ax, r["start_ms"], r["end_ms"], r["windows"], r["hidden_ms"], r["exposed_ms"], title=title, segments=r["segments"])
     display(fig)  # explicit, so it shows inside an Output widget whatever the backend
     plt.close(fig)
 
 
-def show_live_or_static(mode: str | None, first_run: Callable, *, unfinished: str, failed: str, static: str,
-                        describe: Callable, draw_static: Callable, build_live: Callable):
+def show_live_or_static(
+    mode: str | None,
+    first_run: Callable,
+    *,
+    unfinished: str,
+    failed: str,
+    static: str,
+    describe: Callable,
+    draw_static: Callable,
+    build_live: Callable,
+):
     """What the explorer and notebook 06's panel share: run the learner's functions once on the
     defaults; say what to do when they are unfinished (``unfinished``) or raise (``failed``, with
     ``{error}``); then live widgets where a widget frontend renders them (``build_live(first)``),
@@ -180,12 +196,15 @@ def handoff_explorer(estimate_handoff: Callable, mode: str | None = None):
     figure (see ``widget_frontend``; ``mode='live'|'static'`` decides instead). Returns the
     widget, or None when it drew the static figure or the learner's function is unfinished."""
     return show_live_or_static(
-        mode, lambda: evaluate(estimate_handoff, **DEFAULTS),
+        mode,
+        lambda: evaluate(estimate_handoff, **DEFAULTS),
         unfinished="Finish TODO 1 and TODO 2 above: the explorer runs on your own functions.",
         failed="Your estimate_handoff raised {error}. Fix it, then run this cell again.",
         static="Static view (the sliders need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): ",
-        describe=readout_text, draw_static=lambda first: _draw(first, "1 GiB over PCIe Gen5, sent after a 250 ms prefill"),
-        build_live=lambda first: _build_widgets(estimate_handoff))
+        describe=readout_text,
+        draw_static=lambda first: _draw(first, "1 GiB over PCIe Gen5, sent after a 250 ms prefill"),
+        build_live=lambda first: _build_widgets(estimate_handoff),
+    )
 
 
 def controls_of(explorer) -> dict:
@@ -209,26 +228,34 @@ def _make_controls(w) -> dict:
     c = {}
     # Log steps this fine put a step within 0.5 of every whole MiB or Gbit/s in range, so the frontend,
     # which snaps a value to a step, still shows a preset's 640 MiB as 640 (a 0.01 step showed 639).
-    c["payload"] = w.FloatLogSlider(value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=1e-5, description="payload (MiB)",
-                                    readout_format=".0f", style=style, layout=layout)
-    c["gbps"] = w.FloatLogSlider(value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=1e-5, description="link (Gbit/s)",
-                                 readout_format=".0f", style=style, layout=layout)
-    c["latency"] = w.FloatSlider(value=DEFAULTS["latency_ms"], min=0, max=5, step=0.05, description="fixed latency (ms)", style=style,
-                                 layout=layout)
-    c["window"] = w.FloatSlider(value=DEFAULTS["window_ms"], min=0, max=1000, step=5, description="prefill window (ms)", style=style,
-                                layout=layout)
-    c["other"] = w.FloatSlider(value=DEFAULTS["other_ms"], min=0, max=500, step=5, description="other requests' work (ms)", style=style,
-                               layout=layout)
+    c["payload"] = w.FloatLogSlider(
+        value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=1e-5, description="payload (MiB)", readout_format=".0f", style=style, layout=layout
+    )
+    c["gbps"] = w.FloatLogSlider(
+        value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=1e-5, description="link (Gbit/s)", readout_format=".0f", style=style, layout=layout
+    )
+    c["latency"] = w.FloatSlider(value=DEFAULTS["latency_ms"], min=0, max=5, step=0.05, description="fixed latency (ms)", style=style, layout=layout)
+    c["window"] = w.FloatSlider(value=DEFAULTS["window_ms"], min=0, max=1000, step=5, description="prefill window (ms)", style=style, layout=layout)
+    c["other"] = w.FloatSlider(
+        value=DEFAULTS["other_ms"], min=0, max=500, step=5, description="other requests' work (ms)", style=style, layout=layout
+    )
     c["layers"] = w.IntSlider(value=DEFAULTS["layers"], min=1, max=128, description="layers (1 = send after)", style=style, layout=layout)
-    c["tokens"] = w.IntSlider(value=8192, min=512, max=131072, step=512, description="prompt tokens", style=style, layout=layout,
-                              disabled=True, tooltip="choose a model preset: the payload is then prompt tokens × the model's KV bytes per token")
+    c["tokens"] = w.IntSlider(
+        value=8192,
+        min=512,
+        max=131072,
+        step=512,
+        description="prompt tokens",
+        style=style,
+        layout=layout,
+        disabled=True,
+        tooltip="choose a model preset: the payload is then prompt tokens × the model's KV bytes per token",
+    )
     # a toggle button is 148 px wide unless told otherwise, which cuts "PCIe Gen5 (55 GB/s)": each is
     # as wide as its label, and the row wraps where a narrow output has no room for all of them
     buttons = {"button_width": "auto"}
-    c["link_buttons"] = w.ToggleButtons(options=["custom", *LINK_PRESETS], value="PCIe Gen5 (55 GB/s)", description="link preset",
-                                        style=buttons)
-    c["model_buttons"] = w.ToggleButtons(options=["custom", *MODEL_PRESETS], value="custom", description="model preset",
-                                         style=buttons)
+    c["link_buttons"] = w.ToggleButtons(options=["custom", *LINK_PRESETS], value="PCIe Gen5 (55 GB/s)", description="link preset", style=buttons)
+    c["model_buttons"] = w.ToggleButtons(options=["custom", *MODEL_PRESETS], value="custom", description="model preset", style=buttons)
     c["readout"] = w.HTML()
     c["readout"].add_class("handoff-readout")
     c["out"] = w.Output()
@@ -246,16 +273,18 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
         if applying:
             return
         try:
-            r = evaluate(estimate_handoff, payload.value, gbps.value, c["latency"].value, c["window"].value, c["other"].value,
-                         layers.value)
+            r = evaluate(estimate_handoff, payload.value, gbps.value, c["latency"].value, c["window"].value, c["other"].value, layers.value)
         except Exception as exc:
             readout.value = f"<b>error</b> from your estimate_handoff: {type(exc).__name__}: {exc}"
             return
         readout.value = "<b>" + readout_text(r) + "</b>"
         with out:
             out.clear_output(wait=True)
-            _draw(r, f"{readable(payload.value, 0, fixed=True)} MiB at {readable(gbps.value, 0, fixed=True)} Gbit/s, "
-                     f"{layers.value} layer{'s' if layers.value > 1 else ''}")
+            _draw(
+                r,
+                f"{readable(payload.value, 0, fixed=True)} MiB at {readable(gbps.value, 0, fixed=True)} Gbit/s, "
+                f"{layers.value} layer{'s' if layers.value > 1 else ''}",
+            )
 
     def apply(**values):
         applying.append(True)
@@ -289,6 +318,7 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
             # within ECHO_TOLERANCE it is still the preset (a drag moves these sliders 2% or more a pixel)
             if max(change["new"], expected) / min(change["new"], expected) > 1 + ECHO_TOLERANCE:
                 preset_buttons.value = "custom"
+
         return handler
 
     def model_payload(model):
@@ -317,9 +347,10 @@ def widget_box(w, title: str, children: list, readout):
         def _repr_mimebundle_(self, **kwargs):  # what a frontend without widget support prints instead
             data = super()._repr_mimebundle_(**kwargs)
             if data:
-                data["text/plain"] = (f"{title}: this frontend cannot show widgets (JupyterLab, Notebook 7, "
-                                      "VS Code and Colab can; COURSE_WIDGETS=static draws a figure). "
-                                      + re.sub(r"<[^>]+>", "", readout.value))
+                data["text/plain"] = (
+                    f"{title}: this frontend cannot show widgets (JupyterLab, Notebook 7, "
+                    "VS Code and Colab can; COURSE_WIDGETS=static draws a figure). " + re.sub(r"<[^>]+>", "", readout.value)
+                )
             return data
 
     return Box(children)

@@ -1,5 +1,6 @@
 """What every notebook of the course uses: set-up, versions, and the learner's own
 functions from an earlier notebook."""
+
 from __future__ import annotations
 
 import contextlib
@@ -100,8 +101,7 @@ def _figures_as_short_text() -> None:
     shell = get_ipython()
     if shell is None or not hasattr(shell, "display_formatter"):
         return
-    shell.display_formatter.formatters["text/plain"].for_type(
-        Figure, lambda fig, printer, cycle: printer.text(figure_placeholder(fig)))
+    shell.display_formatter.formatters["text/plain"].for_type(Figure, lambda fig, printer, cycle: printer.text(figure_placeholder(fig)))
 
 
 class LearnerFunctionMissing(RuntimeError):
@@ -208,8 +208,7 @@ def load_learner_functions(notebook: str, names: list[str], search: list[Path] |
             raise LearnerFunctionMissing(f"{path.name} has a syntax error at line {exc.lineno}: fix it first.") from exc
         except Exception as exc:
             raise LearnerFunctionMissing(
-                f"Running the exercise cells of {path.name} failed ({type(exc).__name__}: {exc}). "
-                "Make that notebook run top to bottom first."
+                f"Running the exercise cells of {path.name} failed ({type(exc).__name__}: {exc}). Make that notebook run top to bottom first."
             ) from exc
     missing = [name for name in names if not callable(namespace.get(name))]
     if missing:
@@ -231,8 +230,13 @@ def describe_release_cells(notebook: dict) -> list[dict[str, Any]]:
         if not meta.get("grade_id"):
             continue
         source = "".join(cell.get("source", ""))
-        cells.append({"grade_id": meta["grade_id"], **{key: meta.get(key) for key in _NBGRADER_KEYS},
-                      "defines": re.findall(r"^def (\w+)\(", source, re.M) if meta.get("solution") else []})
+        cells.append(
+            {
+                "grade_id": meta["grade_id"],
+                **{key: meta.get(key) for key in _NBGRADER_KEYS},
+                "defines": re.findall(r"^def (\w+)\(", source, re.M) if meta.get("solution") else [],
+            }
+        )
     return cells
 
 
@@ -244,8 +248,11 @@ def _known_release_cells() -> dict[str, list[dict[str, Any]]]:
     else:
         root = find_project_root()
         folder = root / "notebooks" if root else None
-        known = {p.stem: describe_release_cells(json.loads(p.read_text(encoding="utf-8")))
-                 for p in sorted(folder.glob("*.ipynb"))} if folder and folder.is_dir() else {}
+        known = (
+            {p.stem: describe_release_cells(json.loads(p.read_text(encoding="utf-8"))) for p in sorted(folder.glob("*.ipynb"))}
+            if folder and folder.is_dir()
+            else {}
+        )
     return {name.lower(): cells for name, cells in known.items()}
 
 
@@ -264,9 +271,11 @@ def identify_notebook(notebook: dict) -> str | None:
     name): the release name that shares the most grade ids with it, or None when it shares none
     (or two notebooks share as many)."""
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
-    ids = {str(meta["grade_id"]) for cell in (cells if isinstance(cells, list) else [])
-           if isinstance(cell, dict) and isinstance(meta := (cell.get("metadata") or {}).get("nbgrader"), dict)
-           and meta.get("grade_id")}
+    ids = {
+        str(meta["grade_id"])
+        for cell in (cells if isinstance(cells, list) else [])
+        if isinstance(cell, dict) and isinstance(meta := (cell.get("metadata") or {}).get("nbgrader"), dict) and meta.get("grade_id")
+    }
     scores = sorted(((len(ids & {c["grade_id"] for c in cells}), name) for name, cells in _known_release_cells().items()), reverse=True)
     if not scores or scores[0][0] == 0 or (len(scores) > 1 and scores[1][0] == scores[0][0]):
         return None
@@ -292,25 +301,38 @@ def submission_problems(notebook: dict, expected: list[dict[str, Any]]) -> tuple
             if not answer:
                 notes.append(f"test cell '{gid}' is gone; the grader puts it back")
                 continue
-            orphan = [c for c in cells if isinstance(c, dict) and c.get("cell_type") == "code"
-                      and not (c.get("metadata") or {}).get("nbgrader")
-                      and any(re.search(rf"^def {re.escape(f)}\(", "".join(c.get("source", "")), re.M) for f in want["defines"])]
+            orphan = [
+                c
+                for c in cells
+                if isinstance(c, dict)
+                and c.get("cell_type") == "code"
+                and not (c.get("metadata") or {}).get("nbgrader")
+                and any(re.search(rf"^def {re.escape(f)}\(", "".join(c.get("source", "")), re.M) for f in want["defines"])
+            ]
             if orphan:
-                problems.append(f"the answer cell that defines {', '.join(want['defines'])} lost its grading metadata "
-                                f"(nbgrader grade_id '{gid}'; your platform rewrote it): the grader cannot find your answer. "
-                                "Paste your code into that cell of a fresh copy of the release notebook.")
+                problems.append(
+                    f"the answer cell that defines {', '.join(want['defines'])} lost its grading metadata "
+                    f"(nbgrader grade_id '{gid}'; your platform rewrote it): the grader cannot find your answer. "
+                    "Paste your code into that cell of a fresh copy of the release notebook."
+                )
             else:
-                problems.append(f"answer cell '{gid}' is missing: the grader finds no answer for it. "
-                                "Take the cell from a fresh copy of the release notebook and put your code back in.")
+                problems.append(
+                    f"answer cell '{gid}' is missing: the grader finds no answer for it. "
+                    "Take the cell from a fresh copy of the release notebook and put your code back in."
+                )
             continue
         if len(present) > 1:
             problems.append(f"{kind} '{gid}' appears {len(present)} times (a copied cell): keep one and delete the copies")
         meta = present[0]["metadata"]["nbgrader"]
-        changed = [f"{key} {want[key]!r} → {meta.get(key)!r}" for key in _NBGRADER_KEYS
-                   if key in want and want[key] is not None and meta.get(key) != want[key]]
+        changed = [
+            f"{key} {want[key]!r} → {meta.get(key)!r}"
+            for key in _NBGRADER_KEYS
+            if key in want and want[key] is not None and meta.get(key) != want[key]
+        ]
         if changed:
-            problems.append(f"{kind} '{gid}' has changed grading metadata ({', '.join(changed)}): "
-                            "take the cell from a fresh copy of the release notebook")
+            problems.append(
+                f"{kind} '{gid}' has changed grading metadata ({', '.join(changed)}): take the cell from a fresh copy of the release notebook"
+            )
         if answer and "raise NotImplementedError()" in "".join(present[0].get("source", "")):
             notes.append(f"answer cell '{gid}' still raises NotImplementedError: that exercise is not done yet")
     known = {want["grade_id"] for want in expected}
@@ -414,8 +436,10 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
     except ValueError as exc:
         identified = identify_notebook(data)
         if identified is None:
-            raise ValueError(f"{exc}; nor do the cells of {file.name if file else 'the open notebook'} carry the grade ids of one "
-                             "(is it a notebook of this course?)") from None
+            raise ValueError(
+                f"{exc}; nor do the cells of {file.name if file else 'the open notebook'} carry the grade ids of one "
+                "(is it a notebook of this course?)"
+            ) from None
         expected = release_cells(identified)
         where += f", recognised as {identified} by its graded cells"
     for line in warnings:
@@ -429,9 +453,13 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
         print(f"  ✗ {line}")
     for line in notes:
         print(f"  · {line}")
-    unfinished = [cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") for cell in data.get("cells", [])
-                  if cell.get("cell_type") == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution")
-                  and "raise NotImplementedError" in "".join(cell.get("source", ""))]
+    unfinished = [
+        cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        for cell in data.get("cells", [])
+        if cell.get("cell_type") == "code"
+        and cell.get("metadata", {}).get("nbgrader", {}).get("solution")
+        and "raise NotImplementedError" in "".join(cell.get("source", ""))
+    ]
     if unfinished:  # intact cells are not finished answers: say which still hold the stub
         print(f"  · still to do (they hold `raise NotImplementedError()`, which earns nothing): {', '.join(map(str, unfinished))}")
     return problems
@@ -442,14 +470,18 @@ def _checked_file_warnings(notebook: str, checked: Path) -> list[str]:
     terminal = 'python -m tools.notebook_runtime "YOUR FILE.ipynb"'
     running = running_notebook_name()
     if running is not None and Path(running).name != checked.name:
-        return [f"CHECKED {checked.name}, BUT THIS NOTEBOOK IS {Path(running).name}: the report below is about "
-                f"{checked.name}. Save this notebook, then check it from a terminal: {terminal}"]
+        return [
+            f"CHECKED {checked.name}, BUT THIS NOTEBOOK IS {Path(running).name}: the report below is about "
+            f"{checked.name}. Save this notebook, then check it from a terminal: {terminal}"
+        ]
     stem = _release_stem(checked.stem)
     copies = sorted(p.name for p in checked.parent.glob("*.ipynb") if _release_stem(p.stem) == stem)
     if running is None and len(copies) > 1:
-        return [f"{len(copies)} copies of this notebook lie in {checked.parent} ({', '.join(copies)}) and this "
-                f"frontend does not say which one is open: checked {checked.name}. If you work in another "
-                f"one, check it from a terminal: {terminal}"]
+        return [
+            f"{len(copies)} copies of this notebook lie in {checked.parent} ({', '.join(copies)}) and this "
+            f"frontend does not say which one is open: checked {checked.name}. If you work in another "
+            f"one, check it from a terminal: {terminal}"
+        ]
     return []
 
 

@@ -1,5 +1,6 @@
 """One figure style for every notebook: labelled axes with units, a colour-blind-safe
 palette (Okabe-Ito, plus one red), sizes readable at notebook width."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
@@ -37,8 +38,7 @@ ROLE = {
     "wait": PALETTE["grey"],
 }
 # What the notebooks' prose calls a role's colour ("the red part is exposed").
-COLOUR_NAME = {"cpu": "purple", "compute": "blue", "copy": "orange", "network": "light blue",
-               "hidden": "green", "exposed": "red", "wait": "grey"}
+COLOUR_NAME = {"cpu": "purple", "compute": "blue", "copy": "orange", "network": "light blue", "hidden": "green", "exposed": "red", "wait": "grey"}
 # What a legend calls each role.
 ROLE_LABEL = {
     "cpu": "CPU work",
@@ -65,24 +65,27 @@ def readable(value: float, digits: int = 3, fixed: bool = False) -> str:
 
 def apply_style() -> None:
     """Set the course's matplotlib defaults (idempotent)."""
-    matplotlib.rcParams.update({
-        "figure.figsize": FIGSIZE,
-        "figure.dpi": 100,
-        "axes.grid": True,
-        "grid.alpha": 0.3,
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-        "axes.titlesize": 12,
-        "axes.labelsize": 11,
-        "legend.fontsize": 9,
-        "xtick.labelsize": 9,
-        "ytick.labelsize": 9,
-        "axes.prop_cycle": matplotlib.cycler(color=[PALETTE[k] for k in ("blue", "orange", "green", "vermillion", "sky", "purple", "black")]),
-    })
+    matplotlib.rcParams.update(
+        {
+            "figure.figsize": FIGSIZE,
+            "figure.dpi": 100,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.titlesize": 12,
+            "axes.labelsize": 11,
+            "legend.fontsize": 9,
+            "xtick.labelsize": 9,
+            "ytick.labelsize": 9,
+            "axes.prop_cycle": matplotlib.cycler(color=[PALETTE[k] for k in ("blue", "orange", "green", "vermillion", "sky", "purple", "black")]),
+        }
+    )
 
 
-def draw_lanes(ax, bars: Iterable[dict], lanes: Sequence[str], title: str = "", xlabel: str = "time (ms)",
-               legend: bool = False, extra_handles: Sequence = ()) -> None:
+def draw_lanes(
+    ax, bars: Iterable[dict], lanes: Sequence[str], title: str = "", xlabel: str = "time (ms)", legend: bool = False, extra_handles: Sequence = ()
+) -> None:
     """Draw a lane timeline. Each bar: {'lane', 'start', 'end', 'label', 'role'}, times in ms.
 
     A bar with ``'hatch': True`` is drawn hatched (work that waits for a conflict; a legend says so);
@@ -100,13 +103,28 @@ def draw_lanes(ax, bars: Iterable[dict], lanes: Sequence[str], title: str = "", 
         y = index[bar["lane"]] - 0.35 + row * height + height / 2
         width = bar["end"] - bar["start"]
         right = max(right, bar["end"])
-        ax.broken_barh([(bar["start"], width)], (y - height / 2, height), facecolors=bar.get("color") or ROLE[bar.get("role", "compute")],
-                       edgecolor="black", linewidth=0.6, hatch="//" if bar.get("hatch") else None, alpha=0.9)
+        ax.broken_barh(
+            [(bar["start"], width)],
+            (y - height / 2, height),
+            facecolors=bar.get("color") or ROLE[bar.get("role", "compute")],
+            edgecolor="black",
+            linewidth=0.6,
+            hatch="//" if bar.get("hatch") else None,
+            alpha=0.9,
+        )
         if bar.get("label"):
             light_text = bar.get("role") in ("compute", "cpu", "exposed") and "color" not in bar
-            ax.add_artist(BarLabel(bar["start"], bar["end"], y, height, bar["label"],
-                                   inside_color="white" if light_text else "black",
-                                   backdrop=(bar.get("color") or ROLE[bar.get("role", "compute")]) if bar.get("hatch") else None))
+            ax.add_artist(
+                BarLabel(
+                    bar["start"],
+                    bar["end"],
+                    y,
+                    height,
+                    bar["label"],
+                    inside_color="white" if light_text else "black",
+                    backdrop=(bar.get("color") or ROLE[bar.get("role", "compute")]) if bar.get("hatch") else None,
+                )
+            )
     ax.set_yticks(range(len(lanes)), lanes)
     ax.set_ylim(len(lanes) - 0.4, -0.6)
     ax.set_xlim(0, right * 1.04 if right else 1)
@@ -133,8 +151,16 @@ def role_handles(roles: Iterable[str]) -> list[Patch]:
 
 def add_legend(ax, handles: Sequence, title: str | None = None):
     """A legend to the right of ``ax``, outside the data (the constrained layout makes room for it)."""
-    return ax.legend(handles=list(handles), title=title, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                     borderaxespad=0.0, frameon=False, fontsize=8, title_fontsize=8)
+    return ax.legend(
+        handles=list(handles),
+        title=title,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0.0,
+        frameon=False,
+        fontsize=8,
+        title_fontsize=8,
+    )
 
 
 def color_legend(ax, colors: dict[str, str], title: str | None = None, lines: dict[str, str] | None = None):
@@ -158,8 +184,17 @@ class BarLabel(Text):
     PAD_PX = 3.0
     MIN_SIZE = 6.5
 
-    def __init__(self, start: float, end: float, y: float, height: float, text: str,
-                 inside_color: str = "white", fontsize: float = 8, backdrop: str | None = None):
+    def __init__(
+        self,
+        start: float,
+        end: float,
+        y: float,
+        height: float,
+        text: str,
+        inside_color: str = "white",
+        fontsize: float = 8,
+        backdrop: str | None = None,
+    ):
         super().__init__((start + end) / 2, y, text, ha="center", va="center", fontsize=fontsize, clip_on=True)
         self._bar = (start, end, y, height)
         self._inside_color, self._size, self._backdrop = inside_color, fontsize, backdrop
@@ -217,9 +252,16 @@ def _sub_rows(bars: Sequence[dict]) -> list[tuple[int, int]]:
     return [(row, len(row_ends[bar["lane"]])) for bar, row in zip(bars, placement)]
 
 
-def draw_transfer_timeline(ax, start_ms: float, end_ms: float, cover_intervals: Sequence[Sequence[float]],
-                           hidden_ms: float, exposed_ms: float, title: str = "",
-                           segments: Sequence[Sequence[float]] | None = None) -> None:
+def draw_transfer_timeline(
+    ax,
+    start_ms: float,
+    end_ms: float,
+    cover_intervals: Sequence[Sequence[float]],
+    hidden_ms: float,
+    exposed_ms: float,
+    title: str = "",
+    segments: Sequence[Sequence[float]] | None = None,
+) -> None:
     """Transfer lane over the independent-work lane, hidden part green, exposed part red.
 
     ``segments`` draws the transfer as several pieces (one per layer) instead of one bar.
@@ -234,8 +276,14 @@ def draw_transfer_timeline(ax, start_ms: float, end_ms: float, cover_intervals: 
     for a, b in covers:
         ax.broken_barh([(a, b - a)], (1.15, 0.6), facecolors=ROLE["compute"], edgecolor="black", linewidth=0.6, alpha=0.85)
     for seg_start, seg_end in segments or [(start_ms, end_ms)]:
-        frame = Rectangle((seg_start, 0.15), seg_end - seg_start, 0.7, facecolor=ROLE["exposed"], edgecolor="black",
-                          linewidth=0.8 if not segments or len(segments) < 12 else 0.2)
+        frame = Rectangle(
+            (seg_start, 0.15),
+            seg_end - seg_start,
+            0.7,
+            facecolor=ROLE["exposed"],
+            edgecolor="black",
+            linewidth=0.8 if not segments or len(segments) < 12 else 0.2,
+        )
         ax.add_patch(frame)
         for a, b in covers:
             patch = Rectangle((a, 0.15), b - a, 0.7, facecolor=ROLE["hidden"], edgecolor="none")
@@ -247,16 +295,29 @@ def draw_transfer_timeline(ax, start_ms: float, end_ms: float, cover_intervals: 
     ax.set_xlabel("time (ms)")
     ax.grid(axis="y", visible=False)
     total = end_ms - start_ms
-    ax.legend(handles=[
-        Patch(facecolor=ROLE["hidden"], label=f"hidden {readable(hidden_ms)} ms"),
-        Patch(facecolor=ROLE["exposed"], label=f"exposed {readable(exposed_ms)} ms"),
-        Patch(facecolor=ROLE["compute"], label="overlap window"),
-    ], loc="upper left", ncols=3, frameon=False, bbox_to_anchor=(0.0, -0.28))
+    ax.legend(
+        handles=[
+            Patch(facecolor=ROLE["hidden"], label=f"hidden {readable(hidden_ms)} ms"),
+            Patch(facecolor=ROLE["exposed"], label=f"exposed {readable(exposed_ms)} ms"),
+            Patch(facecolor=ROLE["compute"], label="overlap window"),
+        ],
+        loc="upper left",
+        ncols=3,
+        frameon=False,
+        bbox_to_anchor=(0.0, -0.28),
+    )
     ax.set_title(title or f"transfer {readable(total)} ms", loc="left")
 
 
-def decision_map(ax, decide: Callable[[float, float], str], ready_at: Sequence[float], deadlines: Sequence[float],
-                 colors: dict[str, str], title: str = "", legend: bool = True) -> list[str]:
+def decision_map(
+    ax,
+    decide: Callable[[float, float], str],
+    ready_at: Sequence[float],
+    deadlines: Sequence[float],
+    colors: dict[str, str],
+    title: str = "",
+    legend: bool = True,
+) -> list[str]:
     """Colour a grid of (ready_at, deadline) by the action that ``decide`` returns. Returns the
     actions drawn (in the order of ``colors``); the legend lists those (never an action that no
     cell of the map shows) right of the axes, or is left out with ``legend=False`` (to draw one

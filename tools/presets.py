@@ -4,6 +4,7 @@ Units: bytes, milliseconds, FLOPs; link speeds in Gbit/s (as ``estimate_handoff`
 takes them), converted with :func:`bytes_per_ms`. Derived figures (KV bytes per token, parameter
 counts, FLOPs per token) are computed from the architecture fields, never typed in.
 """
+
 from __future__ import annotations
 
 import math
@@ -92,8 +93,7 @@ GPU_MEMORY_UTILIZATION = 0.9
 BLOCK_TOKENS = 16  # tokens per KV block (vLLM's default block_size)
 
 
-def prefill_ms(model: dict, prompt_tokens: int, gpu: dict, tp: int | None = None,
-               efficiency: float = PREFILL_EFFICIENCY) -> float:
+def prefill_ms(model: dict, prompt_tokens: int, gpu: dict, tp: int | None = None, efficiency: float = PREFILL_EFFICIENCY) -> float:
     """Prefill time in ms on ``tp`` GPUs at ``efficiency`` of peak (tensor-parallel communication not modelled)."""
     tp = model["tp"] if tp is None else tp
     if tp < 1 or not 0 < efficiency <= 1:
@@ -101,8 +101,7 @@ def prefill_ms(model: dict, prompt_tokens: int, gpu: dict, tp: int | None = None
     return prefill_flops(model, prompt_tokens) / (tp * gpu["bf16_flops_per_s"] * efficiency) * 1e3
 
 
-def decode_ms_per_token(model: dict, gpu: dict, tp: int | None = None,
-                        efficiency: float = DECODE_BANDWIDTH_EFFICIENCY) -> float:
+def decode_ms_per_token(model: dict, gpu: dict, tp: int | None = None, efficiency: float = DECODE_BANDWIDTH_EFFICIENCY) -> float:
     """One decode step in ms: every weight read once from HBM (memory-bound; KV reads not counted)."""
     tp = model["tp"] if tp is None else tp
     if tp < 1 or not 0 < efficiency <= 1:
@@ -111,9 +110,9 @@ def decode_ms_per_token(model: dict, gpu: dict, tp: int | None = None,
     return weight_bytes / (gpu["hbm_bytes_per_s"] * efficiency) * 1e3
 
 
-def kv_blocks_per_instance(model: dict, gpu: dict, tp: int | None = None,
-                           block_tokens: int = BLOCK_TOKENS,
-                           memory_utilization: float = GPU_MEMORY_UTILIZATION) -> int:
+def kv_blocks_per_instance(
+    model: dict, gpu: dict, tp: int | None = None, block_tokens: int = BLOCK_TOKENS, memory_utilization: float = GPU_MEMORY_UTILIZATION
+) -> int:
     """KV blocks one decode instance (``tp`` GPUs) holds after its weights (activations not counted)."""
     tp = model["tp"] if tp is None else tp
     free = gpu["hbm_bytes"] * memory_utilization - model["params"] * model["dtype_bytes"] / tp  # bytes per GPU

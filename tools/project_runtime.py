@@ -9,6 +9,7 @@ has no course folder. Its results then go to a ``results/`` folder in the workin
 directory, which is the notebook's folder in Jupyter and ``/content`` on Colab; the
 variable ``LLM_ALGO_RESULTS_DIR`` chooses another folder in every case.
 """
+
 from __future__ import annotations
 
 import json
@@ -115,8 +116,10 @@ def where_results_go() -> str:
         else:  # found above the installed runtime, not above the notebook: say so, it is not next to the notebook
             found = f"the course folder of the installed course runtime, not next to this notebook (which runs in {Path.cwd().resolve()})"
         return f"Results go to {path}: {found}; set {RESULTS_ENV} to choose another folder."
-    return (f"Results go to {path}: no course folder here, so a {STANDALONE_RESULTS}/ folder next to the notebook "
-            f"(set {RESULTS_ENV} to choose another folder).")
+    return (
+        f"Results go to {path}: no course folder here, so a {STANDALONE_RESULTS}/ folder next to the notebook "
+        f"(set {RESULTS_ENV} to choose another folder)."
+    )
 
 
 def shown_path(path: str | os.PathLike) -> str:

@@ -4,6 +4,7 @@
 item it cannot overlap with has finished. The overlap rule is passed in (the learner's
 ``check_overlap``), so this module holds no exercise answer.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -17,8 +18,7 @@ def nominal_schedule(items: Sequence[Mapping], durations_ms: Mapping[str, float]
     return [_bar(item, 0.0, durations_ms[item["name"]]) for item in items]
 
 
-def schedule_greedy(items: Sequence[Mapping], durations_ms: Mapping[str, float],
-                    check_overlap: Callable[[Mapping, Mapping], Mapping]) -> list[dict]:
+def schedule_greedy(items: Sequence[Mapping], durations_ms: Mapping[str, float], check_overlap: Callable[[Mapping, Mapping], Mapping]) -> list[dict]:
     """Start each item after the earlier items it conflicts with; return lane bars."""
     bars: list[dict] = []
     for i, item in enumerate(items):
@@ -37,5 +37,11 @@ def makespan(bars: Sequence[Mapping]) -> float:
 
 def _bar(item: Mapping, start: float, end: float, waited: bool = False) -> dict:
     engine = item["engine"]
-    return {"lane": ENGINE_LANES.get(engine, engine), "start": start, "end": end,
-            "label": item["name"], "role": ENGINE_ROLE.get(engine, "compute"), "hatch": waited}
+    return {
+        "lane": ENGINE_LANES.get(engine, engine),
+        "start": start,
+        "end": end,
+        "label": item["name"],
+        "role": ENGINE_ROLE.get(engine, "compute"),
+        "hatch": waited,
+    }

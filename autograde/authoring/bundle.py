@@ -1,5 +1,6 @@
 """The zip handed to learners: release notebooks, the runtime, the environment files, and a
 learner wheel that a notebook opened on its own (Colab, Kaggle, a local Jupyter) installs."""
+
 from __future__ import annotations
 
 import json
@@ -77,9 +78,12 @@ def learner_readme(course: Course) -> str:
 
 def release_cells_data(course: Course) -> dict:
     """The graded cells each release notebook must keep (shipped in the wheel for ``check_submission``)."""
-    return {"course": course.assignment, "notebooks": {
-        name: describe_release_cells(json.loads((course.release / f"{name}.ipynb").read_text(encoding="utf-8")))
-        for name in course.notebooks}}
+    return {
+        "course": course.assignment,
+        "notebooks": {
+            name: describe_release_cells(json.loads((course.release / f"{name}.ipynb").read_text(encoding="utf-8"))) for name in course.notebooks
+        },
+    }
 
 
 def build_learner_wheel(course: Course, out_dir: Path) -> Path:
@@ -97,15 +101,37 @@ def build_learner_wheel(course: Course, out_dir: Path) -> Path:
         for path in sorted((course.root / "benchmarks" / "reference").glob("*.json")):
             shutil.copy(path, reference / path.name)
         (src / "tools" / "release_cells.json").write_text(
-            json.dumps(release_cells_data(course), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-        (src / "pyproject.toml").write_text(_WHEEL_PYPROJECT.format(
-            name=json.dumps(project["name"]), version=json.dumps(project["version"]),
-            description=json.dumps(project["description"] + " (learner runtime)", ensure_ascii=False),
-            python=json.dumps(project["requires-python"]), dependencies=json.dumps(LEARNER_DEPENDENCIES)), encoding="utf-8")
+            json.dumps(release_cells_data(course), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+        )
+        (src / "pyproject.toml").write_text(
+            _WHEEL_PYPROJECT.format(
+                name=json.dumps(project["name"]),
+                version=json.dumps(project["version"]),
+                description=json.dumps(project["description"] + " (learner runtime)", ensure_ascii=False),
+                python=json.dumps(project["requires-python"]),
+                dependencies=json.dumps(LEARNER_DEPENDENCIES),
+            ),
+            encoding="utf-8",
+        )
         wheels = Path(tmp) / "wheels"
-        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                               "--disable-pip-version-check", "--quiet", "--wheel-dir", str(wheels), str(src)],
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-build-isolation",
+                "--disable-pip-version-check",
+                "--quiet",
+                "--wheel-dir",
+                str(wheels),
+                str(src),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         built = sorted(wheels.glob("*.whl"))
         if proc.returncode != 0 or len(built) != 1:
             raise RuntimeError(f"building the learner wheel failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")

@@ -1,6 +1,7 @@
 """``python -m autograde validate FILE``: check that a learner's notebook keeps the graded cells the
 grader looks for (ids and metadata a platform may rewrite), then run it and report its public
 checks, the way the grader would run them, minus the hidden tests."""
+
 from __future__ import annotations
 
 import json
@@ -40,10 +41,10 @@ def validate_notebook(path: Path, timeout: int = 120) -> tuple[bool, list[str]]:
         os.environ.setdefault("MPLBACKEND", "agg")
         stopped = None
         try:
-            km = AsyncKernelManager(kernel_name="python3", transport="ipc", connection_file=str(Path(tmp) / "kernel.json"),
-                                    ip=str(Path(tmp) / "ipc"))
-            client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3", allow_errors=True,
-                                    resources={"metadata": {"path": str(path.parent.resolve())}})
+            km = AsyncKernelManager(kernel_name="python3", transport="ipc", connection_file=str(Path(tmp) / "kernel.json"), ip=str(Path(tmp) / "ipc"))
+            client = NotebookClient(
+                nb, km=km, timeout=timeout, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(path.parent.resolve())}}
+            )
             client.execute()
         except CellTimeoutError:
             stopped = f"a cell ran past {timeout} s and was stopped (an endless loop, or work far larger than the course needs?)"

@@ -18,6 +18,7 @@ than the scheduler allows, gives the student's notebooks an ``error`` row that i
 so the next run grades them again. A worker killed mid-task loses nothing: the scheduler
 runs the task again elsewhere, and a task is idempotent (a fresh folder each time).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -66,10 +67,12 @@ def course_digest(course: Course) -> str:
 
 def _job_files(student: str, assignment: str, notebook: str) -> dict[str, str]:
     """The files of a job folder that travel back, by the name they travel under."""
-    return {"result": "result.json",
-            "autograded": f"autograded/{student}/{assignment}/{notebook}.ipynb",
-            "submitted": f"submitted/{student}/{assignment}/{notebook}.ipynb",
-            "feedback": f"feedback/{student}/{assignment}/{notebook}.html"}
+    return {
+        "result": "result.json",
+        "autograded": f"autograded/{student}/{assignment}/{notebook}.ipynb",
+        "submitted": f"submitted/{student}/{assignment}/{notebook}.ipynb",
+        "feedback": f"feedback/{student}/{assignment}/{notebook}.html",
+    }
 
 
 # ---------------------------------------------------------------- worker side
@@ -113,9 +116,11 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
 
     mine = course_digest(course)
     if mine != digest:
-        raise WorkerRefused(f"worker {_where()} refuses to grade: its copy of the course or of the grader "
-                            f"({course.root}, version {mine}) differs from the instructor's (version {digest}); "
-                            "install the same course version on every worker")
+        raise WorkerRefused(
+            f"worker {_where()} refuses to grade: its copy of the course or of the grader "
+            f"({course.root}, version {mine}) differs from the instructor's (version {digest}); "
+            "install the same course version on every worker"
+        )
     base = _worker_base(digest)
     _remove_other_versions(base)
     with _flock(base / ".lock"):
@@ -129,9 +134,11 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
             if key not in _PROBED:
                 _PROBED[key] = probe(base / ".sandbox", limits)
             if _PROBED[key]:
-                raise WorkerRefused(f"worker {_where()} cannot run the grading sandbox: {_PROBED[key]}. It refuses to "
-                                    "grade untrusted submissions unsandboxed: give this machine user namespaces "
-                                    "(bubblewrap), or grade code you trust with --no-sandbox")
+                raise WorkerRefused(
+                    f"worker {_where()} cannot run the grading sandbox: {_PROBED[key]}. It refuses to "
+                    "grade untrusted submissions unsandboxed: give this machine user namespaces "
+                    "(bubblewrap), or grade code you trust with --no-sandbox"
+                )
         (base / "tasks").mkdir(exist_ok=True)
         for folder in (base / "tasks").iterdir():  # a task whose lock nobody holds belonged to a worker that died
             with _unused(folder) as free:
@@ -212,6 +219,7 @@ def _called_off():
     def stop() -> bool:
         state = worker.state.tasks.get(key)
         return state is None or state.state in ("cancelled", "released", "forgotten")
+
     return stop
 
 
@@ -241,8 +249,7 @@ def grade_task(task: dict) -> dict:
             path = folder / "in" / f"{item['notebook']}.ipynb"
             path.parent.mkdir(exist_ok=True)
             path.write_bytes(item["data"])
-            entries.append(({"student_id": student, "notebook": item["notebook"], "scores": {}, "status": "graded",
-                             "detail": ""}, path))
+            entries.append(({"student_id": student, "notebook": item["notebook"], "scores": {}, "status": "graded", "detail": ""}, path))
         (work / student).mkdir()
         returned = []
 
@@ -252,14 +259,29 @@ def grade_task(task: dict) -> dict:
                 path = job / relative
                 # a file over the size the parent would read anyway is not sent (the parent reports it missing)
                 files[name] = path.read_bytes() if path.is_file() and path.stat().st_size <= MAX_GRADED_BYTES else None
-            returned.append({"notebook": record["notebook"], "ran": True, "killed": bool(killed), "log": log[-MAX_LOG:],
-                             "seconds": elapsed_since(job), "matching_notes": record.get("matching_notes", []),
-                             "files": files})
+            returned.append(
+                {
+                    "notebook": record["notebook"],
+                    "ran": True,
+                    "killed": bool(killed),
+                    "log": log[-MAX_LOG:],
+                    "seconds": elapsed_since(job),
+                    "matching_notes": record.get("matching_notes", []),
+                    "files": files,
+                }
+            )
             shutil.rmtree(job, ignore_errors=True)
 
         def fail(record: dict) -> None:
-            returned.append({"notebook": record["notebook"], "ran": False, "status": record["status"],
-                             "detail": record["detail"], "matching_notes": record.get("matching_notes", [])})
+            returned.append(
+                {
+                    "notebook": record["notebook"],
+                    "ran": False,
+                    "status": record["status"],
+                    "detail": record["detail"],
+                    "matching_notes": record.get("matching_notes", []),
+                }
+            )
 
         run_student(course, master, folder, student, entries, options, settle, fail, _called_off())
         return {"student": student, "worker": _where(), "notebooks": returned}
@@ -281,8 +303,9 @@ def _security(options):
             raise UnusableInput(f"{flag} {value}: no such file")
     from distributed.security import Security
 
-    return Security(tls_ca_file=str(options.tls_ca_file), tls_client_cert=str(options.tls_cert),
-                    tls_client_key=str(options.tls_key), require_encryption=True)
+    return Security(
+        tls_ca_file=str(options.tls_ca_file), tls_client_cert=str(options.tls_cert), tls_client_key=str(options.tls_key), require_encryption=True
+    )
 
 
 def connect(options):
@@ -295,11 +318,15 @@ def connect(options):
     try:
         return Client(options.scheduler, security=security, timeout=CONNECT_SECONDS, set_as_default=False)
     except TypeError as exc:  # distributed's word for a tls:// address without TLS settings
-        raise UnusableInput(f"cannot reach the Dask scheduler at {options.scheduler}: it speaks TLS; give --tls-ca-file, "
-                            f"--tls-cert and --tls-key (or set distributed.comm.tls in the Dask configuration) ({exc})") from None
+        raise UnusableInput(
+            f"cannot reach the Dask scheduler at {options.scheduler}: it speaks TLS; give --tls-ca-file, "
+            f"--tls-cert and --tls-key (or set distributed.comm.tls in the Dask configuration) ({exc})"
+        ) from None
     except (OSError, TimeoutError, ValueError) as exc:
-        raise UnusableInput(f"cannot reach the Dask scheduler at {options.scheduler}: {type(exc).__name__}: {exc}. Start "
-                            "one with `dask scheduler`, and workers with `dask worker ADDRESS` (see docs/instructors.md)") from None
+        raise UnusableInput(
+            f"cannot reach the Dask scheduler at {options.scheduler}: {type(exc).__name__}: {exc}. Start "
+            "one with `dask scheduler`, and workers with `dask worker ADDRESS` (see docs/instructors.md)"
+        ) from None
 
 
 def task_settings(options) -> dict:
@@ -307,8 +334,12 @@ def task_settings(options) -> dict:
 
 
 def make_task(student: str, items: list[tuple[str, Path, str]], digest: str, settings: dict) -> dict:
-    return {"student": student, "digest": digest, "settings": settings,
-            "notebooks": [{"notebook": notebook, "data": path.read_bytes()} for notebook, path, _ in items]}
+    return {
+        "student": student,
+        "digest": digest,
+        "settings": settings,
+        "notebooks": [{"notebook": notebook, "data": path.read_bytes()} for notebook, path, _ in items],
+    }
 
 
 def _usable_workers(client, digest: str, settings: dict, shipped: bytes) -> tuple[list[str], dict[str, str]]:
@@ -316,12 +347,24 @@ def _usable_workers(client, digest: str, settings: dict, shipped: bytes) -> tupl
     try:
         client.wait_for_workers(1, timeout=FIRST_WORKER_SECONDS)
     except TimeoutError:
-        raise UnusableInput(f"no Dask worker joined the scheduler within {FIRST_WORKER_SECONDS} s: start one with "
-                            "`dask worker ADDRESS` on a machine with the course installed") from None
+        raise UnusableInput(
+            f"no Dask worker joined the scheduler within {FIRST_WORKER_SECONDS} s: start one with "
+            "`dask worker ADDRESS` on a machine with the course installed"
+        ) from None
     workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
-    checks = {address: client.submit(worker_check, digest, settings, shipped, workers=[address], allow_other_workers=False,
-                                     pure=False, key=f"autograde-check-{uuid.uuid4().hex[:12]}")
-              for address in workers}
+    checks = {
+        address: client.submit(
+            worker_check,
+            digest,
+            settings,
+            shipped,
+            workers=[address],
+            allow_other_workers=False,
+            pure=False,
+            key=f"autograde-check-{uuid.uuid4().hex[:12]}",
+        )
+        for address in workers
+    }
     usable, refused = [], {}
     for address, future in checks.items():
         try:
@@ -335,13 +378,13 @@ def _usable_workers(client, digest: str, settings: dict, shipped: bytes) -> tupl
 
 
 def _number(value, low: float = -math.inf, high: float = math.inf) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            and low - 1e-9 <= value <= high + 1e-9)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and low - 1e-9 <= value <= high + 1e-9
 
 
 def check_outcome(outcome, points: dict[str, float], manual_ids: set[str]) -> None:
     """Raise MalformedResult unless ``outcome`` (a job's result.json) has the types and ranges
     that job.py writes: scores only for the course's automatic cells, within their points."""
+
     def need(ok: bool, what: str) -> None:
         if not ok:
             raise MalformedResult(f"result.json: {what}")
@@ -367,13 +410,20 @@ def check_outcome(outcome, points: dict[str, float], manual_ids: set[str]) -> No
     for gid, result in judge.items():
         need(gid in points and isinstance(result, dict) and isinstance(result.get("ideas"), list), f"judge {gid!r}")
         for idea in result["ideas"]:
-            need(isinstance(idea, dict) and isinstance(idea.get("id"), str) and isinstance(idea.get("status"), str)
-                 and _number(idea.get("earned")) and _number(idea.get("points")), f"an idea of {gid!r}")
+            need(
+                isinstance(idea, dict)
+                and isinstance(idea.get("id"), str)
+                and isinstance(idea.get("status"), str)
+                and _number(idea.get("earned"))
+                and _number(idea.get("points")),
+                f"an idea of {gid!r}",
+            )
     need(isinstance(outcome.get("load_errors", []), list), "load_errors not a list")
 
 
 def check_result(result, student: str, names: set[str], file_limit: int) -> list[dict]:
     """The notebooks of a worker's answer, once its shape is what grade_task returns (else MalformedResult)."""
+
     def need(ok: bool, what: str) -> None:
         if not ok:
             raise MalformedResult(f"the worker's answer for {student}: {what}")
@@ -388,8 +438,10 @@ def check_result(result, student: str, names: set[str], file_limit: int) -> list
         if item.get("ran") is False:
             need(item.get("status") in STATUSES_BEFORE_RUN and isinstance(item.get("detail"), str), "status")
             continue
-        need(item.get("ran") is True and isinstance(item.get("killed"), bool) and isinstance(item.get("log"), str)
-             and _number(item.get("seconds"), 0), "run fields")
+        need(
+            item.get("ran") is True and isinstance(item.get("killed"), bool) and isinstance(item.get("log"), str) and _number(item.get("seconds"), 0),
+            "run fields",
+        )
         files = item.get("files")
         need(isinstance(files, dict) and set(files) == {"result", "autograded", "submitted", "feedback"}, "files")
         for name, data in files.items():
@@ -397,15 +449,17 @@ def check_result(result, student: str, names: set[str], file_limit: int) -> list
     return items
 
 
-def grade_on_cluster_executor(course: Course, master: Path, out: Path, by_student: dict, options, done, fault,
-                              secrets: dict[str, str]) -> tuple[list[dict], dict]:
+def grade_on_cluster_executor(
+    course: Course, master: Path, out: Path, by_student: dict, options, done, fault, secrets: dict[str, str]
+) -> tuple[list[dict], dict]:
     """The cluster executor for ``grading.grade_batch`` (what ``grade --scheduler`` passes): the
     same jobs, one Dask task per student, on the scheduler at ``options.scheduler``."""
     return grade_on_cluster(course, out, by_student, options, done, fault, secrets, course_digest(course))
 
 
-def grade_on_cluster(course: Course, out: Path, by_student: dict[str, list[tuple[str, Path, str]]], options,
-                     done, fault, secrets: dict[str, str], digest: str) -> tuple[list[dict], dict]:
+def grade_on_cluster(
+    course: Course, out: Path, by_student: dict[str, list[tuple[str, Path, str]]], options, done, fault, secrets: dict[str, str], digest: str
+) -> tuple[list[dict], dict]:
     """Grade ``by_student`` on the cluster; each notebook is settled here as its student's task
     returns (``done(record)``), a failed task goes to ``fault(student, items, exc)``. Returns
     (the saved records, what to say about the cluster in summary.json)."""
@@ -429,8 +483,9 @@ def grade_on_cluster(course: Course, out: Path, by_student: dict[str, list[tuple
         for student, items in by_student.items():
             # retries: a task that raised runs once more (a worker that died is the scheduler's
             # business: it reruns that worker's tasks elsewhere, up to distributed.scheduler.allowed-failures)
-            future = client.submit(grade_task, make_task(student, items, digest, settings), pure=False, retries=1,
-                                   key=f"autograde-{uuid.uuid4().hex[:12]}", **where)
+            future = client.submit(
+                grade_task, make_task(student, items, digest, settings), pure=False, retries=1, key=f"autograde-{uuid.uuid4().hex[:12]}", **where
+            )
             futures[future] = (student, items)
         try:
             for future in as_completed(futures, loop=client.loop):
@@ -453,15 +508,13 @@ def grade_on_cluster(course: Course, out: Path, by_student: dict[str, list[tuple
         except BaseException:
             client.cancel(list(futures))
             raise
-        info = {"scheduler": options.scheduler, "workers": len(usable), "left_out": refused,
-                "tls": options.scheduler.startswith("tls://")}
+        info = {"scheduler": options.scheduler, "workers": len(usable), "left_out": refused, "tls": options.scheduler.startswith("tls://")}
         return records, info
     finally:
         client.close()
 
 
-def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[str, Path, str]], answer: list[dict],
-                   options, secrets: dict[str, str]):
+def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[str, Path, str]], answer: list[dict], options, secrets: dict[str, str]):
     """Each notebook of a checked answer as a local run settles it: the job folder rebuilt
     from the returned files, then record, feedback page and kept notebooks by grading.finish_record,
     signed and saved here. Yields the saved records."""
@@ -471,8 +524,15 @@ def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[st
     try:
         for notebook, path, fingerprint in items:
             item = by_name[notebook]
-            record = {"student_id": student, "notebook": notebook, "file": safe_text(path.name),
-                      "fingerprint": fingerprint, "scores": {}, "status": "graded", "detail": ""}
+            record = {
+                "student_id": student,
+                "notebook": notebook,
+                "file": safe_text(path.name),
+                "fingerprint": fingerprint,
+                "scores": {},
+                "status": "graded",
+                "detail": "",
+            }
             if item["matching_notes"]:
                 record["matching_notes"] = [safe_text(note) for note in item["matching_notes"]]
             if not item["ran"]:
@@ -487,8 +547,9 @@ def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[st
                     (job / relative).parent.mkdir(parents=True, exist_ok=True)
                     (job / relative).write_bytes(item["files"][name])
             try:  # answers changed since the copy graded last time (a person's score on one is flagged)
-                changed = changed_answers(out / "submitted" / student / course.assignment / f"{notebook}.ipynb",
-                                           nbformat.read(job / files["submitted"], as_version=4))
+                changed = changed_answers(
+                    out / "submitted" / student / course.assignment / f"{notebook}.ipynb", nbformat.read(job / files["submitted"], as_version=4)
+                )
             except Exception:
                 changed = None
             if changed is not None:

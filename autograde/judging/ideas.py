@@ -27,6 +27,7 @@ it stands; at grading the judge collects the ideas instead and runs them itself.
 The region never runs in a learner's kernel: the trusted judge (``judge.py``) runs it, with
 the learner's functions answering from the sandbox.
 """
+
 from __future__ import annotations
 
 import re
@@ -55,6 +56,7 @@ class Idea:
 @dataclass
 class HiddenTests:
     """A grade cell's hidden tests, parsed."""
+
     grade_id: str
     points: float
     source: str

@@ -10,6 +10,7 @@ turned into ``pass`` change nothing here.
 A TODO's score is the sum of the points of its ideas that passed (``ideas.py``), except
 that a TODO still raising ``NotImplementedError`` (left as released) earns nothing.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -28,9 +29,24 @@ MAX_MESSAGE = 1 << 20  # bytes in one message from the runner
 MAX_PAIRS = 10_000  # entries of one dict with keys that are not strings (whose hashes a runner can make collide)
 MAX_TEXT = 400  # characters of a message shown to the learner
 # exceptions a learner's function may raise that hidden tests can catch by type
-CATCHABLE = ("NotImplementedError", "RecursionError", "ZeroDivisionError", "UnboundLocalError", "KeyError",
-             "IndexError", "ValueError", "TypeError", "AttributeError", "NameError", "LookupError",
-             "ArithmeticError", "OverflowError", "AssertionError", "MemoryError", "RuntimeError")
+CATCHABLE = (
+    "NotImplementedError",
+    "RecursionError",
+    "ZeroDivisionError",
+    "UnboundLocalError",
+    "KeyError",
+    "IndexError",
+    "ValueError",
+    "TypeError",
+    "AttributeError",
+    "NameError",
+    "LookupError",
+    "ArithmeticError",
+    "OverflowError",
+    "AssertionError",
+    "MemoryError",
+    "RuntimeError",
+)
 
 
 class RunnerFailed(BaseException):
@@ -97,7 +113,7 @@ def _mirror(original: Any, after: Any) -> None:
 
 def _short(text: str) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "…"
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
 class Runner:
@@ -105,8 +121,9 @@ class Runner:
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, call_timeout: float):
         self.call_timeout = call_timeout
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     cwd=cwd, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, env=env, start_new_session=True
+        )
         os.set_blocking(self.proc.stdin.fileno(), False)  # writes wait in select, under a deadline (send)
         self._buffer = b""
         self.loaded: list[str] | None = None
@@ -127,12 +144,13 @@ class Runner:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.kill()
-                    raise RunnerFailed(f"your code did not answer in time ({self.call_timeout:g} s per call): "
-                                       "it stopped reading what the grader sent")
+                    raise RunnerFailed(
+                        f"your code did not answer in time ({self.call_timeout:g} s per call): it stopped reading what the grader sent"
+                    )
                 _, ready, _ = select.select([], [fd], [], left)
                 if ready:
                     try:
-                        data = data[os.write(fd, data):]
+                        data = data[os.write(fd, data) :]
                     except BlockingIOError:
                         continue
         except (BrokenPipeError, OSError, ValueError) as exc:
@@ -187,8 +205,7 @@ class Runner:
     def call(self, name: str, args: tuple, kwargs: dict, stand_ins: dict[str, Callable]) -> Any:
         encoded_args, encoded_kwargs = encode(list(args)), encode(dict(kwargs))
         deadline = time.monotonic() + self.call_timeout  # for the whole call: writes, reads and callbacks
-        self.send({"op": "call", "name": name, "args": encoded_args, "kwargs": encoded_kwargs,
-                   "stand_ins": sorted(stand_ins)}, deadline)
+        self.send({"op": "call", "name": name, "args": encoded_args, "kwargs": encoded_kwargs, "stand_ins": sorted(stand_ins)}, deadline)
         while True:
             reply = self.receive(max(0.0, deadline - time.monotonic()))
             op = reply.get("op")
@@ -229,8 +246,7 @@ class Runner:
         except RunnerFailed:
             raise
         except Exception as exc:
-            self.send({"op": "callback_error", "mro": [c.__name__ for c in type(exc).__mro__], "message": _short(exc)},
-                      deadline)
+            self.send({"op": "callback_error", "mro": [c.__name__ for c in type(exc).__mro__], "message": _short(exc)}, deadline)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -253,6 +269,7 @@ class Runner:
 @dataclass
 class Session:
     """A runner for one student's notebooks, restarted when it fails."""
+
     start: Callable[[], Runner]
     cell_timeout: float
     runner: Runner | None = None
@@ -354,9 +371,12 @@ def _judge_notebook(tests: list[dict], solutions: dict[str, str], session: Sessi
         results = {}
         for test in tests:
             spec = idea_format.load(test["hidden"], test["grade_id"], test["points"])
-            results[test["grade_id"]] = {"score": 0.0, "points": test["points"], "status": "error", "ideas": [
-                {"id": i.id, "text": i.text, "points": i.points, "earned": 0.0, "status": "skipped", "message": why}
-                for i in spec.ideas]}
+            results[test["grade_id"]] = {
+                "score": 0.0,
+                "points": test["points"],
+                "status": "error",
+                "ideas": [{"id": i.id, "text": i.text, "points": i.points, "earned": 0.0, "status": "skipped", "message": why} for i in spec.ideas],
+            }
         return results, [{"cell": -1, "error": why}]
     results = {test["grade_id"]: judge_cell(test, solutions, session, cells) for test in tests}
     return results, load_errors

@@ -17,6 +17,7 @@ Tuples travel as {"$tuple": [...]}, dicts with keys that are not strings as {"$d
 A value that is not plain data (an object with a custom ``__eq__``, a set, a function) is
 refused here with a TypeError, so the judge only ever compares plain data.
 """
+
 import json
 import os
 import signal
@@ -46,8 +47,7 @@ def encode(value, depth=0):
         if all(type(k) is str for k in value):
             return {str(k): encode(v, depth + 1) for k, v in value.items()}
         return {"$dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
-    raise TypeError(f"a {type(value).__name__} is not plain data: return only None, bool, int, float, str, "
-                    "list, tuple and dict values")
+    raise TypeError(f"a {type(value).__name__} is not plain data: return only None, bool, int, float, str, list, tuple and dict values")
 
 
 def decode(value):
@@ -156,7 +156,8 @@ def _stand_in(name):
         if reply.get("op") == "callback_result":
             return decode(reply.get("value"))
         error = {"ValueError": ValueError, "TypeError": TypeError, "KeyError": KeyError}.get(
-            next((n for n in reply.get("mro", []) if n in ("ValueError", "TypeError", "KeyError")), ""), RuntimeError)
+            next((n for n in reply.get("mro", []) if n in ("ValueError", "TypeError", "KeyError")), ""), RuntimeError
+        )
         raise error(reply.get("message", ""))
 
     call_judge.__name__ = name
@@ -178,9 +179,12 @@ def call(message):
         for g, previous in saved.items():
             NAMESPACE[g] = previous
     after, kw_after = encode(list(args)), encode(kwargs)
-    return {"op": "result", "value": encode(value),
-            "args_after": after if after != message.get("args", []) else None,
-            "kwargs_after": kw_after if kw_after != message.get("kwargs", {}) else None}
+    return {
+        "op": "result",
+        "value": encode(value),
+        "args_after": after if after != message.get("args", []) else None,
+        "kwargs_after": kw_after if kw_after != message.get("kwargs", {}) else None,
+    }
 
 
 def main():

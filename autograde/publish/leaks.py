@@ -1,4 +1,5 @@
 """Prove that what learners receive holds no answer and no hidden test."""
+
 from __future__ import annotations
 
 import io
@@ -21,8 +22,10 @@ def secret_lines(course: Course) -> dict[str, str]:
     for path in course.source_paths():
         for cell in nbformat.read(path, as_version=4).cells:
             outside = cell.source
-            for kind, begin, end in (("solution", "### BEGIN SOLUTION", "### END SOLUTION"),
-                                     ("hidden test", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")):
+            for kind, begin, end in (
+                ("solution", "### BEGIN SOLUTION", "### END SOLUTION"),
+                ("hidden test", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"),
+            ):
                 pattern = re.escape(begin) + r"(.*?)" + re.escape(end)
                 for region in re.findall(pattern, cell.source, flags=re.S):
                     for line in region.splitlines():

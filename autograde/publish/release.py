@@ -1,4 +1,5 @@
 """Generate the learner release from the instructor sources with nbgrader."""
+
 from __future__ import annotations
 
 import json

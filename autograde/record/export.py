@@ -2,14 +2,15 @@
 read from the course gradebook (after graders scored the reflections in formgrader). A score
 a person gave to an answer that changed since is shown as ``review`` and not counted until
 they look at it again in formgrader."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..course import Course, UnusableInput, exercises
-from ..model import PENDING, REVIEW
+from ..model import REVIEW
 from . import gradebook
-from .tables import write_csv
+from .tables import cell_value, score_row, write_csv
 
 
 def export(course: Course, out: Path, db_url: str | None = None, target: Path | None = None) -> tuple[Path, dict]:
@@ -26,28 +27,19 @@ def export(course: Course, out: Path, db_url: str | None = None, target: Path | 
     cells = exercises(course)
     auto = [e for e in cells if not e.manual]
     manual = [e for e in cells if e.manual]
-    fields = ["student_id", *[e.grade_id for e in auto], *[e.grade_id for e in manual],
-              "auto_total", "manual_total", "total", "max_total", "pending", "needs_review"]
+    fields = [
+        "student_id",
+        *[e.grade_id for e in auto],
+        *[e.grade_id for e in manual],
+        "auto_total",
+        "manual_total",
+        "total",
+        "max_total",
+        "pending",
+        "needs_review",
+    ]
     target = target or out / "final_grades.csv"
-    rows = []
-    for student in sorted(stored):
-        per = stored[student]
-        row: dict = {"student_id": student}
-        for e in cells:
-            entry = per.get(e.grade_id)
-            score = gradebook.cell_score(entry) if entry else None
-            if gradebook.needs_review(entry):  # a person's score on an answer that changed since: not counted
-                row[e.grade_id] = REVIEW
-            else:
-                row[e.grade_id] = PENDING if score is None and e.manual else (score or 0.0)
-        row["auto_total"] = sum(v for e in auto if not isinstance(v := row[e.grade_id], str))
-        row["manual_total"] = sum(v for e in manual if not isinstance(v := row[e.grade_id], str))
-        row["total"] = row["auto_total"] + row["manual_total"]
-        row["max_total"] = sum(e.points for e in cells)
-        row["pending"] = sum(row[e.grade_id] == PENDING for e in manual)
-        row["needs_review"] = sum(row[e.grade_id] == REVIEW for e in cells)
-        rows.append(row)
+    rows = [score_row(student, cells, lambda e, per=stored[student]: cell_value(e, per.get(e.grade_id))) for student in sorted(stored)]
     write_csv(target, fields, rows)
     review = [f"{r['student_id']}/{e.grade_id}" for r in rows for e in cells if r[e.grade_id] == REVIEW]
-    return target, {"students": len(rows), "pending": sum(r["pending"] for r in rows), "needs_review": review,
-                    "db_url": gradebook.mask_url(url)}
+    return target, {"students": len(rows), "pending": sum(r["pending"] for r in rows), "needs_review": review, "db_url": gradebook.mask_url(url)}

@@ -1,4 +1,5 @@
 """The exporter nbgrader's feedback step uses (``c.GenerateFeedback.exporter_class``)."""
+
 from __future__ import annotations
 
 import html
@@ -59,9 +60,11 @@ def add_csp(html_text: str, policy: str = FEEDBACK_POLICY) -> str:
 
 # Long lines wrap on a feedback page instead of making the reader scroll sideways: code, outputs
 # and tracebacks keep their line breaks and break long lines anywhere they must.
-WRAP_STYLE = ("<style>/* course: long lines wrap */ pre, .highlight pre, div.output_area pre "
-              "{ white-space: pre-wrap; overflow-wrap: anywhere; } div.output_area, div.input_area "
-              "{ overflow-x: visible; }</style>")
+WRAP_STYLE = (
+    "<style>/* course: long lines wrap */ pre, .highlight pre, div.output_area pre "
+    "{ white-space: pre-wrap; overflow-wrap: anywhere; } div.output_area, div.input_area "
+    "{ overflow-x: visible; }</style>"
+)
 
 
 def add_wrapping(html_text: str) -> str:

@@ -13,6 +13,7 @@ formgrader (``jupyter lab`` in OUT) and ``nbgrader export`` work on it. No datab
 written to a file or a log: URLs are masked, and the config holds the URL without it
 (libpq then reads ``PGPASSWORD`` or ``~/.pgpass``).
 """
+
 from __future__ import annotations
 
 import json
@@ -134,15 +135,14 @@ def open_gradebook(url: str):
     try:
         return Gradebook(url, COURSE_ID)
     except Exception as exc:
-        raise GradebookError(f"cannot open the gradebook {mask_url(url)}: "
-                             f"{type(exc).__name__}: {mask_text(str(exc), url)[:500]}") from None
+        raise GradebookError(f"cannot open the gradebook {mask_url(url)}: {type(exc).__name__}: {mask_text(str(exc), url)[:500]}") from None
 
 
 def write_course_config(out: Path, url: str, master: Path, assignment: str) -> None:
     """Make OUT an nbgrader course folder that formgrader and ``nbgrader export`` understand."""
     stored = password_free(url)
     write_json_atomic(out / URL_FILE, {"db_url": stored, "assignment": assignment})
-    text = f'''# nbgrader configuration of this graded course (written by `python -m autograde grade`).
+    text = f"""# nbgrader configuration of this graded course (written by `python -m autograde grade`).
 # formgrader (`jupyter lab` started here) and `nbgrader export --to FILE` read the course gradebook below.
 # The database password is never stored: set PGPASSWORD or use ~/.pgpass.
 c = get_config()  # noqa: F821
@@ -152,7 +152,7 @@ c.CourseDirectory.db_url = {stored!r}
 # the master course built from the instructor sources (without hidden tests)
 c.CourseDirectory.source_directory = {str(Path(master.name) / "source")!r}
 c.CourseDirectory.release_directory = {str(Path(master.name) / "release")!r}
-'''
+"""
     tmp = out / "nbgrader_config.py.tmp"
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out / "nbgrader_config.py")
@@ -172,15 +172,14 @@ def sync_structure(gradebook, master_db: Path, assignment: str) -> dict[str, dic
             solution_ids = {cell.name for cell in notebook.solution_cells}
             found = cells.setdefault(notebook.name, {})
             for cell in notebook.grade_cells:
-                gradebook.update_or_create_grade_cell(cell.name, notebook.name, assignment, max_score=cell.max_score,
-                                                      cell_type=cell.cell_type)
-                found[cell.name] = {"max_score": float(cell.max_score), "cell_type": cell.cell_type,
-                                    "manual": cell.name in solution_ids}
+                gradebook.update_or_create_grade_cell(cell.name, notebook.name, assignment, max_score=cell.max_score, cell_type=cell.cell_type)
+                found[cell.name] = {"max_score": float(cell.max_score), "cell_type": cell.cell_type, "manual": cell.name in solution_ids}
             for cell in notebook.solution_cells:
                 gradebook.update_or_create_solution_cell(cell.name, notebook.name, assignment)
             for cell in notebook.source_cells:
-                gradebook.update_or_create_source_cell(cell.name, notebook.name, assignment, cell_type=cell.cell_type,
-                                                       locked=cell.locked, source=cell.source, checksum=cell.checksum)
+                gradebook.update_or_create_source_cell(
+                    cell.name, notebook.name, assignment, cell_type=cell.cell_type, locked=cell.locked, source=cell.source, checksum=cell.checksum
+                )
     return cells
 
 
@@ -224,8 +223,7 @@ def merge(gradebook, assignment: str, record: dict) -> None:
             auto = 0.0
         if grade.manual_score is None:
             grade.needs_manual_grade = auto is None
-        elif auto != grade.auto_score or not graded or (
-                not record.get("cached") and grade.name in record.get("changed_answers", [grade.name])):
+        elif auto != grade.auto_score or not graded or (not record.get("cached") and grade.name in record.get("changed_answers", [grade.name])):
             # under a person's score the answer changed, was removed, or could not be graded: they review it
             grade.needs_manual_grade = True
         grade.auto_score = auto
@@ -248,10 +246,15 @@ def read_scores(url: str, assignment: str) -> dict[str, dict[str, dict]]:
             for notebook in submission.notebooks:
                 solution_ids = {cell.name for cell in notebook.notebook.solution_cells}
                 for grade in notebook.grades:
-                    per[grade.name] = {"auto": grade.auto_score, "manual": grade.manual_score,
-                                       "extra": grade.extra_credit, "max": float(grade.max_score or 0.0),
-                                       "manual_cell": grade.name in solution_ids, "notebook": notebook.name,
-                                       "needs_manual_grade": bool(grade.needs_manual_grade)}
+                    per[grade.name] = {
+                        "auto": grade.auto_score,
+                        "manual": grade.manual_score,
+                        "extra": grade.extra_credit,
+                        "max": float(grade.max_score or 0.0),
+                        "manual_cell": grade.name in solution_ids,
+                        "notebook": notebook.name,
+                        "needs_manual_grade": bool(grade.needs_manual_grade),
+                    }
     return found
 
 

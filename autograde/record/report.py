@@ -12,6 +12,7 @@ The page shows the score distribution (totals, and each exercise, with answers t
 person as pending, not as 0), each graded idea's pass rate across the class, most missed
 first, the problems by kind with the students they hit, and the slowest notebooks.
 """
+
 from __future__ import annotations
 
 import base64
@@ -35,8 +36,7 @@ NEEDED = ("student_id", "total", "max_total", "pending", "needs_review")
 SHOWN_PER_KIND = 100  # rows per problem kind on the page (report.json has them all)
 SLOWEST = 15
 OTHER_KINDS = {
-    "graded_with_notes": "graded, with a note (part of it over the memory limit, code the judge could not load, "
-                         "or no feedback page)",
+    "graded_with_notes": "graded, with a note (part of it over the memory limit, code the judge could not load, or no feedback page)",
     "redacted": "lines removed from the feedback page: they quoted the grader's tests or answers",
     "matching_note": "a notebook found under another name, or answer cells repaired for grading",
     "needs_review": "a person's score on an answer that changed since: not counted until scored again in formgrader",
@@ -44,11 +44,11 @@ OTHER_KINDS = {
 
 
 def _unusable(out: Path, why: str) -> UnusableInput:
-    return UnusableInput(f"{out} is not a graded course folder: {why} "
-                         f"(run `python -m autograde grade SUBMISSIONS --out {out}` first)")
+    return UnusableInput(f"{out} is not a graded course folder: {why} (run `python -m autograde grade SUBMISSIONS --out {out}` first)")
 
 
 # ---------------------------------------------------------------- reading OUT (data only)
+
 
 def _read_summary(out: Path) -> dict:
     path = out / "summary.json"
@@ -123,14 +123,19 @@ def _read_log(out: Path) -> list[dict]:
                 record = json.loads(line)
             except ValueError:
                 raise UnusableInput(f"{where} is not JSON; grade again to rewrite the log") from None
-            if not (isinstance(record, dict) and isinstance(record.get("student_id"), str)
-                    and isinstance(record.get("notebook"), str) and isinstance(record.get("status"), str)):
+            if not (
+                isinstance(record, dict)
+                and isinstance(record.get("student_id"), str)
+                and isinstance(record.get("notebook"), str)
+                and isinstance(record.get("status"), str)
+            ):
                 raise UnusableInput(f"{where} is not a record the grader writes (student_id, notebook, status)")
             ideas = record.get("ideas", {})
             if not isinstance(ideas, dict) or not all(
-                    isinstance(items, list) and all(isinstance(i, dict) and isinstance(i.get("id"), str)
-                                                    and isinstance(i.get("status"), str) for i in items)
-                    for items in ideas.values()):
+                isinstance(items, list)
+                and all(isinstance(i, dict) and isinstance(i.get("id"), str) and isinstance(i.get("status"), str) for i in items)
+                for items in ideas.values()
+            ):
                 raise UnusableInput(f"{where}: its ideas are not the judge's results (grade cell -> list of ideas)")
             seconds = record.get("seconds")
             record["seconds"] = float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
@@ -163,11 +168,17 @@ def course_ideas(course: Course) -> list[IdeaInfo]:
 
 # ---------------------------------------------------------------- the numbers
 
+
 def _stats(values: list[float]) -> dict:
     if not values:
         return {"count": 0, "mean": None, "median": None, "min": None, "max": None}
-    return {"count": len(values), "mean": round(statistics.fmean(values), 3), "median": round(statistics.median(values), 3),
-            "min": min(values), "max": max(values)}
+    return {
+        "count": len(values),
+        "mean": round(statistics.fmean(values), 3),
+        "median": round(statistics.median(values), 3),
+        "min": min(values),
+        "max": max(values),
+    }
 
 
 def _histogram(values: list[float], top: float) -> dict:
@@ -189,10 +200,16 @@ def _exercise(name: str, info: Exercise | None, rows: list[dict]) -> dict:
     scores: dict[str, int] = {}
     for v in sorted(numbers):
         scores[f"{v:g}"] = scores.get(f"{v:g}", 0) + 1
-    return {"grade_id": name, "notebook": info.notebook if info else None, "points": points,
-            "kind": "manual" if info and info.manual else "auto" if info else "unknown",
-            "scored": len(numbers), **counts, "mean": round(statistics.fmean(numbers), 3) if numbers else None,
-            "scores": scores}
+    return {
+        "grade_id": name,
+        "notebook": info.notebook if info else None,
+        "points": points,
+        "kind": "manual" if info and info.manual else "auto" if info else "unknown",
+        "scored": len(numbers),
+        **counts,
+        "mean": round(statistics.fmean(numbers), 3) if numbers else None,
+        "scores": scores,
+    }
 
 
 def _idea_rates(course: Course, records: list[dict], n_students: int) -> list[dict]:
@@ -200,8 +217,14 @@ def _idea_rates(course: Course, records: list[dict], n_students: int) -> list[di
     known = course_ideas(course)
     tally: dict[tuple[str, str], dict] = {}
     for info in known:
-        tally[(info.grade_id, info.id)] = {"notebook": info.notebook, "grade_id": info.grade_id, "idea": info.id,
-                                          "text": info.text, "points": info.points, "order": info.order}
+        tally[(info.grade_id, info.id)] = {
+            "notebook": info.notebook,
+            "grade_id": info.grade_id,
+            "idea": info.id,
+            "text": info.text,
+            "points": info.points,
+            "order": info.order,
+        }
     for record in records:
         if record["status"] != "graded":
             continue
@@ -209,8 +232,14 @@ def _idea_rates(course: Course, records: list[dict], n_students: int) -> list[di
             for item in items:
                 key = (grade_id, item["id"])
                 if key not in tally:  # an idea the sources no longer have
-                    tally[key] = {"notebook": record["notebook"], "grade_id": grade_id, "idea": item["id"],
-                                  "text": None, "points": item.get("points"), "order": len(tally)}
+                    tally[key] = {
+                        "notebook": record["notebook"],
+                        "grade_id": grade_id,
+                        "idea": item["id"],
+                        "text": None,
+                        "points": item.get("points"),
+                        "order": len(tally),
+                    }
                 entry = tally[key]
                 status = item["status"] if item["status"] in IDEA_STATUSES else "error"
                 entry[status] = entry.get(status, 0) + 1
@@ -218,9 +247,16 @@ def _idea_rates(course: Course, records: list[dict], n_students: int) -> list[di
     for entry in tally.values():
         counts = {s: entry.pop(s, 0) for s in IDEA_STATUSES}
         judged = sum(counts.values())
-        ideas.append({**entry, **counts, "judged": judged, "missed": judged - counts["passed"],
-                      "not_judged": max(0, n_students - judged),
-                      "pass_rate": round(counts["passed"] / judged, 4) if judged else None})
+        ideas.append(
+            {
+                **entry,
+                **counts,
+                "judged": judged,
+                "missed": judged - counts["passed"],
+                "not_judged": max(0, n_students - judged),
+                "pass_rate": round(counts["passed"] / judged, 4) if judged else None,
+            }
+        )
     ideas.sort(key=lambda i: (i["pass_rate"] is None, i["pass_rate"] if i["pass_rate"] is not None else 0, i["order"]))
     for i in ideas:
         del i["order"]
@@ -250,9 +286,16 @@ def _problems(records: list[dict], summary: dict, rows: list[dict]) -> list[dict
     for row in rows:
         if row["needs_review"] > 0:
             add("needs_review", row["student_id"], "", f"{row['needs_review']:g} score(s) to look at again")
-    problems = [{"kind": kind, "what": STATUS_TEXT.get(kind) or OTHER_KINDS.get(kind) or "an outcome this report does not know",
-                 "count": len(items), "students": len({i["student_id"] for i in items}), "items": items}
-                for kind, items in kinds.items()]
+    problems = [
+        {
+            "kind": kind,
+            "what": STATUS_TEXT.get(kind) or OTHER_KINDS.get(kind) or "an outcome this report does not know",
+            "count": len(items),
+            "students": len({i["student_id"] for i in items}),
+            "items": items,
+        }
+        for kind, items in kinds.items()
+    ]
     problems.sort(key=lambda p: (-p["count"], p["kind"]))
 
     return problems
@@ -263,13 +306,24 @@ def _timing(records: list[dict]) -> dict:
     timed = [r for r in records if r["seconds"] is not None]
     seconds = [r["seconds"] for r in timed]
     slowest = sorted(timed, key=lambda r: (-r["seconds"], r["student_id"], r["notebook"]))[:SLOWEST]
-    return {**_stats(seconds), "total": round(sum(seconds), 2),
-            "p90": round(statistics.quantiles(seconds, n=10)[-1], 3) if len(seconds) >= 2 else None,
-            "slowest": [{"student_id": r["student_id"], "notebook": r["notebook"], "seconds": r["seconds"],
-                         "status": r["status"], "reused": bool(r.get("cached")),
-                         "timings": {k: v for k, v in r.get("timings", {}).items()
-                                     if isinstance(v, (int, float))} if isinstance(r.get("timings"), dict) else {}}
-                        for r in slowest]}
+    return {
+        **_stats(seconds),
+        "total": round(sum(seconds), 2),
+        "p90": round(statistics.quantiles(seconds, n=10)[-1], 3) if len(seconds) >= 2 else None,
+        "slowest": [
+            {
+                "student_id": r["student_id"],
+                "notebook": r["notebook"],
+                "seconds": r["seconds"],
+                "status": r["status"],
+                "reused": bool(r.get("cached")),
+                "timings": {k: v for k, v in r.get("timings", {}).items() if isinstance(v, (int, float))}
+                if isinstance(r.get("timings"), dict)
+                else {},
+            }
+            for r in slowest
+        ],
+    }
 
 
 def build_report(course: Course, out: Path) -> dict:
@@ -284,8 +338,10 @@ def build_report(course: Course, out: Path) -> dict:
     try:
         stamp = json.loads((out / ".course.digest").read_text(encoding="utf-8"))
         if isinstance(stamp, dict) and stamp.get("sources") != course.sources_digest():
-            warnings.append("the course's sources changed since this folder was graded: idea texts and points are "
-                            "today's; grade again for results against the current sources")
+            warnings.append(
+                "the course's sources changed since this folder was graded: idea texts and points are "
+                "today's; grade again for results against the current sources"
+            )
     except (OSError, ValueError):
         pass
 
@@ -313,12 +369,22 @@ def build_report(course: Course, out: Path) -> dict:
     problems = _problems(records, summary, rows)
     timing = _timing(records)
 
-    return {"assignment": course.assignment, "students": n_students, "notebooks": list(course.notebooks),
-            "records": len(records), "notebooks_graded": sum(r["status"] == "graded" for r in records),
-            "scores": score_section, "ideas": ideas, "problems": problems, "timing": timing, "warnings": warnings}
+    return {
+        "assignment": course.assignment,
+        "students": n_students,
+        "notebooks": list(course.notebooks),
+        "records": len(records),
+        "notebooks_graded": sum(r["status"] == "graded" for r in records),
+        "scores": score_section,
+        "ideas": ideas,
+        "problems": problems,
+        "timing": timing,
+        "warnings": warnings,
+    }
 
 
 # ---------------------------------------------------------------- figures
+
 
 def _plain(text: str) -> str:
     """A label matplotlib draws as it is (no mathtext)."""
@@ -345,82 +411,138 @@ def figures(data: dict) -> dict[str, str]:
 
 def draw_figures(data: dict) -> dict:
     """The report's matplotlib figures by name (drawn apart from their encoding, so that their
-    text can be checked)."""
+    text can be checked); a figure with nothing to show is left out."""
+    drawn = {
+        "totals": _totals_figure(data),
+        "exercises": _exercises_figure(data),
+        "ideas": _ideas_figure(data),
+        "problems": _problems_figure(data),
+        "slowest": _slowest_figure(data),
+    }
+    return {name: fig for name, fig in drawn.items() if fig is not None}
+
+
+def _totals_figure(data: dict):
+    """The class's totals: a histogram, with the mean."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    found = {}
+    if not data["students"]:
+        return None
     scores = data["scores"]
     hist = scores["total"]["histogram"]
-    if data["students"]:
-        fig = Figure(figsize=(7.5, 3.2), layout="constrained")
-        ax = fig.add_subplot()
-        edges = hist["edges"]
-        ax.bar(edges[:-1], hist["counts"], width=[b - a for a, b in zip(edges, edges[1:])], align="edge",
-               color="#1565c0", edgecolor="white", label="students")
-        if scores["total"]["mean"] is not None:
-            ax.axvline(scores["total"]["mean"], color="black", linestyle="--", label=f"mean {_mean(scores['total']['mean'])}")
-        ax.set_xlabel(f"total points (of {scores['max_total']:g}; answers pending a person are not in these totals)")
-        ax.set_ylabel("students")
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # students come whole: no 0.5 tick
-        ax.set_title("Totals across the class")
-        ax.legend(loc="upper right")
-        found["totals"] = fig
+    fig = Figure(figsize=(7.5, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    edges = hist["edges"]
+    ax.bar(
+        edges[:-1],
+        hist["counts"],
+        width=[b - a for a, b in zip(edges, edges[1:])],
+        align="edge",
+        color="#1565c0",
+        edgecolor="white",
+        label="students",
+    )
+    if scores["total"]["mean"] is not None:
+        ax.axvline(scores["total"]["mean"], color="black", linestyle="--", label=f"mean {_mean(scores['total']['mean'])}")
+    ax.set_xlabel(f"total points (of {scores['max_total']:g}; answers pending a person are not in these totals)")
+    ax.set_ylabel("students")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # students come whole: no 0.5 tick
+    ax.set_title("Totals across the class")
+    ax.legend(loc="upper right")
+    return fig
 
-    exercises_ = scores["exercises"]
-    if exercises_:
-        fig = Figure(figsize=(7.5, 0.32 * len(exercises_) + 1.6), layout="constrained")
-        ax = fig.add_subplot()
-        labels = [_plain(e["grade_id"]) for e in exercises_][::-1]
-        left = [0] * len(exercises_)
-        for part, label in (("full", "full marks"), ("partial", "part of the points"), ("zero", "0 points"),
-                            (PENDING, "pending: waits for a person"), (REVIEW, "review: to score again")):
-            widths = [e[part] for e in exercises_][::-1]
-            ax.barh(labels, widths, left=left, color=COLOURS[part], label=label)
-            left = [a + b for a, b in zip(left, widths)]
-        ax.set_xlabel("students")
-        ax.set_title("Each exercise's scores")
-        fig.legend(loc="outside lower center", ncols=3, fontsize="small")
-        found["exercises"] = fig
+
+def _exercises_figure(data: dict):
+    """Each exercise's scores: full, partial, zero, pending, review."""
+    from matplotlib.figure import Figure
+
+    exercises_ = data["scores"]["exercises"]
+    if not exercises_:
+        return None
+    fig = Figure(figsize=(7.5, 0.32 * len(exercises_) + 1.6), layout="constrained")
+    ax = fig.add_subplot()
+    labels = [_plain(e["grade_id"]) for e in exercises_][::-1]
+    left = [0] * len(exercises_)
+    for part, label in (
+        ("full", "full marks"),
+        ("partial", "part of the points"),
+        ("zero", "0 points"),
+        (PENDING, "pending: waits for a person"),
+        (REVIEW, "review: to score again"),
+    ):
+        widths = [e[part] for e in exercises_][::-1]
+        ax.barh(labels, widths, left=left, color=COLOURS[part], label=label)
+        left = [a + b for a, b in zip(left, widths)]
+    ax.set_xlabel("students")
+    ax.set_title("Each exercise's scores")
+    fig.legend(loc="outside lower center", ncols=3, fontsize="small")
+    return fig
+
+
+def _ideas_figure(data: dict):
+    """Each graded idea's pass rate, most missed at the top."""
+    from matplotlib.figure import Figure
 
     ideas = [i for i in data["ideas"] if i["pass_rate"] is not None]
-    if ideas:
-        fig = Figure(figsize=(7.5, 0.24 * len(ideas) + 1.2), layout="constrained")
-        ax = fig.add_subplot()
-        ax.barh([_plain(f"{i['grade_id']} · {i['idea']}") for i in ideas][::-1], [100 * i["pass_rate"] for i in ideas][::-1],
-                color=["#c62828" if i["pass_rate"] < 0.5 else "#f9a825" if i["pass_rate"] < 0.8 else "#2e7d32"
-                       for i in ideas][::-1])
-        ax.set_xlim(0, 100)
-        # two lines: long idea names leave the axes narrower than this label on one line
-        ax.set_xlabel("% of judged notebooks that passed the idea\n(red under 50%, amber under 80%, green from 80%)")
-        ax.set_title("Graded ideas, most missed at the top")
-        ax.tick_params(axis="y", labelsize="small")
-        found["ideas"] = fig
+    if not ideas:
+        return None
+    fig = Figure(figsize=(7.5, 0.24 * len(ideas) + 1.2), layout="constrained")
+    ax = fig.add_subplot()
+    ax.barh(
+        [_plain(f"{i['grade_id']} · {i['idea']}") for i in ideas][::-1],
+        [100 * i["pass_rate"] for i in ideas][::-1],
+        color=["#c62828" if i["pass_rate"] < 0.5 else "#f9a825" if i["pass_rate"] < 0.8 else "#2e7d32" for i in ideas][::-1],
+    )
+    ax.set_xlim(0, 100)
+    # two lines: long idea names leave the axes narrower than this label on one line
+    ax.set_xlabel("% of judged notebooks that passed the idea\n(red under 50%, amber under 80%, green from 80%)")
+    ax.set_title("Graded ideas, most missed at the top")
+    ax.tick_params(axis="y", labelsize="small")
+    return fig
 
-    if data["problems"]:
-        problems = data["problems"]
-        fig = Figure(figsize=(7.5, 0.32 * len(problems) + 1.2), layout="constrained")
-        ax = fig.add_subplot()
-        ax.barh([_plain(p["kind"]) for p in problems][::-1], [p["count"] for p in problems][::-1], color="#ef6c00")
-        ax.set_xlabel("notebooks (or students, for notes and reviews)")
-        ax.set_title("Problems by kind")
-        found["problems"] = fig
+
+def _problems_figure(data: dict):
+    """Problems by kind."""
+    from matplotlib.figure import Figure
+
+    if not data["problems"]:
+        return None
+    problems = data["problems"]
+    fig = Figure(figsize=(7.5, 0.32 * len(problems) + 1.2), layout="constrained")
+    ax = fig.add_subplot()
+    ax.barh([_plain(p["kind"]) for p in problems][::-1], [p["count"] for p in problems][::-1], color="#ef6c00")
+    ax.set_xlabel("notebooks (or students, for notes and reviews)")
+    ax.set_title("Problems by kind")
+    return fig
+
+
+def _slowest_figure(data: dict):
+    """The slowest notebooks, with the median of all."""
+    from matplotlib.figure import Figure
 
     seconds = [s["seconds"] for s in data["timing"]["slowest"]]
-    if data["timing"]["count"]:
-        fig = Figure(figsize=(7.5, 0.3 * len(seconds) + 1.2), layout="constrained")
-        ax = fig.add_subplot()
-        slow = data["timing"]["slowest"]
-        ax.barh([_plain(f"{s['student_id'][:24]} · {s['notebook'][:28]}") for s in slow][::-1], seconds[::-1],
-                color=["#c62828" if s["status"] != "graded" else "#1565c0" for s in slow][::-1])
-        ax.axvline(data["timing"]["median"], color="black", linestyle="--",
-                   label=f"median of all {data['timing']['count']} notebooks: {data['timing']['median']:g} s")
-        ax.set_xlabel("seconds to grade (red: not graded, e.g. stopped at the time limit)")
-        ax.set_title("The slowest notebooks")
-        ax.tick_params(axis="y", labelsize="small")
-        ax.legend(loc="lower right", fontsize="small")
-        found["slowest"] = fig
-    return found
+    if not data["timing"]["count"]:
+        return None
+    fig = Figure(figsize=(7.5, 0.3 * len(seconds) + 1.2), layout="constrained")
+    ax = fig.add_subplot()
+    slow = data["timing"]["slowest"]
+    ax.barh(
+        [_plain(f"{s['student_id'][:24]} · {s['notebook'][:28]}") for s in slow][::-1],
+        seconds[::-1],
+        color=["#c62828" if s["status"] != "graded" else "#1565c0" for s in slow][::-1],
+    )
+    ax.axvline(
+        data["timing"]["median"],
+        color="black",
+        linestyle="--",
+        label=f"median of all {data['timing']['count']} notebooks: {data['timing']['median']:g} s",
+    )
+    ax.set_xlabel("seconds to grade (red: not graded, e.g. stopped at the time limit)")
+    ax.set_title("The slowest notebooks")
+    ax.tick_params(axis="y", labelsize="small")
+    ax.legend(loc="lower right", fontsize="small")
+    return fig
 
 
 # ---------------------------------------------------------------- the page

@@ -1,16 +1,21 @@
-"""The CSV files the grader writes (``grades.csv``, ``final_grades.csv``), safe to open in a
-spreadsheet.
+"""The score tables the grader writes (``grades.csv`` after grading, ``final_grades.csv`` from
+``export``): one rule for a cell's value and the totals, shared by both, and CSV files safe to open
+in a spreadsheet.
 
 A cell that starts with ``=``, ``+``, ``-`` or ``@`` (or a tab or carriage return before one)
 is read by Excel, LibreOffice and Google Sheets as a formula, and a formula can fetch URLs or
 run commands on the instructor's machine (OWASP: CSV injection). Any such text cell is written
 with a leading ``'``, which spreadsheets show as text; numbers are written as numbers.
 """
+
 from __future__ import annotations
 
 import csv
 import os
 from pathlib import Path
+
+from ..model import PENDING, REVIEW
+from . import gradebook
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -38,3 +43,41 @@ def write_csv(path: Path, fields: list[str], rows: list[dict]) -> None:
         for row in rows:
             writer.writerow({key: spreadsheet_safe(value) for key, value in row.items()})
     os.replace(tmp, path)
+
+
+def cell_value(e, entry: dict | None, record: dict | None = None):
+    """One cell of a score table for exercise ``e``: a person's score from the gradebook
+    (``review`` when the answer changed since they gave it: not counted), else the judge's score,
+    else ``pending`` for an answer a person has yet to grade. ``record``: the notebook's grading
+    record (grades.csv); without one (the export reads the gradebook alone) a missing automatic
+    score is 0. A notebook that was not graded at all scores 0, with nothing left for a person."""
+    score = gradebook.cell_score(entry) if entry else None
+    if gradebook.needs_review(entry):
+        return REVIEW
+    if score is not None:
+        return score
+    if record is None:
+        return PENDING if e.manual else 0.0
+    if record.get("status") != "graded":
+        return 0.0
+    if not e.manual:
+        return float(record.get("scores", {}).get(e.grade_id, 0.0))
+    left = record.get("manual", {}).get(e.grade_id)  # 0: left as released
+    return PENDING if left is None else float(left)
+
+
+def score_row(student: str, cells: list, value) -> dict:
+    """A student's row: ``value(e)`` for each exercise (automatic ones first), then the totals:
+    ``auto_total``, ``manual_total``, ``total`` (every counted score), ``max_total``, how many
+    answers are ``pending`` and how many ``needs_review``."""
+    row: dict = {"student_id": student}
+    for e in [*(e for e in cells if not e.manual), *(e for e in cells if e.manual)]:
+        row[e.grade_id] = value(e)
+    counted = [(e, v) for e in cells if not isinstance(v := row[e.grade_id], str)]
+    row["auto_total"] = sum(v for e, v in counted if not e.manual)
+    row["manual_total"] = sum(v for e, v in counted if e.manual)
+    row["total"] = sum(v for _, v in counted)
+    row["max_total"] = sum(e.points for e in cells)
+    row["pending"] = sum(row[e.grade_id] == PENDING for e in cells if e.manual)
+    row["needs_review"] = sum(row[e.grade_id] == REVIEW for e in cells)
+    return row

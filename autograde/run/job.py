@@ -16,6 +16,7 @@ The parent watches ``started`` and kills this process, its kernel and its runner
 notebook runs past the wall-clock limit; when the parent itself dies, this process dies too
 (parent-death signal), and with it the sandboxed kernel and runner.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -66,8 +67,7 @@ class Worker:
     def _start_runner(self) -> judge.Runner:
         self._finish_runner_job()
         argv = [sys.executable, "-I", str(RUNNER)]
-        env = {"PATH": os.environ.get("PATH", ""), "MPLBACKEND": "agg", "PYTHONDONTWRITEBYTECODE": "1",
-               "NBGRADER_EXECUTION": "autograde"}
+        env = {"PATH": os.environ.get("PATH", ""), "MPLBACKEND": "agg", "PYTHONDONTWRITEBYTECODE": "1", "NBGRADER_EXECUTION": "autograde"}
         cwd = os.getcwd()
         if self.box:
             self._runner_job = self.box.job(f"{os.getpid()}-runner-{time.monotonic_ns()}", read_only=[str(RUNNER)])
@@ -103,8 +103,12 @@ class Worker:
         clock = time.monotonic()
         result: dict = {"autograde": api.autograde(assignment, student, force=True, create=True), "timings": {}}
         over_output_limit = "OutputLimitExceeded" in str(result["autograde"].get("error", ""))
-        if self.kernel is not None and self.kernel.reused and not over_output_limit and (
-                not result["autograde"].get("success") or self.kernel.out_of_memory() or self.kernel.oom_noted):
+        if (
+            self.kernel is not None
+            and self.kernel.reused
+            and not over_output_limit
+            and (not result["autograde"].get("success") or self.kernel.out_of_memory() or self.kernel.oom_noted)
+        ):
             # it failed in a kernel an earlier notebook had used: what that notebook left (in a
             # module, say) must not cost this one, so it runs again, in a fresh kernel, as if alone
             self.kernel.stop()
@@ -116,7 +120,7 @@ class Worker:
         if self.kernel is not None:
             # kernels started for this student up to the one that ran this notebook (not the next one's)
             result["timings"]["kernel_starts"] = self.kernel.starts
-            later = self.jobdirs[self.jobdirs.index(jobdir) + 1:] if jobdir in self.jobdirs else []
+            later = self.jobdirs[self.jobdirs.index(jobdir) + 1 :] if jobdir in self.jobdirs else []
             result["out_of_memory"] = self.kernel.after_notebook(later[0] if later else None)
         notebooks = sorted((jobdir / "autograded" / student / assignment).glob("*.ipynb"))
         if result["autograde"].get("success") and len(notebooks) == 1:
@@ -126,7 +130,8 @@ class Worker:
             # one runner serves a student's notebooks (each loaded into a fresh namespace); it
             # is restarted when it fails, and a restart reports whether it ran out of memory
             result["runner_out_of_memory"] = self.runner_out_of_memory or bool(
-                self.box and self._runner_job and self.box.groups.out_of_memory(self._runner_job.name))
+                self.box and self._runner_job and self.box.groups.out_of_memory(self._runner_job.name)
+            )
             result["scores"], result["manual"] = self._record(jobdir, notebooks[0].stem, result["judge"])
             result["timings"]["judge"] = round(time.monotonic() - clock, 3)
             clock = time.monotonic()
@@ -181,8 +186,7 @@ class Worker:
                 elif grade.cell.max_score:
                     grade.auto_score = 0.0  # a grade cell the judge has no tests for earns nothing
             gradebook.db.commit()
-            scores = {g.name: float(g.auto_score or 0.0) for g in submitted.grades
-                      if g.cell.max_score and g.name not in manual_ids}
+            scores = {g.name: float(g.auto_score or 0.0) for g in submitted.grades if g.cell.max_score and g.name not in manual_ids}
             return scores, manual
 
 
@@ -279,6 +283,7 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     if os.environ.get("COURSE_PROFILE_DIR"):  # development: a cProfile of each student's worker, <student>.prof
         import cProfile
+
         _prof = cProfile.Profile()
         _rc = _prof.runcall(main, sys.argv[1:])
         _prof.dump_stats(os.path.join(os.environ["COURSE_PROFILE_DIR"], f"{sys.argv[2]}.prof"))

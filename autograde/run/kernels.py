@@ -17,6 +17,7 @@ of memory, or had a cell stopped at the time limit, after a reset that failed, a
 notebook that left threads or processes running or added IPython hooks, it is killed and a fresh one is started at once, so
 that it boots while this notebook's judge and feedback run.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,10 +54,12 @@ _THREADS = "__import__('threading').active_count()"
 # hooks a notebook added to what IPython runs around every cell (event callbacks, input and AST
 # transformers: a reset keeps them). Those defined in the notebook (module __main__) are counted;
 # the libraries' own (matplotlib's, say) are not, so an honest notebook does not cost a kernel.
-_HOOKS = ("(lambda ip: sum(getattr(f, '__module__', None) == '__main__' or getattr(type(f), '__module__', None) == '__main__'"
-          " for f in [*(g for v in ip.events.callbacks.values() for g in v), *ip.input_transformers_post,"
-          " *ip.input_transformer_manager.cleanup_transforms, *ip.input_transformer_manager.line_transforms,"
-          " *ip.ast_transformers]))(get_ipython())")
+_HOOKS = (
+    "(lambda ip: sum(getattr(f, '__module__', None) == '__main__' or getattr(type(f), '__module__', None) == '__main__'"
+    " for f in [*(g for v in ip.events.callbacks.values() for g in v), *ip.input_transformers_post,"
+    " *ip.input_transformer_manager.cleanup_transforms, *ip.input_transformer_manager.line_transforms,"
+    " *ip.ast_transformers]))(get_ipython())"
+)
 
 
 MESSAGE_CAP = 64 << 20  # bytes a kernel may send while one notebook runs (any channel, any parent)
@@ -253,8 +256,12 @@ class StudentKernel:
         answer in time, reported an error, or runs more threads than when it was fresh."""
         reply = self._run(_RESET.format(cwd=str(self.cwd)), RESET_TIMEOUT)
         threads, hooks = self._count(reply, "threads"), self._count(reply, "hooks")
-        return (None not in (threads, hooks, self.threads, self.hooks) and threads <= self.threads
-                and hooks <= self.hooks and self._processes() <= self.processes)
+        return (
+            None not in (threads, hooks, self.threads, self.hooks)
+            and threads <= self.threads
+            and hooks <= self.hooks
+            and self._processes() <= self.processes
+        )
 
     def _processes(self) -> int:
         """How many processes run under the kernel's launcher (the sandbox, the kernel and
@@ -273,8 +280,9 @@ class StudentKernel:
         kc = self.km.client()
         kc.start_channels()
         try:
-            msg_id = kc.execute(code, silent=not code, store_history=False,
-                                user_expressions={"threads": _THREADS, "hooks": _HOOKS}, allow_stdin=False)
+            msg_id = kc.execute(
+                code, silent=not code, store_history=False, user_expressions={"threads": _THREADS, "hooks": _HOOKS}, allow_stdin=False
+            )
             return run_sync(_reply)(kc, msg_id, timeout)
         except OutputLimitExceeded:  # it flooded while being reset: as a kernel that did not answer (replaced)
             return None

@@ -1,4 +1,5 @@
 """nbconvert preprocessors that the course adds to nbgrader's autograde and feedback steps."""
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,12 @@ class CappedExecute(Execute):
         clean = False
         try:
             result = self._run(nb, resources, lender.acquire())
-            clean = not any(out.get("ename") == self.error_on_timeout.get("ename")
-                            for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", []))
+            clean = not any(
+                out.get("ename") == self.error_on_timeout.get("ename")
+                for cell in nb.cells
+                if cell.cell_type == "code"
+                for out in cell.get("outputs", [])
+            )
             return result
         finally:
             if self.kc is not None:  # a lent kernel's client is left open by nbclient
@@ -90,8 +95,10 @@ class CappedExecute(Execute):
             raise
 
     def _why(self) -> str:
-        return (f"OutputLimitExceeded: the notebook sent more than {self.message_cap >> 20} MiB of output (outputs, "
-                "display updates and widget messages together); it was stopped")
+        return (
+            f"OutputLimitExceeded: the notebook sent more than {self.message_cap >> 20} MiB of output (outputs, "
+            "display updates and widget messages together); it was stopped"
+        )
 
     def handle_comm_msg(self, outs, msg, cell_index):
         """nbclient's widget bookkeeping, which raises on a malformed widget message (a missing
@@ -117,8 +124,9 @@ class CappedExecute(Execute):
         elif self._kept + size > self.stream_cap:
             if kind not in ("comm_open", "comm_msg") and cell_index not in self._noted:
                 self._noted.add(cell_index)
-                cell.outputs.append(new_output("stream", name="stdout",
-                                               text="\n[output dropped: this notebook printed more than the grader keeps]\n"))
+                cell.outputs.append(
+                    new_output("stream", name="stdout", text="\n[output dropped: this notebook printed more than the grader keeps]\n")
+                )
             return None
         self._kept += size
         return super().process_message(msg, cell, cell_index)
@@ -148,7 +156,7 @@ class CapOutputs(NbGraderPreprocessor):
 
     def preprocess_cell(self, cell, resources, index):
         if len(cell.source) > self.per_output and (cell.cell_type != "code" or self.cut_code):
-            cell.source = cell.source[:self.per_output] + f"\n[cell cut: {len(cell.source) - self.per_output:,} more characters]"
+            cell.source = cell.source[: self.per_output] + f"\n[cell cut: {len(cell.source) - self.per_output:,} more characters]"
         if cell.cell_type != "code":
             return cell, resources
         for output in cell.get("outputs", []):
@@ -225,7 +233,7 @@ def safe_output_metadata(metadata) -> dict:
     """An output's metadata cut to numeric ``width``/``height``, at the top level and under each
     mime type (``{"image/png": {"width": 640}}``), the only keys a page needs to show a figure."""
     kept = _sizes(metadata)
-    for key, value in (metadata.items() if isinstance(metadata, dict) else ()):
+    for key, value in metadata.items() if isinstance(metadata, dict) else ():
         if key not in SIZE_KEYS and (sizes := _sizes(value)):
             kept[key] = sizes
     return kept
@@ -305,8 +313,9 @@ class NeutraliseForDisplay(NbGraderPreprocessor):
         if "id" in cell and not _SAFE_ID.match(str(cell.id)):
             cell.id = f"cell-{index}"
         meta = cell.metadata.get("nbgrader")
-        if meta is not None and (not isinstance(meta, dict) or meta.get("grade_id") not in self._ids
-                                 or not _SAFE_ID.match(str(meta.get("grade_id")))):
+        if meta is not None and (
+            not isinstance(meta, dict) or meta.get("grade_id") not in self._ids or not _SAFE_ID.match(str(meta.get("grade_id")))
+        ):
             del cell.metadata["nbgrader"]
         source = _text(cell.get("source", ""))
         if cell.cell_type == "raw":
@@ -329,8 +338,12 @@ class NeutraliseForDisplay(NbGraderPreprocessor):
             name = output.get("name") if output.get("name") in ("stdout", "stderr") else "stdout"
             return new_output("stream", name=name, text=_text(output.get("text", "")))
         if kind == "error":
-            return new_output("error", ename=_text(output.get("ename", "")), evalue=_text(output.get("evalue", "")),
-                              traceback=[_text(line) for line in output.get("traceback", [])])
+            return new_output(
+                "error",
+                ename=_text(output.get("ename", "")),
+                evalue=_text(output.get("evalue", "")),
+                traceback=[_text(line) for line in output.get("traceback", [])],
+            )
         if kind not in ("execute_result", "display_data"):
             return None
         data = output.get("data", {}) if isinstance(output.get("data"), dict) else {}

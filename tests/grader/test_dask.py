@@ -3,6 +3,7 @@ separate processes on this machine, grade a class exactly like a local run; a wo
 mid-batch loses nothing and takes its grading processes with it; a worker that cannot sandbox
 is left out; what travels to the workers holds neither the signing key nor a database password;
 what comes back is checked before the parent uses it; TLS between the grader and the cluster."""
+
 import csv
 import json
 import os
@@ -45,8 +46,12 @@ def read_grades(out: Path) -> dict[str, dict[str, str]]:
 
 
 def grade(subs: Path, out: Path, *extra: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra],
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -68,20 +73,55 @@ class Cluster:
         self.folder, self.tls, self.procs, self.workers = folder, list(tls), [], {}
         folder.mkdir(parents=True, exist_ok=True)
         self.file = folder / "scheduler.json"
-        self._start("scheduler", [str(BIN / "dask"), "scheduler", "--port", "0", "--no-dashboard", "--scheduler-file",
-                                  str(self.file), *(["--protocol", "tls"] if tls else []), *self.tls], {})
+        self._start(
+            "scheduler",
+            [
+                str(BIN / "dask"),
+                "scheduler",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(self.file),
+                *(["--protocol", "tls"] if tls else []),
+                *self.tls,
+            ],
+            {},
+        )
 
     def _start(self, name: str, argv: list[str], env: dict) -> subprocess.Popen:
         log = open(self.folder / f"{name}.log", "w")
-        proc = subprocess.Popen(argv, cwd=self.folder, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env={**os.environ, "COURSE_WORKER_DIR": str(self.folder / "worker-files"), **env},
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=self.folder,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "COURSE_WORKER_DIR": str(self.folder / "worker-files"), **env},
+            start_new_session=True,
+        )
         self.procs.append(proc)
         return proc
 
     def add_worker(self, name: str, **env: str) -> None:
-        self.workers[name] = self._start(name, [str(BIN / "dask"), "worker", "--scheduler-file", str(self.file), "--nthreads",
-                                                "1", "--nworkers", "1", "--no-dashboard", "--name", name, *self.tls], env)
+        self.workers[name] = self._start(
+            name,
+            [
+                str(BIN / "dask"),
+                "worker",
+                "--scheduler-file",
+                str(self.file),
+                "--nthreads",
+                "1",
+                "--nworkers",
+                "1",
+                "--no-dashboard",
+                "--name",
+                name,
+                *self.tls,
+            ],
+            env,
+        )
 
     @property
     def address(self) -> str:
@@ -130,8 +170,7 @@ def classroom(tmp_path_factory):
         grade(subs, root / "local", "--workers", "2")
         local_seconds = time.monotonic() - begin
         cluster.wait_for_workers(3)
-        yield {"root": root, "subs": subs, "cluster": cluster, "local": read_grades(root / "local"),
-               "local_seconds": local_seconds}
+        yield {"root": root, "subs": subs, "cluster": cluster, "local": read_grades(root / "local"), "local_seconds": local_seconds}
     finally:
         cluster.close()
 
@@ -155,8 +194,9 @@ def test_a_cluster_grades_like_a_local_run(classroom):
     # the same files as a local run: feedback pages, formgrader's copies, problems
     local = classroom["root"] / "local"
     for folder in ("feedback", "autograded", "submitted"):
-        assert sorted(p.relative_to(local / folder) for p in (local / folder).rglob("*.*")) == \
-               sorted(p.relative_to(out / folder) for p in (out / folder).rglob("*.*")), folder
+        assert sorted(p.relative_to(local / folder) for p in (local / folder).rglob("*.*")) == sorted(
+            p.relative_to(out / folder) for p in (out / folder).rglob("*.*")
+        ), folder
     assert "Graded ideas" in (out / "feedback" / "b" / f"{NOTEBOOKS[3]}.html").read_text()
     statuses = {(p["student_id"], p["notebook"], p["status"]) for p in summary["problems"]}
     assert ("c", NOTEBOOKS[1], "invalid_notebook") in statuses
@@ -168,9 +208,12 @@ def test_a_cluster_grades_like_a_local_run(classroom):
 @pytest.mark.slow
 def test_a_worker_killed_mid_batch_loses_nothing(classroom):
     cluster, out = classroom["cluster"], seeded(classroom, "survives")
-    proc = subprocess.Popen([sys.executable, "-m", "autograde", "grade", str(classroom["subs"]), "--out", str(out),
-                             "--no-progress", "--scheduler", cluster.address],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autograde", "grade", str(classroom["subs"]), "--out", str(out), "--no-progress", "--scheduler", cluster.address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     victim = None
     deadline = time.monotonic() + 300
     while victim is None and time.monotonic() < deadline and proc.poll() is None:
@@ -186,7 +229,8 @@ def test_a_worker_killed_mid_batch_loses_nothing(classroom):
     assert victim, "no grading process started on a worker"
     deadline = time.monotonic() + 60  # kill it while the learner's kernel runs in the sandbox
     while time.monotonic() < deadline and not any(
-            "ipykernel_launcher" in cmdline(p) for p in psutil.Process(cluster.workers[victim].pid).children(recursive=True)):
+        "ipykernel_launcher" in cmdline(p) for p in psutil.Process(cluster.workers[victim].pid).children(recursive=True)
+    ):
         time.sleep(0.1)
     family = {p: cmdline(p) for p in psutil.Process(cluster.workers[victim].pid).children(recursive=True)}
     os.killpg(cluster.workers[victim].pid, signal.SIGKILL)  # the dask worker and its nanny: not the grading session
@@ -195,13 +239,15 @@ def test_a_worker_killed_mid_batch_loses_nothing(classroom):
     assert read_grades(out) == classroom["local"], "every student graded, with a local run's grades"
     # the grading processes of the dead worker died with it (parent-death signal, bwrap --die-with-parent)
     graders = [p for p, line in family.items() if "autograde.run.job" in line]
-    assert graders and any("ipykernel_launcher" in line for line in family.values()), \
+    assert graders and any("ipykernel_launcher" in line for line in family.values()), (
         "the worker was grading (a grading process and a sandboxed kernel) when it was killed"
+    )
     _, alive = psutil.wait_procs(family, timeout=30)
     alive = [p for p in alive if running(p)]
     assert not alive, [family[p] for p in alive]
-    print(f"killed {victim} with {len(family)} processes under it: " + "; ".join(sorted(set(
-        line.split(" -- ")[-1][:60] for line in family.values()))))
+    print(
+        f"killed {victim} with {len(family)} processes under it: " + "; ".join(sorted(set(line.split(" -- ")[-1][:60] for line in family.values())))
+    )
 
 
 def test_a_workers_folders_of_other_course_versions_are_removed_unless_in_use(tmp_path):
@@ -233,28 +279,33 @@ def test_tasks_carry_neither_the_signing_key_nor_the_database_password(tmp_path)
     payload = pickle.dumps(make_task("a", [(NOTEBOOKS[0], notebook, "f" * 64)], "digest", task_settings(options)))
     assert key not in payload and key.hex().encode() not in payload
     assert b"s3cret" not in payload and b"postgresql" not in payload and b"tcp://h" not in payload
-    assert set(task_settings(options)) == {"cell_timeout", "notebook_timeout", "sandbox", "memory_limit",
-                                           "process_limit", "max_notebook_bytes"}
+    assert set(task_settings(options)) == {"cell_timeout", "notebook_timeout", "sandbox", "memory_limit", "process_limit", "max_notebook_bytes"}
 
 
 def _answer(outcome: dict | None = None, **fields) -> dict:
-    files = {"result": json.dumps(outcome or {"scores": {"todo4_plan_decode": 2.0}}).encode(),
-             "autograded": b"{}", "submitted": b"{}", "feedback": None}
-    item = {"notebook": NOTEBOOKS[3], "ran": True, "killed": False, "log": "", "seconds": 3.5, "matching_notes": [],
-            "files": files, **fields}
+    files = {
+        "result": json.dumps(outcome or {"scores": {"todo4_plan_decode": 2.0}}).encode(),
+        "autograded": b"{}",
+        "submitted": b"{}",
+        "feedback": None,
+    }
+    item = {"notebook": NOTEBOOKS[3], "ran": True, "killed": False, "log": "", "seconds": 3.5, "matching_notes": [], "files": files, **fields}
     return {"student": "a", "worker": "w", "notebooks": [item]}
 
 
-@pytest.mark.parametrize("bad", [
-    {"scores": {"todo4_plan_decode": 3.0}},   # more than the cell's points
-    {"scores": {"not_a_cell": 1.0}},          # a cell the course does not have
-    {"scores": {"todo4_plan_decode": True}},  # not a number
-    {"scores": {"reflection_04_q1": 1.0}},    # a person's cell scored by the machine
-    {"manual": {"todo4_plan_decode": None}},  # an automatic cell as a written answer
-    {"out_of_memory": "no"},
-    {"judge": {"todo4_plan_decode": {"ideas": [{"id": "x", "status": "passed", "earned": "2", "points": 2}]}}},
-    [],
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"scores": {"todo4_plan_decode": 3.0}},  # more than the cell's points
+        {"scores": {"not_a_cell": 1.0}},  # a cell the course does not have
+        {"scores": {"todo4_plan_decode": True}},  # not a number
+        {"scores": {"reflection_04_q1": 1.0}},  # a person's cell scored by the machine
+        {"manual": {"todo4_plan_decode": None}},  # an automatic cell as a written answer
+        {"out_of_memory": "no"},
+        {"judge": {"todo4_plan_decode": {"ideas": [{"id": "x", "status": "passed", "earned": "2", "points": 2}]}}},
+        [],
+    ],
+)
 def test_a_workers_malformed_outcome_is_refused(bad):
     from autograde.executors.cluster import MalformedResult, check_outcome
     from autograde.grading import exercises
@@ -272,19 +323,20 @@ def test_a_workers_malformed_answer_is_refused():
 
     names = {NOTEBOOKS[3]}
     assert check_result(_answer(), "a", names, 1 << 20)[0]["notebook"] == NOTEBOOKS[3]
-    bad = [(_answer(), "b", names),                                      # another student's answer
-           (_answer(), "a", {NOTEBOOKS[3], NOTEBOOKS[0]}),               # a notebook missing
-           (_answer(seconds=float("nan")), "a", names),
-           (_answer(killed="yes"), "a", names),
-           (_answer(files={"result": "text"}), "a", names),
-           (_answer(ran=False, status="graded", detail=""), "a", names),  # only a notebook that ran is graded
-           ({"student": "a", "notebooks": "x"}, "a", names)]
+    bad = [
+        (_answer(), "b", names),  # another student's answer
+        (_answer(), "a", {NOTEBOOKS[3], NOTEBOOKS[0]}),  # a notebook missing
+        (_answer(seconds=float("nan")), "a", names),
+        (_answer(killed="yes"), "a", names),
+        (_answer(files={"result": "text"}), "a", names),
+        (_answer(ran=False, status="graded", detail=""), "a", names),  # only a notebook that ran is graded
+        ({"student": "a", "notebooks": "x"}, "a", names),
+    ]
     for answer, student, expected in bad:
         with pytest.raises(MalformedResult):
             check_result(answer, student, expected, 1 << 20)
     with pytest.raises(MalformedResult):
-        check_result(_answer(files={"result": b"x" * 2048, "autograded": None, "submitted": None, "feedback": None}),
-                     "a", names, 1024)
+        check_result(_answer(files={"result": b"x" * 2048, "autograded": None, "submitted": None, "feedback": None}), "a", names, 1024)
 
 
 def test_tls_options_are_checked_and_wired(tmp_path):
@@ -297,16 +349,21 @@ def test_tls_options_are_checked_and_wired(tmp_path):
     for name in ("ca.pem", "cert.pem", "key.pem"):
         files[name] = tmp_path / name
         files[name].write_text("x")
-    security = _security(Options(scheduler="tls://h:8786", tls_ca_file=str(files["ca.pem"]),
-                                 tls_cert=str(files["cert.pem"]), tls_key=str(files["key.pem"])))
+    security = _security(
+        Options(scheduler="tls://h:8786", tls_ca_file=str(files["ca.pem"]), tls_cert=str(files["cert.pem"]), tls_key=str(files["key.pem"]))
+    )
     assert isinstance(security, Security) and security.require_encryption
-    assert (security.tls_ca_file, security.tls_client_cert, security.tls_client_key) == \
-           (str(files["ca.pem"]), str(files["cert.pem"]), str(files["key.pem"]))
+    assert (security.tls_ca_file, security.tls_client_cert, security.tls_client_key) == (
+        str(files["ca.pem"]),
+        str(files["cert.pem"]),
+        str(files["key.pem"]),
+    )
     with pytest.raises(UnusableInput, match="--tls-key"):
         _security(Options(scheduler="tls://h:8786", tls_ca_file=str(files["ca.pem"]), tls_cert=str(files["cert.pem"])))
     with pytest.raises(UnusableInput, match="no such file"):
-        _security(Options(scheduler="tls://h:8786", tls_ca_file=str(tmp_path / "none"), tls_cert=str(files["cert.pem"]),
-                          tls_key=str(files["key.pem"])))
+        _security(
+            Options(scheduler="tls://h:8786", tls_ca_file=str(tmp_path / "none"), tls_cert=str(files["cert.pem"]), tls_key=str(files["key.pem"]))
+        )
     (tmp_path / "subs" / "a").mkdir(parents=True)
     proc = grade(tmp_path / "subs", tmp_path / "out", "--tls-cert", str(files["cert.pem"]), check=False)
     assert proc.returncode == 2 and "--scheduler" in proc.stderr
@@ -314,15 +371,30 @@ def test_tls_options_are_checked_and_wired(tmp_path):
 
 def _certificates(folder: Path) -> list[str]:
     """A self-signed CA and one certificate it signed (for the scheduler, workers and grader)."""
+
     def openssl(*args):
         subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
 
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-            "-subj", "/CN=course grading CA")
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=course grading CA")
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "node.csr", "-subj", "/CN=grading node")
     (folder / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    openssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "cert.pem",
-            "-days", "2", "-extfile", "ext.cnf")
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "node.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "cert.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    )
     return [str(folder / "ca.pem"), str(folder / "cert.pem"), str(folder / "key.pem")]
 
 
@@ -343,8 +415,7 @@ def test_a_tls_cluster_is_reached_with_the_certificates_and_a_worker_without_san
             client.wait_for_workers(1, timeout=180)
             assert client.submit(sum, [1, 2], pure=False).result(timeout=60) == 3
             with pytest.raises(UnusableInput, match="no Dask worker can grade(.|\n)*cannot run the grading sandbox"):
-                _usable_workers(client, course_digest(Course.load()), task_settings(options),
-                                pack_master(classroom["root"] / "local"))
+                _usable_workers(client, course_digest(Course.load()), task_settings(options), pack_master(classroom["root"] / "local"))
         finally:
             client.close()
         with pytest.raises(UnusableInput, match="it speaks TLS; give --tls-ca-file"):  # no certificates: no connection

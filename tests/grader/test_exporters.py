@@ -1,4 +1,5 @@
 """The feedback exporter writes the page nbconvert writes, only faster."""
+
 import copy
 
 import nbformat

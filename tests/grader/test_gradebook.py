@@ -2,6 +2,7 @@
 writes there equals grades.csv, reruns and resumed batches add no rows, a person's score
 survives a regrade and reaches the exports, `nbgrader export` agrees, and the database
 password appears in no file and no output. Reflections are manually graded answer cells."""
+
 import csv
 import glob
 import os
@@ -29,16 +30,27 @@ from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, mutate, write
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = Course.load(ROOT).assignment
-REFLECTIONS = {n: [c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
-                  if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")] for n in NOTEBOOKS}
-AUTO_POINTS = sum(c.metadata["nbgrader"].get("points", 0) for n in NOTEBOOKS for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
-                  if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution"))
+REFLECTIONS = {
+    n: [
+        c.metadata["nbgrader"]["grade_id"]
+        for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
+        if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")
+    ]
+    for n in NOTEBOOKS
+}
+AUTO_POINTS = sum(
+    c.metadata["nbgrader"].get("points", 0)
+    for n in NOTEBOOKS
+    for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
+    if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")
+)
 MAX_TOTAL = AUTO_POINTS + sum(len(ids) for ids in REFLECTIONS.values())  # TODO points, then one point per reflection answer
 GRADED = [NOTEBOOKS[0], NOTEBOOKS[2]]  # two quick notebooks keep the class small
 STUDENTS = ("ana", "ben", "cho")
 
 
 # ---------------------------------------------------------------- fast: the cells and the helpers
+
 
 def test_every_reflection_is_a_manually_graded_answer_with_a_rubric():
     for name in NOTEBOOKS:
@@ -103,10 +115,8 @@ def test_a_password_in_the_query_is_masked_and_never_stored(tmp_path):
     assert password_free(url) == "postgresql://grader@dbhost:5432/course?sslmode=require"
     assert "hunter2" not in mask_text(f"connect to {url} failed: password hunter2 rejected", url)
     # any case of the key, sslpassword and passfile too; a percent-encoded value in any spelling
-    url = ("postgresql://grader@dbhost/course?PassWord=hun%20t%2Fer2&SSLPASSWORD=k3y-pw"
-           "&passfile=%2Fsecret%2Fpgpass&application_name=grader")
-    for shown in (mask_url(url), password_free(url),
-                  mask_text(f"{url} | hun t/er2 | hun%20t%2Fer2 | hun+t%2Fer2 | k3y-pw | /secret/pgpass", url)):
+    url = "postgresql://grader@dbhost/course?PassWord=hun%20t%2Fer2&SSLPASSWORD=k3y-pw&passfile=%2Fsecret%2Fpgpass&application_name=grader"
+    for shown in (mask_url(url), password_free(url), mask_text(f"{url} | hun t/er2 | hun%20t%2Fer2 | hun+t%2Fer2 | k3y-pw | /secret/pgpass", url)):
         assert not [s for s in ("hun t/er2", "hun%20t", "hun+t", "k3y-pw", "pgpass") if s in shown], shown
     assert password_free(url) == "postgresql://grader@dbhost/course?application_name=grader"
     assert mask_text("a percent-encoded p%40ss, or p@ss", "postgresql://grader:p%40ss@db/c") == "a percent-encoded ***, or ***"
@@ -142,7 +152,7 @@ def test_a_huge_notebook_is_refused_unread_and_a_crowded_folder_is_capped(tmp_pa
     # many files: only max_files are looked at, those named like a course notebook first
     for i in range(60):
         (student / f"junk{i:02d}.ipynb").write_text("{}")
-    (student / "Copy of " f"{name}.ipynb").write_text("{}")
+    (student / f"Copy of {name}.ipynb").write_text("{}")
     chosen, notes = match_notebooks(student, (name,), ids, max_files=5)
     assert chosen[name] == huge and notes[0].startswith("63 .ipynb files: only 5 were looked at")
     assert sum("junk" in n for n in notes) == 3 and any("Copy of" in n and "renamed" in n for n in notes)
@@ -154,6 +164,7 @@ def test_export_refuses_a_folder_that_was_never_graded(tmp_path):
 
 
 # ---------------------------------------------------------------- slow: a small class, graded
+
 
 def _pg_bin() -> str | None:
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
@@ -197,10 +208,31 @@ class Postgres:
             for path in (self.folder, self.folder / "pwfile"):
                 os.chown(path, owner.pw_uid, owner.pw_gid)
         self.bin, self.port = Path(bindir), _free_port()
-        self._run("initdb", "-D", str(self.folder / "data"), "-U", "grader", f"--pwfile={self.folder / 'pwfile'}",
-                  "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8")
-        self._run("pg_ctl", "-D", str(self.folder / "data"), "-l", str(self.folder / "server.log"), "-w", "-t", "60",
-                  "-o", f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1", "start")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.folder / "data"),
+            "-U",
+            "grader",
+            f"--pwfile={self.folder / 'pwfile'}",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "-E",
+            "UTF8",
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.folder / "data"),
+            "-l",
+            str(self.folder / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1",
+            "start",
+        )
         self.url = f"postgresql://grader:{self.password}@127.0.0.1:{self.port}/course"
         self._run("createdb", "-h", str(self.folder), "-p", str(self.port), "-U", "grader", "course")
 
@@ -209,15 +241,20 @@ class Postgres:
         assert proc.returncode == 0, f"{tool}: {proc.stdout}{proc.stderr}"
 
     def stop(self) -> None:
-        subprocess.run([*self.prefix, str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop"],
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [*self.prefix, str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop"], capture_output=True, timeout=120
+        )
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _grade(subs: Path, out: Path, db: list[str], check: bool = True, **popen) -> subprocess.CompletedProcess:
     # two workers: the class's students at once (the batch's one gradebook writer keeps the rows whole)
-    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--workers", "2",
-                           "--cell-timeout", "10", "--no-progress", *db], capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--workers", "2", "--cell-timeout", "10", "--no-progress", *db],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -234,8 +271,7 @@ def _counts(url: str) -> dict[str, int]:
     from autograde.record.gradebook import open_gradebook
 
     with open_gradebook(url) as gb:
-        return {model.__name__: gb.db.query(model).count()
-                for model in (Student, SubmittedAssignment, SubmittedNotebook, Grade, Comment)}
+        return {model.__name__: gb.db.query(model).count() for model in (Student, SubmittedAssignment, SubmittedNotebook, Grade, Comment)}
 
 
 def _env() -> dict[str, str]:
@@ -257,9 +293,26 @@ def graded(request, tmp_path_factory):
         db = ["--db-url", server.url] if server else []
         url = server.url if server else f"sqlite:///{out / 'gradebook.db'}"
         outputs = []
-        proc = subprocess.Popen([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--workers", "1",
-                                 "--cell-timeout", "10", "--no-progress", *db], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "autograde",
+                "grade",
+                str(subs),
+                "--out",
+                str(out),
+                "--workers",
+                "1",
+                "--cell-timeout",
+                "10",
+                "--no-progress",
+                *db,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and len(list((out / ".state").rglob("*.json"))) < 2 and proc.poll() is None:
             time.sleep(0.2)
@@ -281,23 +334,45 @@ def graded(request, tmp_path_factory):
             gb.db.commit()
         shutil.rmtree(out / ".state" / "ana")  # force a regrade of ana
         regrade = _grade(subs, out, db)
-        export = subprocess.run([sys.executable, "-m", "autograde", "export", str(out), *db], capture_output=True, text=True,
-                                timeout=300)
+        export = subprocess.run([sys.executable, "-m", "autograde", "export", str(out), *db], capture_output=True, text=True, timeout=300)
         assert export.returncode == 0, export.stdout + export.stderr
         nbx = tmp / "nbgrader_export.csv"
         env = _env()
         if server:
             env["PGPASSWORD"] = server.password  # the config in OUT holds the URL without its password
-        nbexport = subprocess.run([str(Path(sys.executable).parent / "nbgrader"), "export", "--to", str(nbx)], cwd=out,
-                                  capture_output=True, text=True, env=env, timeout=300)
+        nbexport = subprocess.run(
+            [str(Path(sys.executable).parent / "nbgrader"), "export", "--to", str(nbx)], cwd=out, capture_output=True, text=True, env=env, timeout=300
+        )
         assert nbexport.returncode == 0, nbexport.stdout + nbexport.stderr
-        outputs += [resumed.stdout, resumed.stderr, rerun.stdout, rerun.stderr, regrade.stdout, regrade.stderr,
-                    export.stdout, export.stderr, nbexport.stdout, nbexport.stderr]
-        yield {"out": out, "url": url, "server": server, "interrupted": interrupted, "after_resume": after_resume,
-               "after_rerun": after_rerun, "after_regrade": _counts(url), "before_regrade": before_regrade,
-               "grades": _grades(out / "grades.csv"), "final": _grades(out / "final_grades.csv"),
-               "nbgrader": {r["student_id"]: r for r in csv.DictReader(open(nbx, encoding="utf-8"))},
-               "scores": read_scores(url, ASSIGNMENT), "outputs": outputs, "rerun": rerun.stdout, "db": db}
+        outputs += [
+            resumed.stdout,
+            resumed.stderr,
+            rerun.stdout,
+            rerun.stderr,
+            regrade.stdout,
+            regrade.stderr,
+            export.stdout,
+            export.stderr,
+            nbexport.stdout,
+            nbexport.stderr,
+        ]
+        yield {
+            "out": out,
+            "url": url,
+            "server": server,
+            "interrupted": interrupted,
+            "after_resume": after_resume,
+            "after_rerun": after_rerun,
+            "after_regrade": _counts(url),
+            "before_regrade": before_regrade,
+            "grades": _grades(out / "grades.csv"),
+            "final": _grades(out / "final_grades.csv"),
+            "nbgrader": {r["student_id"]: r for r in csv.DictReader(open(nbx, encoding="utf-8"))},
+            "scores": read_scores(url, ASSIGNMENT),
+            "outputs": outputs,
+            "rerun": rerun.stdout,
+            "db": db,
+        }
     finally:
         if server:
             server.stop()
@@ -405,14 +480,29 @@ def test_formgrader_shows_the_course_and_a_grade_given_there_reaches_the_export(
     env = _env()
     if graded["server"]:
         env["PGPASSWORD"] = graded["server"].password
-    server = subprocess.Popen([str(Path(sys.executable).parent / "jupyter"), "server", "--no-browser", "--allow-root",
-                               f"--port={port}", "--ServerApp.token=t0k", f"--ServerApp.root_dir={out}"],
-                              cwd=out, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "jupyter"),
+            "server",
+            "--no-browser",
+            "--allow-root",
+            f"--port={port}",
+            "--ServerApp.token=t0k",
+            f"--ServerApp.root_dir={out}",
+        ],
+        cwd=out,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def call(path: str, body: dict | None = None):
-        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Authorization": "token t0k"},
-                                         data=None if body is None else json.dumps(body).encode(),
-                                         method="GET" if body is None else "PUT")
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}",
+            headers={"Authorization": "token t0k"},
+            data=None if body is None else json.dumps(body).encode(),
+            method="GET" if body is None else "PUT",
+        )
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.read().decode()
 
@@ -439,8 +529,12 @@ def test_formgrader_shows_the_course_and_a_grade_given_there_reaches_the_export(
     finally:
         server.terminate()
         server.wait(timeout=60)
-    export = subprocess.run([sys.executable, "-m", "autograde", "export", str(out), "--to", str(out / "after.csv"),
-                             *graded["db"]], capture_output=True, text=True, timeout=300)
+    export = subprocess.run(
+        [sys.executable, "-m", "autograde", "export", str(out), "--to", str(out / "after.csv"), *graded["db"]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert export.returncode == 0, export.stderr
     row = _grades(out / "after.csv")["ana"]
     assert row[f"reflection_{GRADED[1][:2]}_q1"] == "1"

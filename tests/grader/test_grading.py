@@ -1,6 +1,7 @@
 """The grading pipeline, end to end, on real submissions built from the release notebooks:
 fair answers keep full marks, each wrong answer loses its own TODO's points and only those,
 every kind of broken submission still gets a row, nothing leaks, runs resume and agree."""
+
 import csv
 import html
 import json
@@ -35,15 +36,35 @@ from submissions import (
 
 pytestmark = pytest.mark.slow
 
-POINTS = {"todo0_check_overlap": 3, "todo1_exposed_interval": 3, "todo2_estimate_handoff": 3,
-          "todo3_validate_state": 3, "todo4_plan_decode": 2, "todo5_decide_overlap": 2,
-          "todo6_stream_layers": 3, "todo7_handoff_step": 3, "todo8_ttft_percentiles": 2}
-NB_OF = {"todo0_check_overlap": NOTEBOOKS[0], "todo1_exposed_interval": NOTEBOOKS[1], "todo2_estimate_handoff": NOTEBOOKS[1],
-         "todo3_validate_state": NOTEBOOKS[2], "todo4_plan_decode": NOTEBOOKS[3], "todo5_decide_overlap": NOTEBOOKS[4],
-         "todo6_stream_layers": NOTEBOOKS[5], "todo7_handoff_step": NOTEBOOKS[5], "todo8_ttft_percentiles": NOTEBOOKS[5]}
+POINTS = {
+    "todo0_check_overlap": 3,
+    "todo1_exposed_interval": 3,
+    "todo2_estimate_handoff": 3,
+    "todo3_validate_state": 3,
+    "todo4_plan_decode": 2,
+    "todo5_decide_overlap": 2,
+    "todo6_stream_layers": 3,
+    "todo7_handoff_step": 3,
+    "todo8_ttft_percentiles": 2,
+}
+NB_OF = {
+    "todo0_check_overlap": NOTEBOOKS[0],
+    "todo1_exposed_interval": NOTEBOOKS[1],
+    "todo2_estimate_handoff": NOTEBOOKS[1],
+    "todo3_validate_state": NOTEBOOKS[2],
+    "todo4_plan_decode": NOTEBOOKS[3],
+    "todo5_decide_overlap": NOTEBOOKS[4],
+    "todo6_stream_layers": NOTEBOOKS[5],
+    "todo7_handoff_step": NOTEBOOKS[5],
+    "todo8_ttft_percentiles": NOTEBOOKS[5],
+}
 FULL = sum(POINTS.values())  # automatic points; the reflections add one point per answer, graded by a person
-MANUAL = [c.metadata["nbgrader"]["grade_id"] for n in NOTEBOOKS for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
-          if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")]  # reflections, 1 point each
+MANUAL = [
+    c.metadata["nbgrader"]["grade_id"]
+    for n in NOTEBOOKS
+    for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
+    if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")
+]  # reflections, 1 point each
 
 # The plausible wrong answers graded through the whole pipeline (the full list, with the ideas each
 # must lose, is tests/submissions.py's MISTAKES; tests/grader/test_idea_isolation.py checks every one in-process).
@@ -52,8 +73,9 @@ WRONG = [m for m in MISTAKES if m[0] in GRADED_MISTAKES]
 
 def read_grades(out: Path) -> dict[str, dict[str, float]]:
     with open(out / "grades.csv", encoding="utf-8") as handle:
-        return {row["student_id"]: {k: (v if v == "pending" else float(v)) for k, v in row.items() if k != "student_id"}
-                for row in csv.DictReader(handle)}
+        return {
+            row["student_id"]: {k: (v if v == "pending" else float(v)) for k, v in row.items() if k != "student_id"} for row in csv.DictReader(handle)
+        }
 
 
 def full_student(subs: Path, student: str) -> None:
@@ -79,8 +101,16 @@ def batch(tmp_path_factory):
     write(subs, "loop", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution", "while True:\n    pass"))
     write(subs, "loop", NOTEBOOKS[2], build(NOTEBOOKS[2]))
     # a loop that ignores SIGINT: that notebook is stopped, the others graded
-    write(subs, "sigint", NOTEBOOKS[1], insert_after(build(NOTEBOOKS[1]), "todo1_solution",
-          "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.01)"))
+    write(
+        subs,
+        "sigint",
+        NOTEBOOKS[1],
+        insert_after(
+            build(NOTEBOOKS[1]),
+            "todo1_solution",
+            "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.01)",
+        ),
+    )
     write(subs, "sigint", NOTEBOOKS[0], build(NOTEBOOKS[0]))
     # kernels that die: os._exit and a segfault
     write(subs, "exits", NOTEBOOKS[2], insert_after(build(NOTEBOOKS[2]), "todo3_solution", "import os\nos._exit(1)"))
@@ -105,31 +135,76 @@ def batch(tmp_path_factory):
     write(subs, "deleted_ok", NOTEBOOKS[3], drop_cell(build(NOTEBOOKS[3]), "todo4_plan_decode"))
     # a correct answer that writes warnings and prints to stderr
     noisy = answer("todo3_solution").replace(
-        "    required = [", "    import sys, warnings\n    warnings.warn('noisy answer')\n    print('debug', file=sys.stderr)\n    required = [")
+        "    required = [", "    import sys, warnings\n    warnings.warn('noisy answer')\n    print('debug', file=sys.stderr)\n    required = ["
+    )
     write(subs, "stderr", NOTEBOOKS[2], build(NOTEBOOKS[2], {"todo3_solution": noisy}))
     # one kernel serves a student's notebooks: names never carry over; a thread or a process left
     # running gets the next notebook a fresh kernel
-    write(subs, "leaky", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution",
-          "LEAKED = 1\nimport threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()"))
-    write(subs, "leaky", NOTEBOOKS[1], insert_after(build(NOTEBOOKS[1]), "todo1_solution",
-          "print('names from notebook 01:', 'LEAKED' in globals())\nimport subprocess\nsubprocess.Popen(['sleep', '600'])"))
-    write(subs, "leaky", NOTEBOOKS[2], insert_after(build(NOTEBOOKS[2]), "todo3_solution",
-          "get_ipython().events.register('post_run_cell', lambda result: print('10 / 10 points'))"))
+    write(
+        subs,
+        "leaky",
+        NOTEBOOKS[0],
+        insert_after(
+            build(NOTEBOOKS[0]),
+            "todo0_solution",
+            "LEAKED = 1\nimport threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()",
+        ),
+    )
+    write(
+        subs,
+        "leaky",
+        NOTEBOOKS[1],
+        insert_after(
+            build(NOTEBOOKS[1]),
+            "todo1_solution",
+            "print('names from notebook 01:', 'LEAKED' in globals())\nimport subprocess\nsubprocess.Popen(['sleep', '600'])",
+        ),
+    )
+    write(
+        subs,
+        "leaky",
+        NOTEBOOKS[2],
+        insert_after(build(NOTEBOOKS[2]), "todo3_solution", "get_ipython().events.register('post_run_cell', lambda result: print('10 / 10 points'))"),
+    )
     # a hook disguised as a library's outlives the reset and kills the kernel in the next notebook:
     # that notebook runs again in a fresh kernel
-    write(subs, "saboteur", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution",
-          "import os\ndef trap(info):\n    if 'exposed_interval(' in info.raw_cell:\n        os._exit(1)\n"
-          "trap.__module__ = 'matplotlib'\nget_ipython().events.register('pre_run_cell', trap)"))
+    write(
+        subs,
+        "saboteur",
+        NOTEBOOKS[0],
+        insert_after(
+            build(NOTEBOOKS[0]),
+            "todo0_solution",
+            "import os\ndef trap(info):\n    if 'exposed_interval(' in info.raw_cell:\n        os._exit(1)\n"
+            "trap.__module__ = 'matplotlib'\nget_ipython().events.register('pre_run_cell', trap)",
+        ),
+    )
     write(subs, "saboteur", NOTEBOOKS[1], build(NOTEBOOKS[1]))
     # a patched course module that fakes the public checks does not reach the next notebook's page
-    write(subs, "patcher", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution",
-          "import tools.checks as checks\nclass Fake:\n    def __init__(self, *args, **kwargs): pass\n"
-          "    def __getattr__(self, name): return lambda *args, **kwargs: print('all checks passed')\n"
-          "checks.PublicChecks = Fake"))
+    write(
+        subs,
+        "patcher",
+        NOTEBOOKS[0],
+        insert_after(
+            build(NOTEBOOKS[0]),
+            "todo0_solution",
+            "import tools.checks as checks\nclass Fake:\n    def __init__(self, *args, **kwargs): pass\n"
+            "    def __getattr__(self, name): return lambda *args, **kwargs: print('all checks passed')\n"
+            "checks.PublicChecks = Fake",
+        ),
+    )
     write(subs, "patcher", NOTEBOOKS[1], build(NOTEBOOKS[1], mutate(*WRONG[2][2:5])))
     # a patched course module kills the next notebook's kernel and the judge's runner: both run it again
-    write(subs, "saboteur2", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution",
-          "import os, tools.notebook_runtime as runtime\nruntime.course_setup = lambda *args, **kwargs: os._exit(1)"))
+    write(
+        subs,
+        "saboteur2",
+        NOTEBOOKS[0],
+        insert_after(
+            build(NOTEBOOKS[0]),
+            "todo0_solution",
+            "import os, tools.notebook_runtime as runtime\nruntime.course_setup = lambda *args, **kwargs: os._exit(1)",
+        ),
+    )
     write(subs, "saboteur2", NOTEBOOKS[1], build(NOTEBOOKS[1]))
     write(subs, "leaky", NOTEBOOKS[3], build(NOTEBOOKS[3]))
     # not a notebook at all
@@ -138,9 +213,15 @@ def batch(tmp_path_factory):
     begin = time.monotonic()
     proc = run_grade(subs, out, "--workers", "2", "--cell-timeout", "10", "--notebook-timeout", "60")
     seconds = time.monotonic() - begin
-    return {"subs": subs, "out": out, "grades": read_grades(out), "stdout": proc.stdout, "seconds": seconds,
-            "summary": json.loads((out / "summary.json").read_text()),
-            "log": [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]}
+    return {
+        "subs": subs,
+        "out": out,
+        "grades": read_grades(out),
+        "stdout": proc.stdout,
+        "seconds": seconds,
+        "summary": json.loads((out / "summary.json").read_text()),
+        "log": [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()],
+    }
 
 
 def test_grades_csv_has_the_promised_columns(batch):
@@ -287,8 +368,7 @@ def test_feedback_shows_failures_but_no_hidden_test(batch):
 def test_feedback_shows_a_figure_as_its_title_never_as_a_repr(batch):
     """The grading kernel draws no figures; one that a cell displays (the explorer's static view, the
     simulator panel) shows its title, as formgrader and the feedback page render it."""
-    pages = {name: html.unescape((batch["out"] / "feedback" / "20230001" / f"{name}.html").read_text(encoding="utf-8"))
-             for name in NOTEBOOKS}
+    pages = {name: html.unescape((batch["out"] / "feedback" / "20230001" / f"{name}.html").read_text(encoding="utf-8")) for name in NOTEBOOKS}
     assert not [name for name, text in pages.items() if "<Figure size" in text]
     assert any("[figure" in text and "not while grading)]" in text for text in pages.values())
 
@@ -302,8 +382,7 @@ def test_log_is_machine_readable(batch):
 def test_class_report_on_the_graded_batch(batch):
     """`report` on a real graded folder: each idea's pass rate is what the log's judge results
     count, the problems name the students they hit, written answers are pending."""
-    proc = subprocess.run([sys.executable, "-m", "autograde", "report", str(batch["out"])], capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "autograde", "report", str(batch["out"])], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((batch["out"] / "report.json").read_text(encoding="utf-8"))
     page = (batch["out"] / "report.html").read_text(encoding="utf-8")
@@ -343,19 +422,29 @@ def test_rerun_is_idempotent(batch):
 
 
 def test_unusable_input_exits_2(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(tmp_path / "nope"), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "grade", str(tmp_path / "nope"), "--out", str(tmp_path / "o")], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "not a folder" in proc.stderr
     (tmp_path / "empty").mkdir()
-    proc = subprocess.run([sys.executable, "-m", "autograde", "grade", str(tmp_path / "empty"), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "grade", str(tmp_path / "empty"), "--out", str(tmp_path / "o")], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "no student folders" in proc.stderr
 
 
 def test_wall_clock_limit_kills_a_stuck_kernel(tmp_path):
     subs = tmp_path / "subs"
-    write(subs, "stuck", NOTEBOOKS[0], insert_after(build(NOTEBOOKS[0]), "todo0_solution",
-          "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.01)"))
+    write(
+        subs,
+        "stuck",
+        NOTEBOOKS[0],
+        insert_after(
+            build(NOTEBOOKS[0]),
+            "todo0_solution",
+            "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.01)",
+        ),
+    )
     write(subs, "stuck", NOTEBOOKS[3], build(NOTEBOOKS[3]))
     begin = time.monotonic()
     run_grade(subs, tmp_path / "out", "--workers", "2", "--cell-timeout", "120", "--notebook-timeout", "15")
@@ -374,8 +463,12 @@ def test_interrupted_batch_resumes_and_workers_agree(tmp_path):
         write(subs, student, NOTEBOOKS[3], build(NOTEBOOKS[3]))
         write(subs, student, NOTEBOOKS[2], build(NOTEBOOKS[2], mutate(*WRONG[6][2:5])) if student == "b" else build(NOTEBOOKS[2]))
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--workers", "1", "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--workers", "1", "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(list((out / ".state").rglob("*.json"))) < 2:
         time.sleep(0.2)
@@ -396,26 +489,35 @@ def test_interrupted_batch_resumes_and_workers_agree(tmp_path):
 def test_check_command_passes():
     proc = subprocess.run([sys.executable, "-m", "autograde", "check"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (f"instructor sources score {FULL}/{FULL} automatic points, {len(MANUAL)} answer(s) ({len(MANUAL)} points) "
-            "left for a person; untouched release scores 0") in proc.stdout
+    assert (
+        f"instructor sources score {FULL}/{FULL} automatic points, {len(MANUAL)} answer(s) ({len(MANUAL)} points) "
+        "left for a person; untouched release scores 0"
+    ) in proc.stdout
 
 
 def test_validate_reports_public_checks_only(root, tmp_path):
-    ok = subprocess.run([sys.executable, "-m", "autograde", "validate", str(root / "solutions" / f"{NOTEBOOKS[1]}.ipynb")],
-                        capture_output=True, text=True, timeout=300)
+    ok = subprocess.run(
+        [sys.executable, "-m", "autograde", "validate", str(root / "solutions" / f"{NOTEBOOKS[1]}.ipynb")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert re.search(r"public checks (\d+)/\1 passed; hidden tests run at grading", ok.stdout), ok.stdout
     learner = write(tmp_path, "me", NOTEBOOKS[3], build(NOTEBOOKS[3], mutate(*WRONG[8][2:5])))
     # a notebook whose kernel dies is reported as such, and the next file is still validated
     dying = write(tmp_path, "dies", NOTEBOOKS[3], insert_after(build(NOTEBOOKS[3]), solution_ids(NOTEBOOKS[3])[0], "import os; os._exit(3)"))
-    partial = subprocess.run([sys.executable, "-m", "autograde", "validate", str(dying), str(learner)], capture_output=True, text=True,
-                             timeout=300)
+    partial = subprocess.run([sys.executable, "-m", "autograde", "validate", str(dying), str(learner)], capture_output=True, text=True, timeout=300)
     assert partial.returncode == 1, "the strict-deadline bug breaks a stated rule, so a public check catches it"
     assert "[deadline_inclusive]" in partial.stdout and "all tests passed" not in partial.stdout.lower()
     assert partial.stdout.count("ipynb: public checks") == 2 and "✗ the kernel died while the notebook ran" in partial.stdout, partial.stdout
     assert "Traceback" not in partial.stderr, partial.stderr[-2000:]
-    bad = subprocess.run([sys.executable, "-m", "autograde", "validate", str(root / "notebooks" / f"{NOTEBOOKS[1]}.ipynb")],
-                         capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, "-m", "autograde", "validate", str(root / "notebooks" / f"{NOTEBOOKS[1]}.ipynb")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     counts = re.search(r"ipynb: public checks (\d+)/(\d+) passed", bad.stdout)
     assert bad.returncode == 1 and int(counts.group(1)) < int(counts.group(2)) / 4, bad.stdout
 
@@ -458,8 +560,10 @@ def test_public_checks_catch_every_wrong_answer(tmp_path):
                 write(tmp_path, student, name, build(name))
     # two validate processes on the two halves at once: the machine has two cores and nothing else runs
     half = (len(files) + 1) // 2
-    procs = [subprocess.Popen([sys.executable, "-m", "autograde", "validate", *map(str, part)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for part in (files[:half], files[half:])]
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "autograde", "validate", *map(str, part)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for part in (files[:half], files[half:])
+    ]
     outputs = [proc.communicate(timeout=900) for proc in procs]
     assert [proc.returncode for proc in procs] == [1, 1], [err[-2000:] for _, err in outputs]
     blocks, current = [], []
@@ -486,7 +590,7 @@ def test_a_split_answer_cell_and_an_unknown_grade_id_cost_no_points(root, tmp_pa
     second = copy.deepcopy(first)  # Jupyter's "Split Cell": both halves keep the metadata
     second["id"] = first["id"] + "x"
     whole = first.source
-    first.source, second.source = whole[:len(whole) // 2], whole[len(whole) // 2:]
+    first.source, second.source = whole[: len(whole) // 2], whole[len(whole) // 2 :]
     nb.cells.insert(i + 1, second)
     stray = copy.deepcopy(first)  # a cell carrying a grade id the course does not have
     stray["id"] = first["id"] + "y"
@@ -511,12 +615,14 @@ def test_feedback_marks_written_answers_that_wait_for_a_person():
     """nbgrader's page says "Score: 0.0 / 1.0" for an answer nobody has graded yet; ours says pending."""
     from autograde.grading import mark_pending
 
-    page = ('<h4>05_x (Score: 2.0 / 4.0)</h4>\n'
-            '<li><a href="#todo5">Test cell</a> (Score: 2.0 / 2.0)</li>\n'
-            '<li><a href="#refl_q1">Written response</a> (Score: 0.0 / 1.0)</li>\n'
-            '<li><a href="#refl_q2">Written response</a> (Score: 0.0 / 1.0)</li>\n'
-            '<a name="refl_q1"></a><div class="panel-heading"><span class="pull-right">\n      Score: 0.0 / 1.0 <a href="#top">\n'
-            '<a name="refl_q2"></a><div class="panel-heading"><span class="pull-right">\n      Score: 0.0 / 1.0 <a href="#top">\n')
+    page = (
+        "<h4>05_x (Score: 2.0 / 4.0)</h4>\n"
+        '<li><a href="#todo5">Test cell</a> (Score: 2.0 / 2.0)</li>\n'
+        '<li><a href="#refl_q1">Written response</a> (Score: 0.0 / 1.0)</li>\n'
+        '<li><a href="#refl_q2">Written response</a> (Score: 0.0 / 1.0)</li>\n'
+        '<a name="refl_q1"></a><div class="panel-heading"><span class="pull-right">\n      Score: 0.0 / 1.0 <a href="#top">\n'
+        '<a name="refl_q2"></a><div class="panel-heading"><span class="pull-right">\n      Score: 0.0 / 1.0 <a href="#top">\n'
+    )
     marked = mark_pending(page, {"refl_q1"})  # q2 was left as released: its 0 is a real score
     assert "(Score: 2.0 / 4.0; 1 point(s) wait for a person's grading)" in marked
     assert '<a href="#refl_q1">Written response</a> (pending' in marked

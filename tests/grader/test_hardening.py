@@ -6,6 +6,7 @@ grading parent and every grading process stay under 1 GiB of resident memory; no
 reads as a formula; and no page runs script.
 
 The fast tests at the end check each limit on its own, without grading."""
+
 from __future__ import annotations
 
 import csv
@@ -25,9 +26,12 @@ from submissions import NOTEBOOKS
 ROOT = Path(__file__).resolve().parents[2]
 GiB = 1 << 30
 NB01, NB02 = NOTEBOOKS[0], NOTEBOOKS[1]
-FULL_AUTO = sum(c.metadata["nbgrader"]["points"] for n in NOTEBOOKS
-                for c in nbformat.read(ROOT / "solutions" / f"{n}.ipynb", 4).cells
-                if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution"))
+FULL_AUTO = sum(
+    c.metadata["nbgrader"]["points"]
+    for n in NOTEBOOKS
+    for c in nbformat.read(ROOT / "solutions" / f"{n}.ipynb", 4).cells
+    if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +39,24 @@ def hardened(tmp_path_factory):
     base = tmp_path_factory.mktemp("hardening")
     subs, out = base / "submissions", base / "out"
     plan = build_hardening_batch(subs)
-    command = [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress",
-               "--workers", "2", "--memory-limit", "1", "--cell-timeout", "20", "--notebook-timeout", "120"]
+    command = [
+        sys.executable,
+        "-m",
+        "autograde",
+        "grade",
+        str(subs),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--workers",
+        "2",
+        "--memory-limit",
+        "1",
+        "--cell-timeout",
+        "20",
+        "--notebook-timeout",
+        "120",
+    ]
     began = time.monotonic()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     with PeakMemory(proc.pid) as memory:
@@ -47,10 +67,16 @@ def hardened(tmp_path_factory):
     with open(out / "grades.csv", encoding="utf-8", newline="") as handle:
         table = list(csv.reader(handle))
     log = [json.loads(line) for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()]
-    return {"out": out, "plan": plan, "peaks": memory.peaks, "seconds": time.monotonic() - began, "table": table,
-            "rows": {row[0]: dict(zip(table[0], row)) for row in table[1:]},
-            "records": {(r["student_id"], r["notebook"]): r for r in log},
-            "summary": json.loads((out / "summary.json").read_text(encoding="utf-8"))}
+    return {
+        "out": out,
+        "plan": plan,
+        "peaks": memory.peaks,
+        "seconds": time.monotonic() - began,
+        "table": table,
+        "rows": {row[0]: dict(zip(table[0], row)) for row in table[1:]},
+        "records": {(r["student_id"], r["notebook"]): r for r in log},
+        "summary": json.loads((out / "summary.json").read_text(encoding="utf-8")),
+    }
 
 
 pytestmark_batch = pytest.mark.slow
@@ -70,8 +96,7 @@ def test_grading_memory_stays_under_one_gib(hardened):
 
 
 @pytestmark_batch
-@pytest.mark.parametrize("student", ["atk_out_metadata", "atk_out_updates", "atk_out_comms", "atk_out_orphans",
-                                     "atk_out_objects"])
+@pytest.mark.parametrize("student", ["atk_out_metadata", "atk_out_updates", "atk_out_comms", "atk_out_orphans", "atk_out_objects"])
 def test_an_output_flood_stops_its_own_notebook(hardened, student):
     record = hardened["records"][(student, NB01)]
     assert record["status"] == "output_limit", record
@@ -145,7 +170,7 @@ def test_an_id_named_like_a_grader_file_is_graded_like_anyone(hardened):
 def _inputs_shown(out: Path, student: str) -> str:
     text = (out / "feedback" / student / f"{NB01}.html").read_text(encoding="utf-8")
     start = text.index("Same engine, and any link in common")  # the first idea with random pairs
-    return text[start:text.index("\n", text.index("inputs: ", start))]
+    return text[start : text.index("\n", text.index("inputs: ", start))]
 
 
 @pytestmark_batch
@@ -174,8 +199,9 @@ def test_a_long_answer_is_judged_whole(hardened):
 def test_no_page_runs_script(hardened):
     from page_attacks import scripts_ran
 
-    report = subprocess.run([sys.executable, "-m", "autograde", "report", str(hardened["out"])], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
+    report = subprocess.run(
+        [sys.executable, "-m", "autograde", "report", str(hardened["out"])], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert report.returncode == 0, report.stdout + report.stderr
     pages = sorted(hardened["out"].glob("feedback/*/*.html")) + sorted(hardened["out"].glob("*.html"))
     assert any(p.parent.name == "atk_pages" for p in pages) and any(p.name == "report.html" for p in pages)
@@ -329,7 +355,13 @@ def test_every_grading_limit_is_in_the_fingerprint(tmp_path):
     path = tmp_path / "nb.ipynb"
     path.write_text("{}")
     base = Options()
-    changed = {"cell_timeout": 31, "notebook_timeout": 301, "sandbox": False, "memory_limit": base.memory_limit + 1,
-               "process_limit": base.process_limit + 1, "max_notebook_bytes": base.max_notebook_bytes + 1}
+    changed = {
+        "cell_timeout": 31,
+        "notebook_timeout": 301,
+        "sandbox": False,
+        "memory_limit": base.memory_limit + 1,
+        "process_limit": base.process_limit + 1,
+        "max_notebook_bytes": base.max_notebook_bytes + 1,
+    }
     for field, value in changed.items():
         assert _fingerprint(path, "d", dataclasses.replace(base, **{field: value})) != _fingerprint(path, "d", base), field

@@ -6,6 +6,7 @@ answer with one mistake in it is defined in the ideas' namespace (with the cours
 in for the functions the hidden tests replace, as the judge does), and each idea is called.
 Run this file as a script (``python tests/grader/test_idea_isolation.py``) to print the table "wrong answer -> ideas lost" for every TODO.
 """
+
 from __future__ import annotations
 
 import functools
@@ -83,8 +84,11 @@ def test_the_messages_name_the_rule_that_broke():
 
 
 _STUBS = {  # an answer that does nothing (or returns a constant) for each exercise of notebooks 01-03
-    "todo0_check_overlap": ("todo0_solution", "    if first['name'] in second.get('after', [])",
-                            "    return {'can_overlap': True, 'reasons': []}\n    if first['name'] in second.get('after', [])"),
+    "todo0_check_overlap": (
+        "todo0_solution",
+        "    if first['name'] in second.get('after', [])",
+        "    return {'can_overlap': True, 'reasons': []}\n    if first['name'] in second.get('after', [])",
+    ),
     "todo1_exposed_interval": ("todo1_solution", "hidden_ms = sum(right - left for left, right in merged)", "hidden_ms = 0.0"),
     "todo2_estimate_handoff": ("todo2_solution", "transfer_ms = fixed_latency_ms + payload_bytes / bytes_per_ms", "transfer_ms = 1.0"),
     "todo3_validate_state": ("todo3_solution", "    incompatible = []\n", "    return {'ready': True, 'missing': [], 'incompatible': []}\n"),
@@ -106,9 +110,12 @@ def test_an_answer_that_does_nothing_earns_at_most_a_quarter(cell):
 def test_a_constant_list_of_every_reason_earns_only_the_scaffold():
     """TODO 0's order idea reads the answer's own reasons; an answer that always returns all four, in
     order, must still earn nothing beyond what the scaffold does (input checks, inputs unchanged)."""
-    constant = mutate("todo0_solution", "    if first['name'] in second.get('after', [])",
-                      "    return {'can_overlap': False, 'reasons': ['dependency', 'same_engine', 'shared_link', 'shared_state']}\n"
-                      "    if first['name'] in second.get('after', [])")
+    constant = mutate(
+        "todo0_solution",
+        "    if first['name'] in second.get('after', [])",
+        "    return {'can_overlap': False, 'reasons': ['dependency', 'same_engine', 'shared_link', 'shared_state']}\n"
+        "    if first['name'] in second.get('after', [])",
+    )
     earned = {idea for idea, failure in idea_results("todo0_check_overlap", constant).items() if not failure}
     assert earned <= {"input_validation", "inputs_unchanged"}, earned
 

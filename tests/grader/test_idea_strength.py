@@ -5,6 +5,7 @@ returns that value. These tests run TODO 5's hidden ideas in-process (the way th
 them, without the sandbox) against constant answers and against answers that look at one case
 only, and check that they earn no more than the ideas any stub earns.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,8 +15,7 @@ import pytest
 from autograde.judging.ideas import course_tests, load
 
 ROOT = Path(__file__).resolve().parents[2]
-DECISIONS = ("reject_incorrect_path", "reject_instrument_fault", "rerun_on_quiet_machine",
-             "accept_physical_overlap", "tune_overlap_window")
+DECISIONS = ("reject_incorrect_path", "reject_instrument_fault", "rerun_on_quiet_machine", "accept_physical_overlap", "tune_overlap_window")
 # what the released scaffold already does (raise on no cases, touch nothing): any stub passes these
 SCAFFOLD_IDEAS = {"empty_raises", "inputs_unchanged"}
 
@@ -46,6 +46,7 @@ def _constant(decision):
         if not cases:
             raise ValueError("no cases")
         return decision
+
     return decide_overlap
 
 
@@ -74,13 +75,17 @@ def _one_case_only(pick):
         calibrated = [c for c in cases if c.get("window") == "calibrated"]
         fixed = [c for c in cases if c.get("window") != "calibrated"]
         return reference(fixed + pick(calibrated), controls)
+
     return decide_overlap
 
 
-@pytest.mark.parametrize("pick,lost", [
-    (lambda cal: cal[:1], {"noisy_machine", "every_payload"}),
-    (lambda cal: cal[-1:], {"noisy_machine", "every_payload"}),
-])
+@pytest.mark.parametrize(
+    "pick,lost",
+    [
+        (lambda cal: cal[:1], {"noisy_machine", "every_payload"}),
+        (lambda cal: cal[-1:], {"noisy_machine", "every_payload"}),
+    ],
+)
 def test_looking_at_one_calibrated_case_loses_points(pick, lost):
     assert not passed_ideas(_one_case_only(pick)) & lost
 
@@ -98,6 +103,7 @@ def test_a_bound_of_its_own_loses_the_bar(factor):
 
 # ----------------------------------------------------------------- notebook 06 (TODO 6-8)
 
+
 def _ideas_06(grade_id: str, name: str, fn, extra: dict | None = None) -> set[str]:
     """The ids of a notebook 06 cell's hidden ideas that ``fn`` (standing for ``name``) passes."""
     found = course_tests([ROOT / "solutions" / "06_handoff_simulator.ipynb"])["06_handoff_simulator"]
@@ -114,38 +120,43 @@ def _ideas_06(grade_id: str, name: str, fn, extra: dict | None = None) -> set[st
     return passed
 
 
-@pytest.mark.parametrize("value", [
-    {"start_ms": 0.0, "end_ms": 0.0, "transfer_ms": 0.0, "exposed_ms": 0.0, "hidden_ms": 0.0},
-    {"start_ms": 1.0, "end_ms": 2.0, "transfer_ms": 1.0, "exposed_ms": 1.0, "hidden_ms": 0.0},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"start_ms": 0.0, "end_ms": 0.0, "transfer_ms": 0.0, "exposed_ms": 0.0, "hidden_ms": 0.0},
+        {"start_ms": 1.0, "end_ms": 2.0, "transfer_ms": 1.0, "exposed_ms": 1.0, "hidden_ms": 0.0},
+    ],
+)
 def test_todo6_a_constant_stream_earns_nothing(value):
     def stream_layers(grant_ms, prefill_start_ms, prefill_ms, layers, payload_ms, latency_ms):
         if layers < 1 or int(layers) != layers or min(prefill_ms, payload_ms, latency_ms) < 0:
             raise ValueError("bad input")
         return dict(value)
+
     assert _ideas_06("todo6_stream_layers", "stream_layers", stream_layers) <= {"valid_input"}
 
 
-@pytest.mark.parametrize("decision,outcome", [("ready", "ok"), ("wait", "ok"), ("fallback", "recomputed"),
-                                              ("fallback", "failed"), ("recompute", "recomputed")])
+@pytest.mark.parametrize(
+    "decision,outcome", [("ready", "ok"), ("wait", "ok"), ("fallback", "recomputed"), ("fallback", "failed"), ("recompute", "recomputed")]
+)
 def test_todo7_a_constant_handoff_earns_only_the_policy_check(decision, outcome):
     def handoff_step(handoff):
         if handoff["policy"] not in ("recompute", "fail"):
             raise ValueError("policy")
         now = handoff["now_ms"]
-        return {"decision": decision, "outcome": outcome, "act_ms": now,
-                "decode_start_ms": None if outcome == "failed" else now}
+        return {"decision": decision, "outcome": outcome, "act_ms": now, "decode_start_ms": None if outcome == "failed" else now}
+
     assert _ideas_06("todo7_handoff_step", "handoff_step", handoff_step) <= {"policy_checked"}
 
 
-@pytest.mark.parametrize("pick", [lambda values, q: values[0], lambda values, q: values[-1],
-                                  lambda values, q: sum(values) / len(values)])
+@pytest.mark.parametrize("pick", [lambda values, q: values[0], lambda values, q: values[-1], lambda values, q: sum(values) / len(values)])
 def test_todo8_a_lazy_percentile_earns_only_the_scaffold(pick):
     def ttft_percentiles(records, qs):
         values = sorted(r["ttft_ms"] for r in records if r.get("ttft_ms") is not None)
         if not values or any(not 0 <= q <= 100 for q in qs):
             raise ValueError("bad input")
         return [pick(values, q) for q in qs]
+
     assert _ideas_06("todo8_ttft_percentiles", "ttft_percentiles", ttft_percentiles) <= {"skips_none", "bad_input", "inputs_unchanged"}
 
 
@@ -169,8 +180,7 @@ def _min_max_rewrites_qs(records, qs):
     return [values[0] if q == 0 else values[-1] for q in qs]
 
 
-@pytest.mark.parametrize("answer,earned", [(_clears_qs, {"bad_input"}),
-                                           (_min_max_rewrites_qs, {"endpoints", "bad_input"})])
+@pytest.mark.parametrize("answer,earned", [(_clears_qs, {"bad_input"}), (_min_max_rewrites_qs, {"endpoints", "bad_input"})])
 def test_todo8_an_answer_that_mutates_qs_earns_only_what_it_truly_does(answer, earned):
     """Every TODO 8 idea takes its expected values before the call and checks the length first."""
     assert _ideas_06("todo8_ttft_percentiles", "ttft_percentiles", answer) <= earned

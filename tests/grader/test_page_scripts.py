@@ -4,6 +4,7 @@ preprocessors and exporter), copied as the grader copies it, and opened in Chrom
 notebook through plain nbconvert shows that the check does see script run. The class report
 carries the same policy. Unit tests cover the output-metadata preprocessor and the policy's
 placement."""
+
 from __future__ import annotations
 
 import base64
@@ -49,8 +50,7 @@ plt.show()
 display(Image(data=base64.b64decode(PNG), width=120))"""
 # an attachment is shown as <img src="data:...">, and an image never runs script (an SVG source
 # is not kept at all: the page shows the image's alt text)
-_SVG = (f"<svg xmlns='http://www.w3.org/2000/svg' onload=\"{mark('attachment')}\">"
-        f"<script>{mark('attachment-script')}</script></svg>")
+_SVG = f"<svg xmlns='http://www.w3.org/2000/svg' onload=\"{mark('attachment')}\"><script>{mark('attachment-script')}</script></svg>"
 ATTACHMENT = {"evil.svg": {"image/svg+xml": base64.b64encode(_SVG.encode()).decode()}}
 
 
@@ -61,9 +61,11 @@ def payload_notebook() -> nbformat.NotebookNode:
     from nbclient import NotebookClient
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# A notebook of script payloads\n\n$e^{i\\pi} + 1 = 0$"),
-                nbformat.v4.new_code_cell(f"PNG = {PNG!r}\n" + HONEST_CELL),
-                nbformat.v4.new_markdown_cell("An attachment: ![attached](attachment:evil.svg)", attachments=ATTACHMENT)]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# A notebook of script payloads\n\n$e^{i\\pi} + 1 = 0$"),
+        nbformat.v4.new_code_cell(f"PNG = {PNG!r}\n" + HONEST_CELL),
+        nbformat.v4.new_markdown_cell("An attachment: ![attached](attachment:evil.svg)", attachments=ATTACHMENT),
+    ]
     nb.cells += [nbformat.v4.new_markdown_cell(source) for source in PAYLOAD_MARKDOWN]
     nb.cells += [nbformat.v4.new_code_cell(source) for source in PAYLOAD_CELLS]
     NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True).execute()
@@ -194,7 +196,7 @@ def test_the_class_report_states_its_policy_first(tmp_path):
 
     write_out(tmp_path, [graded("s1", nb) for nb in NB])
     text = write_report(COURSE, tmp_path)[0].read_text(encoding="utf-8")
-    head = text[:text.index("<title>")]
+    head = text[: text.index("<title>")]
     assert f'<meta http-equiv="Content-Security-Policy" content="{REPORT_POLICY}">' in head
     assert text.count("Content-Security-Policy") == 1
 
@@ -213,7 +215,7 @@ def test_the_policy_comes_right_after_head_before_anything_the_page_holds():
 def test_a_page_of_unknown_shape_gets_the_policy_ahead_of_everything():
     # an <html> whose attribute hides a '>': the policy must not land inside the attribute
     odd = '<!doctype html><html lang="x>"><script>x()</script><head>'
-    assert add_csp(odd) == "<!doctype html>" + META + odd[len("<!doctype html>"):]
+    assert add_csp(odd) == "<!doctype html>" + META + odd[len("<!doctype html>") :]
     assert add_csp("<script>x()</script>") == META + "<script>x()</script>"
     assert add_csp('<html lang="en"><head><title>t</title>').startswith('<html lang="en"><head>' + META)
 
@@ -239,6 +241,7 @@ def test_every_feedback_page_written_carries_the_policy(tmp_path):
 
 # ---------------------------------------------------------------- output metadata
 
+
 def _image_cell(metadata: dict) -> nbformat.NotebookNode:
     output = nbformat.v4.new_output("display_data", data={"image/png": "AAAA"}, metadata=metadata)
     return nbformat.v4.new_code_cell("show()", outputs=[output])
@@ -262,15 +265,19 @@ def test_a_width_carrying_an_attribute_is_dropped():
 
 
 def test_every_other_key_is_dropped():
-    metadata = {"filenames": {"image/png": "javascript:x()"}, "isolated": True, "needs_background": "light",
-                "image/png": {"alt": '" onload="x()', "unconfined": True, "width": 10},
-                "text/html": {"isolated": True}, "image/jpeg": "not a dict"}
+    metadata = {
+        "filenames": {"image/png": "javascript:x()"},
+        "isolated": True,
+        "needs_background": "light",
+        "image/png": {"alt": '" onload="x()', "unconfined": True, "width": 10},
+        "text/html": {"isolated": True},
+        "image/jpeg": "not a dict",
+    }
     assert _kept(metadata) == {"image/png": {"width": 10}}
 
 
 def test_widget_state_and_every_cells_outputs_are_cleaned():
-    nb = nbformat.v4.new_notebook(metadata={"widgets": {"application/vnd.jupyter.widget-state+json": {}},
-                                            "language_info": {"name": "python"}})
+    nb = nbformat.v4.new_notebook(metadata={"widgets": {"application/vnd.jupyter.widget-state+json": {}}, "language_info": {"name": "python"}})
     nb.cells = [_image_cell({"width": "x y"}), nbformat.v4.new_markdown_cell("text"), _image_cell({"tags": ["a"]})]
     nb, _ = SafeOutputMetadata().preprocess(nb, {})
     assert [c.outputs[0].metadata for c in nb.cells if c.cell_type == "code"] == [{}, {}]
@@ -278,6 +285,7 @@ def test_widget_state_and_every_cells_outputs_are_cleaned():
 
 
 # ---------------------------------------------------------------- long lines wrap
+
 
 @browser
 def test_a_feedback_page_wraps_long_lines_instead_of_scrolling_sideways(tmp_path):
@@ -289,11 +297,17 @@ def test_a_feedback_page_wraps_long_lines_instead_of_scrolling_sideways(tmp_path
 
     needs_chromium()
     long = "x" * 400
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell(f"value = '{long}'  # a long line of code", outputs=[
-            nbformat.v4.new_output("stream", text=f"printed: {' '.join(['word'] * 80)} {long}\n"),
-            nbformat.v4.new_output("error", ename="ValueError", evalue=long, traceback=[f"ValueError: {long}"])]),
-    ])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                f"value = '{long}'  # a long line of code",
+                outputs=[
+                    nbformat.v4.new_output("stream", text=f"printed: {' '.join(['word'] * 80)} {long}\n"),
+                    nbformat.v4.new_output("error", ename="ValueError", evalue=long, traceback=[f"ValueError: {long}"]),
+                ],
+            ),
+        ]
+    )
     raw = tmp_path / "raw.html"
     raw.write_text(feedback_html(nb), encoding="utf-8")
     grading._write_feedback(raw, tmp_path / "written.html", {}, tmp_path / "absent.ipynb")
@@ -304,8 +318,10 @@ def test_a_feedback_page_wraps_long_lines_instead_of_scrolling_sideways(tmp_path
             page = chromium.new_page(viewport={"width": 1000, "height": 800})
             for name in ("raw", "written"):
                 page.goto((tmp_path / f"{name}.html").resolve().as_uri())
-                widths[name] = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth,"
-                                             " Math.max(...[...document.querySelectorAll('pre')].map(e => e.scrollWidth - e.clientWidth))]")
+                widths[name] = page.evaluate(
+                    "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth,"
+                    " Math.max(...[...document.querySelectorAll('pre')].map(e => e.scrollWidth - e.clientWidth))]"
+                )
         finally:
             chromium.close()
     page_width, window, pre_overflow = widths["written"]

@@ -4,6 +4,7 @@ records shaped as the grader makes them: each idea's pass rate is the count of j
 that passed it, problems are counted by kind, written answers waiting for a person are pending
 (not 0), every text from OUT is inert in the page, and a folder that `grade` did not write is
 refused with exit code 2."""
+
 from __future__ import annotations
 
 import base64
@@ -39,22 +40,32 @@ def ideas_of(notebook: str) -> dict[str, list]:
     return found
 
 
-def graded(student: str, notebook: str, failing: dict[tuple[str, str], str] | None = None,
-           seconds: float = 5.0, **extra) -> dict:
+def graded(student: str, notebook: str, failing: dict[tuple[str, str], str] | None = None, seconds: float = 5.0, **extra) -> dict:
     """A graded notebook's record as grade_student/finish_record leave it: the judge's ideas per grade
     cell, scores = the points of the ideas passed, written answers waiting (None)."""
     failing = failing or {}
     ideas, scores = {}, {}
     for gid, infos in ideas_of(notebook).items():
-        ideas[gid] = [{"id": i.id, "status": failing.get((gid, i.id), "passed"),
-                       "earned": 0.0 if (gid, i.id) in failing else i.points, "points": i.points} for i in infos]
+        ideas[gid] = [
+            {"id": i.id, "status": failing.get((gid, i.id), "passed"), "earned": 0.0 if (gid, i.id) in failing else i.points, "points": i.points}
+            for i in infos
+        ]
         scores[gid] = sum(i["earned"] for i in ideas[gid])
     manual = {c.grade_id: None for c in CELLS if c.manual and c.notebook == notebook}
-    record = {"student_id": student, "notebook": notebook, "file": f"{notebook}.ipynb", "fingerprint": "0" * 64,
-              "scores": scores, "status": "graded", "detail": "", "manual": manual,
-              "timings": {"autograde": round(seconds * 0.6, 3), "judge": round(seconds * 0.2, 3),
-                          "feedback": round(seconds * 0.2, 3)}, "ideas": ideas, "seconds": seconds,
-              "signature": "f" * 64}
+    record = {
+        "student_id": student,
+        "notebook": notebook,
+        "file": f"{notebook}.ipynb",
+        "fingerprint": "0" * 64,
+        "scores": scores,
+        "status": "graded",
+        "detail": "",
+        "manual": manual,
+        "timings": {"autograde": round(seconds * 0.6, 3), "judge": round(seconds * 0.2, 3), "feedback": round(seconds * 0.2, 3)},
+        "ideas": ideas,
+        "seconds": seconds,
+        "signature": "f" * 64,
+    }
     record.update(extra)
     return record
 
@@ -70,13 +81,11 @@ def write_out(out: Path, records: list[dict], notes: dict[str, list[str]] | None
     """Write OUT's files with the grader's own writer."""
     out.mkdir(parents=True, exist_ok=True)
     n_students = len({r["student_id"] for r in records})
-    return grading._report(COURSE, out, graded_cells=CELLS, records=records, notes=notes or {},
-                           n_students=n_students, sandbox={"enabled": False})
+    return grading._report(COURSE, out, graded_cells=CELLS, records=records, notes=notes or {}, n_students=n_students, sandbox={"enabled": False})
 
 
 def run_report(out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autograde", "report", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "autograde", "report", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def expected_ideas(records: list[dict]) -> dict[tuple[str, str], tuple[int, int]]:
@@ -94,8 +103,7 @@ def expected_ideas(records: list[dict]) -> dict[tuple[str, str], tuple[int, int]
 
 def cells_of(row_html: str) -> dict[str, str]:
     """{class: text} of a table row's cells that carry a class."""
-    return {m.group(1).split()[-1]: html.unescape(m.group(2).strip())
-            for m in re.finditer(r'<td class="([^"]+)">(.*?)</td>', row_html, re.S)}
+    return {m.group(1).split()[-1]: html.unescape(m.group(2).strip()) for m in re.finditer(r'<td class="([^"]+)">(.*?)</td>', row_html, re.S)}
 
 
 NB = COURSE.notebooks
@@ -127,8 +135,10 @@ def small(tmp_path_factory):
     records.append(graded("s_redacted", NB[1], detail="1 cell(s) of its code failed when loaded for the judge"))
     records += [graded("s_redacted", nb) for nb in NB[2:]]
     # a folder name that cannot be a student id: as the grader records it (safe_text keeps '<' and '>')
-    records += [{"student_id": EVIL, "notebook": nb, "scores": {}, "status": "invalid_student_id",
-                 "detail": "use letters, digits, '_', '.', '@', '+' or '-'"} for nb in NB]
+    records += [
+        {"student_id": EVIL, "notebook": nb, "scores": {}, "status": "invalid_student_id", "detail": "use letters, digits, '_', '.', '@', '+' or '-'"}
+        for nb in NB
+    ]
     write_out(out, records, notes={"s_part": [f"{NB[1]}.ipynb: found as 'Copy of {NB[1]}.ipynb' (renamed)"]})
     # a person scored one written answer, and another was flagged for review: as grades.csv shows them
     manual = [c.grade_id for c in CELLS if c.manual]
@@ -144,9 +154,15 @@ def small(tmp_path_factory):
         writer.writerows(rows)
     proc = run_report(out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return {"out": out, "records": records, "rows": {r["student_id"]: r for r in rows}, "manual": manual,
-            "data": json.loads((out / "report.json").read_text(encoding="utf-8")),
-            "page": (out / "report.html").read_text(encoding="utf-8"), "stdout": proc.stdout}
+    return {
+        "out": out,
+        "records": records,
+        "rows": {r["student_id"]: r for r in rows},
+        "manual": manual,
+        "data": json.loads((out / "report.json").read_text(encoding="utf-8")),
+        "page": (out / "report.html").read_text(encoding="utf-8"),
+        "stdout": proc.stdout,
+    }
 
 
 def test_each_idea_pass_rate_is_the_count_of_judged_notebooks_that_passed(small):
@@ -174,16 +190,29 @@ def test_the_page_shows_the_same_idea_numbers_and_texts(small):
     for idea in small["data"]["ideas"]:
         cells = cells_of(rows[f"{idea['grade_id']}/{idea['idea']}"])
         assert cells["text"] == idea["text"], "the idea's text, escaped in the page, reads back the same"
-        assert (int(cells["passed"]), int(cells["judged"]), int(cells["failed"]), int(cells["error"])) == \
-               (idea["passed"], idea["judged"], idea["failed"], idea["error"])
+        assert (int(cells["passed"]), int(cells["judged"]), int(cells["failed"]), int(cells["error"])) == (
+            idea["passed"],
+            idea["judged"],
+            idea["failed"],
+            idea["error"],
+        )
         assert cells["rate"] == f"{100 * idea['pass_rate']:.1f}%"
 
 
 def test_problems_are_counted_by_kind_with_their_students(small):
     kinds = {p["kind"]: p for p in small["data"]["problems"]}
     assert {k: p["count"] for k, p in kinds.items()} == {
-        "missing": len(NB) - 1, "timeout": 1, "kernel_died": 1, "out_of_memory": 1, "invalid_notebook": 1,
-        "invalid_student_id": len(NB), "redacted": 1, "graded_with_notes": 1, "matching_note": 1, "needs_review": 1}
+        "missing": len(NB) - 1,
+        "timeout": 1,
+        "kernel_died": 1,
+        "out_of_memory": 1,
+        "invalid_notebook": 1,
+        "invalid_student_id": len(NB),
+        "redacted": 1,
+        "graded_with_notes": 1,
+        "matching_note": 1,
+        "needs_review": 1,
+    }
     assert {i["student_id"] for i in kinds["timeout"]["items"]} == {"s_stopped"}
     assert kinds["invalid_student_id"]["students"] == 1
     assert kinds["needs_review"]["items"][0]["student_id"] == "s_full"
@@ -230,7 +259,7 @@ def test_the_slowest_notebooks(small):
     slowest = small["data"]["timing"]["slowest"]
     assert (slowest[0]["student_id"], slowest[0]["notebook"], slowest[0]["status"]) == ("s_stopped", NB[1], "timeout")
     timed = [r["seconds"] for r in small["records"] if "seconds" in r]
-    assert [s["seconds"] for s in slowest] == sorted(timed, reverse=True)[:len(slowest)]
+    assert [s["seconds"] for s in slowest] == sorted(timed, reverse=True)[: len(slowest)]
     assert small["data"]["timing"]["count"] == len(timed)
     assert "report.html" in small["stdout"] and f"{len(small['rows'])} student(s)" in small["stdout"]
 
@@ -270,8 +299,12 @@ def test_a_class_of_a_thousand(tmp_path):
             elif roll < 0.04:
                 records.append(stopped(student, nb, "timeout", "killed after 300 s", seconds=300.0 + rng.random()))
             else:
-                failing = {(gid, i.id): rng.choice(["failed", "error"]) for gid, infos in ideas_of(nb).items()
-                           for i in infos if rng.random() < miss[(gid, i.id)]}
+                failing = {
+                    (gid, i.id): rng.choice(["failed", "error"])
+                    for gid, infos in ideas_of(nb).items()
+                    for i in infos
+                    if rng.random() < miss[(gid, i.id)]
+                }
                 records.append(graded(student, nb, failing, seconds=round(rng.uniform(3, 20), 2)))
     out = tmp_path / "out"
     write_out(out, records)
@@ -309,6 +342,7 @@ def test_a_class_with_nobody_graded_yet_still_gets_a_page(tmp_path):
 
 
 # ---------------------------------------------------------------- what the page shows is readable
+
 
 def _drawn(fig):
     """``fig`` on a canvas that renders (the report's figures are drawn without pyplot)."""

@@ -5,6 +5,7 @@ score a control student, graded in the same batch without the attack, shows: the
 must gain nothing over its control, honest students must keep full marks, nothing the
 grader owns may change, no hidden test may reach a feedback page, and a second run of the
 batch must give the same grades."""
+
 import csv
 import html
 import json
@@ -131,8 +132,9 @@ for _ in range(12):
             pass
         os._exit(0)"""
 MARKUP = "<script>document.title = 'owned'</script>\n" + "<" * 120_000
-STICKY_TODO4 = answer("todo4_solution").replace("    if validation['incompatible']:",
-                                                 "    validation['_seen'] = True\n    if validation['incompatible']:")
+STICKY_TODO4 = answer("todo4_solution").replace(
+    "    if validation['incompatible']:", "    validation['_seen'] = True\n    if validation['incompatible']:"
+)
 NETWORK = """import socket
 try:
     socket.create_connection(('127.0.0.1', {PORT}), timeout=3).sendall(b'leak')
@@ -143,8 +145,9 @@ except OSError as exc:
 
 def grades(out: Path) -> dict[str, dict[str, float]]:
     with open(out / "grades.csv", encoding="utf-8") as handle:
-        return {row["student_id"]: {k: (v if v == "pending" else float(v)) for k, v in row.items() if k != "student_id"}
-                for row in csv.DictReader(handle)}
+        return {
+            row["student_id"]: {k: (v if v == "pending" else float(v)) for k, v in row.items() if k != "student_id"} for row in csv.DictReader(handle)
+        }
 
 
 def page(out: Path, student: str, notebook: str) -> str:
@@ -202,8 +205,13 @@ def attacked(tmp_path_factory):
     # an answer that reads the expected decision from its caller's bytecode
     write(subs, "atk_peek", NB["05"], build(NB["05"], {"todo5_solution": PEEK_TODO5}))
     # reading above its folder: the grader's files, the instructor's sources, other students
-    targets = [str(repo / "solutions" / f"{NB['03']}.ipynb"), str(out / ".course" / "judge.json"),
-               str(out / ".course" / "gradebook.db"), str(subs / "honest_a" / f"{NB['03']}.ipynb"), "/etc/shadow"]
+    targets = [
+        str(repo / "solutions" / f"{NB['03']}.ipynb"),
+        str(out / ".course" / "judge.json"),
+        str(out / ".course" / "gradebook.db"),
+        str(subs / "honest_a" / f"{NB['03']}.ipynb"),
+        "/etc/shadow",
+    ]
     write(subs, "atk_reader", NB["03"], insert_after(build(NB["03"]), "todo3_solution", READER.replace("{SECRET_TARGETS}", repr(targets))))
     # writing and deleting above its folder
     doomed = [str(out / "grades.csv"), str(out / ".state"), str(out / ".course"), str(out / ".work"), str(subs), str(repo / "solutions")]
@@ -237,15 +245,26 @@ def attacked(tmp_path_factory):
         second = run_grade(subs, rerun, "--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "120", "--memory-limit", "1")
     finally:
         listener.close()
-    return {"subs": subs, "out": out, "rerun": rerun, "grades": grades(out), "stdout": first.stdout + second.stdout,
-            "summary": json.loads((out / "summary.json").read_text()), "listener": listener,
-            "sources_before": before, "repo": repo}
+    return {
+        "subs": subs,
+        "out": out,
+        "rerun": rerun,
+        "grades": grades(out),
+        "stdout": first.stdout + second.stdout,
+        "summary": json.loads((out / "summary.json").read_text()),
+        "listener": listener,
+        "sources_before": before,
+        "repo": repo,
+    }
 
 
 # every TODO's points, from the sources
-FULL = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for n in NOTEBOOKS
-        for c in nbformat.read(Path(__file__).resolve().parents[2] / "solutions" / f"{n}.ipynb", 4).cells
-        if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
+FULL = {
+    c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+    for n in NOTEBOOKS
+    for c in nbformat.read(Path(__file__).resolve().parents[2] / "solutions" / f"{n}.ipynb", 4).cells
+    if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")
+}
 
 
 def test_honest_students_keep_full_marks(attacked):
@@ -260,13 +279,16 @@ def test_controls_are_partial_so_the_attack_tests_can_fail(attacked):
     assert 0 < g["ctl_const3"]["todo3_validate_state"] < 3
 
 
-@pytest.mark.parametrize("attacker,control,cell", [
-    ("atk_transformer", "ctl_wrong3", "todo3_validate_state"),
-    ("atk_custom_exc", "ctl_wrong3", "todo3_validate_state"),
-    ("atk_echo", "ctl_wrong2", "todo2_estimate_handoff"),
-    ("atk_patcher", "ctl_wrong2", "todo2_estimate_handoff"),
-    ("atk_always_equal", "ctl_const3", "todo3_validate_state"),
-])
+@pytest.mark.parametrize(
+    "attacker,control,cell",
+    [
+        ("atk_transformer", "ctl_wrong3", "todo3_validate_state"),
+        ("atk_custom_exc", "ctl_wrong3", "todo3_validate_state"),
+        ("atk_echo", "ctl_wrong2", "todo2_estimate_handoff"),
+        ("atk_patcher", "ctl_wrong2", "todo2_estimate_handoff"),
+        ("atk_always_equal", "ctl_const3", "todo3_validate_state"),
+    ],
+)
 def test_tampering_gains_nothing(attacked, attacker, control, cell):
     g = attacked["grades"]
     assert g[attacker][cell] == g[control][cell], f"{attacker} scored {g[attacker][cell]} on {cell}, its plain answer {g[control][cell]}"
@@ -386,8 +408,12 @@ def test_a_second_run_on_the_same_folder_refuses(small_class, tmp_path):
     import time
 
     out = tmp_path / "out"
-    first = subprocess.Popen([sys.executable, "-m", "autograde", "grade", str(small_class), "--out", str(out), "--no-progress"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "autograde", "grade", str(small_class), "--out", str(out), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not (out / ".work" / ".settings.json").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -481,8 +507,18 @@ def formgrader_html(path: Path) -> str:
     config = Config()
     config.HTMLExporter.template_name = "formgrade"
     config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
-    resources = {"assignment_id": "a", "notebook_id": path.stem, "submission_id": "s", "index": 0, "total": 1,
-                 "base_url": "", "student": "xss", "last_name": None, "first_name": None, "notebook_path": str(path)}
+    resources = {
+        "assignment_id": "a",
+        "notebook_id": path.stem,
+        "submission_id": "s",
+        "index": 0,
+        "total": 1,
+        "base_url": "",
+        "student": "xss",
+        "last_name": None,
+        "first_name": None,
+        "notebook_path": str(path),
+    }
     return HTMLExporter(config=config).from_filename(str(path), resources=resources)[0]
 
 

@@ -1,6 +1,7 @@
 """JupyterLab in a real browser: open the Step 2 notebook and the simulator notebook (06, with the
 notebooks 03 and 04 it loads next to it), run all, check that the widgets render, that no cell
 shows an error, and that moving a control changes the readout."""
+
 import contextlib
 import os
 import re
@@ -21,8 +22,15 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 NOTEBOOK = "02_total_vs_exposed_time.ipynb"
 SIMULATOR = "06_handoff_simulator.ipynb"
 COPIED = (NOTEBOOK, "03_handoff_state_contract.ipynb", "04_decode_start_gate.ipynb", SIMULATOR)
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync"]
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 LEARNER_CONFIG = "jupyter/learner"  # what `make lab` puts on JUPYTER_CONFIG_PATH (see the Makefile)
@@ -49,15 +57,33 @@ def lab(root, tmp_path_factory):
     (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     port, token = _free_port(), secrets.token_hex(16)
     # the learner's lab, as `make lab` opens it: without nbgrader's instructor extensions
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(workdir / ".jupyter"), "JUPYTER_RUNTIME_DIR": str(workdir / ".runtime"),
-           "JUPYTER_CONFIG_PATH": str(root / LEARNER_CONFIG)}
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(workdir / ".jupyter"),
+        "JUPYTER_RUNTIME_DIR": str(workdir / ".runtime"),
+        "JUPYTER_CONFIG_PATH": str(root / LEARNER_CONFIG),
+    }
     env.pop("COURSE_WIDGETS", None)
     env.pop("MPLBACKEND", None)  # the learner's default: inline figures
     log = open(workdir / "lab.log", "w")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-                             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={workdir}", "--LabApp.news_url=",
-                             *(["--allow-root"] if os.geteuid() == 0 else [])],
-                            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "jupyter"),
+            "lab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={workdir}",
+            "--LabApp.news_url=",
+            *(["--allow-root"] if os.geteuid() == 0 else []),
+        ],
+        cwd=workdir,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(120):
         try:
@@ -68,8 +94,13 @@ def lab(root, tmp_path_factory):
     else:
         proc.kill()
         pytest.fail("JupyterLab did not start:\n" + (workdir / "lab.log").read_text()[-3000:])
-    yield {"url": f"{base}/lab/tree/{NOTEBOOK}?token={token}", "workdir": workdir, "base": base, "token": token,
-           "simulator_url": f"{base}/lab/tree/{SIMULATOR}?token={token}&reset"}
+    yield {
+        "url": f"{base}/lab/tree/{NOTEBOOK}?token={token}",
+        "workdir": workdir,
+        "base": base,
+        "token": token,
+        "simulator_url": f"{base}/lab/tree/{SIMULATOR}?token={token}&reset",
+    }
     proc.terminate()
     try:
         proc.wait(timeout=20)

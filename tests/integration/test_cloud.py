@@ -5,6 +5,7 @@ with Jupyter's kernel parts and torch, nothing of this repository; each release 
 into an empty folder and answered; the set-up cell installs the learner wheel from the bundle with
 ``%pip``; every notebook runs top to bottom. The fast tests cover the pieces one by one.
 """
+
 import io
 import json
 import os
@@ -35,6 +36,7 @@ def setup_cell(path: Path) -> str:
 
 # ---------------------------------------------------------------- the set-up cell
 
+
 def test_setup_cells_share_one_bootstrap(root):
     boots = {name: setup_cell(root / "solutions" / f"{name}.ipynb").split(BOOT_END)[0] for name in NOTEBOOKS}
     assert len(set(boots.values())) == 1, "every set-up cell must bootstrap the same way"
@@ -46,6 +48,7 @@ def test_setup_cells_share_one_bootstrap(root):
 
 
 # ---------------------------------------------------------------- results and siblings without a course folder
+
 
 @pytest.fixture
 def no_course(tmp_path, monkeypatch):
@@ -105,6 +108,7 @@ def test_an_imports_cell_with_a_magic_still_loads(tmp_path, root):
 
 # ---------------------------------------------------------------- before submitting
 
+
 def test_check_submission_passes_an_intact_notebook_and_names_what_a_platform_broke(root, tmp_path, capsys):
     name = "03_handoff_state_contract"
     path = tmp_path / f"{name}.ipynb"
@@ -141,7 +145,7 @@ def test_check_submission_rejects_an_unknown_notebook(root, tmp_path):
 
 # ---------------------------------------------------------------- a cloud platform, simulated
 
-DRIVER = r'''
+DRIVER = r"""
 import os, sys
 import nbformat
 from nbclient import NotebookClient
@@ -151,7 +155,7 @@ nb = nbformat.read(path, 4)
 NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
                resources={"metadata": {"path": os.path.dirname(path)}}).execute()
 nbformat.write(nb, path)
-'''
+"""
 
 PROBE = """import sys, tools
 from tools.project_runtime import find_project_root, reference_file
@@ -159,8 +163,10 @@ print('PROBE', sys.prefix, tools.__file__, find_project_root(), reference_file('
 
 
 # the notebooks that load the learner's functions from earlier ones
-SIBLINGS = {"04_decode_start_gate": ("02_total_vs_exposed_time", "03_handoff_state_contract"),
-            "06_handoff_simulator": ("03_handoff_state_contract", "04_decode_start_gate")}
+SIBLINGS = {
+    "04_decode_start_gate": ("02_total_vs_exposed_time", "03_handoff_state_contract"),
+    "06_handoff_simulator": ("03_handoff_state_contract", "04_decode_start_gate"),
+}
 
 
 def _errors(nb) -> list[str]:
@@ -192,11 +198,19 @@ def test_cloud_platform_with_the_learner_wheel_only(root, tmp_path):
     venv = tmp_path / "platform-env"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "JPY_SESSION_NAME", "NBGRADER_EXECUTION",
-                                                            project_runtime.ROOT_ENV, project_runtime.RESULTS_ENV)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "JPY_SESSION_NAME", "NBGRADER_EXECUTION", project_runtime.ROOT_ENV, project_runtime.RESULTS_ENV)
+    }
     env.update(MPLBACKEND="agg", JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
-    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                              "torch==2.13.0", "ipykernel", "nbclient"], capture_output=True, text=True, timeout=900, env=env)
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "torch==2.13.0", "ipykernel", "nbclient"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     assert subprocess.run([str(python), "-c", "import tools"], env=env, cwd=tmp_path, capture_output=True).returncode != 0, "no runtime yet"
     driver = tmp_path / "run_notebook.py"
@@ -206,8 +220,9 @@ def test_cloud_platform_with_the_learner_wheel_only(root, tmp_path):
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{name}.ipynb"
         nbformat.write(nb, path)
-        done = subprocess.run([str(python), str(driver), str(path)], cwd=folder, env={**env, **(extra_env or {})},
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [str(python), str(driver), str(path)], cwd=folder, env={**env, **(extra_env or {})}, capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         return nbformat.read(path, 4)
 

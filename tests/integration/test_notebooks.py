@@ -1,5 +1,6 @@
 """Every notebook restarts and runs top to bottom: the sources without error, the release
 without anything but 'not implemented' and failed-check errors, Step 5 in every mode."""
+
 import json
 import os
 from pathlib import Path
@@ -20,8 +21,7 @@ def execute(path: Path, cwd: Path, allow_errors: bool = False, env: dict | None 
     old = dict(os.environ)
     os.environ.update(env or {})
     try:
-        NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=allow_errors,
-                       resources={"metadata": {"path": str(cwd)}}).execute()
+        NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=allow_errors, resources={"metadata": {"path": str(cwd)}}).execute()
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -71,9 +71,14 @@ def test_step5_all_modes_write_valid_results(root, tmp_path):
     results = root / "benchmarks" / "results"
     for mode, extra in (("dry_run", {}), ("real_gpu", {}), ("real_cpu", {"CPU_PAYLOAD_MIB": [8, 32], "REPEAT_STEPS": 5, "WARMUP_STEPS": 1})):
         label = f"pytest_{mode}"
-        pm.execute_notebook(str(root / "solutions" / "05_cuda_stream_overlap.ipynb"), str(tmp_path / f"{mode}.ipynb"),
-                            parameters={"RUN_MODE": mode, "RUN_LABEL": label, **extra}, kernel_name="python3",
-                            cwd=str(root / "solutions"), progress_bar=False)
+        pm.execute_notebook(
+            str(root / "solutions" / "05_cuda_stream_overlap.ipynb"),
+            str(tmp_path / f"{mode}.ipynb"),
+            parameters={"RUN_MODE": mode, "RUN_LABEL": label, **extra},
+            kernel_name="python3",
+            cwd=str(root / "solutions"),
+            progress_bar=False,
+        )
         path = results / f"inf_serving_overlap_{label}.json"
         result = json.loads(path.read_text(encoding="utf-8"))
         path.unlink()
@@ -88,8 +93,13 @@ def test_step5_all_modes_write_valid_results(root, tmp_path):
             assert result["workload"]["payload_mib"] == [8, 32], "a real_cpu run copies CPU_PAYLOAD_MIB"
             assert {c["bound_factor"] for c in result["cases"]} == {1.3}, "the CPU analogue's bound_factor"
             # any verdict of the rule may come out on a shared machine; the GPU one never does on a CPU
-            assert result["decision"] in ("accept_cpu_analogue_overlap", "tune_overlap_window", "reject_incorrect_path",
-                                          "reject_instrument_fault", "rerun_on_quiet_machine")
+            assert result["decision"] in (
+                "accept_cpu_analogue_overlap",
+                "tune_overlap_window",
+                "reject_incorrect_path",
+                "reject_instrument_fault",
+                "rerun_on_quiet_machine",
+            )
             assert result["decision_reason"]
             assert all(c["copy_correct"] and c["compute_correct"] for c in result["cases"])
             assert [c["name"] for c in result["controls"]] == ["one_thread", "joined_thread"]

@@ -1,4 +1,5 @@
 """The release is generated, in sync, stripped and leak-free; the environment files agree."""
+
 import json
 import re
 import subprocess
@@ -60,11 +61,18 @@ def test_every_notebook_follows_the_course_skeleton(root):
         nb = json.loads(path.read_text(encoding="utf-8"))
         headings = [line for c in nb["cells"] if c["cell_type"] == "markdown" for line in "".join(c["source"]).splitlines() if line.startswith("#")]
         assert re.match(r"^# \d\d\. .+ \| .+", headings[0]), f"{path.name}: title 'NN. English | 中文'"
-        for section in ("Overview | 本节导读", "Objectives | 学习目标", "Prerequisites | 前置阅读", "Reflection | 思考",
-                        "Summary | 小结", "Further reading | 相关阅读"):
+        for section in (
+            "Overview | 本节导读",
+            "Objectives | 学习目标",
+            "Prerequisites | 前置阅读",
+            "Reflection | 思考",
+            "Summary | 小结",
+            "Further reading | 相关阅读",
+        ):
             assert any(section in h for h in headings), f"{path.name} lacks '{section}'"
-        grade_cells = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")
-                       and not c["metadata"]["nbgrader"].get("solution")]  # test cells (not answers graded by a person)
+        grade_cells = [
+            c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade") and not c["metadata"]["nbgrader"].get("solution")
+        ]  # test cells (not answers graded by a person)
         assert grade_cells, path.name
         for cell in grade_cells:
             source = "".join(cell["source"])
@@ -111,6 +119,7 @@ def test_every_graded_idea_has_a_public_check(root):
 
 
 # ---------------------------------------------------------------- the learner wheel, the bundle's scan, validate
+
 
 def test_grader_parts_are_an_instructor_extra(root):
     """The course folder's install stays pinned; nbgrader and the sandbox come with `.[instructor]`,
@@ -198,6 +207,5 @@ def test_the_manifest_names_every_notebook_a_notebook_loads(root):
     notebooks = course_manifest(root)["notebooks"]
     names = [nb["name"] for nb in notebooks]
     for nb in notebooks:
-        code = "\n".join(c.source for c in nbformat.read(root / "notebooks" / f"{nb['name']}.ipynb", 4).cells
-                         if c.cell_type == "code")
+        code = "\n".join(c.source for c in nbformat.read(root / "notebooks" / f"{nb['name']}.ipynb", 4).cells if c.cell_type == "code")
         assert sorted(other for other in names if other != nb["name"] and other in code) == sorted(nb.get("needs", [])), nb["name"]

@@ -1,4 +1,5 @@
 """Notebook 02's explorer (tools/explorer.py): its figure, presets, sliders and static fallback."""
+
 import sys
 
 import pytest
@@ -6,6 +7,7 @@ import pytest
 from tools import notebook_runtime
 
 # ---------------------------------------------------------------- explorer
+
 
 def test_explorer_static_without_a_live_frontend(monkeypatch, capsys, root):
     from tools import explorer
@@ -70,19 +72,22 @@ def _frontend_env(monkeypatch, kernel=None, **env):
     monkeypatch.setattr("tools.explorer._in_colab", lambda: False)
 
 
-@pytest.mark.parametrize("kernel, env, expected", [
-    (None, {}, None),  # a script or a terminal: no frontend
-    (_Kernel(True), {"JPY_SESSION_NAME": "02.ipynb"}, "jupyter"),  # JupyterLab, Notebook 7
-    (_Kernel(True), {}, "jupyter"),  # any other person's frontend that allows input
-    (_Kernel(False), {"JPY_SESSION_NAME": "02.ipynb"}, None),  # nbclient, nbconvert, papermill send allow_stdin false
-    (_Kernel(True), {"VSCODE_PID": "4242"}, "vscode"),
-    (_Kernel(True), {"VSCODE_CWD": "/home/me"}, "vscode"),  # remote or container kernels lack VSCODE_PID
-    (_Kernel(False), {"VSCODE_PID": "4242"}, None),  # nbconvert run from VS Code's terminal
-    (_Kernel(True), {"NBGRADER_EXECUTION": "autograde"}, None),
-    (_Kernel(True), {"COURSE_WIDGETS": "static"}, None),
-    (None, {"COURSE_WIDGETS": "live"}, "jupyter"),
-    (_Kernel(False), {"COURSE_WIDGETS": "live", "NBGRADER_EXECUTION": "validate"}, "jupyter"),
-])
+@pytest.mark.parametrize(
+    "kernel, env, expected",
+    [
+        (None, {}, None),  # a script or a terminal: no frontend
+        (_Kernel(True), {"JPY_SESSION_NAME": "02.ipynb"}, "jupyter"),  # JupyterLab, Notebook 7
+        (_Kernel(True), {}, "jupyter"),  # any other person's frontend that allows input
+        (_Kernel(False), {"JPY_SESSION_NAME": "02.ipynb"}, None),  # nbclient, nbconvert, papermill send allow_stdin false
+        (_Kernel(True), {"VSCODE_PID": "4242"}, "vscode"),
+        (_Kernel(True), {"VSCODE_CWD": "/home/me"}, "vscode"),  # remote or container kernels lack VSCODE_PID
+        (_Kernel(False), {"VSCODE_PID": "4242"}, None),  # nbconvert run from VS Code's terminal
+        (_Kernel(True), {"NBGRADER_EXECUTION": "autograde"}, None),
+        (_Kernel(True), {"COURSE_WIDGETS": "static"}, None),
+        (None, {"COURSE_WIDGETS": "live"}, "jupyter"),
+        (_Kernel(False), {"COURSE_WIDGETS": "live", "NBGRADER_EXECUTION": "validate"}, "jupyter"),
+    ],
+)
 def test_widget_frontend_detection(monkeypatch, kernel, env, expected):
     from tools import explorer
 

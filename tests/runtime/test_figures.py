@@ -6,6 +6,7 @@ The answered notebooks run in one in-process IPython shell (no kernel start-up),
 cell; every figure that a cell creates is rendered and checked when the cell ends,
 including figures a cell closes itself (the explorer's static view).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ from figure_text import text_problems  # noqa: E402  (the checker, shared with t
 from submissions import NOTEBOOKS
 
 # ----------------------------------------------------------------- the checker can fail
+
 
 def test_checker_catches_text_outside_the_figure():
     fig, ax = plt.subplots(figsize=(4, 3))  # no layout engine: a long rotated label falls off
@@ -70,9 +72,15 @@ def test_bar_labels_fit_or_move_beside_their_bar():
     from tools.plotting import BarLabel, draw_lanes, new_figure
 
     fig, ax = new_figure(height=2.4)
-    draw_lanes(ax, [{"lane": "a", "start": 0, "end": 100, "label": "a wide bar", "role": "compute"},
-                    {"lane": "b", "start": 0, "end": 1, "label": "a narrow bar", "role": "compute"},
-                    {"lane": "c", "start": 99, "end": 100, "label": "narrow, at the end", "role": "copy"}], ["a", "b", "c"])
+    draw_lanes(
+        ax,
+        [
+            {"lane": "a", "start": 0, "end": 100, "label": "a wide bar", "role": "compute"},
+            {"lane": "b", "start": 0, "end": 1, "label": "a narrow bar", "role": "compute"},
+            {"lane": "c", "start": 99, "end": 100, "label": "narrow, at the end", "role": "copy"},
+        ],
+        ["a", "b", "c"],
+    )
     assert text_problems(fig) == []
     labels = {t.get_text(): t for t in ax.texts if isinstance(t, BarLabel)}
     assert labels["a wide bar"].inside_box is not None and labels["a wide bar"].get_color() == "white"
@@ -89,12 +97,21 @@ def test_lane_legend_says_what_each_drawn_colour_means():
 
     fig, ax = new_figure(height=2.4)
     marker = Line2D([], [], marker="v", linestyle="none", label="where it fails")
-    draw_lanes(ax, [{"lane": "a", "start": 0, "end": 5, "role": "network"},
-                    {"lane": "b", "start": 0, "end": 3, "role": "cpu", "hatch": True},
-                    {"lane": "b", "start": 3, "end": 4, "color": "black"}], ["a", "b"], legend=True, extra_handles=[marker])
+    draw_lanes(
+        ax,
+        [
+            {"lane": "a", "start": 0, "end": 5, "role": "network"},
+            {"lane": "b", "start": 0, "end": 3, "role": "cpu", "hatch": True},
+            {"lane": "b", "start": 3, "end": 4, "color": "black"},
+        ],
+        ["a", "b"],
+        legend=True,
+        extra_handles=[marker],
+    )
     entries = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert entries == [ROLE_LABEL["cpu"], ROLE_LABEL["network"], "waited (a conflict)", "where it fails"], \
+    assert entries == [ROLE_LABEL["cpu"], ROLE_LABEL["network"], "waited (a conflict)", "where it fails"], (
         "roles drawn, each once in ROLE's order (a bar with its own colour has no role), then the hatch and the caller's markers"
+    )
     colors = [matplotlib.colors.to_hex(h.get_facecolor()) for h in ax.get_legend().legend_handles[:2]]
     assert colors == [ROLE["cpu"].lower(), ROLE["network"].lower()]
     assert text_problems(fig) == []
@@ -126,6 +143,7 @@ def test_decision_map_legends_only_the_actions_it_draws():
 
 
 # ----------------------------------------------------------------- every notebook figure
+
 
 @contextmanager
 def _figures_recorded():
@@ -230,8 +248,10 @@ def test_the_transfer_figure_draws_the_colours_its_prose_names(root):
         assert low <= _hue(ROLE[role]) <= high, f"{role} is drawn {ROLE[role]} (hue {_hue(ROLE[role]):.0f}°), not {colour}"
     fig, ax = new_figure(height=2.8)
     draw_transfer_timeline(ax, 0.0, 10.0, [(0.0, 6.0)], 6.0, 4.0)
-    legend = {t.get_text().split()[0]: matplotlib.colors.to_hex(h.get_facecolor())
-              for t, h in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles)}
+    legend = {
+        t.get_text().split()[0]: matplotlib.colors.to_hex(h.get_facecolor())
+        for t, h in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles)
+    }
     plt.close(fig)
     assert legend["exposed"] == matplotlib.colors.to_hex(ROLE["exposed"]), "the figure draws the role's colour"
 
@@ -250,8 +270,9 @@ def test_every_explorer_preset_button_shows_its_whole_label():
 
     from tools import explorer
 
-    box = explorer._build_widgets(lambda payload, gbps, latency, ready, windows: {
-        "transfer_ms": 1.0, "exposed_ms": 0.0, "start_ms": ready, "end_ms": ready + 1.0})
+    box = explorer._build_widgets(
+        lambda payload, gbps, latency, ready, windows: {"transfer_ms": 1.0, "exposed_ms": 0.0, "start_ms": ready, "end_ms": ready + 1.0}
+    )
     groups = [child for child in box.children if isinstance(child, w.ToggleButtons)]
     assert {g.description for g in groups} == {"link preset", "model preset"}
     for group in groups:
@@ -261,8 +282,9 @@ def test_every_explorer_preset_button_shows_its_whole_label():
         assert width.endswith("px"), f"{group.description}: button width {width!r}"
         padding = 2 * 12  # the frontend's button padding
         for label in group.options:
-            assert _text_width_px(label) + padding <= float(width[:-2]), \
+            assert _text_width_px(label) + padding <= float(width[:-2]), (
                 f"{group.description}: {label!r} needs about {_text_width_px(label) + padding:.0f} px, the button is {width}"
+            )
 
 
 def _shown(slider, value: float) -> str:
@@ -278,14 +300,14 @@ def test_the_explorer_sliders_show_the_values_the_questions_use():
     link preset reads as its own speed."""
     from tools import explorer
 
-    box = explorer._build_widgets(lambda payload, gbps, latency, ready, windows: {
-        "transfer_ms": 1.0, "exposed_ms": 0.0, "start_ms": ready, "end_ms": ready + 1.0})
+    box = explorer._build_widgets(
+        lambda payload, gbps, latency, ready, windows: {"transfer_ms": 1.0, "exposed_ms": 0.0, "start_ms": ready, "end_ms": ready + 1.0}
+    )
     controls = explorer.controls_of(box)
     payload, gbps = controls["payload (MiB)"], controls["link (Gbit/s)"]
     kv_per_token, _ = explorer.MODEL_PRESETS["Llama-3-70B"]
     assert 2048 * kv_per_token / explorer.MiB == 640
-    for mib in (640, 1024, *(tokens * kv / explorer.MiB for tokens in (512, 2048, 8192, 131072)
-                            for kv, _ in explorer.MODEL_PRESETS.values())):
+    for mib in (640, 1024, *(tokens * kv / explorer.MiB for tokens in (512, 2048, 8192, 131072) for kv, _ in explorer.MODEL_PRESETS.values())):
         assert _shown(payload, mib) == format(mib, payload.readout_format), f"{mib} MiB reads {_shown(payload, mib)}"
     for speed in explorer.LINK_PRESETS.values():
         assert _shown(gbps, speed) == format(speed, gbps.readout_format), f"{speed} Gbit/s reads {_shown(gbps, speed)}"
@@ -304,10 +326,13 @@ def _covers(box, line, pad_px: float) -> bool:
     return False
 
 
-@pytest.mark.parametrize("totals_ms, copy_ms, compute_ms", [
-    ([1.899, 1.624, 3.637, 1.610, 1.596, 1.636, 1.817], 0.570, 0.676),  # measured on a busy two-core machine: best at 16
-    ([10.1, 8.3, 7.4, 7.0, 7.2, 7.9, 9.5], 4.0, 6.0),  # a quiet machine: best at 8
-])
+@pytest.mark.parametrize(
+    "totals_ms, copy_ms, compute_ms",
+    [
+        ([1.899, 1.624, 3.637, 1.610, 1.596, 1.636, 1.817], 0.570, 0.676),  # measured on a busy two-core machine: best at 16
+        ([10.1, 8.3, 7.4, 7.0, 7.2, 7.9, 9.5], 4.0, 6.0),  # a quiet machine: best at 8
+    ],
+)
 def test_the_pipeline_sweep_legend_covers_no_line(monkeypatch, totals_ms, copy_ms, compute_ms):
     """Notebook 05's sweep: the legend hides neither the best-chunk line nor any measured point."""
     from tools.overlap import plots as overlap_plots
@@ -331,6 +356,7 @@ def test_the_pipeline_sweep_legend_covers_no_line(monkeypatch, totals_ms, copy_m
 
 
 # ----------------------------------------------------------------- notebooks 05 and 06: verdicts, tails, readouts
+
 
 def _reference_result() -> dict:
     import copy
@@ -357,13 +383,12 @@ def test_the_evidence_chart_colours_the_verdict_not_the_kind_of_row(monkeypatch)
     colours = [matplotlib.colors.to_hex(bar.get_facecolor()) for bar in bars]
     role = {k: matplotlib.colors.to_hex(v) for k, v in ROLE.items()}
     assert colours[0] == role["wait"] and colours[1] == role["hidden"], "not confirmed grey, confirmed green"
-    controls = bars[len(calibrated):]
+    controls = bars[len(calibrated) :]
     assert colours[len(calibrated)] == role["exposed"], "a confirmed control is red"
     assert colours[len(calibrated) + 1] == role["wait"], "a control that is not confirmed is grey, never green"
-    assert all(bar.get_hatch() == "//" for bar in controls) and not any(bar.get_hatch() for bar in bars[:len(calibrated)])
+    assert all(bar.get_hatch() == "//" for bar in controls) and not any(bar.get_hatch() for bar in bars[: len(calibrated)])
     legend = {t.get_text() for t in fig.legends[0].get_texts()}
-    assert legend == {"confirmed", "not confirmed", "control confirmed: instrument fault",
-                      "control, not confirmed (as it must be)"}
+    assert legend == {"confirmed", "not confirmed", "control confirmed: instrument fault", "control, not confirmed (as it must be)"}
     assert not text_problems(fig)
 
 
@@ -412,8 +437,10 @@ def test_the_panel_opens_where_the_link_decides(course_steps):
     sending layerwise beats sending whole there by a clear margin: its suggestion shows its lesson."""
     from tools.handoff import views as handoff_views
 
-    runs = {mode: handoff_views.run_setting(course_steps, **dict(handoff_views.PANEL_DEFAULTS, streaming=mode))["summary"]
-            for mode in ("whole", "layerwise")}
+    runs = {
+        mode: handoff_views.run_setting(course_steps, **dict(handoff_views.PANEL_DEFAULTS, streaming=mode))["summary"]
+        for mode in ("whole", "layerwise")
+    }
     whole, layerwise = runs["whole"], runs["layerwise"]
     assert whole["prefill_utilization"] < 0.5 <= 1 and whole["link_utilization"] >= whole["prefill_utilization"]
     assert layerwise["ttft"]["p50_ms"] < 0.85 * whole["ttft"]["p50_ms"]
@@ -424,8 +451,10 @@ def test_the_panel_opens_where_the_link_decides(course_steps):
 def test_the_summary_table_fits_a_notebook_line(course_steps):
     from tools.handoff import views as handoff_views
 
-    runs = {label: handoff_views.run_setting(course_steps, 4.0, "Ethernet 25G", "Llama-3-70B", mode, 0.0)
-            for label, mode in (("whole", "whole"), ("layerwise", "layerwise"))}
+    runs = {
+        label: handoff_views.run_setting(course_steps, 4.0, "Ethernet 25G", "Llama-3-70B", mode, 0.0)
+        for label, mode in (("whole", "whole"), ("layerwise", "layerwise"))
+    }
     lines = handoff_views.summary_table(runs).splitlines()
     assert len(lines) == 4 and max(map(len, lines)) <= 90, lines
     assert "prefill" in lines[0] and lines[1].split()[0] == "whole"

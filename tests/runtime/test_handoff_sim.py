@@ -4,6 +4,7 @@ The simulator runs on the course's reference answers to TODO 6-8 (notebook 06's 
 and TODO 3-4. Single-request results are compared with the course's own Step 2-4 answers, loaded
 from solutions/, and with a layer-by-layer model written here independently of the closed form.
 """
+
 import csv
 import math
 import random
@@ -25,8 +26,7 @@ stream_layers, gate_step, ttft_percentiles = (REFERENCE[name] for name in hs.STE
 @pytest.fixture(scope="module")
 def course():
     """The instructor's answers to TODO 1-4 (Steps 2-4)."""
-    return {**load_learner_functions("02_total_vs_exposed_time", ["compute_exposed_interval", "estimate_handoff"], SOLUTIONS),
-            **GATE}
+    return {**load_learner_functions("02_total_vs_exposed_time", ["compute_exposed_interval", "estimate_handoff"], SOLUTIONS), **GATE}
 
 
 def sim(steps=None, **kw):
@@ -50,11 +50,11 @@ def per_layer_stream(estimate_handoff, grant, prefill_start, prefill_ms, layers,
         r = estimate_handoff(payload_bytes / layers, gbps, latency if i == 0 else 0.0, max(ready, link_free), cover)
         chunks.append(r)
         link_free = r["end_ms"]
-    return {"start_ms": chunks[0]["start_ms"], "end_ms": chunks[-1]["end_ms"],
-            "exposed_ms": sum(c["exposed_ms"] for c in chunks)}
+    return {"start_ms": chunks[0]["start_ms"], "end_ms": chunks[-1]["end_ms"], "exposed_ms": sum(c["exposed_ms"] for c in chunks)}
 
 
 # ----------------------------------------------------------------------------- presets
+
 
 def test_presets_kv_sizes_and_flops():
     kib = presets.KiB
@@ -80,13 +80,15 @@ def test_presets_kv_sizes_and_flops():
 
 # ----------------------------------------------------------------------------- one request, closed forms
 
+
 @pytest.mark.parametrize("link", list(presets.LINK_PRESETS))
 @pytest.mark.parametrize("model", ["Llama-3-8B", "Llama-3-70B"])
 def test_whole_send_equals_step2(course, link, model):
     rec, cfg = one(model=model, link=link)
     payload_per_link = 8192 * cfg["model"]["kv_bytes_per_token"] / cfg["tp"]
-    est = course["estimate_handoff"](payload_per_link, cfg["gbps"], cfg["latency_ms"], rec["prefill_end_ms"],
-                                     [(rec["prefill_start_ms"], rec["prefill_end_ms"])])
+    est = course["estimate_handoff"](
+        payload_per_link, cfg["gbps"], cfg["latency_ms"], rec["prefill_end_ms"], [(rec["prefill_start_ms"], rec["prefill_end_ms"])]
+    )
     assert rec["transfer_start_ms"] == est["start_ms"] == rec["prefill_end_ms"]
     assert rec["transfer_end_ms"] == est["end_ms"]
     assert rec["transfer_ms"] == est["transfer_ms"]
@@ -102,9 +104,17 @@ def test_tensor_parallel_splits_the_payload():
     assert four_ranks["transfer_ms"] == pytest.approx(one_rank["transfer_ms"] / 4, rel=1e-12)
 
 
-@pytest.mark.parametrize("link,prompt,gbps", [("NVLink 4", 8192, None), ("PCIe Gen5 x16", 8192, None),
-                                              ("RoCE 200G", 32768, None), ("InfiniBand NDR", 2048, None),
-                                              ("RoCE 200G", 4096, 8), ("RoCE 200G", 4096, 1)])
+@pytest.mark.parametrize(
+    "link,prompt,gbps",
+    [
+        ("NVLink 4", 8192, None),
+        ("PCIe Gen5 x16", 8192, None),
+        ("RoCE 200G", 32768, None),
+        ("InfiniBand NDR", 2048, None),
+        ("RoCE 200G", 4096, 8),
+        ("RoCE 200G", 4096, 1),
+    ],
+)
 @pytest.mark.parametrize("model", ["Llama-3-8B", "Llama-3-70B", "Qwen2.5-7B"])
 def test_layerwise_bound_for_one_request(link, prompt, gbps, model):
     rec, cfg = one(prompt=prompt, model=model, link=link, gbps=gbps, latency_ms=0.0, streaming="layerwise")
@@ -154,15 +164,16 @@ def test_layerwise_lands_when_greedy_sending_would(course, link, gbps, sharing):
     rec, cfg = one(streaming="layerwise", link=link, gbps=gbps, latency_ms=0.5, link_sharing=sharing)
     payload = 8192 * cfg["model"]["kv_bytes_per_token"]
     layers, prefill = cfg["model"]["layers"], rec["prefill_end_ms"] - rec["prefill_start_ms"]
-    greedy = per_layer_stream(course["estimate_handoff"], rec["prefill_start_ms"] + prefill / layers,
-                              rec["prefill_start_ms"], prefill, layers, payload, cfg["gbps"], 0.5)
+    greedy = per_layer_stream(
+        course["estimate_handoff"], rec["prefill_start_ms"] + prefill / layers, rec["prefill_start_ms"], prefill, layers, payload, cfg["gbps"], 0.5
+    )
     assert rec["transfer_end_ms"] == pytest.approx(greedy["end_ms"], rel=1e-12)
     assert rec["exposed_ms"] == pytest.approx(greedy["exposed_ms"], rel=1e-9, abs=1e-12)
-    late = per_layer_stream(course["estimate_handoff"], rec["transfer_start_ms"], rec["prefill_start_ms"], prefill,
-                            layers, payload, cfg["gbps"], 0.5)
+    late = per_layer_stream(course["estimate_handoff"], rec["transfer_start_ms"], rec["prefill_start_ms"], prefill, layers, payload, cfg["gbps"], 0.5)
     assert late["end_ms"] == pytest.approx(rec["transfer_end_ms"], rel=1e-12)
-    assert rec["transfer_end_ms"] - rec["transfer_start_ms"] == pytest.approx(rec["transfer_ms"], rel=1e-9), \
+    assert rec["transfer_end_ms"] - rec["transfer_start_ms"] == pytest.approx(rec["transfer_ms"], rel=1e-9), (
         "no pause between layers: the link is held exactly as long as it sends"
+    )
 
 
 def test_fair_sharing_single_request_equals_fifo():
@@ -193,19 +204,36 @@ ALL_FAULTS = {name: 0.08 for name in hs.FAULTS}
 
 
 def test_deterministic_for_a_seed():
-    kw = dict(n_requests=400, rate_per_s=15, prompt_tokens=[256, 8192], output_tokens=[1, 256], faults=ALL_FAULTS,
-              link_sharing="fair", streaming="layerwise")
+    kw = dict(
+        n_requests=400,
+        rate_per_s=15,
+        prompt_tokens=[256, 8192],
+        output_tokens=[1, 256],
+        faults=ALL_FAULTS,
+        link_sharing="fair",
+        streaming="layerwise",
+    )
     a, b = sim(seed=3, **kw), sim(seed=3, **kw)
     assert a == b
     assert sim(seed=4, **kw)["records"] != a["records"]
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: f"{m['link_sharing']}-{m['streaming']}")
-@pytest.mark.parametrize("policies", [dict(failure_policy="recompute", block_policy="wait"),
-                                      dict(failure_policy="fail", block_policy="reject")], ids=["recompute", "fail"])
+@pytest.mark.parametrize(
+    "policies", [dict(failure_policy="recompute", block_policy="wait"), dict(failure_policy="fail", block_policy="reject")], ids=["recompute", "fail"]
+)
 def test_every_request_ends_in_exactly_one_outcome(mode, policies):
-    r = sim(n_requests=600, rate_per_s=20, prompt_tokens=[128, 8192], output_tokens=[1, 512],
-                    faults=ALL_FAULTS, decode_blocks=4000, seed=11, **mode, **policies)
+    r = sim(
+        n_requests=600,
+        rate_per_s=20,
+        prompt_tokens=[128, 8192],
+        output_tokens=[1, 512],
+        faults=ALL_FAULTS,
+        decode_blocks=4000,
+        seed=11,
+        **mode,
+        **policies,
+    )
     recs, s = r["records"], r["summary"]
     assert sorted(x["id"] for x in recs) == list(range(600))
     assert sum(s["outcomes"].values()) == sum(s["decisions"].values()) == 600
@@ -247,8 +275,9 @@ def test_every_request_ends_in_exactly_one_outcome(mode, policies):
 
 @pytest.mark.parametrize("streaming", ["whole", "layerwise"])
 def test_fifo_link_never_carries_two_transfers(streaming):
-    r = sim(n_requests=800, rate_per_s=30, prompt_tokens=[512, 16384], link="RoCE 200G", prefill_workers=8,
-                    faults=ALL_FAULTS, streaming=streaming, seed=5)
+    r = sim(
+        n_requests=800, rate_per_s=30, prompt_tokens=[512, 16384], link="RoCE 200G", prefill_workers=8, faults=ALL_FAULTS, streaming=streaming, seed=5
+    )
     spans = sorted((x["transfer_start_ms"], x["transfer_end_ms"]) for x in r["records"] if x["transfer_start_ms"] is not None)
     assert len(spans) > 500, "most requests are sent (some give up while queued)"
     queued = 0
@@ -261,8 +290,7 @@ def test_fifo_link_never_carries_two_transfers(streaming):
 
 def test_fair_link_conserves_work():
     """Processor sharing never idles with work queued: busy time = the bytes' time at full speed."""
-    kw = dict(n_requests=1500, rate_per_s=60, prompt_tokens=[512, 16384], link="RoCE 200G", prefill_workers=8,
-              seed=12, deadline_ms=1e6)
+    kw = dict(n_requests=1500, rate_per_s=60, prompt_tokens=[512, 16384], link="RoCE 200G", prefill_workers=8, seed=12, deadline_ms=1e6)
     fair = sim(link_sharing="fair", **kw)
     latency = fair["config"]["latency_ms"]
     work = sum(x["transfer_ms"] - latency for x in fair["records"])
@@ -331,6 +359,7 @@ def test_poisson_rate_and_trace_csv(tmp_path):
 
 
 # ----------------------------------------------------------------------------- faults and policies
+
 
 @pytest.mark.parametrize("sharing", ["fifo", "fair"])
 def test_version_skew_recomputes_or_fails(sharing):
@@ -404,8 +433,7 @@ def test_full_decode_pool_queues_or_rejects():
     assert wait["summary"]["outcomes"]["ok"] == 300
     assert any(x["blocks_ms"] > x["handoff_ready_ms"] for x in wait["records"])
     # first come, first served: no request takes blocks before one that asked earlier
-    mixed = sim(n_requests=400, rate_per_s=40, prompt_tokens=[256, 8192], output_tokens=[1, 3000],
-                        decode_blocks=1500, seed=6)["records"]
+    mixed = sim(n_requests=400, rate_per_s=40, prompt_tokens=[256, 8192], output_tokens=[1, 3000], decode_blocks=1500, seed=6)["records"]
     asked = sorted(mixed, key=lambda x: (x["handoff_ready_ms"], x["id"]))
     assert sum(x["blocks_ms"] > x["handoff_ready_ms"] for x in asked) > 50, "the pool is short often enough"
     for earlier, later in zip(asked, asked[1:]):
@@ -428,20 +456,28 @@ def test_the_steps_are_the_callers():
     r = hs.simulate(n_requests=50, rate_per_s=10, steps=always_late)
     assert r["summary"]["decisions"]["fallback"] == 50
     seen = []
+
     def validate(state, request_id, version):
         seen.append((state["request_id"], request_id, version))
         return GATE["validate_handoff_state"](state, request_id, version)
+
     hs.simulate(n_requests=20, rate_per_s=10, steps=reference_steps(validate=validate))
     assert len(seen) == 20 and all(a == b for a, b, _ in seen)
 
 
 def test_handoff_step_plain_data_contract():
-    base = {"state": {"payload_ready": False, "metadata_ready": False, "ownership_ready": False, "request_id": "r1",
-                      "version": "v"}, "request_id": "r1", "version": "v", "now_ms": 10.0, "ready_at_ms": 15.0,
-            "deadline_ms": 20.0, "policy": "recompute", "recompute_ms": 100.0}
+    base = {
+        "state": {"payload_ready": False, "metadata_ready": False, "ownership_ready": False, "request_id": "r1", "version": "v"},
+        "request_id": "r1",
+        "version": "v",
+        "now_ms": 10.0,
+        "ready_at_ms": 15.0,
+        "deadline_ms": 20.0,
+        "policy": "recompute",
+        "recompute_ms": 100.0,
+    }
     assert gate_step(base) == {"decision": "wait", "outcome": "ok", "act_ms": 15.0, "decode_start_ms": 15.0}
-    assert gate_step({**base, "ready_at_ms": 25.0}) == {"decision": "fallback", "outcome": "recomputed",
-                                                             "act_ms": 10.0, "decode_start_ms": 110.0}
+    assert gate_step({**base, "ready_at_ms": 25.0}) == {"decision": "fallback", "outcome": "recomputed", "act_ms": 10.0, "decode_start_ms": 110.0}
     assert gate_step({**base, "ready_at_ms": None})["act_ms"] == 20.0, "never: found out at the deadline"
     assert gate_step({**base, "ready_at_ms": None, "now_ms": 30.0})["act_ms"] == 30.0
     assert gate_step({**base, "policy": "fail", "ready_at_ms": 25.0})["outcome"] == "failed"
@@ -468,21 +504,23 @@ def test_steps_can_be_replaced():
     plain = sim(**kw)
     wrapped = sim(steps={"stream_layers": stream, "handoff_step": handoff, "ttft_percentiles": pct}, **kw)
     assert wrapped == plain and calls["handoff"] == 100 and calls["stream"] >= 100 and calls["pct"] == 1
-    always_fail = sim(steps={"handoff_step": lambda h: {**gate_step(h), "outcome": "failed",
-                                                                "decode_start_ms": None}}, **kw)
+    always_fail = sim(steps={"handoff_step": lambda h: {**gate_step(h), "outcome": "failed", "decode_start_ms": None}}, **kw)
     assert always_fail["summary"]["outcomes"]["failed"] == 100
     with pytest.raises(ValueError, match="unknown step"):
         sim(steps={"stream": stream}, **kw)
     # a wrong replacement is named, not silently simulated
-    for wrong in (lambda h: {**gate_step(h), "outcome": "maybe"},
-                  lambda h: {**gate_step(h), "decode_start_ms": h["now_ms"] - 5.0},
-                  lambda h: {**gate_step(h), "decode_start_ms": None},
-                  lambda h: None):
+    for wrong in (
+        lambda h: {**gate_step(h), "outcome": "maybe"},
+        lambda h: {**gate_step(h), "decode_start_ms": h["now_ms"] - 5.0},
+        lambda h: {**gate_step(h), "decode_start_ms": None},
+        lambda h: None,
+    ):
         with pytest.raises(ValueError, match="handoff_step returned"):
             sim(steps={"handoff_step": wrong}, **kw)
 
 
 # ----------------------------------------------------------------------------- percentiles
+
 
 def test_percentiles_match_numpy_and_statistics():
     rng = random.Random(0)
@@ -505,32 +543,36 @@ def test_percentiles_match_numpy_and_statistics():
 
 # ----------------------------------------------------------------------------- bad arguments
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(rate=3), "unknown setting"),
-    (dict(model="GPT-5"), "unknown model"),
-    (dict(link="Ethernet 10G"), "unknown link"),
-    (dict(rate_per_s=0), "rate_per_s must be > 0"),
-    (dict(n_requests=0), "n_requests"),
-    (dict(streaming="chunked"), "streaming must be one of"),
-    (dict(link_sharing="round-robin"), "link_sharing"),
-    (dict(failure_policy="retry"), "failure_policy"),
-    (dict(block_policy="evict"), "block_policy"),
-    (dict(faults={"lost_metadata": 1.5}), r"must lie in \[0, 1\]"),
-    (dict(faults={"cosmic_ray": 0.1}), "unknown fault"),
-    (dict(tp=0), "tp must be"),
-    (dict(gbps=-1), "gbps must be > 0"),
-    (dict(latency_ms=-0.1), "latency_ms"),
-    (dict(prefill_workers=0), "prefill_workers"),
-    (dict(prompt_tokens=[10, 5]), "prompt_tokens"),
-    (dict(output_tokens=0), "output_tokens"),
-    (dict(deadline_ms=-1), "deadline_ms"),
-    (dict(slow_factor=0.5), "slow_factor"),
-    (dict(trace=[]), "trace is empty"),
-    (dict(trace=[[0.0, 10]]), "trace row 0"),
-    (dict(trace=[[-1.0, 10, 1]]), "trace row 0"),
-    (dict(decode_blocks=0), "decode_blocks"),
-    (dict(prefill_efficiency=0), "prefill_efficiency"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(rate=3), "unknown setting"),
+        (dict(model="GPT-5"), "unknown model"),
+        (dict(link="Ethernet 10G"), "unknown link"),
+        (dict(rate_per_s=0), "rate_per_s must be > 0"),
+        (dict(n_requests=0), "n_requests"),
+        (dict(streaming="chunked"), "streaming must be one of"),
+        (dict(link_sharing="round-robin"), "link_sharing"),
+        (dict(failure_policy="retry"), "failure_policy"),
+        (dict(block_policy="evict"), "block_policy"),
+        (dict(faults={"lost_metadata": 1.5}), r"must lie in \[0, 1\]"),
+        (dict(faults={"cosmic_ray": 0.1}), "unknown fault"),
+        (dict(tp=0), "tp must be"),
+        (dict(gbps=-1), "gbps must be > 0"),
+        (dict(latency_ms=-0.1), "latency_ms"),
+        (dict(prefill_workers=0), "prefill_workers"),
+        (dict(prompt_tokens=[10, 5]), "prompt_tokens"),
+        (dict(output_tokens=0), "output_tokens"),
+        (dict(deadline_ms=-1), "deadline_ms"),
+        (dict(slow_factor=0.5), "slow_factor"),
+        (dict(trace=[]), "trace is empty"),
+        (dict(trace=[[0.0, 10]]), "trace row 0"),
+        (dict(trace=[[-1.0, 10, 1]]), "trace row 0"),
+        (dict(decode_blocks=0), "decode_blocks"),
+        (dict(prefill_efficiency=0), "prefill_efficiency"),
+    ],
+)
 def test_bad_arguments_give_clear_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         sim(**kwargs)
@@ -547,12 +589,14 @@ def test_stream_layers_rejects_bad_input():
 
 def test_results_are_plain_json():
     import json
+
     r = sim(n_requests=50, rate_per_s=10, faults=ALL_FAULTS, link_sharing="fair", streaming="layerwise")
     assert json.loads(json.dumps(r, allow_nan=False)) == r
     assert math.isfinite(r["summary"]["ttft"]["p99_ms"])
 
 
 # ----------------------------------------------------------------------------- notebook 06's views and panel
+
 
 def test_panel_reruns_on_every_control_and_falls_back_to_a_figure(monkeypatch, capsys):
     import matplotlib
@@ -583,14 +627,18 @@ def test_panel_reruns_on_every_control_and_falls_back_to_a_figure(monkeypatch, c
     # no widget frontend: one static figure and its numbers
     assert hv.simulator_panel(REFERENCE, mode="static") is None
     assert "Static view" in capsys.readouterr().out
+
     # unfinished exercises: a message, never a crash
     def unfinished(*args):
         raise NotImplementedError()
+
     assert hv.simulator_panel({**REFERENCE, "stream_layers": unfinished}, mode="static") is None
     assert "Finish TODO 6-8" in capsys.readouterr().out
+
     # a step that raises: its error, and what to do, never a traceback
     def broken(*args):
         raise KeyError("decision")
+
     assert hv.simulator_panel({**REFERENCE, "handoff_step": broken}, mode="live") is None
     assert "raised KeyError: 'decision'. Fix it, then run this cell again." in capsys.readouterr().out
     with pytest.raises(ValueError, match="mode must be"):
@@ -626,8 +674,7 @@ def test_notebook_02_explorer_uses_the_same_presets():
     """One source for model and link numbers: notebook 02's explorer and the simulator agree."""
     from tools import explorer
 
-    names = {"PCIe Gen5 (55 GB/s)": "PCIe Gen5 x16", "NVLink 4 (396 GB/s)": "NVLink 4",
-             "InfiniBand NDR": "InfiniBand NDR", "RoCE 200G": "RoCE 200G"}
+    names = {"PCIe Gen5 (55 GB/s)": "PCIe Gen5 x16", "NVLink 4 (396 GB/s)": "NVLink 4", "InfiniBand NDR": "InfiniBand NDR", "RoCE 200G": "RoCE 200G"}
     assert {label: presets.LINK_PRESETS[names[label]]["gbps"] for label in names} == explorer.LINK_PRESETS
     for name, (kv_bytes, layers) in explorer.MODEL_PRESETS.items():
         assert kv_bytes == presets.MODEL_PRESETS[name]["kv_bytes_per_token"] and layers == presets.MODEL_PRESETS[name]["layers"]
@@ -646,6 +693,5 @@ def test_results_match_the_recorded_ones():
     recorded = json.loads(GOLDEN.read_text(encoding="utf-8"))
     found = run_cases(REFERENCE)
     assert set(found) == set(recorded)
-    changed = {name: (recorded[name]["summary"], found[name]["summary"]) for name in found
-               if found[name]["digest"] != recorded[name]["digest"]}
+    changed = {name: (recorded[name]["summary"], found[name]["summary"]) for name in found if found[name]["digest"] != recorded[name]["digest"]}
     assert not changed, f"{len(changed)} case(s) changed; recorded vs now: {changed}"

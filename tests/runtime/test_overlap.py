@@ -1,6 +1,7 @@
 """Step 5's experiment runtime (tools/overlap_*): timelines, the result schema, evidence from
 completion times, a measured CPU run, the CUDA path (skipped without a GPU), the GPU check script on
 synthetic data, the pipeline sweep and bandwidth fits, and honest CPU curves and labels."""
+
 import json
 import math
 import os
@@ -14,11 +15,14 @@ from tools.overlap import lab as overlap_lab
 
 # ---------------------------------------------------------------- timeline
 
+
 def test_schedule_greedy_uses_the_given_rule():
     items = [{"name": "a", "engine": "sm"}, {"name": "b", "engine": "sm"}, {"name": "c", "engine": "cpu"}]
     durations = {"a": 2.0, "b": 3.0, "c": 1.0}
+
     def same_engine(x, y):
         return {"can_overlap": x["engine"] != y["engine"], "reasons": []}
+
     bars = timeline.schedule_greedy(items, durations, same_engine)
     assert [(b["start"], b["end"]) for b in bars] == [(0.0, 2.0), (2.0, 5.0), (0.0, 1.0)]
     assert timeline.makespan(bars) == 5.0
@@ -26,6 +30,7 @@ def test_schedule_greedy_uses_the_given_rule():
 
 
 # ---------------------------------------------------------------- experiment runtime
+
 
 def test_experiment_rejects_bad_configuration():
     with pytest.raises(ValueError, match="RUN_MODE"):
@@ -53,16 +58,25 @@ def test_dry_run_and_missing_gpu_follow_the_schema():
 
 # ---------------------------------------------------------------- evidence on synthetic timelines
 
+
 def _serialized(copy_ms=4.0, unit_ms=1.0, units=4, gap=0.05):
     """Copy, then compute: what a timeline looks like when nothing overlaps."""
-    return {"copy_start": 0.0, "copy_ends": [copy_ms], "unit_ends": [copy_ms + gap + unit_ms * (i + 1) for i in range(units)],
-            "total": copy_ms + gap + unit_ms * units}
+    return {
+        "copy_start": 0.0,
+        "copy_ends": [copy_ms],
+        "unit_ends": [copy_ms + gap + unit_ms * (i + 1) for i in range(units)],
+        "total": copy_ms + gap + unit_ms * units,
+    }
 
 
 def _overlapped(copy_ms=4.0, unit_ms=1.0, units=4):
     """Copy and compute side by side from t = 0."""
-    return {"copy_start": 0.0, "copy_ends": [copy_ms * 1.02], "unit_ends": [unit_ms * (i + 1) for i in range(units)],
-            "total": max(copy_ms * 1.02, unit_ms * units)}
+    return {
+        "copy_start": 0.0,
+        "copy_ends": [copy_ms * 1.02],
+        "unit_ends": [unit_ms * (i + 1) for i in range(units)],
+        "total": max(copy_ms * 1.02, unit_ms * units),
+    }
 
 
 def test_serialized_timeline_is_not_confirmed():
@@ -98,12 +112,10 @@ def test_a_duration_measured_on_a_busier_machine_cannot_fake_overlap():
     """Copy (8 slices of 1 ms), then compute (8 units of 1 ms). If 'unit alone' was measured while
     the machine was busier (8 ms), stretching the first unit back by 8 ms would put 7 copy slices
     inside the compute interval; the run's own completion pace says the units took 1 ms."""
-    serial = {"copy_start": 0.0, "copy_ends": [float(i) for i in range(1, 9)],
-              "unit_ends": [8.0 + i for i in range(1, 9)], "total": 16.0}
+    serial = {"copy_start": 0.0, "copy_ends": [float(i) for i in range(1, 9)], "unit_ends": [8.0 + i for i in range(1, 9)], "total": 16.0}
     assert overlap_lab.overlap_evidence([serial] * 5, unit_ms=8.0, copy_alone_ms=8.0)["confirmed"] is False
     assert overlap_lab.overlap_evidence([serial] * 5, unit_ms=1.0, copy_alone_ms=64.0)["confirmed"] is False
-    side_by_side = {"copy_start": 0.0, "copy_ends": [float(i) for i in range(1, 9)],
-                    "unit_ends": [float(i) for i in range(1, 9)], "total": 8.0}
+    side_by_side = {"copy_start": 0.0, "copy_ends": [float(i) for i in range(1, 9)], "unit_ends": [float(i) for i in range(1, 9)], "total": 8.0}
     assert overlap_lab.overlap_evidence([side_by_side] * 5, unit_ms=8.0, copy_alone_ms=8.0)["confirmed"] is True
 
 
@@ -125,6 +137,7 @@ def test_evidence_rejects_bad_input():
 
 
 # ---------------------------------------------------------------- a measured CPU run, and the schema's honesty
+
 
 @pytest.fixture(scope="module")
 def cpu_result():
@@ -148,7 +161,7 @@ def test_real_cpu_interleaves_the_cases_rounds(monkeypatch):
     result = overlap_lab.run_experiment("real_cpu", payload_mib=[1, 2], warmup_steps=0, repeat_steps=3, progress=False)
     assert result["failure"] is None and result["workload"]["interleaved_cases"] is True
     assert [i for i, *_ in seen] == [0] * 4 + [1] * 4 + [2] * 4, "one sample of each of the 4 cases per round"
-    rounds = [[case for _, *case in seen[k:k + 4]] for k in (0, 4, 8)]
+    rounds = [[case for _, *case in seen[k : k + 4]] for k in (0, 4, 8)]
     assert all(sorted(r) == sorted(rounds[0]) for r in rounds) and len(set(map(tuple, rounds[0]))) == 4
     assert rounds[1] == rounds[0][1:] + rounds[0][:1], "the order of the cases rotates from round to round"
     assert all(c["bound_factor"] == 1.3 for c in result["cases"])
@@ -215,16 +228,28 @@ def _variants(good):
     return [
         ("CPU run claiming the GPU evidence level", edit(lambda r: r.update(evidence_level="local_mechanism_benchmark"))),
         ("CPU run carrying the GPU decision", edit(lambda r: r.update(decision="accept_physical_overlap"))),
-        ("GPU run carrying the CPU decision", edit(lambda r: r.update(run_mode="real_gpu", evidence_level="local_mechanism_benchmark",
-                                                                     decision="accept_cpu_analogue_overlap"))),
+        (
+            "GPU run carrying the CPU decision",
+            edit(lambda r: r.update(run_mode="real_gpu", evidence_level="local_mechanism_benchmark", decision="accept_cpu_analogue_overlap")),
+        ),
         ("GPU run without device facts", edit(lambda r: r.update(run_mode="real_gpu", evidence_level="local_mechanism_benchmark"))),
-        ("path confirmed without evidence", first_case(lambda c: c.update(path_confirmed=True, overlap_confirmed=False,
-                                                                          overlap_evidence={**c["overlap_evidence"], "confirmed": False}))),
-        ("evidence confirmed against its own counts", first_case(lambda c: c.update(
-            overlap_confirmed=True, path_confirmed=True,
-            overlap_evidence={**c["overlap_evidence"], "confirmed": True, "overlapped_repeats": 0, "overlapped_fraction": 0.0}))),
-        ("path confirmed with a false precondition", first_case(lambda c: c.update(
-            preconditions={**c["preconditions"], "distinct_workers": False}))),
+        (
+            "path confirmed without evidence",
+            first_case(
+                lambda c: c.update(path_confirmed=True, overlap_confirmed=False, overlap_evidence={**c["overlap_evidence"], "confirmed": False})
+            ),
+        ),
+        (
+            "evidence confirmed against its own counts",
+            first_case(
+                lambda c: c.update(
+                    overlap_confirmed=True,
+                    path_confirmed=True,
+                    overlap_evidence={**c["overlap_evidence"], "confirmed": True, "overlapped_repeats": 0, "overlapped_fraction": 0.0},
+                )
+            ),
+        ),
+        ("path confirmed with a false precondition", first_case(lambda c: c.update(preconditions={**c["preconditions"], "distinct_workers": False}))),
         ("measured run without cases", edit(lambda r: r.update(cases=[]))),
         ("measured run without controls", edit(lambda r: r.update(controls=[]))),
         ("unknown top-level field", edit(lambda r: r.update(speedup="2x"))),
@@ -232,14 +257,29 @@ def _variants(good):
         ("CPU case claiming a looser bar than its engine's", first_case(lambda c: c.update(bound_factor=2.0))),
         ("case without its bound_factor", first_case(lambda c: c.pop("bound_factor"))),
         ("latency ratio not from the medians", first_case(lambda c: c.update(latency_ratio=c["latency_ratio"] * 0.5))),
-        ("acceptance with a confirmed control", edit(lambda r: (r.update(decision="accept_cpu_analogue_overlap"),
-                                                                r["controls"][0].update(overlap_confirmed=True, overlap_evidence={
-                                                                    **r["controls"][0]["overlap_evidence"], "confirmed": True,
-                                                                    "overlapped_repeats": r["controls"][0]["overlap_evidence"]["repeats"],
-                                                                    "overlapped_fraction": 1.0, "copy_slowdown": 1.0})))),
+        (
+            "acceptance with a confirmed control",
+            edit(
+                lambda r: (
+                    r.update(decision="accept_cpu_analogue_overlap"),
+                    r["controls"][0].update(
+                        overlap_confirmed=True,
+                        overlap_evidence={
+                            **r["controls"][0]["overlap_evidence"],
+                            "confirmed": True,
+                            "overlapped_repeats": r["controls"][0]["overlap_evidence"]["repeats"],
+                            "overlapped_fraction": 1.0,
+                            "copy_slowdown": 1.0,
+                        },
+                    ),
+                )
+            ),
+        ),
         ("dry run with cases", edit(lambda r: r.update(run_mode="dry_run", evidence_level="dry_run", decision="not_measured"))),
-        ("failure with a measured decision", edit(lambda r: r.update(failure={"type": "X", "message": "y"}, cases=[], controls=[],
-                                                                    evidence_level="failed_real_cpu_attempt"))),
+        (
+            "failure with a measured decision",
+            edit(lambda r: r.update(failure={"type": "X", "message": "y"}, cases=[], controls=[], evidence_level="failed_real_cpu_attempt")),
+        ),
     ]
 
 
@@ -257,8 +297,12 @@ def test_schema_rejects_inconsistent_dry_runs():
     import jsonschema
 
     dry = overlap_lab.run_experiment("dry_run")
-    for bad in ({**dry, "decision": "accept_physical_overlap"}, {**dry, "schema_version": "v0"},
-                {**dry, "failure": {"type": "X", "message": "y"}}, {k: v for k, v in dry.items() if k != "cases"}):
+    for bad in (
+        {**dry, "decision": "accept_physical_overlap"},
+        {**dry, "schema_version": "v0"},
+        {**dry, "failure": {"type": "X", "message": "y"}},
+        {k: v for k, v in dry.items() if k != "cases"},
+    ):
         with pytest.raises(jsonschema.ValidationError):
             overlap_lab.validate_result(bad)
 
@@ -346,6 +390,7 @@ def test_device_facts_fail_clearly_without_a_driver():
 
 # ---------------------------------------------------------------- on a CUDA machine only
 
+
 def _cuda() -> bool:
     try:
         import torch
@@ -375,6 +420,7 @@ def test_real_gpu_overlaps_and_its_controls_do_not():
 
 # ---------------------------------------------------------------- the GPU check script, on synthetic data
 
+
 def _gpu_check_module(root):
     import importlib.util
 
@@ -390,14 +436,28 @@ def _as_gpu_result(cpu_result):
 
     r = copy.deepcopy(cpu_result)
     r.update(run_mode="real_gpu", evidence_level="local_mechanism_benchmark", decision="accept_physical_overlap")
-    r["hardware"] = {"cuda_available": True, "device": "synthetic", "cuda": "12.8", "driver_version": "570.0",
-                     "cuda_driver_version": "12.8", "compute_capability": "9.0", "sm_count": 132, "async_engine_count": 3,
-                     "concurrent_kernels": True, "pci_bus_id": "00000000:3B:00.0"}
+    r["hardware"] = {
+        "cuda_available": True,
+        "device": "synthetic",
+        "cuda": "12.8",
+        "driver_version": "570.0",
+        "cuda_driver_version": "12.8",
+        "compute_capability": "9.0",
+        "sm_count": 132,
+        "async_engine_count": 3,
+        "concurrent_kernels": True,
+        "pci_bus_id": "00000000:3B:00.0",
+    }
     for c in r["cases"]:
-        c.update(preconditions={"distinct_workers": True, "pinned_source": True, "non_blocking": True}, preconditions_met=True,
-                 gate_held_fraction=1.0, launch_overhead_ms=0.05, compute_copy_balance=1.0, bound_factor=1.15)
-        c["overlap_evidence"].update(confirmed=True, overlapped_repeats=c["overlap_evidence"]["repeats"], overlapped_fraction=1.0,
-                                     copy_slowdown=1.0)
+        c.update(
+            preconditions={"distinct_workers": True, "pinned_source": True, "non_blocking": True},
+            preconditions_met=True,
+            gate_held_fraction=1.0,
+            launch_overhead_ms=0.05,
+            compute_copy_balance=1.0,
+            bound_factor=1.15,
+        )
+        c["overlap_evidence"].update(confirmed=True, overlapped_repeats=c["overlap_evidence"]["repeats"], overlapped_fraction=1.0, copy_slowdown=1.0)
         c.update(overlap_confirmed=True, path_confirmed=True)
     r["controls"] = [{**r["controls"][0], "name": name} for name in ("pageable_source", "one_stream", "blocking_copy")]
     return r
@@ -432,7 +492,8 @@ def test_gpu_check_loads_the_rule_without_ipython_or_matplotlib(root):
         "case = dict(window='calibrated', copy_correct=True, compute_correct=True, preconditions_met=True, overlap_confirmed=True,\n"
         "            copy_alone_ms=10.0, compute_alone_ms=10.0, predicted_serial_ms=20.0, serial_median_ms=20.0, serial_p95_ms=21.0,\n"
         "            overlap_median_ms=11.0, overlap_p95_ms=12.0, latency_ratio=0.55, bound_factor=1.15)\n"
-        "print(decide([case], [dict(name='c', overlap_confirmed=False)]))\n")
+        "print(decide([case], [dict(name='c', overlap_confirmed=False)]))\n"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "accept_physical_overlap"
@@ -469,8 +530,10 @@ def test_cpu_benchmark_summary_and_its_quiet_rule(root):
     spec.loader.exec_module(bench)
     verdicts = collections.Counter(["accept_cpu_analogue_overlap"] * 4 + ["tune_overlap_window"])
     line = bench.stability_line(verdicts, [0.12, 0.3, 0.2, 0.25, 0.18], [0.0, 0.04, None, 0.01, 0.02])
-    assert line == ("verdicts over 5 runs: accept_cpu_analogue_overlap 4/5, tune_overlap_window 1/5 "
-                    "(load before runs: 0.12-0.30; other processes during runs: 0.00-0.04 cores)")
+    assert line == (
+        "verdicts over 5 runs: accept_cpu_analogue_overlap 4/5, tune_overlap_window 1/5 "
+        "(load before runs: 0.12-0.30; other processes during runs: 0.00-0.04 cores)"
+    )
     assert bench.quiet_enough(0.2, 0.1) == (True, "")
     assert not bench.quiet_enough(0.3, 0.0)[0] and not bench.quiet_enough(0.1, 0.25)[0]
     assert not bench.quiet_enough(None, None)[0] and bench.quiet_enough(None, 0.1)[0]
@@ -485,6 +548,7 @@ def test_gpu_check_says_when_there_is_no_cuda(root, tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- pipeline sweep and bandwidth fits
+
 
 def test_bandwidth_fit_recovers_t0_and_bandwidth():
     from tools.overlap import sweep as overlap_sweep
@@ -522,8 +586,11 @@ def test_progress_bar_leaves_no_output_in_a_headless_notebook():
     from nbclient import NotebookClient
 
     nb = nbformat.v4.new_notebook()
-    nb.cells.append(nbformat.v4.new_code_cell(
-        "from tools.overlap.results import progress_bar\nwith progress_bar(10, True, 'timelines') as bar:\n    bar.update(10)\nprint('done')"))
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "from tools.overlap.results import progress_bar\nwith progress_bar(10, True, 'timelines') as bar:\n    bar.update(10)\nprint('done')"
+        )
+    )
     NotebookClient(nb, timeout=60, kernel_name="python3").execute()
     assert [o.get("text") for o in nb.cells[0].outputs] == ["done\n"], nb.cells[0].outputs
 
@@ -537,12 +604,19 @@ def test_nvml_facts_read_the_device_by_its_bus_id(monkeypatch):
 
     asked = []
     fake = types.SimpleNamespace(
-        NVML_CLOCK_SM=0, NVML_CLOCK_MEM=1, nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        NVML_CLOCK_SM=0,
+        NVML_CLOCK_MEM=1,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
         nvmlSystemGetDriverVersion=lambda: b"570.86.15",
         nvmlDeviceGetHandleByPciBusId=lambda bus: asked.append(bus) or "h",
-        nvmlDeviceGetCurrPcieLinkGeneration=lambda h: 5, nvmlDeviceGetMaxPcieLinkGeneration=lambda h: 5,
-        nvmlDeviceGetCurrPcieLinkWidth=lambda h: 16, nvmlDeviceGetMaxPcieLinkWidth=lambda h: 16,
-        nvmlDeviceGetClockInfo=lambda h, kind: 1980 if kind == 0 else 2619, nvmlDeviceGetMaxClockInfo=lambda h, kind: 1980)
+        nvmlDeviceGetCurrPcieLinkGeneration=lambda h: 5,
+        nvmlDeviceGetMaxPcieLinkGeneration=lambda h: 5,
+        nvmlDeviceGetCurrPcieLinkWidth=lambda h: 16,
+        nvmlDeviceGetMaxPcieLinkWidth=lambda h: 16,
+        nvmlDeviceGetClockInfo=lambda h, kind: 1980 if kind == 0 else 2619,
+        nvmlDeviceGetMaxClockInfo=lambda h, kind: 1980,
+    )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     facts = overlap_device.nvml_facts("00000000:3B:00.0")
     assert asked == ["00000000:3B:00.0"]
@@ -573,8 +647,7 @@ def test_decision_reason_names_a_busy_machine(cpu_result):
     assert "load average 1.9 on 2 CPUs before the run" in reason(load_average_1m=1.9)
     assert "Busy machine" not in reason(load_average_1m=0.1)
     # the cores other processes used during the run decide when known, whatever the load average before
-    assert "other programs kept 0.9 of 2 CPUs busy during the run (load average 0.1 before it)" in reason(
-        load_average_1m=0.1, other_cpu_cores=0.9)
+    assert "other programs kept 0.9 of 2 CPUs busy during the run (load average 0.1 before it)" in reason(load_average_1m=0.1, other_cpu_cores=0.9)
     assert "Busy machine" not in reason(load_average_1m=1.9, other_cpu_cores=0.05)
 
 
@@ -638,6 +711,7 @@ def test_other_cpu_meter_subtracts_this_process(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- step 5: honest CPU curves, reasons and labels
+
 
 def test_cpu_curve_uses_one_thread_and_restores_the_setting():
     from unittest import mock
@@ -717,7 +791,7 @@ def test_rerun_reason_names_the_noise_condition_that_fired(cpu_result):
     case = next(c for c in noisy["cases"] if c["window"] == "calibrated")
     case["serial_median_ms"], case["serial_p95_ms"] = case["predicted_serial_ms"], 2.7 * case["predicted_serial_ms"]
     reason = overlap_lab.finalize(noisy, lambda cases, controls: "rerun_on_quiet_machine")["decision_reason"]
-    assert (f"serial P95 {case['serial_p95_ms']:.2f} ms > 1.5 x serial median {case['serial_median_ms']:.2f} ms" in reason), reason
+    assert f"serial P95 {case['serial_p95_ms']:.2f} ms > 1.5 x serial median {case['serial_median_ms']:.2f} ms" in reason, reason
     assert "overlapped P95" not in reason, "the rerun reason names rule 3's condition, not the overlapped P95"
     quiet = copy.deepcopy(cpu_result)
     for c in quiet["cases"]:
@@ -729,16 +803,30 @@ def test_rerun_reason_names_the_noise_condition_that_fired(cpu_result):
 def test_reason_names_each_rule_with_its_numbers():
     from tools.overlap.results import what_fired
 
-    case = {"payload_mib": 16, "window": "calibrated", "copy_alone_ms": 3.0, "compute_alone_ms": 3.58,
-            "predicted_serial_ms": 6.58, "serial_median_ms": 9.0, "serial_p95_ms": 9.5, "overlap_median_ms": 6.9,
-            "overlap_p95_ms": 7.0, "latency_ratio": 6.9 / 9.0, "overlap_confirmed": True, "bound_factor": 1.3,
-            "copy_correct": True, "compute_correct": False, "preconditions_met": True}
+    case = {
+        "payload_mib": 16,
+        "window": "calibrated",
+        "copy_alone_ms": 3.0,
+        "compute_alone_ms": 3.58,
+        "predicted_serial_ms": 6.58,
+        "serial_median_ms": 9.0,
+        "serial_p95_ms": 9.5,
+        "overlap_median_ms": 6.9,
+        "overlap_p95_ms": 7.0,
+        "latency_ratio": 6.9 / 9.0,
+        "overlap_confirmed": True,
+        "bound_factor": 1.3,
+        "copy_correct": True,
+        "compute_correct": False,
+        "preconditions_met": True,
+    }
     assert "serial median 9.00 ms is 37% above copy + compute 6.58 ms (> 25%)" in what_fired("rerun_on_quiet_machine", [case], [])
     tune = what_fired("tune_overlap_window", [case], [])
     assert "ratio 0.77 > 0.75" in tune and "overlapped median 6.90 ms > 1.3 x max(copy, compute) 3.58 ms" in tune, tune
     assert "compute_correct not true" in what_fired("reject_incorrect_path", [case], [])
     assert "control one_thread: overlap_confirmed is True" in what_fired(
-        "reject_instrument_fault", [case], [{"name": "one_thread", "overlap_confirmed": True}])
+        "reject_instrument_fault", [case], [{"name": "one_thread", "overlap_confirmed": True}]
+    )
     assert what_fired("reject_instrument_fault", [case], []) == "no negative control ran"
 
 
@@ -771,12 +859,20 @@ def test_a_dry_run_on_a_machine_without_a_driver_never_imports_torch(monkeypatch
     import subprocess
     import sys
 
-    code = ("import sys; from tools import notebook_runtime; from tools.overlap import lab as overlap_lab\n"
-            "notebook_runtime.nvidia_driver_present = lambda: False\n"
-            "r = overlap_lab.run_experiment(run_mode='dry_run')\n"
-            "print(r['hardware']['cuda_available'], 'torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parents[2], env={**os.environ, "MPLBACKEND": "agg"})
+    code = (
+        "import sys; from tools import notebook_runtime; from tools.overlap import lab as overlap_lab\n"
+        "notebook_runtime.nvidia_driver_present = lambda: False\n"
+        "r = overlap_lab.run_experiment(run_mode='dry_run')\n"
+        "print(r['hardware']['cuda_available'], 'torch' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "MPLBACKEND": "agg"},
+    )
     assert out.stdout.split() == ["False", "False"], out.stdout + out.stderr
 
 
@@ -810,5 +906,10 @@ def test_both_engines_share_one_negative_control_routine():
     assert "one_stream" not in plan.calls, "one_stream is the serial program"
     cpu_plan = Plan()
     cpu_rows = overlap_cpu.run_cpu_controls(64.0, cpu_plan, [8.0], [8.0], repeats=2)
-    assert [r["name"] for r in cpu_rows] == list(overlap_cpu.CPU_CONTROLS) and cpu_plan.calls[:5] == ["one_thread", "serial", "one_thread",
-                                                                                                       "one_thread", "serial"]
+    assert [r["name"] for r in cpu_rows] == list(overlap_cpu.CPU_CONTROLS) and cpu_plan.calls[:5] == [
+        "one_thread",
+        "serial",
+        "one_thread",
+        "one_thread",
+        "serial",
+    ]

@@ -1,5 +1,6 @@
 """The runtime a notebook imports: the course folder and results, public checks, loading a learner's
 functions from earlier notebooks, matching renamed notebooks, and the before-you-submit check."""
+
 import json
 import sys
 
@@ -9,6 +10,7 @@ from tools import checks, notebook_runtime, project_runtime
 from tools.checks import PublicChecks, PublicChecksFailed
 
 # ---------------------------------------------------------------- project root and results
+
 
 def test_root_found_by_walking_up(root, tmp_path, monkeypatch):
     monkeypatch.delenv(project_runtime.ROOT_ENV, raising=False)
@@ -57,6 +59,7 @@ def test_package_version():
 
 
 # ---------------------------------------------------------------- public checks
+
 
 def test_public_checks_report_each_kind_of_result(capsys, tmp_path, monkeypatch):
     report = tmp_path / "r.jsonl"
@@ -115,9 +118,11 @@ def test_unstarted_exercise_says_finish_it(monkeypatch):
 
 # ---------------------------------------------------------------- learner functions
 
+
 def test_load_learner_functions_from_answers_and_release(root):
-    funcs = notebook_runtime.load_learner_functions("02_total_vs_exposed_time", ["compute_exposed_interval", "estimate_handoff"],
-                                                    search=[root / "solutions"])
+    funcs = notebook_runtime.load_learner_functions(
+        "02_total_vs_exposed_time", ["compute_exposed_interval", "estimate_handoff"], search=[root / "solutions"]
+    )
     assert funcs["estimate_handoff"](125_000, 1.0, 0.0, 0.0, [])["transfer_ms"] == 1.0
     stub = notebook_runtime.load_learner_functions("02_total_vs_exposed_time", ["estimate_handoff"], search=[root / "notebooks"])
     with pytest.raises(NotImplementedError):
@@ -136,7 +141,6 @@ def test_load_learner_functions_clear_errors(tmp_path, root):
         notebook_runtime.load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], search=[tmp_path])
 
 
-
 def test_find_learner_notebook_names_the_file_that_is_loaded(tmp_path, root):
     found = notebook_runtime.find_learner_notebook("03_handoff_state_contract", search=[root / "solutions"])
     assert found == root / "solutions" / "03_handoff_state_contract.ipynb"
@@ -149,6 +153,7 @@ def test_find_learner_notebook_names_the_file_that_is_loaded(tmp_path, root):
 
 
 # ---------------------------------------------------------------- matching renamed notebooks
+
 
 def test_renamed_notebooks_are_matched(tmp_path):
     from autograde.matching import match_notebooks, normalize
@@ -168,6 +173,7 @@ def test_renamed_notebooks_are_matched(tmp_path):
 
 
 # ---------------------------------------------------------------- before submitting: which file is checked
+
 
 def _release_copy(root, tmp_path, name, as_name, broken=False):
     """A copy of release notebook ``name`` saved as ``as_name`` in tmp_path (its answer cell's
@@ -207,8 +213,9 @@ def test_terminal_check_of_a_renamed_file_gives_a_verdict_not_a_traceback(root, 
     env = {**__import__("os").environ, "PYTHONPATH": str(root)}
 
     def run(*names):
-        done = subprocess.run([sys.executable, "-m", "tools.notebook_runtime", *names], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "tools.notebook_runtime", *names], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
         return done.returncode, done.stdout + done.stderr
 
     rc, out = run("Copy of 01.ipynb")

@@ -83,6 +83,7 @@ they are the course's exercises TODO 6-8 (notebook 06), and ``handoff_step`` run
 ``validate_handoff_state`` and Step 4's ``plan_decode_start`` (TODO 3 and 4), so this runtime, which
 learners receive, holds no answer to any of them. Everything :func:`simulate` returns is JSON-able.
 """
+
 from __future__ import annotations
 
 import csv
@@ -103,28 +104,28 @@ DEFAULT_QS = (50, 95, 99)
 
 DEFAULTS: dict = {
     "seed": 0,
-    "n_requests": 1000,        # Poisson arrivals only
-    "rate_per_s": 4.0,         # Poisson arrivals only
-    "prompt_tokens": 2048,     # an int, or [low, high] drawn uniformly (inclusive)
-    "output_tokens": 128,      # an int, or [low, high]
-    "trace": None,             # rows [arrival_ms, prompt_tokens, output_tokens]; replaces Poisson
-    "model": "Llama-3-8B",     # a name in presets.MODEL_PRESETS, or a dict shaped like one
+    "n_requests": 1000,  # Poisson arrivals only
+    "rate_per_s": 4.0,  # Poisson arrivals only
+    "prompt_tokens": 2048,  # an int, or [low, high] drawn uniformly (inclusive)
+    "output_tokens": 128,  # an int, or [low, high]
+    "trace": None,  # rows [arrival_ms, prompt_tokens, output_tokens]; replaces Poisson
+    "model": "Llama-3-8B",  # a name in presets.MODEL_PRESETS, or a dict shaped like one
     "gpu": "H100 SXM",
-    "tp": None,                # None: the model preset's
+    "tp": None,  # None: the model preset's
     "prefill_efficiency": presets.PREFILL_EFFICIENCY,
     "prefill_workers": 4,
     "link": "InfiniBand NDR",  # a name in presets.LINK_PRESETS
-    "gbps": None,              # None: the link preset's
-    "latency_ms": None,        # None: the link preset's
-    "link_sharing": "fifo",    # 'fifo' or 'fair'
-    "streaming": "whole",      # 'whole' or 'layerwise'
-    "deadline_ms": 50.0,       # after the request's prefill end
-    "decode_blocks": None,     # None: presets.kv_blocks_per_instance x decode_instances
+    "gbps": None,  # None: the link preset's
+    "latency_ms": None,  # None: the link preset's
+    "link_sharing": "fifo",  # 'fifo' or 'fair'
+    "streaming": "whole",  # 'whole' or 'layerwise'
+    "deadline_ms": 50.0,  # after the request's prefill end
+    "decode_blocks": None,  # None: presets.kv_blocks_per_instance x decode_instances
     "decode_instances": 1,
     "block_tokens": presets.BLOCK_TOKENS,
-    "block_policy": "wait",    # 'wait' or 'reject'
+    "block_policy": "wait",  # 'wait' or 'reject'
     "decode_ms_per_token": None,  # None: presets.decode_ms_per_token
-    "faults": {},              # fault name -> rate in [0, 1]
+    "faults": {},  # fault name -> rate in [0, 1]
     "slow_factor": 4.0,
     "failure_policy": "recompute",  # 'recompute' or 'fail'
     "version": "cfg-7",
@@ -156,11 +157,13 @@ def _steps(steps: dict | None) -> dict:
             f"the simulator runs on the steps it is given; missing: {', '.join(missing)}. Pass "
             "steps={'stream_layers': ..., 'handoff_step': ..., 'ttft_percentiles': ...}: in notebook 06 your own "
             "(TODO 6-8, with handoff_step calling your validate_handoff_state and plan_decode_start from "
-            "notebooks 03 and 04)")
+            "notebooks 03 and 04)"
+        )
     return given
 
 
 # ======================================================================= inputs
+
 
 def read_trace(path) -> list[list]:
     """Rows [arrival_ms, prompt_tokens, output_tokens] from a CSV file with those three columns."""
@@ -183,8 +186,7 @@ def _check_range(name, value):
         raise ValueError(f"{name} must be an int or [low, high], got {value!r}")
     if isinstance(value, int):
         value = [value, value]
-    if (not isinstance(value, (list, tuple)) or len(value) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise ValueError(f"{name} must be an int or [low, high] of ints, got {value!r}")
     if not 1 <= value[0] <= value[1]:
         raise ValueError(f"{name} needs 1 <= low <= high, got {value!r}")
@@ -216,8 +218,12 @@ def make_config(config: dict | None = None, **overrides) -> dict:
         raise ValueError(f"gbps must be > 0, got {gbps!r}")
     if not (isinstance(latency, (int, float)) and latency >= 0):
         raise ValueError(f"latency_ms must be >= 0, got {latency!r}")
-    for key, allowed in (("link_sharing", ("fifo", "fair")), ("streaming", ("whole", "layerwise")),
-                         ("block_policy", ("wait", "reject")), ("failure_policy", ("recompute", "fail"))):
+    for key, allowed in (
+        ("link_sharing", ("fifo", "fair")),
+        ("streaming", ("whole", "layerwise")),
+        ("block_policy", ("wait", "reject")),
+        ("failure_policy", ("recompute", "fail")),
+    ):
         if c[key] not in allowed:
             raise ValueError(f"{key} must be one of {allowed}, got {c[key]!r}")
     for key in ("prefill_workers", "decode_instances", "block_tokens"):
@@ -367,8 +373,7 @@ class _Requests:
         # one layer's bytes after prefill ends, i.e. max(first layer done, prefill end + one layer's
         # bytes - latency - payload). Asking earlier would not land it sooner, only hold the link idle
         # between layers (the formula gives prefill end for layers = 1, since latency >= 0).
-        self.ready_time = [max(pf_start[i] + pf_ms[i] / layers, pf_start[i] + pf_ms[i] + pay_ms[i] / layers - latency - pay_ms[i])
-                           for i in range(n)]
+        self.ready_time = [max(pf_start[i] + pf_ms[i] / layers, pf_start[i] + pf_ms[i] + pay_ms[i] / layers - latency - pay_ms[i]) for i in range(n)]
 
 
 class _Ledger:
@@ -379,8 +384,19 @@ class _Ledger:
         self.req, self.events, self.handoff = req, events, handoff
         self.tpot, self.deadline_after = c["decode_ms_per_token"], c["deadline_ms"]
         self.policy, self.version = c["failure_policy"], c["version"]
-        for name in ("ready_ms", "admit_ms", "tx_start", "tx_end", "tx_ms", "exposed", "decision", "outcome",
-                     "decode_start", "first_token", "done_ms"):
+        for name in (
+            "ready_ms",
+            "admit_ms",
+            "tx_start",
+            "tx_end",
+            "tx_ms",
+            "exposed",
+            "decision",
+            "outcome",
+            "decode_start",
+            "first_token",
+            "done_ms",
+        ):
             setattr(self, name, [None] * n)
 
     def reject(self, i, t):
@@ -412,29 +428,41 @@ class _Ledger:
         req, version = self.req, self.version
         lost = req.lost[i]
         return {
-            "state": {"payload_ready": landed, "metadata_ready": landed and not lost,
-                      "ownership_ready": landed, "request_id": i,
-                      "version": "skewed-" + version if req.skew[i] else version},
-            "request_id": i, "version": version, "now_ms": now,
+            "state": {
+                "payload_ready": landed,
+                "metadata_ready": landed and not lost,
+                "ownership_ready": landed,
+                "request_id": i,
+                "version": "skewed-" + version if req.skew[i] else version,
+            },
+            "request_id": i,
+            "version": version,
+            "now_ms": now,
             "ready_at_ms": None if (lost or req.stall[i]) else ready_at,
             "deadline_ms": self.deadline_of(i),
-            "policy": self.policy, "recompute_ms": req.pf_ms[i],
+            "policy": self.policy,
+            "recompute_ms": req.pf_ms[i],
         }
 
     def gate(self, i, now, landed, ready_at):
         """The handoff step for request i, with its answer checked (a replaced step may be wrong)."""
         res = self.handoff(self.handoff_input(i, now, landed, ready_at))
         try:
-            ok = (res["decision"] in DECISIONS[:4] and res["outcome"] in OUTCOMES[:3]
-                  and (res["decode_start_ms"] is None) == (res["outcome"] == "failed")
-                  and res["act_ms"] >= now - 1e-9
-                  and (res["decode_start_ms"] is None or res["decode_start_ms"] >= res["act_ms"] - 1e-9))
+            ok = (
+                res["decision"] in DECISIONS[:4]
+                and res["outcome"] in OUTCOMES[:3]
+                and (res["decode_start_ms"] is None) == (res["outcome"] == "failed")
+                and res["act_ms"] >= now - 1e-9
+                and (res["decode_start_ms"] is None or res["decode_start_ms"] >= res["act_ms"] - 1e-9)
+            )
         except (TypeError, KeyError):
             ok = False
         if not ok:
-            raise ValueError(f"handoff_step returned {res!r} for request {i} at {now} ms: expected a decision in "
-                             f"{DECISIONS[:4]}, an outcome in {OUTCOMES[:3]}, act_ms >= now_ms, and a "
-                             "decode_start_ms >= act_ms (None exactly when the outcome is 'failed')")
+            raise ValueError(
+                f"handoff_step returned {res!r} for request {i} at {now} ms: expected a decision in "
+                f"{DECISIONS[:4]}, an outcome in {OUTCOMES[:3]}, act_ms >= now_ms, and a "
+                "decode_start_ms >= act_ms (None exactly when the outcome is 'failed')"
+            )
         return res
 
 
@@ -475,11 +503,11 @@ class _FifoLink(_Link):
         self.queued_in = self.queued_out = 0.0
         self.queue: deque = deque()
         self.granted = [False] * n
-        self.cancelled = [False] * n    # gave up while still queued: never sent
-        self.give_up_ms = [None] * n    # a decided give-up time still ahead (the link is cut then)
-        self.land = [INF] * n           # when the last byte lands (INF: never, a stalled link)
-        self.actual = [None] * n        # stream_layers' answer for the transfer as it ran
-        self.queued_mark = [0.0] * n    # nominal work queued ahead of a request when it joined
+        self.cancelled = [False] * n  # gave up while still queued: never sent
+        self.give_up_ms = [None] * n  # a decided give-up time still ahead (the link is cut then)
+        self.land = [INF] * n  # when the last byte lands (INF: never, a stalled link)
+        self.actual = [None] * n  # stream_layers' answer for the transfer as it ran
+        self.queued_mark = [0.0] * n  # nominal work queued ahead of a request when it joined
         latency = self.latency
         self.work = [latency + p for p in req.pay_ms]  # link time at full speed (a stream never pauses)
 
@@ -607,11 +635,11 @@ class _FairLink(_Link):
         super().__init__(c, req, ledger, events, stream)
         n = req.n
         self.v, self.t, self.flows, self.version = 0.0, 0.0, 0, 0
-        self.tags: list = []          # (finish tag, request)
+        self.tags: list = []  # (finish tag, request)
         self.in_flow = [False] * n
         self.flow_tag = [0.0] * n
-        self.flow_pay = [0.0] * n     # the payload's time at full speed, slowed by a slow_link fault
-        self.land = [None] * n        # when a fair-shared transfer's last byte lands
+        self.flow_pay = [0.0] * n  # the payload's time at full speed, slowed by a slow_link fault
+        self.land = [None] * n  # when a fair-shared transfer's last byte lands
 
     def _advance(self, t):
         if self.flows:
@@ -691,8 +719,9 @@ class _FairLink(_Link):
         elif req.stall[i]:
             ready_at = INF
         else:  # an estimate: the remaining bytes at today's share
-            ready_at = max(t + (self.flow_tag[i] - self.v) * self.flows + self.latency,
-                           req.pf_start[i] + req.pf_ms[i] + self.flow_pay[i] / self.layers)
+            ready_at = max(
+                t + (self.flow_tag[i] - self.v) * self.flows + self.latency, req.pf_start[i] + req.pf_ms[i] + self.flow_pay[i] / self.layers
+            )
         landed = land is not None and land <= t
         res = led.gate(i, t, landed, ready_at)
         if res["outcome"] == "ok":
@@ -784,8 +813,15 @@ class _Engine:
         self.link = policy(c, self.req, self.ledger, self.events, step["stream_layers"])
         self.blocks = _Blocks(c, self.req, self.ledger, self.link)
         link, blocks = self.link, self.blocks
-        handlers = {_LINK_FREE: link.tick, _PS: link.tick, _DECODE_DONE: blocks.done, _CHECK: link.check,
-                    _TIMEOUT: link.timeout, _ABORT: link.abort, _READY: blocks.ready}
+        handlers = {
+            _LINK_FREE: link.tick,
+            _PS: link.tick,
+            _DECODE_DONE: blocks.done,
+            _CHECK: link.check,
+            _TIMEOUT: link.timeout,
+            _ABORT: link.abort,
+            _READY: blocks.ready,
+        }
         self.handlers = [handlers[kind] for kind in range(len(handlers))]
 
     def run(self) -> None:
@@ -810,21 +846,29 @@ class _Engine:
         c, req, led, n = self.c, self.req, self.ledger, self.req.n
         arrival, tx_start, tx_end = req.arrival, led.tx_start, led.tx_end
         cols = {
-            "id": list(range(n)), "arrival_ms": arrival, "prompt_tokens": req.prompt, "output_tokens": req.output,
-            "prefill_start_ms": req.pf_start, "prefill_end_ms": [req.pf_start[i] + req.pf_ms[i] for i in range(n)],
-            "handoff_ready_ms": led.ready_ms, "blocks_ms": led.admit_ms,
-            "transfer_start_ms": tx_start, "transfer_end_ms": tx_end,
+            "id": list(range(n)),
+            "arrival_ms": arrival,
+            "prompt_tokens": req.prompt,
+            "output_tokens": req.output,
+            "prefill_start_ms": req.pf_start,
+            "prefill_end_ms": [req.pf_start[i] + req.pf_ms[i] for i in range(n)],
+            "handoff_ready_ms": led.ready_ms,
+            "blocks_ms": led.admit_ms,
+            "transfer_start_ms": tx_start,
+            "transfer_end_ms": tx_end,
             "link_held_ms": [None if tx_end[i] is None else tx_end[i] - tx_start[i] for i in range(n)],
-            "transfer_ms": led.tx_ms, "exposed_ms": led.exposed,
-            "decision": led.decision, "outcome": led.outcome, "decode_start_ms": led.decode_start,
+            "transfer_ms": led.tx_ms,
+            "exposed_ms": led.exposed,
+            "decision": led.decision,
+            "outcome": led.outcome,
+            "decode_start_ms": led.decode_start,
             "first_token_ms": led.first_token,
             "ttft_ms": [None if led.first_token[i] is None else led.first_token[i] - arrival[i] for i in range(n)],
             "done_ms": led.done_ms,
             "faults": [[name for name in FAULTS if req.fault[name][i]] for i in range(n)],
         }
         link = self.link
-        summary = _summarize(cols, self.step["ttft_percentiles"], link.busy_ms, link.first_grant, link.last_release, n,
-                             c["prefill_workers"])
+        summary = _summarize(cols, self.step["ttft_percentiles"], link.busy_ms, link.first_grant, link.last_release, n, c["prefill_workers"])
         config_out = {k: v for k, v in c.items() if k != "trace"}
         config_out["trace_rows"] = None if c["trace"] is None else len(c["trace"])
         result = {"config": config_out, "summary": summary}
@@ -842,8 +886,11 @@ def _summarize(cols, percentiles, busy_ms, first_grant, last_release, n, prefill
     for d in cols["decision"]:
         decisions[d] += 1
     ttft_rows = [{"ttft_ms": v} for v in cols["ttft_ms"] if v is not None]
-    ttft = dict(zip(("p50_ms", "p95_ms", "p99_ms"), percentiles(ttft_rows, list(DEFAULT_QS)))) if ttft_rows else \
-        {"p50_ms": None, "p95_ms": None, "p99_ms": None}
+    ttft = (
+        dict(zip(("p50_ms", "p95_ms", "p99_ms"), percentiles(ttft_rows, list(DEFAULT_QS))))
+        if ttft_rows
+        else {"p50_ms": None, "p95_ms": None, "p99_ms": None}
+    )
     sent = [i for i in range(n) if cols["transfer_ms"][i] is not None]
     total_tx = sum(cols["transfer_ms"][i] for i in sent)
     total_exposed = sum(cols["exposed_ms"][i] for i in sent)

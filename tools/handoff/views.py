@@ -5,6 +5,7 @@ functions, which it passes on) and draws or prints them; none holds an answer to
 The panel follows the explorer of notebook 02: live widgets where a frontend renders them
 (:func:`tools.explorer.widget_frontend`), else one static figure for the default settings.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,32 +28,47 @@ SMALL_RUN = dict(n_requests=400, prompt_tokens=[512, 8192], output_tokens=[32, 2
 # decides the TTFT: sent whole, P50 about 505 ms; layerwise, about 390 ms. At 12 req/s and above the
 # prefill pool is over 90% busy and queueing for prefill hides the difference (see notebook 06).
 PANEL_DEFAULTS = dict(rate_per_s=4.0, link="Ethernet 25G", model="Llama-3-70B", streaming="whole", fault_rate=0.0)
-OUTCOME_COLORS = {"ok": PALETTE["green"], "recomputed": PALETTE["orange"], "failed": PALETTE["vermillion"],
-                  "rejected": PALETTE["grey"]}
+OUTCOME_COLORS = {"ok": PALETTE["green"], "recomputed": PALETTE["orange"], "failed": PALETTE["vermillion"], "rejected": PALETTE["grey"]}
 FIRST_TOKEN_COLOR = PALETTE["yellow"]
 
 
-def run_setting(steps: dict, rate_per_s: float, link: str, model: str, streaming: str, fault_rate: float,
-                n_requests: int | None = None, failure_policy: str = "recompute") -> dict:
+def run_setting(
+    steps: dict,
+    rate_per_s: float,
+    link: str,
+    model: str,
+    streaming: str,
+    fault_rate: float,
+    n_requests: int | None = None,
+    failure_policy: str = "recompute",
+) -> dict:
     """One small simulation (``SMALL_RUN``, ``n_requests`` if given); ``fault_rate`` applies to every
     fault kind of the simulator."""
     faults = {name: fault_rate for name in handoff_sim.FAULTS} if fault_rate else {}
     size = {"n_requests": n_requests} if n_requests else {}
-    return handoff_sim.simulate(steps=steps, **{**SMALL_RUN, **size}, rate_per_s=rate_per_s,
-                                link=link, model=model, streaming=streaming, faults=faults,
-                                failure_policy=failure_policy)
+    return handoff_sim.simulate(
+        steps=steps,
+        **{**SMALL_RUN, **size},
+        rate_per_s=rate_per_s,
+        link=link,
+        model=model,
+        streaming=streaming,
+        faults=faults,
+        failure_policy=failure_policy,
+    )
 
 
 def summary_text(result: dict) -> str:
     """The panel's readout: TTFT percentiles, outcomes, mean exposed transfer, and how busy the link
     and the prefill pool were (near 100% prefill, queueing for prefill decides the TTFT, not the link)."""
     s = result["summary"]
-    ttft = " / ".join("-" if s["ttft"][k] is None else readable(s["ttft"][k], 0, fixed=True)
-                      for k in ("p50_ms", "p95_ms", "p99_ms"))
+    ttft = " / ".join("-" if s["ttft"][k] is None else readable(s["ttft"][k], 0, fixed=True) for k in ("p50_ms", "p95_ms", "p99_ms"))
     outcomes = ", ".join(f"{v} {k}" for k, v in s["outcomes"].items() if v)
     exposed = "-" if s["exposed_ms_mean"] is None else readable(s["exposed_ms_mean"], 2, fixed=True)
-    return (f"TTFT p50/p95/p99 {ttft} ms · {outcomes} · mean exposed transfer {exposed} ms · "
-            f"link busy {s['link_utilization']:.0%} · prefill busy {s['prefill_utilization']:.0%}")
+    return (
+        f"TTFT p50/p95/p99 {ttft} ms · {outcomes} · mean exposed transfer {exposed} ms · "
+        f"link busy {s['link_utilization']:.0%} · prefill busy {s['prefill_utilization']:.0%}"
+    )
 
 
 # outcome counts (ok / recomputed / failed / rejected), TTFT percentiles, exposed and transfer time
@@ -71,8 +87,9 @@ def summary_table(results: dict[str, dict]) -> str:
         counts = "/".join(str(s["outcomes"][k]) for k in ("ok", "recomputed", "failed", "rejected"))
         ttft = "/".join("-" if s["ttft"][k] is None else f"{s['ttft'][k]:.0f}" for k in ("p50_ms", "p95_ms", "p99_ms"))
         served = [r for r in result.get("records", []) if r["outcome"] == "ok" and r["transfer_ms"] is not None]
-        exposed = (f"{sum(r['exposed_ms'] for r in served) / len(served):.2f}/"
-                   f"{sum(r['transfer_ms'] for r in served) / len(served):.2f}") if served else "-"
+        exposed = (
+            (f"{sum(r['exposed_ms'] for r in served) / len(served):.2f}/{sum(r['transfer_ms'] for r in served) / len(served):.2f}") if served else "-"
+        )
         cells = (counts, ttft, exposed, f"{s['link_utilization']:.0%}", f"{s['prefill_utilization']:.0%}")
         lines.append(f"{label:>{width}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
     lines.append("(exposed/transfer: means over the 'ok' requests; link, prefill: how busy each was)")
@@ -93,8 +110,9 @@ def draw_ttft_cdf(ax, results: dict[str, dict], title: str = "") -> None:
         ax.step(values, [(i + 1) / n for i in range(len(values))], where="post", color=color, linewidth=1.8)
         p99 = result["summary"]["ttft"]["p99_ms"]
         ax.axvline(p99, color=color, linestyle="--", linewidth=1)
-        handles.append(Line2D([], [], color=color, linewidth=1.8,
-                              label=f"{label}: p99 {readable(p99, 0, fixed=True)} ms, {len(values) / n:.0%} served"))
+        handles.append(
+            Line2D([], [], color=color, linewidth=1.8, label=f"{label}: p99 {readable(p99, 0, fixed=True)} ms, {len(values) / n:.0%} served")
+        )
     handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1, label="dashed: that run's p99"))
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("time to first token (ms)")
@@ -108,7 +126,7 @@ def request_bars(records: list[dict], first: int, count: int) -> tuple[list[dict
     """Lane bars for requests ``first`` .. ``first + count - 1``: prefill, waiting for blocks or
     the link, the hidden and the exposed part of the transfer, decode start to first token."""
     bars, lanes = [], []
-    for r in records[first:first + count]:
+    for r in records[first : first + count]:
         lane = f"r{r['id']} · {r['prompt_tokens'] / 1000:.1f}k · {r['outcome']}"
         lanes.append(lane)
         pf_start, pf_end = r["prefill_start_ms"], r["prefill_end_ms"]
@@ -136,15 +154,15 @@ def draw_request_lanes(ax, result: dict, first: int = 0, count: int = 12, title:
     origin = min(b["start"] for b in bars)
     shifted = [{**b, "start": b["start"] - origin, "end": b["end"] - origin} for b in bars]
     extra = [Patch(facecolor=FIRST_TOKEN_COLOR, edgecolor="black", linewidth=0.6, label="decode start to first token")]
-    draw_lanes(ax, shifted, lanes, title=title, xlabel=f"time (ms) from {readable(origin, 0, fixed=True)} ms",
-               legend=True, extra_handles=extra)
+    draw_lanes(ax, shifted, lanes, title=title, xlabel=f"time (ms) from {readable(origin, 0, fixed=True)} ms", legend=True, extra_handles=extra)
 
 
 def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> None:
     """Histograms of the exposed transfer time per request, on a log axis, one per labelled result."""
     colors = [PALETTE[c] for c in ("blue", "orange", "green", "purple")]
-    series = {label: [r["exposed_ms"] for r in res["records"] if r["exposed_ms"] is not None and r["exposed_ms"] > 1e-6]
-              for label, res in results.items()}
+    series = {
+        label: [r["exposed_ms"] for r in res["records"] if r["exposed_ms"] is not None and r["exposed_ms"] > 1e-6] for label, res in results.items()
+    }
     values = [v for vs in series.values() for v in vs]
     if not values:
         ax.text(0.5, 0.5, "no request exposed any transfer time", ha="center", va="center", transform=ax.transAxes)
@@ -156,8 +174,9 @@ def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> Non
     for (label, vs), color in zip(series.items(), colors):
         if vs:
             mean = sum(vs) / len(vs)
-            ax.hist(vs, bins=bins, color=color, alpha=0.6, edgecolor="black", linewidth=0.4,
-                    label=f"{label}: mean {readable(mean, 2, fixed=True)} ms")
+            ax.hist(
+                vs, bins=bins, color=color, alpha=0.6, edgecolor="black", linewidth=0.4, label=f"{label}: mean {readable(mean, 2, fixed=True)} ms"
+            )
     ax.set_xscale("log")
     # plain numbers at 1, 2 and 5 of each decade, and no minor labels: with less than a decade of
     # data matplotlib labels the minor ticks too ("2x10^0 3x10^0 ..."), and they overlap
@@ -185,8 +204,7 @@ def _draw_panel(result: dict, title: str) -> None:
 
 def _title(values: dict) -> str:
     faults = f", every fault at {values['fault_rate']:.0%}" if values["fault_rate"] else ", no faults"
-    return (f"{values['model']}, {values['link']}, {values['streaming']}, "
-            f"{readable(values['rate_per_s'], 3)} req/s{faults}")
+    return f"{values['model']}, {values['link']}, {values['streaming']}, {readable(values['rate_per_s'], 3)} req/s{faults}"
 
 
 def simulator_panel(steps: dict, mode: str | None = None):
@@ -195,12 +213,15 @@ def simulator_panel(steps: dict, mode: str | None = None):
     frontend renders (``mode='static'``, nbclient, nbgrader), one static figure for the defaults.
     Returns the widget, or None."""
     return show_live_or_static(
-        mode, lambda: run_setting(steps, **PANEL_DEFAULTS),
+        mode,
+        lambda: run_setting(steps, **PANEL_DEFAULTS),
         unfinished="Finish TODO 6-8 above (and TODO 3 and 4 in notebooks 03 and 04): the panel runs on your functions.",
         failed="The simulation on your functions raised {error}. Fix it, then run this cell again.",
         static="Static view (the controls need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): ",
-        describe=summary_text, draw_static=lambda first: _draw_panel(first, _title(PANEL_DEFAULTS)),
-        build_live=lambda first: _build_widgets(steps, first))
+        describe=summary_text,
+        draw_static=lambda first: _draw_panel(first, _title(PANEL_DEFAULTS)),
+        build_live=lambda first: _build_widgets(steps, first),
+    )
 
 
 def _build_widgets(steps: dict, first: dict):
@@ -208,20 +229,29 @@ def _build_widgets(steps: dict, first: dict):
 
     style = {"description_width": "130px"}
     layout = w.Layout(width="520px")
-    rate = w.FloatSlider(value=PANEL_DEFAULTS["rate_per_s"], min=1, max=40, step=1, description="arrivals (req/s)",
-                         style=style, layout=layout, continuous_update=False)
+    rate = w.FloatSlider(
+        value=PANEL_DEFAULTS["rate_per_s"], min=1, max=40, step=1, description="arrivals (req/s)", style=style, layout=layout, continuous_update=False
+    )
     link = w.Dropdown(options=list(presets.LINK_PRESETS), value=PANEL_DEFAULTS["link"], description="link", style=style)
     model = w.Dropdown(options=list(presets.MODEL_PRESETS), value=PANEL_DEFAULTS["model"], description="model", style=style)
     streaming = w.ToggleButtons(options=["whole", "layerwise"], value=PANEL_DEFAULTS["streaming"], description="KV sent")
-    fault = w.FloatSlider(value=PANEL_DEFAULTS["fault_rate"], min=0, max=0.2, step=0.01, description="each fault's rate",
-                          readout_format=".0%", style=style, layout=layout, continuous_update=False)
+    fault = w.FloatSlider(
+        value=PANEL_DEFAULTS["fault_rate"],
+        min=0,
+        max=0.2,
+        step=0.01,
+        description="each fault's rate",
+        readout_format=".0%",
+        style=style,
+        layout=layout,
+        continuous_update=False,
+    )
     readout = w.HTML()
     readout.add_class("sim-readout")
     out = w.Output()
 
     def values() -> dict:
-        return {"rate_per_s": rate.value, "link": link.value, "model": model.value, "streaming": streaming.value,
-                "fault_rate": fault.value}
+        return {"rate_per_s": rate.value, "link": link.value, "model": model.value, "streaming": streaming.value, "fault_rate": fault.value}
 
     def show(result):
         readout.value = "<b>" + summary_text(result) + "</b>"

@@ -23,6 +23,7 @@ order (copy first, then compute): ``one_thread`` (both on the calling thread) an
 ``joined_thread`` (the copy on its own thread, joined before compute starts: distinct workers,
 still serial). Each must come out not confirmed.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,7 +54,7 @@ def timed_ms(fn: Callable[[], Any]) -> float:
 def _chunks(src, dst, parts: int) -> list[tuple[Any, Any]]:
     flat_src, flat_dst = src.view(-1), dst.view(-1)
     step = -(-flat_src.numel() // parts)
-    return [(flat_src[i:i + step], flat_dst[i:i + step]) for i in range(0, flat_src.numel(), step)]
+    return [(flat_src[i : i + step], flat_dst[i : i + step]) for i in range(0, flat_src.numel(), step)]
 
 
 class CopyWorker:
@@ -160,8 +161,14 @@ class CpuPlan:
         self.compute(unit_ends, gate[0])
         if kind == "overlap":
             self.worker.wait()
-        return {"copy_start": 0.0, "launch_ms": (gate[0] - handed) * 1e3, "copy_ends": copy_ends, "unit_ends": unit_ends,
-                "total": max(copy_ends[-1], unit_ends[-1]), "distinct_workers": workers["copy"] != workers["compute"]}
+        return {
+            "copy_start": 0.0,
+            "launch_ms": (gate[0] - handed) * 1e3,
+            "copy_ends": copy_ends,
+            "unit_ends": unit_ends,
+            "total": max(copy_ends[-1], unit_ends[-1]),
+            "distinct_workers": workers["copy"] != workers["compute"],
+        }
 
     def copy_alone(self) -> float:
         return timed_ms(lambda: self.copy([], time.perf_counter()))
@@ -225,10 +232,18 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
             "fixed": (torch.randn(fixed_n, fixed_n, generator=gen), torch.randn(fixed_n, fixed_n, generator=gen)),
             "calibrated": (torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen), torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen)),
         }
-        wl.update({"device": "cpu", "dtype": "float32", "cpu_fixed_matrix_size": fixed_n, "cpu_block": CPU_BLOCK,
-                   "intra_op_threads": intra_op_threads, "copy_chunks": COPY_CHUNKS, "interleaved_cases": True})
-        result["hardware"].update({"device": "cpu", "processor": platform.processor() or platform.machine(),
-                                   "logical_cpus": os.cpu_count() or 1})
+        wl.update(
+            {
+                "device": "cpu",
+                "dtype": "float32",
+                "cpu_fixed_matrix_size": fixed_n,
+                "cpu_block": CPU_BLOCK,
+                "intra_op_threads": intra_op_threads,
+                "copy_chunks": COPY_CHUNKS,
+                "interleaved_cases": True,
+            }
+        )
+        result["hardware"].update({"device": "cpu", "processor": platform.processor() or platform.machine(), "logical_cpus": os.cpu_count() or 1})
         repeats, warmup = wl["repeat_steps"], wl["warmup_steps"]
         # one source and one destination, sized for the largest payload; each payload copies a prefix of them
         elements = [int(payload * MiB) // 4 for payload in wl["payload_mib"]]
@@ -240,8 +255,7 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
             for payload, n in zip(wl["payload_mib"], elements):
                 for window in ("fixed", "calibrated"):
                     left, right = operands[window]
-                    plan = CpuPlan(src_all[:n], dst_all[:n], left, right, torch.empty(left.shape[0], right.shape[1]), 1,
-                                   worker)
+                    plan = CpuPlan(src_all[:n], dst_all[:n], left, right, torch.empty(left.shape[0], right.shape[1]), 1, worker)
                     plan.copy_alone()  # first touch of dst
                     if window == "calibrated":  # a first size from the copy alone, refined below
                         plan.count = max(1, round(_median(plan.copy_alone, 3) / _median(plan.compute_alone, 3)))
@@ -259,8 +273,9 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
                 case = samples.finish()
                 # the balance achieved in the measured repeats, not the calibration's estimate
                 balance = statistics.median(samples.compute_alone) / statistics.median(samples.copy_alone)
-                result["cases"].append({"payload_mib": payload, "window": window, "matrix_size": plan.left.shape[0],
-                                        "compute_copy_balance": balance, **case})
+                result["cases"].append(
+                    {"payload_mib": payload, "window": window, "matrix_size": plan.left.shape[0], "compute_copy_balance": balance, **case}
+                )
             calibrated = [(payload, plan, samples) for payload, window, plan, samples in plans if window == "calibrated"]
             if controls and calibrated:
                 payload, plan, samples = calibrated[-1]
@@ -294,11 +309,13 @@ class CaseSamples:
             self.plan.timeline("overlap")
 
     def measure_once(self, i: int) -> None:
-        steps = [lambda: self.copy_alone.append(self.plan.copy_alone()),
-                 lambda: self.compute_alone.append(self.plan.compute_alone()),
-                 lambda: self.serial.append(self.plan.timeline("serial")),
-                 lambda: self.overlap.append(self.plan.timeline("overlap"))]
-        for step in steps[i % 4:] + steps[:i % 4]:
+        steps = [
+            lambda: self.copy_alone.append(self.plan.copy_alone()),
+            lambda: self.compute_alone.append(self.plan.compute_alone()),
+            lambda: self.serial.append(self.plan.timeline("serial")),
+            lambda: self.overlap.append(self.plan.timeline("overlap")),
+        ]
+        for step in steps[i % 4 :] + steps[: i % 4]:
             step()
 
     def finish(self) -> dict:
@@ -312,18 +329,21 @@ class CaseSamples:
         plan.timeline("overlap")
         unit_ms = stats["compute_alone_ms"] / plan.count
         evidence = overlap_evidence(self.overlap, unit_ms, stats["copy_alone_ms"], MAX_COPY_SLOWDOWN_CPU)
-        pre = {"distinct_workers": all(r["distinct_workers"] for r in self.overlap), "pinned_source": None,
-               "non_blocking": None}
+        pre = {"distinct_workers": all(r["distinct_workers"] for r in self.overlap), "pinned_source": None, "non_blocking": None}
         met = preconditions_met(pre)
         return {
-            "matmul_count": plan.count, **stats, "bound_factor": BOUND_FACTOR_CPU,
+            "matmul_count": plan.count,
+            **stats,
+            "bound_factor": BOUND_FACTOR_CPU,
             # the copy thread's wake-up lag: from the hand-over to the copy's first slice (outside the timed region)
             "launch_overhead_ms": statistics.median(r["launch_ms"] for r in self.overlap),
             "copy_gbytes_per_s": plan.src.numel() * 4 / (stats["copy_alone_ms"] / 1e3) / 1e9,
             "copy_correct": bool(torch.equal(plan.dst, plan.src)),
             "compute_correct": bool(torch.allclose(plan.product, reference, rtol=1e-5, atol=1e-5)),
-            "preconditions": pre, "preconditions_met": met,
-            "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"],
+            "preconditions": pre,
+            "preconditions_met": met,
+            "overlap_evidence": evidence,
+            "overlap_confirmed": evidence["confirmed"],
             "path_confirmed": met and evidence["confirmed"],
         }
 
@@ -334,8 +354,6 @@ CPU_CONTROLS = {
 }
 
 
-def run_cpu_controls(payload: float, plan: CpuPlan, copy_alone: list[float], compute_alone: list[float],
-                     repeats: int) -> list[dict]:
+def run_cpu_controls(payload: float, plan: CpuPlan, copy_alone: list[float], compute_alone: list[float], repeats: int) -> list[dict]:
     """Each control against the serial program, alternating order, on the calibrated case."""
-    return negative_controls(CPU_CONTROLS, plan.timeline, repeats, compute_alone, plan.count, copy_alone, MAX_COPY_SLOWDOWN_CPU,
-                             payload)
+    return negative_controls(CPU_CONTROLS, plan.timeline, repeats, compute_alone, plan.count, copy_alone, MAX_COPY_SLOWDOWN_CPU, payload)

@@ -7,6 +7,7 @@ id (not nvidia-smi's first GPU). Call ``nvml_facts`` after the copies: an idle l
 
 Only the standard library is needed here; nothing runs at import.
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -18,6 +18,7 @@ or thread events say.
 Preconditions (distinct streams or threads, a pinned source, ``non_blocking``) are facts about
 how the run was issued; they are reported apart from this evidence and never replace it.
 """
+
 from __future__ import annotations
 
 import math
@@ -91,12 +92,16 @@ def timeline_overlap(timeline: Mapping, unit_ms: float, copy_alone_ms: float) ->
     covered = max(compute_in_copy, copy_in_compute)
     shorter = min(copy_alone_ms, unit_ms * len(unit_ends))
     copy_start = timeline.get("copy_start", copy_low)
-    return {"covered_ms": covered, "covered_fraction": min(1.0, covered / shorter) if shorter > 0 else 0.0,
-            "copy_ms": copy_ends[-1] - copy_start}
+    return {"covered_ms": covered, "covered_fraction": min(1.0, covered / shorter) if shorter > 0 else 0.0, "copy_ms": copy_ends[-1] - copy_start}
 
 
-def overlap_evidence(timelines: Sequence[Mapping], unit_ms: float, copy_alone_ms: float,
-                     max_copy_slowdown: float = MAX_COPY_SLOWDOWN_GPU, min_covered: float = MIN_COVERED) -> dict:
+def overlap_evidence(
+    timelines: Sequence[Mapping],
+    unit_ms: float,
+    copy_alone_ms: float,
+    max_copy_slowdown: float = MAX_COPY_SLOWDOWN_GPU,
+    min_covered: float = MIN_COVERED,
+) -> dict:
     """The evidence for one case: did compute really progress while the copy was in flight?
 
     Confirmed when more than half the repeats covered at least ``min_covered`` of the shorter
@@ -126,8 +131,7 @@ def preconditions_met(preconditions: Mapping) -> bool:
     return all(value is not False for value in preconditions.values()) and any(v is True for v in preconditions.values())
 
 
-def summarize(serial: Sequence[Mapping], overlap: Sequence[Mapping], copy_alone: Sequence[float],
-              compute_alone: Sequence[float]) -> dict:
+def summarize(serial: Sequence[Mapping], overlap: Sequence[Mapping], copy_alone: Sequence[float], compute_alone: Sequence[float]) -> dict:
     """Medians, P95s and Step 2's predictions for one case. Each run carries its ``total`` (ms)."""
     serial_ms = [r["total"] for r in serial]
     overlap_ms = [r["total"] for r in overlap]
@@ -135,16 +139,24 @@ def summarize(serial: Sequence[Mapping], overlap: Sequence[Mapping], copy_alone:
     c_med, k_med = statistics.median(copy_alone), statistics.median(compute_alone)
     typical = sorted(overlap, key=lambda r: r["total"])[len(overlap) // 2]
     return {
-        "copy_alone_ms": c_med, "compute_alone_ms": k_med,
-        "serial_median_ms": s_med, "serial_p95_ms": percentile(serial_ms, 95),
-        "overlap_median_ms": o_med, "overlap_p95_ms": percentile(overlap_ms, 95),
-        "latency_ratio": o_med / s_med, "hidden_ms": max(s_med - o_med, 0.0),
+        "copy_alone_ms": c_med,
+        "compute_alone_ms": k_med,
+        "serial_median_ms": s_med,
+        "serial_p95_ms": percentile(serial_ms, 95),
+        "overlap_median_ms": o_med,
+        "overlap_p95_ms": percentile(overlap_ms, 95),
+        "latency_ratio": o_med / s_med,
+        "hidden_ms": max(s_med - o_med, 0.0),
         "predicted_serial_ms": c_med + k_med,
         # Step 2's model: compute, plus the part of the copy that compute does not cover.
         "predicted_overlap_ms": k_med + max(c_med - k_med, 0.0),
-        "timeline": {"copy_start": typical["copy_start"], "copy_end": typical["copy_ends"][-1],
-                     "compute_start": typical["unit_ends"][0] - k_med / len(typical["unit_ends"]),
-                     "compute_end": typical["unit_ends"][-1], "total": typical["total"]},
+        "timeline": {
+            "copy_start": typical["copy_start"],
+            "copy_end": typical["copy_ends"][-1],
+            "compute_start": typical["unit_ends"][0] - k_med / len(typical["unit_ends"]),
+            "compute_end": typical["unit_ends"][-1],
+            "total": typical["total"],
+        },
     }
 
 
@@ -168,8 +180,17 @@ def spans_overlap_ms(copy_spans: Sequence[Sequence[float]], kernel_spans: Sequen
     return total
 
 
-def negative_controls(controls: Mapping[str, str], run, repeats: int, compute_alone: Sequence[float], count: int,
-                      copy_alone: Sequence[float], max_copy_slowdown: float, payload_mib: float, kind_of=None) -> list[dict]:
+def negative_controls(
+    controls: Mapping[str, str],
+    run,
+    repeats: int,
+    compute_alone: Sequence[float],
+    count: int,
+    copy_alone: Sequence[float],
+    max_copy_slowdown: float,
+    payload_mib: float,
+    kind_of=None,
+) -> list[dict]:
     """What both engines do for their negative controls (programs that cannot overlap, so the
     evidence must say so): each control against the serial program, ``repeats`` pairs in
     alternating order after one warm-up run, read with the same evidence as the real overlap.
@@ -183,12 +204,21 @@ def negative_controls(controls: Mapping[str, str], run, repeats: int, compute_al
         serial, runs = [], []
         for i in range(repeats):  # alternate which goes first
             pair = [("serial", serial), (kind, runs)]
-            for k, bucket in (pair if i % 2 == 0 else pair[::-1]):
+            for k, bucket in pair if i % 2 == 0 else pair[::-1]:
                 bucket.append(run(k))
         evidence = overlap_evidence(runs, unit_ms, statistics.median(copy_alone), max_copy_slowdown)
         s_med, c_med = statistics.median(r["total"] for r in serial), statistics.median(r["total"] for r in runs)
-        out.append({"name": name, "description": description, "payload_mib": payload_mib, "matmul_count": count,
-                    "serial_median_ms": s_med, "control_median_ms": c_med, "latency_ratio": c_med / s_med,
-                    "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"]})
+        out.append(
+            {
+                "name": name,
+                "description": description,
+                "payload_mib": payload_mib,
+                "matmul_count": count,
+                "serial_median_ms": s_med,
+                "control_median_ms": c_med,
+                "latency_ratio": c_med / s_med,
+                "overlap_evidence": evidence,
+                "overlap_confirmed": evidence["confirmed"],
+            }
+        )
     return out
-

@@ -19,6 +19,7 @@ copy and compute on one stream, and ``non_blocking=False``. Each must come out n
 This path needs a CUDA machine; it is written to the same timeline format as the CPU analogue,
 whose evidence logic is tested on synthetic timelines.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -94,16 +95,20 @@ class GpuPlan:
         end.record(main)
         end.synchronize()
         gate_ms = begin.elapsed_time(gate)
-        return {"copy_start": gate.elapsed_time(copy_start), "copy_ends": [gate.elapsed_time(copy_end)],
-                "unit_ends": [gate.elapsed_time(u) for u in units], "total": gate.elapsed_time(end),
-                "launch_ms": launch_ms, "gate_held": launch_ms < gate_ms}
+        return {
+            "copy_start": gate.elapsed_time(copy_start),
+            "copy_ends": [gate.elapsed_time(copy_end)],
+            "unit_ends": [gate.elapsed_time(u) for u in units],
+            "total": gate.elapsed_time(end),
+            "launch_ms": launch_ms,
+            "gate_held": launch_ms < gate_ms,
+        }
 
     def size_gate(self) -> None:
         self.gate_ms = gate_length_ms(self.count)
 
     def copy_alone(self) -> float:
-        return _elapsed(lambda: self.dev.copy_(self.host, non_blocking=True), self.copy_stream,
-                        _gate_cycles(1, self.clock_khz))
+        return _elapsed(lambda: self.dev.copy_(self.host, non_blocking=True), self.copy_stream, _gate_cycles(1, self.clock_khz))
 
     def compute_alone(self) -> float:
         def work():
@@ -158,8 +163,14 @@ def device_facts(torch, index: int) -> dict:
         source = "cuDeviceGetAttribute (libcuda)"
     except (DriverError, AttributeError) as exc:
         raise RuntimeError(f"cannot read device facts from the CUDA driver: {exc}") from exc
-    return {"device": props.name, "cuda": str(torch.version.cuda), "total_memory_gib": round(props.total_memory / 2**30, 1),
-            "driver_version": _driver_version_text(), **facts, "device_facts_source": source}
+    return {
+        "device": props.name,
+        "cuda": str(torch.version.cuda),
+        "total_memory_gib": round(props.total_memory / 2**30, 1),
+        "driver_version": _driver_version_text(),
+        **facts,
+        "device_facts_source": source,
+    }
 
 
 def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, profile_dir: Path | None = None) -> None:
@@ -171,8 +182,10 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
     import torch
 
     if not torch.cuda.is_available():
-        raise RuntimeError("RUN_MODE='real_gpu' but CUDA is not available on this machine "
-                           "(use 'real_cpu' for the CPU analogue, or run on a machine with an NVIDIA GPU)")
+        raise RuntimeError(
+            "RUN_MODE='real_gpu' but CUDA is not available on this machine "
+            "(use 'real_cpu' for the CPU analogue, or run on a machine with an NVIDIA GPU)"
+        )
     wl = result["workload"]
     index = torch.cuda.current_device()
     result["hardware"].update(device_facts(torch, index))
@@ -216,8 +229,7 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
                 # the balance achieved in the measured repeats, not the calibration's last estimate
                 balance = statistics.median(compute_alone) / copy_med
                 case = measure_case(plan, copy_alone, compute_alone, warmup, repeats, bar, reference, tolerance, distinct)
-                result["cases"].append({"payload_mib": payload, "window": window, "matrix_size": n,
-                                        "compute_copy_balance": balance, **case})
+                result["cases"].append({"payload_mib": payload, "window": window, "matrix_size": n, "compute_copy_balance": balance, **case})
                 best_gbps = max(best_gbps, case["copy_gbytes_per_s"])
                 if window == "calibrated":
                     last_calibrated = (payload, plan, copy_alone, compute_alone)
@@ -242,8 +254,7 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
             result["hardware"]["pcie_nominal_gbytes_per_s"] = nvml["pcie_nominal_gbytes_per_s"]
 
 
-def measure_case(plan: GpuPlan, copy_alone, compute_alone, warmup: int, repeats: int, bar, reference, tolerance: float,
-                 distinct: bool) -> dict:
+def measure_case(plan: GpuPlan, copy_alone, compute_alone, warmup: int, repeats: int, bar, reference, tolerance: float, distinct: bool) -> dict:
     torch = plan.torch
     for _ in range(max(1, warmup)):  # warm both programs on their own streams
         plan.run("serial")
@@ -251,7 +262,7 @@ def measure_case(plan: GpuPlan, copy_alone, compute_alone, warmup: int, repeats:
         bar.update(2)
     serial, overlap = [], []
     for i in range(repeats):
-        for kind in (("serial", "overlap") if i % 2 == 0 else ("overlap", "serial")):
+        for kind in ("serial", "overlap") if i % 2 == 0 else ("overlap", "serial"):
             (serial if kind == "serial" else overlap).append(plan.run(kind))
         bar.update(2)
     stats = summarize(serial, overlap, copy_alone, compute_alone)
@@ -266,23 +277,36 @@ def measure_case(plan: GpuPlan, copy_alone, compute_alone, warmup: int, repeats:
     pre = {"distinct_workers": distinct, "pinned_source": bool(plan.host.is_pinned()), "non_blocking": True}
     met = preconditions_met(pre)
     return {
-        "matmul_count": plan.count, **stats, "bound_factor": BOUND_FACTOR_GPU,
+        "matmul_count": plan.count,
+        **stats,
+        "bound_factor": BOUND_FACTOR_GPU,
         "copy_gbytes_per_s": plan.host.numel() * plan.host.element_size() / (stats["copy_alone_ms"] / 1e3) / 1e9,
         "copy_correct": bool(torch.equal(plan.dev.cpu(), plan.host)),
         "compute_correct": diff <= tolerance and bool(torch.allclose(plan.product, serial_product, rtol=2e-2, atol=tolerance)),
         "compute_max_abs_diff": diff,
         "launch_overhead_ms": statistics.median(r["launch_ms"] for r in overlap),
         "gate_held_fraction": sum(r["gate_held"] for r in serial + overlap) / len(serial + overlap),
-        "preconditions": pre, "preconditions_met": met,
-        "overlap_evidence": evidence, "overlap_confirmed": evidence["confirmed"],
+        "preconditions": pre,
+        "preconditions_met": met,
+        "overlap_evidence": evidence,
+        "overlap_confirmed": evidence["confirmed"],
         "path_confirmed": met and evidence["confirmed"],
     }
 
 
 def run_gpu_controls(payload: float, plan: GpuPlan, copy_alone, compute_alone, repeats: int) -> list[dict]:
     """Each control against the serial program, alternating order (one_stream is the serial program itself)."""
-    return negative_controls(GPU_CONTROLS, plan.run, repeats, compute_alone, plan.count, copy_alone, MAX_COPY_SLOWDOWN_GPU, payload,
-                             kind_of=lambda name: "serial" if name == "one_stream" else name)
+    return negative_controls(
+        GPU_CONTROLS,
+        plan.run,
+        repeats,
+        compute_alone,
+        plan.count,
+        copy_alone,
+        MAX_COPY_SLOWDOWN_GPU,
+        payload,
+        kind_of=lambda name: "serial" if name == "one_stream" else name,
+    )
 
 
 def profile_overlap(plan: GpuPlan, trace_path: Path | None = None, kind: str = "overlap") -> dict:
@@ -308,7 +332,12 @@ def profile_overlap(plan: GpuPlan, trace_path: Path | None = None, kind: str = "
             kernels.append(span)
     copy_ms = sum(b - a for a, b in copies)
     inside = spans_overlap_ms(copies, kernels)
-    return {"kind": kind, "memcpy_spans": len(copies), "kernel_spans": len(kernels), "memcpy_ms": copy_ms,
-            "kernel_ms_during_memcpy": inside, "overlap_fraction": inside / copy_ms if copy_ms > 0 else 0.0,
-            "trace": str(trace_path) if trace_path else None}
-
+    return {
+        "kind": kind,
+        "memcpy_spans": len(copies),
+        "kernel_spans": len(kernels),
+        "memcpy_ms": copy_ms,
+        "kernel_ms_during_memcpy": inside,
+        "overlap_fraction": inside / copy_ms if copy_ms > 0 else 0.0,
+        "trace": str(trace_path) if trace_path else None,
+    }

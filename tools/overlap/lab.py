@@ -20,6 +20,7 @@ can reach its limit (ratio near 0.5). Where things live:
 - ``overlap_cpu`` / ``overlap_gpu`` / ``overlap_device``: the engines and the device facts;
 - ``overlap_sweep``: the pipeline sweep and the bandwidth curve.
 """
+
 from __future__ import annotations
 
 import re
@@ -53,10 +54,20 @@ def _check_config(run_mode, run_label, payload_mib, matrix_size, warmup_steps, r
         raise ValueError(f"SEED must be an integer, got {seed!r}")
 
 
-def run_experiment(run_mode: str = "dry_run", run_label: str = "default", environment_profile: str = "INF-CUDA-MECHANISM",
-                   payload_mib: Sequence[float] = (16, 64, 128), matrix_size: int = 2048, warmup_steps: int = 5,
-                   repeat_steps: int = 20, seed: int = 42, progress: bool = True, controls: bool = True,
-                   intra_op_threads: int = 1, profile_dir=None) -> dict:
+def run_experiment(
+    run_mode: str = "dry_run",
+    run_label: str = "default",
+    environment_profile: str = "INF-CUDA-MECHANISM",
+    payload_mib: Sequence[float] = (16, 64, 128),
+    matrix_size: int = 2048,
+    warmup_steps: int = 5,
+    repeat_steps: int = 20,
+    seed: int = 42,
+    progress: bool = True,
+    controls: bool = True,
+    intra_op_threads: int = 1,
+    profile_dir=None,
+) -> dict:
     """Run (or plan) the experiment and return the result dictionary (not yet decided).
 
     ``controls=False`` skips the negative controls; the result then cannot be accepted (the
@@ -67,13 +78,22 @@ def run_experiment(run_mode: str = "dry_run", run_label: str = "default", enviro
     if run_mode != "dry_run" and grading_mode() == "autograde":
         # grading measures nothing: the grader's machine is not the learner's, a run takes tens of
         # seconds (past a cell's limit), and TODO 5 is judged on fixed cases, not on this file
-        print(f"Grading runs the dry run whatever RUN_MODE says (it was {run_mode!r}): nothing is measured "
-              "here, and the result file you measured is not what is graded.")
+        print(
+            f"Grading runs the dry run whatever RUN_MODE says (it was {run_mode!r}): nothing is measured "
+            "here, and the result file you measured is not what is graded."
+        )
         run_mode = "dry_run"
     if not isinstance(intra_op_threads, int) or intra_op_threads < 1:
         raise ValueError(f"intra_op_threads must be an integer >= 1, got {intra_op_threads!r}")
-    workload = {"payload_mib": list(payload_mib), "matrix_size": matrix_size, "warmup_steps": warmup_steps,
-                "repeat_steps": repeat_steps, "seed": seed, "windows": ["fixed", "calibrated"], "controls": controls}
+    workload = {
+        "payload_mib": list(payload_mib),
+        "matrix_size": matrix_size,
+        "warmup_steps": warmup_steps,
+        "repeat_steps": repeat_steps,
+        "seed": seed,
+        "windows": ["fixed", "calibrated"],
+        "controls": controls,
+    }
     result = new_result(run_mode, run_label, environment_profile, workload)
     if run_mode == "dry_run":
         return result
@@ -98,6 +118,24 @@ def run_experiment(run_mode: str = "dry_run", run_label: str = "default", enviro
     return result
 
 
-__all__ = ["run_experiment", "finalize", "new_result", "result_path", "write_result", "validate_result", "load_schema",
-           "percentile", "summarize", "overlap_evidence", "timeline_overlap", "SCHEMA_VERSION", "SEMANTIC_ID",
-           "RUN_MODES", "DECISIONS", "LEARNER_DECISIONS", "CPU_ACCEPT", "CPU_PAYLOAD_MIB", "MiB"]
+__all__ = [
+    "run_experiment",
+    "finalize",
+    "new_result",
+    "result_path",
+    "write_result",
+    "validate_result",
+    "load_schema",
+    "percentile",
+    "summarize",
+    "overlap_evidence",
+    "timeline_overlap",
+    "SCHEMA_VERSION",
+    "SEMANTIC_ID",
+    "RUN_MODES",
+    "DECISIONS",
+    "LEARNER_DECISIONS",
+    "CPU_ACCEPT",
+    "CPU_PAYLOAD_MIB",
+    "MiB",
+]

@@ -15,6 +15,7 @@ a core. Two measures, both blind to the run's own threads:
 ``busy_machine`` prefers the second (a direct measurement over the run) and falls back on the
 first.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """Figures for Step 5: serial against overlapped, prediction against measurement, and
 one overlapped run per stream."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -23,10 +24,21 @@ def plot_result(result: dict, source: str = "") -> None:
     fig, ax = new_figure(height=2.4)
     t = balanced["timeline"]
     lanes = ["copy (stream / thread 1)", "compute (stream / thread 2)"]
-    draw_lanes(ax, [
-        {"lane": lanes[0], "start": t["copy_start"], "end": t["copy_end"], "label": f"copy {balanced['payload_mib']} MiB", "role": "copy"},
-        {"lane": lanes[1], "start": t["compute_start"], "end": t["compute_end"], "label": f"{balanced['matmul_count']} matmuls", "role": "compute"},
-    ], lanes, title=f"One overlapped run, calibrated window: total {t['total']:.2f} ms (serial median {balanced['serial_median_ms']:.2f} ms)")
+    draw_lanes(
+        ax,
+        [
+            {"lane": lanes[0], "start": t["copy_start"], "end": t["copy_end"], "label": f"copy {balanced['payload_mib']} MiB", "role": "copy"},
+            {
+                "lane": lanes[1],
+                "start": t["compute_start"],
+                "end": t["compute_end"],
+                "label": f"{balanced['matmul_count']} matmuls",
+                "role": "compute",
+            },
+        ],
+        lanes,
+        title=f"One overlapped run, calibrated window: total {t['total']:.2f} ms (serial median {balanced['serial_median_ms']:.2f} ms)",
+    )
     plt.show()
 
 
@@ -69,13 +81,20 @@ EVIDENCE_COLOURS = {
 
 def evidence_rows(result: dict) -> list[tuple[str, dict, str, bool]]:
     """(label, evidence, verdict category, is a control) for each calibrated case, then each control."""
-    rows = [(f"{c['payload_mib']:g} MiB calibrated", c["overlap_evidence"],
-             "confirmed" if c["overlap_evidence"]["confirmed"] else "not confirmed", False)
-            for c in result["cases"] if c["window"] == "calibrated"]
-    rows += [(f"control: {c['name']}", c["overlap_evidence"],
-              "control confirmed: instrument fault" if c["overlap_evidence"]["confirmed"]
-              else "control, not confirmed (as it must be)", True)
-             for c in result.get("controls", [])]
+    rows = [
+        (f"{c['payload_mib']:g} MiB calibrated", c["overlap_evidence"], "confirmed" if c["overlap_evidence"]["confirmed"] else "not confirmed", False)
+        for c in result["cases"]
+        if c["window"] == "calibrated"
+    ]
+    rows += [
+        (
+            f"control: {c['name']}",
+            c["overlap_evidence"],
+            "control confirmed: instrument fault" if c["overlap_evidence"]["confirmed"] else "control, not confirmed (as it must be)",
+            True,
+        )
+        for c in result.get("controls", [])
+    ]
     return rows
 
 
@@ -93,27 +112,36 @@ def plot_controls(result: dict) -> None:
         return
     fig, ax = new_figure(height=0.6 * len(rows) + 2.3)
     y = list(range(len(rows)))
-    bars = ax.barh(y, [ev["covered_fraction_median"] for _, ev, _, _ in rows],
-                   color=[EVIDENCE_COLOURS[verdict] for _, _, verdict, _ in rows], edgecolor="black", linewidth=0.6)
+    bars = ax.barh(
+        y,
+        [ev["covered_fraction_median"] for _, ev, _, _ in rows],
+        color=[EVIDENCE_COLOURS[verdict] for _, _, verdict, _ in rows],
+        edgecolor="black",
+        linewidth=0.6,
+    )
     for i, (bar, (_, ev, verdict, control)) in enumerate(zip(bars, rows)):
         if control:
             bar.set_hatch("//")
         if ev["covered_fraction_median"] < 0.02:  # an empty bar still shows its verdict's colour
-            ax.plot([0.004], [i], marker="s", markersize=9, color=EVIDENCE_COLOURS[verdict], markeredgecolor="black",
-                    clip_on=False, zorder=3)
+            ax.plot([0.004], [i], marker="s", markersize=9, color=EVIDENCE_COLOURS[verdict], markeredgecolor="black", clip_on=False, zorder=3)
     for i, (_, ev, verdict, _) in enumerate(rows):  # the label carries the colour too: a bar may be empty
-        ax.text(1.03, i, evidence_label(ev), va="center", fontsize=8, transform=ax.get_yaxis_transform(),
-                bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": EVIDENCE_COLOURS[verdict], "linewidth": 2})
+        ax.text(
+            1.03,
+            i,
+            evidence_label(ev),
+            va="center",
+            fontsize=8,
+            transform=ax.get_yaxis_transform(),
+            bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": EVIDENCE_COLOURS[verdict], "linewidth": 2},
+        )
     ax.axvline(MIN_COVERED, color="black", linestyle="--", linewidth=1)
     ax.set_yticks(y, [label for label, *_ in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("work completed inside the other side's interval\n(share of the shorter side, median)")
-    ax.set_title("Evidence: confirmed when most repeats cross the dashed bar\n"
-                 "and the copy stays within its limit; controls must not be", fontsize=10)
+    ax.set_title("Evidence: confirmed when most repeats cross the dashed bar\nand the copy stays within its limit; controls must not be", fontsize=10)
     drawn = list(dict.fromkeys(verdict for _, _, verdict, _ in rows))
-    handles = [Patch(facecolor=EVIDENCE_COLOURS[v], edgecolor="black", hatch="//" if v.startswith("control") else "", label=v)
-               for v in drawn]
+    handles = [Patch(facecolor=EVIDENCE_COLOURS[v], edgecolor="black", hatch="//" if v.startswith("control") else "", label=v) for v in drawn]
     fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False, fontsize=8)
     plt.show()
 
@@ -124,14 +152,25 @@ def sketch_serial_vs_overlapped(copy_ms: float = 10.0, compute_ms: float = 10.0)
     lanes = ["copy engine", "SMs (compute)"]
     fig, axes = new_figure(rows=2, cols=1, height=3.6, sharex=True)
     serial, overlapped = copy_ms + compute_ms, max(copy_ms, compute_ms)
-    draw_lanes(axes[0], [
-        {"lane": lanes[0], "start": 0.0, "end": copy_ms, "label": "copy", "role": "copy"},
-        {"lane": lanes[1], "start": copy_ms, "end": serial, "label": "compute", "role": "compute"},
-    ], lanes, title=f"Serial (one stream): compute waits for the copy, {serial:g} ms", xlabel="")
-    draw_lanes(axes[1], [
-        {"lane": lanes[0], "start": 0.0, "end": copy_ms, "label": "copy", "role": "copy"},
-        {"lane": lanes[1], "start": 0.0, "end": compute_ms, "label": "compute", "role": "compute"},
-    ], lanes, title=f"Overlapped (two streams): both at once, {overlapped:g} ms (latency ratio {overlapped / serial:.2f})")
+    draw_lanes(
+        axes[0],
+        [
+            {"lane": lanes[0], "start": 0.0, "end": copy_ms, "label": "copy", "role": "copy"},
+            {"lane": lanes[1], "start": copy_ms, "end": serial, "label": "compute", "role": "compute"},
+        ],
+        lanes,
+        title=f"Serial (one stream): compute waits for the copy, {serial:g} ms",
+        xlabel="",
+    )
+    draw_lanes(
+        axes[1],
+        [
+            {"lane": lanes[0], "start": 0.0, "end": copy_ms, "label": "copy", "role": "copy"},
+            {"lane": lanes[1], "start": 0.0, "end": compute_ms, "label": "compute", "role": "compute"},
+        ],
+        lanes,
+        title=f"Overlapped (two streams): both at once, {overlapped:g} ms (latency ratio {overlapped / serial:.2f})",
+    )
     axes[0].set_xlim(0, serial * 1.04)  # shared: the overlapped panel keeps the serial scale
     plt.show()
 
@@ -141,8 +180,10 @@ def evidence_label(ev: dict) -> str:
     12/20 repeats (> 10 needed)' and 'copy x1.88 > 1.30 limit'."""
     verdict = "confirmed" if ev["confirmed"] else "not confirmed"
     slowdown, limit = ev["copy_slowdown"], ev["max_copy_slowdown"]
-    return (f"{verdict} · {ev['overlapped_repeats']}/{ev['repeats']} repeats (> {ev['repeats'] / 2:g} needed)\n"
-            f"copy x{slowdown:.2f} {'>' if slowdown > limit else '≤'} {limit:.2f} limit")
+    return (
+        f"{verdict} · {ev['overlapped_repeats']}/{ev['repeats']} repeats (> {ev['repeats'] / 2:g} needed)\n"
+        f"copy x{slowdown:.2f} {'>' if slowdown > limit else '≤'} {limit:.2f} limit"
+    )
 
 
 def _warn(what: dict, fig) -> None:
@@ -151,11 +192,14 @@ def _warn(what: dict, fig) -> None:
         print(f"WARNING: {text}")
     origin = what.get("replayed_from")
     if what.get("warnings"):
-        fig.suptitle(f"Not trustworthy as measured: {len(what['warnings'])} warning(s) printed above",
-                     color=PALETTE["vermillion"], fontsize=10)
+        fig.suptitle(f"Not trustworthy as measured: {len(what['warnings'])} warning(s) printed above", color=PALETTE["vermillion"], fontsize=10)
     elif origin:  # a dry run's figure is a recording: it says so on the figure itself
-        fig.suptitle(f"REPLAYED, not measured here: recorded on {origin['machine']} on {origin['created_at'][:10]}",
-                     color=PALETTE["black"], fontsize=10, fontweight="bold")
+        fig.suptitle(
+            f"REPLAYED, not measured here: recorded on {origin['machine']} on {origin['created_at'][:10]}",
+            color=PALETTE["black"],
+            fontsize=10,
+            fontweight="bold",
+        )
 
 
 def plot_pipeline(sweep: dict) -> None:
@@ -164,16 +208,24 @@ def plot_pipeline(sweep: dict) -> None:
     _warn(sweep, fig)
     n = sweep["chunks"]
     ax.plot(n, sweep["exposed_ms"], marker="o", color=ROLE["exposed"], label="measured exposed (total - compute alone)")
-    ax.plot(n, sweep["model_exposed_ms"], marker="s", linestyle="--", color=ROLE["copy"],
-            label=f"model: copy / n + n x {sweep['per_chunk_cost_ms']:.3f} ms")
+    ax.plot(
+        n,
+        sweep["model_exposed_ms"],
+        marker="s",
+        linestyle="--",
+        color=ROLE["copy"],
+        label=f"model: copy / n + n x {sweep['per_chunk_cost_ms']:.3f} ms",
+    )
     ax.axhline(sweep["copy_alone_ms"], color=ROLE["wait"], linewidth=1, linestyle=":", label="copy alone (nothing hidden)")
     ax.axvline(sweep["best_chunks"], color=ROLE["hidden"], linewidth=1, label=f"best measured: {sweep['best_chunks']} chunks")
     ax.set_xscale("log", base=2)
     ax.set_xticks(n, [str(k) for k in n])
     ax.set_xlabel("chunks (copy chunk i+1 while computing on chunk i)")
     ax.set_ylabel("exposed time (ms)")
-    ax.set_title(f"Pipeline sweep on {sweep['device']}: {sweep['payload_mib']:g} MiB, "
-                 f"compute alone {sweep['compute_alone_ms']:.1f} ms, copy alone {sweep['copy_alone_ms']:.1f} ms")
+    ax.set_title(
+        f"Pipeline sweep on {sweep['device']}: {sweep['payload_mib']:g} MiB, "
+        f"compute alone {sweep['compute_alone_ms']:.1f} ms, copy alone {sweep['copy_alone_ms']:.1f} ms"
+    )
     # beside the axes, not in them: anywhere inside, some sweep puts a line or the best chunk under it
     ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     plt.show()

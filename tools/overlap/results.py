@@ -4,6 +4,7 @@ The decision itself is the learner's TODO 5 (``decide_overlap(cases, controls)``
 only calls it, checks what it returned, maps an acceptance of a CPU run to the CPU analogue's
 own decision, and records the reason for the verdict.
 """
+
 from __future__ import annotations
 
 import copy
@@ -20,18 +21,18 @@ from .schema import CPU_ACCEPT, LEARNER_DECISIONS, SCHEMA_VERSION, SEMANTIC_ID, 
 
 REASONS = {
     "accept_physical_overlap": "every case is correct, the controls came out unconfirmed, and each payload's "
-                               "calibrated case overlapped: ratio <= 0.75, overlapped median within its bound_factor "
-                               "(1.15 on a GPU) x max(copy, compute), overlapped P95 below the serial median",
+    "calibrated case overlapped: ratio <= 0.75, overlapped median within its bound_factor "
+    "(1.15 on a GPU) x max(copy, compute), overlapped P95 below the serial median",
     CPU_ACCEPT: "the CPU analogue overlapped (the GPU's rule, with the CPU's bound_factor 1.30: two threads "
-                "share the memory bus); this says nothing about copy engines, pinned memory or streams",
+    "share the memory bus); this says nothing about copy engines, pinned memory or streams",
     "tune_overlap_window": "correct and the controls behave, but at least one payload's calibrated case did not "
-                           "meet the bar (see its ratio, its bound and its P95): resize the window or the payload",
+    "meet the bar (see its ratio, its bound and its P95): resize the window or the payload",
     "reject_incorrect_path": "a case copied or computed a wrong result, or was not issued on the overlap path "
-                             "(distinct streams or threads, pinned source, non_blocking): a fast wrong answer is no evidence",
+    "(distinct streams or threads, pinned source, non_blocking): a fast wrong answer is no evidence",
     "reject_instrument_fault": "a negative control (which cannot overlap) came out confirmed, or no control ran: "
-                               "the instrument cannot be trusted, so neither can the cases",
+    "the instrument cannot be trusted, so neither can the cases",
     "rerun_on_quiet_machine": "the machine was too noisy to measure (a serial median far from copy + compute, or a "
-                              "wide spread): close other programs and rerun; this is not a verdict on the path",
+    "wide spread): close other programs and rerun; this is not a verdict on the path",
 }
 
 
@@ -61,8 +62,7 @@ def new_result(run_mode: str, run_label: str, environment_profile: str, workload
         "environment_profile": environment_profile,
         "framework": {"torch": package_version("torch"), "python": platform.python_version()},
         # a graded dry run never touches the device: importing torch alone costs seconds per notebook
-        "hardware": {"cuda_available": False if run_mode == "dry_run" and grading_mode()
-                     else cuda_available(cheap=run_mode == "dry_run")},
+        "hardware": {"cuda_available": False if run_mode == "dry_run" and grading_mode() else cuda_available(cheap=run_mode == "dry_run")},
         "workload": workload,
         "cases": [],
         "controls": [],
@@ -90,10 +90,12 @@ def _calibrated_summary(cases: list[dict]) -> str:
     for c in cases:
         if c.get("window") == "calibrated":
             bound = max(c["copy_alone_ms"], c["compute_alone_ms"])
-            parts.append(f"{c['payload_mib']:g} MiB: ratio {c['latency_ratio']:.2f}, overlapped median / max(copy, compute) "
-                         f"{c['overlap_median_ms'] / bound:.2f} (bound {c['bound_factor']:g}), overlapped P95 {c['overlap_p95_ms']:.2f} ms "
-                         f"{'<' if c['overlap_p95_ms'] < c['serial_median_ms'] else '>='} serial median "
-                         f"{c['serial_median_ms']:.2f} ms")
+            parts.append(
+                f"{c['payload_mib']:g} MiB: ratio {c['latency_ratio']:.2f}, overlapped median / max(copy, compute) "
+                f"{c['overlap_median_ms'] / bound:.2f} (bound {c['bound_factor']:g}), overlapped P95 {c['overlap_p95_ms']:.2f} ms "
+                f"{'<' if c['overlap_p95_ms'] < c['serial_median_ms'] else '>='} serial median "
+                f"{c['serial_median_ms']:.2f} ms"
+            )
     return "; ".join(parts)
 
 
@@ -103,8 +105,10 @@ def noise_conditions(case: dict) -> list[str]:
     serial, predicted, p95 = case["serial_median_ms"], case["predicted_serial_ms"], case["serial_p95_ms"]
     off = serial / predicted - 1
     if abs(off) > NOISE_OFF_MODEL:
-        out.append(f"serial median {serial:.2f} ms is {abs(off):.0%} {'above' if off > 0 else 'below'} copy + compute "
-                   f"{predicted:.2f} ms (> {NOISE_OFF_MODEL:.0%})")
+        out.append(
+            f"serial median {serial:.2f} ms is {abs(off):.0%} {'above' if off > 0 else 'below'} copy + compute "
+            f"{predicted:.2f} ms (> {NOISE_OFF_MODEL:.0%})"
+        )
     if p95 > NOISE_SPREAD * serial:
         out.append(f"serial P95 {p95:.2f} ms > {NOISE_SPREAD:g} x serial median {serial:.2f} ms")
     return out
@@ -119,8 +123,7 @@ def bar_misses(case: dict) -> list[str]:
     if case["latency_ratio"] > BAR_RATIO:
         out.append(f"ratio {case['latency_ratio']:.2f} > {BAR_RATIO:g}")
     if case["overlap_median_ms"] > case["bound_factor"] * bound:
-        out.append(f"overlapped median {case['overlap_median_ms']:.2f} ms > {case['bound_factor']:g} x max(copy, compute) "
-                   f"{bound:.2f} ms")
+        out.append(f"overlapped median {case['overlap_median_ms']:.2f} ms > {case['bound_factor']:g} x max(copy, compute) {bound:.2f} ms")
     if case["overlap_p95_ms"] >= case["serial_median_ms"]:
         out.append(f"overlapped P95 {case['overlap_p95_ms']:.2f} ms >= serial median {case['serial_median_ms']:.2f} ms")
     return out
@@ -136,14 +139,16 @@ def what_fired(decision: str, cases: list[dict], controls: list[dict]) -> str:
 
     if decision == "reject_incorrect_path":
         fields = ("copy_correct", "compute_correct", "preconditions_met")
-        found = [f"{_label(c)}: {', '.join(f for f in fields if not c.get(f))} not true" for c in cases
-                 if not all(c.get(f) for f in fields)]
+        found = [f"{_label(c)}: {', '.join(f for f in fields if not c.get(f))} not true" for c in cases if not all(c.get(f) for f in fields)]
         return listed(found, 1, "every case is correct and on the overlap path")
     if decision == "reject_instrument_fault":
         if not controls:
             return "no negative control ran"
-        found = [f"control {c.get('name', '?')}: overlap_confirmed is {c.get('overlap_confirmed')!r}"
-                 for c in controls if c.get("overlap_confirmed") is not False]
+        found = [
+            f"control {c.get('name', '?')}: overlap_confirmed is {c.get('overlap_confirmed')!r}"
+            for c in controls
+            if c.get("overlap_confirmed") is not False
+        ]
         return listed(found, 2, "every control came out not confirmed")
     if decision == "rerun_on_quiet_machine":
         found = [f"{_label(c)}: {' and '.join(conds)}" for c in calibrated if (conds := noise_conditions(c))]
@@ -167,8 +172,10 @@ def _load_note(result: dict) -> str:
     threads = result["workload"].get("intra_op_threads", 1) + 1  # the matmul threads and the copy thread
     if result["run_mode"] != "real_cpu" or not busy_machine(load, cpus, others, threads):
         return ""
-    return (f". Busy machine: {describe_load(load, cpus, others)}; other programs were using the cores that the "
-            f"copy thread and the matmul thread need, so they take turns instead of overlapping")
+    return (
+        f". Busy machine: {describe_load(load, cpus, others)}; other programs were using the cores that the "
+        f"copy thread and the matmul thread need, so they take turns instead of overlapping"
+    )
 
 
 def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:
@@ -201,6 +208,7 @@ def write_result(result: dict, root: Path | None = None) -> Path:
 
 
 # ----------------------------------------------------------------------------- progress
+
 
 class _NoBar:
     def update(self, n: int = 1) -> None:

@@ -6,6 +6,7 @@ controls for a measured run, device facts for a GPU run, no unknown field). What
 cannot state, ``validate_result`` checks after it: ratios consistent with the medians, the
 evidence's verdict consistent with its own counts, preconditions consistent with their flag.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,7 @@ SCHEMA_VERSION = "inference-mechanism-gpu/v1"
 SEMANTIC_ID = "INF-SERVING-OVERLAP"
 RUN_MODES = ("dry_run", "real_gpu", "real_cpu")
 # What the learner's decide_overlap (TODO 5) may return.
-LEARNER_DECISIONS = ("accept_physical_overlap", "tune_overlap_window", "reject_incorrect_path",
-                     "reject_instrument_fault", "rerun_on_quiet_machine")
+LEARNER_DECISIONS = ("accept_physical_overlap", "tune_overlap_window", "reject_incorrect_path", "reject_instrument_fault", "rerun_on_quiet_machine")
 # The CPU analogue's acceptance: a CPU run never carries the GPU decision.
 CPU_ACCEPT = "accept_cpu_analogue_overlap"
 DECISIONS = LEARNER_DECISIONS + (CPU_ACCEPT, "reject_until_environment_fixed", "not_measured", "not_decided")
@@ -84,5 +84,15 @@ def consistency_problems(result: dict) -> list[str]:
     return problems
 
 
-__all__ = ["SCHEMA_VERSION", "SEMANTIC_ID", "RUN_MODES", "LEARNER_DECISIONS", "CPU_ACCEPT", "DECISIONS",
-           "MIN_COVERED", "load_schema", "validate_result", "consistency_problems"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "SEMANTIC_ID",
+    "RUN_MODES",
+    "LEARNER_DECISIONS",
+    "CPU_ACCEPT",
+    "DECISIONS",
+    "MIN_COVERED",
+    "load_schema",
+    "validate_result",
+    "consistency_problems",
+]

@@ -20,6 +20,7 @@ before they draw, so that a misleading figure is never shown silently. A busy ma
 the cores other processes kept busy during the measurement (``overlap_load.OtherCpuMeter``: the
 sweep's own threads do not count), or, where that cannot be read, by the load average before it.
 """
+
 from __future__ import annotations
 
 import os
@@ -91,19 +92,25 @@ def load_warnings(load: float | None, cpus: int, other_cores: float | None = Non
     """A warning when other programs took cores the measurement needed (``threads`` of its own), else nothing."""
     if not busy_machine(load, cpus, other_cores, threads):
         return []
-    return [f"busy machine: {describe_load(load, cpus, other_cores)}. Other programs were running, so these "
-            f"times include waiting for a core and wander from run to run. Close them and run this cell again."]
+    return [
+        f"busy machine: {describe_load(load, cpus, other_cores)}. Other programs were running, so these "
+        f"times include waiting for a core and wander from run to run. Close them and run this cell again."
+    ]
 
 
 def fit_warnings(name: str, fit: dict) -> list[str]:
     """Warnings when a copy-time fit does not hold: no fixed cost found, or a line that fits poorly."""
     out = []
     if fit["t0_ms"] <= 0:
-        out.append(f"{name}: t0 came out 0 µs (the fit's fixed cost was negative and set to 0): the small copies "
-                   f"were not slower per byte than the large ones, which a quiet machine does not do.")
+        out.append(
+            f"{name}: t0 came out 0 µs (the fit's fixed cost was negative and set to 0): the small copies "
+            f"were not slower per byte than the large ones, which a quiet machine does not do."
+        )
     if fit["r2"] < MIN_FIT_R2:
-        out.append(f"{name}: time = t0 + bytes / bandwidth fits poorly (R² {fit['r2']:.2f} < {MIN_FIT_R2}): the times "
-                   f"do not grow along a line with size, so neither t0 nor the bandwidth means much here.")
+        out.append(
+            f"{name}: time = t0 + bytes / bandwidth fits poorly (R² {fit['r2']:.2f} < {MIN_FIT_R2}): the times "
+            f"do not grow along a line with size, so neither t0 nor the bandwidth means much here."
+        )
     return out
 
 
@@ -123,16 +130,23 @@ def summarize_sweep(chunks: Sequence[int], totals_ms: Sequence[float], copy_ms: 
     exposed = [max(t - compute_ms, 0.0) for t in totals_ms]
     cost = fit_per_chunk_cost(chunks, exposed, copy_ms)
     best = min(range(len(chunks)), key=lambda i: exposed[i])
-    return {"chunks": list(chunks), "total_ms": list(totals_ms), "exposed_ms": exposed,
-            "model_exposed_ms": [model_exposed_ms(copy_ms, n, cost) for n in chunks],
-            "copy_alone_ms": copy_ms, "compute_alone_ms": compute_ms, "per_chunk_cost_ms": cost,
-            "best_chunks": chunks[best], "model_best_chunks": max(1, round((copy_ms / cost) ** 0.5)) if cost > 0 else chunks[-1]}
+    return {
+        "chunks": list(chunks),
+        "total_ms": list(totals_ms),
+        "exposed_ms": exposed,
+        "model_exposed_ms": [model_exposed_ms(copy_ms, n, cost) for n in chunks],
+        "copy_alone_ms": copy_ms,
+        "compute_alone_ms": compute_ms,
+        "per_chunk_cost_ms": cost,
+        "best_chunks": chunks[best],
+        "model_best_chunks": max(1, round((copy_ms / cost) ** 0.5)) if cost > 0 else chunks[-1],
+    }
 
 
 # ----------------------------------------------------------------------------- CPU
 
-def pipeline_sweep_cpu(payload_mib: float = 16, chunk_counts: Sequence[int] = CHUNK_COUNTS, repeats: int = 5,
-                       seed: int = 0) -> dict:
+
+def pipeline_sweep_cpu(payload_mib: float = 16, chunk_counts: Sequence[int] = CHUNK_COUNTS, repeats: int = 5, seed: int = 0) -> dict:
     """The sweep on the CPU analogue: a copy thread feeding a compute thread, chunk by chunk.
 
     One intra-op thread; every time (copy alone, compute alone, each chunk count's total) is the
@@ -162,9 +176,18 @@ def pipeline_sweep_cpu(payload_mib: float = 16, chunk_counts: Sequence[int] = CH
                 # no separate warm-up: the buffers are warm from the timings above, and the minimum drops a cold run
                 totals.append(min(_cpu_pipeline(torch, pieces, weight, width) for _ in range(repeats)))
         result = summarize_sweep(list(chunk_counts), totals, copy_ms, compute_ms)
-        result.update(device="cpu", payload_mib=n * 4 / MiB, width=width, repeats=repeats, statistic="min",
-                      intra_op_threads=1, load_average_1m=load, other_cpu_cores=meter.other_cores, logical_cpus=cpus,
-                      correct=bool(torch.allclose(out, src.view(-1, width) @ weight, rtol=1e-4, atol=1e-4)))
+        result.update(
+            device="cpu",
+            payload_mib=n * 4 / MiB,
+            width=width,
+            repeats=repeats,
+            statistic="min",
+            intra_op_threads=1,
+            load_average_1m=load,
+            other_cpu_cores=meter.other_cores,
+            logical_cpus=cpus,
+            correct=bool(torch.allclose(out, src.view(-1, width) @ weight, rtol=1e-4, atol=1e-4)),
+        )
         result["warnings"] = load_warnings(load, cpus, meter.other_cores, threads=2) + sweep_warnings(result)
         return result
     finally:
@@ -179,9 +202,11 @@ def sweep_warnings(sweep: dict) -> list[str]:
     copy_ms = sweep["copy_alone_ms"]
     if one <= SERIAL_SLACK * copy_ms:
         return []
-    return [f"one chunk exposed {one:.2f} ms against {copy_ms:.2f} ms for the copy alone: with one chunk nothing "
-            f"overlaps, so the two should be close (within {SERIAL_SLACK:g}x). The extra time is waiting (on the CPU, "
-            f"for a core that other programs held, to start or wake the copy thread); the sweep's shape is not trustworthy."]
+    return [
+        f"one chunk exposed {one:.2f} ms against {copy_ms:.2f} ms for the copy alone: with one chunk nothing "
+        f"overlaps, so the two should be close (within {SERIAL_SLACK:g}x). The extra time is waiting (on the CPU, "
+        f"for a core that other programs held, to start or wake the copy thread); the sweep's shape is not trustworthy."
+    ]
 
 
 def _pick_width(torch, gen, dst, copy_ms: float):
@@ -247,9 +272,17 @@ def bandwidth_curve_cpu(max_mib: float = 16, repeats: int = 5) -> dict:
     finally:
         torch.set_num_threads(threads_before)
     series = {"memcpy": {"bytes": sizes, "ms": times, **fit_bandwidth(sizes, times)}}
-    return {"device": "cpu", "series": series, "repeats": repeats, "statistic": "min", "intra_op_threads": 1,
-            "load_average_1m": load, "other_cpu_cores": meter.other_cores, "logical_cpus": cpus,
-            "warnings": load_warnings(load, cpus, meter.other_cores, threads=1) + fit_warnings("memcpy", series["memcpy"])}
+    return {
+        "device": "cpu",
+        "series": series,
+        "repeats": repeats,
+        "statistic": "min",
+        "intra_op_threads": 1,
+        "load_average_1m": load,
+        "other_cpu_cores": meter.other_cores,
+        "logical_cpus": cpus,
+        "warnings": load_warnings(load, cpus, meter.other_cores, threads=1) + fit_warnings("memcpy", series["memcpy"]),
+    }
 
 
 def _sizes(max_mib: float, start: int = GPU_CURVE_START) -> list[int]:
@@ -263,6 +296,7 @@ def _sizes(max_mib: float, start: int = GPU_CURVE_START) -> list[int]:
 
 
 # ----------------------------------------------------------------------------- GPU
+
 
 def bandwidth_curve_gpu(max_mib: float = 512, repeats: int = 5) -> dict:
     """H2D and D2H copy time against size, pinned and pageable host memory, fitted (needs CUDA)."""
@@ -283,8 +317,7 @@ def bandwidth_curve_gpu(max_mib: float = 512, repeats: int = 5) -> dict:
                 times.append(_gpu_median(torch, fn, stream, repeats))
                 del host, dev, src, dst
             series[f"{direction}_{'pinned' if pinned else 'pageable'}"] = {"bytes": sizes, "ms": times, **fit_bandwidth(sizes, times)}
-    return {"device": torch.cuda.get_device_name(), "series": series,
-            "warnings": [w for name, s in series.items() for w in fit_warnings(name, s)]}
+    return {"device": torch.cuda.get_device_name(), "series": series, "warnings": [w for name, s in series.items() for w in fit_warnings(name, s)]}
 
 
 def _gpu_median(torch, fn, stream, repeats: int) -> float:
@@ -302,8 +335,7 @@ def _gpu_median(torch, fn, stream, repeats: int) -> float:
     return statistics.median(times)
 
 
-def pipeline_sweep_gpu(payload_mib: float = 64, chunk_counts: Sequence[int] = CHUNK_COUNTS, repeats: int = 5,
-                       seed: int = 0) -> dict:
+def pipeline_sweep_gpu(payload_mib: float = 64, chunk_counts: Sequence[int] = CHUNK_COUNTS, repeats: int = 5, seed: int = 0) -> dict:
     """The sweep on a GPU: chunked pinned H2D copies on one stream, per-chunk matmuls on another."""
     import torch
 
@@ -343,7 +375,7 @@ def pipeline_sweep_gpu(payload_mib: float = 64, chunk_counts: Sequence[int] = CH
             with torch.cuda.stream(compute_stream):
                 for (a, b), event in zip(bounds, ready):
                     compute_stream.wait_event(event)
-                    torch.mm(dev[a:b].view(-1, width), weight, out=out[a // width: b // width])
+                    torch.mm(dev[a:b].view(-1, width), weight, out=out[a // width : b // width])
             torch.cuda.current_stream().wait_stream(compute_stream)
             torch.cuda.current_stream().wait_stream(copy_stream)
             end.record()
@@ -360,8 +392,10 @@ def pipeline_sweep_gpu(payload_mib: float = 64, chunk_counts: Sequence[int] = CH
 
 # ----------------------------------------------------------------- replayed measurements (a dry run)
 
-REFERENCE_FILES = {"pipeline_sweep": "inf_serving_overlap_cpu_sweep_reference.json",
-                   "bandwidth_curve": "inf_serving_overlap_cpu_bandwidth_reference.json"}
+REFERENCE_FILES = {
+    "pipeline_sweep": "inf_serving_overlap_cpu_sweep_reference.json",
+    "bandwidth_curve": "inf_serving_overlap_cpu_bandwidth_reference.json",
+}
 
 
 def replay(kind: str) -> dict | None:
@@ -388,5 +422,7 @@ def replay_note(result: dict) -> str:
     origin = result.get("replayed_from")
     if not origin:
         return ""
-    return (f"Replayed, not measured: recorded on {origin['machine']} on {origin['created_at'][:10]} by "
-            f"`{origin['command']}`. Set RUN_MODE = 'real_cpu' in 5.1 to measure your machine.")
+    return (
+        f"Replayed, not measured: recorded on {origin['machine']} on {origin['created_at'][:10]} by "
+        f"`{origin['command']}`. Set RUN_MODE = 'real_cpu' in 5.1 to measure your machine."
+    )
