@@ -37,7 +37,7 @@ from tools.project_runtime import write_json_atomic
 from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs, kill_tree, reap, spawn  # noqa: F401 (Exercise: for importers)
 from .judging.ideas import course_tests
 from .matching import check_nodes, grade_ids, match_notebooks
-from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, Options  # noqa: F401 (the batch's names)
+from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, Options, new_record  # noqa: F401 (the batch's names)
 from .publish.leaks import secret_lines
 from .publish.release import generate
 from .record import gradebook
@@ -499,21 +499,7 @@ def grade_student(
         records.append(save_record(out, record, 0.0))
         on_done(record)
 
-    entries = [
-        (
-            {
-                "student_id": student,
-                "notebook": notebook,
-                "file": safe_text(path.name),
-                "fingerprint": fingerprint,
-                "scores": {},
-                "status": "graded",
-                "detail": "",
-            },
-            path,
-        )
-        for notebook, path, fingerprint in items
-    ]
+    entries = [(new_record(student, notebook, file=safe_text(path.name), fingerprint=fingerprint), path) for notebook, path, fingerprint in items]
     run_student(course, master, out, student, entries, options, settle, fail)
     return records
 
@@ -786,10 +772,7 @@ def _intake(
                     "folder": folder.name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"),
                 }
             )
-            records += [
-                {"student_id": rejected[-1]["student_id"], "notebook": nb, "scores": {}, "status": "invalid_student_id", "detail": why}
-                for nb in course.notebooks
-            ]
+            records += [new_record(rejected[-1]["student_id"], nb, "invalid_student_id", why) for nb in course.notebooks]
             continue
         try:
             chosen, found_notes = match_notebooks(folder, course.notebooks, ids_by_name, max_bytes=options.max_notebook_bytes)
@@ -797,15 +780,7 @@ def _intake(
             todo, done_here = [], []
             for notebook, path in chosen.items():
                 if path is None:
-                    done_here.append(
-                        {
-                            "student_id": student,
-                            "notebook": notebook,
-                            "scores": {},
-                            "status": "missing",
-                            "detail": f"{notebook}.ipynb not found in the submission",
-                        }
-                    )
+                    done_here.append(new_record(student, notebook, "missing", f"{notebook}.ipynb not found in the submission"))
                     continue
                 fingerprint = _fingerprint(path, digest, options)
                 cached = _cached(out, student, notebook, fingerprint)
@@ -815,9 +790,7 @@ def _intake(
                     todo.append((notebook, path, fingerprint))
         except Exception as exc:  # whatever a folder holds, it costs its own student, never the class
             why = safe_text(f"{type(exc).__name__}: {exc}")
-            records += [
-                {"student_id": student, "notebook": nb, "scores": {}, "status": "invalid_submission", "detail": why} for nb in course.notebooks
-            ]
+            records += [new_record(student, nb, "invalid_submission", why) for nb in course.notebooks]
             continue
         records += done_here
         if todo:
@@ -887,9 +860,7 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     def fault(student: str, items: list, exc: BaseException) -> None:
         """A grader fault for one student: a row for each notebook (not saved: the next run grades them again)."""
         for notebook, _path, _fingerprint in items:
-            records.append(
-                {"student_id": student, "notebook": notebook, "scores": {}, "status": "error", "detail": safe_text(f"{type(exc).__name__}: {exc}")}
-            )
+            records.append(new_record(student, notebook, "error", safe_text(f"{type(exc).__name__}: {exc}")))
             record_in_gradebook(records[-1])
             bar.update(1)
 

@@ -49,3 +49,17 @@ class Options:
 
 PENDING = "pending"  # grades.csv: an answer that waits for a person in formgrader
 REVIEW = "review"  # grades.csv: a person's score on an answer that changed since: not counted until they look again
+
+
+def new_record(
+    student: str, notebook: str, status: str = "graded", detail: str = "", file: str | None = None, fingerprint: str | None = None
+) -> dict:
+    """A notebook's record: graded unless ``status`` (a key of STATUS_TEXT) says otherwise, with the
+    submitted file's name and fingerprint when it was read. A worker's outcome fills in scores,
+    status, detail, timings and ideas (grading.finish_record); the record is saved as signed JSON
+    (grading.save_record) and read back by reuse, export and report. Every record is made here."""
+    record: dict = {"student_id": student, "notebook": notebook}
+    if file is not None:
+        record.update(file=file, fingerprint=fingerprint)
+    record.update(scores={}, status=status, detail=detail)
+    return record

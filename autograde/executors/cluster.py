@@ -38,6 +38,7 @@ from pathlib import Path
 import nbformat
 
 from ..course import Course, UnusableInput
+from ..model import new_record
 
 # the grading limits a worker needs; nothing else of the instructor's options leaves this machine
 TASK_OPTIONS = ("cell_timeout", "notebook_timeout", "sandbox", "memory_limit", "process_limit", "max_notebook_bytes")
@@ -249,7 +250,7 @@ def grade_task(task: dict) -> dict:
             path = folder / "in" / f"{item['notebook']}.ipynb"
             path.parent.mkdir(exist_ok=True)
             path.write_bytes(item["data"])
-            entries.append(({"student_id": student, "notebook": item["notebook"], "scores": {}, "status": "graded", "detail": ""}, path))
+            entries.append((new_record(student, item["notebook"]), path))
         (work / student).mkdir()
         returned = []
 
@@ -524,15 +525,7 @@ def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[st
     try:
         for notebook, path, fingerprint in items:
             item = by_name[notebook]
-            record = {
-                "student_id": student,
-                "notebook": notebook,
-                "file": safe_text(path.name),
-                "fingerprint": fingerprint,
-                "scores": {},
-                "status": "graded",
-                "detail": "",
-            }
+            record = new_record(student, notebook, file=safe_text(path.name), fingerprint=fingerprint)
             if item["matching_notes"]:
                 record["matching_notes"] = [safe_text(note) for note in item["matching_notes"]]
             if not item["ran"]:
