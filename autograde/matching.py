@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections import deque
 from pathlib import Path
+
+from tools.notebook_runtime import release_stem
 
 MAX_FILES = 50  # .ipynb files looked at per student: a folder of thousands is not all parsed
 MAX_BYTES = 20 * 1024 * 1024  # a larger file is not parsed to look for grade ids
@@ -16,19 +17,9 @@ MAX_DEPTH = 12  # folders below the student's folder that are looked into
 MAX_ENTRIES = 20_000  # files and folders listed per student, whatever their names
 MAX_WALK_SECONDS = 10.0  # time spent listing one student's folder
 
-# What platforms and Jupyter do to a name: "Copy of X", "X (1)", "X-Copy1", "X copy", "X_copy2".
-_RENAMES = [re.compile(p, re.IGNORECASE) for p in (r"^copy of\s+", r"\s*\(\d+\)$", r"[-_ ]copy\d*$")]
-
-
-def normalize(stem: str) -> str:
-    """The release name a renamed file most likely had."""
-    previous = None
-    stem = stem.strip()
-    while previous != stem:
-        previous = stem
-        for pattern in _RENAMES:
-            stem = pattern.sub("", stem).strip()
-    return stem.lower()
+# What platforms and Jupyter do to a name ("Copy of X", "X (1)", "X-Copy1"): undone by the rule the
+# learner's runtime uses to find an earlier notebook, so that the two never disagree.
+normalize = release_stem
 
 
 class TooManyObjects(ValueError):

@@ -112,8 +112,9 @@ class LearnerFunctionMissing(RuntimeError):
 _RENAMES = [re.compile(p, re.IGNORECASE) for p in (r"^copy of\s+", r"\s*\(\d+\)$", r"[-_ ]copy\d*$")]
 
 
-def _release_stem(stem: str) -> str:
-    """The release name a renamed notebook most likely had (lower case)."""
+def release_stem(stem: str) -> str:
+    """The release name a renamed notebook most likely had (lower case); the grader matches
+    submitted files by the same rule."""
     previous = None
     stem = stem.strip()
     while previous != stem:
@@ -151,9 +152,9 @@ def _notebook_path(notebook: str, search: list[Path] | None) -> Path:
         candidate = Path(folder) / name
         if candidate.is_file():
             return candidate
-    stem = _release_stem(Path(name).stem)
+    stem = release_stem(Path(name).stem)
     for folder in folders:  # a platform's renamed copy ("Copy of …", "… (1)"): the newest one
-        renamed = [p for p in Path(folder).glob("*.ipynb") if _release_stem(p.stem) == stem]
+        renamed = [p for p in Path(folder).glob("*.ipynb") if release_stem(p.stem) == stem]
         if renamed:
             return max(renamed, key=lambda p: p.stat().st_mtime)
     raise LearnerFunctionMissing(
@@ -259,7 +260,7 @@ def _known_release_cells() -> dict[str, list[dict[str, Any]]]:
 def release_cells(notebook: str) -> list[dict[str, Any]]:
     """The graded cells that notebook ``notebook`` (a release name, or a platform's rename of
     one) must keep."""
-    stem = _release_stem(Path(notebook).stem)
+    stem = release_stem(Path(notebook).stem)
     known = _known_release_cells()
     if stem not in known:
         raise ValueError(f"{notebook!r} is not a notebook of this course; expected one of: {', '.join(sorted(known)) or '(none found)'}")
@@ -474,8 +475,8 @@ def _checked_file_warnings(notebook: str, checked: Path) -> list[str]:
             f"CHECKED {checked.name}, BUT THIS NOTEBOOK IS {Path(running).name}: the report below is about "
             f"{checked.name}. Save this notebook, then check it from a terminal: {terminal}"
         ]
-    stem = _release_stem(checked.stem)
-    copies = sorted(p.name for p in checked.parent.glob("*.ipynb") if _release_stem(p.stem) == stem)
+    stem = release_stem(checked.stem)
+    copies = sorted(p.name for p in checked.parent.glob("*.ipynb") if release_stem(p.stem) == stem)
     if running is None and len(copies) > 1:
         return [
             f"{len(copies)} copies of this notebook lie in {checked.parent} ({', '.join(copies)}) and this "
