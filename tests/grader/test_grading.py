@@ -505,12 +505,22 @@ def test_validate_reports_public_checks_only(root, tmp_path):
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert re.search(r"public checks (\d+)/\1 passed; hidden tests run at grading", ok.stdout), ok.stdout
     learner = write(tmp_path, "me", NOTEBOOKS[3], build(NOTEBOOKS[3], mutate(*WRONG[8][2:5])))
-    # a notebook whose kernel dies is reported as such, and the next file is still validated
+    # a notebook whose kernel dies is reported as such, with the cell, and the next files are still validated;
+    # validating notebook 05 writes no result file into the course (a learner's measured one stays)
     dying = write(tmp_path, "dies", NOTEBOOKS[3], insert_after(build(NOTEBOOKS[3]), solution_ids(NOTEBOOKS[3])[0], "import os; os._exit(3)"))
-    partial = subprocess.run([sys.executable, "-m", "autograde", "validate", str(dying), str(learner)], capture_output=True, text=True, timeout=300)
+    measured = write(tmp_path, "measured", NOTEBOOKS[4], build(NOTEBOOKS[4]))
+    results = root / "benchmarks" / "results"
+    before = {p.name: p.stat().st_mtime_ns for p in results.glob("*.json")}
+    partial = subprocess.run(
+        [sys.executable, "-m", "autograde", "validate", str(dying), str(learner), str(measured)], capture_output=True, text=True, timeout=300
+    )
     assert partial.returncode == 1, "the strict-deadline bug breaks a stated rule, so a public check catches it"
     assert "[deadline_inclusive]" in partial.stdout and "all tests passed" not in partial.stdout.lower()
-    assert partial.stdout.count("ipynb: public checks") == 2 and "✗ the kernel died while the notebook ran" in partial.stdout, partial.stdout
+    assert partial.stdout.count("ipynb: public checks") == 3, partial.stdout
+    assert "✗ the kernel died in code cell 3 (`import os; os._exit(3)`)" in partial.stdout, partial.stdout
+    assert f"{dying}: public checks 0/0 passed; the run stopped early (above)" in partial.stdout, partial.stdout
+    assert f"{measured}: public checks 7/7 passed; hidden tests run at grading" in partial.stdout, partial.stdout
+    assert {p.name: p.stat().st_mtime_ns for p in results.glob("*.json")} == before, "validate wrote into the course's results"
     assert "Traceback" not in partial.stderr, partial.stderr[-2000:]
     bad = subprocess.run(
         [sys.executable, "-m", "autograde", "validate", str(root / "notebooks" / f"{NOTEBOOKS[1]}.ipynb")],

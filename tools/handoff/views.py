@@ -158,7 +158,9 @@ def draw_request_lanes(ax, result: dict, first: int = 0, count: int = 12, title:
 
 
 def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> None:
-    """Histograms of the exposed transfer time per request, on a log axis, one per labelled result."""
+    """Histograms of the exposed transfer time per request, on a log axis, one per labelled result:
+    the requests that exposed any (whatever their outcome), how many, and their mean (the summary
+    table's mean is over the 'ok' requests, zeros included, so the two differ)."""
     colors = [PALETTE[c] for c in ("blue", "orange", "green", "purple")]
     series = {
         label: [r["exposed_ms"] for r in res["records"] if r["exposed_ms"] is not None and r["exposed_ms"] > 1e-6] for label, res in results.items()
@@ -174,9 +176,8 @@ def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> Non
     for (label, vs), color in zip(series.items(), colors):
         if vs:
             mean = sum(vs) / len(vs)
-            ax.hist(
-                vs, bins=bins, color=color, alpha=0.6, edgecolor="black", linewidth=0.4, label=f"{label}: mean {readable(mean, 2, fixed=True)} ms"
-            )
+            label = f"{label}: {len(vs)} requests, mean {readable(mean, 2, fixed=True)} ms"
+            ax.hist(vs, bins=bins, color=color, alpha=0.6, edgecolor="black", linewidth=0.4, label=label)
     ax.set_xscale("log")
     # plain numbers at 1, 2 and 5 of each decade, and no minor labels: with less than a decade of
     # data matplotlib labels the minor ticks too ("2x10^0 3x10^0 ..."), and they overlap
