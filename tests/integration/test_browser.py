@@ -17,20 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from page_attacks import BROWSER_ARGS, CHROMIUM  # one Chromium set-up for every browser test
+
 pytestmark = pytest.mark.browser
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 NOTEBOOK = "02_total_vs_exposed_time.ipynb"
 SIMULATOR = "06_handoff_simulator.ipynb"
 COPIED = (NOTEBOOK, "03_handoff_state_contract.ipynb", "04_decode_start_gate.ipynb", SIMULATOR)
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 LEARNER_CONFIG = "jupyter/learner"  # what `make lab` puts on JUPYTER_CONFIG_PATH (see the Makefile)
