@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from hostile import PeakMemory, build_hardening_batch  # noqa: E402
+from submissions import grade_command  # noqa: E402
 
 
 def main() -> int:
@@ -35,24 +36,9 @@ def main() -> int:
     base = args.keep or Path(tempfile.mkdtemp(prefix="grader-memory-"))
     subs, out = base / "submissions", base / "out"
     plan = build_hardening_batch(subs, with_many_files=not args.no_many_files)
-    command = [
-        sys.executable,
-        "-m",
-        "autograde",
-        "grade",
-        str(subs),
-        "--out",
-        str(out),
-        "--no-progress",
-        "--workers",
-        str(args.workers),
-        "--memory-limit",
-        args.memory_limit,
-        "--cell-timeout",
-        "20",
-        "--notebook-timeout",
-        "120",
-    ]
+    command = grade_command(
+        subs, out, "--workers", str(args.workers), "--memory-limit", args.memory_limit, "--cell-timeout", "20", "--notebook-timeout", "120"
+    )
     began = time.monotonic()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     with PeakMemory(proc.pid) as peaks:

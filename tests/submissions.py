@@ -82,10 +82,15 @@ def drop_cell(nb: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookNode
     return nb
 
 
+def grade_command(subs: Path, out: Path, *extra: str) -> list[str]:
+    """The command line ``python -m autograde grade SUBS --out OUT --no-progress`` with ``extra`` options."""
+    return [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra]
+
+
 def run_grade(subs: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
     """``python -m autograde grade SUBS --out OUT`` with ``extra`` options; asserts success when ``check``."""
     proc = subprocess.run(
-        [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra],
+        grade_command(subs, out, *extra),
         capture_output=True,
         text=True,
         timeout=1800,

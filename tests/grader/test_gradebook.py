@@ -26,7 +26,7 @@ from autograde.judging.ideas import check_course, check_manual
 from autograde.publish.leaks import secret_lines
 from autograde.record.gradebook import cell_score, mask_text, mask_url, password_free, read_scores, write_course_config
 
-from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, mutate, write
+from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, grade_command, mutate, write
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = Course.load(ROOT).assignment
@@ -294,21 +294,7 @@ def graded(request, tmp_path_factory):
         url = server.url if server else f"sqlite:///{out / 'gradebook.db'}"
         outputs = []
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "autograde",
-                "grade",
-                str(subs),
-                "--out",
-                str(out),
-                "--workers",
-                "1",
-                "--cell-timeout",
-                "10",
-                "--no-progress",
-                *db,
-            ],
+            grade_command(subs, out, "--workers", "1", "--cell-timeout", "10", *db),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

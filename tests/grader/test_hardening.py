@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from hostile import FORMULA_ID, PeakMemory, build_hardening_batch, deep_json, nested_folders, remove_nested
-from submissions import NOTEBOOKS
+from submissions import NOTEBOOKS, grade_command
 
 ROOT = Path(__file__).resolve().parents[2]
 GiB = 1 << 30
@@ -39,24 +39,7 @@ def hardened(tmp_path_factory):
     base = tmp_path_factory.mktemp("hardening")
     subs, out = base / "submissions", base / "out"
     plan = build_hardening_batch(subs)
-    command = [
-        sys.executable,
-        "-m",
-        "autograde",
-        "grade",
-        str(subs),
-        "--out",
-        str(out),
-        "--no-progress",
-        "--workers",
-        "2",
-        "--memory-limit",
-        "1",
-        "--cell-timeout",
-        "20",
-        "--notebook-timeout",
-        "120",
-    ]
+    command = grade_command(subs, out, "--workers", "2", "--memory-limit", "1", "--cell-timeout", "20", "--notebook-timeout", "120")
     began = time.monotonic()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     with PeakMemory(proc.pid) as memory:
