@@ -1,4 +1,4 @@
-"""python -m autograde {release,check,grade,export,report,validate,bundle}"""
+"""python -m autograde {release,check,grade,export,report,validate,bundle,translations}"""
 
 from __future__ import annotations
 
@@ -83,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
     validate = sub.add_parser("validate", help="run a notebook's public checks (exit 1 when one fails)")
     validate.add_argument("files", type=Path, nargs="+")
+    translations = sub.add_parser("translations", help="the translation catalogs: `update` them from the sources, or show their `status`")
+    translations.add_argument("action", choices=("update", "status", "font"), help="font: rebuild the CJK font subset the runtime ships")
+    translations.add_argument("--font", type=Path, help="with font: the Noto Sans CJK file to cut it from (default: Debian's fonts-noto-cjk)")
+    translations.add_argument("--only", metavar="NAME", action="append", help="one catalog: a notebook's name, `grader` or `runtime` (repeatable)")
+    translations.add_argument("--show", action="store_true", help="with status: name every unit left to do")
     bundle = sub.add_parser("bundle", help="build the learner zip and prove it leaks nothing")
     bundle.add_argument("--out", type=Path, default=Path("dist/serving-overlap-course.zip"))
     return parser
@@ -100,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             "report": cmd_report,
             "validate": cmd_validate,
             "bundle": cmd_bundle,
+            "translations": cmd_translations,
         }[args.command](course, args)
     except UnusableInput as exc:
         from .record.gradebook import mask_text
@@ -119,6 +125,36 @@ def cmd_release(course: Course, args) -> int:
     return EXIT_OK
 
 
+def cmd_translations(course: Course, args) -> int:
+    """Update the catalogs from the sources (new units added, changed ones fuzzy, gone ones obsolete),
+    or only report; either way, say what is left to translate."""
+    from .publish import catalogs, editions
+
+    if args.action == "font":
+        from .publish import fonts
+
+        runtime = [spec for spec in editions.course_catalogs(course) if spec.path.stem == "runtime"]
+        texts = [text for spec in runtime for text in catalogs.translations(spec).get(None, {}).values()]
+        count, size = fonts.build_subset(texts, *([args.font] if args.font else []))
+        print(f"wrote {fonts.FONT_FILE.relative_to(course.root)}: {count} characters, {size / 1024:.0f} KiB")
+        return EXIT_OK
+    left = 0
+    for spec in editions.course_catalogs(course):
+        if args.only and spec.path.stem not in args.only:
+            continue
+        if args.action == "update":
+            counts = catalogs.update(spec)
+        else:
+            todo = catalogs.problems(spec)
+            counts = {"units": len(spec.units), "to do": len(todo)}
+            for problem in todo if args.show else ():
+                print(f"  {problem}")
+        left += counts.get("untranslated", 0) + counts.get("fuzzy", 0) + counts.get("to do", 0)
+        print(f"{spec.path.relative_to(course.root)}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    print("every unit is translated" if not left else f"{left} unit(s) to translate or review")
+    return EXIT_OK
+
+
 def cmd_check(course: Course, args) -> int:
     from .grading import Options, grade_batch
     from .publish.leaks import scan_learner_tree
@@ -128,6 +164,16 @@ def cmd_check(course: Course, args) -> int:
     stale = release_differences(course)
     print("release in sync with solutions/: " + ("yes" if not stale else "NO"))
     failures += stale
+    from .publish import catalogs, editions, fonts
+
+    untranslated = [problem for spec in editions.course_catalogs(course) for problem in catalogs.problems(spec)]
+    runtime = [spec for spec in editions.course_catalogs(course) if spec.path.stem == "runtime"]
+    drawn = [text for spec in runtime for text in catalogs.translations(spec).get(None, {}).values()] if not untranslated else []
+    missing = fonts.missing_glyphs(drawn)
+    if missing:
+        untranslated.append(f"the shipped CJK font lacks {''.join(missing[:20])}: run `python -m autograde translations font`")
+    print("every edition's catalogs complete, and its figure glyphs shipped: " + ("yes" if not untranslated else "NO"))
+    failures += untranslated
     leaks = scan_learner_tree(course)
     print("learner tree free of answers and hidden tests: " + ("yes" if not leaks else "NO"))
     failures += leaks
@@ -142,6 +188,12 @@ def cmd_check(course: Course, args) -> int:
             (subs / student).mkdir(parents=True)
             for name in course.notebooks:
                 shutil.copy(folder / f"{name}.ipynb", subs / student / f"{name}.ipynb")
+        import nbformat
+
+        for lang in editions.translated_editions():  # the same answers in each translated edition
+            (subs / f"solutions_{lang}").mkdir(parents=True)
+            for path in course.source_paths():
+                nbformat.write(editions.edition_source(path, lang, course), subs / f"solutions_{lang}" / path.name)
         summary = grade_batch(course, subs, Path(tmp) / "out", Options(workers=args.workers, progress=False))
         import csv
 
@@ -154,6 +206,11 @@ def cmd_check(course: Course, args) -> int:
     )
     if full != summary["max_auto"]:
         failures.append(f"the sources lose points: {rows['solutions']}")
+    for lang in editions.translated_editions():
+        same = {k: v for k, v in rows[f"solutions_{lang}"].items() if k not in ("student_id", "edition")}
+        if same != {k: v for k, v in rows["solutions"].items() if k not in ("student_id", "edition")}:
+            failures.append(f"the {lang} edition of the sources grades differently: {rows[f'solutions_{lang}']}")
+    print("each translated edition of the sources grades the same: " + ("yes" if not any("grades differently" in f for f in failures) else "NO"))
     if waiting != len(summary["manual_columns"]):
         failures.append(f"the sources' written answers are not all left for a person: {rows['solutions']}")
     if zero != 0 or int(rows["untouched"]["pending"]):

@@ -50,10 +50,14 @@ class Course:
             raise UnusableInput(f"instructor sources missing: {', '.join(str(p) for p in absent)}")
         return paths
 
+    def catalog_paths(self) -> list[Path]:
+        """The translation catalogs of the editions besides English (their text is on the pages)."""
+        return sorted((self.root / "translations").glob("*/*.po")) + sorted((self.root / "tools" / "locale").glob("*/*.po"))
+
     def sources_digest(self) -> str:
-        """A hash of everything that decides a grade: sources and nbgrader config."""
+        """A hash of everything that decides a grade or a feedback page: sources, catalogs and nbgrader config."""
         digest = hashlib.sha256()
-        for path in [*self.source_paths(), CONFIG_FILE]:
+        for path in [*self.source_paths(), *self.catalog_paths(), CONFIG_FILE]:
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
         return digest.hexdigest()[:16]

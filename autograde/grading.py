@@ -32,18 +32,20 @@ from pathlib import Path
 
 import nbformat
 
+from tools.i18n import EDITIONS, notebook_language
 from tools.project_runtime import write_json_atomic
 
 from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs, kill_tree, reap, spawn  # noqa: F401 (Exercise: for importers)
 from .judging.ideas import course_tests
 from .matching import check_nodes, grade_ids, match_notebooks
 from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, Options, new_record  # noqa: F401 (the batch's names)
+from .publish.editions import feedback_translations
 from .publish.leaks import secret_lines
 from .publish.release import generate
 from .record import gradebook
 from .record.exporters import add_csp, add_wrapping
 from .record.tables import cell_value, score_row, write_csv
-from .run.job import SUBMISSION_DIGEST
+from .run.job import EDITION_FILE, SUBMISSION_DIGEST
 from .run.preprocessors import NeutraliseForDisplay
 
 # the grader's own files beside the students' folders start with a dot, which no student id can
@@ -90,8 +92,10 @@ def grading_master(course: Course, out: Path) -> Path:
         valid = False
     if not valid:
         released = generate(course, master, strip_hidden=True)
+        for lang in EDITIONS[1:]:  # each translated edition's own master: its read-only cells are in its language
+            generate(course, edition_master(master, lang), strip_hidden=True, language=lang)
         tests = course_tests(course.source_paths())
-        spec = {"notebooks": {}, "solutions": {}}
+        spec = {"notebooks": {}, "solutions": {}, "translations": feedback_translations(course)}
         for name in course.notebooks:
             given = []
             for cell in nbformat.read(released / f"{name}.ipynb", as_version=4).cells:
@@ -103,6 +107,34 @@ def grading_master(course: Course, out: Path) -> Path:
         write_json_atomic(master / "judge.json", spec)
         write_json_atomic(record, {"sources": digest, "tree": _tree_digest(master)})
     return master
+
+
+def edition_master(master: Path, language: str) -> Path:
+    """The grading master of one edition (English: ``master`` itself)."""
+    return master if language == "en" else master / "editions" / language
+
+
+def submission_edition(nb, master: Path, assignment: str, notebook: str) -> str:
+    """The edition a submission was written in: its metadata says (the release records it), else,
+    when a platform dropped the metadata, the edition whose read-only markdown cells it holds."""
+    recorded = notebook_language(nb)
+    if recorded is not None:
+        return recorded
+    held = {c.source.strip() for c in nb.cells if c.cell_type == "markdown"}
+    best, best_count = "en", -1
+    for lang in EDITIONS:
+        source = edition_master(master, lang) / "source" / assignment / f"{notebook}.ipynb"
+        if not source.is_file():
+            continue
+        locked = [
+            c.source.strip()
+            for c in nbformat.read(source, as_version=4).cells
+            if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("locked")
+        ]
+        count = sum(text in held for text in locked)
+        if count > best_count:
+            best, best_count = lang, count
+    return best
 
 
 def _fingerprint(path: Path, digest: str, options: Options) -> str:
@@ -256,6 +288,10 @@ def _prepare(
     one, and on one over ``max_bytes`` before reading it). ``record`` gets the answer cells
     changed since the last grading (a manual score on one of them is then flagged for review)."""
     nb = read_notebook(path, max_bytes)
+    edition = submission_edition(nb, master, course.assignment, notebook)
+    if record is not None:
+        record["edition"] = edition
+    master = edition_master(master, edition)
     repairs = _repair_cells(nb, grade_ids(master / "source" / course.assignment / f"{notebook}.ipynb"))
     if record is not None and repairs:
         record["matching_notes"] = repairs
@@ -269,6 +305,7 @@ def _prepare(
     job.mkdir(parents=True)
     # the submitted file's own bytes, before nbformat rewrites them: the salt of its hidden random inputs (job.py)
     (job / SUBMISSION_DIGEST).write_text(hashlib.sha256(path.read_bytes()).hexdigest())
+    (job / EDITION_FILE).write_text(edition)  # the language its kernel and feedback page use (job.py)
     shutil.copy(master / "nbgrader_config.py", job / "nbgrader_config.py")
     # the job folder is the project root for the graded notebook: files it writes stay in the job
     shutil.copy(course.root / "course.toml", job / "course.toml")
@@ -331,7 +368,7 @@ def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bo
             fb = outcome.get("feedback", {})
             notes.append("feedback could not be generated: " + _last_error(fb.get("log", "") + fb.get("error", "")))
         record["detail"] = "; ".join(notes)
-        _keep_for_display(graded, kept, out / ".course", course.assignment)
+        _keep_for_display(graded, kept, edition_master(out / ".course", record.get("edition", "en")), course.assignment)
     if record["status"] != "graded":
         log_copy = out / "logs" / student / f"{notebook}.log"
         log_copy.parent.mkdir(parents=True, exist_ok=True)
@@ -907,12 +944,14 @@ def _install_sigterm() -> None:
 
 
 TOTAL_COLUMNS = ("auto_total", "total", "max_total", "pending", "needs_review")  # grades.csv after the cells
+EDITION_COLUMN = "edition"  # grades.csv's last column: the edition(s) a student's notebooks were written in
 
 
 def _student_row(student: str, per_nb: dict[str, dict], graded_cells: list[Exercise], stored: dict) -> dict:
     """A student's row of grades.csv (tables.score_row, without the export's manual_total)."""
     row = score_row(student, graded_cells, lambda e: cell_value(e, stored.get(e.grade_id), per_nb.get(e.notebook, {})))
     del row["manual_total"]
+    row[EDITION_COLUMN] = "+".join(sorted({r["edition"] for r in per_nb.values() if r.get("edition")}))
     return row
 
 
@@ -969,7 +1008,7 @@ def _report(
         for nb in course.notebooks
         if nb in per_nb and per_nb[nb]["status"] != "graded"
     ]
-    fields = ["student_id", *[e.grade_id for e in auto_cells], *[e.grade_id for e in manual_cells], *TOTAL_COLUMNS]
+    fields = ["student_id", *[e.grade_id for e in auto_cells], *[e.grade_id for e in manual_cells], *TOTAL_COLUMNS, EDITION_COLUMN]
     write_csv(out / "grades.csv", fields, rows)
     _write_log(out, records)
     summary = {

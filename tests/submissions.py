@@ -46,10 +46,10 @@ def solution_ids(name: str) -> list[str]:
     ]
 
 
-def build(name: str, edits: dict[str, str] | None = None, fill: bool = True) -> nbformat.NotebookNode:
-    """The release notebook ``name`` with every exercise answered (``fill``), then ``edits``
-    ({grade_id: new source}) applied."""
-    nb = nbformat.read(RELEASE / f"{name}.ipynb", 4)
+def build(name: str, edits: dict[str, str] | None = None, fill: bool = True, edition: str = "en") -> nbformat.NotebookNode:
+    """The release notebook ``name`` (of ``edition``: ``en`` or ``zh``) with every exercise answered
+    (``fill``), then ``edits`` ({grade_id: new source}) applied."""
+    nb = nbformat.read((RELEASE if edition == "en" else RELEASE / edition) / f"{name}.ipynb", 4)
     edits = dict(edits or {})
     for cell in nb.cells:
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")

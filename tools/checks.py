@@ -26,6 +26,8 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from .i18n import localize, tr
+
 REPORT_ENV = "COURSE_CHECK_REPORT"
 STOP_ENV = "COURSE_CHECKS_STOP"
 
@@ -74,7 +76,7 @@ class PublicChecks:
         feedback after grading lists the same ideas, each with its points."""
 
         def register(fn: Callable[[], None]) -> Callable[[], None]:
-            label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+            label = localize((fn.__doc__ or fn.__name__).strip().splitlines()[0])
             self.cases.append((f"{label} [{idea}]" if idea else label, fn))
             return fn
 
@@ -84,12 +86,16 @@ class PublicChecks:
         try:
             fn()
         except NotImplementedError:
-            return CaseResult(label, TODO, "not implemented yet: replace `raise NotImplementedError()` with your code")
+            return CaseResult(label, TODO, tr("not implemented yet: replace `raise NotImplementedError()` with your code"))
         except AssertionError as exc:
-            return CaseResult(label, FAIL, str(exc) or "an assertion failed without a message")
+            return CaseResult(label, FAIL, localize(str(exc)) if str(exc) else tr("an assertion failed without a message"))
         except Exception as exc:  # a crash in the learner's code is a failed check, not a crash here
             where = traceback.extract_tb(exc.__traceback__)[-1]
-            return CaseResult(label, ERROR, f"{type(exc).__name__}: {exc} (line {where.lineno} of {where.name})")
+            return CaseResult(
+                label,
+                ERROR,
+                tr("{error}: {detail} (line {line} of {function})", error=type(exc).__name__, detail=exc, line=where.lineno, function=where.name),
+            )
         return CaseResult(label, PASS)
 
     def run(self) -> None:
@@ -102,18 +108,30 @@ class PublicChecks:
                 line += f"\n      → {r.message}"
             print(line)
         waiting = sum(r.status == TODO for r in results)  # the given input checks pass before any work: say the rest wait
-        started = f", {waiting} not started" if waiting else ""
-        summary = f"{self.title}: public checks {passed}/{len(results)} passed{started}; hidden tests run at grading"
+        title = localize(self.title)
+        if waiting:
+            summary = tr(
+                "{title}: public checks {passed}/{total} passed, {waiting} not started; hidden tests run at grading",
+                title=title,
+                passed=passed,
+                total=len(results),
+                waiting=waiting,
+            )
+        else:
+            summary = tr(
+                "{title}: public checks {passed}/{total} passed; hidden tests run at grading", title=title, passed=passed, total=len(results)
+            )
         print(summary)
         self._report(results, passed)
         if passed != len(results):
             if all(r.status in (PASS, TODO) for r in results):
-                message = f"{summary}. Finish the exercise above, then run this cell again."
+                message = tr("{summary}. Finish the exercise above, then run this cell again.", summary=summary)
             else:
-                message = f"{summary}. Read the ✗ lines above: each says what is wrong."
+                message = tr("{summary}. Read the ✗ lines above: each says what is wrong.", summary=summary)
             if stops_on_failure():
                 raise PublicChecksFailed(message)
-            print(f"✗ {message}\n  (The notebook goes on, so Run All shows every figure; at grading this cell fails.)", file=sys.stderr)
+            goes_on = tr("(The notebook goes on, so Run All shows every figure; at grading this cell fails.)")
+            print(f"✗ {message}\n  {goes_on}", file=sys.stderr)
 
     def _report(self, results: list[CaseResult], passed: int) -> None:
         target = os.environ.get(REPORT_ENV)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import matplotlib.pyplot as plt
 
 from . import presets
+from .i18n import localize, tr
 from .plotting import NOISE, draw_transfer_timeline, new_figure, readable
 
 MiB = 2**20
@@ -140,7 +141,7 @@ def evaluate(estimate_handoff: Callable, payload_mib: float, gbps: float, latenc
 def readout_text(r: dict) -> str:
     """One line of numbers: ms to 2 decimals, the ratio to 2, noise shown as 0, never -0.00."""
     ms = {key: readable(r[key], 2, fixed=True) for key in ("transfer_ms", "hidden_ms", "exposed_ms")}
-    return (
+    return localize(
         f"transfer {ms['transfer_ms']} ms · hidden {ms['hidden_ms']} ms · "
         f"exposed {ms['exposed_ms']} ms · overlap ratio {readable(r['overlap_ratio'], 2, fixed=True)}"
     )
@@ -343,14 +344,19 @@ def widget_box(w, title: str, children: list, readout):
     """The controls in one box, which prints ``title`` and its readout's text where a frontend
     cannot show widgets (shared by the explorer and notebook 06's panel)."""
 
+    for child in children:  # the labels in the learner's language
+        if getattr(child, "description", ""):
+            child.description = localize(child.description)
+        if getattr(child, "tooltip", None):
+            child.tooltip = localize(child.tooltip)
+    title = localize(title)
+
     class Box(w.VBox):
         def _repr_mimebundle_(self, **kwargs):  # what a frontend without widget support prints instead
             data = super()._repr_mimebundle_(**kwargs)
             if data:
-                data["text/plain"] = (
-                    f"{title}: this frontend cannot show widgets (JupyterLab, Notebook 7, "
-                    "VS Code and Colab can; COURSE_WIDGETS=static draws a figure). " + re.sub(r"<[^>]+>", "", readout.value)
-                )
+                cannot = tr("{title}: this frontend cannot show widgets (JupyterLab, Notebook 7, VS Code and Colab can; ", title=title)
+                data["text/plain"] = cannot + tr("COURSE_WIDGETS=static draws a figure). ") + re.sub(r"<[^>]+>", "", readout.value)
             return data
 
     return Box(children)

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import FunctionType
 from typing import Any
 
+from .i18n import localize, tr
 from .project_runtime import find_project_root
 
 
@@ -66,9 +67,11 @@ def course_setup(quiet: bool = False) -> dict[str, Any]:
     torch is not imported here (it costs seconds and notebooks 01-04 never use it);
     notebook 05 reports the device it actually ran on in its result file.
     """
+    from .i18n import install
     from .plotting import apply_style
 
     apply_style()
+    install()  # the Chinese edition: the course's CJK font, figure text translated as drawn
     summary: dict[str, Any] = {"python": platform.python_version(), "torch": package_version("torch")}
     if grading_mode():  # the grader needs no runtime report
         summary["grading"] = grading_mode()
@@ -78,7 +81,7 @@ def course_setup(quiet: bool = False) -> dict[str, Any]:
     if not quiet:
         torch = f"torch {summary['torch']}" if summary["torch"] else "torch not installed (only notebook 05 needs it)"
         gpu = "NVIDIA driver found" if summary["nvidia_driver"] else "no NVIDIA GPU (CPU only: every exercise works)"
-        print(f"Python {summary['python']} · {torch} · {gpu}")
+        print(localize(f"Python {summary['python']} · {torch} · {gpu}"))
     return summary
 
 
@@ -86,7 +89,12 @@ def figure_placeholder(fig) -> str:
     """What a figure shows where it is not drawn (at grading): its title, never a Python repr."""
     title = fig.get_suptitle()
     title = title or next((ax.get_title() for ax in fig.axes if ax.get_title()), "")
-    return f"[figure{': ' + title.splitlines()[0] if title else ''} (drawn in your notebook, not while grading)]"
+    title = localize(title.splitlines()[0]) if title else ""
+    return (
+        tr("[figure: {title} (drawn in your notebook, not while grading)]", title=title)
+        if title
+        else tr("[figure (drawn in your notebook, not while grading)]")
+    )
 
 
 def _figures_as_short_text() -> None:
@@ -417,7 +425,7 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
             try:
                 file = _notebook_path(notebook, None)
             except LearnerFunctionMissing as exc:
-                print(f"✗ {exc}")
+                print(localize(f"✗ {localize(str(exc))}"))
                 return [str(exc)]
             warnings += _checked_file_warnings(notebook, file)
     if data is None:
@@ -427,7 +435,7 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
                 release_cells(notebook)
             except ValueError:
                 raise ValueError(f"{why}; and {notebook!r} is not a notebook of this course") from None
-            print(f"✗ {why}")
+            print(localize(f"✗ {localize(why)}"))
             return [why]
         import time
 
@@ -444,16 +452,16 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
         expected = release_cells(identified)
         where += f", recognised as {identified} by its graded cells"
     for line in warnings:
-        print(f"⚠ {line}")
+        print(localize(f"⚠ {localize(line)}"))
     problems, notes = submission_problems(data, expected)
     if problems:
-        print(f"✗ {where}: {len(problems)} problem(s) would cost points at grading:")
+        print(localize(f"✗ {where}: {len(problems)} problem(s) would cost points at grading:"))
     else:
-        print(f"✓ {where}: all {len(expected)} graded cells are intact; the grader will find every answer.")
+        print(localize(f"✓ {where}: all {len(expected)} graded cells are intact; the grader will find every answer."))
     for line in problems:
-        print(f"  ✗ {line}")
+        print(localize(f"  ✗ {localize(line)}"))
     for line in notes:
-        print(f"  · {line}")
+        print(localize(f"  · {localize(line)}"))
     unfinished = [
         cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         for cell in data.get("cells", [])
@@ -462,7 +470,7 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
         and "raise NotImplementedError" in "".join(cell.get("source", ""))
     ]
     if unfinished:  # intact cells are not finished answers: say which still hold the stub
-        print(f"  · still to do (they hold `raise NotImplementedError()`, which earns nothing): {', '.join(map(str, unfinished))}")
+        print(localize(f"  · still to do (they hold `raise NotImplementedError()`, which earns nothing): {', '.join(map(str, unfinished))}"))
     return problems
 
 

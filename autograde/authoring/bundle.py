@@ -21,7 +21,7 @@ TOP = "serving-overlap-course"
 
 # Loose on purpose: a platform's own torch and matplotlib satisfy them (Colab ships both, and
 # installing torch again costs gigabytes). The instructor's install keeps the exact pins.
-LEARNER_DEPENDENCIES = ["torch>=2.1", "matplotlib>=3.7", "numpy", "ipywidgets>=8", "tqdm", "jsonschema"]
+LEARNER_DEPENDENCIES = ["torch>=2.1", "matplotlib>=3.7", "numpy", "ipywidgets>=8", "tqdm", "jsonschema", "babel"]
 
 _WHEEL_PYPROJECT = """\
 [build-system]
@@ -39,13 +39,13 @@ dependencies = {dependencies}
 include = ["tools*"]
 
 [tool.setuptools.package-data]
-tools = ["schemas/*.json", "reference/*.json", "release_cells.json"]
+tools = ["schemas/*.json", "reference/*.json", "release_cells.json", "locale/*/*.po", "fonts/*"]
 """
 
 
 def learner_files(course: Course) -> list[tuple[Path, str]]:
     root = course.root
-    files = [(p, f"notebooks/{p.name}") for p in sorted(course.release.glob("*.ipynb"))]
+    files = [(p, p.relative_to(root).as_posix()) for p in sorted(course.release.glob("*.ipynb")) + sorted(course.release.glob("*/*.ipynb"))]
     for path in sorted((root / "tools").rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             files.append((path, str(path.relative_to(root))))

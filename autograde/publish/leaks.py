@@ -9,18 +9,34 @@ from pathlib import Path
 
 import nbformat
 
+from tools.i18n import EDITIONS
+
 from ..course import Course
+from .catalogs import CatalogError
+from .editions import edition_source
 
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 _MIN_LINE = 20  # shorter lines (`try:`, `pass`) are too common to mean anything
+
+
+def _edition_sources(course: Course):
+    """(label, notebook) of every instructor source in every edition whose catalog is complete: a
+    translated edition's model answers are secrets as much as the English ones."""
+    for path in course.source_paths():
+        yield path.name, nbformat.read(path, as_version=4)
+        for lang in EDITIONS[1:]:
+            try:
+                yield f"{path.name} ({lang})", edition_source(path, lang, course)
+            except CatalogError:  # an edition that cannot be released yet leaks nothing either
+                continue
 
 
 def secret_lines(course: Course) -> dict[str, str]:
     """Distinctive lines of every solution region and hidden-test region: line -> where."""
     secrets: dict[str, str] = {}
     public: set[str] = set()  # lines that the release shows anyway (given scaffolding)
-    for path in course.source_paths():
-        for cell in nbformat.read(path, as_version=4).cells:
+    for label, nb in _edition_sources(course):
+        for cell in nb.cells:
             outside = cell.source
             for kind, begin, end in (
                 ("solution", "### BEGIN SOLUTION", "### END SOLUTION"),
@@ -31,7 +47,7 @@ def secret_lines(course: Course) -> dict[str, str]:
                     for line in region.splitlines():
                         line = line.strip()
                         if len(line) >= _MIN_LINE and not line.startswith("#"):
-                            secrets[line] = f"{kind} line of {path.name}"
+                            secrets[line] = f"{kind} line of {label}"
                 outside = re.sub(pattern, "", outside, flags=re.S)
             public |= {line.strip() for line in outside.splitlines()}
     return {line: where for line, where in secrets.items() if line not in public}
@@ -59,9 +75,10 @@ def _notebook_code(path: Path) -> str:
 
 
 def learner_tree_texts(course: Course) -> dict[str, str]:
-    texts = {f"notebooks/{p.name}": _notebook_code(p) for p in sorted(course.release.glob("*.ipynb"))}
+    notebooks = sorted(course.release.glob("*.ipynb")) + sorted(course.release.glob("*/*.ipynb"))
+    texts = {p.relative_to(course.root).as_posix(): _notebook_code(p) for p in notebooks}
     for path in sorted((course.root / "tools").rglob("*")):
-        if path.is_file() and path.suffix in (".py", ".json", ".md", ".txt"):
+        if path.is_file() and path.suffix in (".py", ".json", ".md", ".txt", ".po"):
             texts[str(path.relative_to(course.root))] = path.read_text(encoding="utf-8", errors="replace")
     return texts
 

@@ -31,7 +31,7 @@ from ..course import Course, Exercise, UnusableInput, exercises
 from ..model import PENDING, REVIEW, STATUS_TEXT
 from .exporters import add_csp
 
-TAIL = ("auto_total", "manual_total", "total", "max_total", "pending", "needs_review")  # not exercise columns
+TAIL = ("auto_total", "manual_total", "total", "max_total", "pending", "needs_review", "edition")  # not exercise columns
 NEEDED = ("student_id", "total", "max_total", "pending", "needs_review")
 SHOWN_PER_KIND = 100  # rows per problem kind on the page (report.json has them all)
 SLOWEST = 15
@@ -95,7 +95,7 @@ def _read_scores(out: Path, path: Path) -> tuple[list[str], list[dict]]:
         rows = []
         for line, raw in enumerate(reader, start=2):
             where = f"{path.name} line {line}"
-            row = {"student_id": str(raw["student_id"] or "")}
+            row = {"student_id": str(raw["student_id"] or ""), "edition": str(raw.get("edition") or "")}
             for name in columns:
                 value = raw.get(name)
                 row[name] = value if value in (PENDING, REVIEW) else _number(value, f"{where}, column {name}")

@@ -28,11 +28,15 @@ from pathlib import Path
 
 import nbformat
 
+from tools.i18n import EDITIONS
+from tools.i18n import ENV as LANGUAGE_ENV
+
 from ..judging import judge
 from .sandbox import Limits, Sandbox
 
 RUNNER = Path(__file__).resolve().parents[1] / "judging" / "runner.py"  # the untrusted side, bound read-only into the sandbox
 SUBMISSION_DIGEST = "submission.sha256"  # in a job folder: the digest of the file as the student sent it
+EDITION_FILE = "edition"  # in a job folder: the language of the edition the submission was written in
 
 
 class Worker:
@@ -96,8 +100,10 @@ class Worker:
 
         assignment, student = self.settings["assignment"], self.student
         os.chdir(jobdir)
+        os.environ[LANGUAGE_ENV] = edition_of(jobdir)  # a kernel nbgrader starts itself inherits it
         if self.kernel is not None:
             self.kernel.start(jobdir)  # a no-op when it runs (the runtime folder nbgrader's config names)
+            self.kernel.use_language(edition_of(jobdir))  # the public checks speak the submission's language
         config = PyFileConfigLoader("nbgrader_config.py", path=str(jobdir)).load_config()
         api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
         clock = time.monotonic()
@@ -163,7 +169,8 @@ class Worker:
         for cell in nb.cells:  # the ideas' results, under each test cell, for the feedback page
             gid = cell.metadata.get("nbgrader", {}).get("grade_id")
             if gid in results and cell.cell_type == "code":
-                cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=ideas_report(results[gid])))
+                words = self.spec.get("translations", {}).get(edition_of(jobdir), {})
+                cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=ideas_report(results[gid], gid, words)))
         nbformat.write(nb, path)
         return results, load_errors
 
@@ -190,20 +197,34 @@ class Worker:
             return scores, manual
 
 
-def ideas_report(result: dict) -> str:
-    """What a learner reads under a test cell: each graded idea, passed or not, and why."""
+def ideas_report(result: dict, grade_id: str = "", words: dict[str, str] | None = None) -> str:
+    """What a learner reads under a test cell: each graded idea, passed or not, and why, in the
+    submission's language (``words``: the feedback translations of its edition, empty for English)."""
+    words = words or {}
     marks = {"passed": "✓", "failed": "✗", "error": "✗", "not_started": "…", "skipped": "·"}
-    lines = [f"Graded ideas (hidden tests, run outside your notebook): {result['score']:g} / {result['points']:g} points"]
+    head = "Graded ideas (hidden tests, run outside your notebook): {score} / {points} points"
+    lines = [words.get(head, head).format(score=f"{result['score']:g}", points=f"{result['points']:g}")]
     for idea in result["ideas"]:
-        lines.append(f"  {marks.get(idea['status'], '?')} {idea['text']} [{idea['earned']:g}/{idea['points']:g}]")
+        text = words.get(f"{grade_id}:{idea['id']}", idea["text"])
+        lines.append(f"  {marks.get(idea['status'], '?')} {text} [{idea['earned']:g}/{idea['points']:g}]")
         if idea["message"] and idea["status"] != "passed":
             lines.append(f"      → {idea['message']}")
     if result["status"] == "not_started":
-        lines.append("  This TODO still raises NotImplementedError, so it earns no points yet.")
+        stub = "This TODO still raises NotImplementedError, so it earns no points yet."
+        lines.append("  " + words.get(stub, stub))
     return "\n".join(lines) + "\n"
 
 
 MAX_KERNEL_MESSAGE = 64 << 20
+
+
+def edition_of(jobdir: Path) -> str:
+    """The edition grading._prepare recorded for this job (English when it recorded none)."""
+    try:
+        language = (jobdir / EDITION_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return "en"
+    return language if language in EDITIONS else "en"
 
 
 def _cap_messages() -> None:

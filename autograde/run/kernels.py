@@ -30,6 +30,8 @@ from queue import Empty
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
 
+from tools.i18n import ENV as LANGUAGE_ENV
+
 STARTUP_TIMEOUT = 60.0  # seconds for a fresh kernel to answer (nbclient waits as long)
 RESET_TIMEOUT = 10.0  # seconds for a reset; a kernel still busy after that is replaced
 HISTORY = "--HistoryManager.hist_file=:memory:"  # what nbgrader's Execute passes to a kernel it starts
@@ -168,6 +170,7 @@ class StudentKernel:
         if self.km is not None:
             return
         env = {**os.environ, "NBGRADER_EXECUTION": "autograde"}  # from its start: a failed check cell fails
+        self.language = env.get(LANGUAGE_ENV, "en")
         km = BudgetedKernelManager(kernel_name=self.kernel_name)
         km.budget = self.budget
         self.cwd = jobdir / "kernel"
@@ -186,6 +189,12 @@ class StudentKernel:
         run_sync(km.start_kernel)(extra_arguments=[HISTORY], cwd=str(self.cwd), env=env)
         self.km, self.threads, self.hooks, self.resets = km, None, None, 0
         self.starts += 1
+
+    def use_language(self, language: str) -> None:
+        """Make the running kernel speak ``language`` (the edition of the notebook it runs next)."""
+        if self.km is not None and language != getattr(self, "language", None):
+            self._run(f"__import__('os').environ[{LANGUAGE_ENV!r}] = {language!r}", RESET_TIMEOUT)
+            self.language = language
 
     def stop(self) -> bool:
         """Kill the kernel (no graceful shut-down: nothing in it is kept) and remove its

@@ -18,18 +18,61 @@ def test_release_is_in_sync_with_solutions():
     assert release_differences(Course.load()) == []
 
 
-def test_release_detects_a_stale_notebook(root, tmp_path, monkeypatch):
+def _course_copy(root, tmp_path):
     course = Course.load()
     copy = tmp_path / "course"
-    for part in ("solutions", "notebooks"):
-        (copy / part).mkdir(parents=True)
-        for p in (root / part).glob("*.ipynb"):
+    for part in ("solutions", "notebooks", "notebooks/zh", "translations/zh"):
+        (copy / part).mkdir(parents=True, exist_ok=True)
+        for p in [*(root / part).glob("*.ipynb"), *(root / part).glob("*.po")]:
             (copy / part / p.name).write_bytes(p.read_bytes())
-    nb = json.loads((copy / "notebooks" / "04_decode_start_gate.ipynb").read_text())
-    nb["cells"][0]["source"] = ["# edited by hand\n"]
-    (copy / "notebooks" / "04_decode_start_gate.ipynb").write_text(json.dumps(nb))
-    stale = Course(copy, course.assignment, course.notebooks)
-    assert release_differences(stale) == ["notebooks/04_decode_start_gate.ipynb is stale: run `python -m autograde release`"]
+    return Course(copy, course.assignment, course.notebooks)
+
+
+def test_release_detects_a_stale_notebook(root, tmp_path):
+    stale = _course_copy(root, tmp_path)
+    for folder in ("notebooks", "notebooks/zh"):
+        nb = json.loads((stale.root / folder / "04_decode_start_gate.ipynb").read_text())
+        nb["cells"][0]["source"] = ["# edited by hand\n"]
+        (stale.root / folder / "04_decode_start_gate.ipynb").write_text(json.dumps(nb))
+    assert release_differences(stale) == [
+        "notebooks/04_decode_start_gate.ipynb is stale: run `python -m autograde release`",
+        "notebooks/zh/04_decode_start_gate.ipynb is stale: run `python -m autograde release`",
+    ]
+
+
+def test_a_changed_english_cell_fails_until_its_translation_is_reviewed(root, tmp_path):
+    """Editing the English of a markdown cell makes the release refuse the Chinese edition, naming
+    the cell: first as not in the catalog, after `translations update` as fuzzy (the old Chinese
+    kept for the translator), and passes once the translation is reviewed."""
+    from autograde.publish import catalogs, editions
+    from autograde.publish.release import write_release
+
+    course = _course_copy(root, tmp_path)
+    path = course.solutions / "04_decode_start_gate.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "markdown" and c.id == "04-01")
+    cell.source += "\n\nOne more sentence."
+    nbformat.write(nb, path)
+    before = release_differences(course)
+    assert any("msgctxt '04-01'" in p and "not in the catalog" in p for p in before), before
+    spec = editions.catalog_for(course, "zh", "04_decode_start_gate")
+    counts = catalogs.update(spec)
+    assert counts["fuzzy"] == 1 and counts["obsolete"] == 1, counts
+    fuzzy = catalogs.problems(spec)
+    assert len(fuzzy) == 1 and "msgctxt '04-01'" in fuzzy[0] and "fuzzy" in fuzzy[0], fuzzy
+    with pytest.raises(catalogs.CatalogError, match="04-01"):
+        write_release(course)
+    # the catalog shows the translator the English it was translated from (`#| msgid`)
+    text = spec.path.read_text(encoding="utf-8")
+    previous = text[text.index("#| msgid") : text.index('msgctxt "04-01"')]
+    assert "Overview | 本节导读" in previous and "One more sentence" not in previous
+    # the translator reviews it: the old Chinese plus the new sentence, the fuzzy flag cleared
+    catalog = catalogs._read(spec.path, "zh")
+    message = catalog.get(cell.source, context="04-01")
+    message.string += "\n\n再加一句。"
+    message.flags.discard("fuzzy")
+    catalogs.write_catalog(spec.path, catalog)
+    assert catalogs.problems(spec) == []
 
 
 def test_learner_tree_leaks_nothing():
@@ -43,6 +86,25 @@ def test_leak_scan_can_fail():
     some_answer = next(line for line, where in secrets.items() if "solution" in where)
     assert scan_texts({"x": f"def f():\n    {some_answer}\n"}, secrets)
     assert scan_texts({"y": "### BEGIN HIDDEN TESTS"}, secrets)
+
+
+def test_leak_scan_finds_a_planted_chinese_model_answer(root, tmp_path):
+    """The Chinese model answers (in the instructor-only catalogs) are secrets too: one pasted into
+    a Chinese release notebook is found, and the committed Chinese release holds none."""
+    import re as _re
+
+    course = Course.load()
+    secrets = secret_lines(course)
+    chinese = {line: where for line, where in secrets.items() if _re.search(r"[\u4e00-\u9fff]", line)}
+    assert len(chinese) >= 6 and all("(zh)" in where for where in chinese.values()), list(chinese.values())[:3]
+    planted = next(iter(chinese))
+    path = root / "notebooks" / "zh" / "01_what_can_overlap.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    answer_cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "markdown")
+    answer_cell.source = f"我的回答：\n{planted}\n"
+    texts = {"notebooks/zh/01_what_can_overlap.ipynb": "\n".join(c.source for c in nb.cells)}
+    found = scan_texts(texts, secrets)
+    assert found and "(zh)" in found[0], found
 
 
 def test_committed_notebooks_have_no_outputs(root):

@@ -17,6 +17,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .. import presets
 from ..explorer import show_live_or_static, widget_box
+from ..i18n import localize
 from ..plotting import PALETTE, add_legend, draw_lanes, new_figure, readable
 from . import sim as handoff_sim
 
@@ -65,7 +66,7 @@ def summary_text(result: dict) -> str:
     ttft = " / ".join("-" if s["ttft"][k] is None else readable(s["ttft"][k], 0, fixed=True) for k in ("p50_ms", "p95_ms", "p99_ms"))
     outcomes = ", ".join(f"{v} {k}" for k, v in s["outcomes"].items() if v)
     exposed = "-" if s["exposed_ms_mean"] is None else readable(s["exposed_ms_mean"], 2, fixed=True)
-    return (
+    return localize(
         f"TTFT p50/p95/p99 {ttft} ms · {outcomes} · mean exposed transfer {exposed} ms · "
         f"link busy {s['link_utilization']:.0%} · prefill busy {s['prefill_utilization']:.0%}"
     )

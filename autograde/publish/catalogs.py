@@ -1,0 +1,276 @@
+"""The translation catalogs: one source (``solutions/``, ``tools/``), one catalog per edition's text.
+
+The course is written in English; each other edition's text lives in gettext PO catalogs that
+translators' tools read (Poedit, Weblate, ``msgmerge``), read and written with Babel:
+
+- ``translations/<lang>/<notebook>.po``: one unit per markdown cell, keyed by the cell's id
+  (``msgctxt``), the English cell as ``msgid``. Instructor-only: it holds the translated model
+  answers of the reflection cells, so it never ships to learners.
+- ``translations/<lang>/grader.po``: the hidden tests' idea texts (``msgctxt`` ``grade_id:idea``)
+  and the feedback page's own lines. Instructor-only as well.
+- ``tools/locale/<lang>/runtime.po``: every learner-facing string the code prints, shipped in the
+  learner wheel: the ``tr("...")`` strings of ``tools`` and the strings of the notebooks' code cells
+  (public-check labels and messages, figure titles and labels). A string with values in it (an
+  f-string) becomes a template whose ``{0}``, ``{1}``... stand for the values.
+
+``update`` brings a catalog up to date with its units: new ones are added untranslated, a unit whose
+English changed keeps its old translation marked fuzzy (with the old English as ``#| msgid``), units
+that are gone become obsolete. ``problems`` is what ``check`` refuses: a catalog that does not parse,
+an untranslated or fuzzy unit, a placeholder or inline code span that the translation lost.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+from babel.messages.catalog import Catalog, Message
+from babel.messages.extract import extract_from_dir
+from babel.messages.pofile import PoFileError, read_po, write_po
+
+from tools.i18n import EDITIONS, runtime_catalog_path
+
+from ..judging.ideas import split_hidden
+
+PROJECT = "serving-overlap-course"
+# calls whose first string argument a learner reads: figure text and the public checks' label
+TEXT_CALLS = {"set_title", "set_xlabel", "set_ylabel", "suptitle", "PublicChecks", "print", "say", "localize"}
+# keyword arguments that carry learner-facing text wherever they appear (figure text, widget labels)
+TEXT_KEYWORDS = {"title", "xlabel", "ylabel", "description", "label"}
+PLACEHOLDER = re.compile(r"(?<!\{)\{[^{}]*\}(?!\})")
+CODE_SPAN = re.compile(r"(?<!`)`[^`]+`(?!`)")  # may run over a line break, as markdown allows
+SOLUTION = re.compile(r"### BEGIN SOLUTION.*?### END SOLUTION", re.S)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One translatable text: ``context`` keys it (a cell id, ``grade_id:idea``) or is None for a
+    string that means the same wherever the code prints it."""
+
+    msgid: str
+    context: str | None = None
+    comment: str = ""
+    where: str = ""
+
+
+# ---------------------------------------------------------------- units from the sources
+
+
+def notebook_units(path: Path) -> list[Unit]:
+    """Each markdown cell of an instructor source, keyed by its cell id."""
+    units = []
+    for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        if cell.cell_type != "markdown" or not cell.source.strip():
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        kind = "model answer (instructor only)" if meta.get("solution") else ("read-only" if meta.get("locked") else "markdown")
+        units.append(Unit(cell.source, cell.id, f"cell {index} ({kind})", f"{path.name}:{cell.id}"))
+    return units
+
+
+def _template(node: ast.expr) -> str | None:
+    """A string literal's text, or an f-string as a template with ``{0}``, ``{1}``... for its values."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        parts, n = [], 0
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                parts.append(str(value.value).replace("{", "{{").replace("}", "}}"))
+            else:
+                parts.append(f"{{{n}}}")
+                n += 1
+        return "".join(parts)
+    return None
+
+
+def _is_text(text: str | None) -> bool:
+    """Words a person reads, not a key, a colour or a format string."""
+    return bool(text) and bool(re.search(r"[A-Za-z]{3,}", text)) and " " in text.strip()
+
+
+def code_strings(source: str) -> list[str]:
+    """The learner-facing strings of one code cell: public-check labels, case docstrings and
+    assertion messages, figure titles and labels."""
+    try:
+        tree = ast.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert) and node.msg is not None:
+            found.append(_template(node.msg))
+        elif isinstance(node, ast.FunctionDef) and any("case" in ast.unparse(d) for d in node.decorator_list):
+            found.append(ast.get_docstring(node))
+        elif isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in TEXT_CALLS and node.args:
+                found.append(_template(node.args[0]))
+            found += [_template(k.value) for k in node.keywords if k.arg in TEXT_KEYWORDS]
+    return [text for text in found if _is_text(text)]
+
+
+def code_units(paths: Iterable[Path]) -> list[Unit]:
+    """The learner-facing strings of every notebook's code cells, without solutions and hidden tests."""
+    units = []
+    for path in paths:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "code" or cell.metadata.get("nbgrader", {}).get("solution"):
+                continue
+            public = SOLUTION.sub("", split_hidden(cell.source)[0])
+            units += [Unit(text, None, "", f"{path.name}:{cell.get('id', '?')}") for text in code_strings(public)]
+    return units
+
+
+def tools_units(root: Path) -> list[Unit]:
+    """The learner runtime's own strings: ``tr("...")`` calls (found by Babel's Python extractor),
+    and figure text, widget labels and printed lines (found as in the notebooks' code cells)."""
+    units = []
+    for filename, lineno, message, comments, _context in extract_from_dir(root / "tools", [("**.py", "python")], keywords={"tr": None}):
+        if isinstance(message, str) and message:
+            units.append(Unit(message, None, " ".join(comments), f"tools/{filename}:{lineno}"))
+    for path in sorted((root / "tools").rglob("*.py")):
+        if path.name != "i18n.py":
+            units += [Unit(text, None, "", f"tools/{path.relative_to(root / 'tools')}") for text in code_strings(path.read_text(encoding="utf-8"))]
+    return units
+
+
+def grader_units(paths: Iterable[Path], feedback_texts: Iterable[str]) -> list[Unit]:
+    """The hidden tests' idea texts (read from the source, never run) and the feedback page's lines."""
+    units = []
+    for path in paths:
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if not meta.get("grade") or meta.get("solution"):
+                continue
+            hidden = split_hidden(cell.source)[1]
+            for node in ast.walk(ast.parse(hidden)) if hidden.strip() else ():
+                if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "idea" and len(node.args) >= 3:
+                    idea_id, text = ast.literal_eval(node.args[0]), ast.literal_eval(node.args[2])
+                    units.append(Unit(text, f"{meta['grade_id']}:{idea_id}", "idea text (instructor only)", path.name))
+    units += [Unit(text, None, "feedback page", "autograde") for text in feedback_texts]
+    return units
+
+
+# ---------------------------------------------------------------- the catalogs
+
+
+@dataclass(frozen=True)
+class CatalogFile:
+    path: Path
+    units: list[Unit]
+    language: str
+
+    @property
+    def label(self) -> str:
+        return self.path.as_posix()
+
+
+def course_catalogs(root: Path, notebooks: list[Path], feedback_texts: Iterable[str]) -> list[CatalogFile]:
+    """Every catalog of every edition besides English, with the units it must hold."""
+    catalogs = []
+    for lang in EDITIONS:
+        if lang == "en":
+            continue
+        folder = root / "translations" / lang
+        catalogs += [CatalogFile(folder / f"{path.stem}.po", notebook_units(path), lang) for path in notebooks]
+        catalogs.append(CatalogFile(folder / "grader.po", grader_units(notebooks, feedback_texts), lang))
+        catalogs.append(CatalogFile(runtime_catalog_path(lang, root / "tools"), [*tools_units(root), *code_units(notebooks)], lang))
+    return catalogs
+
+
+def _read(path: Path, language: str) -> Catalog:
+    with open(path, "rb") as handle:
+        return read_po(handle, locale=language, abort_invalid=True)
+
+
+def write_catalog(path: Path, catalog: Catalog) -> None:
+    buffer = io.BytesIO()
+    write_po(buffer, catalog, width=0, include_previous=True, sort_output=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(buffer.getvalue())
+
+
+def update(spec: CatalogFile) -> dict[str, int]:
+    """Bring one catalog up to date with its units; returns counts by state."""
+    old = _read(spec.path, spec.language) if spec.path.exists() else Catalog(locale=spec.language)
+    new = Catalog(locale=spec.language, project=PROJECT, fuzzy=False)
+    by_context = {m.context: m for m in old if m.id and m.context}
+    counts = {"translated": 0, "fuzzy": 0, "untranslated": 0, "obsolete": 0}
+    for unit in spec.units:
+        if new.get(unit.msgid, context=unit.context) is not None:
+            new.get(unit.msgid, context=unit.context).locations.append((unit.where, None))
+            continue
+        same = old.get(unit.msgid, context=unit.context)
+        moved = by_context.get(unit.context) if unit.context else None
+        message = Message(unit.msgid, "", [(unit.where, None)], auto_comments=[unit.comment] if unit.comment else [], context=unit.context)
+        if same is not None and same.string:
+            message.string, message.flags = same.string, set(same.flags) - {"python-format", "python-brace-format"}
+        elif moved is not None and moved.string:
+            message.string, message.flags, message.previous_id = moved.string, {"fuzzy"}, [moved.id]
+        new[unit.msgid] = message  # Catalog keys it by (id, context), the context from the message
+    keep = {(m.id, m.context) for m in new if m.id}
+    for message in old:
+        if message.id and (message.id, message.context) not in keep and message.string:
+            new.obsolete[(message.id, message.context)] = message
+    for message in new:
+        if message.id:
+            counts["untranslated" if not message.string else "fuzzy" if message.fuzzy else "translated"] += 1
+    counts["obsolete"] = len(new.obsolete)
+    write_catalog(spec.path, new)
+    return counts
+
+
+def _lost(pattern: re.Pattern, english: str, translated: str) -> list[str]:
+    """The tokens (placeholders, code spans) of ``english`` missing from ``translated``; a line break
+    inside one counts as a space (a translation may reflow a code span onto one line)."""
+    have = {" ".join(token.split()) for token in pattern.findall(translated)}
+    return [token for token in dict.fromkeys(pattern.findall(english)) if " ".join(token.split()) not in have]
+
+
+def problems(spec: CatalogFile) -> list[str]:
+    """Why this catalog cannot make an edition (empty when it can)."""
+    name = spec.label
+    if not spec.path.exists():
+        return [f"{name}: missing (run `python -m autograde translations update`)"]
+    try:
+        catalog = _read(spec.path, spec.language)
+    except PoFileError as exc:
+        return [f"{name}: does not parse: {exc}"]
+    found = []
+    for unit in spec.units:
+        message = catalog.get(unit.msgid, context=unit.context)
+        label = f"{name}: {'msgctxt ' + repr(unit.context) if unit.context else 'msgid ' + repr(unit.msgid[:60])} ({unit.where})"
+        if message is None:
+            found.append(f"{label} is not in the catalog (run `python -m autograde translations update`)")
+        elif not message.string:
+            found.append(f"{label} is untranslated (line {message.lineno})")
+        elif message.fuzzy:
+            found.append(f"{label} is fuzzy: its English changed (line {message.lineno})")
+        else:
+            lost = _lost(PLACEHOLDER, unit.msgid, message.string) + _lost(CODE_SPAN, unit.msgid, message.string)
+            if lost:
+                found.append(f"{label}: the translation lost {', '.join(lost)} (line {message.lineno})")
+    return found
+
+
+def translations(spec: CatalogFile) -> dict[str | None, dict[str, str]]:
+    """{context: {English: translation}} of the translated, not fuzzy, units."""
+    table: dict[str | None, dict[str, str]] = {}
+    for message in _read(spec.path, spec.language):
+        if message.id and message.string and not message.fuzzy:
+            table.setdefault(message.context, {})[message.id] = message.string
+    return table
+
+
+class CatalogError(RuntimeError):
+    """A catalog cannot make its edition (untranslated, fuzzy or broken units)."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("the translation is not complete:\n" + "\n".join(f"  {p}" for p in problems))
+        self.problems = problems

@@ -1,0 +1,91 @@
+"""The course's editions: English from ``solutions/``, and each translated edition from the same
+sources with the catalogs' text (``catalogs.py``). Every edition has the same code cells, so the
+same grade ids, checksums and graded cells."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+
+from tools.i18n import EDITIONS
+
+from ..course import Course
+from . import catalogs
+
+# The feedback page's own lines, translated in grader.po (run/job.py's ideas_report writes them)
+FEEDBACK_TEXTS: tuple[str, ...] = (
+    "Graded ideas (hidden tests, run outside your notebook): {score} / {points} points",
+    "This TODO still raises NotImplementedError, so it earns no points yet.",
+)
+
+
+def translated_editions() -> list[str]:
+    return [lang for lang in EDITIONS if lang != "en"]
+
+
+def course_catalogs(course: Course) -> list[catalogs.CatalogFile]:
+    return catalogs.course_catalogs(course.root, course.source_paths(), FEEDBACK_TEXTS)
+
+
+def catalog_for(course: Course, language: str, name: str) -> catalogs.CatalogFile:
+    """One catalog of an edition: a notebook stem or ``grader`` (built alone: the runtime's is not needed)."""
+    folder = course.root / "translations" / language
+    if name == "grader":
+        return catalogs.CatalogFile(folder / "grader.po", catalogs.grader_units(course.source_paths(), FEEDBACK_TEXTS), language)
+    path = course.solutions / f"{name}.ipynb"
+    return catalogs.CatalogFile(folder / f"{name}.po", catalogs.notebook_units(path), language)
+
+
+def update_catalogs(course: Course) -> list[tuple[catalogs.CatalogFile, dict[str, int]]]:
+    return [(spec, catalogs.update(spec)) for spec in course_catalogs(course)]
+
+
+def edition_source(path: Path, language: str, course: Course) -> nbformat.NotebookNode:
+    """An instructor source in ``language``: its markdown from the catalog, its code unchanged,
+    and ``metadata.course.language`` recording the edition."""
+    nb = nbformat.read(path, as_version=4)
+    if language != "en":
+        spec = catalog_for(course, language, path.stem)
+        found = catalogs.problems(spec)
+        if found:
+            raise catalogs.CatalogError(found)
+        table = catalogs.translations(spec)
+        for cell in nb.cells:
+            if cell.cell_type == "markdown" and cell.source.strip():
+                cell.source = table[cell.id][cell.source]
+    nb.metadata["course"] = {**copy.deepcopy(nb.metadata.get("course", {})), "language": language}
+    return nb
+
+
+def code_differences(english: Path, other: Path) -> list[str]:
+    """Where two editions of one notebook differ in anything but markdown text (empty when none)."""
+    a, b = nbformat.read(english, as_version=4), nbformat.read(other, as_version=4)
+    if len(a.cells) != len(b.cells):
+        return [f"{other.name}: {len(b.cells)} cells, the English edition has {len(a.cells)}"]
+    found = []
+    for index, (x, y) in enumerate(zip(a.cells, b.cells)):
+        if x.cell_type != y.cell_type or x.get("id") != y.get("id"):
+            found.append(f"{other.name}: cell {index} is a {y.cell_type} cell {y.get('id')!r}, in English a {x.cell_type} cell {x.get('id')!r}")
+        elif x.cell_type == "code" and x.source != y.source:
+            found.append(f"{other.name}: code cell {index} ({x.get('id')}) differs from the English edition's")
+        elif (gx := x.metadata.get("nbgrader", {}).get("grade_id")) != (gy := y.metadata.get("nbgrader", {}).get("grade_id")):
+            found.append(f"{other.name}: cell {index} has grade id {gy!r}, in English {gx!r}")
+    return found
+
+
+def feedback_translations(course: Course) -> dict[str, dict[str, str]]:
+    """{language: {key: text}} for the feedback pages: an idea's text keyed ``grade_id:idea``, a
+    feedback line keyed by its English. Only complete catalogs reach here (the release checks)."""
+    table: dict[str, dict[str, str]] = {}
+    for lang in translated_editions():
+        spec = catalog_for(course, lang, "grader")
+        found = catalogs.problems(spec)
+        if found:
+            raise catalogs.CatalogError(found)
+        merged = table.setdefault(lang, {})
+        for context, entries in catalogs.translations(spec).items():
+            for english, text in entries.items():
+                merged[context or english] = text
+    return table

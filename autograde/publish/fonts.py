@@ -1,0 +1,61 @@
+"""The CJK font the learner runtime ships: Noto Sans CJK SC, subset to the characters the runtime
+catalogs draw (figure text, widget labels), renamed as the SIL Open Font License asks of a modified
+font. A fresh Colab or Kaggle kernel has no CJK font; without this, Chinese figure text is boxes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.i18n import FONT_FAMILY, FONT_FILE
+
+# where Debian's fonts-noto-cjk puts the collection (index 2 is Simplified Chinese)
+SYSTEM_FONT = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
+SC_INDEX = 2
+ALWAYS = "，。：；？！“”‘’（）、《》【】…—·％～"
+
+
+def characters(texts) -> set[str]:
+    """The characters of ``texts`` that are not ASCII (the rest is drawn in DejaVu Sans)."""
+    return {ch for text in texts for ch in text if ord(ch) > 0x7F and not ch.isspace()}
+
+
+def missing_glyphs(texts, font: Path = FONT_FILE) -> list[str]:
+    """The CJK characters of ``texts`` that the shipped font cannot draw."""
+    from fontTools.ttLib import TTFont
+
+    if not font.is_file():
+        return sorted(ch for ch in characters(texts) if _is_cjk(ch))
+    cmap = TTFont(font, lazy=True).getBestCmap()
+    return sorted(ch for ch in characters(texts) if _is_cjk(ch) and ord(ch) not in cmap)
+
+
+def _is_cjk(ch: str) -> bool:
+    code = ord(ch)
+    return 0x2E80 <= code <= 0x9FFF or 0xF900 <= code <= 0xFAFF or 0xFF00 <= code <= 0xFFEF or 0x3000 <= code <= 0x303F
+
+
+def build_subset(texts, source: Path = SYSTEM_FONT, target: Path = FONT_FILE) -> tuple[int, int]:
+    """Write the subset of ``source`` that draws ``texts``; returns (characters, bytes)."""
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+
+    if not source.is_file():
+        raise FileNotFoundError(f"{source} is not here: install Debian's fonts-noto-cjk (apt-get install fonts-noto-cjk) or pass --font")
+    wanted = sorted(characters(texts) | set(ALWAYS))
+    font = TTFont(source, fontNumber=SC_INDEX if source.suffix == ".ttc" else -1)
+    options = subset.Options()
+    options.layout_features = ["*"]
+    options.name_IDs = ["*"]
+    options.notdef_outline = True
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(unicodes=[ord(ch) for ch in wanted])
+    subsetter.subset(font)
+    names = font["name"]
+    for record in names.names:  # a modified OFL font must not keep its Reserved Font Name
+        if record.nameID in (1, 16):
+            record.string = FONT_FAMILY
+        elif record.nameID in (3, 4, 6):
+            record.string = FONT_FAMILY.replace(" ", "") + "-Regular" if record.nameID == 6 else f"{FONT_FAMILY} Regular"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    font.save(target)
+    return len(wanted), target.stat().st_size

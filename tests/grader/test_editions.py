@@ -1,0 +1,97 @@
+"""Grading either edition: the same answers earn the same row from the English and the Chinese
+notebook; a Chinese submission is graded against the Chinese master (its read-only cells stay
+Chinese), even when a platform dropped its metadata, and its feedback page is in Chinese."""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import re
+
+import nbformat
+import pytest
+
+from submissions import MISTAKES, build, mutate, run_grade, write
+
+pytestmark = pytest.mark.slow
+
+NB = "04_decode_start_gate"
+
+
+def _mistake(student: str) -> dict[str, str]:
+    row = next(m for m in MISTAKES if m[0] == student)
+    return mutate(row[2], row[3], row[4])
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    subs = tmp_path_factory.mktemp("subs")
+    out = tmp_path_factory.mktemp("out") / "out"
+    write(subs, "en", NB, build(NB))
+    write(subs, "zh", NB, build(NB, edition="zh"))
+    dropped = build(NB, edition="zh")
+    del dropped.metadata["course"]  # a platform that rewrites metadata (Colab) drops the edition
+    write(subs, "zh_no_metadata", NB, dropped)
+    write(subs, "en_wrong", NB, build(NB, _mistake("w4_strict_deadline")))
+    write(subs, "zh_wrong", NB, build(NB, _mistake("w4_strict_deadline"), edition="zh"))
+    run_grade(subs, out)
+    rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
+    return {"out": out, "rows": rows}
+
+
+def _scores(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k not in ("student_id", "edition")}
+
+
+def test_the_same_answers_get_the_same_row_from_either_edition(graded):
+    rows = graded["rows"]
+    assert _scores(rows["en"]) == _scores(rows["zh"]) == _scores(rows["zh_no_metadata"])
+    assert _scores(rows["en_wrong"]) == _scores(rows["zh_wrong"])
+    assert float(rows["en_wrong"]["auto_total"]) < float(rows["en"]["auto_total"])
+    assert {s: rows[s]["edition"] for s in rows} == {"en": "en", "zh": "zh", "zh_no_metadata": "zh", "en_wrong": "en", "zh_wrong": "zh"}
+    log = [json.loads(line) for line in (graded["out"] / "log.jsonl").read_text().splitlines()]
+    assert {r["student_id"]: r["edition"] for r in log if r["notebook"] == NB} == {s: rows[s]["edition"] for s in rows}
+
+
+def test_the_gradebook_holds_the_same_scores_for_either_edition(graded):
+    from nbgrader.api import Gradebook
+
+    url = f"sqlite:///{graded['out'] / 'gradebook.db'}"
+    with Gradebook(url) as book:
+
+        def scores(student):
+            nb = book.find_submission_notebook(NB, book.assignments[0].name, student)
+            return {g.name: (g.auto_score, g.manual_score) for g in nb.grades}
+
+        assert scores("en") == scores("zh") == scores("zh_no_metadata")
+        assert scores("en_wrong") == scores("zh_wrong")
+
+
+def _page(out, student) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", (out / "feedback" / student / f"{NB}.html").read_text(encoding="utf-8")))
+
+
+def test_a_chinese_submissions_feedback_is_in_chinese(graded):
+    zh, en = _page(graded["out"], "zh_wrong"), _page(graded["out"], "en_wrong")
+    assert "评分要点" in zh and "Graded ideas" not in zh
+    assert "Graded ideas" in en and "评分要点" not in en
+    # the failed idea's rule, in Chinese on the Chinese page, in English on the English one
+    assert "Missing pieces are waited for when they land no later than the deadline" in en
+    assert "Missing pieces are waited for" not in zh and "截止时间" in zh
+    # the public checks ran in Chinese too, and the notebook's own text is the Chinese edition's
+    assert "公开检查" in zh and "public checks" not in zh
+    assert "解码启动门槛" in zh
+
+
+def _locked_markdown(path) -> list[str]:
+    return [c.source for c in nbformat.read(path, 4).cells if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("locked")]
+
+
+def test_a_chinese_submission_keeps_its_chinese_read_only_cells(graded, root):
+    """nbgrader restores read-only cells from the master it grades against: the Chinese one."""
+    chinese = _locked_markdown(root / "notebooks" / "zh" / f"{NB}.ipynb")
+    assert chinese and chinese != _locked_markdown(root / "notebooks" / f"{NB}.ipynb")
+    for student in ("zh", "zh_no_metadata"):
+        path = next((graded["out"] / "autograded" / student).rglob(f"{NB}.ipynb"))
+        assert _locked_markdown(path) == chinese
