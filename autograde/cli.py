@@ -10,6 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tools.i18n import EDITIONS
+
 from .course import Course, UnusableInput
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -81,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--to", type=Path, help="the CSV to write (default: OUT/final_grades.csv)")
     report = sub.add_parser("report", help="the class report: OUT/report.html (figures, per-idea pass rates, problems) and OUT/report.json")
     report.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
+    report.add_argument("--language", choices=EDITIONS, default="en", help="the language of the graded ideas' texts (default en)")
     validate = sub.add_parser("validate", help="run a notebook's public checks (exit 1 when one fails)")
     validate.add_argument("files", type=Path, nargs="+")
     translations = sub.add_parser("translations", help="the translation catalogs: `update` them from the sources, or show their `status`")
@@ -288,7 +291,7 @@ def cmd_export(course: Course, args) -> int:
 def cmd_report(course: Course, args) -> int:
     from .record.report import write_report
 
-    page, numbers, data = write_report(course, args.out)
+    page, numbers, data = write_report(course, args.out, args.language)
     print(
         f"wrote {page} and {numbers}: {data['students']} student(s), {len(data['ideas'])} graded idea(s), "
         f"{sum(p['count'] for p in data['problems'])} problem(s) in {len(data['problems'])} kind(s)"

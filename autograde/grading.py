@@ -16,6 +16,7 @@ scanned for hidden-test and reference-answer lines before it is written.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import hmac
 import html
@@ -107,6 +108,12 @@ def grading_master(course: Course, out: Path) -> Path:
         write_json_atomic(master / "judge.json", spec)
         write_json_atomic(record, {"sources": digest, "tree": _tree_digest(master)})
     return master
+
+
+@functools.lru_cache(maxsize=4)
+def page_words(course: Course) -> dict[str, dict[str, str]]:
+    """{language: feedback translations} (read once per batch: every page of an edition uses them)."""
+    return feedback_translations(course)
 
 
 def edition_master(master: Path, language: str) -> Path:
@@ -361,7 +368,8 @@ def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bo
         if page.is_file():
             target = out / "feedback" / student / f"{notebook}.html"
             pending_ids = {gid for gid, score in record["manual"].items() if score is None}
-            redacted = _write_feedback(page, target, secrets, graded, pending_ids)
+            words = page_words(course).get(record.get("edition", "en"), {})
+            redacted = _write_feedback(page, target, secrets, graded, pending_ids, words)
             if redacted:
                 record["redacted_lines"] = redacted
         else:
@@ -484,7 +492,41 @@ def mark_pending(text: str, pending: set[str]) -> str:
     return text
 
 
-def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: Path, pending: set[str] = frozenset()) -> int:
+_PAGE_HEADINGS = (  # (pattern in nbgrader's feedback template, English): only the template's own text is touched
+    (r'(<a href="#{id}">){text}(</a>)', ("Test cell", "Coding free-response", "Written response", "Task")),
+    (r'(<a href="#comment-{id}">){text}(</a>)', ("Comment",)),
+    (r'(<span class="nbgrader-label">){text}(</span>)', ("Student's answer",)),
+    (r"(<b>){text}(:</b>)", ("Comments",)),
+    (r'(<a href="#top">\(){text}(\)</a>)', ("Top",)),
+)
+
+
+def localize_page(text: str, words: dict[str, str]) -> str:
+    """A feedback page's own headings in the submission's language (``words``: its edition's
+    feedback translations; empty for English, which leaves the page as it is)."""
+    if not words:
+        return text
+    for pattern, english in _PAGE_HEADINGS:
+        for item in english:
+            if item in words:
+                regex = pattern.format(id=_ID, text=re.escape(item))
+                text = re.sub(regex, lambda m, w=words[item]: m.group(1) + html.escape(w) + m.group(2), text)
+    score = html.escape(words.get("Score", "Score"))
+    text = re.sub(rf"(\(|<h4>[^<]{{1,200}} \(|</div>\s*|\n\s*)Score: ({_NUM} / {_NUM})", rf"\1{score}: \2", text)
+    for template in (
+        "pending: a person grades it, {points} point(s)",
+        "Pending: a person grades it ({points} point(s))",
+        "{points} point(s) wait for a person's grading",
+    ):
+        if template in words:
+            regex = re.escape(template).replace(re.escape("{points}"), f"({_NUM})")
+            text = re.sub(regex, lambda m, t=words[template]: html.escape(t.format(points=m.group(1))), text)
+    return text
+
+
+def _write_feedback(
+    page: Path, target: Path, secrets: dict[str, str], graded: Path, pending: set[str] = frozenset(), words: dict[str, str] | None = None
+) -> int:
     """Copy a feedback page, first removing any line of a hidden test or of a reference answer
     that the learner's own notebook does not hold, and marking answers that wait for a person
     as pending. Returns how many lines were removed."""
@@ -502,7 +544,7 @@ def _write_feedback(page: Path, target: Path, secrets: dict[str, str], graded: P
         if plain and plain in secrets and plain not in own:
             lines[i] = "<span>[line removed from this page: it quoted the grader's tests or answers]</span>"
             removed += 1
-    text = add_csp(add_wrapping(_safe_links(mark_pending("\n".join(lines), set(pending)))))
+    text = add_csp(add_wrapping(_safe_links(localize_page(mark_pending("\n".join(lines), set(pending)), words or {}))))
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -18,7 +18,7 @@ import pytest
 from autograde.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "README.zh-CN.md", *sorted((ROOT / "docs").glob("*.md"))]
 # a placeholder in the docs and a value the parser accepts in its place
 PLACEHOLDERS = {"SUBMISSIONS": "subs", "OUT": "out", "URL": "sqlite:///g.db", "ADDRESS": "tcp://host:8786", "REV": "HEAD"}
 COMMAND = re.compile(r"^(python -m autograde\b|make [a-z]|python (?:benchmarks|tests)/)")

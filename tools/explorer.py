@@ -16,7 +16,7 @@ from collections.abc import Callable
 import matplotlib.pyplot as plt
 
 from . import presets
-from .i18n import localize, tr
+from .i18n import N_, localize, tr
 from .plotting import NOISE, draw_transfer_timeline, new_figure, readable
 
 MiB = 2**20
@@ -281,11 +281,11 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
         readout.value = "<b>" + readout_text(r) + "</b>"
         with out:
             out.clear_output(wait=True)
-            _draw(
-                r,
-                f"{readable(payload.value, 0, fixed=True)} MiB at {readable(gbps.value, 0, fixed=True)} Gbit/s, "
-                f"{layers.value} layer{'s' if layers.value > 1 else ''}",
-            )
+            size = {"payload": readable(payload.value, 0, fixed=True), "gbps": readable(gbps.value, 0, fixed=True), "layers": layers.value}
+            if layers.value > 1:
+                _draw(r, tr("{payload} MiB at {gbps} Gbit/s, {layers} layers", **size))
+            else:
+                _draw(r, tr("{payload} MiB at {gbps} Gbit/s, 1 layer", **size))
 
     def apply(**values):
         applying.append(True)
@@ -337,7 +337,7 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
 
 def _boxed(w, c: dict):
     order = ("link_buttons", "model_buttons", "tokens", "payload", "gbps", "latency", "window", "other", "layers", "readout", "out")
-    return widget_box(w, "Handoff explorer", [c[name] for name in order], c["readout"])
+    return widget_box(w, N_("Handoff explorer"), [c[name] for name in order], c["readout"])
 
 
 def widget_box(w, title: str, children: list, readout):

@@ -124,6 +124,12 @@ def _template_pattern(msgid: str) -> re.Pattern | None:
         return None
 
 
+def N_(text: str) -> str:
+    """Mark ``text`` for the catalog without translating it here: a label kept in a table (a
+    figure's legend entry, a widget's title) that is translated where it is shown."""
+    return text
+
+
 def tr(text: str, **values) -> str:
     """This package's string ``text`` in the learner's language, formatted with ``values``."""
     translated = _catalog(language())[0].get(text, text) if language() != "en" else text

@@ -79,8 +79,8 @@ def course_setup(quiet: bool = False) -> dict[str, Any]:
         return summary
     summary["nvidia_driver"] = nvidia_driver_present()
     if not quiet:
-        torch = f"torch {summary['torch']}" if summary["torch"] else "torch not installed (only notebook 05 needs it)"
-        gpu = "NVIDIA driver found" if summary["nvidia_driver"] else "no NVIDIA GPU (CPU only: every exercise works)"
+        torch = f"torch {summary['torch']}" if summary["torch"] else tr("torch not installed (only notebook 05 needs it)")
+        gpu = tr("NVIDIA driver found") if summary["nvidia_driver"] else tr("no NVIDIA GPU (CPU only: every exercise works)")
         print(localize(f"Python {summary['python']} · {torch} · {gpu}"))
     return summary
 

@@ -11,6 +11,8 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
+from .i18n import N_
+
 # Okabe & Ito (2008): distinguishable with the common forms of colour-blindness.
 PALETTE = {
     "blue": "#0072B2",
@@ -41,13 +43,13 @@ ROLE = {
 COLOUR_NAME = {"cpu": "purple", "compute": "blue", "copy": "orange", "network": "light blue", "hidden": "green", "exposed": "red", "wait": "grey"}
 # What a legend calls each role.
 ROLE_LABEL = {
-    "cpu": "CPU work",
-    "compute": "GPU compute (SMs)",
-    "copy": "copy engine (DMA)",
-    "network": "network transfer",
-    "hidden": "hidden transfer",
-    "exposed": "exposed transfer",
-    "wait": "waiting",
+    "cpu": N_("CPU work"),
+    "compute": N_("GPU compute (SMs)"),
+    "copy": N_("copy engine (DMA)"),
+    "network": N_("network transfer"),
+    "hidden": N_("hidden transfer"),
+    "exposed": N_("exposed transfer"),
+    "wait": N_("waiting"),
 }
 FIGSIZE = (9.0, 3.6)
 NOISE = 1e-9  # below this a value in ms is floating-point noise: 0.1 ns is far below any timing here
@@ -289,7 +291,7 @@ def draw_transfer_timeline(
             patch = Rectangle((a, 0.15), b - a, 0.7, facecolor=ROLE["hidden"], edgecolor="none")
             ax.add_patch(patch)
             patch.set_clip_path(frame)
-    ax.set_yticks([0.5, 1.45], ["transfer", "independent\ncompute"])
+    ax.set_yticks([0.5, 1.45], [N_("transfer"), N_("independent\ncompute")])
     ax.set_ylim(2.0, -0.1)
     ax.set_xlim(lo - pad, hi + pad)
     ax.set_xlabel("time (ms)")

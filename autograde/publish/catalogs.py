@@ -128,10 +128,10 @@ def code_units(paths: Iterable[Path]) -> list[Unit]:
 
 
 def tools_units(root: Path) -> list[Unit]:
-    """The learner runtime's own strings: ``tr("...")`` calls (found by Babel's Python extractor),
+    """The learner runtime's own strings: ``tr("...")`` and ``N_("...")`` calls (found by Babel's Python extractor),
     and figure text, widget labels and printed lines (found as in the notebooks' code cells)."""
     units = []
-    for filename, lineno, message, comments, _context in extract_from_dir(root / "tools", [("**.py", "python")], keywords={"tr": None}):
+    for filename, lineno, message, comments, _context in extract_from_dir(root / "tools", [("**.py", "python")], keywords={"tr": None, "N_": None}):
         if isinstance(message, str) and message:
             units.append(Unit(message, None, " ".join(comments), f"tools/{filename}:{lineno}"))
     for path in sorted((root / "tools").rglob("*.py")):
@@ -168,6 +168,11 @@ class CatalogFile:
 
     @property
     def label(self) -> str:
+        """The catalog's path as a translator finds it: from the course folder (translations/zh/...)."""
+        parts = self.path.parts
+        for top in ("translations", "tools"):
+            if top in parts:
+                return "/".join(parts[len(parts) - parts[::-1].index(top) - 1 :])
         return self.path.as_posix()
 
 
@@ -233,14 +238,30 @@ def _lost(pattern: re.Pattern, english: str, translated: str) -> list[str]:
     return [token for token in dict.fromkeys(pattern.findall(english)) if " ".join(token.split()) not in have]
 
 
+_PO_LINE = re.compile(r'^(?:#.*|(?:#~ )?(?:msgctxt|msgid|msgid_plural|msgstr(?:\[\d+\])?) +"(?:[^"\\]|\\.)*"|(?:#~ )?"(?:[^"\\]|\\.)*"|\s*)$')
+
+
+def syntax_error(path: Path) -> str | None:
+    """The first line that is not PO syntax (a keyword and a closed, escaped string; a string
+    continuing the last one; a comment; a blank line). Babel's reader forgives what msgfmt and
+    translators' tools refuse (an unclosed quote), so the course checks it itself."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not _PO_LINE.match(line):
+            return f"line {number} is not PO syntax: {line[:60]!r}"
+    return None
+
+
 def problems(spec: CatalogFile) -> list[str]:
     """Why this catalog cannot make an edition (empty when it can)."""
     name = spec.label
     if not spec.path.exists():
         return [f"{name}: missing (run `python -m autograde translations update`)"]
     try:
+        broken = syntax_error(spec.path)
+        if broken:
+            return [f"{name}: does not parse: {broken}"]
         catalog = _read(spec.path, spec.language)
-    except PoFileError as exc:
+    except (PoFileError, UnicodeDecodeError) as exc:
         return [f"{name}: does not parse: {exc}"]
     found = []
     for unit in spec.units:

@@ -18,6 +18,19 @@ from . import catalogs
 FEEDBACK_TEXTS: tuple[str, ...] = (
     "Graded ideas (hidden tests, run outside your notebook): {score} / {points} points",
     "This TODO still raises NotImplementedError, so it earns no points yet.",
+    # the headings of nbgrader's feedback page and the grader's notes on it (grading.localize_page)
+    "Score",
+    "Test cell",
+    "Coding free-response",
+    "Written response",
+    "Task",
+    "Comment",
+    "Comments",
+    "Student's answer",
+    "Top",
+    "pending: a person grades it, {points} point(s)",
+    "Pending: a person grades it ({points} point(s))",
+    "{points} point(s) wait for a person's grading",
 )
 
 

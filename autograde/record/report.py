@@ -29,6 +29,7 @@ from tools.project_runtime import write_json_atomic
 
 from ..course import Course, Exercise, UnusableInput, exercises
 from ..model import PENDING, REVIEW, STATUS_TEXT
+from ..publish.editions import feedback_translations
 from .exporters import add_csp
 
 TAIL = ("auto_total", "manual_total", "total", "max_total", "pending", "needs_review", "edition")  # not exercise columns
@@ -212,16 +213,18 @@ def _exercise(name: str, info: Exercise | None, rows: list[dict]) -> dict:
     }
 
 
-def _idea_rates(course: Course, records: list[dict], n_students: int) -> list[dict]:
-    """Each idea's results over the notebooks the judge ran, the most missed first."""
+def _idea_rates(course: Course, records: list[dict], n_students: int, words: dict[str, str] | None = None) -> list[dict]:
+    """Each idea's results over the notebooks the judge ran, the most missed first; each idea's text
+    in the report's language (``words``: that edition's feedback translations, empty for English)."""
     known = course_ideas(course)
+    words = words or {}
     tally: dict[tuple[str, str], dict] = {}
     for info in known:
         tally[(info.grade_id, info.id)] = {
             "notebook": info.notebook,
             "grade_id": info.grade_id,
             "idea": info.id,
-            "text": info.text,
+            "text": words.get(f"{info.grade_id}:{info.id}", info.text),
             "points": info.points,
             "order": info.order,
         }
@@ -326,8 +329,9 @@ def _timing(records: list[dict]) -> dict:
     }
 
 
-def build_report(course: Course, out: Path) -> dict:
-    """Read a graded folder and compute the report's numbers (what report.json holds)."""
+def build_report(course: Course, out: Path, language: str = "en") -> dict:
+    """Read a graded folder and compute the report's numbers (what report.json holds); the graded
+    ideas' texts in ``language`` (an edition of the course)."""
     if not out.is_dir():
         raise UnusableInput(f"{out} is not a folder (run `python -m autograde grade SUBMISSIONS --out {out}` first)")
     summary = _read_summary(out)
@@ -365,13 +369,19 @@ def build_report(course: Course, out: Path) -> dict:
     }
 
     n_students = len(rows)
-    ideas = _idea_rates(course, records, n_students)
+    words = feedback_translations(course).get(language, {}) if language != "en" else {}
+    ideas = _idea_rates(course, records, n_students, words)
+    editions: dict[str, int] = {}
+    for row in rows:
+        editions[row["edition"] or "none"] = editions.get(row["edition"] or "none", 0) + 1
     problems = _problems(records, summary, rows)
     timing = _timing(records)
 
     return {
         "assignment": course.assignment,
         "students": n_students,
+        "language": language,
+        "editions": editions,
         "notebooks": list(course.notebooks),
         "records": len(records),
         "notebooks_graded": sum(r["status"] == "graded" for r in records),
@@ -561,6 +571,7 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 </style></head><body>
 <h1>Class report | 班级报告 · {{ data.assignment }}</h1>
 <p>{{ data.students }} student(s), {{ data.notebooks_graded }} of {{ data.records }} notebook(s) graded.
+Editions submitted: {% for lang, n in data.editions.items() %}{{ lang }} {{ n }}{{ ", " if not loop.last }}{% endfor %}.
 Scores from <code>{{ s.from }}</code>.</p>
 {% for w in data.warnings %}<p class="warn">{{ w }}</p>{% endfor %}
 
@@ -648,9 +659,9 @@ def render(data: dict, figs: dict[str, str]) -> str:
     return add_csp(page, REPORT_POLICY)
 
 
-def write_report(course: Course, out: Path) -> tuple[Path, Path, dict]:
+def write_report(course: Course, out: Path, language: str = "en") -> tuple[Path, Path, dict]:
     """Write OUT/report.html and OUT/report.json. Returns (page, numbers file, numbers)."""
-    data = build_report(course, out)
+    data = build_report(course, out, language)
     page = render(data, figures(data))
     target = out / "report.html"
     tmp = target.with_name(target.name + ".tmp")

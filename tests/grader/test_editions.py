@@ -82,6 +82,9 @@ def test_a_chinese_submissions_feedback_is_in_chinese(graded):
     # the public checks ran in Chinese too, and the notebook's own text is the Chinese edition's
     assert "公开检查" in zh and "public checks" not in zh
     assert "解码启动门槛" in zh
+    # nbgrader's own headings on the page, in the submission's language
+    assert "Student's answer" in en and "Score: " in en
+    assert "Student's answer" not in zh and "你的答案" in zh and "得分: " in zh and "Score: " not in zh
 
 
 def _locked_markdown(path) -> list[str]:
@@ -95,3 +98,20 @@ def test_a_chinese_submission_keeps_its_chinese_read_only_cells(graded, root):
     for student in ("zh", "zh_no_metadata"):
         path = next((graded["out"] / "autograded" / student).rglob(f"{NB}.ipynb"))
         assert _locked_markdown(path) == chinese
+
+
+def test_the_class_report_counts_the_editions_and_speaks_the_instructors_language(graded):
+    import subprocess
+    import sys
+
+    for language, text in (("en", "Missing pieces are waited for"), ("zh", "截止时间")):
+        proc = subprocess.run(
+            [sys.executable, "-m", "autograde", "report", str(graded["out"]), "--language", language], capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads((graded["out"] / "report.json").read_text(encoding="utf-8"))
+        assert data["editions"] == {"en": 2, "zh": 3} and data["language"] == language
+        idea = next(i for i in data["ideas"] if i["grade_id"] == "todo4_plan_decode" and i["idea"] == "deadline_inclusive")
+        assert text in idea["text"], idea
+    page = (graded["out"] / "report.html").read_text(encoding="utf-8")
+    assert "Editions submitted: en 2, zh 3" in page and "截止时间" in page

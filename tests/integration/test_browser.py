@@ -43,6 +43,14 @@ def lab(root, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("lab")
     for name in COPIED:  # copies: autosave must not touch the sources
         shutil.copy(root / "solutions" / name, workdir / name)
+    # the Chinese edition of the Step 2 notebook, answered (the instructor's source with the catalog's text)
+    import nbformat
+
+    from autograde.course import Course
+    from autograde.publish.editions import edition_source
+
+    (workdir / "zh").mkdir()
+    nbformat.write(edition_source(root / "solutions" / NOTEBOOK, "zh", Course.load()), workdir / "zh" / NOTEBOOK)
     # every cell in the page, not only those in view (JupyterLab 4 renders a long notebook lazily)
     settings = workdir / ".jupyter" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
@@ -92,6 +100,7 @@ def lab(root, tmp_path_factory):
         "base": base,
         "token": token,
         "simulator_url": f"{base}/lab/tree/{SIMULATOR}?token={token}&reset",
+        "chinese_url": f"{base}/lab/tree/zh/{NOTEBOOK}?token={token}&reset",
     }
     proc.terminate()
     try:
@@ -193,6 +202,45 @@ def test_simulator_panel_in_jupyterlab(lab, root):
         panel = page.locator(".widget-vbox", has=readout).last
         expect(panel.locator("img")).to_have_count(1, timeout=30_000)  # the live figure
         panel.screenshot(path=str(artifacts / "jupyterlab_simulator.png"))
+
+
+def test_the_chinese_explorer_in_jupyterlab(lab, root):
+    """The Chinese edition in the lab: the kernel finds the edition in the notebook's metadata by
+    itself; the checks print in Chinese; the explorer's labels and readout are Chinese, and a slider
+    still changes the output."""
+    from playwright.sync_api import expect
+
+    from tools import i18n
+
+    i18n.set_language("zh")
+    try:
+        layers = i18n.localize("layers (1 = send after)")
+        exposed = i18n.localize("transfer 1.00 ms · hidden 0.00 ms · exposed 1.00 ms · overlap ratio 0.00")
+    finally:
+        i18n.set_language(None)
+    assert layers != "layers (1 = send after)" and "暴露" in exposed
+    with _lab_page(root, "jupyterlab_explorer_zh") as (page, artifacts):
+        _open_and_run_all(page, lab["chinese_url"])
+        readout = page.locator(".handoff-readout")
+        expect(readout).to_contain_text("暴露", timeout=120_000)
+        expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(0, timeout=120_000)
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']:visible")
+        assert errors.count() == 0, errors.all_inner_texts()[:3]
+        assert page.get_by_text("隐藏测试").count() >= 2, "the check lines are in Chinese"
+        assert page.get_by_text("hidden tests run at grading").count() == 0
+        before = readout.inner_text()
+        slider = page.locator(".widget-slider", has_text=layers)
+        slider.scroll_into_view_if_needed()
+        handle = slider.locator(".noUi-handle")
+        handle.focus()
+        for _ in range(10):
+            handle.press("ArrowRight")
+        expect(readout).not_to_have_text(before, timeout=30_000)
+        assert "暴露" in readout.inner_text()
+        page.wait_for_timeout(2000)
+        explorer = page.locator(".widget-vbox", has=readout).last
+        expect(explorer.locator("img")).to_have_count(1, timeout=30_000)
+        explorer.screenshot(path=str(artifacts / "jupyterlab_explorer_zh.png"))
 
 
 def test_the_learners_lab_has_no_instructor_tools(lab, root):

@@ -210,6 +210,9 @@ def test_learner_wheel_holds_the_runtime_only(tmp_path):
         tops = {n.split("/")[0] for n in names}
         assert tops == {"tools", wheel.name.split("-py3")[0] + ".dist-info"}, tops
         assert "tools/schemas/inf_serving_overlap.schema.json" in names and "tools/notebook_runtime.py" in names
+        # the Chinese edition's runtime: its catalog, its font and the font's licence
+        assert {"tools/locale/zh/runtime.po", "tools/fonts/CourseSansCJK-Subset.otf", "tools/fonts/OFL.txt"} <= set(names)
+        assert not [n for n in names if n.startswith("translations/") or n.endswith("grader.po")], "the instructor's catalogs stay home"
         meta = zf.read(next(n for n in names if n.endswith("/METADATA"))).decode()
         cells = json.loads(zf.read("tools/release_cells.json"))
     assert all(f"Requires-Dist: {dep}" in meta for dep in LEARNER_DEPENDENCIES)

@@ -17,7 +17,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .. import presets
 from ..explorer import show_live_or_static, widget_box
-from ..i18n import localize
+from ..i18n import N_, localize
 from ..plotting import PALETTE, add_legend, draw_lanes, new_figure, readable
 from . import sim as handoff_sim
 
@@ -168,7 +168,7 @@ def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> Non
     }
     values = [v for vs in series.values() for v in vs]
     if not values:
-        ax.text(0.5, 0.5, "no request exposed any transfer time", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, N_("no request exposed any transfer time"), ha="center", va="center", transform=ax.transAxes)
         return
     low, high = math.log10(min(values)), math.log10(max(values))
     if high - low < 0.5:
@@ -186,7 +186,7 @@ def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> Non
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("exposed transfer time per request (ms, log scale)")
-    ax.set_ylabel("requests")
+    ax.set_ylabel(N_("requests"))
     add_legend(ax, ax.get_legend_handles_labels()[0])
     if title:
         ax.set_title(title)
@@ -196,8 +196,8 @@ def _draw_panel(result: dict, title: str) -> None:
     from IPython.display import display
 
     fig, (left, right) = new_figure(cols=2, height=3.6)
-    draw_ttft_cdf(left, {"this setting": result}, title="TTFT")
-    draw_exposed_histogram(right, {"this setting": result}, title="exposed transfer")
+    draw_ttft_cdf(left, {N_("this setting"): result}, title="TTFT")
+    draw_exposed_histogram(right, {N_("this setting"): result}, title="exposed transfer")
     right.get_legend().remove()
     fig.suptitle(title, fontsize=11)
     display(fig)  # explicit, so it shows inside an Output widget whatever the backend
@@ -273,7 +273,7 @@ def _build_widgets(steps: dict, first: dict):
         control.observe(rerun, names="value")
     show(first)
 
-    return widget_box(w, "Simulator panel", [rate, link, model, streaming, fault, readout, out], readout)
+    return widget_box(w, N_("Simulator panel"), [rate, link, model, streaming, fault, readout, out], readout)
 
 
 def controls_of(panel) -> dict:

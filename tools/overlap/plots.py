@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
+from ..i18n import N_
 from ..plotting import PALETTE, ROLE, draw_lanes, new_figure
 
 
@@ -71,11 +72,11 @@ def _prediction(ax, cases: list[dict]) -> None:
 
 # The evidence chart's colours carry the verdict, never the kind of row: a bar is green only when it
 # confirms overlap; a control (hatched) is expected to stay grey, and one that confirms is red.
-EVIDENCE_COLOURS = {
-    "confirmed": ROLE["hidden"],
-    "not confirmed": ROLE["wait"],
-    "control, not confirmed (as it must be)": ROLE["wait"],
-    "control confirmed: instrument fault": ROLE["exposed"],
+EVIDENCE_COLOURS = {  # the keys are legend entries, translated where the figure is drawn
+    N_("confirmed"): ROLE["hidden"],
+    N_("not confirmed"): ROLE["wait"],
+    N_("control, not confirmed (as it must be)"): ROLE["wait"],
+    N_("control confirmed: instrument fault"): ROLE["exposed"],
 }
 
 

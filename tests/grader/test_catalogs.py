@@ -1,0 +1,94 @@
+"""The translation catalogs: updated from the sources, refused when broken, incomplete or stale,
+naming the catalog, the unit and the line."""
+
+from __future__ import annotations
+
+import pytest
+
+from autograde.publish import catalogs
+from autograde.publish.catalogs import CatalogFile, Unit
+
+
+def _catalog(tmp_path, units, translations=None) -> CatalogFile:
+    spec = CatalogFile(tmp_path / "translations" / "zh" / "x.po", units, "zh")
+    catalogs.update(spec)
+    if translations:
+        catalog = catalogs._read(spec.path, "zh")
+        for message in catalog:
+            if message.id in translations:
+                message.string = translations[message.id]
+        catalogs.write_catalog(spec.path, catalog)
+    return spec
+
+
+def test_update_adds_new_units_keeps_translations_and_marks_changed_english_fuzzy(tmp_path):
+    spec = _catalog(tmp_path, [Unit("Hello world", "c1"), Unit("Gone soon", "c2")], {"Hello world": "你好，世界", "Gone soon": "很快消失"})
+    assert catalogs.problems(spec) == []
+    changed = CatalogFile(spec.path, [Unit("Hello, world!", "c1"), Unit("Brand new", "c3")], "zh")
+    counts = catalogs.update(changed)
+    assert counts == {"translated": 0, "fuzzy": 1, "untranslated": 1, "obsolete": 2}
+    found = catalogs.problems(changed)
+    assert any("msgctxt 'c1'" in p and "fuzzy" in p for p in found) and any("msgctxt 'c3'" in p and "untranslated" in p for p in found)
+    assert all(p.startswith("translations/zh/x.po: ") and "(line " in p for p in found), found
+    assert '#~ msgctxt "c2"' in spec.path.read_text(encoding="utf-8")  # obsolete, kept for the translator
+
+
+def test_a_translation_that_loses_a_placeholder_or_a_code_span_is_refused(tmp_path):
+    units = [Unit("{n} checks failed", None), Unit("call `estimate_handoff(payload)` first", None), Unit("a `span\nover two lines`", None)]
+    spec = _catalog(
+        tmp_path,
+        units,
+        {
+            "{n} checks failed": "{count} 项检查失败",
+            "call `estimate_handoff(payload)` first": "先调用 estimate_handoff",
+            "a `span\nover two lines`": "一个 `span over two lines`",
+        },
+    )
+    found = catalogs.problems(spec)
+    assert len(found) == 2, found
+    assert "lost {n}" in found[0] and "lost `estimate_handoff(payload)`" in found[1]
+
+
+def test_a_catalog_that_does_not_parse_is_named_with_its_line(tmp_path):
+    spec = _catalog(tmp_path, [Unit("Hello world", None)], {"Hello world": "你好"})
+    text = spec.path.read_text(encoding="utf-8")
+    spec.path.write_text(text.replace('msgstr "你好"', 'msgstr "你好'), encoding="utf-8")
+    found = catalogs.problems(spec)
+    assert len(found) == 1 and found[0].startswith("translations/zh/x.po: does not parse") and "line" in found[0], found
+
+
+def test_code_strings_become_templates_and_skip_keys():
+    source = (
+        "checks = PublicChecks('TODO 9 · thing')\n"
+        "@checks.case\n"
+        "def f():\n"
+        "    '''The thing works as told'''\n"
+        "    assert x == 1, f'expected 1, got {x!r} from {y}'\n"
+        "ax.set_title('Serial vs overlapped')\n"
+        "d = {'ready': 1}\n"
+    )
+    assert sorted(catalogs.code_strings(source)) == sorted(
+        ["TODO 9 · thing", "The thing works as told", "expected 1, got {0} from {1}", "Serial vs overlapped"]
+    )
+
+
+def test_the_feedback_pages_own_headings_are_translated_and_nothing_else():
+    from autograde.grading import localize_page
+
+    page = (
+        '<h4>04 (Score: 2.0 / 3.0)</h4><li><a href="#todo4">Test cell</a> (Score: 2.0 / 2.0)</li>'
+        '<span class="nbgrader-label">Student\'s answer</span><pre>print("Test cell Score: 1.0 / 2.0")</pre>'
+    )
+    words = {"Score": "得分", "Test cell": "测试单元格", "Student's answer": "你的答案"}
+    out = localize_page(page, words)
+    assert "<h4>04 (得分: 2.0 / 3.0)</h4>" in out and ">测试单元格</a> (得分: 2.0 / 2.0)" in out and "你的答案" in out
+    assert 'print("Test cell Score: 1.0 / 2.0")' in out  # the learner's own text is left alone
+    assert localize_page(page, {}) == page
+
+
+@pytest.mark.parametrize("name", ["01_what_can_overlap", "grader"])
+def test_the_committed_catalogs_are_complete(name):
+    from autograde.course import Course
+    from autograde.publish import editions
+
+    assert catalogs.problems(editions.catalog_for(Course.load(), "zh", name)) == []
