@@ -177,14 +177,14 @@ def show_live_or_static(
     try:
         first = first_run()
     except NotImplementedError:
-        print(unfinished)
+        print(localize(unfinished))
         return None
     except Exception as exc:  # a wrong answer must not break the page
-        print(failed.format(error=f"{type(exc).__name__}: {exc}"))
+        print(localize(failed).format(error=f"{type(exc).__name__}: {exc}"))
         return None
     frontend = widget_frontend() if mode is None else ("jupyter" if mode == "live" else None)
     if frontend is None:
-        print(static + describe(first))
+        print(localize(static) + describe(first))
         draw_static(first)
         return None
     if frontend == "colab":
@@ -203,7 +203,7 @@ def handoff_explorer(estimate_handoff: Callable, mode: str | None = None):
         failed="Your estimate_handoff raised {error}. Fix it, then run this cell again.",
         static="Static view (the sliders need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): ",
         describe=readout_text,
-        draw_static=lambda first: _draw(first, "1 GiB over PCIe Gen5, sent after a 250 ms prefill"),
+        draw_static=lambda first: _draw(first, localize(N_("1 GiB over PCIe Gen5, sent after a 250 ms prefill"))),
         build_live=lambda first: _build_widgets(estimate_handoff),
     )
 

@@ -16,10 +16,10 @@ here ever raises because of a translation.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
-import re
 import string
 from pathlib import Path
 
@@ -80,11 +80,11 @@ def language() -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _catalog(language: str) -> tuple[dict[str, str], list[tuple[re.Pattern, str]]]:
-    """(exact English -> translation, [(template pattern, translation)]) of one language."""
+def _catalog(language: str) -> tuple[dict[str, str], list[tuple[tuple, str]]]:
+    """(exact English -> translation, [(template layout, translation)]) of one language."""
     path = runtime_catalog_path(language)
     exact: dict[str, str] = {}
-    templates: list[tuple[re.Pattern, str]] = []
+    templates: list[tuple[tuple, str]] = []
     if language == "en" or not path.is_file():
         return exact, templates
     try:
@@ -97,31 +97,71 @@ def _catalog(language: str) -> tuple[dict[str, str], list[tuple[re.Pattern, str]
     for message in catalog:
         if message.id and message.string and not message.fuzzy and isinstance(message.id, str):
             exact[message.id] = message.string
-            pattern = _template_pattern(message.id)
-            if pattern is not None:
-                templates.append((pattern, message.string))
-    templates.sort(key=lambda item: -len(item[0].pattern))  # the most specific template first
+            layout = _template_layout(message.id)
+            if layout is not None:
+                templates.append((layout, message.string))
+    # the most specific template first: the most literal text
+    templates.sort(key=lambda item: -sum(len(part) for part in item[0] if isinstance(part, str)))
     return exact, templates
 
 
-def _template_pattern(msgid: str) -> re.Pattern | None:
-    """A regex for a template with positional fields ``{0}``, ``{1}``...; None for plain text."""
+def _template_layout(msgid: str) -> tuple | None:
+    """A template with positional fields ``{0}``, ``{1}``... as a tuple of literal strings and field
+    numbers (ints), two fields never adjacent; None for plain text or a template that is all fields."""
     try:
         parsed = list(string.Formatter().parse(msgid))
     except ValueError:
         return None
-    fields = [f for _, f, _, _ in parsed if f is not None]
-    if not fields or not all(f.isdigit() for f in fields):
-        return None
-    parts = []
+    layout: list = []
     for literal, field, _, _ in parsed:
-        parts.append(re.escape(literal))
+        if literal:
+            layout.append(literal)
         if field is not None:
-            parts.append(f"(?P<v{field}>.+?)")
-    try:
-        return re.compile("".join(parts) + r"\Z", re.S)
-    except re.error:  # a field used twice
+            if not field.isdigit() or (layout and isinstance(layout[-1], int)):
+                return None  # a named field (tr's own), or two values with nothing between them
+            layout.append(int(field))
+    if not any(isinstance(part, int) for part in layout) or not any(isinstance(part, str) and part.strip() for part in layout):
         return None
+    return tuple(layout)
+
+
+def _match(layout: tuple, text: str) -> dict[int, str] | None:
+    """The values of ``text`` for a template layout, or None. Left to right, each value ends at the
+    first place its following literal text occurs (the last literal must end the text): linear in
+    the text's length, whatever the template, unlike a regular expression with several lazy groups.
+    A value never spans a line break unless the template's text does."""
+    multiline = any(isinstance(part, str) and "\n" in part for part in layout)
+    values: dict[int, str] = {}
+    pos, pending = 0, None
+    for index, part in enumerate(layout):
+        if isinstance(part, int):
+            pending = part
+            continue
+        if pending is None:
+            if not text.startswith(part, pos):
+                return None
+            found = pos
+        elif index == len(layout) - 1:
+            found = len(text) - len(part)
+            if found <= pos or not text.endswith(part):
+                return None
+        else:
+            found = text.find(part, pos + 1)
+            if found < 0:
+                return None
+        if pending is not None:
+            values[pending] = text[pos:found]
+            if not multiline and "\n" in values[pending]:
+                return None
+            pending = None
+        pos = found + len(part)
+    if pending is not None:
+        if pos >= len(text) or (not multiline and "\n" in text[pos:]):
+            return None
+        values[pending] = text[pos:]
+    elif pos != len(text):
+        return None
+    return values
 
 
 def N_(text: str) -> str:
@@ -151,12 +191,11 @@ def localize(text: str) -> str:
     stripped = text.strip()
     if stripped != text and stripped in exact:
         return text.replace(stripped, exact[stripped])
-    for pattern, translated in templates:
-        match = pattern.match(text)
-        if match:
-            values = [match.group(f"v{i}") for i in range(len(match.groupdict()))]
+    for layout, translated in templates:
+        values = _match(layout, text)
+        if values is not None:
             try:
-                return translated.format(*values)
+                return translated.format(*(values.get(i, "") for i in range(max(values) + 1)))
             except (IndexError, KeyError, ValueError):
                 return text
     return text
@@ -184,6 +223,10 @@ def use_course_font() -> bool:
 
     if FONT_FAMILY not in {f.name for f in font_manager.fontManager.ttflist}:
         font_manager.fontManager.addfont(str(FONT_FILE))
+        # the course ships the regular weight only: bold Chinese (a bold title) is drawn in it, without
+        # matplotlib's "Failed to find font weight bold" warning on every figure
+        regular = next(f for f in font_manager.fontManager.ttflist if f.name == FONT_FAMILY)
+        font_manager.fontManager.ttflist.append(dataclasses.replace(regular, weight=700))
     # a generic family ("sans-serif") resolves to one font only: name them, so that a character
     # DejaVu Sans lacks is drawn from the CJK font (glyph-by-glyph fallback, Matplotlib >= 3.6)
     chosen = [f for f in rcParams["font.family"] if f not in ("sans-serif", "serif", "monospace", FONT_FAMILY)]
@@ -204,12 +247,36 @@ def install() -> str:
     from matplotlib.backend_bases import FigureCanvasBase
 
     original = FigureCanvasBase.print_figure
+    if not getattr(original, "_course_localized", False):  # once per process, whatever re-imports this module
 
-    @functools.wraps(original)
-    def print_figure(self, *args, **kwargs):
-        localize_figure(self.figure)
-        return original(self, *args, **kwargs)
+        @functools.wraps(original)
+        def print_figure(self, *args, **kwargs):
+            localize_figure(self.figure)
+            return original(self, *args, **kwargs)
 
-    FigureCanvasBase.print_figure = print_figure
+        print_figure._course_localized = True
+        FigureCanvasBase.print_figure = print_figure
+    _localize_notebook_prints()
     _installed = True
     return lang
+
+
+def _localize_notebook_prints() -> None:
+    """The notebook's own ``print("...")`` lines (the same code in both editions) in the learner's
+    language: the kernel's namespace gets a ``print`` that passes one string argument through
+    :func:`localize` (text the catalog does not know is printed as it is)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    import builtins
+
+    def print_localized(*args, **kwargs):
+        if len(args) == 1 and isinstance(args[0], str):
+            args = (localize(args[0]),)
+        return builtins.print(*args, **kwargs)
+
+    shell.user_ns["print"] = print_localized

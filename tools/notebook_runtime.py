@@ -418,7 +418,7 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
     data, where, warnings = None, "", []
     file = Path(path) if path is not None else None
     if file is None:
-        data, where = _colab_notebook(), "the open notebook"
+        data, where = _colab_notebook(), tr("the open notebook")
     if data is None and file is None:
         file = running_notebook()
         if file is None:
@@ -439,7 +439,7 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
             return [why]
         import time
 
-        where = f"{file.name}, saved {time.strftime('%H:%M:%S', time.localtime(file.stat().st_mtime))} (save first)"
+        where = tr("{name}, saved {time} (save first)", name=file.name, time=time.strftime("%H:%M:%S", time.localtime(file.stat().st_mtime)))
     try:
         expected = release_cells(notebook)
     except ValueError as exc:
@@ -450,7 +450,7 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
                 "(is it a notebook of this course?)"
             ) from None
         expected = release_cells(identified)
-        where += f", recognised as {identified} by its graded cells"
+        where += tr(", recognised as {notebook} by its graded cells", notebook=identified)
     for line in warnings:
         print(localize(f"⚠ {localize(line)}"))
     problems, notes = submission_problems(data, expected)

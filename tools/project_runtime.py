@@ -19,6 +19,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from .i18n import localize
+
 MARKER = "course.toml"
 ROOT_ENV = "LLM_ALGO_PROJECT_ROOT"  # the series' override variable
 RESULTS_ENV = "LLM_ALGO_RESULTS_DIR"  # the course's override for where result files go
@@ -106,7 +108,7 @@ def where_results_go() -> str:
     """One sentence for the learner: where result files go, and why."""
     path = results_dir()
     if os.environ.get(RESULTS_ENV):
-        return f"Results go to {path} ({RESULTS_ENV} is set)."
+        return localize(f"Results go to {path} ({RESULTS_ENV} is set).")
     root = find_project_root()
     if root:
         if os.environ.get(ROOT_ENV):
@@ -115,8 +117,8 @@ def where_results_go() -> str:
             found = "the course folder this notebook runs in"
         else:  # found above the installed runtime, not above the notebook: say so, it is not next to the notebook
             found = f"the course folder of the installed course runtime, not next to this notebook (which runs in {Path.cwd().resolve()})"
-        return f"Results go to {path}: {found}; set {RESULTS_ENV} to choose another folder."
-    return (
+        return localize(f"Results go to {path}: {found}; set {RESULTS_ENV} to choose another folder.")
+    return localize(
         f"Results go to {path}: no course folder here, so a {STANDALONE_RESULTS}/ folder next to the notebook "
         f"(set {RESULTS_ENV} to choose another folder)."
     )

@@ -39,9 +39,9 @@ from ..judging.ideas import split_hidden
 
 PROJECT = "serving-overlap-course"
 # calls whose first string argument a learner reads: figure text and the public checks' label
-TEXT_CALLS = {"set_title", "set_xlabel", "set_ylabel", "suptitle", "PublicChecks", "print", "say", "localize"}
+TEXT_CALLS = {"set_title", "set_xlabel", "set_ylabel", "suptitle", "PublicChecks", "print", "localize", "append"}
 # keyword arguments that carry learner-facing text wherever they appear (figure text, widget labels)
-TEXT_KEYWORDS = {"title", "xlabel", "ylabel", "description", "label"}
+TEXT_KEYWORDS = {"title", "xlabel", "ylabel", "description", "label", "unfinished", "failed", "static"}
 PLACEHOLDER = re.compile(r"(?<!\{)\{[^{}]*\}(?!\})")
 CODE_SPAN = re.compile(r"(?<!`)`[^`]+`(?!`)")  # may run over a line break, as markdown allows
 SOLUTION = re.compile(r"### BEGIN SOLUTION.*?### END SOLUTION", re.S)
@@ -115,15 +115,43 @@ def code_strings(source: str) -> list[str]:
     return [text for text in found if _is_text(text)]
 
 
+def shown_strings(source: str) -> list[str]:
+    """Every string of a notebook's code cell that a learner may see printed or drawn (a lane's
+    name in a list, a row label in a table, a message built in a helper): the words of each string
+    literal and f-string, whole (an f-string's pieces are not strings of their own), except
+    docstrings. Translating one is safe: the runtime translates text where it is shown (a figure as
+    it is drawn, a printed line), never a value the code computes with."""
+    try:
+        tree = ast.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
+    except SyntaxError:
+        return []
+    pieces = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Constant, ast.JoinedStr)) and id(node) not in pieces and id(node) not in docstrings:
+            found.append(_template(node))
+    return [text for text in found if _is_text(text) and not text.lstrip().startswith("#")]
+
+
 def code_units(paths: Iterable[Path]) -> list[Unit]:
-    """The learner-facing strings of every notebook's code cells, without solutions and hidden tests."""
+    """The learner-facing strings of every notebook's code cells, without solutions and hidden tests:
+    the public checks' labels and case descriptions (code_strings) and every other shown string."""
     units = []
     for path in paths:
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type != "code" or cell.metadata.get("nbgrader", {}).get("solution"):
                 continue
             public = SOLUTION.sub("", split_hidden(cell.source)[0])
-            units += [Unit(text, None, "", f"{path.name}:{cell.get('id', '?')}") for text in code_strings(public)]
+            texts = dict.fromkeys([*code_strings(public), *shown_strings(public)])
+            units += [Unit(text, None, "", f"{path.name}:{cell.get('id', '?')}") for text in texts]
     return units
 
 

@@ -571,7 +571,7 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 </style></head><body>
 <h1>Class report | 班级报告 · {{ data.assignment }}</h1>
 <p>{{ data.students }} student(s), {{ data.notebooks_graded }} of {{ data.records }} notebook(s) graded.
-Editions submitted: {% for lang, n in data.editions.items() %}{{ lang }} {{ n }}{{ ", " if not loop.last }}{% endfor %}.
+Editions submitted: {% for lang, n in data.editions|dictsort %}{{ lang }} {{ n }}{{ ", " if not loop.last }}{% endfor %}.
 Scores from <code>{{ s.from }}</code>.</p>
 {% for w in data.warnings %}<p class="warn">{{ w }}</p>{% endfor %}
 

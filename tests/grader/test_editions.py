@@ -33,6 +33,12 @@ def graded(tmp_path_factory):
     dropped = build(NB, edition="zh")
     del dropped.metadata["course"]  # a platform that rewrites metadata (Colab) drops the edition
     write(subs, "zh_no_metadata", NB, dropped)
+    hostile = build(NB)
+    hostile.metadata["course"] = {"language": ["zh"] * 10_000, "edition": "../../etc"}  # no edition: decided by its cells
+    write(subs, "odd_metadata", NB, hostile)
+    spoofed = build(NB)
+    spoofed.metadata["course"] = {"language": "zh"}  # claims Chinese, holds English: graded as it claims, scored the same
+    write(subs, "claims_zh", NB, spoofed)
     write(subs, "en_wrong", NB, build(NB, _mistake("w4_strict_deadline")))
     write(subs, "zh_wrong", NB, build(NB, _mistake("w4_strict_deadline"), edition="zh"))
     run_grade(subs, out)
@@ -46,10 +52,20 @@ def _scores(row: dict) -> dict:
 
 def test_the_same_answers_get_the_same_row_from_either_edition(graded):
     rows = graded["rows"]
-    assert _scores(rows["en"]) == _scores(rows["zh"]) == _scores(rows["zh_no_metadata"])
+    assert (
+        _scores(rows["en"]) == _scores(rows["zh"]) == _scores(rows["zh_no_metadata"]) == _scores(rows["odd_metadata"]) == _scores(rows["claims_zh"])
+    )
     assert _scores(rows["en_wrong"]) == _scores(rows["zh_wrong"])
     assert float(rows["en_wrong"]["auto_total"]) < float(rows["en"]["auto_total"])
-    assert {s: rows[s]["edition"] for s in rows} == {"en": "en", "zh": "zh", "zh_no_metadata": "zh", "en_wrong": "en", "zh_wrong": "zh"}
+    assert {s: rows[s]["edition"] for s in rows} == {
+        "en": "en",
+        "zh": "zh",
+        "zh_no_metadata": "zh",
+        "odd_metadata": "en",
+        "claims_zh": "zh",
+        "en_wrong": "en",
+        "zh_wrong": "zh",
+    }
     log = [json.loads(line) for line in (graded["out"] / "log.jsonl").read_text().splitlines()]
     assert {r["student_id"]: r["edition"] for r in log if r["notebook"] == NB} == {s: rows[s]["edition"] for s in rows}
 
@@ -110,8 +126,8 @@ def test_the_class_report_counts_the_editions_and_speaks_the_instructors_languag
         )
         assert proc.returncode == 0, proc.stderr
         data = json.loads((graded["out"] / "report.json").read_text(encoding="utf-8"))
-        assert data["editions"] == {"en": 2, "zh": 3} and data["language"] == language
+        assert data["editions"] == {"en": 3, "zh": 4} and data["language"] == language
         idea = next(i for i in data["ideas"] if i["grade_id"] == "todo4_plan_decode" and i["idea"] == "deadline_inclusive")
         assert text in idea["text"], idea
     page = (graded["out"] / "report.html").read_text(encoding="utf-8")
-    assert "Editions submitted: en 2, zh 3" in page and "截止时间" in page
+    assert "Editions submitted: en 3, zh 4" in page and "截止时间" in page

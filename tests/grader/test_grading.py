@@ -74,7 +74,8 @@ WRONG = [m for m in MISTAKES if m[0] in GRADED_MISTAKES]
 def read_grades(out: Path) -> dict[str, dict[str, float]]:
     with open(out / "grades.csv", encoding="utf-8") as handle:
         return {
-            row["student_id"]: {k: (v if v == "pending" else float(v)) for k, v in row.items() if k != "student_id"} for row in csv.DictReader(handle)
+            row["student_id"]: {k: (v if v == "pending" or k == "edition" else float(v)) for k, v in row.items() if k != "student_id"}
+            for row in csv.DictReader(handle)
         }
 
 
@@ -226,8 +227,11 @@ def batch(tmp_path_factory):
 
 def test_grades_csv_has_the_promised_columns(batch):
     header = (batch["out"] / "grades.csv").read_text().splitlines()[0].split(",")
-    assert header == ["student_id", *POINTS, *MANUAL, "auto_total", "total", "max_total", "pending", "needs_review"]
+    assert header == ["student_id", *POINTS, *MANUAL, "auto_total", "total", "max_total", "pending", "needs_review", "edition"]
     assert all(row["max_total"] == FULL + len(MANUAL) for row in batch["grades"].values())
+    # the edition each student wrote in: English here (a student with no readable notebook has none)
+    assert {row["edition"] for row in batch["grades"].values()} <= {"en", ""}
+    assert batch["grades"]["20230001"]["edition"] == "en"
 
 
 def test_a_row_for_every_student(batch):

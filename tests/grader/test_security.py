@@ -146,7 +146,8 @@ except OSError as exc:
 def grades(out: Path) -> dict[str, dict[str, float]]:
     with open(out / "grades.csv", encoding="utf-8") as handle:
         return {
-            row["student_id"]: {k: (v if v == "pending" else float(v)) for k, v in row.items() if k != "student_id"} for row in csv.DictReader(handle)
+            row["student_id"]: {k: (v if v == "pending" or k == "edition" else float(v)) for k, v in row.items() if k != "student_id"}
+            for row in csv.DictReader(handle)
         }
 
 

@@ -133,3 +133,19 @@ def test_the_font_draws_every_character_of_the_runtime_catalog_and_carries_its_l
     licence = i18n.FONT_FILE.with_name("OFL.txt").read_text(encoding="utf-8")
     assert "SIL OPEN FONT LICENSE Version 1.1" in licence and "Reserved Font Name" in licence
     assert i18n.FONT_FILE.stat().st_size < 400 * 1024
+
+
+@pytest.mark.timeout(20)
+def test_template_matching_is_linear_and_exact():
+    """A template's values are found left to right without a regular expression's backtracking: a
+    long line holding every literal piece of an eleven-field table header in the wrong order is
+    matched (and left alone) at once, where a regex with eleven lazy groups would not finish."""
+    layout = i18n._template_layout("{0} ms, deadline {1} ms: got {2}")
+    assert layout == (0, " ms, deadline ", 1, " ms: got ", 2)
+    assert i18n._match(layout, "8 ms, deadline 10 ms: got 'wait'") == {0: "8", 1: "10", 2: "'wait'"}
+    assert i18n._match(layout, "8 ms, deadline 10 ms: got") is None
+    assert i18n._match(layout, "8 ms, deadline 10 ms: got 'a'\nsecond line") is None  # a value stays on its line
+    assert i18n._template_layout("{0}{1} ms") is None and i18n._template_layout("{0}") is None
+    header = i18n._template_layout(" ".join(f"{{{i}}}" for i in range(11)) + "  correct/pre/overlap")
+    text = ("  correct/pre/overlap x " + "a " * 20) * 12
+    assert i18n._match(header, text) is None  # returns: the test's timeout would catch a hang

@@ -93,7 +93,7 @@ def summary_table(results: dict[str, dict]) -> str:
         )
         cells = (counts, ttft, exposed, f"{s['link_utilization']:.0%}", f"{s['prefill_utilization']:.0%}")
         lines.append(f"{label:>{width}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
-    lines.append("(exposed/transfer: means over the 'ok' requests; link, prefill: how busy each was)")
+    lines.append(localize("(exposed/transfer: means over the 'ok' requests; link, prefill: how busy each was)"))
     return "\n".join(lines)
 
 

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from ..i18n import localize
 from .load import OtherCpuMeter, busy_machine, describe_load, load_average
 
 MiB = 2**20
@@ -422,7 +423,7 @@ def replay_note(result: dict) -> str:
     origin = result.get("replayed_from")
     if not origin:
         return ""
-    return (
+    return localize(
         f"Replayed, not measured: recorded on {origin['machine']} on {origin['created_at'][:10]} by "
         f"`{origin['command']}`. Set RUN_MODE = 'real_cpu' in 5.1 to measure your machine."
     )
