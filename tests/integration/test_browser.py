@@ -149,33 +149,49 @@ def _lab_page(root: Path, name: str):
             browser.close()
 
 
-def test_explorer_in_jupyterlab(lab, root):
+def _run_all_until(page, url: str, readout_class: str, word: str):
+    """Open ``url``, Run All, and wait until the widget's readout holds ``word`` and no cell runs;
+    no cell may show an error. Returns the readout."""
     from playwright.sync_api import expect
 
+    _open_and_run_all(page, url)
+    readout = page.locator(readout_class)
+    expect(readout).to_contain_text(word, timeout=120_000)
+    expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(0, timeout=120_000)
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']:visible")
+    assert errors.count() == 0, errors.all_inner_texts()[:3]
+    return readout
+
+
+def _move_layers_and_capture(page, readout, label: str, word: str, shot: Path) -> None:
+    """Press the explorer's layers slider ten steps right: the readout must change (and still hold
+    ``word``) and the live figure redraw; then a screenshot of the explorer."""
+    from playwright.sync_api import expect
+
+    before = readout.inner_text()
+    slider = page.locator(".widget-slider", has_text=label)
+    slider.scroll_into_view_if_needed()
+    handle = slider.locator(".noUi-handle")
+    handle.focus()
+    for _ in range(10):
+        handle.press("ArrowRight")
+    expect(readout).not_to_have_text(before, timeout=30_000)
+    after = readout.inner_text()
+    assert word in after and after != before
+    page.wait_for_timeout(2000)  # let the last redraw land before the screenshot
+    explorer = page.locator(".widget-vbox", has=readout).last
+    expect(explorer.locator("img")).to_have_count(1, timeout=30_000)  # the live matplotlib timeline
+    explorer.screenshot(path=str(shot))
+
+
+def test_explorer_in_jupyterlab(lab, root):
+
     with _lab_page(root, "jupyterlab_explorer") as (page, artifacts):
-        _open_and_run_all(page, lab["url"])
-        readout = page.locator(".handoff-readout")
-        expect(readout).to_contain_text("exposed", timeout=120_000)
-        expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(0, timeout=120_000)
-        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-        assert errors.count() == 0, errors.all_inner_texts()[:3]
+        readout = _run_all_until(page, lab["url"], ".handoff-readout", "exposed")
         assert page.locator(".widget-slider").count() >= 6, "the explorer's sliders render"
         # TODO 1 and TODO 2, every public check passed (N/N, whatever N is)
         assert page.get_by_text(re.compile(r"public checks (\d+)/\1 passed")).count() >= 2
-        before = readout.inner_text()
-        slider = page.locator(".widget-slider", has_text="layers (1 = send after)")
-        slider.scroll_into_view_if_needed()
-        handle = slider.locator(".noUi-handle")
-        handle.focus()
-        for _ in range(10):
-            handle.press("ArrowRight")
-        expect(readout).not_to_have_text(before, timeout=30_000)
-        after = readout.inner_text()
-        assert "exposed" in after and after != before
-        page.wait_for_timeout(2000)  # let the last redraw land before the screenshot
-        explorer = page.locator(".widget-vbox", has=readout).last
-        expect(explorer.locator("img")).to_have_count(1, timeout=30_000)  # the live matplotlib timeline
-        explorer.screenshot(path=str(artifacts / "jupyterlab_explorer.png"))
+        _move_layers_and_capture(page, readout, "layers (1 = send after)", "exposed", artifacts / "jupyterlab_explorer.png")
 
 
 def test_simulator_panel_in_jupyterlab(lab, root):
@@ -184,12 +200,7 @@ def test_simulator_panel_in_jupyterlab(lab, root):
     from playwright.sync_api import expect
 
     with _lab_page(root, "jupyterlab_simulator") as (page, artifacts):
-        _open_and_run_all(page, lab["simulator_url"])
-        readout = page.locator(".sim-readout")
-        expect(readout).to_contain_text("TTFT p50/p95/p99", timeout=120_000)
-        expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(0, timeout=120_000)
-        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']:visible")
-        assert errors.count() == 0, errors.all_inner_texts()[:3]
+        readout = _run_all_until(page, lab["simulator_url"], ".sim-readout", "TTFT p50/p95/p99")
         assert page.get_by_text("loaded your validate_handoff_state").count() >= 1, "notebooks 03 and 04 were loaded"
         assert page.locator(".widget-slider").count() >= 2, "the panel's sliders render"
         before = readout.inner_text()
@@ -208,7 +219,6 @@ def test_the_chinese_explorer_in_jupyterlab(lab, root):
     """The Chinese edition in the lab: the kernel finds the edition in the notebook's metadata by
     itself; the checks print in Chinese; the explorer's labels and readout are Chinese, and a slider
     still changes the output."""
-    from playwright.sync_api import expect
 
     from tools import i18n
 
@@ -220,27 +230,10 @@ def test_the_chinese_explorer_in_jupyterlab(lab, root):
         i18n.set_language(None)
     assert layers != "layers (1 = send after)" and "暴露" in exposed
     with _lab_page(root, "jupyterlab_explorer_zh") as (page, artifacts):
-        _open_and_run_all(page, lab["chinese_url"])
-        readout = page.locator(".handoff-readout")
-        expect(readout).to_contain_text("暴露", timeout=120_000)
-        expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(0, timeout=120_000)
-        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']:visible")
-        assert errors.count() == 0, errors.all_inner_texts()[:3]
+        readout = _run_all_until(page, lab["chinese_url"], ".handoff-readout", "暴露")
         assert page.get_by_text("隐藏测试").count() >= 2, "the check lines are in Chinese"
         assert page.get_by_text("hidden tests run at grading").count() == 0
-        before = readout.inner_text()
-        slider = page.locator(".widget-slider", has_text=layers)
-        slider.scroll_into_view_if_needed()
-        handle = slider.locator(".noUi-handle")
-        handle.focus()
-        for _ in range(10):
-            handle.press("ArrowRight")
-        expect(readout).not_to_have_text(before, timeout=30_000)
-        assert "暴露" in readout.inner_text()
-        page.wait_for_timeout(2000)
-        explorer = page.locator(".widget-vbox", has=readout).last
-        expect(explorer.locator("img")).to_have_count(1, timeout=30_000)
-        explorer.screenshot(path=str(artifacts / "jupyterlab_explorer_zh.png"))
+        _move_layers_and_capture(page, readout, layers, "暴露", artifacts / "jupyterlab_explorer_zh.png")
 
 
 def test_the_learners_lab_has_no_instructor_tools(lab, root):
