@@ -1,4 +1,4 @@
-"""python -m autograde {release,check,grade,export,report,validate,bundle,translations}"""
+"""python -m autograde {release,check,grade,export,feedback,report,similarity,validate,bundle,translations}"""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("release", help="regenerate notebooks/ from solutions/ with nbgrader")
     check = sub.add_parser("check", help="release in sync, nothing leaked, sources score full marks, untouched release scores zero")
     check.add_argument("--workers", type=_positive, default=max(1, os.cpu_count() or 1))
-    grade = sub.add_parser("grade", help="grade SUBMISSIONS/<student>/<notebook>.ipynb into OUT")
-    grade.add_argument("submissions", type=Path)
+    grade = sub.add_parser("grade", help="grade SUBMISSIONS (a folder per student, nbgrader's exchange, a Canvas or Moodle download) into OUT")
+    grade.add_argument("submissions", type=Path, help="a folder or a .zip: its layout is recognised (or give --layout)")
     grade.add_argument("--out", type=Path, required=True)
     grade.add_argument("--workers", type=_positive, default=max(1, os.cpu_count() or 1), help="students graded at once (default: cores)")
     grade.add_argument("--cell-timeout", type=_positive, default=30, help="seconds per cell before it is interrupted")
@@ -77,10 +77,27 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--tls-cert", metavar="PEM", help="with a tls:// scheduler: this client's certificate")
     grade.add_argument("--tls-key", metavar="PEM", help="with a tls:// scheduler: this client's private key")
     grade.add_argument("--no-progress", action="store_true")
+    grade.add_argument(
+        "--layout", choices=("folders", "exchange", "canvas", "moodle", "pattern"), help="the layout of SUBMISSIONS (default: recognised)"
+    )
+    grade.add_argument("--pattern", metavar="REGEX", help="with --layout pattern: named groups student_id, optional file_id and timestamp")
+    grade.add_argument("--roster", type=Path, metavar="CSV", help="student_id, lms_id, name: LMS ids to student ids; lists who sent nothing")
+    grade.add_argument("--timestamps", type=Path, metavar="CSV", help="student_id, [notebook,] submitted_at: submission times")
+    grade.add_argument("--deadline", metavar="TIME", help="ISO 8601 with a time zone, e.g. 2026-12-20T23:59:00+08:00 (or [grading] deadline)")
+    grade.add_argument(
+        "--late-policy", metavar="POLICY", help="none (the default: lateness is reported, nothing taken), zero, or deduct:10%%/day[,floor:50%%]"
+    )
+    grade.add_argument("--extensions", type=Path, metavar="CSV", help="student_id,deadline: a student's own deadline")
     export = sub.add_parser("export", help="the final table from the gradebook: automatic and manual scores together (CSV)")
     export.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
     export.add_argument("--db-url", metavar="URL", help="the gradebook, if not the one OUT records")
-    export.add_argument("--to", type=Path, help="the CSV to write (default: OUT/final_grades.csv)")
+    export.add_argument("--to", type=Path, help="the CSV to write (default: OUT/final_grades.csv, OUT/canvas_grades.csv, OUT/moodle_grades.csv)")
+    export.add_argument("--format", choices=("csv", "canvas", "moodle"), default="csv", help="csv (every column), or the LMS's grade import layout")
+    export.add_argument("--roster", type=Path, metavar="CSV", help="student_id, lms_id, name (and email, section): the LMS's ids")
+    export.add_argument("--column", metavar="NAME", help="the LMS's grade column (Canvas: 'Assignment name (assignment id)')")
+    feedback = sub.add_parser("feedback", help="hand the feedback pages back: a zip per student, or the LMS's or nbgrader's upload layout")
+    feedback.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
+    feedback.add_argument("--format", choices=("zip", "canvas", "moodle", "exchange"), default="zip")
     report = sub.add_parser("report", help="the class report: OUT/report.html (figures, per-idea pass rates, problems) and OUT/report.json")
     report.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
     report.add_argument("--language", choices=EDITIONS, default="en", help="the language of the graded ideas' texts (default en)")
@@ -105,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             "check": cmd_check,
             "grade": cmd_grade,
             "export": cmd_export,
+            "feedback": cmd_feedback,
             "report": cmd_report,
             "validate": cmd_validate,
             "bundle": cmd_bundle,
@@ -250,7 +268,13 @@ def cmd_grade(course: Course, args) -> int:
     executor = None
     if args.scheduler:
         from .executors.cluster import grade_on_cluster_executor as executor
-    summary = grade_batch(course, args.submissions, args.out, options, executor=executor)
+    from .record.late import late_spec
+
+    late = late_spec(course.grading, args.deadline, args.late_policy, args.extensions)
+    with tempfile.TemporaryDirectory(prefix="course-intake-") as scratch:
+        intake = _take_in(course, args, Path(scratch) / "submissions")
+        late.times = intake.times
+        summary = grade_batch(course, intake.folder, args.out, options, executor=executor, late=late, absent=intake.missing)
     elapsed = time.monotonic() - begin
     print(
         f"graded {summary['students']} student(s) in {elapsed:.1f} s "
@@ -270,13 +294,46 @@ def cmd_grade(course: Course, args) -> int:
     for student, notes in summary["matching_notes"].items():
         for note in notes:
             print(f"  note {student}: {note}")
+    for item in summary.get("late_problems", []):
+        print(f"  late {item['student_id']}/{item['notebook']}: {item['problem']}")
     return EXIT_OK
+
+
+def _take_in(course: Course, args, dest: Path):
+    """SUBMISSIONS in any layout, as the grader's folders; what the intake found goes to OUT/intake.json."""
+    from tools.project_runtime import write_json_atomic
+
+    from .intake import read_submissions
+
+    intake = read_submissions(args.submissions, dest, course.notebooks, course.assignment, args.layout, args.pattern, args.roster, args.timestamps)
+    args.out.mkdir(parents=True, exist_ok=True)
+    found = {
+        "layout": intake.layout,
+        "students": intake.students,
+        "missing": intake.missing,
+        "late_in_lms": intake.late,
+        "problems": intake.problems,
+        "notes": intake.notes,
+    }
+    write_json_atomic(args.out / "intake.json", found)
+    if intake.layout != "folders" or intake.problems:
+        print(f"intake: {intake.layout} layout, {len(intake.students) or '?'} student(s) named by the LMS, {len(intake.problems)} problem(s)")
+    for problem in intake.problems:
+        print(f"  intake problem: {problem.get('file') or problem.get('student_id')}: {problem['problem']}")
+    for note in intake.notes:
+        print(f"  intake note: {note}")
+    return intake
 
 
 def cmd_export(course: Course, args) -> int:
     from .record.export import export
 
-    target, info = export(course, args.out, args.db_url, args.to)
+    roster = None
+    if args.roster:
+        from .intake import read_roster
+
+        roster = read_roster(args.roster)
+    target, info = export(course, args.out, args.db_url, args.to, args.format, roster, args.column)
     print(f"wrote {target}: {info['students']} student(s) from {info['db_url']}, {info['pending']} written answer(s) still pending")
     if info["needs_review"]:
         shown = ", ".join(info["needs_review"][:10]) + (" ..." if len(info["needs_review"]) > 10 else "")
@@ -285,6 +342,16 @@ def cmd_export(course: Course, args) -> int:
             f"answer changed since it was scored ({shown}). Score them again in formgrader, then export again.",
             file=sys.stderr,
         )
+    return EXIT_OK
+
+
+def cmd_feedback(course: Course, args) -> int:
+    from .record.handback import hand_back
+
+    where, info = hand_back(course, args.out, args.format)
+    print(f"wrote {where}: {info['pages']} page(s) of {info['students']} student(s)")
+    if info["unmatched"]:
+        print(f"not in the {args.format} layout (their files did not come from that LMS): {', '.join(info['unmatched'])}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -43,6 +43,11 @@ class Course:
     def release(self) -> Path:
         return self.root / "notebooks"
 
+    @property
+    def grading(self) -> dict:
+        """course.toml's ``[grading]`` table (deadline, late_policy, extensions, deadlines), or {}."""
+        return course_manifest(self.root).get("grading", {})
+
     def source_paths(self) -> list[Path]:
         paths = [self.solutions / f"{name}.ipynb" for name in self.notebooks]
         absent = [p for p in paths if not p.is_file()]

@@ -45,6 +45,7 @@ from .publish.leaks import secret_lines
 from .publish.release import generate
 from .record import gradebook
 from .record.exporters import add_csp, add_wrapping
+from .record.late import LateSpec, late_text, notebook_late, save_spec
 from .record.tables import cell_value, score_row, write_csv
 from .run.job import EDITION_FILE, SUBMISSION_DIGEST
 from .run.preprocessors import NeutraliseForDisplay
@@ -745,21 +746,32 @@ def grade_locally(
     return records, None
 
 
-def grade_batch(course: Course, submissions: Path, out: Path, options: Options = Options(), executor=None) -> dict:
+def grade_batch(
+    course: Course,
+    submissions: Path,
+    out: Path,
+    options: Options = Options(),
+    executor=None,
+    late: LateSpec | None = None,
+    absent: list[str] | tuple[str, ...] = (),
+) -> dict:
     """Grade every student folder under ``submissions``; write grades.csv, feedback/,
     log.jsonl and summary.json under ``out``. Returns the summary.
 
     ``executor`` runs the students' jobs: ``executor(course, master, out, by_student, options, done,
     fault, secrets) -> (records, extra summary or None)``. The default, :func:`grade_locally`, runs
     them in a pool of ``options.workers`` threads here; the command line passes
-    ``cluster.grade_on_cluster_executor`` for ``--scheduler``."""
+    ``cluster.grade_on_cluster_executor`` for ``--scheduler``. ``late``: the deadlines, the late
+    policy and the submission times (record/late.py); penalties are worked out on every run, never
+    cached, so a changed deadline applies to results reused from an earlier run. ``absent``: students
+    on the roster who sent nothing (a row of ``missing`` notebooks each)."""
     if options.scheduler and executor is None:
         raise ValueError("options.scheduler needs a cluster executor: pass executor=cluster.grade_on_cluster_executor (the grade command does)")
     executor = executor or grade_locally
     if not submissions.is_dir():
         raise UnusableInput(f"{submissions} is not a folder of student folders")
     students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not students:
+    if not students and not absent:
         raise UnusableInput(f"{submissions} holds no student folders (expected SUBMISSIONS/<student_id>/<notebook>.ipynb)")
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -770,7 +782,7 @@ def grade_batch(course: Course, submissions: Path, out: Path, options: Options =
     if out.resolve() == submissions.resolve() or submissions.resolve() in out.resolve().parents:
         raise UnusableInput("OUT must not be inside SUBMISSIONS")
     with _locked(out):
-        return _grade_locked(course, submissions, students, out, options, executor)
+        return _grade_locked(course, submissions, students, out, options, executor, late or LateSpec(), absent)
 
 
 @contextmanager
@@ -886,17 +898,8 @@ def _intake(
     return records, notes, by_student
 
 
-def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options, executor) -> dict:
-    # on a cluster, each worker checks its own sandbox (cluster.py) and refuses tasks without one
-    sandbox = (
-        _sandbox_settings(out, options)
-        if not options.scheduler
-        else (
-            {"enabled": True, "isolation": "bubblewrap on every worker (each checked before the batch)"}
-            if options.sandbox
-            else _sandbox_settings(out, options)
-        )
-    )
+def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options, executor, late: LateSpec, absent=()) -> dict:
+    sandbox = _batch_sandbox(out, options)
     graded_cells = exercises(course)
     # every grade id (test and exercise cells) identifies a notebook that a platform renamed
     ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
@@ -914,6 +917,8 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
         write_json_atomic(out / ".work" / SETTINGS, job_settings(course, master, out / ".sandbox", options))
 
     records, notes, by_student = _intake(course, submissions, students, out, options, digest, ids_by_name)
+    unseen = sorted(set(absent) - {folder.name for folder in students})
+    records += [new_record(s, nb, "missing", "nothing was submitted (on the roster)") for s in unseen for nb in course.notebooks]
 
     _install_sigterm()
     from tqdm import tqdm
@@ -921,9 +926,13 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     total = sum(len(items) for items in by_student.values())
     bar = tqdm(total=total, desc="grading notebooks", unit="nb", disable=not options.progress)
 
+    save_spec(out, late)
+    max_points = {nb: sum(e.points for e in graded_cells if e.notebook == nb) for nb in course.notebooks}
+
     def record_in_gradebook(record: dict) -> None:
         if record["status"] == "invalid_student_id":
             return
+        record["late"] = late_of(late, record, max_points)
         if record["status"] != "graded":  # no autograded notebook left from an earlier run
             (out / "autograded" / record["student_id"] / course.assignment / f"{record['notebook']}.ipynb").unlink(missing_ok=True)
         writer.put(record)
@@ -958,11 +967,21 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     if gradebook_error:
         print(f"WARNING: {gradebook_error}. The results are kept in {out / '.state'}; run the same command again to record them.", file=sys.stderr)
     book = {"db_url": gradebook.mask_url(db_url), "notebooks_recorded": writer.merged, "error": gradebook_error}
-    summary = _report(course, out, graded_cells, records, notes, len(students), sandbox, db_url, book)
+    for record in records:
+        record["late"] = late_of(late, record, max_points)
+        note_late(out, record, late, page_words(course).get(record.get("edition", "en"), {}))
+    summary = _report(course, out, graded_cells, records, notes, len(students) + len(unseen), sandbox, db_url, book)
     if cluster:
         summary["cluster"] = cluster
         write_json_atomic(out / "summary.json", summary)
     return summary
+
+
+def _batch_sandbox(out: Path, options: Options) -> dict:
+    """The sandbox's settings; on a cluster, each worker checks its own (cluster.py) and refuses tasks without one."""
+    if options.scheduler and options.sandbox:
+        return {"enabled": True, "isolation": "bubblewrap on every worker (each checked before the batch)"}
+    return _sandbox_settings(out, options)
 
 
 def rejected_id(name: str) -> str:
@@ -985,8 +1004,37 @@ def _install_sigterm() -> None:
         pass
 
 
-TOTAL_COLUMNS = ("auto_total", "total", "max_total", "pending", "needs_review")  # grades.csv after the cells
+TOTAL_COLUMNS = ("auto_total", "total", "max_total", "pending", "needs_review", "late_penalty", "final_total")  # grades.csv after the cells
 EDITION_COLUMN = "edition"  # grades.csv's last column: the edition(s) a student's notebooks were written in
+
+
+_LATE_NOTE = re.compile(r'\n?<p class="late-note">[^<]*</p>')
+
+
+def note_late(out: Path, record: dict, spec: LateSpec, words: dict[str, str]) -> None:
+    """Put the late line under the feedback page's heading (or take an old one away: a page kept
+    from an earlier run may carry another deadline's)."""
+    page = out / "feedback" / record["student_id"] / f"{record['notebook']}.html"
+    if not page.is_file():
+        return
+    text = page.read_text(encoding="utf-8")
+    updated = _LATE_NOTE.sub("", text)
+    line = late_text(record.get("late", {}), spec.policy, words)
+    if line:
+        updated = updated.replace("</h4>", f'</h4>\n<p class="late-note">{html.escape(line)}</p>', 1)
+    if updated != text:
+        tmp = page.with_suffix(".tmp")
+        tmp.write_text(updated, encoding="utf-8")
+        os.replace(tmp, page)
+
+
+def late_of(spec: LateSpec, record: dict, max_points: dict[str, float]) -> dict:
+    """A notebook's late facts (record/late.py) from its automatic score (a person's later score
+    counts in the export, which works the penalty out again)."""
+    if record.get("status") in ("missing", "invalid_student_id"):
+        return {"penalty": 0.0}  # nothing was submitted: nothing was late
+    score = sum(float(v) for v in record.get("scores", {}).values()) if record.get("status") == "graded" else 0.0
+    return notebook_late(spec, record["student_id"], record["notebook"], score, max_points.get(record["notebook"], 0.0))
 
 
 def _student_row(student: str, per_nb: dict[str, dict], graded_cells: list[Exercise], stored: dict) -> dict:
@@ -994,6 +1042,11 @@ def _student_row(student: str, per_nb: dict[str, dict], graded_cells: list[Exerc
     row = score_row(student, graded_cells, lambda e: cell_value(e, stored.get(e.grade_id), per_nb.get(e.notebook, {})))
     del row["manual_total"]
     row[EDITION_COLUMN] = "+".join(sorted({r["edition"] for r in per_nb.values() if r.get("edition")}))
+    lates = [r.get("late", {}) for r in per_nb.values()]
+    unknown = any("problem" in late for late in lates)
+    penalty = round(sum(late.get("penalty", 0.0) for late in lates), 6)
+    row["late_penalty"] = "unknown" if unknown else penalty
+    row["final_total"] = round(row["total"] - penalty, 6)
     return row
 
 
@@ -1051,6 +1104,9 @@ def _report(
         if nb in per_nb and per_nb[nb]["status"] != "graded"
     ]
     fields = ["student_id", *[e.grade_id for e in auto_cells], *[e.grade_id for e in manual_cells], *TOTAL_COLUMNS, EDITION_COLUMN]
+    late_problems = [
+        {"student_id": r["student_id"], "notebook": r["notebook"], "problem": r["late"]["problem"]} for r in records if "problem" in r.get("late", {})
+    ]
     write_csv(out / "grades.csv", fields, rows)
     _write_log(out, records)
     summary = {
@@ -1065,6 +1121,7 @@ def _report(
         "needs_review": sum(row["needs_review"] for row in rows),
         "gradebook": book or {},
         "problems": problems,
+        "late_problems": late_problems,
         "matching_notes": {s: n for s, n in notes.items() if n},
         "columns": fields,
         "sandbox": sandbox,

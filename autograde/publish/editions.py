@@ -31,6 +31,7 @@ FEEDBACK_TEXTS: tuple[str, ...] = (
     "pending: a person grades it, {points} point(s)",
     "Pending: a person grades it ({points} point(s))",
     "{points} point(s) wait for a person's grading",
+    "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} point(s) ({policy}).",
 )
 
 

@@ -227,7 +227,20 @@ def merge(gradebook, assignment: str, record: dict) -> None:
             # under a person's score the answer changed, was removed, or could not be graded: they review it
             grade.needs_manual_grade = True
         grade.auto_score = auto
+    _record_late(submission, submitted, record.get("late") or {})
     db.commit()
+
+
+def _record_late(submission, submitted, late: dict) -> None:
+    """nbgrader's own fields for lateness: the notebook's penalty, the submission's time (the latest
+    of its notebooks'; nbgrader keeps naive UTC)."""
+    import datetime as dt
+
+    submitted.late_submission_penalty = late.get("penalty") or None
+    if late.get("submitted_at"):
+        when = dt.datetime.fromisoformat(late["submitted_at"]).astimezone(dt.UTC).replace(tzinfo=None)
+        if submission.timestamp is None or when > submission.timestamp:
+            submission.timestamp = when
 
 
 def read_scores(url: str, assignment: str) -> dict[str, dict[str, dict]]:

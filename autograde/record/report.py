@@ -32,7 +32,17 @@ from ..model import PENDING, REVIEW, STATUS_TEXT
 from ..publish.editions import feedback_translations
 from .exporters import add_csp
 
-TAIL = ("auto_total", "manual_total", "total", "max_total", "pending", "needs_review", "edition")  # not exercise columns
+TAIL = (
+    "auto_total",
+    "manual_total",
+    "total",
+    "max_total",
+    "pending",
+    "needs_review",
+    "late_penalty",
+    "final_total",
+    "edition",
+)  # not exercise columns
 NEEDED = ("student_id", "total", "max_total", "pending", "needs_review")
 SHOWN_PER_KIND = 100  # rows per problem kind on the page (report.json has them all)
 SLOWEST = 15
@@ -371,6 +381,12 @@ def build_report(course: Course, out: Path, language: str = "en") -> dict:
     n_students = len(rows)
     words = feedback_translations(course).get(language, {}) if language != "en" else {}
     ideas = _idea_rates(course, records, n_students, words)
+    lates = [r.get("late", {}) for r in records]
+    late = {
+        "late_notebooks": sum(bool(x.get("late_seconds")) for x in lates),
+        "penalty_points": round(sum(x.get("penalty", 0.0) for x in lates), 6),
+        "unknown_times": sum("problem" in x for x in lates),
+    }
     editions: dict[str, int] = {}
     for row in rows:
         editions[row["edition"] or "none"] = editions.get(row["edition"] or "none", 0) + 1
@@ -382,6 +398,7 @@ def build_report(course: Course, out: Path, language: str = "en") -> dict:
         "students": n_students,
         "language": language,
         "editions": editions,
+        "late": late,
         "notebooks": list(course.notebooks),
         "records": len(records),
         "notebooks_graded": sum(r["status"] == "graded" for r in records),
@@ -572,6 +589,8 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 <h1>Class report | 班级报告 · {{ data.assignment }}</h1>
 <p>{{ data.students }} student(s), {{ data.notebooks_graded }} of {{ data.records }} notebook(s) graded.
 Editions submitted: {% for lang, n in data.editions|dictsort %}{{ lang }} {{ n }}{{ ", " if not loop.last }}{% endfor %}.
+Late notebooks: {{ data.late.late_notebooks }} ({{ num(data.late.penalty_points) }} penalty point(s))
+{%- if data.late.unknown_times %}; {{ data.late.unknown_times }} without a known submission time{% endif %}.
 Scores from <code>{{ s.from }}</code>.</p>
 {% for w in data.warnings %}<p class="warn">{{ w }}</p>{% endfor %}
 

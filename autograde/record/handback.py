@@ -1,0 +1,103 @@
+"""``python -m autograde feedback OUT``: the feedback pages handed back to the students.
+
+- ``zip``: ``OUT/handback/<student_id>.zip``, one per student, holding that student's pages;
+- ``exchange``: ``OUT/handback/exchange/feedback/<student_id>/<assignment>/<notebook>.html``, the
+  course-folder layout from which nbgrader's ``release_feedback`` hands pages out on a JupyterHub;
+- ``canvas``: one ``OUT/handback/canvas_feedback.zip`` whose files are named as Canvas names a
+  submission (``name_userid_submissionid_file``): Canvas's "Re-upload submissions" attaches each file
+  to the student the name says;
+- ``moodle``: one ``OUT/handback/moodle_feedback.zip`` with a folder per participant named as Moodle's
+  download names it (``Full Name_12345_assignsubmission_file_``): Moodle's "Upload multiple feedback
+  files in a zip" gives each folder's files to that participant.
+
+For the two LMS layouts the names come from the intake (``OUT/intake.json``: the name and id the LMS
+gave each student's files); a student the intake did not see from that LMS is listed, not guessed.
+Only files that ``grade`` wrote under ``OUT/feedback/`` are read; nothing is run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from pathlib import Path
+
+from ..course import Course, UnusableInput
+
+FORMATS = ("zip", "canvas", "moodle", "exchange")
+INTAKE_FILE = "intake.json"  # in OUT: what the intake learned of each student (grading writes it)
+
+
+def _pages(out: Path) -> dict[str, list[Path]]:
+    folder = out / "feedback"
+    if not folder.is_dir():
+        raise UnusableInput(f"{out} has no feedback/ folder: grade into it first (`python -m autograde grade SUBMISSIONS --out {out}`)")
+    found = {}
+    for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()):
+        pages = sorted(p for p in student.glob("*.html") if p.is_file() and not p.is_symlink())
+        if pages:
+            found[student.name] = pages
+    return found
+
+
+def _lms_names(out: Path) -> dict[str, dict]:
+    try:
+        return json.loads((out / INTAKE_FILE).read_text(encoding="utf-8")).get("students", {})
+    except (OSError, ValueError):
+        return {}
+
+
+def hand_back(course: Course, out: Path, format: str = "zip") -> tuple[Path, dict]:
+    """Write the handback in ``format``; returns (where, {"students": n, "pages": n, "unmatched": [...]})."""
+    if format not in FORMATS:
+        raise UnusableInput(f"--format {format}: use one of {', '.join(FORMATS)}")
+    pages = _pages(out)
+    target = out / "handback"
+    target.mkdir(exist_ok=True)
+    unmatched: list[str] = []
+    if format == "zip":
+        for student, files in pages.items():
+            _write_zip(target / f"{student}.zip", [(f"{student}/{p.name}", p) for p in files])
+        where = target
+    elif format == "exchange":
+        for student, files in pages.items():
+            folder = target / "exchange" / "feedback" / student / course.assignment
+            folder.mkdir(parents=True, exist_ok=True)
+            for page in files:
+                (folder / page.name).write_bytes(page.read_bytes())
+        where = target / "exchange"
+    else:
+        names = _lms_names(out)
+        entries = []
+        for student, files in pages.items():
+            lms = names.get(student, {})
+            if lms.get("layout") != format:
+                unmatched.append(student)
+                continue
+            entries += [(_lms_name(format, lms, page), page) for page in files]
+        where = target / f"{format}_feedback.zip"
+        _write_zip(where, entries)
+    return where, {
+        "students": len(pages) - len(unmatched),
+        "pages": sum(len(f) for s, f in pages.items() if s not in unmatched),
+        "unmatched": unmatched,
+    }
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^\w.@+-]+", "_", str(text)).strip("_") or "_"
+
+
+def _lms_name(format: str, lms: dict, page: Path) -> str:
+    """A page's name in the LMS's own layout (from the names its download used)."""
+    if format == "canvas":
+        return f"{_safe(lms['name'])}_{_safe(lms['lms_id'])}_{_safe(lms.get('submission_id', '0'))}_feedback_{page.name}"
+    return f"{lms['folder']}/{page.name}" if lms.get("folder") else f"{_safe(lms['name'])}_{_safe(lms['lms_id'])}_assignsubmission_file_/{page.name}"
+
+
+def _write_zip(path: Path, entries: list[tuple[str, Path]]) -> None:
+    tmp = path.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, page in entries:
+            zf.write(page, name)
+    tmp.replace(path)

@@ -1,0 +1,204 @@
+"""Deadlines and late penalties, in the shapes Canvas's late policy offers.
+
+A policy is ``none``, ``zero`` (nothing counts after the deadline) or a deduction such as
+``deduct:10%/day`` or ``deduct:2%/hour,floor:50%``: a percentage of the notebook's maximum for each
+started day or hour late (one second late is one day late, as Canvas counts it), never taking the
+score below the floor (a percentage of the maximum; a score already under it loses nothing more).
+On time to the second is on time.
+
+The deadline is one for the module or one per notebook; an extension moves one student's deadline.
+The submission time comes from the intake (nbgrader's exchange timestamp, a file name, a timestamps
+CSV). A notebook with a deadline and no known submission time is a named problem: it is never
+taken to be on time silently (its penalty is left at zero and its row says ``unknown``).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..course import UnusableInput
+
+UNITS = {"day": 86_400, "hour": 3_600}
+POLICY = re.compile(r"^deduct:(?P<percent>\d+(?:\.\d+)?)%/(?P<unit>day|hour)(?:,floor:(?P<floor>\d+(?:\.\d+)?)%)?$")
+SPEC_FILE = ".late.json"  # in OUT: the policy the last grading used (export and report read it)
+
+
+@dataclass(frozen=True)
+class Policy:
+    kind: str  # none | zero | deduct
+    percent: float = 0.0  # of the maximum, per unit late
+    unit_seconds: int = 86_400
+    floor: float = 0.0  # percent of the maximum
+
+    def describe(self) -> str:
+        if self.kind != "deduct":
+            return {"none": "no late penalty", "zero": "no points after the deadline"}[self.kind]
+        unit = "day" if self.unit_seconds == UNITS["day"] else "hour"
+        return f"{self.percent:g}% of the maximum per {unit} late" + (f", not below {self.floor:g}%" if self.floor else "")
+
+
+def parse_policy(text: str) -> Policy:
+    """``none``, ``zero`` or ``deduct:P%/day|hour[,floor:F%]``; anything else is refused, saying the shapes."""
+    text = (text or "none").strip().lower().replace(" ", "")
+    if text in ("none", "zero"):
+        return Policy(text)
+    match = POLICY.match(text)
+    if not match or not 0 < float(match["percent"]) <= 100 or float(match["floor"] or 0) > 100:
+        raise UnusableInput(
+            f"late policy {text!r}: use none, zero, or deduct:P%/day or deduct:P%/hour, optionally ,floor:F% (e.g. deduct:10%/day,floor:50%)"
+        )
+    return Policy("deduct", float(match["percent"]), UNITS[match["unit"]], float(match["floor"] or 0))
+
+
+def parse_time(text: str, what: str) -> dt.datetime:
+    """An ISO 8601 time with its zone (a time without one is refused: whose midnight would it be?)."""
+    try:
+        value = dt.datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UnusableInput(f"{what}: {text!r} is not an ISO 8601 time (e.g. 2026-12-01T23:59:00+08:00)") from None
+    if value.tzinfo is None:
+        raise UnusableInput(f"{what}: {text!r} has no time zone (write it with +08:00, Z, ...)")
+    return value.astimezone(dt.UTC)
+
+
+def read_extensions(path: Path) -> dict[str, dt.datetime]:
+    """``student_id, deadline`` rows: each student's own deadline."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            rows = list(csv.DictReader(handle))
+    except OSError as exc:
+        raise UnusableInput(f"cannot read the extensions file {path}: {exc}") from None
+    if rows and not {"student_id", "deadline"} <= set(rows[0]):
+        raise UnusableInput(f"{path}: the extensions file needs the columns student_id and deadline")
+    return {row["student_id"].strip(): parse_time(row["deadline"], f"{path} line {n}") for n, row in enumerate(rows, start=2)}
+
+
+def late_spec(grading: dict, deadline: str | None, policy: str | None, extensions: Path | None) -> LateSpec:
+    """The spec from course.toml's ``[grading]`` table (``deadline``, ``late_policy``, ``extensions``,
+    ``[grading.deadlines]`` per notebook) with the command line's values winning."""
+    deadline = deadline or grading.get("deadline")
+    policy = policy or grading.get("late_policy") or "none"  # a deadline alone marks lateness and takes nothing
+    extensions = extensions or (Path(grading["extensions"]) if grading.get("extensions") else None)
+    spec = LateSpec(
+        parse_policy(policy),
+        parse_time(deadline, "the deadline") if deadline else None,
+        {nb: parse_time(when, f"[grading.deadlines] {nb}") for nb, when in (grading.get("deadlines") or {}).items()},
+        read_extensions(extensions) if extensions else {},
+    )
+    if spec.policy.kind != "none" and spec.deadline is None and not spec.deadlines:
+        raise UnusableInput(f"a late policy ({policy}) needs a deadline: --deadline or [grading] deadline in course.toml")
+    return spec
+
+
+@dataclass
+class LateSpec:
+    policy: Policy = Policy("none")
+    deadline: dt.datetime | None = None
+    deadlines: dict[str, dt.datetime] = field(default_factory=dict)  # notebook -> its own deadline
+    extensions: dict[str, dt.datetime] = field(default_factory=dict)  # student -> their deadline
+    times: dict[str, dict[str, dt.datetime]] = field(default_factory=dict)  # student -> notebook -> submitted at
+
+    @property
+    def active(self) -> bool:
+        return self.deadline is not None or bool(self.deadlines)
+
+    def deadline_for(self, student: str, notebook: str) -> dt.datetime | None:
+        if student in self.extensions:
+            return self.extensions[student]
+        return self.deadlines.get(notebook, self.deadline)
+
+    def to_json(self) -> dict:
+        iso = lambda t: t.isoformat()  # noqa: E731
+        return {
+            "policy": self.policy.__dict__,
+            "deadline": iso(self.deadline) if self.deadline else None,
+            "deadlines": {k: iso(v) for k, v in self.deadlines.items()},
+            "extensions": {k: iso(v) for k, v in self.extensions.items()},
+            "times": {s: {n: iso(t) for n, t in per.items()} for s, per in self.times.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> LateSpec:
+        when = dt.datetime.fromisoformat
+        return cls(
+            Policy(**data["policy"]),
+            when(data["deadline"]) if data.get("deadline") else None,
+            {k: when(v) for k, v in data.get("deadlines", {}).items()},
+            {k: when(v) for k, v in data.get("extensions", {}).items()},
+            {s: {n: when(t) for n, t in per.items()} for s, per in data.get("times", {}).items()},
+        )
+
+
+def penalty_points(policy: Policy, late_seconds: float, score: float, max_points: float) -> float:
+    """The points a notebook scored ``score`` of ``max_points`` loses, ``late_seconds`` late."""
+    if late_seconds <= 0 or policy.kind == "none" or score <= 0:
+        return 0.0
+    if policy.kind == "zero":
+        return score
+    units = math.ceil(late_seconds / policy.unit_seconds)
+    deduction = max_points * min(100.0, policy.percent * units) / 100
+    floor = max_points * policy.floor / 100
+    return round(max(0.0, min(deduction, score - floor, score)), 6)
+
+
+def notebook_late(spec: LateSpec, student: str, notebook: str, score: float, max_points: float) -> dict:
+    """The late facts of one notebook: submitted_at, deadline, seconds late, penalty, or a problem."""
+    deadline = spec.deadline_for(student, notebook)
+    if not spec.active or deadline is None:
+        return {"penalty": 0.0}
+    submitted = spec.times.get(student, {}).get(notebook) or spec.times.get(student, {}).get("*")
+    if submitted is None:
+        return {"penalty": 0.0, "deadline": deadline.isoformat(), "problem": "no submission time is known: give it in a timestamps CSV"}
+    late = (submitted - deadline).total_seconds()
+    return {
+        "penalty": penalty_points(spec.policy, late, score, max_points),
+        "deadline": deadline.isoformat(),
+        "submitted_at": submitted.isoformat(),
+        "late_seconds": max(0.0, late),
+    }
+
+
+def unsubmitted(out: Path) -> set[tuple[str, str]]:
+    """(student, notebook) pairs the last grading found nothing for (OUT/log.jsonl): never late."""
+    found = set()
+    try:
+        with open(out / "log.jsonl", encoding="utf-8") as handle:
+            for line in handle:
+                record = json.loads(line)
+                if record.get("status") in ("missing", "invalid_student_id"):
+                    found.add((record["student_id"], record["notebook"]))
+    except (OSError, ValueError, KeyError):
+        pass
+    return found
+
+
+def save_spec(out: Path, spec: LateSpec) -> None:
+    from tools.project_runtime import write_json_atomic
+
+    write_json_atomic(out / SPEC_FILE, spec.to_json())
+
+
+def load_spec(out: Path) -> LateSpec:
+    try:
+        return LateSpec.from_json(json.loads((out / SPEC_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return LateSpec()
+
+
+LATE_LINE = "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} point(s) ({policy})."
+
+
+def late_text(late: dict, policy: Policy, words: dict[str, str] | None = None) -> str:
+    """One sentence for a feedback page, in the page's language (empty when on time or without a deadline)."""
+    seconds = late.get("late_seconds", 0)
+    if not seconds:
+        return ""
+    words = words or {}
+    values = {"hours": f"{seconds / 3600:.2f}", "deadline": late["deadline"], "points": f"{late['penalty']:g}", "policy": policy.describe()}
+    return words.get(LATE_LINE, LATE_LINE).format(**values)

@@ -1,0 +1,154 @@
+"""A late policy through the real pipeline: the penalty in grades.csv, nbgrader's gradebook, the
+feedback page, the export and the class report, at the deadline's boundaries."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import html
+import re
+
+import pytest
+
+from autograde.course import Course, exercises
+from autograde.grading import Options, grade_batch
+from autograde.record.late import LateSpec, parse_policy, parse_time, penalty_points
+
+from submissions import build, write
+
+pytestmark = pytest.mark.slow
+NB = "04_decode_start_gate"
+DEADLINE = parse_time("2026-12-20T23:59:00+08:00", "test")
+SUBMITTED = {
+    "on_time": DEADLINE,  # to the second
+    "one_second_late": DEADLINE + dt.timedelta(seconds=1),
+    "ten_days_late": DEADLINE + dt.timedelta(days=10),  # past the floor
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    subs = tmp_path_factory.mktemp("subs")
+    out = tmp_path_factory.mktemp("out") / "out"
+    for student in [*SUBMITTED, "no_time"]:
+        write(subs, student, NB, build(NB))
+    spec = LateSpec(parse_policy("deduct:10%/day,floor:20%"), DEADLINE, times={s: {NB: t} for s, t in SUBMITTED.items()})
+    summary = grade_batch(Course.load(), subs, out, Options(workers=2, progress=False), late=spec)
+    rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
+    return {"out": out, "rows": rows, "summary": summary, "spec": spec}
+
+
+def _expected(rows: dict, student: str, seconds: float) -> float:
+    course = Course.load()
+    max_points = sum(e.points for e in exercises(course) if e.notebook == NB)
+    auto = float(rows[student]["auto_total"])
+    return penalty_points(parse_policy("deduct:10%/day,floor:20%"), seconds, auto, max_points)
+
+
+def test_grades_csv_has_raw_penalty_and_final(graded):
+    rows = graded["rows"]
+    assert float(rows["on_time"]["late_penalty"]) == 0.0
+    one = _expected(rows, "one_second_late", 1)
+    assert one > 0 and float(rows["one_second_late"]["late_penalty"]) == pytest.approx(one)
+    ten = _expected(rows, "ten_days_late", 10 * 86_400)
+    assert ten > one and float(rows["ten_days_late"]["late_penalty"]) == pytest.approx(ten)
+    for student in SUBMITTED:
+        assert float(rows[student]["final_total"]) == pytest.approx(float(rows[student]["total"]) - float(rows[student]["late_penalty"]))
+        assert rows[student]["auto_total"] == rows["on_time"]["auto_total"]  # the raw score is untouched
+    assert rows["no_time"]["late_penalty"] == "unknown"  # never on time by default
+    assert [(p["student_id"], p["notebook"]) for p in graded["summary"]["late_problems"]] == [("no_time", NB)]
+
+
+def test_the_gradebook_holds_nbgraders_late_penalty_and_time(graded):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{graded['out'] / 'gradebook.db'}") as book:
+        assignment = book.assignments[0].name
+        for student in SUBMITTED:
+            nb = book.find_submission_notebook(NB, assignment, student)
+            assert (nb.late_submission_penalty or 0.0) == pytest.approx(float(graded["rows"][student]["late_penalty"]))
+            stamp = book.find_submission(assignment, student).timestamp
+            assert stamp == SUBMITTED[student].astimezone(dt.UTC).replace(tzinfo=None)
+
+
+def test_the_feedback_page_says_how_late_and_what_it_cost(graded):
+    def page(student):
+        return html.unescape(re.sub(r"<[^>]+>", "", (graded["out"] / "feedback" / student / f"{NB}.html").read_text(encoding="utf-8")))
+
+    assert "hour(s) after the deadline" not in page("on_time")
+    late, penalty = page("one_second_late"), float(graded["rows"]["one_second_late"]["late_penalty"])
+    assert "Submitted 0.00 hour(s) after the deadline" in late and f"late penalty {penalty:g} point(s)" in late
+
+
+def test_the_export_and_the_report_carry_the_penalty(graded):
+    import json
+    import subprocess
+    import sys
+
+    out = graded["out"]
+    proc = subprocess.run([sys.executable, "-m", "autograde", "export", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    final = {r["student_id"]: r for r in csv.DictReader(open(out / "final_grades.csv", encoding="utf-8"))}
+    for student in SUBMITTED:
+        assert final[student]["late_penalty"] == graded["rows"][student]["late_penalty"]
+        assert float(final[student]["final_total"]) == pytest.approx(float(graded["rows"][student]["final_total"]))
+    proc = subprocess.run([sys.executable, "-m", "autograde", "report", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    late = json.loads((out / "report.json").read_text(encoding="utf-8"))["late"]
+    assert late["late_notebooks"] == 2 and late["unknown_times"] == 1
+    assert late["penalty_points"] == pytest.approx(sum(float(graded["rows"][s]["late_penalty"]) for s in SUBMITTED))
+
+
+def test_lms_exports_match_the_import_layouts(graded, tmp_path):
+    """Canvas's gradebook import (its export's first columns, then 'Assignment (id)') and Moodle's
+    CSV import (an identifier column and a grade column), with the LMS ids from a roster; the grade
+    is the final total, after the late penalty. (No real LMS import was tried here.)"""
+    import subprocess
+    import sys
+
+    out = graded["out"]
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,lms_id,name\non_time,1001,Ada Lovelace\none_second_late,1002,Alan Turing\n", encoding="utf-8")
+    for fmt, header in (
+        ("canvas", ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Serving Overlap (4242)"]),
+        ("moodle", ["ID number", "Full name", "Email address", "Serving Overlap (4242)"]),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "autograde", "export", str(out), "--format", fmt, "--roster", str(roster), "--column", "Serving Overlap (4242)"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        with open(out / f"{fmt}_grades.csv", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            assert reader.fieldnames == header
+            rows = list(reader)
+        by_id = {r["SIS User ID" if fmt == "canvas" else "ID number"]: r for r in rows}
+        late = by_id["one_second_late"]
+        assert float(late["Serving Overlap (4242)"]) == pytest.approx(float(graded["rows"]["one_second_late"]["final_total"]))
+        if fmt == "canvas":
+            assert late["ID"] == "1002" and late["Student"] == "Alan Turing"
+
+
+def _feedback(out, fmt: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "autograde", "feedback", str(out), "--format", fmt], capture_output=True, text=True, timeout=300)
+
+
+def test_feedback_is_handed_back_as_zips_and_for_nbgraders_exchange(graded):
+    import zipfile
+
+    out = graded["out"]
+    proc = _feedback(out, "zip")
+    assert proc.returncode == 0, proc.stderr
+    with zipfile.ZipFile(out / "handback" / "on_time.zip") as zf:
+        assert zf.namelist() == [f"on_time/{NB}.html"]
+        assert zf.read(f"on_time/{NB}.html") == (out / "feedback" / "on_time" / f"{NB}.html").read_bytes()
+    proc = _feedback(out, "exchange")
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "handback" / "exchange" / "feedback" / "ten_days_late" / Course.load().assignment / f"{NB}.html").is_file()
+    proc = _feedback(out, "canvas")
+    assert proc.returncode == 0 and "did not come from that LMS" in proc.stderr  # these came as folders, not from Canvas

@@ -1,0 +1,94 @@
+"""A term's intake through the real pipeline: a Canvas download and nbgrader's exchange grade to the
+same rows as the same notebooks in the course's own folder layout, with the roster's ids, the
+exchange's submission times against a deadline, and a roster student who sent nothing."""
+
+from __future__ import annotations
+
+import csv
+import json
+import zipfile
+
+import nbformat
+import pytest
+
+from autograde.course import Course
+
+from submissions import MISTAKES, build, mutate, run_grade, write
+
+pytestmark = pytest.mark.slow
+NB = "04_decode_start_gate"
+
+
+def _notebooks():
+    row = next(m for m in MISTAKES if m[0] == "w4_strict_deadline")
+    return {"s001": build(NB), "s002": build(NB, mutate(row[2], row[3], row[4]))}
+
+
+def _rows(out):
+    with open(out / "grades.csv", encoding="utf-8") as handle:
+        return {r["student_id"]: r for r in csv.DictReader(handle)}
+
+
+def _scores(row):
+    return {k: v for k, v in row.items() if k not in ("late_penalty", "final_total")}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    base = tmp_path_factory.mktemp("term")
+    notebooks = _notebooks()
+    # the course's own layout
+    for student, nb in notebooks.items():
+        write(base / "folders", student, NB, nb)
+    run_grade(base / "folders", base / "out_folders")
+    # a Canvas download: flat files <name>_<canvas user id>_<file id>_<original name>, one of them late
+    canvas = base / "canvas.zip"
+    with zipfile.ZipFile(canvas, "w") as zf:
+        zf.writestr(f"lovelaceada_1001_5001_{NB}.ipynb", nbformat.writes(notebooks["s001"]))
+        zf.writestr(f"turingalan_LATE_1002_5002_{NB}.ipynb", nbformat.writes(notebooks["s002"]))
+    roster = base / "roster.csv"
+    roster.write_text("student_id,lms_id,name\ns001,1001,Ada Lovelace\ns002,1002,Alan Turing\ns003,1003,Grace Hopper\n", encoding="utf-8")
+    run_grade(canvas, base / "out_canvas", "--roster", str(roster))
+    # nbgrader's exchange after `nbgrader collect`: submitted/<student>/<assignment>/, with timestamp.txt
+    assignment = Course.load().assignment
+    times = {"s001": "2026-12-20 15:59:00.000000 UTC", "s002": "2026-12-20 17:00:00.000000 UTC"}
+    for student, nb in notebooks.items():
+        folder = base / "exchange" / "submitted" / student / assignment
+        write(folder.parent, assignment, NB, nb)
+        (folder / "timestamp.txt").write_text(times[student])
+    run_grade(base / "exchange", base / "out_exchange", "--deadline", "2026-12-20T16:00:00Z", "--late-policy", "deduct:25%/hour")
+    return {"base": base, "folders": _rows(base / "out_folders"), "canvas": _rows(base / "out_canvas"), "exchange": _rows(base / "out_exchange")}
+
+
+def test_a_canvas_download_grades_as_the_folders_do(graded):
+    canvas, folders = graded["canvas"], graded["folders"]
+    assert _scores(canvas["s001"]) == _scores(folders["s001"]) and _scores(canvas["s002"]) == _scores(folders["s002"])
+    # the roster's student who sent nothing has a row of zeros and missing notebooks
+    assert canvas["s003"]["total"] == "0"
+    log = [json.loads(line) for line in (graded["base"] / "out_canvas" / "log.jsonl").read_text().splitlines()]
+    assert {r["status"] for r in log if r["student_id"] == "s003"} == {"missing"}
+    intake = json.loads((graded["base"] / "out_canvas" / "intake.json").read_text())
+    assert intake["layout"] == "canvas" and intake["students"]["s002"]["lms_id"] == "1002" and intake["missing"] == ["s003"]
+    assert NB in intake["late_in_lms"]["s002"]  # Canvas's LATE_ mark is kept for the instructor
+
+
+def test_the_exchange_grades_as_the_folders_do_and_its_times_meet_the_deadline(graded):
+    exchange, folders = graded["exchange"], graded["folders"]
+    assert _scores(exchange["s001"]) == _scores(folders["s001"]) and _scores(exchange["s002"]) == _scores(folders["s002"])
+    assert float(exchange["s001"]["late_penalty"]) == 0.0  # a minute early
+    assert float(exchange["s002"]["late_penalty"]) > 0.0  # an hour late: 25% of the notebook's maximum, within its score
+    assert float(exchange["s002"]["final_total"]) == pytest.approx(float(exchange["s002"]["total"]) - float(exchange["s002"]["late_penalty"]))
+
+
+def test_canvas_feedback_is_named_for_canvas(graded):
+    import subprocess
+    import sys
+
+    out = graded["base"] / "out_canvas"
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "feedback", str(out), "--format", "canvas"], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    with zipfile.ZipFile(out / "handback" / "canvas_feedback.zip") as zf:
+        names = sorted(zf.namelist())
+    assert names == [f"lovelaceada_1001_5001_feedback_{NB}.html", f"turingalan_1002_5002_feedback_{NB}.html"], names
