@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("csv", "canvas", "moodle"), default="csv", help="csv (every column), or the LMS's grade import layout")
     export.add_argument("--roster", type=Path, metavar="CSV", help="student_id, lms_id, name (and email, section): the LMS's ids")
     export.add_argument("--column", metavar="NAME", help="the LMS's grade column (Canvas: 'Assignment name (assignment id)')")
+    similarity = sub.add_parser("similarity", help="OUT/similarity.html and .json: the most similar answers per TODO (reads OUT, runs nothing)")
+    similarity.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
+    similarity.add_argument("--threshold", type=float, help="the score from which a pair is flagged (default 0.7)")
     feedback = sub.add_parser("feedback", help="hand the feedback pages back: a zip per student, or the LMS's or nbgrader's upload layout")
     feedback.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
     feedback.add_argument("--format", choices=("zip", "canvas", "moodle", "exchange"), default="zip")
@@ -123,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             "grade": cmd_grade,
             "export": cmd_export,
             "feedback": cmd_feedback,
+            "similarity": cmd_similarity,
             "report": cmd_report,
             "validate": cmd_validate,
             "bundle": cmd_bundle,
@@ -352,6 +356,15 @@ def cmd_feedback(course: Course, args) -> int:
     print(f"wrote {where}: {info['pages']} page(s) of {info['students']} student(s)")
     if info["unmatched"]:
         print(f"not in the {args.format} layout (their files did not come from that LMS): {', '.join(info['unmatched'])}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_similarity(course: Course, args) -> int:
+    from .record.similarity import write_similarity
+
+    page, numbers, data = write_similarity(course, args.out, args.threshold)
+    flagged = sum(todo["pairs_above_threshold"] for todo in data["todos"])
+    print(f"wrote {page} and {numbers}: {flagged} pair(s) at or above {data['threshold']:g} over {len(data['todos'])} TODO(s)")
     return EXIT_OK
 
 

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import nbformat
 
+from tools.i18n import EDITIONS
+
 from ..course import Course, UnusableInput
 from ..model import new_record
 
@@ -268,6 +270,7 @@ def grade_task(task: dict) -> dict:
                     "log": log[-MAX_LOG:],
                     "seconds": elapsed_since(job),
                     "matching_notes": record.get("matching_notes", []),
+                    "edition": record.get("edition", "en"),
                     "files": files,
                 }
             )
@@ -443,6 +446,7 @@ def check_result(result, student: str, names: set[str], file_limit: int) -> list
             item.get("ran") is True and isinstance(item.get("killed"), bool) and isinstance(item.get("log"), str) and _number(item.get("seconds"), 0),
             "run fields",
         )
+        need(item.get("edition", "en") in EDITIONS, "edition")
         files = item.get("files")
         need(isinstance(files, dict) and set(files) == {"result", "autograded", "submitted", "feedback"}, "files")
         for name, data in files.items():
@@ -528,6 +532,7 @@ def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[st
             record = new_record(student, notebook, file=safe_text(path.name), fingerprint=fingerprint)
             if item["matching_notes"]:
                 record["matching_notes"] = [safe_text(note) for note in item["matching_notes"]]
+            record["edition"] = item.get("edition", "en")  # the edition the worker graded it in (check_result checked it)
             if not item["ran"]:
                 record.update(status=item["status"], detail=safe_text(item["detail"]))
                 yield save_record(out, record, 0.0)

@@ -92,3 +92,17 @@ def test_canvas_feedback_is_named_for_canvas(graded):
     with zipfile.ZipFile(out / "handback" / "canvas_feedback.zip") as zf:
         names = sorted(zf.namelist())
     assert names == [f"lovelaceada_1001_5001_feedback_{NB}.html", f"turingalan_1002_5002_feedback_{NB}.html"], names
+
+
+def test_the_similarity_command_reads_a_graded_folder(graded):
+    """The command on a graded class: two students, one TODO each, different answers: the page and
+    the JSON are written, and nothing is flagged."""
+    import subprocess
+    import sys
+
+    out = graded["base"] / "out_folders"
+    proc = subprocess.run([sys.executable, "-m", "autograde", "similarity", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((out / "similarity.json").read_text(encoding="utf-8"))
+    assert (out / "similarity.html").is_file() and data["threshold"] == 0.7
+    assert sum(todo["pairs_above_threshold"] for todo in data["todos"]) == 0

@@ -1,0 +1,336 @@
+"""The similarity report (``python -m autograde similarity OUT``), on folders shaped as ``grade`` leaves
+them (OUT/submitted/<student>/<assignment>/<notebook>.ipynb) and built from the release notebooks
+with answers filled in, as a learner would.
+
+The test class (tests/data/similarity/<TODO>/*.txt, each file a whole answer cell) holds, for every
+TODO, five answers written independently in different styles (``v1`` to ``v5``, ``v5`` the way most
+learners would write it) next to the course's own answer, and two disguised copies (``copy_of_v1``,
+``copy_of_v3``: identifiers renamed, whitespace, comments and brackets changed, independent lines
+reordered). Every one of them is correct: it passes every hidden idea of its TODO. Every copy whose
+answers are long enough to compare must be flagged, and no pair of independent answers may be.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograde.course import Course, UnusableInput
+from autograde.judging.ideas import course_tests, load
+from autograde.record import similarity
+from autograde.record.exporters import add_csp
+
+from submissions import MISTAKES, NOTEBOOKS, RELEASE, SOLUTIONS, answer, build, drop_cell
+
+COURSE = Course.load()
+DATA = Path(__file__).resolve().parents[1] / "data" / "similarity"
+TODOS = sorted(p.name for p in DATA.iterdir() if p.is_dir())
+NOTEBOOK_OF = {
+    c.metadata["nbgrader"]["grade_id"]: name
+    for name in NOTEBOOKS
+    for c in nbformat.read(RELEASE / f"{name}.ipynb", 4).cells
+    if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")
+}
+HOSTILE = "<img src=x onerror=alert(1)>"  # a folder name can hold this (no slash)
+
+
+def variants(todo: str) -> dict[str, str]:
+    """{student: answer cell} of the test class for one TODO: the files, and the course's own answer."""
+    found = {p.stem: p.read_text(encoding="utf-8") for p in sorted((DATA / todo).glob("*.txt"))}
+    found["course"] = answer(todo)
+    return found
+
+
+def is_copy(a: str, b: str) -> bool:
+    return a == f"copy_of_{b}" or b == f"copy_of_{a}"
+
+
+def write_class(out: Path, answers: dict[str, dict[str, str]]) -> Path:
+    """An OUT folder whose submitted notebooks are the release with ``answers`` ({student: {TODO:
+    answer cell}}) filled in (a TODO not given keeps the release's scaffold)."""
+    for student in sorted(answers):
+        for name in NOTEBOOKS:
+            edits = {gid: source for gid, source in answers.get(student, {}).items() if NOTEBOOK_OF[gid] == name}
+            target = out / "submitted" / student / COURSE.assignment / f"{name}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(build(name, edits, fill=False), target)
+    return out
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory) -> dict:
+    """The test class graded: every student answers every TODO with the variant of their name."""
+    names = sorted(variants(TODOS[0]))
+    answers = {student: {todo: variants(todo)[student] for todo in TODOS} for student in names}
+    out = write_class(tmp_path_factory.mktemp("class") / "out", answers)
+    page, numbers, data = similarity.write_similarity(COURSE, out)
+    return {"out": out, "page": page.read_text(encoding="utf-8"), "data": data, "numbers": numbers}
+
+
+# ------------------------------------------------------------------ the test class is what it claims
+
+
+@functools.cache
+def _course() -> dict:
+    found = course_tests(sorted(SOLUTIONS.glob("*.ipynb")))
+    return {
+        "tests": {t["grade_id"]: t for nb in found.values() for t in nb["tests"]},
+        "solutions": {sid: source for nb in found.values() for sid, source in nb["solutions"].items()},
+        "cell_of": {row[2]: row[1] for row in MISTAKES},  # solution cell -> its grade cell
+    }
+
+
+def failed_ideas(todo: str, source: str) -> dict[str, str]:
+    """The hidden ideas of ``todo`` that ``source`` fails, run in-process as the judge runs them
+    (tests/grader/test_idea_isolation.py), with the course's answers standing in where the judge's do."""
+    test = _course()["tests"][_course()["cell_of"][todo]]
+    spec = load(test["hidden"], test["grade_id"], test["points"])
+    for source_id in spec.stand_ins.values():
+        exec(_course()["solutions"][source_id], spec.namespace)  # noqa: S102 - the course's own answer
+    exec(source, spec.namespace)  # noqa: S102 - an answer of the test class, written for this test
+    failed = {}
+    for item in spec.ideas:
+        try:
+            item.check()
+        except Exception as exc:  # an idea fails by raising anything
+            failed[item.id] = f"{type(exc).__name__}: {exc}"[:200]
+    return failed
+
+
+@pytest.mark.parametrize("todo", TODOS)
+def test_every_answer_of_the_test_class_is_correct(todo):
+    assert len(variants(todo)) >= 8, "five independent answers, the course's, and two copies"
+    for student, source in variants(todo).items():
+        assert not failed_ideas(todo, source), (todo, student, failed_ideas(todo, source))
+
+
+def test_the_test_class_covers_every_todo():
+    assert TODOS == sorted(NOTEBOOK_OF), "a TODO of the course without answers in tests/data/similarity"
+
+
+# ------------------------------------------------------------------ copies flagged, independent answers not
+
+
+def rates(data: dict) -> dict:
+    """Over the pairs whose two answers are both compared (neither too short): copies flagged, and
+    independent answers flagged; with the pairs each rate counts."""
+    copies, independent = [0, 0], [0, 0]
+    for todo in data["todos"]:
+        flagged = {(p["a"], p["b"]) for p in todo["pairs"]}
+        short = set(todo["left_out"]["too_short"])
+        students = sorted(set(variants(todo["grade_id"])) - short)
+        for a, b in itertools.combinations(students, 2):
+            tally = copies if is_copy(a, b) else independent
+            tally[0] += (a, b) in flagged
+            tally[1] += 1
+    return {"copies": copies, "independent": independent}
+
+
+def test_copies_are_flagged_and_independent_answers_are_not(graded_class, capsys):
+    data = graded_class["data"]
+    found = rates(data)
+    (copies_flagged, copies), (independent_flagged, independent) = found["copies"], found["independent"]
+    with capsys.disabled():
+        print(
+            f"\nsimilarity at threshold {data['threshold']}: {copies_flagged}/{copies} disguised copies flagged "
+            f"({100 * copies_flagged / copies:.0f}%), {independent_flagged}/{independent} pairs of independent correct "
+            f"answers flagged ({100 * independent_flagged / independent:.0f}%)"
+        )
+    assert copies >= 10 and independent >= 100, "the rates count enough pairs to mean something"
+    assert copies_flagged == copies, [t["pairs"] for t in data["todos"]]
+    assert independent_flagged == 0, [t["pairs"] for t in data["todos"]]
+    long_answers = {"todo0_solution", "todo5_solution", "todo6_solution", "todo7_solution", "todo8_solution"}
+    for todo in data["todos"]:
+        if todo["grade_id"] in long_answers:  # every copy of a whole function is compared, and caught
+            assert not todo["left_out"]["too_short"] and todo["pairs_above_threshold"] == 2, todo
+
+
+def test_a_copy_is_caught_with_a_margin_and_independent_answers_stay_well_below(graded_class, capsys):
+    """The scores, not only the verdicts: the threshold is not balanced on an edge of the test class."""
+    threshold = graded_class["data"]["threshold"]
+    lowest = min(p["score"] for todo in graded_class["data"]["todos"] for p in todo["pairs"])
+    cache: dict[str, int] = {}
+    todos = {t.grade_id: t for t in similarity.course_todos(COURSE, cache)}
+    highest = 0.0
+    for gid in TODOS:
+        kept, _ = similarity.class_answers(todos[gid], variants(gid), cache)
+        for x, y in itertools.combinations(kept, 2):
+            if not is_copy(x.student, y.student):
+                highest = max(highest, len(x.prints & y.prints) / min(len(x.prints), len(y.prints)))
+    with capsys.disabled():
+        print(f"\nsimilarity scores: lowest of a disguised copy {lowest:.2f}, highest of two independent answers {highest:.2f}")
+    assert lowest >= threshold + 0.05 and highest <= threshold - 0.05, (lowest, highest)
+
+
+def test_short_answers_are_not_compared(graded_class):
+    """TODO 2 and 4 are one or two lines: every answer is too short to compare, copies included,
+    and the page says so. The course's answer to TODO 1 and the usual way to write it are the same
+    tokens, written apart: they are not compared either."""
+    todos = {t["grade_id"]: t for t in graded_class["data"]["todos"]}
+    for gid in ("todo2_solution", "todo4_solution"):
+        assert todos[gid]["compared"] == 0 and todos[gid]["pairs"] == [], todos[gid]
+        assert todos[gid]["too_short"] == len(variants(gid))
+    assert {"course", "v5"} <= set(todos["todo1_solution"]["left_out"]["too_short"])
+    section = graded_class["page"].split('<section id="todo4_solution"', 1)[1].split("</section>", 1)[0]
+    assert "Every answer to this TODO is too short to compare." in section
+
+
+# ------------------------------------------------------------------ what is not compared
+
+
+def test_unanswered_and_missing_answers_are_not_compared(tmp_path):
+    """Two students who answered nothing (the release's scaffold, as handed out) are not a pair,
+    whatever the scaffold holds; a missing notebook, a missing cell, a file that is not a notebook and
+    one past the object limit count as missing."""
+    full = {todo: variants(todo)["v1"] for todo in TODOS}
+    answers = {"blank1": {}, "blank2": {}, "done": full, "copied": {todo: variants(todo)["copy_of_v1"] for todo in TODOS}}
+    out = write_class(tmp_path / "out", answers)
+    folder = out / "submitted"
+    (folder / "gone" / COURSE.assignment).mkdir(parents=True)  # no notebooks at all
+    partial = folder / "partial" / COURSE.assignment
+    partial.mkdir(parents=True)
+    nbformat.write(drop_cell(build("06_handoff_simulator", {}, fill=True), "todo7_solution"), partial / "06_handoff_simulator.ipynb")
+    (partial / "01_what_can_overlap.ipynb").write_text("not a notebook {", encoding="utf-8")
+    (partial / "05_cuda_stream_overlap.ipynb").write_text("[" * 400_000, encoding="utf-8")
+    _, _, data = similarity.write_similarity(COURSE, out)
+    todos = {t["grade_id"]: t for t in data["todos"]}
+    for todo in todos.values():
+        assert todo["left_out"]["unanswered"] == ["blank1", "blank2"], todo
+        assert "gone" in todo["left_out"]["missing"]
+        assert all("blank" not in p["a"] + p["b"] for p in todo["pairs"])
+    for gid in ("todo0_solution", "todo5_solution", "todo7_solution"):
+        assert "partial" in todos[gid]["left_out"]["missing"], gid
+    assert "partial" not in todos["todo6_solution"]["left_out"]["missing"], "its other cells are read"
+    assert {(p["a"], p["b"]) for p in todos["todo0_solution"]["pairs"]} == {("copied", "done")}
+
+
+def test_a_copy_of_the_scaffold_is_not_code_of_ones_own():
+    """The release's own lines of a cell are left out (whitespace aside), each as often as the
+    release has it: an answer that only reformats the scaffold has nothing to compare."""
+    cache: dict[str, int] = {}
+    todo = {t.grade_id: t for t in similarity.course_todos(COURSE, cache)}["todo1_solution"]
+    release = next(
+        c.source
+        for c in nbformat.read(RELEASE / "02_total_vs_exposed_time.ipynb", 4).cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "todo1_solution"
+    )
+    spaced = "\n".join(f"{line}   " for line in release.splitlines())
+    assert similarity.normalized(spaced, similarity.given_lines(spaced, todo.release)) == []
+    twice = release.replace("    merged = []\n", "    merged = []\n    merged = []\n")
+    left = similarity.normalized(twice, similarity.given_lines(twice, todo.release))
+    assert [t.text for t in left] == ["V", "=", "[", "]"], "a line the release has once is taken once"
+
+
+# ------------------------------------------------------------------ the page and the numbers
+
+
+def test_a_hostile_name_and_code_stay_inert(tmp_path):
+    evil_code = variants("todo7_solution")["v2"].replace(
+        "raise ValueError(f\"bad policy {handoff['policy']!r}\")",
+        "raise ValueError('</script><script>alert(1)</script><img src=x onerror=alert(2)>')  # </pre><b onmouseover=alert(3)>",
+    )
+    answers = {HOSTILE: {"todo7_solution": evil_code}, 'q"uote&amp': {"todo7_solution": evil_code}}
+    out = write_class(tmp_path / "out", answers)
+    page_path, _, data = similarity.write_similarity(COURSE, out)
+    page = page_path.read_text(encoding="utf-8")
+    todo7 = next(t for t in data["todos"] if t["grade_id"] == "todo7_solution")
+    assert [(p["a"], p["b"], p["score"]) for p in todo7["pairs"]] == [(HOSTILE, 'q"uote&amp', 1.0)], "the two are on the page"
+    lowered = page.lower()
+    assert "<script" not in lowered and "<img" not in lowered and "<b onmouseover" not in lowered
+    assert html.escape(HOSTILE, quote=False) in page and "&lt;/script&gt;&lt;script&gt;alert(1)" in page
+    assert "q&#34;uote&amp;amp" in page, "a quote and an ampersand in a name are escaped too"
+    assert page == add_csp(page, similarity.SIMILARITY_POLICY), "the policy is there, once"
+    head = page.split("<head>", 1)[1]
+    assert head.startswith('<meta http-equiv="Content-Security-Policy"'), "first in the head, before the title"
+    assert "default-src 'none'" in head.split(">", 1)[0]
+
+
+def test_the_shared_code_is_marked_side_by_side(graded_class):
+    page = graded_class["page"]
+    section = page.split('<section id="todo0_solution"', 1)[1].split("</section>", 1)[0]
+    pairs = re.findall(r'<div class="pair (flagged|near)">', section)
+    assert pairs[:2] == ["flagged", "flagged"] and "flagged" not in pairs[2:]
+    first = section.split('<div class="pair flagged">', 2)[1]
+    assert first.count("<pre>") == 2 and first.count("<mark>") >= 4
+    marked = html.unescape("".join(re.findall(r"<mark>(.*?)</mark>", first, re.S)))
+    assert "reasons.append" in marked and "# TODO 0" not in marked, "the learner's code is marked, the scaffold is not"
+    assert '<span class="given">def check_overlap(first, second):' in first
+
+
+def test_the_json_has_every_todo_with_its_counts_and_pairs(graded_class):
+    data = json.loads(graded_class["numbers"].read_text(encoding="utf-8"))
+    assert data == json.loads(json.dumps(graded_class["data"]))
+    assert data["assignment"] == COURSE.assignment and data["students"] == len(variants(TODOS[0]))
+    assert data["threshold"] == similarity.THRESHOLD and data["warnings"] == []
+    assert set(data["method"]) == {"score", "k", "window", "min_fingerprints", "common_share", "common_min"}
+    assert [t["grade_id"] for t in data["todos"]] == TODOS
+    for todo in data["todos"]:
+        assert todo["notebook"] == NOTEBOOK_OF[todo["grade_id"]]
+        left = todo["left_out"]
+        assert set(left) == {"too_short", "unanswered", "missing"}
+        assert todo["compared"] + todo["too_short"] + todo["unanswered"] + todo["missing"] == todo["students"] == data["students"]
+        assert [todo[k] for k in ("too_short", "unanswered", "missing")] == [len(left[k]) for k in ("too_short", "unanswered", "missing")]
+        assert todo["pairs_listed"] == len(todo["pairs"]) == todo["pairs_above_threshold"]
+        scores = [p["score"] for p in todo["pairs"]]
+        assert scores == sorted(scores, reverse=True) and all(data["threshold"] <= s <= 1 for s in scores)
+        for p in todo["pairs"]:
+            assert p["a"] < p["b"] and 0 < p["shared"] <= min(p["fingerprints"])
+        assert todo["students_flagged"] == len({s for p in todo["pairs"] for s in (p["a"], p["b"])})
+
+
+def test_a_threshold_outside_0_to_1_is_refused(tmp_path):
+    out = write_class(tmp_path / "out", {"a": {}})
+    for bad in (0, -0.5, 1.5):
+        with pytest.raises(UnusableInput):
+            similarity.write_similarity(COURSE, out, bad)
+    with pytest.raises(UnusableInput, match="no submitted"):
+        similarity.write_similarity(COURSE, tmp_path)
+
+
+# ------------------------------------------------------------------ the fingerprints
+
+
+def test_renaming_and_reformatting_give_the_same_tokens():
+    plain = "def f(a):\n    total = a + 1  # add one\n    return sorted(total.items())\n"
+    disguised = 'def g(x):\n    """Docstring."""\n    s = ((x + 1))\n\n    return sorted( s.items() ); \n'
+    assert [t.text for t in similarity.normalized(plain)] == [t.text for t in similarity.normalized(disguised)]
+    assert [t.text for t in similarity.normalized("x = 'a'; y = 1_000")] == [t.text for t in similarity.normalized('z = "a"\nw = 1000')]
+    broken = "def f(:\n    x = 'unclosed\n    return [x for x in y  # comment\n"
+    assert [t.text for t in similarity.normalized(broken)][:4] == ["def", "V", ":", "V"], "code Python cannot tokenize is still read"
+
+
+def test_common_code_does_not_count_and_a_shared_copy_still_does():
+    """A passage in most of the class's different answers is the way everyone writes it: left out.
+    Many students with the very same answer count as one answer, so their copy is not 'common'."""
+    shared = set(range(40))
+    answers = [similarity.Answer(f"s{i}", "", set(), [], [], frozenset(shared | {1000 * (i + 1) + j for j in range(30)})) for i in range(30)]
+    assert similarity.common_prints(answers) == shared
+    ring = [similarity.Answer(f"r{i}", "", set(), [], [], frozenset(shared)) for i in range(30)]
+    assert similarity.common_prints(ring + answers[:5]) == set()
+    assert similarity.common_prints(answers[:10]) == set(), "a small class has no common code"
+
+
+def test_fingerprints_are_the_same_in_every_process():
+    """Scores do not depend on Python's string hash seed (a report run twice says the same)."""
+    code = variants("todo8_solution")["v1"]
+    script = (
+        "import sys; from autograde.record import similarity as s\n"
+        "t = s.normalized(sys.stdin.read()); print(sorted(s.winnow(s.kgram_hashes(s.token_ids(t, {})))))"
+    )
+    runs = set()
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        proc = subprocess.run([sys.executable, "-c", script], input=code, capture_output=True, text=True, env=env, timeout=120, cwd=COURSE.root)
+        assert proc.returncode == 0, proc.stderr
+        runs.add(proc.stdout)
+    assert len(runs) == 1
