@@ -31,6 +31,21 @@ def _gib(text: str) -> float:
     return value
 
 
+def _term_arguments(grade: argparse.ArgumentParser) -> None:
+    """grade's options for a term: the intake's layout and the deadlines."""
+    grade.add_argument(
+        "--layout", choices=("folders", "exchange", "canvas", "moodle", "pattern"), help="the layout of SUBMISSIONS (default: recognised)"
+    )
+    grade.add_argument("--pattern", metavar="REGEX", help="with --layout pattern: named groups student_id, optional file_id and timestamp")
+    grade.add_argument("--roster", type=Path, metavar="CSV", help="student_id, lms_id, name: LMS ids to student ids; lists who sent nothing")
+    grade.add_argument("--timestamps", type=Path, metavar="CSV", help="student_id, [notebook,] submitted_at: submission times")
+    grade.add_argument("--deadline", metavar="TIME", help="ISO 8601 with a time zone, e.g. 2026-12-20T23:59:00+08:00 (or [grading] deadline)")
+    grade.add_argument(
+        "--late-policy", metavar="POLICY", help="none (the default: lateness is reported, nothing taken), zero, or deduct:10%%/day[,floor:50%%]"
+    )
+    grade.add_argument("--extensions", type=Path, metavar="CSV", help="student_id,deadline: a student's own deadline")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograde", description="Instructor command for Serving Overlap and State Handoff.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,17 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--tls-cert", metavar="PEM", help="with a tls:// scheduler: this client's certificate")
     grade.add_argument("--tls-key", metavar="PEM", help="with a tls:// scheduler: this client's private key")
     grade.add_argument("--no-progress", action="store_true")
-    grade.add_argument(
-        "--layout", choices=("folders", "exchange", "canvas", "moodle", "pattern"), help="the layout of SUBMISSIONS (default: recognised)"
-    )
-    grade.add_argument("--pattern", metavar="REGEX", help="with --layout pattern: named groups student_id, optional file_id and timestamp")
-    grade.add_argument("--roster", type=Path, metavar="CSV", help="student_id, lms_id, name: LMS ids to student ids; lists who sent nothing")
-    grade.add_argument("--timestamps", type=Path, metavar="CSV", help="student_id, [notebook,] submitted_at: submission times")
-    grade.add_argument("--deadline", metavar="TIME", help="ISO 8601 with a time zone, e.g. 2026-12-20T23:59:00+08:00 (or [grading] deadline)")
-    grade.add_argument(
-        "--late-policy", metavar="POLICY", help="none (the default: lateness is reported, nothing taken), zero, or deduct:10%%/day[,floor:50%%]"
-    )
-    grade.add_argument("--extensions", type=Path, metavar="CSV", help="student_id,deadline: a student's own deadline")
+    _term_arguments(grade)
     export = sub.add_parser("export", help="the final table from the gradebook: automatic and manual scores together (CSV)")
     export.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
     export.add_argument("--db-url", metavar="URL", help="the gradebook, if not the one OUT records")

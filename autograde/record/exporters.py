@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import html
+import os
 import re
+from pathlib import Path
 
 from jinja2 import BytecodeCache
 from nbconvert.exporters import HTMLExporter, TemplateExporter
@@ -118,3 +120,23 @@ class FeedbackExporter(HTMLExporter):
         self.register_filter("highlight_code", highlight_code)
         self.register_filter("filter_data_type", filter_data_type)
         return TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+
+
+def base_style(width: str) -> str:
+    """The instructor pages' shared styles (the class report, the similarity page): body, tables, numbers."""
+    return (
+        f"body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: {width}; padding: 0 1em; color: #222; }}\n"
+        "table { border-collapse: collapse; margin: 0.5em 0 1.5em; } td, th { border: 1px solid #ccc; padding: 0.2em 0.5em; }\n"
+        "th { background: #f2f2f2; text-align: left; } td.n { text-align: right; font-variant-numeric: tabular-nums; }"
+    )
+
+
+def write_page_and_numbers(out: Path, name: str, page: str, data: dict) -> tuple[Path, Path]:
+    """OUT/<name>.html and OUT/<name>.json, each written whole or not at all. Returns their paths."""
+    from tools.project_runtime import write_json_atomic
+
+    target = out / f"{name}.html"
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, target)
+    return target, Path(write_json_atomic(out / f"{name}.json", data))

@@ -20,17 +20,16 @@ import csv
 import io
 import json
 import math
-import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.project_runtime import write_json_atomic
+from markupsafe import Markup
 
 from ..course import Course, Exercise, UnusableInput, exercises
 from ..model import PENDING, REVIEW, STATUS_TEXT
 from ..publish.editions import feedback_translations
-from .exporters import add_csp
+from .exporters import add_csp, base_style, write_page_and_numbers
 
 TAIL = (
     "auto_total",
@@ -580,9 +579,7 @@ PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>Class report · {{ data.assignment }}</title>
 <style>
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; } td, th { border: 1px solid #ccc; padding: 0.2em 0.5em; }
-th { background: #f2f2f2; text-align: left; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+{{ base_style }}
 img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1px solid #e0c36a; }
 .pending { color: #546e7a; } details { margin-bottom: 1em; }
 </style></head><body>
@@ -674,7 +671,8 @@ def render(data: dict, figs: dict[str, str]) -> str:
     env = Environment(autoescape=True, undefined=StrictUndefined)
     env.globals.update(num=_num, pct=_pct, mean=_mean)
     template = env.from_string(PAGE)
-    page = template.render(data=data, s=data["scores"], t=data["timing"], figs=figs, shown=SHOWN_PER_KIND)
+    style = Markup(base_style("72em"))  # noqa: S704 (the course's own constant styles)
+    page = template.render(data=data, s=data["scores"], t=data["timing"], figs=figs, shown=SHOWN_PER_KIND, base_style=style)
     return add_csp(page, REPORT_POLICY)
 
 
@@ -682,9 +680,5 @@ def write_report(course: Course, out: Path, language: str = "en") -> tuple[Path,
     """Write OUT/report.html and OUT/report.json. Returns (page, numbers file, numbers)."""
     data = build_report(course, out, language)
     page = render(data, figures(data))
-    target = out / "report.html"
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, target)
-    numbers = write_json_atomic(out / "report.json", data)
-    return target, Path(numbers), data
+    target, numbers = write_page_and_numbers(out, "report", page, data)
+    return target, numbers, data

@@ -46,12 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-
-from tools.project_runtime import write_json_atomic
+from markupsafe import Markup
 
 from ..course import Course, UnusableInput
 from ..matching import MAX_BYTES, check_nodes
-from .exporters import add_csp
+from .exporters import add_csp, base_style, write_page_and_numbers
 
 K = 8  # tokens in a hashed run
 WINDOW = 3  # winnowing window: every run of K + WINDOW - 1 = 10 shared tokens is found
@@ -516,9 +515,7 @@ PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>Similar answers · {{ data.assignment }}</title>
 <style>
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 90em; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; } td, th { border: 1px solid #ccc; padding: 0.2em 0.5em; }
-th { background: #f2f2f2; text-align: left; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+{{ base_style }}
 .pair { border: 1px solid #ccc; margin: 1em 0; padding: 0 0.8em 0.5em; } .pair.flagged { border-color: #c62828; }
 .sides { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #fafafa; padding: 0.5em; margin: 0; font-size: 0.85em; }
@@ -574,7 +571,7 @@ def render(data: dict, views: list[dict]) -> str:
 
     env = Environment(autoescape=True, undefined=StrictUndefined)
     env.globals.update(pct=_pct)
-    page = env.from_string(PAGE).render(data=data, views=views, shown_also=SHOWN_ALSO)
+    page = env.from_string(PAGE).render(data=data, views=views, shown_also=SHOWN_ALSO, base_style=Markup(base_style("90em")))
     return add_csp(page, SIMILARITY_POLICY)
 
 
@@ -590,9 +587,5 @@ def write_similarity(course: Course, out: Path, threshold: float | None = None) 
     copy whose lines were reordered."""
     data, views = build_similarity(course, out, THRESHOLD if threshold is None else threshold)
     page = render(data, views)
-    target = out / "similarity.html"
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, target)
-    numbers = write_json_atomic(out / "similarity.json", data)
-    return target, Path(numbers), data
+    target, numbers = write_page_and_numbers(out, "similarity", page, data)
+    return target, numbers, data
