@@ -227,7 +227,19 @@ def batch(tmp_path_factory):
 
 def test_grades_csv_has_the_promised_columns(batch):
     header = (batch["out"] / "grades.csv").read_text().splitlines()[0].split(",")
-    assert header == ["student_id", *POINTS, *MANUAL, "auto_total", "total", "max_total", "pending", "needs_review", "edition"]
+    assert header == [
+        "student_id",
+        *POINTS,
+        *MANUAL,
+        "auto_total",
+        "total",
+        "max_total",
+        "pending",
+        "needs_review",
+        "late_penalty",
+        "final_total",
+        "edition",
+    ]
     assert all(row["max_total"] == FULL + len(MANUAL) for row in batch["grades"].values())
     # the edition each student wrote in: English here (a student with no readable notebook has none)
     assert {row["edition"] for row in batch["grades"].values()} <= {"en", ""}
@@ -429,7 +441,7 @@ def test_unusable_input_exits_2(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "autograde", "grade", str(tmp_path / "nope"), "--out", str(tmp_path / "o")], capture_output=True, text=True
     )
-    assert proc.returncode == 2 and "not a folder" in proc.stderr
+    assert proc.returncode == 2 and "no such folder or zip file" in proc.stderr
     (tmp_path / "empty").mkdir()
     proc = subprocess.run(
         [sys.executable, "-m", "autograde", "grade", str(tmp_path / "empty"), "--out", str(tmp_path / "o")], capture_output=True, text=True

@@ -57,7 +57,20 @@ def graded(tmp_path_factory):
         write(folder.parent, assignment, NB, nb)
         (folder / "timestamp.txt").write_text(times[student])
     run_grade(base / "exchange", base / "out_exchange", "--deadline", "2026-12-20T16:00:00Z", "--late-policy", "deduct:25%/hour")
-    return {"base": base, "folders": _rows(base / "out_folders"), "canvas": _rows(base / "out_canvas"), "exchange": _rows(base / "out_exchange")}
+    # a Moodle download: a folder per participant, <Full Name>_<participant id>_assignsubmission_file_
+    moodle = base / "moodle.zip"
+    with zipfile.ZipFile(moodle, "w") as zf:
+        zf.writestr(f"Ada Lovelace_2001_assignsubmission_file_/{NB}.ipynb", nbformat.writes(notebooks["s001"]))
+        zf.writestr(f"Alan Turing_2002_assignsubmission_file_/{NB}.ipynb", nbformat.writes(notebooks["s002"]))
+    moodle_roster = base / "moodle_roster.csv"
+    moodle_roster.write_text("student_id,lms_id,name\ns001,2001,Ada Lovelace\ns002,2002,Alan Turing\n", encoding="utf-8")
+    run_grade(moodle, base / "out_moodle", "--roster", str(moodle_roster))
+    # any other flat naming, through a pattern with named groups
+    for student, nb in notebooks.items():
+        write(base / "pattern", ".", NB, nb, filename=f"{student}__2026-12-20T15:00:00Z__{NB}.ipynb")
+    pattern = r"(?P<student_id>s\d+)__(?P<timestamp>[^_]+)__(?P<file_id>.+)\.ipynb"
+    run_grade(base / "pattern", base / "out_pattern", "--layout", "pattern", "--pattern", pattern)
+    return {"base": base, **{name: _rows(base / f"out_{name}") for name in ("folders", "canvas", "exchange", "moodle", "pattern")}}
 
 
 def test_a_canvas_download_grades_as_the_folders_do(graded):
@@ -78,6 +91,12 @@ def test_the_exchange_grades_as_the_folders_do_and_its_times_meet_the_deadline(g
     assert float(exchange["s001"]["late_penalty"]) == 0.0  # a minute early
     assert float(exchange["s002"]["late_penalty"]) > 0.0  # an hour late: 25% of the notebook's maximum, within its score
     assert float(exchange["s002"]["final_total"]) == pytest.approx(float(exchange["s002"]["total"]) - float(exchange["s002"]["late_penalty"]))
+
+
+@pytest.mark.parametrize("layout", ["moodle", "pattern"])
+def test_a_moodle_download_and_a_pattern_named_folder_grade_as_the_folders_do(graded, layout):
+    for student in ("s001", "s002"):
+        assert _scores(graded[layout][student]) == _scores(graded["folders"][student])
 
 
 def test_canvas_feedback_is_named_for_canvas(graded):
