@@ -33,6 +33,18 @@ def _scores(row):
     return {k: v for k, v in row.items() if k not in ("late_penalty", "final_total")}
 
 
+def _grade_lms_zip(base, lms: str, names: dict[str, str], notebooks: dict, roster_rows: str) -> None:
+    """Grade a zip laid out as ``lms`` downloads it (each student's notebook under ``names[student]``)
+    with a roster, into ``base/out_<lms>``."""
+    archive = base / f"{lms}.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for student, name in names.items():
+            zf.writestr(name, nbformat.writes(notebooks[student]))
+    roster = base / f"{lms}_roster.csv"
+    roster.write_text("student_id,lms_id,name\n" + roster_rows, encoding="utf-8")
+    run_grade(archive, base / f"out_{lms}", "--roster", str(roster))
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     base = tmp_path_factory.mktemp("term")
@@ -42,13 +54,9 @@ def graded(tmp_path_factory):
         write(base / "folders", student, NB, nb)
     run_grade(base / "folders", base / "out_folders")
     # a Canvas download: flat files <name>_<canvas user id>_<file id>_<original name>, one of them late
-    canvas = base / "canvas.zip"
-    with zipfile.ZipFile(canvas, "w") as zf:
-        zf.writestr(f"lovelaceada_1001_5001_{NB}.ipynb", nbformat.writes(notebooks["s001"]))
-        zf.writestr(f"turingalan_LATE_1002_5002_{NB}.ipynb", nbformat.writes(notebooks["s002"]))
-    roster = base / "roster.csv"
-    roster.write_text("student_id,lms_id,name\ns001,1001,Ada Lovelace\ns002,1002,Alan Turing\ns003,1003,Grace Hopper\n", encoding="utf-8")
-    run_grade(canvas, base / "out_canvas", "--roster", str(roster))
+    canvas_names = {"s001": f"lovelaceada_1001_5001_{NB}.ipynb", "s002": f"turingalan_LATE_1002_5002_{NB}.ipynb"}
+    roster = "s001,1001,Ada Lovelace\ns002,1002,Alan Turing\ns003,1003,Grace Hopper\n"
+    _grade_lms_zip(base, "canvas", canvas_names, notebooks, roster)
     # nbgrader's exchange after `nbgrader collect`: submitted/<student>/<assignment>/, with timestamp.txt
     assignment = Course.load().assignment
     times = {"s001": "2026-12-20 15:59:00.000000 UTC", "s002": "2026-12-20 17:00:00.000000 UTC"}
@@ -58,13 +66,8 @@ def graded(tmp_path_factory):
         (folder / "timestamp.txt").write_text(times[student])
     run_grade(base / "exchange", base / "out_exchange", "--deadline", "2026-12-20T16:00:00Z", "--late-policy", "deduct:25%/hour")
     # a Moodle download: a folder per participant, <Full Name>_<participant id>_assignsubmission_file_
-    moodle = base / "moodle.zip"
-    with zipfile.ZipFile(moodle, "w") as zf:
-        zf.writestr(f"Ada Lovelace_2001_assignsubmission_file_/{NB}.ipynb", nbformat.writes(notebooks["s001"]))
-        zf.writestr(f"Alan Turing_2002_assignsubmission_file_/{NB}.ipynb", nbformat.writes(notebooks["s002"]))
-    moodle_roster = base / "moodle_roster.csv"
-    moodle_roster.write_text("student_id,lms_id,name\ns001,2001,Ada Lovelace\ns002,2002,Alan Turing\n", encoding="utf-8")
-    run_grade(moodle, base / "out_moodle", "--roster", str(moodle_roster))
+    moodle_names = {"s001": f"Ada Lovelace_2001_assignsubmission_file_/{NB}.ipynb", "s002": f"Alan Turing_2002_assignsubmission_file_/{NB}.ipynb"}
+    _grade_lms_zip(base, "moodle", moodle_names, notebooks, "s001,2001,Ada Lovelace\ns002,2002,Alan Turing\n")
     # any other flat naming, through a pattern with named groups
     for student, nb in notebooks.items():
         write(base / "pattern", ".", NB, nb, filename=f"{student}__2026-12-20T15:00:00Z__{NB}.ipynb")
