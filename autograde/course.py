@@ -100,16 +100,24 @@ class RunResult:
     seconds: float
 
 
-_LIVE: set[int] = set()
+_LIVE: dict[int, subprocess.Popen] = {}
 _LIVE_LOCK = threading.Lock()
 
 
 def kill_live_runs() -> None:
     """Kill every nbgrader run still going (on Ctrl-C or SIGTERM of the batch)."""
     with _LIVE_LOCK:
-        pids = list(_LIVE)
-    for pid in pids:
-        kill_tree(pid)
+        procs = list(_LIVE.values())
+    for proc in procs:
+        kill_unreaped(proc)
+
+
+def kill_unreaped(proc: subprocess.Popen) -> None:
+    """Kill ``proc`` and its descendants while it is still ours: once it has been waited for,
+    its process id may already belong to another process (a kernel of another batch), which
+    must never be killed in its place. (Its descendants are by then its sandbox's to end.)"""
+    if proc.poll() is None:  # not reaped: the id stays this process's, even if it exits now
+        kill_tree(proc.pid)
 
 
 def spawn(command: list[str], cwd: Path, env: dict[str, str] | None, log) -> subprocess.Popen:
@@ -118,16 +126,16 @@ def spawn(command: list[str], cwd: Path, env: dict[str, str] | None, log) -> sub
         command, cwd=cwd, env=nbgrader_env(env), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
     )
     with _LIVE_LOCK:
-        _LIVE.add(proc.pid)
+        _LIVE[proc.pid] = proc
     return proc
 
 
 def reap(proc: subprocess.Popen) -> None:
     """Kill what is left of ``proc`` (its kernels too) and forget it."""
-    kill_tree(proc.pid)
+    kill_unreaped(proc)
     proc.wait()
     with _LIVE_LOCK:
-        _LIVE.discard(proc.pid)
+        _LIVE.pop(proc.pid, None)
 
 
 def run_nbgrader(args: list[str], course_dir: Path, timeout: float | None = None, env: dict[str, str] | None = None) -> RunResult:

@@ -83,7 +83,10 @@ def grading_master(course: Course, out: Path) -> Path:
     """The course folder generated from the sources without their hidden tests (its
     gradebook restores the public test cells), plus ``judge.json``: the hidden tests,
     reference answers and given cells the trusted judge needs. Rebuilt when the sources
-    or the config changed, and whenever its files no longer match their recorded digest."""
+    or the config changed, and whenever its files no longer match their recorded digest.
+
+    It is built once per state of the sources (shared_master) and copied into each OUT: a
+    second OUT graded from the same sources saves the two ``nbgrader generate_assignment`` runs."""
     master = out / ".course"
     record = out / ".course.digest"
     digest = course.sources_digest()
@@ -93,22 +96,82 @@ def grading_master(course: Course, out: Path) -> Path:
     except (OSError, ValueError):
         valid = False
     if not valid:
-        released = generate(course, master, strip_hidden=True)
-        for lang in EDITIONS[1:]:  # each translated edition's own master: its read-only cells are in its language
-            generate(course, edition_master(master, lang), strip_hidden=True, language=lang)
-        tests = course_tests(course.source_paths())
-        spec = {"notebooks": {}, "solutions": {}, "translations": feedback_translations(course)}
-        for name in course.notebooks:
-            given = []
-            for cell in nbformat.read(released / f"{name}.ipynb", as_version=4).cells:
-                meta = cell.metadata.get("nbgrader", {})
-                if cell.cell_type == "code" and not meta.get("solution") and "imports" not in cell.metadata.get("tags", []):
-                    given.append(cell.source.strip())
-            spec["notebooks"][name] = {"tests": tests[name]["tests"], "given": given}
-            spec["solutions"].update(tests[name]["solutions"])
-        write_json_atomic(master / "judge.json", spec)
+        shared = shared_master(course, digest)
+        if shared is None:  # the course folder is not writable: build in OUT itself
+            build_master(course, master)
+        else:
+            shutil.rmtree(master, ignore_errors=True)
+            shutil.copytree(shared, master)
         write_json_atomic(record, {"sources": digest, "tree": _tree_digest(master)})
     return master
+
+
+MASTERS_KEPT = 4  # states of the sources whose masters stay in the course's build folder
+
+
+def master_cache_key(digest: str) -> str:
+    """A master's name in the cache: the sources' digest and the nbgrader that generated it."""
+    from nbgrader import __version__ as nbgrader_version
+
+    return f"{digest}-nbgrader{nbgrader_version}"
+
+
+def shared_master(course: Course, digest: str) -> Path | None:
+    """The grading master of these sources in ``.course_build/masters/`` (the instructor's own folder,
+    never visible inside the sandbox), built by the first grading run that needs it while the others
+    wait on a lock, and checked against its recorded tree digest before each use (a changed file
+    means a rebuild). None when the course folder cannot be written."""
+    cache = course.root / ".course_build" / "masters"
+    key = master_cache_key(digest)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        lock = open(cache / f"{key}.lock", "a+")
+    except OSError:
+        return None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        folder, stamp = cache / key, cache / f"{key}.json"
+        try:
+            valid = json.loads(stamp.read_text()).get("tree") == _tree_digest(folder)
+        except (OSError, ValueError):
+            valid = False
+        if not valid:
+            building = cache / f".{key}.{os.getpid()}"
+            shutil.rmtree(building, ignore_errors=True)
+            build_master(course, building)
+            shutil.rmtree(folder, ignore_errors=True)
+            os.replace(building, folder)
+            write_json_atomic(stamp, {"sources": digest, "tree": _tree_digest(folder)})
+            _forget_old_masters(cache, keep=key)
+    return folder
+
+
+def _forget_old_masters(cache: Path, keep: str) -> None:
+    """Keep the newest MASTERS_KEPT masters (the sources of earlier states are rarely graded again)."""
+    stamps = sorted(cache.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for stale in stamps[MASTERS_KEPT:]:
+        if stale.stem != keep:
+            shutil.rmtree(cache / stale.stem, ignore_errors=True)
+            stale.unlink(missing_ok=True)
+            (cache / f"{stale.stem}.lock").unlink(missing_ok=True)
+
+
+def build_master(course: Course, master: Path) -> None:
+    """Generate a grading master into ``master``: one nbgrader course folder per edition, and judge.json."""
+    released = generate(course, master, strip_hidden=True)
+    for lang in EDITIONS[1:]:  # each translated edition's own master: its read-only cells are in its language
+        generate(course, edition_master(master, lang), strip_hidden=True, language=lang)
+    tests = course_tests(course.source_paths())
+    spec = {"notebooks": {}, "solutions": {}, "translations": feedback_translations(course)}
+    for name in course.notebooks:
+        given = []
+        for cell in nbformat.read(released / f"{name}.ipynb", as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "code" and not meta.get("solution") and "imports" not in cell.metadata.get("tags", []):
+                given.append(cell.source.strip())
+        spec["notebooks"][name] = {"tests": tests[name]["tests"], "given": given}
+        spec["solutions"].update(tests[name]["solutions"])
+    write_json_atomic(master / "judge.json", spec)
 
 
 @functools.lru_cache(maxsize=4)
@@ -725,19 +788,66 @@ def _cached(out: Path, student: str, notebook: str, fingerprint: str) -> dict | 
     return record if hmac.compare_digest(str(record.get("signature", "")), _signature(out, record)) else None
 
 
+class GraderFault(Exception):
+    """A student's grading raised twice: ``settled`` records were kept, ``left`` items were not graded."""
+
+    def __init__(self, settled: list[dict], left: list, cause: BaseException):
+        super().__init__(str(cause))
+        self.settled, self.left, self.cause = settled, left, cause
+
+
+def keep_fault(out: Path, student: str, exc: BaseException, again: bool) -> None:
+    """Append a grader fault's traceback to OUT/logs/<student>/grader-faults.log (for whoever
+    looks into it: the feedback page and grades.csv carry only its one-line summary)."""
+    import traceback
+
+    path = out / "logs" / student / "grader-faults.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    then = "graded once more" if again else "its notebooks left are marked error"
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')}: a fault of the grader ({then})\n")
+        handle.write("".join(traceback.format_exception(exc))[-20_000:])
+
+
 def grade_locally(
     course: Course, master: Path, out: Path, by_student: dict, options: Options, done, fault, secrets: dict[str, str]
 ) -> tuple[list[dict], None]:
     """The local executor: each student's jobs on a pool of ``options.workers`` threads, each
-    thread driving its own worker processes. A student whose grading raises goes to ``fault``."""
+    thread driving its own worker processes. A student whose grading raises (a fault of the
+    grader, not of the submission) is graded once more, the notebooks already settled kept; when
+    it raises again the rest goes to ``fault``. Each fault's traceback is kept in OUT/logs."""
     records: list[dict] = []
+
+    def attempt(student: str, items: list) -> list[dict]:
+        settled: list[dict] = []
+
+        def on_done(record: dict) -> None:
+            settled.append(record)
+            done(record)
+
+        def left() -> list:
+            return [item for item in items if item[0] not in {r["notebook"] for r in settled}]
+
+        for tries in (1, 2):
+            try:
+                grade_student(course, master, out, student, left(), options, on_done, secrets)
+                break
+            except Exception as exc:
+                keep_fault(out, student, exc, again=tries == 1)
+                if tries == 2:
+                    raise GraderFault(settled, left(), exc) from exc
+        return settled
+
     with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
-        futures = {pool.submit(grade_student, course, master, out, s, items, options, done, secrets): (s, items) for s, items in by_student.items()}
+        futures = {pool.submit(attempt, s, items): (s, items) for s, items in by_student.items()}
         try:
             for future in as_completed(futures):
                 try:
                     records.extend(future.result())
-                except Exception as exc:  # the rest goes on
+                except GraderFault as failed:  # the rest goes on
+                    records.extend(failed.settled)
+                    fault(futures[future][0], failed.left, failed.cause)
+                except Exception as exc:
                     fault(*futures[future], exc)
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -947,8 +1057,10 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
 
     def fault(student: str, items: list, exc: BaseException) -> None:
         """A grader fault for one student: a row for each notebook (not saved: the next run grades them again)."""
+        kept = out / "logs" / student / "grader-faults.log"
+        where = f" (traceback: logs/{student}/grader-faults.log)" if kept.is_file() else ""
         for notebook, _path, _fingerprint in items:
-            records.append(new_record(student, notebook, "error", safe_text(f"{type(exc).__name__}: {exc}")))
+            records.append(new_record(student, notebook, "error", safe_text(f"a fault of the grader: {type(exc).__name__}: {exc}"[:400] + where)))
             record_in_gradebook(records[-1])
             bar.update(1)
 

@@ -5,6 +5,7 @@ the simulator's reference steps (the instructor's TODO 3, 4 and 6-8)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -98,6 +99,20 @@ def run_grade(subs: Path, out: Path, *extra: str, check: bool = True) -> subproc
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
+
+
+def troubles(out: Path) -> str:
+    """What went wrong in a graded OUT, for an assertion's message: every record neither graded nor
+    missing, with its detail, and the grader's own fault tracebacks (OUT/logs/*/grader-faults.log)."""
+    lines = []
+    log = out / "log.jsonl"
+    for line in log.read_text(encoding="utf-8").splitlines() if log.is_file() else []:
+        record = json.loads(line)
+        if record.get("status") not in ("graded", "missing"):
+            lines.append(f"{record['student_id']}/{record['notebook']}: {record['status']}: {record.get('detail', '')}")
+    for fault in sorted(out.glob("logs/*/grader-faults.log")):
+        lines.append(f"{fault}:\n{fault.read_text(encoding='utf-8')[-4000:]}")
+    return "\n".join(lines) or "(no notebook failed and the grader had no fault)"
 
 
 def write(folder: Path, student: str, name: str, nb, filename: str | None = None) -> Path:

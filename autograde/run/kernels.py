@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import tempfile
 from pathlib import Path
 from queue import Empty
@@ -75,11 +74,13 @@ class OutputLimitExceeded(RuntimeError):
 
 def kill_now(km) -> None:
     """Kill a kernel manager's kernel process at once (SIGKILL): it may be sending while nobody
-    reads, so a graceful shut-down would wait on it."""
-    pid = getattr(getattr(km, "provisioner", None), "pid", None)
-    if pid:
+    reads, so a graceful shut-down would wait on it. Through its Popen, which signals only a
+    process not yet waited for: a kernel that died and was reaped has given up its process id,
+    and whoever holds that id now (another batch's kernel) must not be killed in its place."""
+    process = getattr(getattr(km, "provisioner", None), "process", None)
+    if process is not None:
         try:
-            os.kill(pid, signal.SIGKILL)
+            process.kill()  # Popen.send_signal polls first and skips a process already reaped
         except OSError:
             pass
 

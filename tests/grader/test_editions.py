@@ -12,7 +12,7 @@ import re
 import nbformat
 import pytest
 
-from submissions import MISTAKES, build, mutate, run_grade, write
+from submissions import MISTAKES, build, mutate, run_grade, troubles, write
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,7 @@ def test_the_same_answers_get_the_same_row_from_either_edition(graded):
     rows = graded["rows"]
     assert (
         _scores(rows["en"]) == _scores(rows["zh"]) == _scores(rows["zh_no_metadata"]) == _scores(rows["odd_metadata"]) == _scores(rows["claims_zh"])
-    )
+    ), troubles(graded["out"])
     assert _scores(rows["en_wrong"]) == _scores(rows["zh_wrong"])
     assert float(rows["en_wrong"]["auto_total"]) < float(rows["en"]["auto_total"])
     assert {s: rows[s]["edition"] for s in rows} == {
@@ -126,7 +126,7 @@ def test_the_class_report_counts_the_editions_and_speaks_the_instructors_languag
         )
         assert proc.returncode == 0, proc.stderr
         data = json.loads((graded["out"] / "report.json").read_text(encoding="utf-8"))
-        assert data["editions"] == {"en": 3, "zh": 4} and data["language"] == language
+        assert data["editions"] == {"en": 3, "zh": 4} and data["language"] == language, troubles(graded["out"])
         idea = next(i for i in data["ideas"] if i["grade_id"] == "todo4_plan_decode" and i["idea"] == "deadline_inclusive")
         assert text in idea["text"], idea
     page = (graded["out"] / "report.html").read_text(encoding="utf-8")

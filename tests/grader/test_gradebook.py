@@ -26,7 +26,7 @@ from autograde.judging.ideas import check_course, check_manual
 from autograde.publish.leaks import secret_lines
 from autograde.record.gradebook import cell_score, mask_text, mask_url, password_free, read_scores, write_course_config
 
-from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, grade_command, mutate, write
+from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, grade_command, mutate, troubles, write
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = Course.load(ROOT).assignment
@@ -387,7 +387,7 @@ def test_reruns_and_resumes_add_no_rows(graded):
         assert {k: counts[k] for k in expected} == expected, (stage, counts)
         assert counts == graded["after_resume"], stage
     assert graded["interrupted"]["Student"] <= 3
-    assert "5 reused from an earlier run" in graded["rerun"], graded["rerun"]
+    assert "5 reused from an earlier run" in graded["rerun"], graded["rerun"] + troubles(graded["out"])
 
 
 @pytest.mark.slow

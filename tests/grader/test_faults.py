@@ -1,0 +1,95 @@
+"""A fault of the grader itself (an exception while it drives a student's notebooks, not anything
+the submission did) costs nobody a grade when it does not happen again: the student is graded
+once more, the notebooks already settled kept. A fault that repeats marks only the notebooks left,
+and each fault's traceback is kept in OUT/logs. No notebook runs here: the student's grading is
+replaced by a stand-in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autograde import grading
+from autograde.model import Options, new_record
+
+
+def _items(*notebooks: str) -> list[tuple[str, Path, str]]:
+    return [(nb, Path(f"{nb}.ipynb"), f"fp-{nb}") for nb in notebooks]
+
+
+def test_a_fault_that_does_not_repeat_costs_nothing_and_one_that_repeats_only_whats_left(tmp_path, monkeypatch):
+    calls: dict[str, list[list[str]]] = {}
+
+    def stand_in(course, master, out, student, items, options, on_done, secrets=None):
+        calls.setdefault(student, []).append([nb for nb, _, _ in items])
+        records = []
+        for number, (notebook, _path, _fp) in enumerate(items):
+            if number == 1 and (student == "always" or len(calls[student]) == 1):
+                raise RuntimeError(f"lost the worker's pipe ({student})")
+            records.append(new_record(student, notebook, "graded", ""))
+            on_done(records[-1])
+        return records
+
+    monkeypatch.setattr(grading, "grade_student", stand_in)
+    done, faults = [], []
+    by_student = {"once": _items("a", "b", "c"), "always": _items("a", "b", "c"), "fine": _items("a")}
+    records, _ = grading.grade_locally(
+        None, tmp_path, tmp_path, by_student, Options(workers=2), done.append, lambda s, items, exc: faults.append((s, items, exc)), {}
+    )
+    graded = sorted((r["student_id"], r["notebook"]) for r in records)
+    # once: a settled before the fault, b and c in the second try; nothing graded twice
+    assert calls["once"] == [["a", "b", "c"], ["b", "c"]]
+    assert [("once", nb) for nb in "abc"] == [g for g in graded if g[0] == "once"]
+    # always: a settled in the first try, b in the second; only c is left to the fault handler
+    assert calls["always"] == [["a", "b", "c"], ["b", "c"]]
+    assert [g for g in graded if g[0] == "always"] == [("always", "a"), ("always", "b")]
+    assert len(faults) == 1 and faults[0][0] == "always" and [nb for nb, _, _ in faults[0][1]] == ["c"]
+    assert "lost the worker's pipe" in str(faults[0][2])
+    # every settled notebook reached the batch's callback exactly once
+    assert sorted((r["student_id"], r["notebook"]) for r in done) == graded
+    # the tracebacks are kept: two for the student whose fault repeated, one for the other
+    assert (tmp_path / "logs" / "always" / "grader-faults.log").read_text().count("Traceback") == 2
+    once_log = (tmp_path / "logs" / "once" / "grader-faults.log").read_text()
+    assert once_log.count("Traceback") == 1 and "graded once more" in once_log and "stand_in" in once_log
+    assert not (tmp_path / "logs" / "fine").exists()
+
+
+def test_one_master_per_state_of_the_sources_copied_into_each_out(tmp_path, monkeypatch):
+    """The grading master is generated once per state of the sources (in the course's build folder)
+    and copied into each OUT; a changed file, in the shared copy or in an OUT's, is never used."""
+    from types import SimpleNamespace
+
+    builds = []
+
+    def fake_build(course, master):
+        builds.append(master)
+        master.mkdir(parents=True)
+        (master / "judge.json").write_text(f'{{"tests": "{course.state}"}}')
+        (master / "source").mkdir()
+        (master / "source" / "01.ipynb").write_text("{}")
+
+    monkeypatch.setattr(grading, "build_master", fake_build)
+    course = SimpleNamespace(root=tmp_path / "course", state="one")
+    course.sources_digest = lambda: f"digest-{course.state}"
+    course.root.mkdir()
+    first = grading.grading_master(course, tmp_path / "out1")
+    second = grading.grading_master(course, tmp_path / "out2")
+    assert len(builds) == 1 and (first / "judge.json").read_text() == (second / "judge.json").read_text() == '{"tests": "one"}'
+    assert grading.grading_master(course, tmp_path / "out1") == first and len(builds) == 1  # a valid OUT keeps its own
+    # an OUT's master edited: copied again from the shared one, not rebuilt
+    (first / "judge.json").write_text('{"tests": "forged"}')
+    assert (grading.grading_master(course, tmp_path / "out1") / "judge.json").read_text() == '{"tests": "one"}' and len(builds) == 1
+    # the shared master edited: rebuilt before anyone uses it
+    shared = next(p for p in (course.root / ".course_build" / "masters").iterdir() if p.is_dir())
+    (shared / "judge.json").write_text('{"tests": "forged"}')
+    assert (grading.grading_master(course, tmp_path / "out3") / "judge.json").read_text() == '{"tests": "one"}' and len(builds) == 2
+    # new sources: a master of their own; the older one stays while it is among the newest kept
+    course.state = "two"
+    assert (grading.grading_master(course, tmp_path / "out1") / "judge.json").read_text() == '{"tests": "two"}' and len(builds) == 3
+    assert len([p for p in (course.root / ".course_build" / "masters").iterdir() if p.is_dir()]) == 2
+    # a course folder whose build folder cannot be made: the master is built in OUT itself
+    course.root = tmp_path / "other"
+    course.root.mkdir()
+    (course.root / ".course_build").write_text("a file where the folder would be")
+    course.state = "three"
+    assert (grading.grading_master(course, tmp_path / "out4") / "judge.json").read_text() == '{"tests": "three"}'
+    assert builds[-1] == tmp_path / "out4" / ".course"
