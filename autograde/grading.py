@@ -48,6 +48,7 @@ from .record.exporters import add_csp, add_wrapping
 from .record.late import LateSpec, late_text, notebook_late, save_spec
 from .record.tables import cell_value, score_row, write_csv
 from .run.job import EDITION_FILE, SUBMISSION_DIGEST
+from .run.launch import start_worker
 from .run.preprocessors import NeutraliseForDisplay
 
 # the grader's own files beside the students' folders start with a dot, which no student id can
@@ -674,11 +675,8 @@ def run_student(
             before = len(pending)
             log_path = out / ".work" / student / "worker.log"
             with open(log_path, "w", encoding="utf-8") as log:
-                proc = spawn(
-                    [sys.executable, "-m", "autograde.run.job", str(out / ".work" / SETTINGS), student, *[str(job) for _, job in pending]],
-                    out / ".work" / student,
-                    env,
-                    log,
+                proc = start_worker(
+                    [str(out / ".work" / SETTINGS), student, *[str(job) for _, job in pending]], out / ".work" / student, env, log_path, log
                 )
                 try:
                     current, killed = _watch(proc, pending, options.notebook_timeout, settle, stop)

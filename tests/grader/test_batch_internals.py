@@ -1,8 +1,11 @@
-"""A fault of the grader itself (an exception while it drives a student's notebooks, not anything
+"""The batch's own machinery, without running a notebook.
+
+A fault of the grader itself (an exception while it drives a student's notebooks, not anything
 the submission did) costs nobody a grade when it does not happen again: the student is graded
 once more, the notebooks already settled kept. A fault that repeats marks only the notebooks left,
-and each fault's traceback is kept in OUT/logs. No notebook runs here: the student's grading is
-replaced by a stand-in."""
+and each fault's traceback is kept in OUT/logs (the student's grading is replaced by a stand-in). The
+grading master is built once per state of the sources. A worker forked from the preloaded server
+starts as a new interpreter would: its own session, folder, environment and log."""
 
 from __future__ import annotations
 
@@ -93,3 +96,60 @@ def test_one_master_per_state_of_the_sources_copied_into_each_out(tmp_path, monk
     course.state = "three"
     assert (grading.grading_master(course, tmp_path / "out4") / "judge.json").read_text() == '{"tests": "three"}'
     assert builds[-1] == tmp_path / "out4" / ".course"
+
+
+def test_a_forked_worker_starts_as_a_new_interpreter_would(tmp_path, monkeypatch):
+    """Both ways of starting a worker run the job in the folder, environment and log given, in a
+    session of their own, and report its exit status; a missing settings file fails the job."""
+    import os
+
+    from autograde.run import launch
+
+    for forked in ("1", "0"):
+        monkeypatch.setenv("COURSE_FORKSERVER", forked)
+        log_path = tmp_path / f"worker-{forked}.log"
+        missing = tmp_path / "no-settings.json"
+        with open(log_path, "w", encoding="utf-8") as log:
+            worker = launch.start_worker([str(missing), "s1"], tmp_path, {"COURSE_WORKER_PROBE": "yes"}, log_path, log)
+            assert isinstance(worker, launch.ForkedWorker) == (forked == "1")
+            assert worker.wait(timeout=120) == 1 and worker.poll() == 1 and worker.returncode == 1
+        text = log_path.read_text(encoding="utf-8")
+        assert "FileNotFoundError" in text and str(missing) in text, text
+        assert worker.pid != os.getpid()
+        with launch._LIVE_LOCK:
+            assert worker.pid in launch._LIVE  # registered: Ctrl-C kills it (reap forgets it)
+        from autograde.course import reap
+
+        reap(worker)
+        assert worker.pid not in launch._LIVE
+
+
+def _probe(argv: list[str]) -> int:
+    """Stands in for the job in a forked worker: writes down what it sees."""
+    import json
+    import os
+    import sys
+
+    print("printed by the probe")
+    print("and its errors", file=sys.stderr)
+    Path(argv[0]).write_text(json.dumps({"cwd": os.getcwd(), "env": dict(os.environ), "sid": os.getsid(0), "pid": os.getpid()}))
+    return 3
+
+
+def test_a_forked_worker_has_its_own_session_folder_and_environment(tmp_path):
+    import json
+    import os
+
+    from autograde.run import launch
+
+    log_path = tmp_path / "probe.log"
+    env = {"COURSE_WORKER_PROBE": "yes", "PATH": os.environ["PATH"]}
+    process = launch._context().Process(
+        target=launch._worker_main, args=([str(tmp_path / "seen.json")], str(tmp_path), env, str(log_path), f"{__name__}:_probe")
+    )
+    process.start()
+    process.join(120)
+    assert process.exitcode == 3, log_path.read_text()
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["cwd"] == str(tmp_path) and seen["env"] == env and seen["sid"] == seen["pid"] != os.getsid(0)
+    assert "printed by the probe" in log_path.read_text() and "and its errors" in log_path.read_text()
