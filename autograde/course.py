@@ -125,9 +125,15 @@ def spawn(command: list[str], cwd: Path, env: dict[str, str] | None, log) -> sub
     proc = subprocess.Popen(
         command, cwd=cwd, env=nbgrader_env(env), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
     )
+    track(proc)
+    return proc
+
+
+def track(proc) -> None:
+    """Register a started process (a Popen, or a worker with its ``pid``, ``poll`` and ``wait``)
+    so that Ctrl-C or SIGTERM of the batch kills it (kill_live_runs); ``reap`` forgets it."""
     with _LIVE_LOCK:
         _LIVE[proc.pid] = proc
-    return proc
 
 
 def reap(proc: subprocess.Popen) -> None:

@@ -21,7 +21,7 @@ import sys
 import threading
 from pathlib import Path
 
-from ..course import _LIVE, _LIVE_LOCK, nbgrader_env, spawn
+from ..course import nbgrader_env, spawn, track
 
 # what every worker imports before its first notebook (measured with python -X importtime)
 PRELOAD = [
@@ -98,8 +98,7 @@ def start_worker(argv: list[str], cwd: Path, env: dict[str, str], log_path: Path
     if not forkserver_usable():
         return spawn([sys.executable, "-m", "autograde.run.job", *argv], cwd, env, log)
     worker = ForkedWorker(argv, cwd, nbgrader_env(env), log_path)
-    with _LIVE_LOCK:
-        _LIVE[worker.pid] = worker
+    track(worker)
     return worker
 
 

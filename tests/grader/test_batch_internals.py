@@ -116,12 +116,11 @@ def test_a_forked_worker_starts_as_a_new_interpreter_would(tmp_path, monkeypatch
         text = log_path.read_text(encoding="utf-8")
         assert "FileNotFoundError" in text and str(missing) in text, text
         assert worker.pid != os.getpid()
-        with launch._LIVE_LOCK:
-            assert worker.pid in launch._LIVE  # registered: Ctrl-C kills it (reap forgets it)
-        from autograde.course import reap
+        from autograde import course
 
-        reap(worker)
-        assert worker.pid not in launch._LIVE
+        assert course._LIVE.get(worker.pid) is worker  # registered: Ctrl-C kills it (reap forgets it)
+        course.reap(worker)
+        assert worker.pid not in course._LIVE
 
 
 def _probe(argv: list[str]) -> int:

