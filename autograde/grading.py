@@ -86,7 +86,7 @@ def grading_master(course: Course, out: Path) -> Path:
     reference answers and given cells the trusted judge needs. Rebuilt when the sources
     or the config changed, and whenever its files no longer match their recorded digest.
 
-    It is built once per state of the sources (shared_master) and copied into each OUT: a
+    It is built once per state of the sources (copy_shared_master) and copied into each OUT: a
     second OUT graded from the same sources saves the two ``nbgrader generate_assignment`` runs."""
     master = out / ".course"
     record = out / ".course.digest"
@@ -97,12 +97,9 @@ def grading_master(course: Course, out: Path) -> Path:
     except (OSError, ValueError):
         valid = False
     if not valid:
-        shared = shared_master(course, digest)
-        if shared is None:  # the course folder is not writable: build in OUT itself
+        shutil.rmtree(master, ignore_errors=True)
+        if not copy_shared_master(course, digest, master):  # the course folder is not writable: build in OUT itself
             build_master(course, master)
-        else:
-            shutil.rmtree(master, ignore_errors=True)
-            shutil.copytree(shared, master)
         write_json_atomic(record, {"sources": digest, "tree": _tree_digest(master)})
     return master
 
@@ -117,18 +114,19 @@ def master_cache_key(digest: str) -> str:
     return f"{digest}-nbgrader{nbgrader_version}"
 
 
-def shared_master(course: Course, digest: str) -> Path | None:
-    """The grading master of these sources in ``.course_build/masters/`` (the instructor's own folder,
-    never visible inside the sandbox), built by the first grading run that needs it while the others
-    wait on a lock, and checked against its recorded tree digest before each use (a changed file
-    means a rebuild). None when the course folder cannot be written."""
+def copy_shared_master(course: Course, digest: str, into: Path) -> bool:
+    """Copy the grading master of these sources from ``.course_build/masters/`` (the instructor's own
+    folder, never visible inside the sandbox) into ``into``: built by the first grading run that needs
+    it while the others wait on a lock, checked against its recorded tree digest before each use (a
+    changed file means a rebuild), and copied under the same lock. False when the course folder
+    cannot be written."""
     cache = course.root / ".course_build" / "masters"
     key = master_cache_key(digest)
     try:
         cache.mkdir(parents=True, exist_ok=True)
         lock = open(cache / f"{key}.lock", "a+")
     except OSError:
-        return None
+        return False
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         folder, stamp = cache / key, cache / f"{key}.json"
@@ -144,17 +142,23 @@ def shared_master(course: Course, digest: str) -> Path | None:
             os.replace(building, folder)
             write_json_atomic(stamp, {"sources": digest, "tree": _tree_digest(folder)})
             _forget_old_masters(cache, keep=key)
-    return folder
+        shutil.copytree(folder, into)
+    return True
 
 
 def _forget_old_masters(cache: Path, keep: str) -> None:
     """Keep the newest MASTERS_KEPT masters (the sources of earlier states are rarely graded again)."""
     stamps = sorted(cache.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for stale in stamps[MASTERS_KEPT:]:
-        if stale.stem != keep:
+        if stale.stem == keep:
+            continue
+        with open(cache / f"{stale.stem}.lock", "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # a grading run is copying it now: left for a later clean-up
+                continue
             shutil.rmtree(cache / stale.stem, ignore_errors=True)
             stale.unlink(missing_ok=True)
-            (cache / f"{stale.stem}.lock").unlink(missing_ok=True)
 
 
 def build_master(course: Course, master: Path) -> None:

@@ -89,6 +89,12 @@ def test_one_master_per_state_of_the_sources_copied_into_each_out(tmp_path, monk
     course.state = "two"
     assert (grading.grading_master(course, tmp_path / "out1") / "judge.json").read_text() == '{"tests": "two"}' and len(builds) == 3
     assert len([p for p in (course.root / ".course_build" / "masters").iterdir() if p.is_dir()]) == 2
+    # the newest MASTERS_KEPT states stay; older ones are removed
+    for state in ("s3", "s4", "s5", "s6"):
+        course.state = state
+        grading.grading_master(course, tmp_path / f"out-{state}")
+    kept = sorted(p.name.split("-nbgrader")[0] for p in (course.root / ".course_build" / "masters").iterdir() if p.is_dir())
+    assert kept == [f"digest-{s}" for s in ("s3", "s4", "s5", "s6")] and grading.MASTERS_KEPT == 4
     # a course folder whose build folder cannot be made: the master is built in OUT itself
     course.root = tmp_path / "other"
     course.root.mkdir()
