@@ -674,6 +674,7 @@ def run_student(
             fail(record)
     # the worker dies with this process (parent-death signal in job.py), however this one ends
     env = {"COURSE_CELL_TIMEOUT": str(options.cell_timeout), "COURSE_PARENT_PID": str(os.getpid())}
+    false_starts = 0
     try:
         while pending:
             before = len(pending)
@@ -693,7 +694,10 @@ def run_student(
             for record, job in stopped:  # killed at the limit, or the worker broke during it
                 settle(record, job, killed, worker_log)
                 pending.remove((record, job))
-            if len(pending) == before:  # the worker died before starting anything: do not loop
+            if len(pending) == before:  # the worker died before starting anything (no learner code ran yet)
+                false_starts += 1
+                if false_starts == 1:  # a fault of the grader's own start-up: one more worker, then no loop
+                    continue
                 for record, _job in pending:
                     record.update(status="error", detail=_last_error(worker_log))
                     fail(record)

@@ -252,7 +252,7 @@ class Sandbox:
             subprocess.run(
                 [sys.executable, "-c", "import matplotlib.font_manager"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300
             )
-            (cache / "ready").write_text("ok")
+            (cache / "ready").write_text("ok")  # (the batch warms it before any worker starts)
         return cache
 
     def write_kernelspec(self) -> Path:
@@ -265,7 +265,20 @@ class Sandbox:
             "language": "python",
             "interrupt_mode": "message",  # a SIGINT would reach bwrap, not the kernel
         }
-        (folder / "kernel.json").write_text(json.dumps(spec, indent=1))
+        # every worker of a batch writes this same file, two of them at the same moment when they
+        # start together: a reader must never find it half written (jupyter_client would fail on it)
+        text = json.dumps(spec, indent=1)
+        target = folder / "kernel.json"
+        try:
+            if target.read_text() == text:
+                return self.home
+        except OSError:
+            pass
+        fd, tmp = tempfile.mkstemp(prefix=".kernel.json.", dir=folder)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
         return self.home
 
     def _note(self, entry: dict) -> None:

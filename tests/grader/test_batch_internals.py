@@ -158,3 +158,81 @@ def test_a_forked_worker_has_its_own_session_folder_and_environment(tmp_path):
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen["cwd"] == str(tmp_path) and seen["env"] == env and seen["sid"] == seen["pid"] != os.getsid(0)
     assert "printed by the probe" in log_path.read_text() and "and its errors" in log_path.read_text()
+
+
+def test_workers_starting_together_never_read_a_half_written_kernelspec(tmp_path, monkeypatch):
+    """Every worker of a batch writes the sandbox's kernelspec when it starts; a reader at the same
+    moment (another worker's jupyter_client) must always find it whole. The writers here alternate
+    two interpreters, so that each write really replaces the file."""
+    import json
+    import sys
+    import threading
+    from types import SimpleNamespace
+
+    from autograde.run import sandbox
+
+    box = sandbox.Sandbox.__new__(sandbox.Sandbox)  # only its home is needed to write the kernelspec
+    box.home = tmp_path
+    box.write_kernelspec()
+    path = next(tmp_path.rglob("kernel.json"))
+    stop, broken = threading.Event(), []
+    interpreters = [SimpleNamespace(executable=sys.executable), SimpleNamespace(executable=sys.executable + "-other")]
+
+    def write(turn: int):
+        while not stop.is_set():
+            turn += 1
+            monkeypatch.setattr(sandbox, "sys", interpreters[turn % 2])
+            try:
+                box.write_kernelspec()
+            except OSError as exc:  # a writer that fails is a failure too
+                broken.append(exc)
+
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(2)]
+    for thread in writers:
+        thread.start()
+    try:
+        for _ in range(3000):
+            try:
+                json.loads(path.read_text())
+            except (ValueError, FileNotFoundError) as exc:
+                broken.append(exc)
+    finally:
+        stop.set()
+        for thread in writers:
+            thread.join()
+    assert not broken, f"{len(broken)} of 3000 reads found the kernelspec half written or missing"
+
+
+def test_a_worker_that_dies_before_starting_anything_is_started_once_more(tmp_path, monkeypatch):
+    """No learner code runs before a worker starts its first notebook, so a worker that dies then
+    failed for the grader's own reasons: one more worker is started before the notebooks are marked."""
+
+    class DeadOnArrival:
+        pid = 2**22 + 1  # never a live process's id here: nothing may be killed by it
+
+        def poll(self):
+            return 1
+
+        def wait(self, timeout=None):
+            return 1
+
+    starts, failed = [], []
+
+    def fake_prepare(course, master, out, student, notebook, path, max_bytes, record):
+        job = out / ".work" / student / notebook
+        job.mkdir(parents=True)
+        return job
+
+    def fake_start(argv, cwd, env, log_path, log):
+        starts.append(argv)
+        log.write("RuntimeError: the worker could not start\n")
+        log.flush()
+        return DeadOnArrival()
+
+    monkeypatch.setattr(grading, "_prepare", fake_prepare)
+    monkeypatch.setattr(grading, "start_worker", fake_start)
+    entries = [(new_record("s1", nb, "pending", ""), Path(f"{nb}.ipynb")) for nb in ("a", "b")]
+    grading.run_student(None, tmp_path, tmp_path, "s1", entries, Options(), lambda *args: None, failed.append)
+    assert len(starts) == 2, "one more worker after the first died before starting anything"
+    assert [r["notebook"] for r in failed] == ["a", "b"] and all(r["status"] == "error" for r in failed)
+    assert "could not start" in failed[0]["detail"]
