@@ -63,6 +63,11 @@ def forkserver_usable() -> bool:
 def _context():
     global _CONTEXT
     with _CONTEXT_LOCK:
+        main = sys.modules.get("__main__")
+        if main is not None and not hasattr(main, "__spec__"):
+            # a main module made by exec (an embedding host, pytest-xdist's workers) lacks the attribute
+            # that multiprocessing reads; None is what `python -c` has: nothing to re-import
+            main.__spec__ = None
         if _CONTEXT is None:
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(PRELOAD)
