@@ -36,7 +36,7 @@ import nbformat
 from tools.i18n import EDITIONS, notebook_language
 from tools.project_runtime import write_json_atomic
 
-from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs, kill_tree, reap, spawn  # noqa: F401 (Exercise: for importers)
+from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs, kill_tree, reap  # noqa: F401 (Exercise: for importers)
 from .judging.ideas import course_tests
 from .matching import check_nodes, grade_ids, match_notebooks
 from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, Options, new_record  # noqa: F401 (the batch's names)
