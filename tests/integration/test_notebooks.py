@@ -104,3 +104,40 @@ def test_step5_all_modes_write_valid_results(root, tmp_path):
             assert all(c["copy_correct"] and c["compute_correct"] for c in result["cases"])
             assert [c["name"] for c in result["controls"]] == ["one_thread", "joined_thread"]
             assert not any(c["overlap_confirmed"] for c in result["controls"]), "a serial control came out confirmed"
+
+
+def test_an_inline_figure_is_drawn_for_its_png_only(root, tmp_path):
+    """Under the inline backend, a figure from ``new_figure`` is drawn twice (the layout pass of
+    its PNG, and the PNG) and still shown; pyplot's post-cell redraw, a third draw nobody sees,
+    is disconnected. The control, a figure made before ``new_figure`` ever ran, shows that
+    the hook does draw, so this test can fail."""
+    probe = nbformat.v4.new_notebook()
+    counter = (
+        f"import sys; sys.path.insert(0, {str(root)!r})\n"
+        "import matplotlib.figure, matplotlib.pyplot as plt\n"
+        "DRAWS = []\n"
+        "_draw = matplotlib.figure.Figure.draw\n"
+        "matplotlib.figure.Figure.draw = lambda self, renderer: DRAWS.append(id(self)) or _draw(self, renderer)"
+    )
+    probe.cells = [
+        nbformat.v4.new_code_cell(counter),
+        nbformat.v4.new_code_cell(
+            "fig, ax = plt.subplots(); ax.plot([1, 2]); KEEP = [fig]; CONTROL = id(fig)  # kept alive: an id is unique among live objects only"
+        ),
+        nbformat.v4.new_code_cell(
+            "from tools.plotting import new_figure\nfig, ax = new_figure(); ax.plot([2, 1]); KEEP.append(fig); COURSE = id(fig)"
+        ),
+        nbformat.v4.new_code_cell(
+            "hooks = [f.__name__ for f in get_ipython().events.callbacks['post_execute']]\n"
+            "print(DRAWS.count(CONTROL), DRAWS.count(COURSE), '_draw_all_if_interactive' in hooks)"
+        ),
+    ]
+    path = tmp_path / "probe.ipynb"
+    nbformat.write(probe, path)
+    # the suite sets MPLBACKEND=agg for its kernels; a learner's kernel uses the inline backend
+    nb = execute(path, tmp_path, env={"COURSE_LANG": "en", "MPLBACKEND": "module://matplotlib_inline.backend_inline"})
+    shown = [[o for o in cell.outputs if "image/png" in o.get("data", {})] for cell in nb.cells[1:3]]
+    assert all(len(pngs) == 1 for pngs in shown), "each figure cell must still show its one PNG"
+    control, course, hooked = nb.cells[3].outputs[0]["text"].split()
+    assert control == "3", f"the control figure was drawn {control} times: the probe no longer sees pyplot's redraw"
+    assert course == "2" and hooked == "False", f"new_figure's figure was drawn {course} times (hook connected: {hooked})"

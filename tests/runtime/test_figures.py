@@ -478,3 +478,42 @@ def test_a_dry_run_replays_the_recorded_curves_and_says_so(monkeypatch):
         assert not text_problems(created[-1])
     with pytest.raises(ValueError, match="kind must be one of"):
         overlap_sweep.replay("sweep")
+
+
+def test_binary_size_labels_copy_sizes():
+    from tools.plotting import binary_size
+
+    assert [binary_size(n) for n in (0, 512, 1024, 4096, 1536 * 1024, 16 * 2**20, 1.5 * 2**30)] == [
+        "0 B",
+        "512 B",
+        "1 KiB",
+        "4 KiB",
+        "1.5 MiB",
+        "16 MiB",
+        "1.5 GiB",
+    ]
+
+
+def test_the_bandwidth_figure_ticks_the_sizes_it_measured(monkeypatch):
+    """Notebook 05's bandwidth figure: x ticks at exactly the copy sizes measured, in binary units,
+    no minor-tick labels; more than eight sizes get every other label."""
+    from tools.overlap import plots as overlap_plots
+    from tools.overlap import sweep as overlap_sweep
+
+    curve = overlap_sweep.replay("bandwidth_curve")
+    sizes = curve["series"]["memcpy"]["bytes"]
+    long = dict(
+        curve, series={"memcpy": dict(curve["series"]["memcpy"], bytes=[4096 * 4**i for i in range(10)], ms=[0.001 * 4**i for i in range(10)])}
+    )
+    monkeypatch.setattr(plt, "show", lambda: None)
+    for data, expected in ((curve, sizes), (long, [4096 * 4**i for i in range(0, 10, 2)])):
+        with _figures_recorded() as created:
+            overlap_plots.plot_bandwidth(data)
+        fig = created[-1]
+        fig.canvas.draw()
+        for ax in fig.axes:
+            assert list(ax.get_xticks()) == expected
+            assert [t.get_text() for t in ax.get_xticklabels()][0] == "4 KiB"
+            assert not [t for t in ax.get_xticklabels(minor=True) if t.get_text()]
+        assert not text_problems(fig)
+        plt.close(fig)

@@ -4,9 +4,10 @@ one overlapped run per stream."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 from ..i18n import N_
-from ..plotting import PALETTE, ROLE, draw_lanes, new_figure
+from ..plotting import PALETTE, ROLE, binary_size, draw_lanes, new_figure
 
 
 def plot_result(result: dict, source: str = "") -> None:
@@ -243,11 +244,23 @@ def plot_bandwidth(curve: dict) -> None:
         axes[0].loglog(sizes, s["ms"], "o", color=color, label=f"{name}: t0 {s['t0_ms'] * 1e3:.1f} µs, {s['gbytes_per_s']:.1f} GB/s")
         axes[0].loglog(sizes, fitted, "-", color=color, linewidth=1)
         axes[1].semilogx(sizes, [b / (t * 1e6) for b, t in zip(sizes, s["ms"])], "o-", color=color, label=name)
-    axes[0].set_xlabel("bytes")
+    sizes = sorted({b for s in curve["series"].values() for b in s["bytes"]})
+    for ax in axes:
+        _copy_size_axis(ax, sizes)
+    axes[0].yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes[0].yaxis.set_minor_formatter(NullFormatter())
     axes[0].set_ylabel("copy time (ms)")
     axes[0].set_title("time = t0 + bytes / bandwidth (lines: fit)")
     axes[0].legend(frameon=False, fontsize=7)
-    axes[1].set_xlabel("bytes")
     axes[1].set_ylabel("achieved bandwidth (GB/s)")
     axes[1].set_title(f"Small copies pay t0 ({curve['device']})")
     plt.show()
+
+
+def _copy_size_axis(ax, sizes: list[int]) -> None:
+    """A log axis of copy sizes, ticked at the sizes measured and labelled in binary units
+    (``4 KiB`` ... ``16 MiB``), every other one when more than eight would crowd it."""
+    shown = sizes if len(sizes) <= 8 else sizes[::2]
+    ax.set_xticks(shown, [binary_size(b) for b in shown], fontsize=8)
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("copy size (log scale)")
