@@ -15,6 +15,7 @@ scanned for hidden-test and reference-answer lines before it is written.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -48,6 +49,7 @@ from .record.exporters import add_csp, add_wrapping
 from .record.late import LateSpec, late_text, notebook_late, save_spec
 from .record.tables import cell_value, score_row, write_csv
 from .run.job import EDITION_FILE, SUBMISSION_DIGEST
+from .run.launch import prestart as start_worker_server
 from .run.launch import start_worker
 from .run.preprocessors import NeutraliseForDisplay
 
@@ -1014,20 +1016,36 @@ def _intake(
     return records, notes, by_student
 
 
+def _set_up_batch(course: Course, out: Path, options: Options) -> tuple[Path, str, gradebook.Writer, dict]:
+    """The grading master in OUT, the gradebook's URL and its writer, and the sandbox's settings.
+    The worker server, the gradebook and the sandbox's check start together: each waits on its
+    own process or thread, so none waits for another."""
+    if not options.scheduler:
+        start_worker_server()  # it imports what workers need while the rest of the set-up runs
+    master = grading_master(course, out)
+    db_url = gradebook.resolve_url(out, options.db_url)
+    # the course gradebook, written by this process only (one writer thread), prepared meanwhile
+    writer = gradebook.Writer(db_url, master / "gradebook.db", course.assignment, wait=False)
+    try:
+        sandbox = _batch_sandbox(out, options)
+        writer.ready()
+    except gradebook.GradebookError as exc:
+        raise UnusableInput(str(exc)) from None
+    except BaseException:
+        with contextlib.suppress(gradebook.GradebookError):
+            writer.close()
+        raise
+    return master, db_url, writer, sandbox
+
+
 def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options, executor, late: LateSpec, absent=()) -> dict:
-    sandbox = _batch_sandbox(out, options)
+    master, db_url, writer, sandbox = _set_up_batch(course, out, options)
     graded_cells = exercises(course)
     # every grade id (test and exercise cells) identifies a notebook that a platform renamed
     ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
-    master = grading_master(course, out)
     digest = course.sources_digest()
     secrets = secret_lines(course)
     _key(out)
-    db_url = gradebook.resolve_url(out, options.db_url)
-    try:  # the course gradebook, written by this process only (one writer thread)
-        writer = gradebook.Writer(db_url, master / "gradebook.db", course.assignment)
-    except gradebook.GradebookError as exc:
-        raise UnusableInput(str(exc)) from None
     gradebook.write_course_config(out, db_url, master, course.assignment)
     if not options.scheduler:  # on a cluster each worker writes its own
         write_json_atomic(out / ".work" / SETTINGS, job_settings(course, master, out / ".sandbox", options))

@@ -128,6 +128,7 @@ class Runner:
         self._buffer = b""
         self.loaded: list[str] | None = None
         self.died = False  # the process stopped by itself (exited, crashed, ran out of memory)
+        self._pending: float | None = None  # a preload's reply is owed, within this many seconds
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -192,7 +193,24 @@ class Runner:
             raise RunnerFailed("the runner sent something that is not a message")
         return message
 
+    def preload(self, cells: list[str], cell_timeout: float) -> None:
+        """Ask the runner to load ``cells`` (trusted set-up code) without waiting for it: it
+        imports what they import while the judge has other work. ``settle`` collects the reply."""
+        self.send({"op": "load", "cells": cells, "cell_timeout": cell_timeout})
+        self._pending = cell_timeout * max(1, len(cells)) + 10
+
+    def settle(self) -> None:
+        """Collect a preload's reply. Whatever went wrong in it (the runner then no longer runs)
+        is left to the next load, which starts a new runner."""
+        if self._pending is not None:
+            timeout, self._pending = self._pending, None
+            try:
+                self.receive(timeout)
+            except RunnerFailed:
+                pass
+
     def load(self, cells: list[str], cell_timeout: float) -> list[dict]:
+        self.settle()
         self.send({"op": "load", "cells": cells, "cell_timeout": cell_timeout})
         reply = self.receive(cell_timeout * max(1, len(cells)) + 10)
         if reply.get("op") != "loaded":
@@ -276,16 +294,25 @@ class Session:
 
     def ready(self, cells: list[str]) -> tuple[Runner, list[dict]]:
         errors: list[dict] = []
+        if self.runner is not None:
+            self.runner.settle()
         if self.runner is None or not self.runner.alive():
             self.runner = self.start()
         if self.runner.loaded != cells:
             errors = self.runner.load(cells, self.cell_timeout)
         return self.runner, errors
 
-    def warm(self) -> None:
-        """Start the runner now, so that it boots while the first notebook runs in its kernel."""
+    def warm(self, setup: list[str] | None = None) -> None:
+        """Start the runner now, so that it boots while the first notebook runs in its kernel,
+        and have it run ``setup`` (the course's set-up cells, never a learner's) meanwhile: their
+        imports are then done when the first notebook's code is loaded."""
         if self.runner is None:
             self.runner = self.start()
+            if setup:
+                try:
+                    self.runner.preload(setup, self.cell_timeout)
+                except RunnerFailed:
+                    pass  # the first load starts a new runner
 
     def close(self) -> None:
         if self.runner is not None:

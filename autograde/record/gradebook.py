@@ -16,6 +16,7 @@ written to a file or a log: URLs are masked, and the config holds the URL withou
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import threading
@@ -122,16 +123,27 @@ def resolve_url(out: Path, db_url: str | None) -> str:
         return default_url(out)
 
 
+@functools.cache
+def alembic_head() -> str:
+    """The head revision of nbgrader's gradebook migrations: what ``alembic heads`` prints,
+    read in this process from the same migration scripts (nbgrader's own ``get_alembic_version``
+    starts a Python process running ``alembic`` for it, about a second, for every new gradebook)."""
+    from alembic.script import ScriptDirectory
+    from nbgrader.dbutil import ALEMBIC_DIR
+
+    heads = ScriptDirectory(ALEMBIC_DIR).get_heads()
+    if len(heads) != 1:
+        raise GradebookError(f"nbgrader's migrations have {len(heads)} heads ({', '.join(heads)}), expected one")
+    return heads[0]
+
+
 def open_gradebook(url: str):
     """nbgrader's Gradebook on ``url``, with errors that never show the password."""
-    import os
-
+    import nbgrader.api
     from nbgrader.api import Gradebook
 
-    from ..course import bin_dir
-
-    if str(bin_dir()) not in os.environ.get("PATH", "").split(os.pathsep):  # a new gradebook runs `alembic`
-        os.environ["PATH"] = f"{bin_dir()}{os.pathsep}{os.environ.get('PATH', '')}"
+    # a new gradebook stamps the migrations' head: read in this process, not by running `alembic`
+    nbgrader.api.get_alembic_version = alembic_head
     try:
         return Gradebook(url, COURSE_ID)
     except Exception as exc:
@@ -288,11 +300,15 @@ def cell_score(entry: dict) -> float | None:
 
 class Writer:
     """The one writer of the course gradebook: records are queued from any thread and merged
-    in order by a thread of its own (nbgrader's Gradebook keeps a session per thread)."""
+    in order by a thread of its own (nbgrader's Gradebook keeps a session per thread).
+
+    The thread opens the gradebook and copies the course's structure into it as soon as the
+    writer exists; ``ready()`` waits for that and raises when it failed, so the batch can do
+    other set-up meanwhile and still refuse an unusable gradebook before grading anyone."""
 
     _STOP = object()
 
-    def __init__(self, url: str, master_db: Path, assignment: str):
+    def __init__(self, url: str, master_db: Path, assignment: str, wait: bool = True):
         self.url, self.master_db, self.assignment = url, master_db, assignment
         self.error: str | None = None
         self.merged = 0
@@ -300,6 +316,12 @@ class Writer:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gradebook-writer", daemon=True)
         self._thread.start()
+        if wait:
+            self.ready()
+
+    def ready(self) -> None:
+        """Wait until the gradebook is open and holds the course's structure; raise
+        GradebookError when it could not be prepared (the writer has then stopped)."""
         self._ready.wait()
         if self.error:
             self._thread.join()

@@ -66,7 +66,18 @@ class Worker:
         self.jobdirs = list(jobdirs)
         CappedExecute.shared_kernel = self.kernel
         self.kernel.start(self.jobdirs[0])
-        self.session.warm()  # the judge's runner boots meanwhile too
+        self.session.warm(self._setup_cells(self.jobdirs[0]))  # the judge's runner boots meanwhile too, and runs the set-up
+
+    def _setup_cells(self, jobdir: Path) -> list[str]:
+        """The set-up cells (tagged ``imports``) of the course's own source of the notebook in
+        ``jobdir``: the runner runs them as it boots, so that the course runtime's imports
+        (matplotlib among them, about half a second) are done before the first judge."""
+        source = jobdir / "source" / self.settings["assignment"] / f"{jobdir.name}.ipynb"
+        try:
+            nb = nbformat.read(source, as_version=4)
+        except (OSError, ValueError):
+            return []
+        return [c.source for c in nb.cells if c.cell_type == "code" and "imports" in c.metadata.get("tags", [])]
 
     def _start_runner(self) -> judge.Runner:
         self._finish_runner_job()
@@ -276,12 +287,36 @@ def _limit_memory(limit: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
+def scratch_gradebooks() -> None:
+    """Let SQLite skip waiting for the disk in this process's gradebooks.
+
+    A worker's gradebooks are the job folders' scratch copies of the master's (grading rebuilds a
+    job folder, gradebook included, every time it grades the notebook): what counts reaches the
+    course gradebook through ``result.json``. nbgrader commits about 75 times per notebook, and
+    each commit waits for the disk (``fdatasync``, a millisecond here, far more when workers
+    write at once). Without it a crash can leave a scratch copy broken, which nothing reads
+    again. The course gradebook is written by the grading process, which never calls this."""
+    import sqlite3
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    @event.listens_for(Engine, "connect")
+    def _no_sync(connection, _record) -> None:
+        if isinstance(connection, sqlite3.Connection):
+            cursor = connection.cursor()
+            cursor.execute("PRAGMA synchronous = OFF")
+            cursor.execute("PRAGMA journal_mode = MEMORY")
+            cursor.close()
+
+
 def main(argv: list[str]) -> int:
     _die_with_parent()
     settings = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     _limit_memory(int(settings.get("worker_memory_limit", 0)))
     student, jobdirs = argv[1], [Path(p).resolve() for p in argv[2:]]
     _cap_messages()
+    scratch_gradebooks()
     worker = Worker(settings, student, jobdirs[0].parent / "sandbox.ledger")
     try:
         worker.lend_kernel(jobdirs)

@@ -75,6 +75,16 @@ def _context():
         return _CONTEXT
 
 
+def prestart() -> None:
+    """Start the worker server now, where workers will be forked from it, so that it imports
+    ``PRELOAD`` while the batch prepares (the first worker would otherwise wait for that)."""
+    if forkserver_usable():
+        from multiprocessing import forkserver
+
+        _context()
+        forkserver.ensure_running()
+
+
 class ForkedWorker:
     """A worker forked from the server, with the part of ``subprocess.Popen`` the grader uses:
     ``pid``, ``poll()``, ``wait()`` and ``returncode`` (negative: the signal that ended it)."""

@@ -9,7 +9,10 @@ starts as a new interpreter would: its own session, folder, environment and log.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+import pytest
 
 from autograde import grading
 from autograde.model import Options, new_record
@@ -236,3 +239,87 @@ def test_a_worker_that_dies_before_starting_anything_is_started_once_more(tmp_pa
     assert len(starts) == 2, "one more worker after the first died before starting anything"
     assert [r["notebook"] for r in failed] == ["a", "b"] and all(r["status"] == "error" for r in failed)
     assert "could not start" in failed[0]["detail"]
+
+
+# ----------------------------------------------------------------- set-up that waits on nothing
+
+
+def test_a_new_gradebook_is_stamped_with_the_migration_head_alembic_names(tmp_path, root):
+    """The course gradebook's migration stamp is read in process (nbgrader runs `alembic heads`
+    in a new Python for it, about a second): it must be what that command prints."""
+    import os
+    import sqlite3
+    import subprocess
+
+    from autograde.course import bin_dir
+    from autograde.record import gradebook
+
+    with gradebook.open_gradebook(f"sqlite:///{tmp_path / 'fresh.db'}") as book:
+        assert book.db is not None
+    stamped = sqlite3.connect(tmp_path / "fresh.db").execute("SELECT version_num FROM alembic_version").fetchall()
+    code = "import nbgrader.api as api; print(api.get_alembic_version())"  # nbgrader's own way, in a new process
+    env = {**os.environ, "PATH": f"{bin_dir()}{os.pathsep}{os.environ.get('PATH', '')}"}
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout.strip()
+    assert stamped == [(gradebook.alembic_head(),)] and printed == gradebook.alembic_head()
+
+
+def test_a_gradebook_prepared_in_the_background_still_refuses_before_grading(tmp_path):
+    from autograde.record import gradebook
+
+    writer = gradebook.Writer(f"sqlite:///{tmp_path / 'no' / 'such' / 'folder' / 'g.db'}", tmp_path / "master.db", "a", wait=False)
+    with pytest.raises(gradebook.GradebookError, match="cannot"):
+        writer.ready()
+    assert not writer._thread.is_alive()
+
+
+def test_only_a_workers_scratch_gradebooks_skip_waiting_for_the_disk(tmp_path):
+    """In a worker, SQLite commits without fdatasync; elsewhere (the course gradebook) SQLite's
+    defaults stand: FULL sync (2) and a journal file."""
+    import subprocess
+
+    probe = (
+        "import sys; from sqlalchemy import create_engine, text\n"
+        "def pragmas():\n"
+        f"    with create_engine('sqlite:///{tmp_path / 'g.db'}').connect() as c:\n"
+        "        return [c.execute(text(f'PRAGMA {p}')).scalar() for p in ('synchronous', 'journal_mode')]\n"
+        "before = pragmas()\n"
+        "from autograde.run.job import scratch_gradebooks; scratch_gradebooks()\n"
+        "print(before, pragmas())"
+    )
+    printed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2]).stdout
+    assert printed.strip() == "[2, 'delete'] [0, 'memory']"
+
+
+RUNNER = Path(__file__).parents[2] / "autograde" / "judging" / "runner.py"
+
+
+def _session(tmp_path):
+    import os
+
+    from autograde.judging import judge
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    return judge.Session(lambda: judge.Runner([sys.executable, "-I", str(RUNNER)], env, str(tmp_path), 5.0), 5.0)
+
+
+def test_the_runner_runs_the_set_up_while_booting_and_then_loads_the_notebook(tmp_path):
+    """The set-up given to ``warm`` runs before the first notebook is loaded (its imports stay);
+    the notebook is then loaded in a fresh namespace, as without it."""
+    session = _session(tmp_path)
+    try:
+        session.warm(["import tabnanny\nSET_UP = 1"])
+        runner, errors = session.ready(["import sys\ndef f():\n    return ('tabnanny' in sys.modules, 'SET_UP' in globals())"])
+        assert errors == [] and runner.call("f", (), {}, {}) == (True, False)
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("set_up", ["raise ValueError('set-up broke')", "import os\nos._exit(3)"])
+def test_a_set_up_that_fails_in_the_runner_costs_the_notebook_nothing(tmp_path, set_up):
+    session = _session(tmp_path)
+    try:
+        session.warm([set_up])
+        runner, errors = session.ready(["def f(x):\n    return x + 1"])
+        assert errors == [] and runner.call("f", (41,), {}, {}) == 42
+    finally:
+        session.close()
