@@ -1040,6 +1040,7 @@ def _set_up_batch(course: Course, out: Path, options: Options) -> tuple[Path, st
 
 def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options, executor, late: LateSpec, absent=()) -> dict:
     master, db_url, writer, sandbox = _set_up_batch(course, out, options)
+    page_words(course)  # read here, once: the workers' threads then share it instead of each reading it at once
     graded_cells = exercises(course)
     # every grade id (test and exercise cells) identifies a notebook that a platform renamed
     ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}

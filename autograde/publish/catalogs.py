@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,18 @@ def _template(node: ast.expr) -> str | None:
     return None
 
 
+_PARSE_LOCK = threading.Lock()
+
+
+def parse(source: str) -> ast.Module:
+    """``ast.parse``, one call at a time in this process. CPython 3.11 keeps the AST builder's
+    recursion depth in state that threads share; two threads parsing at once can fail with
+    ``SystemError: AST constructor recursion depth mismatch`` (python/cpython#106905). The grading
+    process reads catalogs from several threads, one per worker."""
+    with _PARSE_LOCK:
+        return ast.parse(source)
+
+
 def _is_text(text: str | None) -> bool:
     """Words a person reads, not a key, a colour or a format string."""
     return bool(text) and bool(re.search(r"[A-Za-z]{3,}", text)) and " " in text.strip()
@@ -98,7 +111,7 @@ def code_strings(source: str) -> list[str]:
     """The learner-facing strings of one code cell: public-check labels, case docstrings and
     assertion messages, figure titles and labels."""
     try:
-        tree = ast.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
+        tree = parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
     except SyntaxError:
         return []
     found = []
@@ -122,7 +135,7 @@ def shown_strings(source: str) -> list[str]:
     docstrings. Translating one is safe: the runtime translates text where it is shown (a figure as
     it is drawn, a printed line), never a value the code computes with."""
     try:
-        tree = ast.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
+        tree = parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
     except SyntaxError:
         return []
     pieces = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
@@ -177,7 +190,7 @@ def grader_units(paths: Iterable[Path], feedback_texts: Iterable[str]) -> list[U
             if not meta.get("grade") or meta.get("solution"):
                 continue
             hidden = split_hidden(cell.source)[1]
-            for node in ast.walk(ast.parse(hidden)) if hidden.strip() else ():
+            for node in ast.walk(parse(hidden)) if hidden.strip() else ():
                 if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "idea" and len(node.args) >= 3:
                     idea_id, text = ast.literal_eval(node.args[0]), ast.literal_eval(node.args[2])
                     units.append(Unit(text, f"{meta['grade_id']}:{idea_id}", "idea text (instructor only)", path.name))

@@ -323,3 +323,38 @@ def test_a_set_up_that_fails_in_the_runner_costs_the_notebook_nothing(tmp_path, 
         assert errors == [] and runner.call("f", (41,), {}, {}) == 42
     finally:
         session.close()
+
+
+def test_catalogs_are_parsed_one_at_a_time_whatever_the_threads(monkeypatch, root):
+    """The grading process reads the feedback page's catalog from a thread per worker. On CPython
+    3.11 two threads in ``ast.parse`` at once can fail with "AST constructor recursion depth
+    mismatch" (a grader fault seen in CI and in a benchmark here), so the catalogs parse under one lock."""
+    import ast
+    import threading
+    import time
+
+    from autograde.publish import catalogs
+
+    real, inside, most = ast.parse, [0], [0]
+    counting = threading.Lock()
+
+    def slow_parse(source, *args, **kwargs):
+        with counting:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.01)
+        try:
+            return real(source, *args, **kwargs)
+        finally:
+            with counting:
+                inside[0] -= 1
+
+    monkeypatch.setattr(ast, "parse", slow_parse)
+    paths = [root / "solutions" / "01_what_can_overlap.ipynb"]
+    threads = [threading.Thread(target=catalogs.grader_units, args=(paths, [])) for _ in range(4)]
+    threads += [threading.Thread(target=catalogs.code_strings, args=("assert x, 'a message for the learner'",)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most[0] == 1, f"{most[0]} threads were in ast.parse at once"
