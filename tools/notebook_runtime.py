@@ -68,15 +68,17 @@ def course_setup(quiet: bool = False) -> dict[str, Any]:
     notebook 05 reports the device it actually ran on in its result file.
     """
     from .i18n import install
+
+    summary: dict[str, Any] = {"python": platform.python_version(), "torch": package_version("torch")}
+    if grading_mode():  # the grader needs no runtime report, and draws no figure (so no style)
+        install()  # the Chinese edition: printed lines in the learner's language
+        summary["grading"] = grading_mode()
+        _figures_as_short_text()
+        return summary
     from .plotting import apply_style
 
     apply_style()
     install()  # the Chinese edition: the course's CJK font, figure text translated as drawn
-    summary: dict[str, Any] = {"python": platform.python_version(), "torch": package_version("torch")}
-    if grading_mode():  # the grader needs no runtime report
-        summary["grading"] = grading_mode()
-        _figures_as_short_text()
-        return summary
     summary["nvidia_driver"] = nvidia_driver_present()
     if not quiet:
         torch = f"torch {summary['torch']}" if summary["torch"] else tr("torch not installed (only notebook 05 needs it)")
@@ -103,12 +105,13 @@ def _figures_as_short_text() -> None:
     page. Show its title instead."""
     try:
         from IPython import get_ipython
-        from matplotlib.figure import Figure
     except ImportError:
         return
     shell = get_ipython()
-    if shell is None or not hasattr(shell, "display_formatter"):
+    if shell is None or not hasattr(shell, "display_formatter"):  # the judge's runner: nothing is displayed
         return
+    from matplotlib.figure import Figure
+
     shell.display_formatter.formatters["text/plain"].for_type(Figure, lambda fig, printer, cycle: printer.text(figure_placeholder(fig)))
 
 

@@ -1,15 +1,14 @@
 """One figure style for every notebook: labelled axes with units, a colour-blind-safe
-palette (Okabe-Ito, plus one red), sizes readable at notebook width."""
+palette (Okabe-Ito, plus one red), sizes readable at notebook width.
+
+matplotlib is imported by the functions that draw, not by this module: the notebooks' set-up
+cells import from here, and the grader's judge, which loads those cells to call the learner's
+functions, never draws (matplotlib's import is about half a second per student)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
-
-import matplotlib
-import matplotlib.pyplot as plt
-from matplotlib.patches import Patch, Rectangle
-from matplotlib.text import Text
-from matplotlib.transforms import Bbox
 
 from .i18n import N_
 
@@ -77,6 +76,8 @@ def binary_size(n_bytes: float) -> str:
 
 def apply_style() -> None:
     """Set the course's matplotlib defaults (idempotent)."""
+    import matplotlib
+
     matplotlib.rcParams.update(
         {
             "figure.figsize": FIGSIZE,
@@ -127,7 +128,7 @@ def draw_lanes(
         if bar.get("label"):
             light_text = bar.get("role") in ("compute", "cpu", "exposed") and "color" not in bar
             ax.add_artist(
-                BarLabel(
+                _bar_label_class()(
                     bar["start"],
                     bar["end"],
                     y,
@@ -144,6 +145,8 @@ def draw_lanes(
     ax.grid(axis="y", visible=False)
     handles = role_handles([bar.get("role", "compute") for bar in bars if "color" not in bar]) if legend else []
     if any(bar.get("hatch") for bar in bars):
+        from matplotlib.patches import Patch
+
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="waited (a conflict)"))
     handles += list(extra_handles)
     if handles:
@@ -152,8 +155,10 @@ def draw_lanes(
         ax.set_title(title)
 
 
-def role_handles(roles: Iterable[str]) -> list[Patch]:
+def role_handles(roles: Iterable[str]) -> list:
     """One legend patch per role in ``roles`` (each once, in ``ROLE``'s order), labelled by ``ROLE_LABEL``."""
+    from matplotlib.patches import Patch
+
     used = set(roles)
     unknown = used - set(ROLE)
     if unknown:
@@ -179,72 +184,87 @@ def color_legend(ax, colors: dict[str, str], title: str | None = None, lines: di
     """A legend right of ``ax`` saying what each colour means (``{meaning: colour}``), plus
     ``lines`` (``{meaning: colour}``) drawn as line markers."""
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     handles = [Patch(facecolor=color, edgecolor="black", linewidth=0.6, label=name) for name, color in colors.items()]
     handles += [Line2D([], [], color=color, linewidth=2, label=name) for name, color in (lines or {}).items()]
     return add_legend(ax, handles, title=title)
 
 
-class BarLabel(Text):
-    """A bar's label, placed when the figure is drawn (after the layout and any later axis limits):
-    centred inside the bar when it fits (font shrunk to at least ``MIN_SIZE`` for thin bars),
-    else in black just after the bar's end, or before its start when the axes end first.
-    ``backdrop`` (a colour) draws a plain patch behind an inside label (for hatched bars).
-    After a draw, ``inside_box`` is the bar's box in pixels when the label sits inside, else None.
-    """
+def __getattr__(name: str):
+    if name == "BarLabel":  # a matplotlib Text: made when first asked for (see the module's text)
+        return _bar_label_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    PAD_PX = 3.0
-    MIN_SIZE = 6.5
 
-    def __init__(
-        self,
-        start: float,
-        end: float,
-        y: float,
-        height: float,
-        text: str,
-        inside_color: str = "white",
-        fontsize: float = 8,
-        backdrop: str | None = None,
-    ):
-        super().__init__((start + end) / 2, y, text, ha="center", va="center", fontsize=fontsize, clip_on=True)
-        self._bar = (start, end, y, height)
-        self._inside_color, self._size, self._backdrop = inside_color, fontsize, backdrop
-        self.inside_box: Bbox | None = None
+@functools.cache
+def _bar_label_class():
+    from matplotlib.text import Text
+    from matplotlib.transforms import Bbox
 
-    def _place(self, renderer) -> None:
-        ax = self.axes
-        start, end, y, height = self._bar
-        corners = ax.transData.transform([(start, y - height / 2), (end, y + height / 2)])
-        box = Bbox.from_extents(*corners.min(axis=0), *corners.max(axis=0))
-        self.set_fontsize(self._size)
-        self.set_position(((start + end) / 2, y))
-        self.set_horizontalalignment("center")
-        self.set_color(self._inside_color)
-        self.set_bbox(None)
-        extent = Text.get_window_extent(self, renderer)
-        if extent.height > box.height:
-            self.set_fontsize(max(self.MIN_SIZE, self._size * box.height / extent.height))
+    class BarLabel(Text):
+        """A bar's label, placed when the figure is drawn (after the layout and any later axis limits):
+        centred inside the bar when it fits (font shrunk to at least ``MIN_SIZE`` for thin bars),
+        else in black just after the bar's end, or before its start when the axes end first.
+        ``backdrop`` (a colour) draws a plain patch behind an inside label (for hatched bars).
+        After a draw, ``inside_box`` is the bar's box in pixels when the label sits inside, else None.
+        """
+
+        PAD_PX = 3.0
+        MIN_SIZE = 6.5
+
+        def __init__(
+            self,
+            start: float,
+            end: float,
+            y: float,
+            height: float,
+            text: str,
+            inside_color: str = "white",
+            fontsize: float = 8,
+            backdrop: str | None = None,
+        ):
+            super().__init__((start + end) / 2, y, text, ha="center", va="center", fontsize=fontsize, clip_on=True)
+            self._bar = (start, end, y, height)
+            self._inside_color, self._size, self._backdrop = inside_color, fontsize, backdrop
+            self.inside_box: Bbox | None = None
+
+        def _place(self, renderer) -> None:
+            ax = self.axes
+            start, end, y, height = self._bar
+            corners = ax.transData.transform([(start, y - height / 2), (end, y + height / 2)])
+            box = Bbox.from_extents(*corners.min(axis=0), *corners.max(axis=0))
+            self.set_fontsize(self._size)
+            self.set_position(((start + end) / 2, y))
+            self.set_horizontalalignment("center")
+            self.set_color(self._inside_color)
+            self.set_bbox(None)
             extent = Text.get_window_extent(self, renderer)
-        if extent.width + 2 * self.PAD_PX <= box.width and extent.height <= box.height + 1:
-            if self._backdrop:  # a plain patch behind the text, so a hatched bar does not cross it
-                self.set_bbox({"boxstyle": "square,pad=0.15", "facecolor": self._backdrop, "edgecolor": "none"})
-            self.inside_box = box
-            return
-        self.inside_box = None
-        self.set_color("black")
-        to_data = ax.transData.inverted()
-        if box.x1 + self.PAD_PX + extent.width <= ax.bbox.x1:
-            self.set_horizontalalignment("left")
-            self.set_x(to_data.transform((box.x1 + self.PAD_PX, box.y0))[0])
-        elif box.x0 - self.PAD_PX - extent.width >= ax.bbox.x0:
-            self.set_horizontalalignment("right")
-            self.set_x(to_data.transform((box.x0 - self.PAD_PX, box.y0))[0])
+            if extent.height > box.height:
+                self.set_fontsize(max(self.MIN_SIZE, self._size * box.height / extent.height))
+                extent = Text.get_window_extent(self, renderer)
+            if extent.width + 2 * self.PAD_PX <= box.width and extent.height <= box.height + 1:
+                if self._backdrop:  # a plain patch behind the text, so a hatched bar does not cross it
+                    self.set_bbox({"boxstyle": "square,pad=0.15", "facecolor": self._backdrop, "edgecolor": "none"})
+                self.inside_box = box
+                return
+            self.inside_box = None
+            self.set_color("black")
+            to_data = ax.transData.inverted()
+            if box.x1 + self.PAD_PX + extent.width <= ax.bbox.x1:
+                self.set_horizontalalignment("left")
+                self.set_x(to_data.transform((box.x1 + self.PAD_PX, box.y0))[0])
+            elif box.x0 - self.PAD_PX - extent.width >= ax.bbox.x0:
+                self.set_horizontalalignment("right")
+                self.set_x(to_data.transform((box.x0 - self.PAD_PX, box.y0))[0])
 
-    def draw(self, renderer):
-        if self.get_visible() and self.axes is not None:
-            self._place(renderer)
-        super().draw(renderer)
+        def draw(self, renderer):
+            if self.get_visible() and self.axes is not None:
+                self._place(renderer)
+            super().draw(renderer)
+
+    BarLabel.__qualname__ = "BarLabel"
+    return BarLabel
 
 
 def _sub_rows(bars: Sequence[dict]) -> list[tuple[int, int]]:
@@ -280,6 +300,8 @@ def draw_transfer_timeline(
     The shading is drawn, not computed: windows are painted over each transfer bar and
     clipped to it by matplotlib. The numbers in the legend come from the caller.
     """
+    from matplotlib.patches import Patch, Rectangle
+
     covers = [tuple(map(float, w)) for w in cover_intervals]
     lefts = [start_ms] + [a for a, _ in covers]
     rights = [end_ms] + [b for _, b in covers]
@@ -334,6 +356,7 @@ def decision_map(
     actions drawn (in the order of ``colors``); the legend lists those (never an action that no
     cell of the map shows) right of the axes, or is left out with ``legend=False`` (to draw one
     legend for several maps from what they return)."""
+    import matplotlib.colors
     import numpy as np
 
     names = list(colors)
@@ -359,6 +382,8 @@ def decision_map(
 
 def new_figure(rows: int = 1, cols: int = 1, height: float | None = None, **kwargs):
     """``plt.subplots`` with the course's width and a constrained layout (no text falls off the figure)."""
+    import matplotlib.pyplot as plt
+
     apply_style()
     size = (FIGSIZE[0], height or FIGSIZE[1] * rows)
     made = plt.subplots(rows, cols, figsize=size, layout="constrained", **kwargs)
@@ -375,5 +400,8 @@ def _one_draw_per_inline_figure() -> None:
     and costs a third of a figure cell's time. Other backends (``%matplotlib widget``, a GUI) keep
     the hook: there it is what redraws a figure. Choosing a backend again connects it again.
     """
+    import matplotlib
+    import matplotlib.pyplot as plt
+
     if "inline" in str(matplotlib.get_backend(auto_select=False)).lower():
         plt.uninstall_repl_displayhook()

@@ -293,12 +293,12 @@ def test_only_a_workers_scratch_gradebooks_skip_waiting_for_the_disk(tmp_path):
 RUNNER = Path(__file__).parents[2] / "autograde" / "judging" / "runner.py"
 
 
-def _session(tmp_path):
+def _session(tmp_path, **extra):
     import os
 
     from autograde.judging import judge
 
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), **extra}
     return judge.Session(lambda: judge.Runner([sys.executable, "-I", str(RUNNER)], env, str(tmp_path), 5.0), 5.0)
 
 
@@ -358,3 +358,24 @@ def test_catalogs_are_parsed_one_at_a_time_whatever_the_threads(monkeypatch, roo
     for thread in threads:
         thread.join()
     assert most[0] == 1, f"{most[0]} threads were in ast.parse at once"
+
+
+def test_the_runner_loads_every_set_up_cell_without_matplotlib(tmp_path, root):
+    """The judge's runner loads each notebook's set-up cell (and the answers) only to call the
+    learner's functions: nothing there may import matplotlib (about half a second per student),
+    which the course runtime imports only where a figure is drawn."""
+    import nbformat
+
+    from submissions import NOTEBOOKS
+
+    session = _session(tmp_path, NBGRADER_EXECUTION="autograde", MPLBACKEND="agg")  # as job.py starts it
+    probe = "def probe():\n    import sys\n    return sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'torch'))"
+    try:
+        for name in NOTEBOOKS:
+            nb = nbformat.read(root / "solutions" / f"{name}.ipynb", as_version=4)
+            code = [c for c in nb.cells if c.cell_type == "code"]
+            cells = [c.source for c in code if "imports" in c.metadata.get("tags", []) or c.metadata.get("nbgrader", {}).get("solution")]
+            runner, errors = session.ready([*cells, probe])
+            assert errors == [] and runner.call("probe", (), {}, {}) == [], f"{name}: {errors or runner.call('probe', (), {}, {})[:5]}"
+    finally:
+        session.close()

@@ -3,11 +3,15 @@ one overlapped run per stream."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
-
 from ..i18n import N_
 from ..plotting import PALETTE, ROLE, binary_size, draw_lanes, new_figure
+
+
+def _show() -> None:
+    """pyplot's show, imported when a figure is drawn (see tools.plotting: the judge never draws)."""
+    import matplotlib.pyplot as plt
+
+    plt.show()
 
 
 def plot_result(result: dict, source: str = "") -> None:
@@ -21,7 +25,7 @@ def plot_result(result: dict, source: str = "") -> None:
     _serial_vs_overlap(axes[0], cases)
     _prediction(axes[1], cases)
     fig.suptitle(f"{result['run_mode']} on {where}{' · ' + source if source else ''}", fontsize=11)
-    plt.show()
+    _show()
     balanced = max((c for c in cases if c["window"] == "calibrated"), key=lambda c: c["payload_mib"], default=cases[-1])
     fig, ax = new_figure(height=2.4)
     t = balanced["timeline"]
@@ -41,7 +45,7 @@ def plot_result(result: dict, source: str = "") -> None:
         lanes,
         title=f"One overlapped run, calibrated window: total {t['total']:.2f} ms (serial median {balanced['serial_median_ms']:.2f} ms)",
     )
-    plt.show()
+    _show()
 
 
 def _serial_vs_overlap(ax, cases: list[dict]) -> None:
@@ -145,7 +149,7 @@ def plot_controls(result: dict) -> None:
     drawn = list(dict.fromkeys(verdict for _, _, verdict, _ in rows))
     handles = [Patch(facecolor=EVIDENCE_COLOURS[v], edgecolor="black", hatch="//" if v.startswith("control") else "", label=v) for v in drawn]
     fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False, fontsize=8)
-    plt.show()
+    _show()
 
 
 def sketch_serial_vs_overlapped(copy_ms: float = 10.0, compute_ms: float = 10.0) -> None:
@@ -174,7 +178,7 @@ def sketch_serial_vs_overlapped(copy_ms: float = 10.0, compute_ms: float = 10.0)
         title=f"Overlapped (two streams): both at once, {overlapped:g} ms (latency ratio {overlapped / serial:.2f})",
     )
     axes[0].set_xlim(0, serial * 1.04)  # shared: the overlapped panel keeps the serial scale
-    plt.show()
+    _show()
 
 
 def evidence_label(ev: dict) -> str:
@@ -230,7 +234,7 @@ def plot_pipeline(sweep: dict) -> None:
     )
     # beside the axes, not in them: anywhere inside, some sweep puts a line or the best chunk under it
     ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    plt.show()
+    _show()
 
 
 def plot_bandwidth(curve: dict) -> None:
@@ -247,6 +251,8 @@ def plot_bandwidth(curve: dict) -> None:
     sizes = sorted({b for s in curve["series"].values() for b in s["bytes"]})
     for ax in axes:
         _copy_size_axis(ax, sizes)
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
     axes[0].yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     axes[0].yaxis.set_minor_formatter(NullFormatter())
     axes[0].set_ylabel("copy time (ms)")
@@ -254,12 +260,14 @@ def plot_bandwidth(curve: dict) -> None:
     axes[0].legend(frameon=False, fontsize=7)
     axes[1].set_ylabel("achieved bandwidth (GB/s)")
     axes[1].set_title(f"Small copies pay t0 ({curve['device']})")
-    plt.show()
+    _show()
 
 
 def _copy_size_axis(ax, sizes: list[int]) -> None:
     """A log axis of copy sizes, ticked at the sizes measured and labelled in binary units
     (``4 KiB`` ... ``16 MiB``), every other one when more than eight would crowd it."""
+    from matplotlib.ticker import NullLocator
+
     shown = sizes if len(sizes) <= 8 else sizes[::2]
     ax.set_xticks(shown, [binary_size(b) for b in shown], fontsize=8)
     ax.xaxis.set_minor_locator(NullLocator())
