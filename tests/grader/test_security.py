@@ -149,6 +149,40 @@ except OSError as exc:
 # code as the grader. This one looks for it (multiprocessing's listener files, every Unix socket the
 # kernel lists) and, for each it can connect to, sends what the server's protocol expects, with a
 # pickle that creates CANARY when it is loaded.
+# Hunts every SQLite file it can reach (the job folder's scratch gradebook, which commits without
+# waiting for the disk; the course gradebook; the master's) and writes full marks into each.
+GRADEBOOK_HUNT = r"""
+import os, sqlite3, time
+_found, _changed, _seen = [], [], 0
+_deadline = time.time() + 8
+_roots = [os.getcwd()]
+_d = os.getcwd()
+for _ in range(6):
+    _d = os.path.dirname(_d); _roots.append(_d)
+_roots += ['/tmp', '/dev/shm', os.path.expanduser('~'), '/']
+for _root in dict.fromkeys(_roots):
+  try:
+    for _dirpath, _dirs, _files in os.walk(_root):
+        _seen += 1
+        if _seen > 40000 or time.time() > _deadline:
+            break
+        _dirs[:] = [d for d in _dirs if d not in ('proc', 'sys', 'usr', 'lib', 'lib64', 'bin', 'sbin', 'etc')]
+        for _f in _files:
+            if _f.endswith('.db') or 'gradebook' in _f:
+                _p = os.path.join(_dirpath, _f)
+                _found.append(_p)
+                try:
+                    _c = sqlite3.connect(_p, timeout=1)
+                    _n = _c.execute("UPDATE grade SET auto_score = 100, manual_score = 100").rowcount
+                    _c.commit(); _c.close()
+                    _changed.append((_p, _n))
+                except Exception as _e:
+                    pass
+  except RecursionError:
+    pass
+print(f"GRADEBOOK-HUNT {_seen} folders, found {len(_found)}, changed {_changed}")"""
+WRONG_TODO0 = "def check_overlap(first, second):\n    return {'can_overlap': True, 'reasons': []}\n"
+
 FORKSERVER = r"""
 import glob, os, pickle, socket
 from multiprocessing import reduction
@@ -266,6 +300,9 @@ def attacked(tmp_path_factory):
     write(subs, "atk_memory", NB["04"], build(NB["04"]))
     write(subs, "atk_forks", NB["01"], insert_after(build(NB["01"]), "todo0_solution", FORKS))
     write(subs, "atk_network", NB["03"], insert_after(build(NB["03"]), "todo3_solution", NETWORK.replace("{PORT}", str(listener.port))))
+    # a wrong answer that hunts for gradebooks to write full marks into, and the same answer alone
+    write(subs, "atk_gradebook", NB["01"], insert_after(build(NB["01"], {"todo0_solution": WRONG_TODO0}), "todo0_solution", GRADEBOOK_HUNT))
+    write(subs, "ctl_wrong0", NB["01"], build(NB["01"], {"todo0_solution": WRONG_TODO0}))
     canary = base / "forkserver-escape"
     escape = FORKSERVER.replace("{CANARY!r}", repr(str(canary))).replace("{PATHS!r}", "[]")
     write(subs, "atk_forkserver", NB["01"], insert_after(build(NB["01"]), "todo0_solution", escape))
@@ -466,6 +503,34 @@ def test_the_worker_server_is_out_of_a_submissions_reach(attacked, tmp_path):
     while not canary.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert canary.exists(), "the control did not escape: the attack would prove nothing"
+
+
+def test_no_gradebook_is_within_a_submissions_reach(attacked, tmp_path):
+    """From the sandbox the hunt finds no SQLite file at all (not the job folder's scratch copy, not
+    the course's, not the master's) and its wrong answer earns what the same answer alone earns; the
+    control runs the same code unsandboxed next to a gradebook and does rewrite it."""
+    import shutil
+    import sqlite3
+    import subprocess
+    import sys
+
+    text = page(attacked["out"], "atk_gradebook", NB["01"])
+    printed = re.search(r"GRADEBOOK-HUNT (\d+) folders, found (\d+), changed (.*)$", html.unescape(text), re.M)
+    assert printed, "the hunt printed what it found"
+    assert int(printed.group(1)) > 0 and printed.group(2) == "0" and printed.group(3).strip() == "[]", printed.group(0)
+    g = attacked["grades"]
+    assert g["atk_gradebook"]["todo0_check_overlap"] == g["ctl_wrong0"]["todo0_check_overlap"] < 3
+    assert g["honest_a"]["todo0_check_overlap"] == 3
+    # control: the same code, unsandboxed, in a kernel folder beside a job's gradebook
+    job = tmp_path / "job"
+    (job / "kernel").mkdir(parents=True)
+    shutil.copy(attacked["out"] / "gradebook.db", job / "gradebook.db")
+    # (only its own folder and the job's: unsandboxed, the full hunt would rewrite other tests' gradebooks)
+    nearby = GRADEBOOK_HUNT.replace("_roots += ['/tmp', '/dev/shm', os.path.expanduser('~'), '/']", "_roots = _roots[:2]")
+    assert nearby != GRADEBOOK_HUNT
+    proc = subprocess.run([sys.executable, "-c", nearby], capture_output=True, text=True, timeout=120, cwd=job / "kernel")
+    assert f"('{job / 'gradebook.db'}'," in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert sqlite3.connect(job / "gradebook.db").execute("SELECT max(auto_score) FROM grade").fetchone()[0] == 100
 
 
 def test_summary_records_the_sandbox(attacked):
