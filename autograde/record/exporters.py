@@ -122,6 +122,33 @@ class FeedbackExporter(HTMLExporter):
         return TemplateExporter.from_notebook_node(self, nb, resources, **kw)
 
 
+def warm_feedback() -> None:
+    """Make, in this process, what a worker's first feedback page would otherwise make: the page's
+    compiled templates (kept in ``_TEMPLATES``), the notebook schema's validator, the code
+    highlighter and the markdown renderer. The worker server calls it once per grading run
+    (``autograde.run.warm``), so every worker forked from it starts with them (about 0.2 s a
+    student). Rendering a two-cell notebook with the feedback page's template does all of it;
+    nothing here may fail the server, so any error only means a worker makes them itself."""
+    try:
+        import nbformat
+        from nbgrader.converters import generate_feedback
+
+        templates = Path(generate_feedback.__file__).resolve().parent.parent / "server_extensions" / "formgrader"
+        exporter = FeedbackExporter(
+            template_name="feedback",
+            extra_template_basedirs=[str(templates / "templates")],
+            extra_template_paths=[str(templates / "static" / "node_modules" / "bootstrap" / "dist" / "css")],
+        )
+        nb = nbformat.v4.new_notebook(
+            cells=[nbformat.v4.new_markdown_cell("# A heading\n\nSome *text*."), nbformat.v4.new_code_cell("x = 1  # code\nprint(x)")],
+            metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}},
+        )
+        nbformat.validate(nb)
+        exporter.from_notebook_node(nb, {"nbgrader": {"notebook": "warm", "score": 0, "max_score": 0, "late_penalty": 0}})
+    except Exception:
+        pass
+
+
 def base_style(width: str) -> str:
     """The instructor pages' shared styles (the class report, the similarity page): body, tables, numbers."""
     return (
