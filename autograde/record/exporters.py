@@ -126,7 +126,7 @@ def warm_feedback() -> None:
     """Make, in this process, what a worker's first feedback page would otherwise make: the page's
     compiled templates (kept in ``_TEMPLATES``), the notebook schema's validator, the code
     highlighter and the markdown renderer. The worker server calls it once per grading run
-    (``autograde.run.warm``), so every worker forked from it starts with them (about 0.2 s a
+    (``autograde.record.warm``), so every worker forked from it starts with them (about 0.2 s a
     student). Rendering a two-cell notebook with the feedback page's template does all of it;
     nothing here may fail the server, so any error only means a worker makes them itself."""
     try:

@@ -35,7 +35,7 @@ PRELOAD = [
     "nbconvert.exporters",
     "traitlets.config.loader",
     "zmq.asyncio",
-    "autograde.run.warm",  # last: renders a small page, so that workers start with its templates made
+    "autograde.record.warm",  # last: renders a small page, so that workers start with its templates made
 ]
 
 _CONTEXT = None

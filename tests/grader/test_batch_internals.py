@@ -382,16 +382,16 @@ def test_the_runner_loads_every_set_up_cell_without_matplotlib(tmp_path, root):
 
 
 def test_the_worker_server_makes_the_feedback_pages_templates_once(root):
-    """The server imports ``autograde.run.warm`` (launch.PRELOAD): it must really render a page
+    """The server imports ``autograde.record.warm`` (launch.PRELOAD): it must really render a page
     (its failure is silent by design, so that it can never stop the server), leaving the compiled
     templates and the code highlighter for every forked worker."""
     import subprocess
 
     from autograde.run import launch
 
-    assert launch.PRELOAD[-1] == "autograde.run.warm"
+    assert launch.PRELOAD[-1] == "autograde.record.warm"
     code = (
-        "import sys; import autograde.run.warm\n"
+        "import sys; import autograde.record.warm\n"
         "from autograde.record.exporters import _TEMPLATES\n"
         "print(len(_TEMPLATES._store), 'IPython.lib.lexers' in sys.modules)"
     )
