@@ -70,8 +70,8 @@ class Worker:
 
     def _setup_cells(self, jobdir: Path) -> list[str]:
         """The set-up cells (tagged ``imports``) of the course's own source of the notebook in
-        ``jobdir``: the runner runs them as it boots, so that the course runtime's imports
-        (matplotlib among them, about half a second) are done before the first judge."""
+        ``jobdir``: the runner runs them as it boots, so that the course runtime's imports (and
+        IPython's, which the runner uses to read cells) are done before the first judge."""
         source = jobdir / "source" / self.settings["assignment"] / f"{jobdir.name}.ipynb"
         try:
             nb = nbformat.read(source, as_version=4)
