@@ -27,6 +27,7 @@ import re
 import shutil
 import signal
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -654,6 +655,11 @@ def grade_student(
     return records
 
 
+# Set while the batch is being stopped (Ctrl-C, SIGTERM): its workers are killed, and a notebook
+# they were on is left unrecorded (not saved as an error the next run would reuse).
+INTERRUPTED = threading.Event()
+
+
 class Stopped(Exception):
     """A student's grading was called off (a cluster task the batch cancelled): its processes were killed."""
 
@@ -692,6 +698,8 @@ def run_student(
                     _sweep(out / ".work" / student / "sandbox.ledger")
             worker_log = read_tail(log_path, MAX_LOG_BYTES)
             _settle_finished(pending, settle)  # any that finished after the last poll
+            if INTERRUPTED.is_set():  # the batch is stopping (Ctrl-C, SIGTERM): what it cut short is
+                return  # not recorded, so that the next run grades it
             stopped = [(record, job) for record, job in pending if job == current]
             for record, job in stopped:  # killed at the limit, or the worker broke during it
                 settle(record, job, killed, worker_log)
@@ -846,6 +854,7 @@ def grade_locally(
                     raise GraderFault(settled, left(), exc) from exc
         return settled
 
+    INTERRUPTED.clear()
     with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
         futures = {pool.submit(attempt, s, items): (s, items) for s, items in by_student.items()}
         try:
@@ -858,6 +867,7 @@ def grade_locally(
                 except Exception as exc:
                     fault(*futures[future], exc)
         except BaseException:
+            INTERRUPTED.set()  # before the kill: a thread that sees its worker die must not record the notebook
             pool.shutdown(wait=False, cancel_futures=True)
             kill_live_runs()
             raise

@@ -397,3 +397,39 @@ def test_the_worker_server_makes_the_feedback_pages_templates_once(root):
     )
     printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout.split()
     assert int(printed[0]) >= 5 and printed[1] == "True", printed
+
+
+def test_a_notebook_cut_short_by_stopping_the_batch_is_left_for_the_next_run(tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM kills the workers; a thread that then sees its worker gone must not record
+    the notebook it was on as an error (a resumed run would reuse that and never grade it). The
+    control, the same death without the batch stopping, is recorded."""
+
+    class KilledMidNotebook:
+        pid = 2**22 + 1  # never a live process's id here: nothing may be killed by it
+
+        def poll(self):
+            return -15
+
+        def wait(self, timeout=None):
+            return -15
+
+    def fake_prepare(course, master, out, student, notebook, path, max_bytes, record):
+        job = out / ".work" / student / notebook
+        job.mkdir(parents=True)
+        (job / "started").write_text("0")  # the worker had begun it
+        return job
+
+    monkeypatch.setattr(grading, "_prepare", fake_prepare)
+    monkeypatch.setattr(grading, "start_worker", lambda *args: KilledMidNotebook())
+    for stopping in (True, False):
+        settled = []
+        grading.INTERRUPTED.clear()
+        if stopping:
+            grading.INTERRUPTED.set()
+        entries = [(new_record("s1", "a", "pending", ""), Path("a.ipynb"))]
+        try:
+            settle = lambda r, *a, into=settled: into.append(r)  # noqa: E731
+            grading.run_student(None, tmp_path, tmp_path / str(stopping), "s1", entries, Options(), settle, lambda r: None)
+        finally:
+            grading.INTERRUPTED.clear()
+        assert [r["notebook"] for r in settled] == ([] if stopping else ["a"]), (stopping, settled)
