@@ -23,11 +23,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from queue import Empty
 
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
+from traitlets import DottedObjectName, Type
 
 from tools.i18n import ENV as LANGUAGE_ENV
 
@@ -126,11 +129,64 @@ class MessageBudget:
             raise OutputLimitExceeded(self.why)
 
 
+IOPUB_TRY = 0.2  # seconds to wait for the kernel_info request's status on IOPub before asking again
+
+
+class PromptClient(AsyncKernelClient):
+    """jupyter_client's asynchronous client, whose ``wait_for_ready`` returns as soon as the
+    kernel has answered on both channels that matter.
+
+    jupyter_client's own waits for the reply to a ``kernel_info`` request, then for a message on
+    IOPub (proof that its subscription is connected), and then reads IOPub until it has been
+    quiet for 0.2 s: a wait that always runs its full length. nbclient calls it for each notebook,
+    so a student's six notebooks idled 1.2 s on it. This one waits for the reply and for that very
+    request's ``idle`` status on IOPub: the same proof, with nothing to wait out. When the status
+    does not come within ``IOPUB_TRY`` (a subscription still joining misses it), it asks again, as
+    jupyter_client does. A message meant for another request is read and dropped on the way, as
+    nbclient, which matches every message to its request, would drop it."""
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        while True:
+            msg_id = self.kernel_info()
+            if await self._answered(msg_id, deadline):
+                return
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
+
+    async def _answered(self, msg_id: str, deadline: float) -> bool:
+        """Whether the reply to ``msg_id`` and then its idle status arrived (before ``deadline``)."""
+        while True:
+            try:
+                reply = await self.shell_channel.get_msg(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+            except Empty:
+                return False
+            if reply.get("parent_header", {}).get("msg_id") == msg_id and reply.get("msg_type") == "kernel_info_reply":
+                self._handle_kernel_info_reply(reply)
+                break
+        while True:
+            try:
+                status = await self.iopub_channel.get_msg(timeout=IOPUB_TRY)
+            except Empty:
+                return False
+            if (
+                status.get("parent_header", {}).get("msg_id") == msg_id
+                and status.get("msg_type") == "status"
+                and status.get("content", {}).get("execution_state") == "idle"
+            ):
+                return True
+
+
 class BudgetedKernelManager(AsyncKernelManager):
     """A kernel manager whose every client counts what it receives against ``budget`` (each
-    client gets a copy of the manager's Session, so the count goes on each client's copy)."""
+    client gets a copy of the manager's Session, so the count goes on each client's copy), and
+    is a ``PromptClient``."""
 
     budget: MessageBudget | None = None
+    client_class = DottedObjectName("autograde.run.kernels.PromptClient")
+    client_factory = Type(PromptClient, klass=AsyncKernelClient)
 
     def client(self, **kwargs):
         kc = super().client(**kwargs)

@@ -433,3 +433,85 @@ def test_a_notebook_cut_short_by_stopping_the_batch_is_left_for_the_next_run(tmp
         finally:
             grading.INTERRUPTED.clear()
         assert [r["notebook"] for r in settled] == ([] if stopping else ["a"]), (stopping, settled)
+
+
+def _kernel_and_client():
+    """A plain kernel (no sandbox) and a started client of the grading's kernel manager."""
+    from jupyter_core.utils import run_sync
+
+    from autograde.run.kernels import BudgetedKernelManager
+
+    km = BudgetedKernelManager(kernel_name="python3")
+    run_sync(km.start_kernel)()
+    kc = km.client()
+    kc.start_channels()
+    return km, kc, run_sync
+
+
+def _counting(channel, miss: int = 0):
+    """Wrap a channel's ``get_msg``: count the waits that ran out, and make the first ``miss`` calls
+    find nothing (a subscription that missed the message)."""
+    from queue import Empty
+
+    seen = {"calls": 0, "empty": 0}
+    original = channel.get_msg
+
+    async def get_msg(*args, **kwargs):
+        seen["calls"] += 1
+        if seen["calls"] <= miss:
+            seen["empty"] += 1
+            raise Empty
+        try:
+            return await original(*args, **kwargs)
+        except Empty:
+            seen["empty"] += 1
+            raise
+
+    channel.get_msg = get_msg
+    return seen
+
+
+@pytest.mark.slow
+def test_a_kernels_client_is_ready_once_both_channels_answered_with_no_quiet_period_waited_out():
+    """nbclient asks for each notebook whether the kernel is ready. jupyter_client's answer waits
+    until IOPub has been quiet for 0.2 s, which always runs out; the grading's client returns on the
+    kernel_info request's own idle status: no wait on IOPub ran out, and IOPub really carries the
+    next cell's output."""
+    from autograde.run.kernels import PromptClient
+
+    km, kc, run_sync = _kernel_and_client()
+    try:
+        assert isinstance(kc, PromptClient)
+        seen = _counting(kc.iopub_channel)
+        run_sync(kc.wait_for_ready)(timeout=60)
+        assert seen["empty"] == 0 and seen["calls"] >= 1
+        msg_id = kc.execute("print('after ready')")
+        texts = []
+        while not any("after ready" in t for t in texts):
+            msg = run_sync(kc.iopub_channel.get_msg)(timeout=10)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+                texts.append(msg["content"]["text"])
+    finally:
+        kc.stop_channels()
+        run_sync(km.shutdown_kernel)(now=True)
+
+
+@pytest.mark.slow
+def test_a_client_that_missed_the_status_asks_again_and_a_dead_kernel_is_reported():
+    from autograde.run.kernels import IOPUB_TRY
+
+    km, kc, run_sync = _kernel_and_client()
+    try:
+        asked = []
+        original = kc.kernel_info
+        kc.kernel_info = lambda: asked.append(1) or original()
+        seen = _counting(kc.iopub_channel, miss=1)  # the first status is "missed"
+        run_sync(kc.wait_for_ready)(timeout=60)
+        assert len(asked) == 2 and seen["empty"] == 1 and IOPUB_TRY <= 1
+        run_sync(km.shutdown_kernel)(now=True)
+        with pytest.raises(RuntimeError, match="died|respond"):
+            run_sync(kc.wait_for_ready)(timeout=3)
+    finally:
+        kc.stop_channels()
+        if run_sync(km.is_alive)():
+            run_sync(km.shutdown_kernel)(now=True)
