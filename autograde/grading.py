@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -746,7 +747,16 @@ def _watch(proc, pending: list, limit: float, settle, stop=None) -> tuple[Path |
         if stop is not None and stop():
             kill_tree(proc.pid)
             raise Stopped("called off")
-        time.sleep(0.2)
+        _pause(proc, 0.2)
+
+
+def _pause(proc, seconds: float) -> None:
+    """Wait ``seconds``, or less: until the worker ``proc`` ends (its student's next one then starts
+    at once, not at the next look)."""
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def elapsed_since(job: Path) -> float:

@@ -310,6 +310,23 @@ def scratch_gradebooks() -> None:
             cursor.close()
 
 
+def one_engine_per_gradebook() -> None:
+    """Let nbgrader reuse one SQLAlchemy engine per gradebook in this process.
+
+    nbgrader opens a new ``Gradebook`` about eleven times per notebook, each with an engine of its
+    own, and an engine keeps the SQL it has compiled for itself: every statement was compiled
+    again each time (324 compilations per student, 0.35 s). With the engine made once per
+    database URL, 174 and 0.14 s. An engine holds no connection between two gradebooks (nbgrader
+    disposes of its pool on closing), so a job folder's gradebook replaced between two gradings
+    is opened afresh. Only in a worker: the course gradebook's engines are the grading process's."""
+    import functools
+
+    import nbgrader.api
+
+    if not hasattr(nbgrader.api.create_engine, "cache_info"):
+        nbgrader.api.create_engine = functools.lru_cache(maxsize=64)(nbgrader.api.create_engine)
+
+
 def main(argv: list[str]) -> int:
     _die_with_parent()
     settings = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
@@ -317,6 +334,7 @@ def main(argv: list[str]) -> int:
     student, jobdirs = argv[1], [Path(p).resolve() for p in argv[2:]]
     _cap_messages()
     scratch_gradebooks()
+    one_engine_per_gradebook()
     worker = Worker(settings, student, jobdirs[0].parent / "sandbox.ledger")
     try:
         worker.lend_kernel(jobdirs)

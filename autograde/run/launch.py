@@ -35,6 +35,8 @@ PRELOAD = [
     "nbconvert.exporters",
     "traitlets.config.loader",
     "zmq.asyncio",
+    "sqlalchemy.dialects.sqlite",  # the scratch gradebooks' dialect, loaded on first connect
+    "bleach",  # the feedback page's sanitizer (nbconvert imports it on first use)
     "autograde.record.warm",  # last: renders a small page, so that workers start with its templates made
 ]
 
