@@ -27,6 +27,20 @@ STATUS_TEXT = {
 }
 
 
+# the line a visible check cell ends with on a feedback page (its hidden tests ran in the judge)
+HIDDEN_NOTE = "# Hidden tests ran outside this notebook at grading: the ideas they check, and your result, are below."
+
+
+def with_hidden_note(cell) -> str:
+    """A cell's source as the feedback page shows it: a graded cell that is not an answer (a visible
+    check) ends with HIDDEN_NOTE, once; any other cell's source is unchanged."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    source = cell.get("source", "")
+    if isinstance(meta, dict) and meta.get("grade") and not meta.get("solution") and HIDDEN_NOTE not in source:
+        return source.rstrip() + "\n" + HIDDEN_NOTE
+    return source
+
+
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024  # default: a course notebook with outputs is well under 1 MB
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 from pathlib import Path
 
-from jinja2 import BytecodeCache
+from jinja2 import BytecodeCache, pass_context
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
@@ -33,6 +34,55 @@ class _MemoryBytecodeCache(BytecodeCache):
 
 
 _TEMPLATES = _MemoryBytecodeCache()
+
+FRAGMENTS_KEPT = 4096  # rendered sources a process keeps (one edition of the course has about 140)
+
+
+class _Fragments:
+    """HTML rendered from a cell's source, keyed by everything that decides it (see the callers).
+
+    The cells a learner did not change are the same on every student's page: the worker server
+    renders the course's own once (``warm_feedback``), and every worker forked from it finds them
+    made. Bounded: past ``FRAGMENTS_KEPT`` entries it starts again, empty."""
+
+    def __init__(self):
+        self._store: dict[tuple, str] = {}
+
+    def get(self, key: tuple, make) -> str:
+        value = self._store.get(key)
+        if value is None:
+            value = make()
+            if len(self._store) >= FRAGMENTS_KEPT:
+                self._store.clear()
+            self._store[key] = value
+        return value
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def clear(self) -> None:
+        self._store.clear()
+
+
+_HIGHLIGHTED = _Fragments()
+_MARKDOWN = _Fragments()
+
+
+def _options(options) -> str:
+    return json.dumps(options, sort_keys=True, default=repr)
+
+
+class KeptHighlight2HTML(Highlight2HTML):
+    """nbconvert's code highlighter, each result kept by source, language, the cell's
+    ``magics_language`` (the only metadata the highlighter reads) and the formatter's options."""
+
+    def __call__(self, source, language=None, metadata=None):
+        magics = metadata.get("magics_language") if isinstance(metadata, dict) else None
+        if magics is not None and not isinstance(magics, str):
+            return super().__call__(source, language, metadata)
+        key = (source, language or self.pygments_lexer, magics, _options(self.extra_formatter_options))
+        return _HIGHLIGHTED.get(key, lambda: Highlight2HTML.__call__(self, source, language, metadata))
+
 
 # No script may run in a page the grader writes: a learner's output or markdown that slipped
 # past sanitizing stays inert. The page needs none (without MathJax, math shows as TeX source).
@@ -92,7 +142,7 @@ def has_images(nb) -> bool:
 
 
 class FeedbackExporter(HTMLExporter):
-    """nbconvert's HTML exporter, less two costs that buy nothing on a feedback page:
+    """nbconvert's HTML exporter, less three costs that buy nothing on a feedback page:
 
     - templates compiled once per process: nbgrader makes a new exporter for every page, and
       each compiled the page's nine templates again (0.2-0.4 s a notebook);
@@ -100,7 +150,10 @@ class FeedbackExporter(HTMLExporter):
       page with BeautifulSoup to give images alt text and JupyterLab-template cells a tabindex,
       and writes it out again (0.2-0.5 s a page here). nbgrader's feedback template is the
       classic one (no JupyterLab cells), and a page without ``<img`` has nothing to change, so
-      such a page is the rendered one as is; a page with an image takes nbconvert's whole path.
+      such a page is the rendered one as is; a page with an image takes nbconvert's whole path;
+    - code highlighted and markdown rendered again for every student: a cell's HTML is kept by its
+      source (``_Fragments``), and the course's own cells are made before any worker starts
+      (``warm_feedback``); 0.25 s a student here.
     """
 
     def _create_environment(self):
@@ -108,13 +161,22 @@ class FeedbackExporter(HTMLExporter):
         environment.bytecode_cache = _TEMPLATES
         return environment
 
+    @pass_context
+    def markdown2html(self, context, source):
+        """nbconvert's markdown filter, each result kept by source and the exporter's options; a
+        cell with attachments, or with images to embed, is rendered afresh."""
+        if context.get("cell", {}).get("attachments") or self.embed_images:
+            return super().markdown2html(context, source)
+        key = (source, self.anchor_link_text, self.exclude_anchor_links, _options(self.lexer_options))
+        return _MARKDOWN.get(key, lambda: HTMLExporter.markdown2html(self, context, source))
+
     def from_notebook_node(self, nb, resources=None, **kw):
         if has_images(nb):
             return super().from_notebook_node(nb, resources, **kw)
         # HTMLExporter.from_notebook_node's set-up (nbconvert 7), then the rendering alone
         langinfo = nb.metadata.get("language_info", {})
         lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
-        highlight_code = self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self))
+        highlight_code = self.filters.get("highlight_code", KeptHighlight2HTML(pygments_lexer=lexer, parent=self))
         resources = self._init_resources(resources)
         filter_data_type = WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self, resources=resources)
         self.register_filter("highlight_code", highlight_code)
@@ -122,29 +184,51 @@ class FeedbackExporter(HTMLExporter):
         return TemplateExporter.from_notebook_node(self, nb, resources, **kw)
 
 
-def warm_feedback() -> None:
-    """Make, in this process, what a worker's first feedback page would otherwise make: the page's
-    compiled templates (kept in ``_TEMPLATES``), the notebook schema's validator, the code
-    highlighter and the markdown renderer. The worker server calls it once per grading run
-    (``autograde.record.warm``), so every worker forked from it starts with them (about 0.2 s a
-    student). Rendering a two-cell notebook with the feedback page's template does all of it;
-    nothing here may fail the server, so any error only means a worker makes them itself."""
+def _feedback_exporter() -> FeedbackExporter:
+    """The exporter nbgrader's feedback step makes (its template and the paths it adds)."""
+    from nbgrader.converters import generate_feedback
+
+    templates = Path(generate_feedback.__file__).resolve().parent.parent / "server_extensions" / "formgrader"
+    return FeedbackExporter(
+        template_name="feedback",
+        extra_template_basedirs=[str(templates / "templates")],
+        extra_template_paths=[str(templates / "static" / "node_modules" / "bootstrap" / "dist" / "css")],
+    )
+
+
+def warm_feedback(notebooks=()) -> None:
+    """Make, in this process, what a worker's feedback pages would otherwise make again for every
+    student: the page's compiled templates (kept in ``_TEMPLATES``), the notebook schema's
+    validator, the code highlighter and the markdown renderer (rendering a two-cell notebook makes
+    them), and the rendered code and markdown of ``notebooks`` (paths: the course's release) as a
+    page shows them, visible checks with their hidden-tests line and markdown sanitized as the
+    feedback step sanitizes it. The worker server calls it once per grading run
+    (``autograde.record.warm``), so every worker forked from it starts with them. Nothing here may
+    fail the server: any error only means a worker makes them itself."""
     try:
         import nbformat
-        from nbgrader.converters import generate_feedback
+        from nbconvert.preprocessors.sanitize import SanitizeHTML
 
-        templates = Path(generate_feedback.__file__).resolve().parent.parent / "server_extensions" / "formgrader"
-        exporter = FeedbackExporter(
-            template_name="feedback",
-            extra_template_basedirs=[str(templates / "templates")],
-            extra_template_paths=[str(templates / "static" / "node_modules" / "bootstrap" / "dist" / "css")],
-        )
+        from ..model import with_hidden_note
+
+        exporter = _feedback_exporter()
         nb = nbformat.v4.new_notebook(
             cells=[nbformat.v4.new_markdown_cell("# A heading\n\nSome *text*."), nbformat.v4.new_code_cell("x = 1  # code\nprint(x)")],
             metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}},
         )
         nbformat.validate(nb)
         exporter.from_notebook_node(nb, {"nbgrader": {"notebook": "warm", "score": 0, "max_score": 0, "late_penalty": 0}})
+        sanitize = SanitizeHTML(enabled=True)
+        # a graded notebook's language is the grading kernel's (IPython's), whatever the file said
+        highlight = KeptHighlight2HTML(pygments_lexer="ipython3", parent=exporter)
+        for path in notebooks:
+            nb = nbformat.read(path, 4)
+            for index, cell in enumerate(nb.cells):
+                if cell.cell_type == "code":
+                    highlight(with_hidden_note(cell), None, cell.metadata)
+                elif cell.cell_type == "markdown":
+                    cell, _ = sanitize.preprocess_cell(cell, {}, index)
+                    exporter.markdown2html({"cell": cell}, cell.source)
     except Exception:
         pass
 

@@ -10,9 +10,8 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Integer, List, Unicode
 
+from ..model import with_hidden_note
 from .kernels import OutputLimitExceeded, kill_now
-
-HIDDEN_NOTE = "# Hidden tests ran outside this notebook at grading: the ideas they check, and your result, are below."
 
 
 def message_size(value, budget: int = 1 << 40) -> int:
@@ -201,9 +200,7 @@ class ShortenErrors(NbGraderPreprocessor):  # nbgrader's base is enabled by defa
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
                 output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution") and HIDDEN_NOTE not in cell.source:
-            cell.source = cell.source.rstrip() + "\n" + HIDDEN_NOTE
+        cell.source = with_hidden_note(cell)
         return cell, resources
 
 

@@ -39,3 +39,42 @@ def test_a_page_with_an_image_takes_nbconverts_whole_path():
     markdown = build(NOTEBOOKS[0])
     markdown.cells.append(nbformat.v4.new_markdown_cell("![a figure](figure.png)"))
     assert has_images(markdown)
+
+
+def test_kept_fragments_give_the_same_page_and_only_a_learners_own_cells_are_rendered_again(root):
+    """Code and markdown are rendered once per source: the worker server renders the course's own
+    cells (its release, as the feedback step shows them) before any student, and a page then renders
+    only what the learner wrote (the answers), yet is the page rendered with nothing kept."""
+    from nbconvert.preprocessors.sanitize import SanitizeHTML
+
+    from autograde.record import exporters
+    from autograde.run.preprocessors import ShortenErrors
+
+    nb = build(NOTEBOOKS[0])
+    nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}  # as the grading kernel sets it
+    nb, _ = ShortenErrors().preprocess(nb, {})
+    nb, _ = SanitizeHTML(enabled=True).preprocess(nb, {})
+    config = Config()
+    config.HTMLExporter.template_name = "classic"
+
+    def page():
+        return FeedbackExporter(config=config).from_notebook_node(copy.deepcopy(nb))[0]
+
+    kept = (exporters._HIGHLIGHTED, exporters._MARKDOWN)
+    try:
+        for fragments in kept:
+            fragments.clear()
+        cold = page()
+        for fragments in kept:
+            fragments.clear()
+        exporters.warm_feedback([root / "notebooks" / f"{NOTEBOOKS[0]}.ipynb"])
+        before = [len(fragments) for fragments in kept]
+        assert before[0] > 0 and before[1] > 0
+        assert page() == cold
+        answers = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+        made = [len(fragments) - n for fragments, n in zip(kept, before)]
+        assert made == [sum(c.cell_type == "code" for c in answers), sum(c.cell_type == "markdown" for c in answers)]
+        assert made[0] >= 1 and made[1] >= 1
+    finally:
+        for fragments in kept:
+            fragments.clear()
