@@ -414,19 +414,29 @@ def test_the_runner_loads_every_set_up_cell_without_matplotlib(tmp_path, root):
 def test_the_worker_server_makes_the_feedback_pages_templates_once(root):
     """The server imports ``autograde.record.warm`` (launch.PRELOAD): it must really render a page
     (its failure is silent by design, so that it can never stop the server), leaving the compiled
-    templates and the code highlighter for every forked worker."""
+    templates, the code highlighter, and every code cell of both editions' release rendered as a
+    page shows it, for every forked worker."""
     import subprocess
 
+    import nbformat
+
+    from autograde.model import with_hidden_note
     from autograde.run import launch
 
     assert launch.PRELOAD[-1] == "autograde.record.warm"
     code = (
         "import sys; import autograde.record.warm\n"
-        "from autograde.record.exporters import _TEMPLATES\n"
-        "print(len(_TEMPLATES._store), 'IPython.lib.lexers' in sys.modules)"
+        "from autograde.record.exporters import _TEMPLATES, _HIGHLIGHTED, _MARKDOWN\n"
+        "print(len(_TEMPLATES._store), 'IPython.lib.lexers' in sys.modules, len(_HIGHLIGHTED), len(_MARKDOWN))"
     )
     printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout.split()
     assert int(printed[0]) >= 5 and printed[1] == "True", printed
+    released = [*sorted((root / "notebooks").glob("*.ipynb")), *sorted((root / "notebooks" / "zh").glob("*.ipynb"))]
+    cells = [cell for path in released for cell in nbformat.read(path, 4).cells]
+    assert len(released) == 12
+    # the release's distinct cells, and the small page's one code and one markdown cell
+    assert int(printed[2]) == len({with_hidden_note(c) for c in cells if c.cell_type == "code"}) + 1
+    assert int(printed[3]) == len({c.source for c in cells if c.cell_type == "markdown"}) + 1
 
 
 def test_a_notebook_cut_short_by_stopping_the_batch_is_left_for_the_next_run(tmp_path, monkeypatch):
