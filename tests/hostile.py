@@ -57,6 +57,15 @@ def estimate_handoff(payload_bytes, bandwidth_gbps, fixed_latency_ms, start_ms, 
 """
 
 
+# Notebook 01 leaves its kernel deaf to kernel_info requests (a replaced handler outlives IPython's
+# reset); nbclient asks exactly that before notebook 02 runs in the same kernel.
+DEAF_KERNEL = (
+    "_kernel = get_ipython().kernel\n"
+    "_kernel.shell_handlers['kernel_info_request'] = lambda *args, **kwargs: None\n"
+    "print('this kernel no longer answers kernel_info')"
+)
+
+
 class PeakMemory:
     """Samples the resident memory (RSS) of a process and of each descendant whose command line
     holds ``worker_marker``, every ``interval`` seconds, from /proc (psutil). ``peaks`` holds
@@ -171,6 +180,9 @@ def build_hardening_batch(subs: Path, with_many_files: bool = True) -> dict[str,
         plan[student] = "output flood: " + student.removeprefix("atk_out_")
     write(subs, "atk_callback_flood", nb02, build(nb02, {"todo2_solution": CALLBACK_FLOOD_TODO2}))
     plan["atk_callback_flood"] = "floods the judge with callbacks and never reads the replies"
+    write(subs, "atk_deaf_kernel", nb01, insert_after(build(nb01), "todo0_solution", DEAF_KERNEL))
+    write(subs, "atk_deaf_kernel", nb02, build(nb02))
+    plan["atk_deaf_kernel"] = "leaves its kernel deaf to the readiness check of the next notebook"
     # intake: JSON nested 100,000 deep, under the course's name and under another name
     (subs / "atk_deep_json").mkdir(parents=True)
     (subs / "atk_deep_json" / f"{nb01}.ipynb").write_text(deep_json())

@@ -14,7 +14,8 @@ A notebook that fails (its kernel dies, or it runs out of memory) in a kernel an
 notebook had used runs again in a fresh kernel (job.py), so what an earlier notebook left
 cannot cost a later one its points. A kernel that may not be clean is never reused: after a notebook in which it died, ran out
 of memory, or had a cell stopped at the time limit, after a reset that failed, and after a
-notebook that left threads or processes running or added IPython hooks, it is killed and a fresh one is started at once, so
+notebook that left threads or processes running, added IPython hooks or left the kernel not
+answering ``kernel_info`` requests, it is killed and a fresh one is started at once, so
 that it boots while this notebook's judge and feedback run.
 """
 
@@ -157,7 +158,8 @@ class PromptClient(AsyncKernelClient):
                 raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
 
     async def _answered(self, msg_id: str, deadline: float) -> bool:
-        """Whether the reply to ``msg_id`` and then its idle status arrived (before ``deadline``)."""
+        """Whether the reply to ``msg_id`` and then its idle status arrived before ``deadline`` (a
+        kernel that sends other messages all the while is not waited for past it either)."""
         while True:
             try:
                 reply = await self.shell_channel.get_msg(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
@@ -166,7 +168,9 @@ class PromptClient(AsyncKernelClient):
             if reply.get("parent_header", {}).get("msg_id") == msg_id and reply.get("msg_type") == "kernel_info_reply":
                 self._handle_kernel_info_reply(reply)
                 break
-        while True:
+            if time.monotonic() > deadline:
+                return False
+        while time.monotonic() <= deadline:
             try:
                 status = await self.iopub_channel.get_msg(timeout=IOPUB_TRY)
             except Empty:
@@ -177,6 +181,7 @@ class PromptClient(AsyncKernelClient):
                 and status.get("content", {}).get("execution_state") == "idle"
             ):
                 return True
+        return False
 
 
 class BudgetedKernelManager(AsyncKernelManager):
@@ -319,7 +324,8 @@ class StudentKernel:
 
     def _reset(self) -> bool:
         """Reset the namespace, figures and working folder; False when the kernel did not
-        answer in time, reported an error, or runs more threads than when it was fresh."""
+        answer in time, reported an error, runs more threads than when it was fresh, or no longer
+        answers the readiness check that nbclient makes before the next notebook."""
         reply = self._run(_RESET.format(cwd=str(self.cwd)), RESET_TIMEOUT)
         threads, hooks = self._count(reply, "threads"), self._count(reply, "hooks")
         return (
@@ -327,7 +333,22 @@ class StudentKernel:
             and threads <= self.threads
             and hooks <= self.hooks
             and self._processes() <= self.processes
+            and self._ready()
         )
+
+    def _ready(self) -> bool:
+        """Whether the kernel answers a ``kernel_info`` request on both channels within
+        RESET_TIMEOUT. A notebook can leave it deaf to them (a handler it replaced outlives
+        IPython's reset); the next notebook would then wait nbclient's minute before failing."""
+        kc = self.km.client()
+        kc.start_channels()
+        try:
+            run_sync(kc.wait_for_ready)(timeout=RESET_TIMEOUT)
+            return True
+        except (RuntimeError, OutputLimitExceeded):
+            return False
+        finally:
+            kc.stop_channels()
 
     def _processes(self) -> int:
         """How many processes run under the kernel's launcher (the sandbox, the kernel and

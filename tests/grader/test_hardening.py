@@ -117,6 +117,19 @@ def test_a_callback_flood_ends_at_the_call_limit(hardened):
 
 
 @pytestmark_batch
+def test_a_kernel_left_deaf_is_replaced_before_the_next_notebook(hardened):
+    """Notebook 01 leaves its kernel deaf to kernel_info requests: the reset after it sees that, and
+    notebook 02 runs in a fresh kernel at once, graded as the honest student's, without first failing
+    in the deaf one (nbclient would wait a minute for it) and running again."""
+    records, honest = hardened["records"], hardened["records"][("honest", NB02)]
+    first, second = records[("atk_deaf_kernel", NB01)], records[("atk_deaf_kernel", NB02)]
+    assert first["status"] == second["status"] == "graded", (first, second)
+    assert first["scores"] == hardened["records"][("honest", NB01)]["scores"] and second["scores"] == honest["scores"]
+    assert second["timings"]["kernel_starts"] == 2 and "retried_in_fresh_kernel" not in second["timings"], second
+    assert second["seconds"] < 30 and first["seconds"] < 60, (first["seconds"], second["seconds"])
+
+
+@pytestmark_batch
 def test_deep_json_and_deep_folders_cost_only_their_own_student(hardened):
     records, notes = hardened["records"], hardened["summary"]["matching_notes"]
     assert records[("atk_deep_json", NB01)]["status"] == "invalid_notebook"
