@@ -560,3 +560,33 @@ def test_a_client_that_missed_the_status_asks_again_and_a_dead_kernel_is_reporte
         kc.stop_channels()
         if run_sync(km.is_alive)():
             run_sync(km.shutdown_kernel)(now=True)
+
+
+def test_the_ready_check_ends_at_its_deadline_while_a_kernel_sends_other_messages():
+    """A kernel that keeps sending messages meant for nobody keeps neither phase of the readiness
+    check (the reply on the shell channel, then the status on IOPub) past its deadline."""
+    import asyncio
+    import time
+
+    from autograde.run.kernels import PromptClient
+
+    class Chatter:
+        async def get_msg(self, timeout=None):
+            await asyncio.sleep(0)
+            return {"parent_header": {"msg_id": "someone-else"}, "msg_type": "status", "content": {"execution_state": "idle"}}
+
+    class Answers:
+        async def get_msg(self, timeout=None):
+            return {"parent_header": {"msg_id": "mine"}, "msg_type": "kernel_info_reply", "content": {"protocol_version": "5.3"}}
+
+    class Client:
+        def __init__(self, shell):
+            self.shell_channel, self.iopub_channel = shell, Chatter()
+
+        def _handle_kernel_info_reply(self, reply):
+            pass
+
+    for shell in (Chatter(), Answers()):
+        began = time.monotonic()
+        assert asyncio.run(PromptClient._answered(Client(shell), "mine", began + 0.3)) is False
+        assert time.monotonic() - began < 5
