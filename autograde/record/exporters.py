@@ -36,6 +36,8 @@ class _MemoryBytecodeCache(BytecodeCache):
 _TEMPLATES = _MemoryBytecodeCache()
 
 FRAGMENTS_KEPT = 4096  # rendered sources a process keeps (one edition of the course has about 140)
+FRAGMENT_MAX_SOURCE = 32_000  # characters: a longer source is rendered every time, never kept
+FRAGMENTS_MAX_CHARS = 16_000_000  # characters of HTML kept in all
 
 
 class _Fragments:
@@ -43,18 +45,24 @@ class _Fragments:
 
     The cells a learner did not change are the same on every student's page: the worker server
     renders the course's own once (``warm_feedback``), and every worker forked from it finds them
-    made. Bounded: past ``FRAGMENTS_KEPT`` entries it starts again, empty."""
+    made. Bounded: a source longer than ``FRAGMENT_MAX_SOURCE`` is never kept (a learner's huge
+    output or cell), and past ``FRAGMENTS_KEPT`` entries or ``FRAGMENTS_MAX_CHARS`` characters of
+    HTML it starts again, empty."""
 
     def __init__(self):
         self._store: dict[tuple, str] = {}
+        self._chars = 0
 
-    def get(self, key: tuple, make) -> str:
+    def get(self, key: tuple, source: str, make) -> str:
+        if len(source) > FRAGMENT_MAX_SOURCE:
+            return make()
         value = self._store.get(key)
         if value is None:
             value = make()
-            if len(self._store) >= FRAGMENTS_KEPT:
-                self._store.clear()
+            if len(self._store) >= FRAGMENTS_KEPT or self._chars + len(value) > FRAGMENTS_MAX_CHARS:
+                self.clear()
             self._store[key] = value
+            self._chars += len(value)
         return value
 
     def __len__(self) -> int:
@@ -62,10 +70,14 @@ class _Fragments:
 
     def clear(self) -> None:
         self._store.clear()
+        self._chars = 0
 
 
 _HIGHLIGHTED = _Fragments()
 _MARKDOWN = _Fragments()
+
+
+_ABSENT = object()  # a metadata key that is not there (not the same as one set to null)
 
 
 def _options(options) -> str:
@@ -77,11 +89,11 @@ class KeptHighlight2HTML(Highlight2HTML):
     ``magics_language`` (the only metadata the highlighter reads) and the formatter's options."""
 
     def __call__(self, source, language=None, metadata=None):
-        magics = metadata.get("magics_language") if isinstance(metadata, dict) else None
-        if magics is not None and not isinstance(magics, str):
+        magics = metadata.get("magics_language", _ABSENT) if isinstance(metadata, dict) else _ABSENT
+        if magics is not _ABSENT and not isinstance(magics, str):  # null or odd: nbconvert's own path
             return super().__call__(source, language, metadata)
-        key = (source, language or self.pygments_lexer, magics, _options(self.extra_formatter_options))
-        return _HIGHLIGHTED.get(key, lambda: Highlight2HTML.__call__(self, source, language, metadata))
+        key = (source, language or self.pygments_lexer, None if magics is _ABSENT else magics, _options(self.extra_formatter_options))
+        return _HIGHLIGHTED.get(key, source, lambda: Highlight2HTML.__call__(self, source, language, metadata))
 
 
 # No script may run in a page the grader writes: a learner's output or markdown that slipped
@@ -168,7 +180,7 @@ class FeedbackExporter(HTMLExporter):
         if context.get("cell", {}).get("attachments") or self.embed_images:
             return super().markdown2html(context, source)
         key = (source, self.anchor_link_text, self.exclude_anchor_links, _options(self.lexer_options))
-        return _MARKDOWN.get(key, lambda: HTMLExporter.markdown2html(self, context, source))
+        return _MARKDOWN.get(key, source, lambda: HTMLExporter.markdown2html(self, context, source))
 
     def from_notebook_node(self, nb, resources=None, **kw):
         if has_images(nb):

@@ -140,33 +140,40 @@ class PromptClient(AsyncKernelClient):
     jupyter_client's own waits for the reply to a ``kernel_info`` request, then for a message on
     IOPub (proof that its subscription is connected), and then reads IOPub until it has been
     quiet for 0.2 s: a wait that always runs its full length. nbclient calls it for each notebook,
-    so a student's six notebooks idled 1.2 s on it. This one waits for the reply and for that very
-    request's ``idle`` status on IOPub: the same proof, with nothing to wait out. When the status
-    does not come within ``IOPUB_TRY`` (a subscription still joining misses it), it asks again, as
-    jupyter_client does. A message meant for another request is read and dropped on the way, as
-    nbclient, which matches every message to its request, would drop it."""
+    so a student's six notebooks idled 1.2 s on it. This one waits for the reply and then for a
+    status (busy or idle) of one of its own requests on IOPub: the same proof, with nothing to wait
+    out. When none comes within ``IOPUB_TRY`` (a subscription still joining misses it), it asks
+    again, as jupyter_client does, and a late status of an earlier request counts as well. A
+    message meant for another request is read and dropped on the way, as nbclient, which matches
+    every message to its request, would drop it; a reply it cannot read (no protocol version, say)
+    is no answer."""
 
     async def wait_for_ready(self, timeout: float | None = None) -> None:
         deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        sent: set[str] = set()
         while True:
-            msg_id = self.kernel_info()
-            if await self._answered(msg_id, deadline):
+            sent.add(self.kernel_info())
+            if await self._answered(sent, deadline):
                 return
             if not await self._async_is_alive():
                 raise RuntimeError("Kernel died before replying to kernel_info")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
 
-    async def _answered(self, msg_id: str, deadline: float) -> bool:
-        """Whether the reply to ``msg_id`` and then its idle status arrived before ``deadline`` (a
-        kernel that sends other messages all the while is not waited for past it either)."""
+    async def _answered(self, sent: set[str], deadline: float) -> bool:
+        """Whether a reply to one of the ``sent`` requests, and then a status of one of them on
+        IOPub, arrived before ``deadline`` (a kernel that sends other messages all the while is not
+        waited for past it either)."""
         while True:
             try:
                 reply = await self.shell_channel.get_msg(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
             except Empty:
                 return False
-            if reply.get("parent_header", {}).get("msg_id") == msg_id and reply.get("msg_type") == "kernel_info_reply":
-                self._handle_kernel_info_reply(reply)
+            if reply.get("parent_header", {}).get("msg_id") in sent and reply.get("msg_type") == "kernel_info_reply":
+                try:
+                    self._handle_kernel_info_reply(reply)
+                except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+                    return False
                 break
             if time.monotonic() > deadline:
                 return False
@@ -175,11 +182,7 @@ class PromptClient(AsyncKernelClient):
                 status = await self.iopub_channel.get_msg(timeout=IOPUB_TRY)
             except Empty:
                 return False
-            if (
-                status.get("parent_header", {}).get("msg_id") == msg_id
-                and status.get("msg_type") == "status"
-                and status.get("content", {}).get("execution_state") == "idle"
-            ):
+            if status.get("parent_header", {}).get("msg_id") in sent and status.get("msg_type") == "status":
                 return True
         return False
 
@@ -345,7 +348,7 @@ class StudentKernel:
         try:
             run_sync(kc.wait_for_ready)(timeout=RESET_TIMEOUT)
             return True
-        except (RuntimeError, OutputLimitExceeded):
+        except Exception:  # no answer, a flood, or anything else: not a kernel to lend again
             return False
         finally:
             kc.stop_channels()

@@ -78,3 +78,31 @@ def test_kept_fragments_give_the_same_page_and_only_a_learners_own_cells_are_ren
     finally:
         for fragments in kept:
             fragments.clear()
+
+
+def test_kept_fragments_are_nbconverts_own_and_bounded(monkeypatch):
+    """A kept highlight is the one nbconvert makes for the same source and metadata: a cell whose
+    magics_language is null is not one without it. A source longer than FRAGMENT_MAX_SOURCE (a
+    learner's huge cell or output) is never kept, and the kept HTML has a character budget."""
+    import warnings
+
+    from nbconvert.filters.highlight import Highlight2HTML
+
+    from autograde.record import exporters
+
+    ours, theirs = exporters.KeptHighlight2HTML(pygments_lexer="ipython3"), Highlight2HTML(pygments_lexer="ipython3")
+    exporters._HIGHLIGHTED.clear()
+    try:
+        with warnings.catch_warnings():  # nbconvert warns that a null language is plain text
+            warnings.simplefilter("ignore", UserWarning)
+            for metadata in ({}, {"magics_language": None}, {}, {"magics_language": "bash"}, {"magics_language": None}):
+                assert ours("x = 1  # same source", None, metadata) == theirs("x = 1  # same source", None, metadata)
+        assert len(exporters._HIGHLIGHTED) == 2  # absent and bash kept; null takes nbconvert's path
+        huge = "y = 2\n" * (exporters.FRAGMENT_MAX_SOURCE // 6 + 1)
+        assert ours(huge) == theirs(huge) and len(exporters._HIGHLIGHTED) == 2
+        monkeypatch.setattr(exporters, "FRAGMENTS_MAX_CHARS", 3 * len(ours("z = 3")))
+        for i in range(10):
+            ours(f"z = {i}")
+        assert 1 <= len(exporters._HIGHLIGHTED) <= 3 and exporters._HIGHLIGHTED._chars <= exporters.FRAGMENTS_MAX_CHARS
+    finally:
+        exporters._HIGHLIGHTED.clear()
