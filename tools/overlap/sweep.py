@@ -3,9 +3,10 @@
 **Pipeline sweep.** The payload is split into ``chunks`` pieces; chunk i+1 is copied while chunk
 i is computed on (compute on a chunk needs that chunk: a real pipeline dependency). One chunk is
 the serial case. The measured *exposed* time (total minus compute alone) is set against Step 2's
-layer-wise model, ``exposed(n) = copy / n + n * per_chunk_cost``: the last chunk's copy cannot be
-hidden, and every chunk pays a fixed cost (a wait, a launch). More chunks pay until the fixed
-cost outgrows the shrinking last chunk; ``best_chunks`` is where that happens here.
+layer-wise model with a fixed cost per chunk added (Step 2 pays its one latency once),
+``exposed(n) = copy / n + n * per_chunk_cost``: the last chunk's copy cannot be hidden, and every
+chunk pays a fixed cost (a wait, a launch). More chunks pay until the fixed cost outgrows the
+shrinking last chunk; ``best_chunks`` is where that happens here.
 
 **Bandwidth curve.** Copy time against size, fitted to ``time = t0 + bytes / bandwidth``: ``t0``
 is the fixed cost of one copy, the reason small copies never reach the link's bandwidth. On a
