@@ -1,9 +1,11 @@
 """The learner runtime's language: English or Chinese (中文), from one set of sources.
 
-The notebooks' code is the same in both editions; what a learner reads is translated where it is
-shown. The edition comes from the running notebook's metadata (``metadata.course.language``, which
-the release writes), and ``COURSE_LANG=zh|en`` overrides it (the grader sets it to the edition a
-submission was written in). Translations are in ``tools/locale/<lang>/runtime.po`` (gettext PO,
+The notebooks' code is the same in both editions but for one line: a translated edition's set-up
+cell calls ``course_setup(language='zh')`` (the release writes it), so the kernel knows the edition
+however the notebook was started (Jupyter, VS Code, nbclient, papermill, Colab, Kaggle); what a
+learner reads is translated where it is shown. ``COURSE_LANG=zh|en`` overrides the edition (the
+grader sets it to the edition a submission was written in); a notebook whose set-up cell has not
+run yet falls back to its metadata (``metadata.course.language``) when the frontend names the file. Translations are in ``tools/locale/<lang>/runtime.po`` (gettext PO,
 read with Babel): a string the catalog lacks, or whose translation is fuzzy, stays English; nothing
 here ever raises because of a translation.
 
@@ -43,15 +45,27 @@ def notebook_language(notebook: dict | None) -> str | None:
 
 
 _chosen: str | None = None
+_edition: str | None = None
+
+
+def _checked(language: str | None) -> str | None:
+    if language is not None and language not in EDITIONS:
+        raise ValueError(f"language must be one of {', '.join(EDITIONS)}, not {language!r}")
+    return language
 
 
 def set_language(language: str | None) -> None:
     """Choose the language for this process (None: back to the environment and the notebook)."""
     global _chosen
-    if language is not None and language not in EDITIONS:
-        raise ValueError(f"language must be one of {', '.join(EDITIONS)}, not {language!r}")
-    _chosen = language
+    _chosen = _checked(language)
     language_from_notebook.cache_clear()
+
+
+def set_edition(language: str | None) -> None:
+    """Record the edition the running notebook belongs to (its set-up cell says it): below
+    set_language and COURSE_LANG, above the notebook's metadata. None forgets it."""
+    global _edition
+    _edition = _checked(language)
 
 
 @functools.lru_cache(maxsize=1)
@@ -68,7 +82,8 @@ def language_from_notebook() -> str | None:
 
 
 def language() -> str:
-    """``en`` or ``zh``: set_language's choice, else COURSE_LANG, else the notebook's metadata, else English."""
+    """``en`` or ``zh``: set_language's choice, else COURSE_LANG, else the edition the set-up cell
+    recorded (set_edition), else the notebook's metadata, else English."""
     if _chosen:
         return _chosen
     env = os.environ.get(ENV, "").strip().lower()
@@ -76,7 +91,7 @@ def language() -> str:
         return "zh"
     if env.startswith("en"):
         return "en"
-    return language_from_notebook() or "en"
+    return _edition or language_from_notebook() or "en"
 
 
 @functools.lru_cache(maxsize=4)

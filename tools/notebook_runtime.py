@@ -61,13 +61,18 @@ def nvidia_driver_present() -> bool:
     return Path("/proc/driver/nvidia/version").is_file() or shutil.which("nvidia-smi") is not None
 
 
-def course_setup(quiet: bool = False) -> dict[str, Any]:
+def course_setup(quiet: bool = False, language: str | None = None) -> dict[str, Any]:
     """Apply the course figure style and print one line about the runtime.
 
+    ``language`` is the notebook's edition (a translated edition's set-up cell passes it; the
+    English one passes nothing): the learner's language unless ``COURSE_LANG`` says otherwise.
     torch is not imported here (it costs seconds and notebooks 01-04 never use it);
     notebook 05 reports the device it actually ran on in its result file.
     """
-    from .i18n import install
+    from .i18n import install, set_edition
+
+    if language is not None:
+        set_edition(language)
 
     summary: dict[str, Any] = {"python": platform.python_version(), "torch": package_version("torch")}
     if grading_mode():  # the grader needs no runtime report, and draws no figure (so no style)

@@ -1,6 +1,8 @@
 """The course's editions: English from ``solutions/``, and each translated edition from the same
-sources with the catalogs' text (``catalogs.py``). Every edition has the same code cells, so the
-same grade ids, checksums and graded cells."""
+sources with the catalogs' text (``catalogs.py``). Every edition has the same code cells but one
+line, so the same grade ids, checksums and graded cells: a translated edition's set-up cell (tagged
+``imports``, never graded nor locked) calls ``course_setup(language='zh')``, so that its kernel knows
+the edition however the notebook is run (nbclient, papermill, Colab and Kaggle name no file)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,34 @@ FEEDBACK_TEXTS: tuple[str, ...] = (
 )
 
 
+SETUP_CALL = "RUNTIME = course_setup()"  # the English set-up cell's line that names the edition elsewhere
+
+
+class EditionError(ValueError):
+    """An instructor source whose set-up cell cannot carry its edition."""
+
+
+def setup_call(language: str) -> str:
+    """The set-up cell's line in ``language``'s edition."""
+    return SETUP_CALL if language == "en" else f"RUNTIME = course_setup(language={language!r})"
+
+
+def is_setup_cell(cell) -> bool:
+    return cell.cell_type == "code" and "imports" in cell.metadata.get("tags", [])
+
+
+def edition_setup(source: str, language: str) -> str:
+    """The set-up cell's code in ``language``'s edition: the English one with its one
+    ``RUNTIME = course_setup()`` line replaced (EditionError unless there is exactly one)."""
+    lines = source.split("\n")
+    found = [i for i, line in enumerate(lines) if line.strip() == SETUP_CALL]
+    if len(found) != 1:
+        raise EditionError(f"the set-up cell must hold the line {SETUP_CALL!r} exactly once (found {len(found)})")
+    indent = lines[found[0]][: len(lines[found[0]]) - len(lines[found[0]].lstrip())]
+    lines[found[0]] = indent + setup_call(language)
+    return "\n".join(lines)
+
+
 def translated_editions() -> list[str]:
     return [lang for lang in EDITIONS if lang != "en"]
 
@@ -57,8 +87,9 @@ def update_catalogs(course: Course) -> list[tuple[catalogs.CatalogFile, dict[str
 
 
 def edition_source(path: Path, language: str, course: Course) -> nbformat.NotebookNode:
-    """An instructor source in ``language``: its markdown from the catalog, its code unchanged,
-    and ``metadata.course.language`` recording the edition."""
+    """An instructor source in ``language``: its markdown from the catalog, its code unchanged but
+    the set-up cell's edition line (edition_setup), and ``metadata.course.language`` recording the
+    edition."""
     nb = nbformat.read(path, as_version=4)
     if language != "en":
         spec = catalog_for(course, language, path.stem)
@@ -66,15 +97,24 @@ def edition_source(path: Path, language: str, course: Course) -> nbformat.Notebo
         if found:
             raise catalogs.CatalogError(found)
         table = catalogs.translations(spec)
+        setups = [cell for cell in nb.cells if is_setup_cell(cell)]
+        if len(setups) != 1:
+            raise EditionError(f"{path.name}: {len(setups)} set-up cells (tagged 'imports'), expected one")
         for cell in nb.cells:
             if cell.cell_type == "markdown" and cell.source.strip():
                 cell.source = table[cell.id][cell.source]
+            elif is_setup_cell(cell):
+                try:
+                    cell.source = edition_setup(cell.source, language)
+                except EditionError as exc:
+                    raise EditionError(f"{path.name}: {exc}") from None
     nb.metadata["course"] = {**copy.deepcopy(nb.metadata.get("course", {})), "language": language}
     return nb
 
 
-def code_differences(english: Path, other: Path) -> list[str]:
-    """Where two editions of one notebook differ in anything but markdown text (empty when none)."""
+def code_differences(english: Path, other: Path, language: str) -> list[str]:
+    """Where two editions of one notebook differ in anything but markdown text and the set-up
+    cell's edition line (empty when none)."""
     a, b = nbformat.read(english, as_version=4), nbformat.read(other, as_version=4)
     if len(a.cells) != len(b.cells):
         return [f"{other.name}: {len(b.cells)} cells, the English edition has {len(a.cells)}"]
@@ -82,6 +122,16 @@ def code_differences(english: Path, other: Path) -> list[str]:
     for index, (x, y) in enumerate(zip(a.cells, b.cells)):
         if x.cell_type != y.cell_type or x.get("id") != y.get("id"):
             found.append(f"{other.name}: cell {index} is a {y.cell_type} cell {y.get('id')!r}, in English a {x.cell_type} cell {x.get('id')!r}")
+        elif is_setup_cell(x) != is_setup_cell(y):
+            found.append(f"{other.name}: cell {index} ({x.get('id')}) is the set-up cell in one edition only")
+        elif is_setup_cell(x):
+            try:
+                expected = edition_setup(x.source, language)
+            except EditionError as exc:
+                found.append(f"{english.name}: {exc}")
+                continue
+            if y.source != expected:
+                found.append(f"{other.name}: the set-up cell ({x.get('id')}) differs from the English one by more than {setup_call(language)!r}")
         elif x.cell_type == "code" and x.source != y.source:
             found.append(f"{other.name}: code cell {index} ({x.get('id')}) differs from the English edition's")
         elif (gx := x.metadata.get("nbgrader", {}).get("grade_id")) != (gy := y.metadata.get("nbgrader", {}).get("grade_id")):

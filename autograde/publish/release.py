@@ -14,7 +14,7 @@ from tools.i18n import EDITIONS
 from ..course import Course, prepare_course_dir, run_nbgrader
 from ..judging.ideas import split_hidden
 from .catalogs import CatalogError
-from .editions import code_differences, edition_source
+from .editions import EditionError, code_differences, edition_source
 
 
 class ReleaseFailed(RuntimeError):
@@ -84,10 +84,13 @@ def release_differences(course: Course) -> list[str]:
             except CatalogError as exc:
                 problems += exc.problems
                 continue
+            except EditionError as exc:
+                problems.append(str(exc))
+                continue
             problems += _folder_differences(released, release_folder(course, lang), course.root)
             if lang != "en":
                 for name in course.notebooks:
-                    problems += code_differences(release_folder(course, "en") / f"{name}.ipynb", released / f"{name}.ipynb")
+                    problems += code_differences(release_folder(course, "en") / f"{name}.ipynb", released / f"{name}.ipynb", lang)
     return problems
 
 

@@ -1,0 +1,98 @@
+"""The Chinese edition speaks Chinese however its notebook is run: under plain nbclient (as CI,
+graders, papermill and many platforms run notebooks), and on Colab or Kaggle, nothing names the
+notebook's file to the kernel and COURSE_LANG is unset. The edition's set-up cell says it instead
+(``course_setup(language='zh')``, written by the edition builder), and the release check refuses a
+Chinese set-up cell that differs from the English one by anything else."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from tools import i18n, notebook_runtime
+
+from submissions import NOTEBOOKS, RELEASE, build, write
+
+SESSION_VARIABLES = ("COURSE_LANG", "JPY_SESSION_NAME", "JPY_PARENT_PID")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.fixture
+def no_language_hint(monkeypatch):
+    for name in SESSION_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    i18n.set_language(None)
+    i18n.set_edition(None)
+    yield
+    i18n.set_edition(None)
+
+
+def test_the_setup_cells_edition_decides_and_course_lang_overrides_it(no_language_hint, monkeypatch):
+    assert i18n.language() == "en"
+    notebook_runtime.course_setup(quiet=True, language="zh")
+    assert i18n.language() == "zh"
+    monkeypatch.setenv(i18n.ENV, "en")
+    assert i18n.language() == "en", "COURSE_LANG overrides the edition the set-up cell names"
+    monkeypatch.delenv(i18n.ENV)
+    i18n.set_language("en")
+    assert i18n.language() == "en", "set_language overrides both"
+    i18n.set_language(None)
+    with pytest.raises(ValueError, match="one of en, zh"):
+        i18n.set_edition("fr")
+
+
+def test_only_the_setup_line_differs_between_the_editions(root):
+    from autograde.publish import editions
+
+    for name in NOTEBOOKS:
+        english = nbformat.read(RELEASE / f"{name}.ipynb", 4).cells
+        chinese = nbformat.read(RELEASE / "zh" / f"{name}.ipynb", 4).cells
+        setups = [(a.source, b.source) for a, b in zip(english, chinese) if editions.is_setup_cell(a)]
+        assert len(setups) == 1, name
+        en, zh = setups[0]
+        assert editions.SETUP_CALL in en.splitlines()
+        assert zh == en.replace(editions.SETUP_CALL, "RUNTIME = course_setup(language='zh')"), name
+        assert editions.code_differences(RELEASE / f"{name}.ipynb", RELEASE / "zh" / f"{name}.ipynb", "zh") == []
+
+
+def test_check_refuses_a_chinese_setup_cell_that_differs_otherwise(tmp_path):
+    from autograde.publish import editions
+
+    name = NOTEBOOKS[0]
+    english = RELEASE / f"{name}.ipynb"
+    for change in (
+        lambda s: s.replace("RUNTIME = course_setup(language='zh')", "RUNTIME = course_setup()"),  # edition lost
+        lambda s: s + "\nimport os",  # another line added
+    ):
+        nb = nbformat.read(RELEASE / "zh" / f"{name}.ipynb", 4)
+        cell = next(c for c in nb.cells if editions.is_setup_cell(c))
+        cell.source = change(cell.source)
+        changed = tmp_path / f"{name}.ipynb"
+        nbformat.write(nb, changed)
+        found = editions.code_differences(english, changed, "zh")
+        assert len(found) == 1 and "set-up cell" in found[0], found
+    with pytest.raises(editions.EditionError, match="exactly once"):
+        editions.edition_setup("import os\nRUNTIME = course_setup(quiet=True)", "zh")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_each_chinese_notebook_prints_chinese_under_plain_nbclient(name, tmp_path, no_language_hint):
+    """Each Chinese notebook, answered, run by plain nbclient with no COURSE_LANG and no variable
+    naming the notebook: the set-up line, every public check's summary and the notebook's own
+    printed lines are Chinese."""
+    from nbclient import NotebookClient
+
+    folder = tmp_path / "learner"
+    for other in NOTEBOOKS[: NOTEBOOKS.index(name) + 1]:  # 04 and 06 load the functions of earlier ones
+        write(tmp_path, "learner", other, build(other, edition="zh"))
+    nb = nbformat.read(folder / f"{name}.ipynb", 4)
+    NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    stream = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "stream")
+    graded = sum(1 for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade"))
+    assert stream.count("隐藏测试") == graded, f"{name}: the public checks did not print in Chinese:\n{stream[-2000:]}"
+    assert "hidden tests run at grading" not in stream and "CPU only: every exercise works" not in stream, stream[-2000:]
+    setup = next(c for c in nb.cells if c.cell_type == "code")
+    assert CJK.search("".join(o.get("text", "") for o in setup.outputs)), f"{name}: the set-up line is not Chinese"
