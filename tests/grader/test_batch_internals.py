@@ -26,7 +26,7 @@ def test_a_fault_that_does_not_repeat_costs_nothing_and_one_that_repeats_only_wh
     calls: dict[str, list[list[str]]] = {}
 
     def stand_in(course, master, out, student, items, options, on_done, secrets=None):
-        calls.setdefault(student, []).append([nb for nb, _, _ in items])
+        calls.setdefault(student, []).append([item[0] for item in items])
         records = []
         for number, (notebook, _path, _fp) in enumerate(items):
             if number == 1 and (student == "always" or len(calls[student]) == 1):
@@ -563,17 +563,34 @@ def test_a_client_that_missed_the_status_asks_again_and_a_dead_kernel_is_reporte
             run_sync(km.shutdown_kernel)(now=True)
 
 
-def test_the_ready_check_ends_at_its_deadline_while_a_kernel_sends_other_messages():
+def test_the_ready_check_ends_at_its_deadline_while_a_kernel_sends_other_messages(monkeypatch):
     """A kernel that keeps sending messages meant for nobody keeps neither phase of the readiness
-    check (the reply on the shell channel, then the status on IOPub) past its deadline."""
+    check (the reply on the shell channel, then the status on IOPub) past its deadline. The check's
+    clock is a fake one that moves 10 ms each time it is read, so the deadline comes after a fixed
+    number of messages however busy the machine is; a check that ignored its deadline would read
+    messages for ever (here: until the kernel's 10,000th, which fails the test)."""
     import asyncio
-    import time
 
+    from autograde.run import kernels
     from autograde.run.kernels import PromptClient
 
+    class Clock:
+        now = 1000.0
+
+        @classmethod
+        def monotonic(cls):
+            cls.now += 0.01
+            return cls.now
+
+    monkeypatch.setattr(kernels, "time", Clock)
+
     class Chatter:
+        sent = 0
+
         async def get_msg(self, timeout=None):
             await asyncio.sleep(0)
+            Chatter.sent += 1
+            assert Chatter.sent < 10_000, "the check read messages past its deadline"
             return {"parent_header": {"msg_id": "someone-else"}, "msg_type": "status", "content": {"execution_state": "idle"}}
 
     class Answers:
@@ -588,9 +605,10 @@ def test_the_ready_check_ends_at_its_deadline_while_a_kernel_sends_other_message
             pass
 
     for shell in (Chatter(), Answers()):
-        began = time.monotonic()
-        assert asyncio.run(PromptClient._answered(Client(shell), {"mine"}, began + 0.3)) is False
-        assert time.monotonic() - began < 5
+        Chatter.sent = 0
+        deadline = Clock.monotonic() + 0.3
+        assert asyncio.run(PromptClient._answered(Client(shell), {"mine"}, deadline)) is False
+        assert Clock.now > deadline and 0 < Chatter.sent < 100, (Clock.now, deadline, Chatter.sent)
 
 
 def test_a_kernel_info_reply_the_client_cannot_read_is_no_answer():
