@@ -5,9 +5,10 @@ cell calls ``course_setup(language='zh')`` (the release writes it), so the kerne
 however the notebook was started (Jupyter, VS Code, nbclient, papermill, Colab, Kaggle); what a
 learner reads is translated where it is shown. ``COURSE_LANG=zh|en`` overrides the edition (the
 grader sets it to the edition a submission was written in); a notebook whose set-up cell has not
-run yet falls back to its metadata (``metadata.course.language``) when the frontend names the file. Translations are in ``tools/locale/<lang>/runtime.po`` (gettext PO,
-read with Babel): a string the catalog lacks, or whose translation is fuzzy, stays English; nothing
-here ever raises because of a translation.
+run yet falls back to its metadata (``metadata.course.language``) when the frontend names the file.
+Translations are in ``tools/locale/<lang>/runtime.po`` (gettext PO, read with Babel): a string the
+catalog lacks, or whose translation is fuzzy, stays English; nothing here ever raises because of a
+translation.
 
 - ``tr("English {n} text", n=3)``: a string of this package, translated, then formatted.
 - ``localize(text)``: any text already rendered (a public check's message, a figure title): the

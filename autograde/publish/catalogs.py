@@ -16,7 +16,9 @@ translators' tools read (Poedit, Weblate, ``msgmerge``), read and written with B
 ``update`` brings a catalog up to date with its units: new ones are added untranslated, a unit whose
 English changed keeps its old translation marked fuzzy (with the old English as ``#| msgid``), units
 that are gone become obsolete. ``problems`` is what ``check`` refuses: a catalog that does not parse,
-an untranslated or fuzzy unit, a placeholder or inline code span that the translation lost.
+an untranslated or fuzzy unit, a placeholder or inline code span that the translation lost, and
+(for the course's catalogs) a translation that uses a term the glossary (``docs/glossary.md``) lists
+as a variant to avoid: one term per concept.
 """
 
 from __future__ import annotations
@@ -201,11 +203,70 @@ def grader_units(paths: Iterable[Path], feedback_texts: Iterable[str]) -> list[U
 # ---------------------------------------------------------------- the catalogs
 
 
+# ---------------------------------------------------------------- the glossary
+
+GLOSSARY = Path("docs") / "glossary.md"
+_TERM_SPLIT = re.compile(r"\s*[/()（）]\s*")
+_VARIANT_SPLIT = re.compile(r"\s*/\s*")
+
+
+@dataclass(frozen=True)
+class Term:
+    """One concept of the glossary: its English, the Chinese chosen for it, the variants refused."""
+
+    english: str
+    chosen: tuple[str, ...]
+    avoid: tuple[str, ...]
+
+
+def read_glossary(path: Path) -> list[Term]:
+    """The terms of the glossary's table (the first Markdown table whose header has the columns
+    ``English``, ``中文`` and ``Avoid``). A cell lists its terms separated by ``/`` (the chosen
+    column may add a gloss in parentheses). ValueError when the file has no such table."""
+    columns: dict[str, int] | None = None
+    terms = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("|"):
+            if terms:
+                break
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if columns is None:
+            names = {cell.split()[0] if cell else "": i for i, cell in enumerate(cells)}
+            if {"English", "中文", "Avoid"} <= names.keys():
+                columns = names
+            continue
+        if set("".join(cells)) <= set("-: "):
+            continue
+        chosen = tuple(t for t in _TERM_SPLIT.split(cells[columns["中文"]]) if t)
+        avoid = tuple(t for t in _VARIANT_SPLIT.split(cells[columns["Avoid"]]) if t)
+        terms.append(Term(cells[columns["English"]], chosen, avoid))
+    if columns is None:
+        raise ValueError(f"{path.name} has no table with the columns English, 中文 and Avoid")
+    return terms
+
+
+def term_variants(text: str, terms: list[Term]) -> list[tuple[str, Term]]:
+    """(variant, its term) for each variant to avoid that ``text`` uses. A variant inside a chosen
+    term of any concept is not one (笔记本 inside 笔记本电脑, when 笔记本电脑 is laptop's term)."""
+    chosen = [c for term in terms for c in term.chosen]
+    found = []
+    for term in terms:
+        for variant in term.avoid:
+            masked = text
+            for longer in sorted((c for c in chosen if variant in c and c != variant), key=len, reverse=True):
+                masked = masked.replace(longer, "\0")
+            if variant in masked:
+                found.append((variant, term))
+    return found
+
+
 @dataclass(frozen=True)
 class CatalogFile:
     path: Path
     units: list[Unit]
     language: str
+    glossary: Path | None = None  # the terms its translations must use (docs/glossary.md); None: not checked
 
     @property
     def label(self) -> str:
@@ -223,10 +284,10 @@ def course_catalogs(root: Path, notebooks: list[Path], feedback_texts: Iterable[
     for lang in EDITIONS:
         if lang == "en":
             continue
-        folder = root / "translations" / lang
-        catalogs += [CatalogFile(folder / f"{path.stem}.po", notebook_units(path), lang) for path in notebooks]
-        catalogs.append(CatalogFile(folder / "grader.po", grader_units(notebooks, feedback_texts), lang))
-        catalogs.append(CatalogFile(runtime_catalog_path(lang, root / "tools"), [*tools_units(root), *code_units(notebooks)], lang))
+        folder, glossary = root / "translations" / lang, root / GLOSSARY
+        catalogs += [CatalogFile(folder / f"{path.stem}.po", notebook_units(path), lang, glossary) for path in notebooks]
+        catalogs.append(CatalogFile(folder / "grader.po", grader_units(notebooks, feedback_texts), lang, glossary))
+        catalogs.append(CatalogFile(runtime_catalog_path(lang, root / "tools"), [*tools_units(root), *code_units(notebooks)], lang, glossary))
     return catalogs
 
 
@@ -305,6 +366,12 @@ def problems(spec: CatalogFile) -> list[str]:
     except (PoFileError, UnicodeDecodeError) as exc:
         return [f"{name}: does not parse: {exc}"]
     found = []
+    terms: list[Term] = []
+    if spec.glossary is not None:
+        try:
+            terms = read_glossary(spec.glossary)
+        except (OSError, ValueError) as exc:
+            found.append(f"{name}: its glossary cannot be read ({exc})")
     for unit in spec.units:
         message = catalog.get(unit.msgid, context=unit.context)
         label = f"{name}: {'msgctxt ' + repr(unit.context) if unit.context else 'msgid ' + repr(unit.msgid[:60])} ({unit.where})"
@@ -318,6 +385,10 @@ def problems(spec: CatalogFile) -> list[str]:
             lost = _lost(PLACEHOLDER, unit.msgid, message.string) + _lost(CODE_SPAN, unit.msgid, message.string)
             if lost:
                 found.append(f"{label}: the translation lost {', '.join(lost)} (line {message.lineno})")
+            for variant, term in term_variants(message.string, terms):
+                found.append(
+                    f"{label} says '{variant}': the glossary's term for '{term.english}' is '{' / '.join(term.chosen)}' (line {message.lineno})"
+                )
     return found
 
 
