@@ -8,10 +8,11 @@ import os
 import re
 from pathlib import Path
 
-from jinja2 import BytecodeCache, pass_context
+from jinja2 import BytecodeCache, DictLoader, pass_context
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+from traitlets import default
 
 
 class _MemoryBytecodeCache(BytecodeCache):
@@ -153,6 +154,23 @@ def has_images(nb) -> bool:
     return False
 
 
+HTML_LANG = {"en": "en", "zh": "zh-CN"}  # an edition's language as a page's lang attribute
+
+
+def html_lang(language: str) -> str:
+    """The ``lang`` attribute of a page in ``language`` (an edition: ``en`` or ``zh``)."""
+    return HTML_LANG.get(language, "en")
+
+
+# nbgrader's feedback page (its template's ``index.html.j2``), whose ``<html>`` carries no language,
+# with the language of the submission's edition (``resources.html_lang``, FeedbackExporter's)
+PAGE_TEMPLATE = "course_feedback.html.j2"
+_PAGE_TEMPLATE_SOURCE = (
+    "{%- extends 'index.html.j2' -%}\n"
+    "{%- block header -%}{{ super() | replace('<html>', '<html lang=\"' ~ resources.html_lang ~ '\">', 1) }}{%- endblock header -%}\n"
+)
+
+
 class FeedbackExporter(HTMLExporter):
     """nbconvert's HTML exporter, less three costs that buy nothing on a feedback page:
 
@@ -166,7 +184,25 @@ class FeedbackExporter(HTMLExporter):
     - code highlighted and markdown rendered again for every student: a cell's HTML is kept by its
       source (``_Fragments``), and the course's own cells are made before any worker starts
       (``warm_feedback``); about 0.2 s of CPU a student here.
+
+    Its page says its language: ``<html lang="zh-CN">`` for a Chinese submission (the worker sets
+    ``COURSE_LANG`` to the submission's edition), ``lang="en"`` for an English one.
     """
+
+    @default("template_file")
+    def _template_file_default(self):
+        return PAGE_TEMPLATE
+
+    @default("extra_loaders")
+    def _extra_loaders_default(self):
+        return [DictLoader({PAGE_TEMPLATE: _PAGE_TEMPLATE_SOURCE})]
+
+    def _init_resources(self, resources):
+        from tools.i18n import language
+
+        resources = super()._init_resources(resources)
+        resources["html_lang"] = html_lang(language())
+        return resources
 
     def _create_environment(self):
         environment = super()._create_environment()

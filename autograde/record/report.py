@@ -29,7 +29,7 @@ from markupsafe import Markup
 from ..course import Course, Exercise, UnusableInput, exercises
 from ..model import PENDING, REVIEW, STATUS_TEXT
 from ..publish.editions import feedback_translations
-from .exporters import add_csp, base_style, write_page_and_numbers
+from .exporters import add_csp, base_style, html_lang, write_page_and_numbers
 
 TAIL = (
     "auto_total",
@@ -576,7 +576,7 @@ def _slowest_figure(data: dict):
 # the page is one self-contained file: its own styles and data: images, nothing else
 REPORT_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
+<html lang="{{ lang }}"><head><meta charset="utf-8">
 <title>Class report · {{ data.assignment }}</title>
 <style>
 {{ base_style }}
@@ -672,7 +672,9 @@ def render(data: dict, figs: dict[str, str]) -> str:
     env.globals.update(num=_num, pct=_pct, mean=_mean)
     template = env.from_string(PAGE)
     style = Markup(base_style("72em"))  # noqa: S704 (the course's own constant styles)
-    page = template.render(data=data, s=data["scores"], t=data["timing"], figs=figs, shown=SHOWN_PER_KIND, base_style=style)
+    page = template.render(
+        data=data, s=data["scores"], t=data["timing"], figs=figs, shown=SHOWN_PER_KIND, base_style=style, lang=html_lang(data.get("language", "en"))
+    )
     return add_csp(page, REPORT_POLICY)
 
 
