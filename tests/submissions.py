@@ -5,14 +5,17 @@ the simulator's reference steps (the instructor's TODO 3, 4 and 6-8)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
 
+from autograde.judging import judge
 from tools.handoff.sim import STEPS
 from tools.notebook_runtime import load_learner_functions
 
@@ -402,3 +405,161 @@ def reference_steps(validate=None, plan=None) -> dict:
 
 
 REFERENCE = reference_steps()
+
+
+# ------------------------------------------------------------------ the judge, in this process
+# The judge's own code (judge_cell: the ideas and the public checks that name them, _Proxy,
+# Runner.call with its callbacks for stand-ins, encode/decode, the arguments mirrored back) talks
+# to runner.py's own code (runner.call, its encode and its stand-in callbacks) over the same JSON
+# lines; only the process in between is missing: the answer is defined by exec in the namespace the
+# runner calls from (as runner.load does), and a call that runs past its time is stopped by SIGALRM
+# instead of a killed process. Fast enough to judge hundreds of answers in one process.
+
+
+class _CallTimeout(BaseException):
+    """A call in the in-process runner ran past its time."""
+
+
+class InProcessRunner(judge.Runner):
+    """judge.Runner's protocol with runner.py answering in this process, from ``namespace``."""
+
+    def __init__(self, namespace: dict, call_timeout: float = 5.0):  # no process: replies are queued here
+        self.namespace, self.call_timeout, self.loaded, self.died, self._pending = namespace, call_timeout, None, False, None
+        self._replies: list[str] = []
+        self._answers: list[dict] = []
+        self._stand_ins: dict = {}
+
+    def alive(self) -> bool:
+        return True
+
+    def kill(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def call(self, name, args, kwargs, stand_ins):
+        self._stand_ins = stand_ins
+        return super().call(name, args, kwargs, stand_ins)
+
+    def send(self, message, deadline=None) -> None:
+        message = json.loads(json.dumps(message))  # the wire
+        if message.get("op") == "call":
+            self._replies.append(_runner_answers(self, message))
+        else:  # a callback's answer, read by the runner's stand-in
+            self._answers.append(message)
+
+    def receive(self, timeout) -> dict:
+        return json.loads(self._replies.pop(0))
+
+
+def _runner_answers(judge_side: InProcessRunner, message: dict) -> str:
+    """What runner.py's main loop replies to one call (its stand-ins' callbacks answered by the judge's
+    own _answer_callback), as the JSON line it would write."""
+    import signal
+
+    from autograde.judging import runner as sandbox_side
+
+    namespace, call_timeout = judge_side.namespace, judge_side.call_timeout
+
+    def runner_send(reply):  # the runner's stand-in asks the judge: answered at once, in order
+        judge_side._answer_callback(json.loads(json.dumps(reply)), judge_side._stand_ins, time.monotonic() + call_timeout)
+
+    def runner_receive():
+        return judge_side._answers.pop(0)
+
+    def on_alarm(signum, frame):
+        raise _CallTimeout()
+
+    saved = sandbox_side.NAMESPACE, sandbox_side.send, sandbox_side.receive
+    sandbox_side.NAMESPACE, sandbox_side.send, sandbox_side.receive = namespace, runner_send, runner_receive
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, call_timeout)
+    try:
+        try:
+            reply = sandbox_side.call(message)
+        except _CallTimeout:
+            raise judge.RunnerFailed(f"your code did not answer in time ({call_timeout:g} s per call)") from None
+        except BaseException as exc:  # noqa: BLE001 - as runner.main: anything the learner's code raises is an answer
+            reply = {"op": "exception", "mro": sandbox_side._mro(exc), "message": str(exc)[:2000]}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        sandbox_side.NAMESPACE, sandbox_side.send, sandbox_side.receive = saved
+    try:
+        return json.dumps(reply, allow_nan=True)
+    except (TypeError, ValueError) as exc:
+        return json.dumps({"op": "exception", "mro": sandbox_side._mro(exc), "message": str(exc)[:2000]})
+
+
+class _InProcessSession:
+    def __init__(self, runner):
+        self.runner = runner
+
+    def ready(self, cells):
+        return self.runner, []
+
+
+@functools.cache
+def course_cells() -> tuple[dict, dict]:
+    """({grade cell id: its test, as judge.json holds it}, {solution cell id: its source})."""
+    from autograde.judging.ideas import course_tests
+
+    found = course_tests([SOLUTIONS / f"{name}.ipynb" for name in NOTEBOOKS])
+    tests = {t["grade_id"]: t for nb in found.values() for t in nb["tests"]}
+    solutions = {sid: source for nb in found.values() for sid, source in nb["solutions"].items() if not sid.startswith("reflection_")}
+    return tests, solutions
+
+
+def judge_in_process(cell: str, answers: dict[str, str], public: bool = True) -> dict:
+    """judge.judge_cell's result for the grade cell ``cell`` against ``answers`` ({solution cell id:
+    source}, defined on top of the course's answers), run in this process (above); ``public=False``
+    runs the hidden ideas alone."""
+    tests, solutions = course_cells()
+    namespace = {"__name__": "__main__"}
+    for source in {**solutions, **answers}.values():
+        exec(compile(source, "<answer>", "exec"), namespace)  # noqa: S102 - the course's answers, or one with a mutation
+    test = tests[cell] if public else {**tests[cell], "public": ""}
+    return judge.judge_cell(test, solutions, _InProcessSession(InProcessRunner(namespace)), [])
+
+
+def lost_in_judge(cell: str, answers: dict[str, str], public: bool = True) -> set[str]:
+    """The ideas of ``cell`` that ``answers`` do not earn in the judge (judge_in_process)."""
+    result = judge_in_process(cell, answers, public)
+    return {i["id"] for i in result["ideas"] if i["earned"] < i["points"]}
+
+
+def public_failures(cell: str, answers: dict[str, str]) -> list[dict]:
+    """The public checks of ``cell`` that fail in a learner's notebook with ``answers`` ({solution
+    cell id: source}, on top of the course's answers): the cell's open part run as the notebook runs
+    it (tools.checks.PublicChecks, the functions called directly). Returns [{name, status, message}]."""
+    import contextlib
+    import io
+    import os
+    import tempfile
+
+    from tools import checks
+
+    tests, solutions = course_cells()
+    namespace = {"__name__": "__main__"}
+    for source in {**solutions, **answers}.values():
+        exec(compile(source, "<answer>", "exec"), namespace)  # noqa: S102
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "checks.jsonl"
+        saved = {k: os.environ.get(k) for k in (checks.REPORT_ENV, checks.STOP_ENV)}
+        os.environ[checks.REPORT_ENV], os.environ[checks.STOP_ENV] = str(report), "1"
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                try:
+                    exec(compile(tests[cell]["public"], f"<public checks of {cell}>", "exec"), namespace)  # noqa: S102
+                except checks.PublicChecksFailed:
+                    pass
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        suites = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()] if report.exists() else []
+    assert len(suites) == 1, f"{cell}: the public checks did not run ({len(suites)} reports)"
+    return [case for case in suites[0]["cases"] if case["status"] != checks.PASS]

@@ -73,10 +73,16 @@ class PublicChecks:
         """Decorator: register ``fn`` as a check. Its docstring is the check's label.
 
         ``@checks.case(idea='sorted')`` names the graded idea the check is about: the
-        feedback after grading lists the same ideas, each with its points."""
+        feedback after grading lists the same ideas, each with its points. At grading the
+        trusted judge runs the case again, outside the learner's kernel, as part of that idea:
+        an answer that fails it loses the idea's points."""
 
         def register(fn: Callable[[], None]) -> Callable[[], None]:
-            label = localize((fn.__doc__ or fn.__name__).strip().splitlines()[0])
+            first_line = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+            if _COLLECTOR is not None and hasattr(_COLLECTOR, "public"):  # the judge reads the cell: it runs the case itself
+                _COLLECTOR.public(idea, first_line, fn)
+                return fn
+            label = localize(first_line)
             self.cases.append((f"{label} [{idea}]" if idea else label, fn))
             return fn
 
@@ -99,7 +105,10 @@ class PublicChecks:
         return CaseResult(label, PASS)
 
     def run(self) -> None:
-        """Run every case, print the results, raise PublicChecksFailed if any failed."""
+        """Run every case, print the results, raise PublicChecksFailed if any failed. While the judge
+        reads a grade cell (``collecting``), nothing runs: the judge runs each case with its idea."""
+        if _COLLECTOR is not None:
+            return
         results = [self._run_one(label, fn) for label, fn in self.cases]
         passed = sum(r.status == PASS for r in results)
         for r in results:
@@ -158,9 +167,10 @@ _INPUT_SALT: str | None = None
 
 @contextmanager
 def collecting(collector):
-    """The judge, while it reads a cell's hidden tests: ``uses`` and ``idea`` hand what they
-    declare to ``collector`` (its ``uses(names, stand_ins)`` and ``idea(id, points, text, fn)``)
-    instead of running it; the previous collector comes back afterwards."""
+    """The judge, while it reads a grade cell: ``uses`` and ``idea`` hand what they declare to
+    ``collector`` (its ``uses(names, stand_ins)`` and ``idea(id, points, text, fn)``) instead of
+    running it, and so does ``PublicChecks.case`` when the collector has ``public(idea, label, fn)``
+    (``PublicChecks.run`` then runs nothing); the previous collector comes back afterwards."""
     global _COLLECTOR
     previous, _COLLECTOR = _COLLECTOR, collector
     try:

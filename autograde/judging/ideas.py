@@ -26,11 +26,21 @@ it stands; at grading the judge collects the ideas instead and runs them itself.
 
 The region never runs in a learner's kernel: the trusted judge (``judge.py``) runs it, with
 the learner's functions answering from the sandbox.
+
+The public checks in the open part of the cell belong to the ideas too: each
+``@checks.case(idea='...')`` names the idea it is about, and the judge runs it (from the
+instructor's source, not the learner's copy) as part of that idea, before the idea's hidden
+asserts. An answer that fails a public check therefore never keeps that idea's points. So that
+the judge can run it outside the learner's kernel, the open part is self-contained: it imports
+what it uses, and reads nothing of the notebook but the learner's functions that ``uses`` names
+and their stand-ins (``check_course`` verifies both).
 """
 
 from __future__ import annotations
 
+import builtins
 import re
+import symtable
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +61,15 @@ class Idea:
     points: float
     text: str
     check: Callable[[], None] | None = None
+
+
+@dataclass
+class PublicCase:
+    """A public check of a grade cell's open part: the idea it names, its label, its function."""
+
+    idea: str | None
+    label: str
+    check: Callable[[], None]
 
 
 @dataclass
@@ -95,6 +114,84 @@ def load(source: str, grade_id: str = "?", points: float = 0.0) -> HiddenTests:
     return spec
 
 
+def load_public(source: str, grade_id: str = "?", given: dict | None = None) -> tuple[list[PublicCase], dict]:
+    """Run a grade cell's open part (its hidden regions removed) the way the judge does: ``given``
+    (the learner's functions as the judge calls them, and their stand-ins) is put in its namespace
+    first; ``PublicChecks.case`` hands each case here and ``PublicChecks.run`` runs nothing.
+    Returns (the cases, in the cell's order; the namespace)."""
+    from tools import checks
+
+    cases: list[PublicCase] = []
+
+    class Collector:
+        @staticmethod
+        def uses(names, stand_ins):
+            pass
+
+        @staticmethod
+        def idea(idea_id, share, text, fn):
+            pass
+
+        @staticmethod
+        def public(idea_id, label, fn):
+            cases.append(PublicCase(idea_id, label, fn))
+
+    scope = {"__name__": f"public_checks_{grade_id}", **(given or {})}
+    with checks.collecting(Collector()):
+        exec(compile(source, f"<public checks of {grade_id}>", "exec"), scope)
+    return cases, scope
+
+
+def free_names(source: str) -> set[str]:
+    """The global names that ``source`` reads and neither defines nor imports (builtins excepted)."""
+    table = symtable.symtable(source, "<cell>", "exec")
+    defined = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    read: set[str] = set()
+
+    def walk(scope: symtable.SymbolTable) -> None:
+        for symbol in scope.get_symbols():
+            if symbol.is_referenced() and (scope is table or symbol.is_global()):
+                read.add(symbol.get_name())
+        for child in scope.get_children():
+            walk(child)
+
+    walk(table)
+    return read - defined - set(dir(builtins))
+
+
+def check_public(spec: HiddenTests, public: str) -> list[str]:
+    """What stops the judge from running a cell's public checks with its ideas: a name the open
+    part reads from the notebook (other than the learner's functions and their stand-ins), a part
+    that does not run, a case that names no idea or an idea the cell does not grade, an idea with
+    no public case."""
+    where = f"public checks of {spec.grade_id}"
+    try:
+        outside = free_names(public) - set(spec.uses) - set(spec.stand_ins)
+    except SyntaxError as exc:
+        return [f"{where}: do not parse ({exc})"]
+    if outside:
+        return [f"{where}: read {sorted(outside)} from the notebook: import them in the cell, so the judge can run it"]
+    dummies = {name: _not_called for name in [*spec.uses, *spec.stand_ins]}
+    try:
+        cases, _ = load_public(public, spec.grade_id, dummies)
+    except Exception as exc:
+        return [f"{where}: do not run as the judge runs them ({type(exc).__name__}: {exc})"]
+    graded = {item.id for item in spec.ideas}
+    problems = []
+    for case in cases:
+        if case.idea is None:
+            problems.append(f"{where}: {case.label!r} names no idea (@checks.case(idea='...'))")
+        elif case.idea not in graded:
+            problems.append(f"{where}: {case.label!r} names {case.idea!r}, which is not an idea of this cell")
+    for missing in sorted(graded - {case.idea for case in cases}):
+        problems.append(f"{where}: no public check names the idea {missing!r}")
+    return problems
+
+
+def _not_called(*args, **kwargs):
+    raise AssertionError("the open part of a grade cell must not call the learner's functions as it loads")
+
+
 def validate(spec: HiddenTests) -> list[str]:
     """What is wrong with a cell's ideas (empty when the format holds)."""
     problems = []
@@ -123,7 +220,8 @@ def validate(spec: HiddenTests) -> list[str]:
 def course_tests(paths: list[Path]) -> dict[str, dict]:
     """Every grade cell's hidden tests and every solution cell, from the instructor sources.
 
-    Returns {notebook stem: {"tests": [{grade_id, points, hidden}], "solutions": {grade_id: source}}}.
+    Returns {notebook stem: {"tests": [{grade_id, points, hidden, public}], "solutions": {grade_id: source}}}
+    (``public``: the open part of the grade cell, its public checks).
     """
     found = {}
     for path in paths:
@@ -133,8 +231,8 @@ def course_tests(paths: list[Path]) -> dict[str, dict]:
             if meta.get("solution"):
                 solutions[meta["grade_id"]] = cell.source
             elif meta.get("grade"):
-                _, hidden = split_hidden(cell.source)
-                tests.append({"grade_id": meta["grade_id"], "points": float(meta["points"]), "hidden": hidden})
+                public, hidden = split_hidden(cell.source)
+                tests.append({"grade_id": meta["grade_id"], "points": float(meta["points"]), "hidden": hidden, "public": public})
         found[path.stem] = {"tests": tests, "solutions": solutions}
     return found
 
@@ -162,6 +260,7 @@ def check_manual(paths: list[Path]) -> list[str]:
 
 def check_course(paths: list[Path]) -> list[str]:
     """Every hidden region parses, follows the format, adds up, and names real solution cells;
+    every public check names one of its cell's ideas and can run in the judge (check_public);
     answers graded by a person have none (check_manual)."""
     problems = check_manual(paths)
     tests = course_tests(paths)
@@ -174,6 +273,7 @@ def check_course(paths: list[Path]) -> list[str]:
                 problems.append(f"hidden tests of {test['grade_id']}: do not run ({type(exc).__name__}: {exc})")
                 continue
             problems += validate(spec)
+            problems += check_public(spec, test["public"])
             for name, source_id in spec.stand_ins.items():
                 if source_id not in solution_ids:
                     problems.append(f"hidden tests of {test['grade_id']}: stand-in {name} names no solution cell {source_id!r}")

@@ -8,7 +8,10 @@ with a byte limit and a time limit, and comes back as plain data. So a patched
 turned into ``pass`` change nothing here.
 
 A TODO's score is the sum of the points of its ideas that passed (``ideas.py``), except
-that a TODO still raising ``NotImplementedError`` (left as released) earns nothing.
+that a TODO still raising ``NotImplementedError`` (left as released) earns nothing. An idea
+passes when the public checks that name it (the grade cell's open part, read from the
+instructor's source and run here with the same proxies) and its hidden asserts all pass: an
+answer that fails a public check the learner could see never keeps that idea's points.
 """
 
 from __future__ import annotations
@@ -342,11 +345,19 @@ def _stand_ins(spec: idea_format.HiddenTests, solutions: dict[str, str]) -> dict
 
 
 def judge_cell(test: dict, solutions: dict[str, str], session: Session, cells: list[str]) -> dict:
-    """Run one grade cell's ideas against the learner's functions. Returns its result."""
+    """Run one grade cell's ideas, each with the public checks that name it, against the learner's
+    functions. Returns its result."""
     spec = idea_format.load(test["hidden"], test["grade_id"], test["points"])
     stand_ins = _stand_ins(spec, solutions)
-    for name in spec.uses:
-        spec.namespace[name] = _Proxy(name, session, cells, stand_ins)
+    proxies = {name: _Proxy(name, session, cells, stand_ins) for name in spec.uses}
+    spec.namespace.update(proxies)
+    public, _ = idea_format.load_public(test.get("public", ""), test["grade_id"], {**stand_ins, **proxies})
+    return score_ideas(spec, public, test["points"])
+
+
+def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCase], points: float) -> dict:
+    """Run each idea of ``spec``: first the public checks that name it, then its hidden asserts,
+    the learner's functions already bound in both namespaces. Returns the cell's result."""
     results, unfinished, broken = [], False, None
     for item in spec.ideas:
         entry = {"id": item.id, "text": item.text, "points": item.points, "earned": 0.0, "status": "passed", "message": ""}
@@ -354,25 +365,30 @@ def judge_cell(test: dict, solutions: dict[str, str], session: Session, cells: l
             entry.update(status="skipped", message=f"not run: {broken}")
             results.append(entry)
             continue
+        where = ""  # which check failed: a public one is named by its label, as the learner saw it
         try:
+            for case in (c for c in public if c.idea == item.id):
+                where = f"public check “{case.label}”: "
+                case.check()
+            where = ""
             item.check()
             entry["earned"] = item.points
         except NotImplementedError:
             unfinished = True
             entry.update(status="not_started", message="not implemented yet: replace `raise NotImplementedError()` with your code")
         except AssertionError as exc:
-            entry.update(status="failed", message=_short(exc) or "a check failed")
+            entry.update(status="failed", message=_short(where + (str(exc) or "a check failed")))
         except RunnerFailed as exc:
             broken = _short(exc)
             entry.update(status="error", message=broken)
         except LearnerError as exc:
-            entry.update(status="error", message=f"your function raised {_short(exc)}")
+            entry.update(status="error", message=_short(f"{where}your function raised {exc}"))
         except Exception as exc:  # the learner's value broke the check (a missing key, a wrong type)
-            entry.update(status="error", message=f"{type(exc).__name__}: {_short(exc)}")
+            entry.update(status="error", message=_short(f"{where}{type(exc).__name__}: {exc}"))
         results.append(entry)
     earned = 0.0 if unfinished else sum(r["earned"] for r in results)
     status = "not_started" if unfinished else "graded"
-    return {"score": round(earned, 6), "points": test["points"], "status": status, "ideas": results}
+    return {"score": round(earned, 6), "points": points, "status": status, "ideas": results}
 
 
 def judge_notebook(tests: list[dict], solutions: dict[str, str], session: Session, cells: list[str]) -> tuple[dict, list[dict]]:

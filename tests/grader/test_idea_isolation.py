@@ -20,7 +20,7 @@ if __name__ == "__main__":  # run as a script: the course and the tests' helpers
 
 from autograde.judging.ideas import course_tests, load  # noqa: E402
 
-from submissions import MISTAKES, SOLUTIONS, mutate  # noqa: E402
+from submissions import MISTAKES, SOLUTIONS, lost_in_judge, mutate  # noqa: E402
 
 
 @functools.cache
@@ -66,6 +66,14 @@ def test_the_course_answer_passes_every_idea(cell):
 @pytest.mark.parametrize("row", MISTAKES, ids=[row[0] for row in MISTAKES])
 def test_a_single_mistake_loses_its_own_idea_only(row):
     assert lost_ideas(row) == row[5]
+
+
+@pytest.mark.parametrize("row", MISTAKES, ids=[row[0] for row in MISTAKES])
+def test_in_the_judge_with_its_public_checks_too(row):
+    """The judge also runs each public check with the idea it names: a slip still costs its own idea
+    only (the judge's and the runner's own code, in this process: submissions.judge_in_process)."""
+    _student, cell, solution, old, new, expected = row
+    assert lost_in_judge(cell, mutate(solution, old, new)) == expected
 
 
 def test_every_exercise_has_mistakes_and_each_costs_one_idea():
