@@ -64,7 +64,10 @@ def parse_time(text: str, what: str) -> dt.datetime:
         raise UnusableInput(f"{what}: {text!r} is not an ISO 8601 time (e.g. 2026-12-01T23:59:00+08:00)") from None
     if value.tzinfo is None:
         raise UnusableInput(f"{what}: {text!r} has no time zone (write it with +08:00, Z, ...)")
-    return value.astimezone(dt.UTC)
+    try:
+        return value.astimezone(dt.UTC)
+    except OverflowError:  # 0001-01-01 east of UTC, 9999-12-31 west of it
+        raise UnusableInput(f"{what}: {text!r} is outside the times UTC can hold (years 1 to 9999)") from None
 
 
 def read_extensions(path: Path) -> dict[str, dt.datetime]:

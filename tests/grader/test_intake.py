@@ -204,9 +204,9 @@ def test_each_layout_is_recognised_by_its_names():
         "folders": [("jane", "01.ipynb"), ("joe", "x", "01.ipynb")],
     }
     for layout, found in paths.items():
-        assert choose_layout(found, ASSIGNMENT) == (layout, ()), layout
-    assert choose_layout([("download", "doejane_1001_9001_01.ipynb")], ASSIGNMENT) == ("canvas", ("download",))
-    assert choose_layout([("wrap", "jane", "01.ipynb"), ("wrap", "joe", "01.ipynb")], ASSIGNMENT) == ("folders", ("wrap",))
+        assert choose_layout(found, ASSIGNMENT) == (layout, (), []), layout
+    assert choose_layout([("download", "doejane_1001_9001_01.ipynb")], ASSIGNMENT) == ("canvas", ("download",), [])
+    assert choose_layout([("wrap", "jane", "01.ipynb"), ("wrap", "joe", "01.ipynb")], ASSIGNMENT) == ("folders", ("wrap",), [])
     with pytest.raises(UnusableInput, match="could not be told"):
         choose_layout([("readme.txt",)], ASSIGNMENT)
 
@@ -422,7 +422,7 @@ def test_too_many_files_is_refused_before_reading_the_directory(tmp_path):
         (folder / f"s{i}").mkdir(parents=True)
     (folder / "1001").mkdir()
     with pytest.raises(UnusableInput, match="more than 29 files"):  # read file by file (a roster renames 1001)
-        intake(folder, tmp_path, roster=roster_csv(tmp_path, [("alice", "1001", "A")]), limits=Limits(files=29))
+        intake(folder, tmp_path, roster=roster_csv(tmp_path, [("alice", "1001", "A")]), limits=Limits(folder_files=29))
 
 
 def test_not_a_zip_and_a_dest_of_someone_elses_files(tmp_path):
