@@ -4,6 +4,10 @@ pipeline sweep and the bandwidth curve, in under 3 minutes; prints a pass/fail t
     python benchmarks/gpu_check.py [--out DIR]          # on the GPU machine: torch + the standard library
     python benchmarks/gpu_check.py --validate FILE      # back on the course machine: schema check
 
+The sizes (``--payload-mib``, ``--matrix-size``, ``--repeats`` ...) default to the check's own; the
+tests run it whole, with tiny sizes, on the stand-in for torch.cuda (``tests/fake_cuda.py``): such a
+run fails its "measured on a device" row, and is never written inside the course folder.
+
 On the GPU machine it needs only torch and Python >= 3.11 (the course runtime in ``tools/`` is
 imported from this checkout; jsonschema is not needed there). It writes
 ``inf_serving_overlap_gpu_check.json`` (the result, decided by TODO 5's reference rule) and
@@ -52,6 +56,11 @@ def checks_for(result: dict, extras: dict) -> list[tuple[str, bool, str]]:
     calibrated = [c for c in cases if c["window"] == "calibrated"]
     rows = [
         ("run finished without failure", result["failure"] is None, str(result["failure"] or "")),
+        (
+            "measured on a device (not a stand-in)",
+            hw.get("provenance") == "device" and result["evidence_level"] == "local_mechanism_benchmark",
+            f"{hw.get('device', '?')}: provenance {hw.get('provenance')}, evidence {result['evidence_level']}",
+        ),
         (
             "device facts from the driver",
             all(hw.get(k) is not None for k in ("async_engine_count", "concurrent_kernels", "compute_capability", "sm_count")),
@@ -147,24 +156,36 @@ def print_table(rows: list[tuple[str, bool, str]]) -> None:
     print(f"\n{sum(p for _, p, _ in rows)}/{len(rows)} checks passed")
 
 
-def run(out: Path) -> int:
-    import torch
-
+def run(out: Path, sizes: argparse.Namespace | None = None) -> int:
     from tools.overlap import sweep as overlap_sweep
+    from tools.overlap.gpu import runtime
 
+    sizes = sizes or parser().parse_args([])
+    rt = runtime()
+    torch = rt.torch
     begin = time.monotonic()
+    if rt.provenance != "device" and out.resolve().is_relative_to(ROOT):
+        print(f"FAIL  a stand-in for torch.cuda is installed: its results are not written inside the course folder ({out})")
+        return 1
     if not torch.cuda.is_available():
         print("FAIL  CUDA is not available on this machine")
         return 1
     decide = reference_rule()
     result = overlap_lab.run_experiment(
-        "real_gpu", "gpu_check", payload_mib=[16, 64], warmup_steps=3, repeat_steps=15, progress=False, profile_dir=out
+        "real_gpu",
+        "gpu_check",
+        payload_mib=sizes.payload_mib,
+        matrix_size=sizes.matrix_size,
+        warmup_steps=sizes.warmup,
+        repeat_steps=sizes.repeats,
+        progress=False,
+        profile_dir=out,
     )
     overlap_lab.finalize(result, decide)
     extras: dict = {}
     if result["failure"] is None:
-        extras["sweep"] = overlap_sweep.pipeline_sweep_gpu(payload_mib=64, repeats=5)
-        extras["bandwidth"] = overlap_sweep.bandwidth_curve_gpu(max_mib=256, repeats=3)
+        extras["sweep"] = overlap_sweep.pipeline_sweep_gpu(payload_mib=sizes.sweep_mib, repeats=5)
+        extras["bandwidth"] = overlap_sweep.bandwidth_curve_gpu(max_mib=sizes.bandwidth_mib, repeats=3)
     out.mkdir(parents=True, exist_ok=True)
     (out / "inf_serving_overlap_gpu_check.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     profile = out / "overlap_profile.json"
@@ -204,12 +225,22 @@ def validate(path: Path) -> int:
     return 0 if all(p for _, p, _ in rows) else 1
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ROOT / "benchmarks" / "results")))
     parser.add_argument("--validate", type=Path, help="check a result file written on the GPU machine")
-    args = parser.parse_args(argv)
-    return validate(args.validate) if args.validate else run(args.out)
+    parser.add_argument("--payload-mib", type=float, nargs="+", default=[16, 64], help="the copies' sizes (MiB)")
+    parser.add_argument("--matrix-size", type=int, default=2048, help="the fixed window's matmul size")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs of each program per case")
+    parser.add_argument("--repeats", type=int, default=15, help="timed runs of each program per case")
+    parser.add_argument("--sweep-mib", type=float, default=64, help="the pipeline sweep's payload (MiB)")
+    parser.add_argument("--bandwidth-mib", type=float, default=256, help="the bandwidth curve's largest copy (MiB)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return validate(args.validate) if args.validate else run(args.out, args)
 
 
 if __name__ == "__main__":

@@ -447,6 +447,7 @@ def _as_gpu_result(cpu_result):
         "async_engine_count": 3,
         "concurrent_kernels": True,
         "pci_bus_id": "00000000:3B:00.0",
+        "provenance": "device",
     }
     for c in r["cases"]:
         c.update(

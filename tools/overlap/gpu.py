@@ -16,8 +16,12 @@ Honest timing:
 Negative controls (run by default, copy issued first as in the real case): a pageable source,
 copy and compute on one stream, and ``non_blocking=False``. Each must come out not confirmed.
 
-This path needs a CUDA machine; it is written to the same timeline format as the CPU analogue,
-whose evidence logic is tested on synthetic timelines.
+This path needs a CUDA machine; it is written to the same timeline format as the CPU analogue.
+Everything it touches of the device goes through one ``Runtime`` (torch, the host clock, the
+driver's facts). Tests put a stand-in there (``tests/fake_cuda.py``: a deterministic timing model of
+streams, copy engines and matmuls) so that every line runs without a GPU; what it produces says so
+(``hardware.provenance`` ``'stand_in'``, evidence level ``'stand_in_timing_model'``), the schema
+keeps it from passing for a measurement, and ``write_result`` refuses to write it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .device import DriverError, driver_facts, nvml_facts
 from .evidence import BOUND_FACTOR_GPU, MAX_COPY_SLOWDOWN_GPU, negative_controls, overlap_evidence, preconditions_met, spans_overlap_ms, summarize
@@ -43,19 +49,44 @@ GPU_CONTROLS = {
 }
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """What the engine drives: ``torch``, the host clock launch latency is read from (seconds),
+    the driver's device facts and NVML's, and where they came from (``provenance``)."""
+
+    torch: Any
+    clock: Callable[[], float]
+    driver_facts: Callable[[int], dict]
+    nvml_facts: Callable[[str], dict | None]
+    driver_version: Callable[[], str]
+    facts_source: str = "cuDeviceGetAttribute (libcuda)"
+    provenance: str = "device"  # 'device', or 'stand_in' (a timing model: never a measurement)
+
+
+STAND_IN: Runtime | None = None  # set only by tests (tests/fake_cuda.py); None in every real run
+
+
+def runtime() -> Runtime:
+    """The real CUDA runtime (torch imported here), or the stand-in a test installed."""
+    if STAND_IN is not None:
+        return STAND_IN
+    import torch
+
+    return Runtime(torch, time.perf_counter, driver_facts, nvml_facts, _driver_version_text)
+
+
 class GpuPlan:
     """One case's tensors and streams, and the runs made from them."""
 
     def __init__(self, host, dev, left, right, product, count: int, streams, clock_khz: int):
-        import torch
-
+        rt = runtime()
         self.host, self.dev, self.left, self.right, self.product = host, dev, left, right, product
         self.count = count
         self.copy_stream, self.compute_stream = streams
         self.clock_khz = clock_khz
         self.gate_ms = GATE_MIN_MS
         self._pageable = None
-        self.torch = torch
+        self.torch, self.clock = rt.torch, rt.clock
 
     @property
     def pageable(self):
@@ -78,7 +109,7 @@ class GpuPlan:
         begin.record(main)
         torch.cuda._sleep(int(self.gate_ms * self.clock_khz))  # cycles = ms * kHz
         gate.record(main)
-        host_begin = time.perf_counter()
+        host_begin = self.clock()
         self.copy_stream.wait_event(gate)
         compute_stream.wait_event(gate)
         with torch.cuda.stream(self.copy_stream):
@@ -89,7 +120,7 @@ class GpuPlan:
             for unit in units:
                 torch.mm(self.left, self.right, out=self.product)
                 unit.record()
-        launch_ms = (time.perf_counter() - host_begin) * 1e3
+        launch_ms = (self.clock() - host_begin) * 1e3
         main.wait_stream(self.copy_stream)
         main.wait_stream(compute_stream)
         end.record(main)
@@ -108,14 +139,14 @@ class GpuPlan:
         self.gate_ms = gate_length_ms(self.count)
 
     def copy_alone(self) -> float:
-        return _elapsed(lambda: self.dev.copy_(self.host, non_blocking=True), self.copy_stream, _gate_cycles(1, self.clock_khz))
+        return _elapsed(self.torch, lambda: self.dev.copy_(self.host, non_blocking=True), self.copy_stream, _gate_cycles(1, self.clock_khz))
 
     def compute_alone(self) -> float:
         def work():
             for _ in range(self.count):
                 self.torch.mm(self.left, self.right, out=self.product)
 
-        return _elapsed(work, self.compute_stream, _gate_cycles(self.count, self.clock_khz))
+        return _elapsed(self.torch, work, self.compute_stream, _gate_cycles(self.count, self.clock_khz))
 
 
 def gate_length_ms(launches: int) -> float:
@@ -127,13 +158,11 @@ def _gate_cycles(launches: int, clock_khz: int) -> int:
     return int(gate_length_ms(launches) * clock_khz)  # cycles = ms * kHz
 
 
-def _elapsed(fn: Callable[[], object], stream, gate_cycles: int) -> float:
+def _elapsed(torch, fn: Callable[[], object], stream, gate_cycles: int) -> float:
     """ms on the GPU from the gate's end to ``fn``'s last work on ``stream``: the stream first
     sleeps for ``gate_cycles`` while the host queues ``fn``, so host launch latency is not timed
     (as in ``GpuPlan.run``); otherwise copy alone and compute alone would each include one launch
     delay that the gated serial and overlapped runs do not."""
-    import torch
-
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
     with torch.cuda.stream(stream):
@@ -145,9 +174,9 @@ def _elapsed(fn: Callable[[], object], stream, gate_cycles: int) -> float:
     return start.elapsed_time(end)
 
 
-def _driver_version_text() -> str:
+def _driver_version_text(path: Path = Path("/proc/driver/nvidia/version")) -> str:
     try:
-        text = Path("/proc/driver/nvidia/version").read_text()
+        text = path.read_text()
     except OSError:
         return "unknown"
     for word in text.split():
@@ -156,20 +185,20 @@ def _driver_version_text() -> str:
     return "unknown"
 
 
-def device_facts(torch, index: int) -> dict:
-    props = torch.cuda.get_device_properties(index)
+def device_facts(rt: Runtime, index: int) -> dict:
+    props = rt.torch.cuda.get_device_properties(index)
     try:
-        facts = driver_facts(index)
-        source = "cuDeviceGetAttribute (libcuda)"
+        facts = rt.driver_facts(index)
     except (DriverError, AttributeError) as exc:
         raise RuntimeError(f"cannot read device facts from the CUDA driver: {exc}") from exc
     return {
         "device": props.name,
-        "cuda": str(torch.version.cuda),
+        "cuda": str(rt.torch.version.cuda),
         "total_memory_gib": round(props.total_memory / 2**30, 1),
-        "driver_version": _driver_version_text(),
+        "driver_version": rt.driver_version(),
         **facts,
-        "device_facts_source": source,
+        "device_facts_source": rt.facts_source,
+        "provenance": rt.provenance,
     }
 
 
@@ -179,8 +208,8 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
     With ``profile_dir``, also profile one overlapped and one serial run of the largest calibrated
     case with ``torch.profiler``: Chrome traces and ``overlap_profile.json`` go there (beside the
     result, not in it)."""
-    import torch
-
+    rt = runtime()
+    torch = rt.torch
     if not torch.cuda.is_available():
         raise RuntimeError(
             "RUN_MODE='real_gpu' but CUDA is not available on this machine "
@@ -188,7 +217,7 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
         )
     wl = result["workload"]
     index = torch.cuda.current_device()
-    result["hardware"].update(device_facts(torch, index))
+    result["hardware"].update(cuda_available=True, **device_facts(rt, index))
     clock_khz = result["hardware"]["clock_rate_khz"] or 1_500_000
     wl.update({"device": "cuda", "dtype": "bfloat16"})
     torch.manual_seed(wl["seed"])
@@ -202,7 +231,7 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
     default = torch.cuda.default_stream()
     distinct = streams[0].cuda_stream != streams[1].cuda_stream and all(s.cuda_stream != default.cuda_stream for s in streams)
     repeats, warmup = wl["repeat_steps"], wl["warmup_steps"]
-    steps = len(wl["payload_mib"]) * 2 * (2 * warmup + 2 * repeats)
+    steps = len(wl["payload_mib"]) * 2 * (2 * max(1, warmup) + 2 * repeats)  # measure_case warms at least once
     best_gbps, last_calibrated = 0.0, None
     with progress_factory(steps, "GPU timelines") as bar:
         for payload in wl["payload_mib"]:
@@ -245,7 +274,7 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
         profiles = {kind: profile_overlap(plan, profile_dir / f"overlap_trace_{kind}.json", kind) for kind in ("overlap", "serial")}
         (profile_dir / "overlap_profile.json").write_text(json.dumps(profiles, indent=2), encoding="utf-8")
     result["hardware"]["pinned_h2d_gbytes_per_s"] = best_gbps
-    nvml = nvml_facts(result["hardware"]["pci_bus_id"])  # after the copies: an idle link trains down
+    nvml = rt.nvml_facts(result["hardware"]["pci_bus_id"])  # after the copies: an idle link trains down
     result["hardware"]["nvml"] = nvml
     if nvml:
         if nvml.get("driver_version"):
@@ -313,10 +342,9 @@ def profile_overlap(plan: GpuPlan, trace_path: Path | None = None, kind: str = "
     """An independent cross-check from ``torch.profiler``: one run of ``kind``, and how long the
     host-to-device memcpy ran while a compute kernel ran (from the CUDA activity spans, not from
     our events). Saves a Chrome trace at ``trace_path`` when given (open it in Perfetto)."""
-    from torch.profiler import ProfilerActivity, profile
-
+    profiler = plan.torch.profiler
     plan.run(kind)  # warm outside the profiler
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    with profiler.profile(activities=[profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.CUDA]) as prof:
         plan.run(kind)
     if trace_path is not None:
         prof.export_chrome_trace(str(trace_path))

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from ..notebook_runtime import grading_mode
 from .evidence import overlap_evidence, percentile, summarize, timeline_overlap
-from .results import finalize, new_result, progress_bar, result_path, write_result
+from .results import evidence_level, finalize, new_result, progress_bar, result_path, write_result
 from .schema import CPU_ACCEPT, DECISIONS, LEARNER_DECISIONS, RUN_MODES, SCHEMA_VERSION, SEMANTIC_ID, load_schema, validate_result
 
 MiB = 2**20
@@ -107,7 +107,7 @@ def run_experiment(
             from .cpu import run_cpu
 
             run_cpu(result, bar, intra_op_threads=intra_op_threads, controls=controls)
-        result["evidence_level"] = "local_mechanism_benchmark" if run_mode == "real_gpu" else "cpu_analogue_benchmark"
+        result["evidence_level"] = evidence_level(result)
         result["decision"] = "not_decided"
     except Exception as exc:  # recorded, never raised: the notebook goes on and the file says why
         result["cases"], result["controls"] = [], []

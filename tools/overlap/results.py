@@ -3,6 +3,10 @@
 The decision itself is the learner's TODO 5 (``decide_overlap(cases, controls)``); ``finalize``
 only calls it, checks what it returned, maps an acceptance of a CPU run to the CPU analogue's
 own decision, and records the reason for the verdict.
+
+A run on the tests' stand-in for ``torch.cuda`` (``hardware.provenance`` ``'stand_in'``) is a timing
+model, not a measurement: its evidence level says so, its reason starts by saying so, and
+``write_result`` never writes it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,22 @@ REASONS = {
     "rerun_on_quiet_machine": "the machine was too noisy to measure (a serial median far from copy + compute, or a "
     "wide spread): close other programs and rerun; this is not a verdict on the path",
 }
+
+
+STAND_IN_EVIDENCE = "stand_in_timing_model"
+STAND_IN_NOTE = "Stand-in for torch.cuda: a timing model, not a measurement. TODO 5's rule on its numbers: "
+
+
+def is_stand_in(result: dict) -> bool:
+    """Whether ``result`` came from a stand-in for ``torch.cuda`` (a test's timing model)."""
+    return result.get("hardware", {}).get("provenance") == "stand_in" or result.get("evidence_level") == STAND_IN_EVIDENCE
+
+
+def evidence_level(result: dict) -> str:
+    """What a finished run's numbers are: the CPU analogue's, a GPU's, or a stand-in's timing model."""
+    if result["run_mode"] == "real_cpu":
+        return "cpu_analogue_benchmark"
+    return STAND_IN_EVIDENCE if is_stand_in(result) else "local_mechanism_benchmark"
 
 
 def cuda_available(cheap: bool = False) -> bool:
@@ -192,8 +212,10 @@ def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:
             decision = CPU_ACCEPT
         result["decision"] = decision
         fired = what_fired(decision, result["cases"], result["controls"])
-        lead = "Measured" if decision in ("accept_physical_overlap", CPU_ACCEPT) else "What fired"
-        result["decision_reason"] = f"{REASONS[decision]}. {lead}: {fired}{_load_note(result)}"
+        stand_in = is_stand_in(result)
+        lead = ("Modelled" if stand_in else "Measured") if decision in ("accept_physical_overlap", CPU_ACCEPT) else "What fired"
+        note = STAND_IN_NOTE if stand_in else ""
+        result["decision_reason"] = f"{note}{REASONS[decision]}. {lead}: {fired}{_load_note(result)}"
     return result
 
 
@@ -202,7 +224,10 @@ def result_path(run_label: str, root: Path | None = None) -> Path:
 
 
 def write_result(result: dict, root: Path | None = None) -> Path:
-    """Validate against the schema, then write atomically to the results folder."""
+    """Validate against the schema, then write atomically to the results folder. A stand-in's
+    result (a timing model) is refused: no file of the results folder ever holds one."""
+    if is_stand_in(result):
+        raise ValueError("this result came from a stand-in for torch.cuda (a timing model, not a measurement): it is never written as a result file")
     validate_result(result)
     return write_json_atomic(result_path(result["run_label"], root), result)
 

@@ -302,7 +302,9 @@ def _sizes(max_mib: float, start: int = GPU_CURVE_START) -> list[int]:
 
 def bandwidth_curve_gpu(max_mib: float = 512, repeats: int = 5) -> dict:
     """H2D and D2H copy time against size, pinned and pageable host memory, fitted (needs CUDA)."""
-    import torch
+    from .gpu import runtime
+
+    torch = runtime().torch
 
     stream = torch.cuda.Stream()
     series = {}
@@ -339,7 +341,9 @@ def _gpu_median(torch, fn, stream, repeats: int) -> float:
 
 def pipeline_sweep_gpu(payload_mib: float = 64, chunk_counts: Sequence[int] = CHUNK_COUNTS, repeats: int = 5, seed: int = 0) -> dict:
     """The sweep on a GPU: chunked pinned H2D copies on one stream, per-chunk matmuls on another."""
-    import torch
+    from .gpu import runtime
+
+    torch = runtime().torch
 
     torch.manual_seed(seed)
     quantum = max(WIDTHS) * max(chunk_counts)
