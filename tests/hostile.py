@@ -253,3 +253,95 @@ def build_hardening_batch(subs: Path, with_many_files: bool = True) -> dict[str,
         write(subs, "atk_pages", nb01, nb)
         plan["atk_pages"] = "script in every output type"
     return plan
+
+
+# ---------------------------------------------------------------- what a grading leaves running
+# Run as ``python -c LEFTOVERS REPORT COMMAND...``. It makes itself a child subreaper (Linux), so
+# that every process COMMAND starts, however it detaches (a new session, a double fork), stays its
+# descendant: an orphan is handed to the nearest subreaper above it, not to the machine's init.
+# After COMMAND exits it gives what is still running a grace period to end (a worker server
+# leaving with its grading process), then writes the command lines of the rest to REPORT as JSON,
+# kills them and exits with COMMAND's exit status. It sees only COMMAND's own processes: another
+# grading on the machine (another test process, another checkout) is never its descendant.
+_LEFTOVERS = r"""
+import ctypes, json, os, subprocess, sys, time
+import psutil
+
+PR_SET_CHILD_SUBREAPER = 36
+if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    sys.exit('cannot become a child subreaper: ' + os.strerror(ctypes.get_errno()))
+report, command, grace = sys.argv[1], sys.argv[3:], float(sys.argv[2])
+code = subprocess.call(command)
+me = psutil.Process()
+
+def running():
+    while True:  # orphans handed to this process are its children: reap those that ended
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    found = []
+    for proc in me.children(recursive=True):
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            pass
+    return found
+
+left = running()
+end = time.monotonic() + grace
+while left and time.monotonic() < end:
+    time.sleep(0.1)
+    left = running()
+named = []
+for proc in left:
+    try:
+        named.append(' '.join(proc.cmdline()) or proc.name())
+    except psutil.NoSuchProcess:  # it ended meanwhile (a zombie too): not left
+        continue
+    except psutil.Error:
+        named.append(f'process {proc.pid}')
+    try:
+        proc.kill()
+    except psutil.Error:
+        pass
+psutil.wait_procs(left, timeout=30)
+running()
+with open(report, 'w', encoding='utf-8') as handle:
+    json.dump(named, handle)
+sys.exit(code)
+"""
+
+
+def run_leaving_nothing(command: list[str], grace: float = 60.0, timeout: float = 1800, env: dict[str, str] | None = None):
+    """Run ``command`` (output captured, as text) and list what it left running: the command lines
+    of its descendants still alive ``grace`` seconds after it exited (they are killed then).
+    Returns (the CompletedProcess, that list). Only processes ``command`` started count."""
+    import subprocess
+    import sys
+    import tempfile
+
+    fd, report = tempfile.mkstemp(prefix="leftovers-", suffix=".json")
+    os.close(fd)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _LEFTOVERS, report, str(grace), *command], capture_output=True, text=True, timeout=timeout, env=env
+        )
+        text = Path(report).read_text(encoding="utf-8")
+        assert text, f"the leftover check did not finish (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+        return proc, json.loads(text)
+    finally:
+        os.unlink(report)
+
+
+def grade_leaving_nothing(subs: Path, out: Path, *extra: str, check: bool = True, env: dict[str, str] | None = None):
+    """``python -m autograde grade SUBS --out OUT`` with ``extra`` options (as submissions.run_grade),
+    and what that grading left running (run_leaving_nothing). Asserts success when ``check``."""
+    from submissions import grade_command
+
+    proc, left = run_leaving_nothing(grade_command(subs, out, *extra), env=env)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, left

@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 import nbformat
-import psutil
 import pytest
 
 from autograde.course import Course
 from autograde.publish.leaks import secret_lines
 
+from hostile import grade_leaving_nothing, run_leaving_nothing
 from submissions import NOTEBOOKS, answer, build, insert_after, mutate, run_grade, write
 
 pytestmark = pytest.mark.slow
@@ -324,8 +324,11 @@ def attacked(tmp_path_factory):
         nbformat.write(build(NB["04"]), handle)
     before = {p: p.read_bytes() for p in (repo / "solutions").glob("*.ipynb")}
     try:
-        first = run_grade(subs, out, "--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "120", "--memory-limit", "1")
-        second = run_grade(subs, rerun, "--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "120", "--memory-limit", "1")
+        # each grading's own processes are watched: whatever it leaves running is listed (and ended)
+        first, left = grade_leaving_nothing(subs, out, "--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "120", "--memory-limit", "1")
+        second, left_again = grade_leaving_nothing(
+            subs, rerun, "--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "120", "--memory-limit", "1"
+        )
     finally:
         listener.close()
     return {
@@ -339,6 +342,7 @@ def attacked(tmp_path_factory):
         "canary": canary,
         "sources_before": before,
         "repo": repo,
+        "leftovers": left + left_again,
     }
 
 
@@ -441,13 +445,21 @@ def test_output_flood_is_cut(attacked):
 
 
 def test_nothing_a_submission_started_outlives_grading(attacked):
-    left = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(proc.info["cmdline"] or [])
-        if cmd in ("sleep 417", "sleep 418") or "ipykernel_launcher -f /tmp/cg-" in cmd or "autograde/judging/runner.py" in cmd:
-            left.append(cmd)
-    assert not left, left
+    """Nothing the two gradings started runs after they end: no kernel, runner or sandbox, and
+    not atk_detached's sleeps (new sessions, one of them orphaned). Only these gradings' own
+    processes are looked at (tests/hostile.py, run_leaving_nothing), never another grading's."""
+    assert attacked["leftovers"] == []
     assert attacked["grades"]["atk_detached"]["todo4_plan_decode"] == 2
+
+
+def test_the_leftover_check_sees_what_outlives_its_command():
+    """Control: the same detaching code, run outside any sandbox, leaves both sleeps running, and
+    the check names them (and ends them), so the test above can fail."""
+    import sys
+
+    proc, left = run_leaving_nothing([sys.executable, "-c", DETACHED], grace=1.0)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(left) == ["sleep 417", "sleep 418"], left
 
 
 def test_memory_blowup_stops_only_that_notebook(attacked):
