@@ -39,6 +39,11 @@ def _term_arguments(grade: argparse.ArgumentParser) -> None:
     grade.add_argument("--pattern", metavar="REGEX", help="with --layout pattern: named groups student_id, optional file_id and timestamp")
     grade.add_argument("--roster", type=Path, metavar="CSV", help="student_id, lms_id, name: LMS ids to student ids; lists who sent nothing")
     grade.add_argument("--timestamps", type=Path, metavar="CSV", help="student_id, [notebook,] submitted_at: submission times")
+    grade.add_argument(
+        "--trust-owners",
+        action="store_true",
+        help="exchange inbound/: take a submission folder owned by another account than the student it names (refused by default)",
+    )
     grade.add_argument("--deadline", metavar="TIME", help="ISO 8601 with a time zone, e.g. 2026-12-20T23:59:00+08:00 (or [grading] deadline)")
     grade.add_argument(
         "--late-policy", metavar="POLICY", help="none (the default: lateness is reported, nothing taken), zero, or deduct:10%%/day[,floor:50%%]"
@@ -314,7 +319,17 @@ def _take_in(course: Course, args, dest: Path):
 
     from .intake import read_submissions
 
-    intake = read_submissions(args.submissions, dest, course.notebooks, course.assignment, args.layout, args.pattern, args.roster, args.timestamps)
+    intake = read_submissions(
+        args.submissions,
+        dest,
+        course.notebooks,
+        course.assignment,
+        args.layout,
+        args.pattern,
+        args.roster,
+        args.timestamps,
+        trust_owners=args.trust_owners,
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     found = {
         "layout": intake.layout,

@@ -33,6 +33,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 
@@ -217,15 +218,46 @@ def submission_edition(nb, master: Path, assignment: str, notebook: str) -> str:
     return best
 
 
-def _fingerprint(path: Path, digest: str, options: Options) -> str:
+class Item(NamedTuple):
+    """A notebook to grade: which, the submitted file, its fingerprint (reuse), and the digest of the
+    student's whole submission (the salt of its hidden inputs)."""
+
+    notebook: str
+    path: Path
+    fingerprint: str
+    submission: str
+
+
+def _file_digest(path: Path, max_bytes: int) -> str:
+    """sha256 of a submitted file's bytes (of its size and time when it is over ``max_bytes``: it is
+    refused unread anyway)."""
     h = hashlib.sha256()
     stat = path.stat()
-    if stat.st_size > options.max_notebook_bytes:  # refused unread anyway: its size and time identify it
+    if stat.st_size > max_bytes:
         h.update(f"too large|{stat.st_size}|{stat.st_mtime_ns}".encode())
     else:
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 h.update(block)
+    return h.hexdigest()
+
+
+def submission_digest(chosen: dict[str, Path | None], max_bytes: int) -> str:
+    """The digest of a student's whole submission: every notebook found for them, by name and bytes.
+    It salts the hidden random inputs of each of their notebooks, so what one grading showed of
+    them is no use in the next once anything in the submission changes, and it is part of every
+    notebook's fingerprint, so a changed submission is graded again whole (the same submission
+    always gets the same inputs and the same grade)."""
+    h = hashlib.sha256()
+    for notebook in sorted(chosen):
+        path = chosen[notebook]
+        h.update(f"{notebook}|{_file_digest(path, max_bytes) if path is not None else '-'}\n".encode())
+    return h.hexdigest()
+
+
+def _fingerprint(path: Path, digest: str, options: Options) -> str:
+    h = hashlib.sha256()
+    h.update(_file_digest(path, options.max_notebook_bytes).encode())
     h.update(
         f"{digest}|{options.cell_timeout}|{options.notebook_timeout}|{options.sandbox}|{options.memory_limit}"
         f"|{options.process_limit}|{options.max_notebook_bytes}".encode()
@@ -383,8 +415,10 @@ def _prepare(
     if job.exists():
         shutil.rmtree(job)
     job.mkdir(parents=True)
-    # the submitted file's own bytes, before nbformat rewrites them: the salt of its hidden random inputs (job.py)
-    (job / SUBMISSION_DIGEST).write_text(hashlib.sha256(path.read_bytes()).hexdigest())
+    # the salt of its hidden random inputs (job.py): the student's whole submission as sent (every notebook's
+    # bytes before nbformat rewrites them), or this file's bytes where no submission digest is known
+    salt = (record or {}).get("submission") or hashlib.sha256(path.read_bytes()).hexdigest()
+    (job / SUBMISSION_DIGEST).write_text(salt)
     (job / EDITION_FILE).write_text(edition)  # the language its kernel and feedback page use (job.py)
     shutil.copy(master / "nbgrader_config.py", job / "nbgrader_config.py")
     # the job folder is the project root for the graded notebook: files it writes stay in the job
@@ -630,7 +664,7 @@ def grade_student(
     master: Path,
     out: Path,
     student: str,
-    items: list[tuple[str, Path, str]],
+    items: list[Item],
     options: Options,
     on_done=lambda record: None,
     secrets: dict[str, str] | None = None,
@@ -651,7 +685,10 @@ def grade_student(
         records.append(save_record(out, record, 0.0))
         on_done(record)
 
-    entries = [(new_record(student, notebook, file=safe_text(path.name), fingerprint=fingerprint), path) for notebook, path, fingerprint in items]
+    entries = []
+    for item in items:
+        record = new_record(student, item.notebook, file=safe_text(item.path.name), fingerprint=item.fingerprint)
+        entries.append(({**record, "submission": item.submission}, item.path))
     run_student(course, master, out, student, entries, options, settle, fail)
     return records
 
@@ -1007,16 +1044,17 @@ def _intake(
             chosen, found_notes = match_notebooks(folder, course.notebooks, ids_by_name, max_bytes=options.max_notebook_bytes)
             notes[student] = [safe_text(note) for note in found_notes]
             todo, done_here = [], []
+            whole = submission_digest(chosen, options.max_notebook_bytes)
             for notebook, path in chosen.items():
                 if path is None:
                     done_here.append(new_record(student, notebook, "missing", f"{notebook}.ipynb not found in the submission"))
                     continue
-                fingerprint = _fingerprint(path, digest, options)
+                fingerprint = _fingerprint(path, f"{digest}|{whole}", options)
                 cached = _cached(out, student, notebook, fingerprint)
                 if cached:
                     done_here.append({**cached, "cached": True})
                 else:
-                    todo.append((notebook, path, fingerprint))
+                    todo.append(Item(notebook, path, fingerprint, whole))
         except Exception as exc:  # whatever a folder holds, it costs its own student, never the class
             why = safe_text(f"{type(exc).__name__}: {exc}")
             records += [new_record(student, nb, "invalid_submission", why) for nb in course.notebooks]
@@ -1104,7 +1142,7 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
         """A grader fault for one student: a row for each notebook (not saved: the next run grades them again)."""
         kept = out / "logs" / student / "grader-faults.log"
         where = f" (traceback: logs/{student}/grader-faults.log)" if kept.is_file() else ""
-        for notebook, _path, _fingerprint in items:
+        for notebook, *_rest in items:
             records.append(new_record(student, notebook, "error", safe_text(f"a fault of the grader: {type(exc).__name__}: {exc}"[:400] + where)))
             record_in_gradebook(records[-1])
             bar.update(1)

@@ -252,7 +252,10 @@ def grade_task(task: dict) -> dict:
             path = folder / "in" / f"{item['notebook']}.ipynb"
             path.parent.mkdir(exist_ok=True)
             path.write_bytes(item["data"])
-            entries.append((new_record(student, item["notebook"]), path))
+            record = new_record(student, item["notebook"])
+            if isinstance(task.get("submission"), str) and task["submission"]:
+                record["submission"] = task["submission"]
+            entries.append((record, path))
         (work / student).mkdir()
         returned = []
 
@@ -337,12 +340,14 @@ def task_settings(options) -> dict:
     return {key: getattr(options, key) for key in TASK_OPTIONS}
 
 
-def make_task(student: str, items: list[tuple[str, Path, str]], digest: str, settings: dict) -> dict:
+def make_task(student: str, items: list[tuple], digest: str, settings: dict) -> dict:
     return {
         "student": student,
         "digest": digest,
         "settings": settings,
-        "notebooks": [{"notebook": notebook, "data": path.read_bytes()} for notebook, path, _ in items],
+        "notebooks": [{"notebook": item[0], "data": item[1].read_bytes()} for item in items],
+        # the digest of the student's whole submission: the salt of its hidden inputs (grading.submission_digest)
+        "submission": getattr(items[0], "submission", "") if items else "",
     }
 
 
@@ -496,7 +501,7 @@ def grade_on_cluster(
             for future in as_completed(futures, loop=client.loop):
                 student, items = futures[future]
                 try:
-                    answer = check_result(future.result(), student, {n for n, _, _ in items}, file_limit)
+                    answer = check_result(future.result(), student, {item[0] for item in items}, file_limit)
                     for item in answer:
                         check_outcome(_load_outcome(item), points, manual_ids)
                 except Exception as exc:  # the task failed, or its answer is malformed: not saved, graded next run
@@ -519,7 +524,7 @@ def grade_on_cluster(
         client.close()
 
 
-def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[str, Path, str]], answer: list[dict], options, secrets: dict[str, str]):
+def _settle_answer(course: Course, out: Path, student: str, items: list[tuple], answer: list[dict], options, secrets: dict[str, str]):
     """Each notebook of a checked answer as a local run settles it: the job folder rebuilt
     from the returned files, then record, feedback page and kept notebooks by grading.finish_record,
     signed and saved here. Yields the saved records."""
@@ -527,9 +532,11 @@ def _settle_answer(course: Course, out: Path, student: str, items: list[tuple[st
 
     by_name = {item["notebook"]: item for item in answer}
     try:
-        for notebook, path, fingerprint in items:
+        for notebook, path, fingerprint, *whole in items:
             item = by_name[notebook]
             record = new_record(student, notebook, file=safe_text(path.name), fingerprint=fingerprint)
+            if whole:
+                record["submission"] = whole[0]
             if item["matching_notes"]:
                 record["matching_notes"] = [safe_text(note) for note in item["matching_notes"]]
             record["edition"] = item.get("edition", "en")  # the edition the worker graded it in (check_result checked it)

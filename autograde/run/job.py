@@ -144,24 +144,35 @@ class Worker:
             self.runner_out_of_memory = False
             clock = time.monotonic()
             result["judge"], result["load_errors"] = self._judge(jobdir, notebooks[0])
-            # one runner serves a student's notebooks (each loaded into a fresh namespace); it
-            # is restarted when it fails, and a restart reports whether it ran out of memory
+            # each notebook is judged in a runner of its own (started while it ran in its kernel);
+            # a runner that fails is restarted, and a restart reports whether it ran out of memory
             result["runner_out_of_memory"] = self.runner_out_of_memory or bool(
                 self.box and self._runner_job and self.box.groups.out_of_memory(self._runner_job.name)
             )
             result["scores"], result["manual"] = self._record(jobdir, notebooks[0].stem, result["judge"])
+            self._fresh_runner(jobdir)
             result["timings"]["judge"] = round(time.monotonic() - clock, 3)
             clock = time.monotonic()
             result["feedback"] = api.generate_feedback(assignment, student, force=True)
             result["timings"]["feedback"] = round(time.monotonic() - clock, 3)
         return result
 
+    def _fresh_runner(self, jobdir: Path) -> None:
+        """A new runner for the student's next notebook, booting while that notebook runs in its
+        kernel: nothing one notebook's code left in the runner (a module, a global, a cache of
+        the hidden inputs it saw) reaches the judging of another."""
+        self.session.close()
+        self._finish_runner_job()
+        later = self.jobdirs[self.jobdirs.index(jobdir) + 1 :] if jobdir in getattr(self, "jobdirs", []) else []
+        if later:
+            self.session.warm(self._setup_cells(later[0]))
+
     def input_salt(self, jobdir: Path) -> str:
         """The salt of this submission's hidden random inputs (tools.checks.hidden_random): a
-        digest of the submitted file's bytes as the student sent them (grading._prepare wrote
-        it) and of the hidden tests. The same file always gets the same inputs; any change to
-        it, a re-save included, other inputs; and without the hidden tests nobody can work out
-        which."""
+        digest of the student's whole submission as sent, every notebook's bytes (grading._prepare
+        wrote it), and of the hidden tests. The same submission always gets the same inputs; any
+        change to any of its notebooks, a re-save included, other inputs for all of them; and
+        without the hidden tests nobody can work out which."""
         submitted = (jobdir / SUBMISSION_DIGEST).read_text(encoding="utf-8").strip()
         return hashlib.sha256(f"{self.spec_digest}|{submitted}".encode()).hexdigest()
 
