@@ -14,7 +14,10 @@ alike, so a test never depends on how fast or busy this machine is:
   ``torch.cuda._sleep(cycles)`` lasts ``cycles / clock_khz`` ms;
 - events complete when their stream reaches them; ``elapsed_time`` refuses events that are not
   recorded, not timing, or not yet complete as the host sees it (a missing synchronize fails here as it
-  does on a device); a Python value read from a device tensor (``float(t)``) waits for its stream.
+  does on a device); a Python value read from a device tensor (``float(t)``) waits for its stream;
+- a data race raises ``DataRace``: work that touches bytes which work on another stream (or a copy, for
+  the host touching pinned memory) writes, or writes bytes it reads, and is not ordered after it. The
+  model only sees races that its own schedule exposes (it never reports a correct program).
 
 The data are real: device tensors are CPU tensors, tagged by storage, that torch computes on as it
 would on the device (a ``TorchFunctionMode`` routes ``device='cuda'``, ``pin_memory``, ``copy_``,
@@ -74,15 +77,27 @@ class Model:
         return {0: "sm", 1: "copy"}.get(self.copy_engines, direction)
 
 
+class DataRace(RuntimeError):
+    """Two pieces of work touch the same bytes, one of them writing, with nothing ordering them."""
+
+
 @dataclass
 class Op:
     """One piece of device work, as the model scheduled it."""
 
     name: str
-    stream: int
+    stream: int | None  # None: the host
     start: float
     end: float
     engine: str | None
+
+
+def _span(tensor) -> tuple[int, int] | None:
+    """The bytes ``tensor`` covers, as [first, last + 1) addresses (None when it is empty)."""
+    if not tensor.numel():
+        return None
+    extent = sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride())) + 1
+    return tensor.data_ptr(), tensor.data_ptr() + extent * tensor.element_size()
 
 
 class Device:
@@ -99,16 +114,18 @@ class Device:
         self.tags: dict[int, tuple[str, object]] = {}  # storage address -> ('device' | 'pinned', the storage, kept alive)
         self.ops: list[Op] = []
         self.profiles: list[Profile] = []
+        self.touched: list[tuple[int, int, bool, Op]] = []  # (first, end, written, op) of work the host has not seen end
 
     def current(self) -> Stream:
         return self.stack[-1] if self.stack else self.default
 
-    def launch(self, name: str, duration: float, engine: str | None, blocking: bool = False, stream: Stream | None = None) -> Op:
-        stream = stream or self.current()
+    def launch(self, name: str, duration: float, engine: str | None, blocking: bool = False, reads=(), writes=()) -> Op:
+        stream = self.current()
         begin = self.host_ms
         self.host_ms += self.model.launch_ms
         start = max(stream.tail, self.host_ms, self.free.get(engine, 0.0) if engine else 0.0)
         op = Op(name, stream.cuda_stream, start, start + duration, engine)
+        self.check(op, reads, writes)
         stream.tail = op.end
         if engine:
             self.free[engine] = op.end
@@ -121,6 +138,18 @@ class Device:
 
     def synchronize(self) -> None:
         self.host_ms = max([self.host_ms] + [s.tail for s in self.streams])
+
+    def check(self, op: Op, reads, writes) -> None:
+        """Raise ``DataRace`` when ``op`` (the host's, when its stream is None) overlaps unordered work on the same bytes."""
+        self.touched = [t for t in self.touched if t[3].end > self.host_ms]  # what the host saw end cannot race
+        accesses = [(span, False) for span in map(_span, reads) if span] + [(span, True) for span in map(_span, writes) if span]
+        for (first, end), written in accesses:
+            for other_first, other_end, other_written, other in self.touched:
+                unordered = other.stream != op.stream and op.start < other.end
+                if unordered and (written or other_written) and first < other_end and other_first < end:
+                    raise DataRace(f"{op.name} on stream {op.stream} races {other.name} on stream {other.stream}: nothing orders them")
+        if op.stream is not None:
+            self.touched += [(first, end, written, op) for (first, end), written in accesses]
 
     # ---------------------------------------------------------------- tensors, tagged by storage
 
@@ -142,17 +171,25 @@ class Device:
         out = dst.copy_(src)
         to_dev, from_dev = self.on_device(dst), self.on_device(src)
         if not (to_dev or from_dev):
-            return out  # host to host: no device work
-        nbytes = src.numel() * src.element_size()
+            self.host_access([src], [dst])  # host to host: no device work
+            return out
+        nbytes, touched = src.numel() * src.element_size(), {"reads": [src], "writes": [dst]}
         if to_dev and from_dev:
-            self.launch("Memcpy DtoD (Device -> Device)", self.model.copy_ms(nbytes, "d2h", True), "sm")
+            self.launch("Memcpy DtoD (Device -> Device)", self.model.copy_ms(nbytes, "d2h", True), "sm", **touched)
             return out
         direction = "h2d" if to_dev else "d2h"
         pinned = self.kind(src if to_dev else dst) == "pinned"
         memory = "Pinned" if pinned else "Pageable"
         name = f"Memcpy HtoD ({memory} -> Device)" if to_dev else f"Memcpy DtoH (Device -> {memory})"
-        self.launch(name, self.model.copy_ms(nbytes, direction, pinned), self.model.engine(direction), blocking=not (pinned and non_blocking))
+        blocking = not (pinned and non_blocking)
+        self.launch(name, self.model.copy_ms(nbytes, direction, pinned), self.model.engine(direction), blocking, **touched)
         return out
+
+    def host_access(self, reads, writes) -> None:
+        """The host reads or writes pinned memory now: no copy may still be using those bytes."""
+        pinned = lambda tensors: [t for t in tensors if self.kind(t) == "pinned"]
+        if pinned(reads) or pinned(writes):
+            self.check(Op("host access", None, self.host_ms, self.host_ms, None), pinned(reads), pinned(writes))
 
     def moved(self, tensor, to_dev: bool, non_blocking: bool = False):
         """``.cuda()``, ``.cpu()``, ``.to(...)``: a copy into new memory on the other side, or the tensor itself."""
@@ -372,9 +409,12 @@ class Tensors(TorchFunctionMode):
         if any(on_dev) and not all(dev or t.dim() == 0 or not t.numel() for t, dev in zip(tensors, on_dev)):
             raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!")
         result = func(*args, **kwargs)
-        if not (to_dev or any(on_dev)):
-            return result
         outputs = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
+        in_place = name.endswith("_") and not name.startswith("__")
+        written = [args[0]] if in_place else [kwargs["out"]] if isinstance(kwargs.get("out"), torch.Tensor) else outputs
+        if not (to_dev or any(on_dev)):
+            d.host_access(tensors, written if in_place or "out" in kwargs else [])
+            return result
         fresh = [t for t in outputs if t.numel() and t.untyped_storage().data_ptr() not in held]
         for t in fresh:
             d.tag(t, "device")
@@ -382,9 +422,9 @@ class Tensors(TorchFunctionMode):
             d.current().synchronize()
         elif name in MATMULS:
             a, b = args[0], args[1]
-            d.launch(f"gemm ({name})", d.model.matmul_ms(2 * a.numel() * b.shape[-1]), "sm")
-        elif (fresh and not name.startswith("empty")) or (name.endswith("_") and not name.startswith("__")):
-            d.launch(f"elementwise_kernel ({name})", d.model.kernel_ms, "sm")
+            d.launch(f"gemm ({name})", d.model.matmul_ms(2 * a.numel() * b.shape[-1]), "sm", reads=[a, b], writes=written)
+        elif (fresh and not name.startswith("empty")) or in_place:
+            d.launch(f"elementwise_kernel ({name})", d.model.kernel_ms, "sm", reads=tensors, writes=written)
         return result
 
     def _moved(self, name: str, args, kwargs):

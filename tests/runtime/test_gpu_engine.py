@@ -105,6 +105,41 @@ def test_the_stand_in_refuses_what_cuda_refuses(stand_in):
     assert moved.cuda() is moved and float(moved.sum()) == 4.0
 
 
+def test_the_stand_in_catches_unordered_work_on_the_same_bytes(stand_in):
+    """A matmul that reads a buffer a copy on another stream is still writing, without waiting for
+    it, is a race; so is the host writing pinned memory that an async copy still reads. Ordered by an
+    event, or by the host waiting, neither is."""
+    import torch
+
+    cuda = stand_in.torch.cuda
+    host = torch.ones(2**16, dtype=torch.bfloat16).pin_memory()
+    dev = torch.empty_like(host, device="cuda")
+    weight, out = torch.ones(64, 64, device="cuda", dtype=torch.bfloat16), torch.empty(2**10, 64, device="cuda", dtype=torch.bfloat16)
+    copy_stream, compute_stream = cuda.Stream(), cuda.Stream()
+
+    def pipeline(wait: bool) -> None:
+        cuda.synchronize()
+        with cuda.stream(copy_stream):
+            dev.copy_(host, non_blocking=True)
+            done = copy_stream.record_event()
+        with cuda.stream(compute_stream):
+            if wait:
+                compute_stream.wait_event(done)
+            torch.mm(dev.view(-1, 64), weight, out=out)
+
+    pipeline(wait=True)
+    with pytest.raises(fake_cuda.DataRace, match="gemm .* races Memcpy HtoD"):
+        pipeline(wait=False)
+    cuda.synchronize()
+    with cuda.stream(copy_stream):
+        dev.copy_(host, non_blocking=True)
+    with pytest.raises(fake_cuda.DataRace, match="host access"):
+        host.fill_(2.0)
+    cuda.synchronize()
+    host.fill_(2.0)
+    assert float(out.float().sum()) == 64 * 2**16, "the matmuls computed on the copied ones"
+
+
 def test_without_the_stand_in_the_engine_drives_torch_itself():
     import torch
 
