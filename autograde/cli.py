@@ -356,7 +356,10 @@ def cmd_export(course: Course, args) -> int:
     if args.roster:
         from .intake import read_roster
 
-        roster = read_roster(args.roster)
+        problems: list[dict] = []
+        roster = read_roster(args.roster, problems)  # the rows grade accepted, the same rows named
+        for problem in problems:
+            print(f"roster problem: {problem['file']}: {problem['problem']}", file=sys.stderr)
     target, info = export(course, args.out, args.db_url, args.to, args.format, roster, args.column)
     print(f"wrote {target}: {info['students']} student(s) from {info['db_url']}, {info['pending']} written answer(s) still pending")
     if info["needs_review"]:

@@ -92,7 +92,10 @@ def _lms_name(format: str, lms: dict, page: Path) -> str:
     """A page's name in the LMS's own layout (from the names its download used)."""
     if format == "canvas":
         return f"{_safe(lms['name'])}_{_safe(lms['lms_id'])}_{_safe(lms.get('submission_id', '0'))}_feedback_{page.name}"
-    return f"{lms['folder']}/{page.name}" if lms.get("folder") else f"{_safe(lms['name'])}_{_safe(lms['lms_id'])}_assignsubmission_file_/{page.name}"
+    # Moodle's importer (feedback/file/importziplib.php) splits a path's first part on "_" and needs the
+    # participant id second: the name may hold spaces, never "_" (nor a path), as Moodle's own download writes it
+    name = re.sub(r"[\x00-\x1f\x7f_/\\:*?\"<>|]+", " ", str(lms["name"])).strip(" .") or "Participant"
+    return f"{name}_{_safe(lms['lms_id'])}_assignsubmission_file/{page.name}"
 
 
 def _write_zip(path: Path, entries: list[tuple[str, Path]]) -> None:

@@ -276,3 +276,25 @@ def test_the_zip_limits_read_the_directory_the_zip_library_reads(tmp_path):
     assert zip_directory(path)[0] == 40
     with pytest.raises(UnusableInput, match="40 entries"):
         intake(path, tmp_path, limits=Limits(files=39))
+
+
+# -- minor: what the Moodle hand-back names, read as Moodle's feedback importer reads it --------------------------------------
+
+
+def moodle_participant(path: str) -> str | None:
+    """feedback/file/importziplib.php: the first path part split on "_" (at most 5 parts), the id second."""
+    for part in path.split("/"):
+        info = part.split("_", 4)
+        if len(info) >= 4 and info[1].isdigit() and (info[2], info[3]) == ("assignsubmission", "file"):
+            return info[1]
+    return None
+
+
+@pytest.mark.parametrize("name", ["Ada Lovelace", "Ann_Lee", "..\\..\\evil", "../../x"])
+def test_moodle_handback_names_reach_their_participant(name):
+    from autograde.record.handback import _lms_name
+
+    for folder in ("", f"{name}_501_assignsubmission_file"):
+        path = _lms_name("moodle", {"layout": "moodle", "lms_id": "501", "name": name, "folder": folder}, Path("01.html"))
+        assert moodle_participant(path) == "501", path
+        assert ".." not in path.split("/") and "\\" not in path and path.endswith("/01.html")
