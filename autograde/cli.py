@@ -287,6 +287,7 @@ def cmd_grade(course: Course, args) -> int:
     late = late_spec(course.grading, args.deadline, args.late_policy, args.extensions)
     with tempfile.TemporaryDirectory(prefix="course-intake-") as scratch:
         intake = _take_in(course, args, Path(scratch) / "submissions")
+        _check_extensions(late.extensions, intake)
         late.times = intake.times
         summary = grade_batch(course, intake.folder, args.out, options, executor=executor, late=late, absent=intake.missing)
     elapsed = time.monotonic() - begin
@@ -311,6 +312,18 @@ def cmd_grade(course: Course, args) -> int:
     for item in summary.get("late_problems", []):
         print(f"  late {item['student_id']}/{item['notebook']}: {item['problem']}")
     return EXIT_OK
+
+
+def _check_extensions(extensions: dict, intake) -> None:
+    """An extension keyed by a student's LMS id instead of their student id would be given to nobody: the
+    run stops and says whose id it is."""
+    students = {p.name for p in intake.folder.iterdir() if p.is_dir()} | set(intake.roster)
+    by_lms = {str(who.get("lms_id")): s for s, who in {**intake.students, **intake.roster}.items() if who.get("lms_id")}
+    wrong = [f"{key} (the LMS id of {by_lms[key]})" for key in sorted(extensions) if key not in students and key in by_lms]
+    if wrong:
+        raise UnusableInput(
+            f"the extensions file names students by their LMS id: {', '.join(wrong[:5])}. Its student_id column must hold the grader's student ids"
+        )
 
 
 def _take_in(course: Course, args, dest: Path):

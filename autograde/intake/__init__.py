@@ -233,6 +233,7 @@ def newest(group: list[Candidate]) -> tuple[Candidate, str]:
 
 def _place(files: Source, candidates: list[Candidate], notebooks, people: dict, lms_ids: dict, intake: Intake) -> None:
     """Write each student's newest file for each notebook into ``intake.folder``, noting what was chosen."""
+    _check_roster_ids(intake.layout, {item.raw_id for item in candidates}, people, lms_ids)
     groups: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
     told: set[str] = set()
     for item in candidates:
@@ -261,6 +262,27 @@ def _place(files: Source, candidates: list[Candidate], notebooks, people: dict, 
             continue
         kept[student] += 1
         _record(intake, student, stem, chosen, notebook_name(chosen.filename, notebooks)[1])
+
+
+ID_KINDS = {
+    "canvas": "Canvas names each student by their Canvas user id (the ID column of Canvas's gradebook export)",
+    "moodle": "Moodle's download names each participant by the assignment's participant id (the N of 'Participant N' "
+    "in the offline grading worksheet), not the user id",
+}
+
+
+def _check_roster_ids(layout: str, raw: set[str], people: dict, lms_ids: dict) -> None:
+    """A roster whose ids match under half of the download's stops the intake: every student it misses would
+    be graded under an LMS id and every one on it listed as missing (a class of zeros in the LMS file)."""
+    if not people or len(raw) < 2 or layout not in ID_KINDS:
+        return
+    matched = sum(1 for r in raw if r in lms_ids or r in people)
+    if matched * 2 < len(raw):
+        sample = ", ".join(shown(r, 40) for r in sorted(raw)[:5])
+        raise UnusableInput(
+            f"the roster's lms_id column matches {matched} of the {len(raw)} students in the {layout} download (e.g. {sample}). "
+            f"{ID_KINDS[layout]}: put those ids in lms_id, or run without --roster"
+        )
 
 
 def _record(intake: Intake, student: str, stem: str, chosen: Candidate, how: str) -> None:

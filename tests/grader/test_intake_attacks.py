@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from test_intake import ASSIGNMENT, NB1, NB2, NB3, NOTEBOOKS, intake, notebook, tree, write_zip
+from test_intake import ASSIGNMENT, NB1, NB2, NB3, NOTEBOOKS, intake, notebook, roster_csv, tree, write_zip
 
 from autograde.course import UnusableInput
 from autograde.intake import Limits, choose_layout, exchange_time, pattern_time, zip_directory
@@ -298,3 +298,31 @@ def test_moodle_handback_names_reach_their_participant(name):
         path = _lms_name("moodle", {"layout": "moodle", "lms_id": "501", "name": name, "folder": folder}, Path("01.html"))
         assert moodle_participant(path) == "501", path
         assert ".." not in path.split("/") and "\\" not in path and path.endswith("/01.html")
+
+
+# -- an instructor's roster or extensions keyed by the wrong id stop the run instead of zeroing the class --------------------
+
+
+def test_a_roster_of_the_wrong_ids_stops_with_the_id_the_download_uses(tmp_path):
+    members = {f"{n}_{i}_assignsubmission_file/{NB1}.ipynb": notebook(n, NB1) for i, n in ((501, "Ann"), (502, "Ben"), (503, "Cy"))}
+    zipped = write_zip(tmp_path / "moodle.zip", members)
+    by_user_id = roster_csv(tmp_path, [("ann", "9001", "Ann"), ("ben", "9002", "Ben"), ("cy", "9003", "Cy")])
+    with pytest.raises(UnusableInput, match="matches 0 of the 3 students.*participant id"):
+        intake(zipped, tmp_path, roster=by_user_id)
+    right = roster_csv(tmp_path, [("ann", "501", "Ann"), ("ben", "502", "Ben"), ("cy", "503", "Cy")])
+    assert set(tree(intake(zipped, tmp_path, roster=right).folder)) == {"ann", "ben", "cy"}
+
+
+def test_extensions_keyed_by_lms_id_stop_the_run(tmp_path):
+    members = {f"{n}_{i}_assignsubmission_file/{NB1}.ipynb": notebook(n, NB1) for i, n in ((501, "Ann"), (502, "Ben"))}
+    (tmp_path / "ext.csv").write_text("student_id,deadline\n501,2026-12-30T00:00:00+00:00\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "autograde", "grade", str(write_zip(tmp_path / "m.zip", members)), "--out", str(tmp_path / "out")]
+        + ["--roster", str(roster_csv(tmp_path, [("ann", "501", "Ann"), ("ben", "502", "Ben")]))]
+        + ["--deadline", "2026-12-20T00:00:00+00:00", "--extensions", str(tmp_path / "ext.csv")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2 and "501 (the LMS id of ann)" in run.stderr + run.stdout, run.stderr
