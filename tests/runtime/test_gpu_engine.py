@@ -324,6 +324,13 @@ def test_the_pipeline_sweep_hides_copy_behind_chunks(stand_in):
     assert sweep["per_chunk_cost_ms"] >= model.launch_ms and sweep["width"] == 1024
 
 
+def test_the_pipeline_sweep_widens_compute_until_it_lasts_as_long_as_the_copy(monkeypatch):
+    """On a faster device (40 TFLOP/s) compute at width 1024 is shorter than the copy: the sweep widens."""
+    with fake_cuda.installed(monkeypatch, model=fake_cuda.Model(matmul_tflops=40.0)):
+        sweep = overlap_sweep.pipeline_sweep_gpu(payload_mib=0.25, chunk_counts=(1, 2), repeats=1)
+    assert sweep["width"] > 1024 and sweep["compute_alone_ms"] >= sweep["copy_alone_ms"]
+
+
 def test_the_bandwidth_curve_recovers_the_models_latency_and_bandwidth(stand_in):
     curve = overlap_sweep.bandwidth_curve_gpu(max_mib=1, repeats=2)
     model = stand_in.model
