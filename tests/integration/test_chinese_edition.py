@@ -83,7 +83,8 @@ def test_the_chinese_edition_uses_the_glossarys_terms():
 def test_each_chinese_notebook_answered_runs_headless_without_a_missing_glyph(tmp_path, monkeypatch):
     """The six Chinese notebooks, answered, run top to bottom in a kernel whose matplotlib knows only
     its own fonts and the course's (as a fresh Colab kernel), with a missing glyph an error; the
-    kernel finds the edition from the notebook's metadata (JPY_SESSION_NAME, as Jupyter sets it)."""
+    kernel knows the edition from its set-up cell (and from the metadata of the notebook that
+    JPY_SESSION_NAME names, as Jupyter sets it; test_zh_edition_detection runs them without it)."""
     from nbclient import NotebookClient
 
     startup = tmp_path / "ipython" / "profile_default" / "startup"
