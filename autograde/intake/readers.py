@@ -178,6 +178,7 @@ def read_exchange(files: Source, entries: list[Entry], context: dict) -> list[Ca
             )
             continue
         stamp = next((e for e in inside if e.parts == ("timestamp.txt",)), None)
+        secret = next((e for e in inside if e.parts == ("submission_secret.txt",)), None)
         where = (folder,) if context["form"] == "inbound" else (student, folder)  # the folder's path in the source
         when = _stamp_of(files, Entry((*where, *stamp.parts), stamp.size, stamp.date, stamp.ref, stamp.refused), student) if stamp else None
         named = None
@@ -186,7 +187,8 @@ def read_exchange(files: Source, entries: list[Entry], context: dict) -> list[Ca
                 named = exchange_time(inbound_name(assignment).fullmatch(folder)["stamp"])
             except ValueError as exc:
                 files.problems.append(problem(shown(folder), shown(student), f"{exc}: the submission's time is not known"))
-        this = ((named is not None, named or datetime.min.replace(tzinfo=UTC), folder), folder, inside, when if when is not None else named)
+        handed = _handback_files(files, stamp if when is not None else None, secret)
+        this = ((named is not None, named or datetime.min.replace(tzinfo=UTC), folder), folder, inside, when if when is not None else named, handed)
         held = newest.get(student)
         if held is not None:  # collect's order: the time in the folder's name, never a file the learner wrote
             this, older = (this, held) if this[0] > held[0] else (held, this)
@@ -196,7 +198,7 @@ def read_exchange(files: Source, entries: list[Entry], context: dict) -> list[Ca
             )
         newest[student] = this
     found = []
-    for student, (_order, folder, inside, when) in newest.items():
+    for student, (_order, folder, inside, when, handed) in newest.items():
         where = (folder,) if context["form"] == "inbound" else (student, folder)
         for entry in inside:
             if entry.parts[-1] in NBGRADER_FILES and len(entry.parts) == 1:
@@ -206,8 +208,26 @@ def read_exchange(files: Source, entries: list[Entry], context: dict) -> list[Ca
             if why:
                 files.problems.append(problem(shown(named_entry.name), shown(student), why))
             else:
-                found.append(Candidate(student, named_entry, entry.parts[-1], when=when, order=entry.date))
+                lms = {"layout": "exchange", **handed}
+                found.append(Candidate(student, named_entry, entry.parts[-1], when=when, order=entry.date, lms=lms))
     return found
+
+
+def _handback_files(files: Source, stamp: Entry | None, secret: Entry | None) -> dict[str, str]:
+    """What nbgrader's release_feedback needs beside a student's pages, from their submission: its
+    ``timestamp.txt`` (when it was read as a time) and ``submission_secret.txt`` (the key fetch_feedback
+    finds the pages by). A secret that is not one short word of letters and digits is not kept."""
+    kept = {}
+    for key, entry in (("timestamp", stamp), ("secret", secret)):
+        if entry is None:
+            continue
+        try:
+            text = files.read(entry, MAX_STAMP_BYTES).decode("utf-8").strip()
+        except (Refused, UnicodeDecodeError):
+            continue
+        if key == "timestamp" or re.fullmatch(r"[A-Za-z0-9_-]{1,128}", text):
+            kept[key] = text
+    return kept
 
 
 # -- Canvas ------------------------------------------------------------------------------------------------------------

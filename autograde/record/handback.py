@@ -2,7 +2,9 @@
 
 - ``zip``: ``OUT/handback/<student_id>.zip``, one per student, holding that student's pages;
 - ``exchange``: ``OUT/handback/exchange/feedback/<student_id>/<assignment>/<notebook>.html``, the
-  course-folder layout from which nbgrader's ``release_feedback`` hands pages out on a JupyterHub;
+  course-folder layout from which nbgrader's ``release_feedback`` hands pages out on a JupyterHub, with
+  each submission's ``timestamp.txt`` and ``submission_secret.txt`` (kept by the intake); a student whose
+  submission did not come through the exchange is listed: nbgrader cannot release their pages;
 - ``canvas``: one ``OUT/handback/canvas_feedback.zip`` whose files are named as Canvas names a
   submission (``name_userid_submissionid_file``): Canvas's "Re-upload submissions" attaches each file
   to the student the name says;
@@ -60,11 +62,19 @@ def hand_back(course: Course, out: Path, format: str = "zip") -> tuple[Path, dic
             _write_zip(target / f"{student}.zip", [(f"{student}/{p.name}", p) for p in files])
         where = target
     elif format == "exchange":
+        names = _lms_names(out)
         for student, files in pages.items():
             folder = target / "exchange" / "feedback" / student / course.assignment
             folder.mkdir(parents=True, exist_ok=True)
             for page in files:
                 (folder / page.name).write_bytes(page.read_bytes())
+            # release_feedback reads both beside the pages; fetch_feedback finds a page by the secret's hash
+            sent = names.get(student, {})
+            if sent.get("layout") == "exchange" and sent.get("secret") and sent.get("timestamp"):
+                (folder / "timestamp.txt").write_text(sent["timestamp"], encoding="utf-8")
+                (folder / "submission_secret.txt").write_text(sent["secret"], encoding="utf-8")
+            else:
+                unmatched.append(student)
         where = target / "exchange"
     else:
         names = _lms_names(out)
