@@ -14,9 +14,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from submissions import NOTEBOOKS, RELEASE, build, run_grade
 
 from autograde.course import Course
+
+from submissions import NOTEBOOKS, RELEASE, build, run_grade
 
 ASSIGNMENT = Course.load().assignment
 COURSE_ID = "course101"
