@@ -12,9 +12,9 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -40,7 +40,6 @@ def hardened(tmp_path_factory):
     subs, out = base / "submissions", base / "out"
     plan = build_hardening_batch(subs)
     command = grade_command(subs, out, "--workers", "2", "--memory-limit", "1", "--cell-timeout", "20", "--notebook-timeout", "120")
-    began = time.monotonic()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     with PeakMemory(proc.pid) as memory:
         output, _ = proc.communicate(timeout=1500)
@@ -54,7 +53,6 @@ def hardened(tmp_path_factory):
         "out": out,
         "plan": plan,
         "peaks": memory.peaks,
-        "seconds": time.monotonic() - began,
         "table": table,
         "rows": {row[0]: dict(zip(table[0], row)) for row in table[1:]},
         "records": {(r["student_id"], r["notebook"]): r for r in log},
@@ -108,12 +106,13 @@ def test_a_huge_error_is_kept_cut_short(hardened):
 @pytestmark_batch
 def test_a_callback_flood_ends_at_the_call_limit(hardened):
     record = hardened["records"][("atk_callback_flood", NB02)]
-    assert record["status"] == "graded", record
-    assert record["seconds"] < 100, "the per-call limit (20 s) ended it, not the notebook limit (120 s)"
+    assert record["status"] == "graded", record  # not a "timeout": the notebook limit (120 s) never struck
+    assert any(idea["status"] == "error" for idea in record["ideas"]["todo2_estimate_handoff"]), record["ideas"]
     control = hardened["records"][("ctl_wrong2", NB02)]["scores"]["todo2_estimate_handoff"]
     assert record["scores"]["todo2_estimate_handoff"] <= control
     page = (hardened["out"] / "feedback" / "atk_callback_flood" / f"{NB02}.html").read_text(encoding="utf-8")
-    assert "stopped reading what the grader sent" in page
+    # the per-call limit (20 s) ended the flooding call: the page says so, naming it
+    assert "did not answer in time (20 s per call): it stopped reading what the grader sent" in page
 
 
 @pytestmark_batch
@@ -125,8 +124,11 @@ def test_a_kernel_left_deaf_is_replaced_before_the_next_notebook(hardened):
     first, second = records[("atk_deaf_kernel", NB01)], records[("atk_deaf_kernel", NB02)]
     assert first["status"] == second["status"] == "graded", (first, second)
     assert first["scores"] == hardened["records"][("honest", NB01)]["scores"] and second["scores"] == honest["scores"]
+    # one kernel ran notebook 01; notebook 02 ran in the second one, started when the reset found the
+    # first deaf, and ran once: had it been lent the deaf kernel, nbclient would have waited a minute,
+    # failed, and run it again in a fresh one (retried_in_fresh_kernel)
+    assert first["timings"]["kernel_starts"] == 1 and "retried_in_fresh_kernel" not in first["timings"], first
     assert second["timings"]["kernel_starts"] == 2 and "retried_in_fresh_kernel" not in second["timings"], second
-    assert second["seconds"] < 30 and first["seconds"] < 60, (first["seconds"], second["seconds"])
 
 
 @pytestmark_batch
@@ -212,9 +214,11 @@ def test_grading_never_runs_a_learners_measurement(hardened):
     nb05 = NOTEBOOKS[4]
     record, honest = hardened["records"][("learner_real_cpu", nb05)], hardened["records"][("honest", nb05)]
     assert record["status"] == "graded" and record["scores"] == honest["scores"]
-    assert record["timings"]["autograde"] < honest["timings"]["autograde"] + 5
     page = (hardened["out"] / "feedback" / "learner_real_cpu" / f"{nb05}.html").read_text(encoding="utf-8")
     assert "Grading runs the dry run whatever RUN_MODE says" in page
+    # the result the notebook wrote and read back is the dry run's: nothing was measured
+    assert re.search(r"run_mode: dry_run\b", page) and "Dry run: nothing was measured." in page
+    assert not re.search(r"run_mode: real_cpu\b", page)
 
 
 # ------------------------------------------------------------------ each limit on its own
@@ -267,16 +271,47 @@ def test_student_ids_are_matched_whole():
     assert not STUDENT_ID.fullmatch(rejected_id("Mary Lee")), "a folder named like a stand-in id is refused itself"
 
 
+class _MeteredCell(nbformat.NotebookNode):
+    """A cell that counts what is read from it or written to it: the characters of its source
+    (``meter["source"]``) and the reads of its metadata (``meter["metadata"]``). A join that
+    rebuilt the growing source for each part, or looked back over the cells for each one, would
+    touch a number of them that grows with the square of the cells' count."""
+
+    meter = {"source": 0, "metadata": 0}
+
+    def _count(self, key, value):
+        if key == "source":
+            self.meter["source"] += len(value)
+        elif key == "metadata":
+            self.meter["metadata"] += 1
+        return value
+
+    def __getitem__(self, key):
+        return self._count(key, super().__getitem__(key))
+
+    def get(self, key, default=None):
+        return self._count(key, super().get(key, default)) if key in self else default
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, self._count(key, value))
+
+
 def test_split_cells_are_joined_in_linear_time_with_one_note_per_answer():
     from autograde.grading import _repair_cells
 
     meta = {"nbgrader": {"grade_id": "a", "solution": True, "grade": False, "locked": False, "schema_version": 3}}
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(f"x{i} = {i}\n", metadata=json.loads(json.dumps(meta))) for i in range(60_000)]
-    began = time.monotonic()
+    nb.cells = [_MeteredCell(nbformat.v4.new_code_cell(f"x{i} = {i}\n", metadata=json.loads(json.dumps(meta)))) for i in range(60_000)]
+    size = sum(len(dict.__getitem__(cell, "source")) for cell in nb.cells)
+    _MeteredCell.meter.update(source=0, metadata=0)
     notes = _repair_cells(nb, {"a"})
-    assert time.monotonic() - began < 5 and len(nb.cells) == 1 and nb.cells[0].source.endswith("x59999 = 59999\n")
+    work = dict(_MeteredCell.meter)
+    assert len(nb.cells) == 1 and nb.cells[0].source.endswith("x59999 = 59999\n")
     assert notes == ["answer cell a was split in 60,000 parts; the parts were joined for grading"]
+    # linear: every part's source read about once and the joined one written once; a few metadata
+    # reads per cell (a quadratic join touches about 60,000 times more)
+    assert size <= work["source"] <= 4 * size, (work, size)
+    assert work["metadata"] <= 10 * 60_000, work
 
 
 def test_a_dict_of_colliding_keys_is_refused_before_it_is_built():
@@ -320,11 +355,17 @@ def test_a_runner_that_floods_callbacks_is_stopped_at_the_call_limit(tmp_path):
     from autograde.judging import judge
 
     runner = judge.Runner([sys.executable, "-c", FLOODER], dict(os.environ), str(tmp_path), call_timeout=2.0)
-    began = time.monotonic()
-    with pytest.raises(judge.RunnerFailed, match="stopped reading"):
-        runner.call("f", (), {}, {"g": lambda: "x" * 10_000})
-    assert time.monotonic() - began < 6
-    runner.kill()
+    deadlines, send = [], runner.send
+    runner.send = lambda message, deadline=None: deadlines.append(deadline) or send(message, deadline)
+    try:
+        with pytest.raises(judge.RunnerFailed, match=r"\(2 s per call\): it stopped reading"):
+            runner.call("f", (), {}, {"g": lambda: "x" * 10_000})
+        # the call and every callback answered during it shared one deadline: answering callbacks
+        # never extends the call past its limit, and the runner was stopped there
+        assert len(deadlines) > 1 and len(set(deadlines)) == 1 and None not in deadlines, deadlines
+        assert not runner.alive()
+    finally:
+        runner.kill()
 
 
 def test_hidden_random_inputs_depend_on_the_salt_only_when_grading():
