@@ -29,7 +29,7 @@ the learner's functions answering from the sandbox.
 
 The public checks in the open part of the cell belong to the ideas too: each
 ``@checks.case(idea='...')`` names the idea it is about, and the judge runs it (from the
-instructor's source, not the learner's copy) as part of that idea, before the idea's hidden
+instructor's source, not the learner's copy) as part of that idea, after the idea's hidden
 asserts. An answer that fails a public check therefore never keeps that idea's points. So that
 the judge can run it outside the learner's kernel, the open part is self-contained: it imports
 what it uses, and reads nothing of the notebook but the learner's functions that ``uses`` names

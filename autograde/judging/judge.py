@@ -9,9 +9,9 @@ turned into ``pass`` change nothing here.
 
 A TODO's score is the sum of the points of its ideas that passed (``ideas.py``), except
 that a TODO still raising ``NotImplementedError`` (left as released) earns nothing. An idea
-passes when the public checks that name it (the grade cell's open part, read from the
-instructor's source and run here with the same proxies) and its hidden asserts all pass: an
-answer that fails a public check the learner could see never keeps that idea's points.
+passes when its hidden asserts and the public checks that name it (the grade cell's open part,
+read from the instructor's source and run here with the same proxies) all pass: an answer that
+fails a public check the learner could see never keeps that idea's points.
 """
 
 from __future__ import annotations
@@ -356,8 +356,9 @@ def judge_cell(test: dict, solutions: dict[str, str], session: Session, cells: l
 
 
 def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCase], points: float) -> dict:
-    """Run each idea of ``spec``: first the public checks that name it, then its hidden asserts,
-    the learner's functions already bound in both namespaces. Returns the cell's result."""
+    """Run each idea of ``spec``: its hidden asserts (whose messages are written for the feedback),
+    then the public checks that name it, the learner's functions already bound in both namespaces.
+    Returns the cell's result."""
     results, unfinished, broken = [], False, None
     for item in spec.ideas:
         entry = {"id": item.id, "text": item.text, "points": item.points, "earned": 0.0, "status": "passed", "message": ""}
@@ -367,11 +368,10 @@ def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCa
             continue
         where = ""  # which check failed: a public one is named by its label, as the learner saw it
         try:
+            item.check()
             for case in (c for c in public if c.idea == item.id):
                 where = f"public check “{case.label}”: "
                 case.check()
-            where = ""
-            item.check()
             entry["earned"] = item.points
         except NotImplementedError:
             unfinished = True

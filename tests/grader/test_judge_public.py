@@ -138,3 +138,18 @@ def test_check_refuses_public_checks_the_judge_cannot_run():
     assert "no public check names the idea 'two'" in " ".join(ideas.check_public(spec, head + case("idea='one'")))
     assert "read ['WORK'] from the notebook" in " ".join(ideas.check_public(spec, good + "ITEMS = list(WORK)\n"))
     assert "must not call" in " ".join(ideas.check_public(spec, good + "f(0)\n"))
+
+
+def test_todo0_checks_hold_the_same_work_items_as_the_notebook():
+    """TODO 0's public checks carry WORK's items themselves (the judge runs them outside the
+    notebook): they are the items the notebook defines and draws."""
+    import ast
+
+    import nbformat
+
+    cells = nbformat.read(ROOT / "solutions" / "01_what_can_overlap.ipynb", as_version=4).cells
+    given = next(c.source for c in cells if c.cell_type == "code" and c.source.startswith("WORK = ["))
+    work = next(ast.literal_eval(n.value) for n in ast.parse(given).body if isinstance(n, ast.Assign) and n.targets[0].id == "WORK")
+    public = course_cells()[0]["todo0_check_overlap"]["public"]
+    raw = next(n.value for n in ast.parse(public).body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "_raw")
+    assert ast.literal_eval(raw.generators[0].iter) == work
