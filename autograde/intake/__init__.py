@@ -301,8 +301,13 @@ def _record(intake: Intake, student: str, stem: str, chosen: Candidate, how: str
         intake.notes.append(f"{student}/{stem}: marked late by the LMS ({shown(chosen.entry.name)})")
     if chosen.lms:
         held = intake.students.get(student)
+        attachments = dict((held or {}).get("attachments", {}))
+        if chosen.lms.get("submission_id"):  # Canvas: each file's own attachment id (a page handed back goes under it)
+            attachments[stem] = chosen.lms["submission_id"]
         if held is None or int(chosen.lms.get("submission_id") or 0) > int(held.get("submission_id") or 0):
             intake.students[student] = dict(chosen.lms)
+        if attachments:
+            intake.students[student]["attachments"] = attachments
 
 
 def _apply_stamps(intake: Intake, stamps: list, lms_ids: dict, present: set[str] | None = None) -> None:

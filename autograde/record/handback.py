@@ -85,6 +85,11 @@ def hand_back(course: Course, out: Path, format: str = "zip") -> tuple[Path, dic
                 unmatched.append(student)
                 continue
             entries += [(_lms_name(format, lms, page), page) for page in files]
+        if not entries:
+            raise UnusableInput(
+                f"no student of {out} came from a {format} download (the intake saw: "
+                f"{', '.join(sorted({n.get('layout', '?') for n in names.values()})) or 'no LMS'}): use the format of the LMS they came from"
+            )
         where = target / f"{format}_feedback.zip"
         _write_zip(where, entries)
     return where, {
@@ -101,7 +106,10 @@ def _safe(text: str) -> str:
 def _lms_name(format: str, lms: dict, page: Path) -> str:
     """A page's name in the LMS's own layout (from the names its download used)."""
     if format == "canvas":
-        return f"{_safe(lms['name'])}_{_safe(lms['lms_id'])}_{_safe(lms.get('submission_id', '0'))}_feedback_{page.name}"
+        # Canvas's re-upload attaches a file as a comment under the submission attachment its name gives: each
+        # page goes under the file the student sent for that notebook (the newest file's id where none is known)
+        attachment = (lms.get("attachments") or {}).get(page.stem) or lms.get("submission_id", "0")
+        return f"{_safe(lms['name'])}_{_safe(lms['lms_id'])}_{_safe(attachment)}_feedback_{page.name}"
     # Moodle's importer (feedback/file/importziplib.php) splits a path's first part on "_" and needs the
     # participant id second: the name may hold spaces, never "_" (nor a path), as Moodle's own download writes it
     name = re.sub(r"[\x00-\x1f\x7f_/\\:*?\"<>|]+", " ", str(lms["name"])).strip(" .") or "Participant"
