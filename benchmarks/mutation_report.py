@@ -19,7 +19,8 @@ Per TODO it prints: mutants generated; equivalent (listed, each with its reason,
 benchmarks/mutation_equivalents.json, and checked to pass everything); killed by the public checks;
 killed by the hidden ideas alone; survivors (no idea lost in the judge, and not equivalent);
 "public-killed, no idea lost" (a public check fails and the judge keeps full marks: 0 by
-construction); "hidden-only" (a hidden idea lost while every public check passes); and, as notes
+construction); "hidden-only" (a hidden idea lost while every public check passes); "no lost idea
+named" (hidden ideas lost, and no failing public check names any of them); and, as notes
 (listed with --details), "idea not named" (some public check fails, but not one naming an idea that
 the hidden asserts take: mostly a mutant that breaks the function for several ideas at once) and
 "> 1 idea" (a mutant that costs more than one idea; a plausible single slip, MISTAKES in
@@ -27,8 +28,9 @@ tests/submissions.py, costs one).
 
     python benchmarks/mutation_report.py [--details] [--todo todo1_solution]
 
-It exits 1 when a survivor, a public-killed mutant with no idea lost, a hidden-only mutant, or a
-stale equivalent (listed, but no longer made or now killed) is found.
+It exits 1 when a survivor, a public-killed mutant with no idea lost, a hidden-only mutant, a mutant
+whose failing public checks name none of the ideas it loses, or a stale equivalent (listed, but no
+longer made or now killed) is found.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ COLUMNS = [
     "survivors",
     "public-killed, no idea lost",
     "hidden-only",
+    "no lost idea named",
     "idea not named",
     "> 1 idea",
 ]
@@ -149,6 +152,9 @@ def run(solutions: list[str], details: bool) -> tuple[list[list], list[str], lis
             if killed_hidden and not killed_public:
                 counts["hidden-only"] += 1
                 problems.append(f"{solution}: hidden ideas {sorted(got['hidden'])} lost, every public check passes: {key}")
+            if got["hidden"] and not got["hidden"] & got["named"]:
+                counts["no lost idea named"] += 1
+                problems.append(f"{solution}: hidden ideas {sorted(got['hidden'])} lost, the failing public checks name none of them: {key}")
             unnamed = got["hidden"] - got["named"]
             if killed_public and unnamed:
                 counts["idea not named"] += 1
