@@ -29,13 +29,15 @@ used at all raises ``UnusableInput``.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import re
 import shutil
+import tempfile
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,7 +45,7 @@ from ..course import UnusableInput
 from ..matching import normalize, walk_notebooks
 from ..model import STUDENT_ID
 from .layouts import LAYOUTS, choose_layout, inbound_name
-from .readers import READERS, Candidate, exchange_time, pattern_time
+from .readers import READERS, Candidate, exchange_time, pattern_time, why_not
 from .source import Entry, Limits, Refused, Source, list_folder, problem, shown, zip_directory
 
 MAX_CSV_BYTES = 10 * 1024 * 1024  # a roster or timestamps CSV
@@ -133,15 +135,47 @@ def read_submissions(
         context = {"assignment": assignment, "pattern": pattern or "", "limits": limits, "trust_owners": trust_owners}
         context["form"] = _exchange_form(root, entries, assignment) if found == "exchange" else ""
         candidates = READERS[found](files, entries, context)
-        _fresh_dest(dest)
-        intake = Intake(dest, found, problems=files.problems + problems, roster=people, notes=files.notes)
-        _place(files, candidates, notebooks, people, lms_ids, intake)
+        with tempfile.TemporaryDirectory(prefix="course-intake-zips-") as scratch, contextlib.ExitStack() as opened:
+            candidates = unpack_zips(files, candidates, Path(scratch), opened)
+            _fresh_dest(dest)
+            intake = Intake(dest, found, problems=files.problems + problems, roster=people, notes=files.notes)
+            _place(files, candidates, notebooks, people, lms_ids, intake)
     _apply_stamps(intake, stamps, lms_ids)
     submitted = {p.name for p in dest.iterdir() if p.is_dir()}
     intake.missing = sorted(set(people) - submitted)
     marker = {"layout": found, "students": len(submitted), "problems": intake.problems, "notes": intake.notes}
     (dest / MARKER).write_text(json.dumps(marker, indent=1, ensure_ascii=False), encoding="utf-8")
     return intake
+
+
+def unpack_zips(files: Source, candidates: list[Candidate], scratch: Path, opened: contextlib.ExitStack) -> list[Candidate]:
+    """A student's own zip of notebooks: the notebooks in it become that student's files (their time, late mark
+    and LMS names those of the zip), read with the limits an LMS zip is read with. One level only: a zip inside
+    it is not opened. Whatever cannot be read is that student's named problem."""
+    found = []
+    for item in candidates:
+        if not item.filename.lower().endswith(".zip"):
+            found.append(item)
+            continue
+        target = scratch / f"{len(list(scratch.iterdir()))}.zip"
+        try:
+            files.copy(item.entry, target)
+            inner = opened.enter_context(Source(target, files.limits))
+        except (Refused, UnusableInput) as exc:
+            why = str(exc).replace(str(target), "it")  # the scratch copy's path means nothing to the instructor
+            files.problems.append(problem(shown(item.entry.name), shown(item.raw_id), f"a zip of notebooks that cannot be opened: {why}"))
+            continue
+        files.notes.append(f"{shown(item.raw_id)}: {shown(item.filename)} unpacked ({len(inner.entries)} files)")
+        for bad in inner.problems:
+            files.problems.append(problem(f"{shown(item.entry.name)}/{bad['file']}", shown(item.raw_id), bad["problem"]))
+        for entry in inner.entries:
+            named = Entry((*item.entry.parts, *entry.parts), entry.size, entry.date, entry.ref, entry.refused)
+            why = why_not(entry, files.limits) or ("a zip inside a zip: not opened" if entry.parts[-1].lower().endswith(".zip") else "")
+            if why:
+                files.problems.append(problem(shown(named.name), shown(item.raw_id), why))
+                continue
+            found.append(replace(item, entry=named, filename=entry.parts[-1], source=inner))
+    return found
 
 
 def _exchange_form(root: tuple[str, ...], entries: list[Entry], assignment: str) -> str:
@@ -256,7 +290,7 @@ def _place(files: Source, candidates: list[Candidate], notebooks, people: dict, 
             intake.problems.append(problem(shown(chosen.entry.name), student, f"more than {files.limits.per_student} notebooks: not written"))
             continue
         try:
-            files.copy(chosen.entry, intake.folder / student / f"{stem}.ipynb")
+            (chosen.source or files).copy(chosen.entry, intake.folder / student / f"{stem}.ipynb")
         except Refused as exc:
             intake.problems.append(problem(shown(chosen.entry.name), student, str(exc)))
             continue

@@ -44,6 +44,7 @@ class Candidate:
     basis: str = "file date"  # what ``order`` is
     late: bool = False
     lms: dict = field(default_factory=dict)  # what the LMS called the student
+    source: Source | None = None  # where ``entry`` is read from when not the source itself (a student's own zip)
 
 
 def why_not(entry: Entry, limits: Limits, filename: str | None = None) -> str:
@@ -51,11 +52,13 @@ def why_not(entry: Entry, limits: Limits, filename: str | None = None) -> str:
     name = (filename or entry.parts[-1]).lower()
     if entry.refused:
         return entry.refused
+    if name.endswith(".zip"):
+        return ""  # a student's zip of notebooks: opened as an LMS zip is (unpack_zips)
     if name.endswith(ARCHIVES):
-        return "an archive inside the submission: not opened (submit the notebooks themselves)"
+        return "an archive other than a zip inside the submission: not opened (submit the notebooks, or a .zip of them)"
     if not name.endswith(".ipynb"):
         return "not a notebook (.ipynb): not used"
-    if entry.size > limits.file_bytes:
+    if entry.size > limits.file_bytes and not name.endswith(".zip"):
         return f"{entry.size / 2**20:.1f} MB, over the {limits.file_bytes / 2**20:g} MB limit for a submitted notebook: not extracted"
     return ""
 

@@ -326,3 +326,29 @@ def test_extensions_keyed_by_lms_id_stop_the_run(tmp_path):
         timeout=120,
     )
     assert run.returncode == 2 and "501 (the LMS id of ann)" in run.stderr + run.stdout, run.stderr
+
+
+# -- a student who uploads one zip of their notebooks ---------------------------------------------------------------------------
+
+
+def test_a_students_zip_of_notebooks_is_unpacked_with_the_lms_zips_limits(tmp_path):
+    inner = write_zip(tmp_path / "mine.zip", {f"work/{NB1}.ipynb": notebook("alice", NB1), f"{NB2}.ipynb": notebook("alice", NB2)})
+    nested = write_zip(tmp_path / "nested.zip", {"again.zip": inner.read_bytes(), "../up.ipynb": b"{}"})
+    members = {
+        "doealice_1001_9001_mine.zip": inner.read_bytes(),
+        f"roebob_1002_9002_{NB1}.ipynb": notebook("bob", NB1),
+        "roebob_1002_9003_nested.zip": nested.read_bytes(),
+    }
+    result = intake(write_zip(tmp_path / "canvas.zip", members), tmp_path)
+    assert tree(result.folder) == {
+        "1001": {f"{NB1}.ipynb": notebook("alice", NB1), f"{NB2}.ipynb": notebook("alice", NB2)},
+        "1002": {f"{NB1}.ipynb": notebook("bob", NB1)},
+    }
+    bob = dict((p["file"], p["problem"]) for p in result.problems if p["student_id"] == "1002")
+    assert bob == {
+        "roebob_1002_9003_nested.zip/again.zip": "a zip inside a zip: not opened",
+        "roebob_1002_9003_nested.zip/../up.ipynb": "a path that climbs out of the archive (..): refused",
+    }
+    many = write_zip(tmp_path / "many.zip", {f"n{i}.ipynb": b"{}" for i in range(30)})
+    result = intake(write_zip(tmp_path / "c2.zip", {"doealice_1001_9001_many.zip": many.read_bytes()}), tmp_path / "b", limits=Limits(files=29))
+    assert tree(result.folder) == {} and "30 entries" in problems_of(result, "1001")[0]
