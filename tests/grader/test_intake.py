@@ -349,7 +349,7 @@ def test_hostile_members_are_refused_and_named(tmp_path):
     assert "absolute" in found["/etc/cron.d/escaped.ipynb"][1] and "absolute" in found["C:\\Windows\\escaped.ipynb"][1]
     assert found[f"alice/{NB2}.ipynb"] == ("alice", "a symbolic link: refused (submissions must be plain files)")
     assert found[f"bob/{NB1}.ipynb"][0] == "bob" and "not a plain file" in found[f"bob/{NB1}.ipynb"][1]
-    assert found["bob/inner.zip"] == ("bob", "a zip of notebooks that cannot be opened: it is not a readable zip file (BadZipFile: File is not a zip file)")
+    assert found["bob/inner.zip"][0] == "bob" and "a zip of notebooks that cannot be opened: it is not a readable zip" in found["bob/inner.zip"][1]
     assert not (tmp_path / "escaped.ipynb").exists() and not any(tmp_path.rglob("escaped.ipynb"))
 
 
