@@ -459,7 +459,8 @@ def test_the_leftover_check_sees_what_outlives_its_command():
 
     proc, left = run_leaving_nothing([sys.executable, "-c", DETACHED], grace=1.0)
     assert proc.returncode == 0, proc.stderr
-    assert sorted(left) == ["sleep 417", "sleep 418"], left
+    # sleep 417 runs once Popen returns; the shell's sleep 418 may still be on its way (sh, nohup)
+    assert "sleep 417" in left and any("418" in c for c in left) and all("417" in c or "418" in c for c in left), left
 
 
 def test_memory_blowup_stops_only_that_notebook(attacked):
