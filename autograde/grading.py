@@ -448,16 +448,12 @@ def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bo
     elif outcome.get("out_of_memory") and "scores" not in outcome:
         record.update(status="out_of_memory", detail=f"over the {options.memory_limit / GiB:g} GiB limit: the kernel was stopped")
     elif not graded.is_file() or "scores" not in outcome:
-        if "OutputLimitExceeded" in text:
-            record.update(status="output_limit", detail=_last_error(text, ("OutputLimitExceeded",)).split("OutputLimitExceeded: ")[-1])
-        elif "MemoryError" in text and "Traceback" in log:
-            record.update(status="out_of_memory", detail="the grading process ran out of memory on this notebook's output")
-        elif "DeadKernelError" in text or "kernel died" in text.lower():
-            record.update(status="kernel_died", detail=_last_error(text, ("DeadKernelError", "Kernel died")))
-        elif "CellTimeoutError" in text:
-            record.update(status="timeout", detail=f"a cell ran past {options.cell_timeout} s and ignored the interrupt")
-        else:
-            record.update(status="error", detail=_last_error(text))
+        # why it stopped, as the worker wrote it where it caught it; with no word from the worker, an error
+        # whose detail is the last error line of its logs (a status is never read from log text)
+        said = outcome.get("outcome") if isinstance(outcome.get("outcome"), dict) else {}
+        status = said.get("status") if said.get("status") in STATUS_TEXT else "error"
+        detail = said.get("detail") if isinstance(said.get("detail"), str) and said.get("detail") else _last_error(text)
+        record.update(status=status, detail=detail[:300])
     else:
         record["scores"] = outcome["scores"]
         record["manual"] = outcome.get("manual", {})

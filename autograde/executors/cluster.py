@@ -428,6 +428,8 @@ def check_outcome(outcome, points: dict[str, float], manual_ids: set[str]) -> No
                 f"an idea of {gid!r}",
             )
     need(isinstance(outcome.get("load_errors", []), list), "load_errors not a list")
+    said = outcome.get("outcome", {}) or {}
+    need(isinstance(said, dict) and all(isinstance(said.get(k, ""), str) for k in ("status", "detail")), "outcome malformed")
 
 
 def check_result(result, student: str, names: set[str], file_limit: int) -> list[dict]:

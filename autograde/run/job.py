@@ -109,6 +109,8 @@ class Worker:
         from nbgrader.coursedir import CourseDirectory
         from traitlets.config.loader import PyFileConfigLoader
 
+        from .preprocessors import CappedExecute
+
         assignment, student = self.settings["assignment"], self.student
         os.chdir(jobdir)
         os.environ[LANGUAGE_ENV] = edition_of(jobdir)  # a kernel nbgrader starts itself inherits it
@@ -119,7 +121,7 @@ class Worker:
         api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
         clock = time.monotonic()
         result: dict = {"autograde": api.autograde(assignment, student, force=True, create=True), "timings": {}}
-        over_output_limit = "OutputLimitExceeded" in str(result["autograde"].get("error", ""))
+        over_output_limit = (CappedExecute.failure or {}).get("status") == "output_limit"
         if (
             self.kernel is not None
             and self.kernel.reused
@@ -133,6 +135,8 @@ class Worker:
             self.kernel.start(jobdir)
             result["autograde"] = api.autograde(assignment, student, force=True, create=True)
             result["timings"]["retried_in_fresh_kernel"] = 1
+        if CappedExecute.failure is not None:  # what stopped it, said where it was caught (grading reads it)
+            result["outcome"] = dict(CappedExecute.failure)
         result["timings"]["autograde"] = round(time.monotonic() - clock, 3)
         if self.kernel is not None:
             # kernels started for this student up to the one that ran this notebook (not the next one's)
@@ -352,17 +356,26 @@ def main(argv: list[str]) -> int:
         for jobdir in jobdirs:
             (jobdir / "started.tmp").write_text(repr(time.time()))
             os.replace(jobdir / "started.tmp", jobdir / "started")
-            result = worker.grade(jobdir)
+            try:
+                result = worker.grade(jobdir)
+            except MemoryError:  # this process, not the kernel: the notebook's output did not fit
+                result = {"outcome": {"status": "out_of_memory", "detail": "the grading process ran out of memory on this notebook's output"}}
+                _write_result(jobdir, result)
+                raise
             for step in ("autograde", "feedback"):  # nbgrader's logs quote the notebook: the parent reads a bounded part
                 for key in ("log", "error"):
                     if isinstance(result.get(step, {}).get(key), str):
                         result[step][key] = result[step][key][-MAX_LOG:]
-            tmp = jobdir / "result.json.tmp"
-            tmp.write_text(json.dumps(result), encoding="utf-8")
-            os.replace(tmp, jobdir / "result.json")
+            _write_result(jobdir, result)
     finally:
         worker.close()
     return 0
+
+
+def _write_result(jobdir: Path, result: dict) -> None:
+    tmp = jobdir / "result.json.tmp"
+    tmp.write_text(json.dumps(result), encoding="utf-8")
+    os.replace(tmp, jobdir / "result.json")
 
 
 if __name__ == "__main__":

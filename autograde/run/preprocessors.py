@@ -59,7 +59,12 @@ class CappedExecute(Execute):
     # each of a student's notebooks in turn; None: start and shut down a kernel per notebook
     shared_kernel = None
 
+    # why the last notebook's run stopped, as the place that caught it knows it ({"status", "detail"}; None:
+    # it ran to its end): the worker writes it into result.json, and the record's status is read from there
+    failure: dict | None = None
+
     def preprocess(self, nb, resources=None, km=None):
+        CappedExecute.failure = None
         self._kept, self._received, self._noted = 0, 0, set()
         lender = type(self).shared_kernel
         if lender is None or km is not None:
@@ -81,6 +86,13 @@ class CappedExecute(Execute):
             lender.release(clean)
 
     def _run(self, nb, resources, km):
+        try:
+            return self._stopped_at_limits(nb, resources, km)
+        except BaseException as exc:
+            CappedExecute.failure = failure_of(exc, self.timeout)
+            raise
+
+    def _stopped_at_limits(self, nb, resources, km):
         try:
             return super().preprocess(nb, resources, km)
         except OutputLimitExceeded:
@@ -129,6 +141,22 @@ class CappedExecute(Execute):
             return None
         self._kept += size
         return super().process_message(msg, cell, cell_index)
+
+
+def failure_of(exc: BaseException, cell_timeout) -> dict:
+    """A record's status and detail for what stopped a notebook's run (model.STATUS_TEXT's keys)."""
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    text = " ".join(str(exc).split())[:300]
+    if isinstance(exc, OutputLimitExceeded):
+        return {"status": "output_limit", "detail": text.removeprefix("OutputLimitExceeded: ")}
+    if isinstance(exc, DeadKernelError) or "Kernel died" in text:
+        return {"status": "kernel_died", "detail": text or "the kernel died"}
+    if isinstance(exc, CellTimeoutError):
+        return {"status": "timeout", "detail": f"a cell ran past {cell_timeout} s and ignored the interrupt"}
+    if isinstance(exc, MemoryError):
+        return {"status": "out_of_memory", "detail": "the grading process ran out of memory on this notebook's output"}
+    return {"status": "error", "detail": f"{type(exc).__name__}: {text}"}
 
 
 class CapOutputs(NbGraderPreprocessor):

@@ -631,3 +631,23 @@ def test_a_kernel_info_reply_the_client_cannot_read_is_no_answer():
             PromptClient._handle_kernel_info_reply(self, reply)
 
     assert asyncio.run(PromptClient._answered(Client(), {"mine"}, time.monotonic() + 5)) is False
+
+
+def test_a_stopped_notebooks_status_is_said_where_it_was_caught():
+    """The worker writes why a notebook stopped (result.json's outcome), from the exception it caught; grading
+    reads the status from there, never from the words of a log."""
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    from autograde.run.kernels import OutputLimitExceeded
+    from autograde.run.preprocessors import failure_of
+
+    said = {
+        "output_limit": failure_of(OutputLimitExceeded("OutputLimitExceeded: the notebook sent more than 64 MiB"), 30),
+        "kernel_died": failure_of(DeadKernelError("Kernel died"), 30),
+        "timeout": failure_of(CellTimeoutError("A cell timed out while it was being executed, after 30 seconds."), 30),
+        "out_of_memory": failure_of(MemoryError(), 30),
+        "error": failure_of(ValueError("a log that mentions DeadKernelError and OutputLimitExceeded"), 30),
+    }
+    assert {status: found["status"] for status, found in said.items()} == {status: status for status in said}
+    assert said["output_limit"]["detail"] == "the notebook sent more than 64 MiB"
+    assert said["timeout"]["detail"] == "a cell ran past 30 s and ignored the interrupt"
