@@ -257,7 +257,7 @@ def build_hardening_batch(subs: Path, with_many_files: bool = True) -> dict[str,
 
 # ---------------------------------------------------------------- what a grading leaves running
 # Run as ``python -c LEFTOVERS REPORT COMMAND...``. It makes itself a child subreaper (Linux), so
-# that every process COMMAND starts, however it detaches (a new session, a double fork), stays its
+# that every process COMMAND starts, however it detaches (setsid, a double fork), stays its
 # descendant: an orphan is handed to the nearest subreaper above it, not to the machine's init.
 # After COMMAND exits it gives what is still running a grace period to end (a worker server
 # leaving with its grading process), then writes the command lines of the rest to REPORT as JSON,

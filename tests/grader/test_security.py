@@ -446,7 +446,7 @@ def test_output_flood_is_cut(attacked):
 
 def test_nothing_a_submission_started_outlives_grading(attacked):
     """Nothing the two gradings started runs after they end: no kernel, runner or sandbox, and
-    not atk_detached's sleeps (new sessions, one of them orphaned). Only these gradings' own
+    not atk_detached's sleeps (detached with setsid, one of them orphaned). Only these gradings' own
     processes are looked at (tests/hostile.py, run_leaving_nothing), never another grading's."""
     assert attacked["leftovers"] == []
     assert attacked["grades"]["atk_detached"]["todo4_plan_decode"] == 2
