@@ -101,10 +101,35 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="the final table from the gradebook: automatic and manual scores together (CSV)")
     export.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
     export.add_argument("--db-url", metavar="URL", help="the gradebook, if not the one OUT records")
-    export.add_argument("--to", type=Path, help="the CSV to write (default: OUT/final_grades.csv, OUT/canvas_grades.csv, OUT/moodle_grades.csv)")
-    export.add_argument("--format", choices=("csv", "canvas", "moodle"), default="csv", help="csv (every column), or the LMS's grade import layout")
-    export.add_argument("--roster", type=Path, metavar="CSV", help="student_id, lms_id, name (and email, section): the LMS's ids")
-    export.add_argument("--column", metavar="NAME", help="the LMS's grade column (Canvas: 'Assignment name (assignment id)')")
+    export.add_argument(
+        "--to",
+        type=Path,
+        help="the CSV to write (default: OUT/final_grades.csv, OUT/canvas_grades.csv, OUT/moodle_grades.csv; moodle_worksheet.csv beside it)",
+    )
+    export.add_argument(
+        "--format",
+        choices=("csv", "canvas", "moodle"),
+        default="csv",
+        help="csv (every column); canvas (its gradebook import); moodle (the gradebook's CSV import and the assignment's offline grading worksheet)",
+    )
+    export.add_argument(
+        "--roster",
+        type=Path,
+        metavar="CSV",
+        help="student_id, lms_id (Canvas user id, or Moodle participant id), and optionally name, email, section, login, sis_user_id, id_number",
+    )
+    export.add_argument("--column", metavar="NAME", help="the grade column's title (Canvas: 'Title (assignment id)' also gives the id)")
+    export.add_argument("--assignment-id", metavar="N", help="Canvas: the assignment's id (the N of /assignments/N); 'new' lets Canvas create one")
+    export.add_argument(
+        "--late-unknown",
+        choices=("refuse", "least-penalty"),
+        default="refuse",
+        help="an LMS file under a late policy when a student's lateness is unknown: refuse (the default: exit 2, naming them), "
+        "or take the least penalty the facts allow (none without a time; one started day or hour for the LMS's late mark)",
+    )
+    export.add_argument(
+        "--omit-unmatched", action="store_true", help="leave students without the LMS's id out of an LMS file (default: exit 2, naming them)"
+    )
     similarity = sub.add_parser("similarity", help="OUT/similarity.html and .json: the most similar answers per TODO (reads OUT, runs nothing)")
     similarity.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
     similarity.add_argument("--threshold", type=float, help="the score from which a pair is flagged (default 0.7)")
@@ -373,8 +398,26 @@ def cmd_export(course: Course, args) -> int:
         roster = read_roster(args.roster, problems)  # the rows grade accepted, the same rows named
         for problem in problems:
             print(f"roster problem: {problem['file']}: {problem['problem']}", file=sys.stderr)
-    target, info = export(course, args.out, args.db_url, args.to, args.format, roster, args.column)
-    print(f"wrote {target}: {info['students']} student(s) from {info['db_url']}, {info['pending']} written answer(s) still pending")
+    target, info = export(
+        course,
+        args.out,
+        args.db_url,
+        args.to,
+        args.format,
+        roster,
+        args.column,
+        assignment_id=args.assignment_id,
+        late_unknown=args.late_unknown,
+        omit_unmatched=args.omit_unmatched,
+    )
+    written = " and ".join(str(path) for path in info["written"])
+    print(f"wrote {written}: {info['students']} student(s) from {info['db_url']}, {info['pending']} written answer(s) still pending")
+    if info["omitted"]:
+        print(f"WARNING: left out of the LMS file (no LMS id): {', '.join(info['omitted'])}", file=sys.stderr)
+    if info["least_penalty"]:
+        print(f"note: the least late penalty was taken for {', '.join(info['least_penalty'])} (their lateness is unknown)", file=sys.stderr)
+    if args.format == "canvas" and args.assignment_id == "new":
+        print("WARNING: no assignment id: Canvas's import will create a NEW assignment", file=sys.stderr)
     if info["needs_review"]:
         shown = ", ".join(info["needs_review"][:10]) + (" ..." if len(info["needs_review"]) > 10 else "")
         print(

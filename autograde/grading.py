@@ -49,8 +49,8 @@ from .publish.leaks import secret_lines
 from .publish.release import generate
 from .record import gradebook
 from .record.exporters import add_csp, add_wrapping
-from .record.late import LateSpec, late_text, notebook_late, save_spec
-from .record.tables import cell_value, score_row, write_csv
+from .record.late import LateSpec, late_text, lms_flags, load_spec, notebook_late, save_spec
+from .record.tables import cell_value, late_columns, score_row, write_csv
 from .run.job import EDITION_FILE, SUBMISSION_DIGEST
 from .run.launch import prestart as start_worker_server
 from .run.launch import start_worker
@@ -1160,8 +1160,9 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     book = {"db_url": gradebook.mask_url(db_url), "notebooks_recorded": writer.merged, "error": gradebook_error}
     for record in records:
         record["late"] = late_of(late, record, max_points)
+    summary = _report(course, out, graded_cells, records, notes, len(students) + len(unseen), sandbox, db_url, book, late)
+    for record in records:  # the late line: the penalty _report settled on the score grades.csv counts
         note_late(out, record, late, page_words(course).get(record.get("edition", "en"), {}))
-    summary = _report(course, out, graded_cells, records, notes, len(students) + len(unseen), sandbox, db_url, book)
     if cluster:
         summary["cluster"] = cluster
         write_json_atomic(out / "summary.json", summary)
@@ -1220,24 +1221,24 @@ def note_late(out: Path, record: dict, spec: LateSpec, words: dict[str, str]) ->
 
 
 def late_of(spec: LateSpec, record: dict, max_points: dict[str, float]) -> dict:
-    """A notebook's late facts (record/late.py) from its automatic score (a person's later score
-    counts in the export, which works the penalty out again)."""
+    """A notebook's late facts (record/late.py) from its automatic score, for the gradebook while the
+    batch runs; ``_report`` settles the penalty again on the score grades.csv counts (a person's too)."""
     if record.get("status") in ("missing", "invalid_student_id"):
         return {"penalty": 0.0}  # nothing was submitted: nothing was late
     score = sum(float(v) for v in record.get("scores", {}).values()) if record.get("status") == "graded" else 0.0
     return notebook_late(spec, record["student_id"], record["notebook"], score, max_points.get(record["notebook"], 0.0))
 
 
-def _student_row(student: str, per_nb: dict[str, dict], graded_cells: list[Exercise], stored: dict) -> dict:
-    """A student's row of grades.csv (tables.score_row, without the export's manual_total)."""
+def _student_row(student: str, per_nb: dict[str, dict], graded_cells: list[Exercise], stored: dict, late: LateSpec, flagged=()) -> dict:
+    """A student's row of grades.csv (tables.score_row, without the export's manual_total); the late
+    penalty settled on the scores the row counts (tables.late_columns), kept in each record's facts."""
     row = score_row(student, graded_cells, lambda e: cell_value(e, stored.get(e.grade_id), per_nb.get(e.notebook, {})))
     del row["manual_total"]
+    submitted = [nb for nb, r in per_nb.items() if r.get("status") not in ("missing", "invalid_student_id")]
+    settled = late_columns(row, graded_cells, late, submitted, flagged)
+    for notebook in submitted:
+        per_nb[notebook]["late"] = settled.facts[notebook]
     row[EDITION_COLUMN] = "+".join(sorted({r["edition"] for r in per_nb.values() if r.get("edition")}))
-    lates = [r.get("late", {}) for r in per_nb.values()]
-    unknown = any("problem" in late for late in lates)
-    penalty = round(sum(late.get("penalty", 0.0) for late in lates), 6)
-    row["late_penalty"] = "unknown" if unknown else penalty
-    row["final_total"] = round(row["total"] - penalty, 6)
     return row
 
 
@@ -1268,6 +1269,7 @@ def _report(
     sandbox: dict,
     db_url: str | None = None,
     book: dict | None = None,
+    late: LateSpec | None = None,
 ) -> dict:
     """grades.csv (one row per student: each cell's score, a reflection not yet graded by a
     person as ``pending``, a person's score on an answer changed since as ``review`` (not
@@ -1287,7 +1289,19 @@ def _report(
     for r in records:
         by_student.setdefault(r["student_id"], {})[r["notebook"]] = r
         notes.setdefault(r["student_id"], []).extend(f"{r['notebook']}.ipynb: {note}" for note in r.get("matching_notes", []))
-    rows = [_student_row(student, per_nb, graded_cells, stored.get(student, {})) for student, per_nb in sorted(by_student.items())]
+    late = late or load_spec(out)
+    flags = lms_flags(out)
+    rows = [
+        _student_row(student, per_nb, graded_cells, stored.get(student, {}), late, flags.get(student, ()))
+        for student, per_nb in sorted(by_student.items())
+    ]
+    if db_url and not (book or {}).get("error") and late.active:  # nbgrader's own penalty: the one grades.csv took
+        try:
+            gradebook.record_penalties(
+                db_url, course.assignment, {s: {nb: r.get("late", {}).get("penalty", 0.0) for nb, r in per.items()} for s, per in by_student.items()}
+            )
+        except gradebook.GradebookError as exc:
+            book = {**(book or {}), "error": str(exc)}
     problems = [
         _problem(student, nb, per_nb[nb])
         for student, per_nb in sorted(by_student.items())

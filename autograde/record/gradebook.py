@@ -255,6 +255,34 @@ def _record_late(submission, submitted, late: dict) -> None:
             submission.timestamp = when
 
 
+def record_penalties(url: str, assignment: str, penalties: dict[str, dict[str, float]]) -> int:
+    """Set nbgrader's ``late_submission_penalty`` of each (student, notebook) in ``penalties`` to the
+    penalty the score tables settled (record/late.py's ``settle``, on the score a person's grades
+    included), so that formgrader and ``nbgrader export`` agree with them. Returns how many changed."""
+    from nbgrader.api import MissingEntry
+
+    changed = 0
+    with open_gradebook(url) as book:
+        try:
+            for student, per in penalties.items():
+                for notebook, penalty in per.items():
+                    try:
+                        submitted = book.find_submission_notebook(notebook, assignment, student)
+                    except MissingEntry:
+                        continue
+                    value = penalty or None  # nbgrader keeps None for none
+                    if submitted.late_submission_penalty != value:
+                        submitted.late_submission_penalty = value
+                        changed += 1
+            book.db.commit()
+        except Exception as exc:
+            book.db.rollback()
+            raise GradebookError(
+                f"cannot record the late penalties in the gradebook {mask_url(url)}: {type(exc).__name__}: {mask_text(str(exc), url)[:500]}"
+            ) from None
+    return changed
+
+
 def read_scores(url: str, assignment: str) -> dict[str, dict[str, dict]]:
     """{student: {grade_id: {"auto", "manual", "extra", "max", "manual_cell", "notebook", "needs_manual_grade"}}}
     for the assignment."""

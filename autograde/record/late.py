@@ -10,6 +10,18 @@ The deadline is one for the module or one per notebook; an extension moves one s
 The submission time comes from the intake (nbgrader's exchange timestamp, a file name, a timestamps
 CSV). A notebook with a deadline and no known submission time is a named problem: it is never
 taken to be on time silently (its penalty is left at zero and its row says ``unknown``).
+
+An LMS's own late mark (Canvas's ``LATE_`` in its download: OUT/intake.json ``late_in_lms``) counts
+when no time is known for that notebook: it says late, not how late. It is charged the least penalty
+lateness implies (one second late: all of it under ``zero``, one started day or hour under a
+deduction); when more lateness could cost more, the notebook stays ``unknown`` (the least penalty is
+a lower bound) until its time is given or the instructor accepts the least penalty. A time, when
+there is one, wins over the mark. Each notebook's ``basis`` says which: ``time``, ``lms_flag``,
+``unknown``.
+
+The penalty is taken from the notebook's score as the table counts it: the judge's scores and a
+person's where present (``settle``); every table, the gradebook, the feedback page and the class
+report take it from there.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ import datetime as dt
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,21 +163,92 @@ def penalty_points(policy: Policy, late_seconds: float, score: float, max_points
     return round(max(0.0, min(deduction, score - floor, score)), 6)
 
 
-def notebook_late(spec: LateSpec, student: str, notebook: str, score: float, max_points: float) -> dict:
-    """The late facts of one notebook: submitted_at, deadline, seconds late, penalty, or a problem."""
+FOREVER = 1e12  # seconds: late past any deduction's reach
+
+
+def notebook_late(spec: LateSpec, student: str, notebook: str, score: float, max_points: float, flagged: bool = False) -> dict:
+    """The late facts of one notebook scored ``score`` (as the table counts it) of ``max_points``:
+    submitted_at, deadline, seconds late, penalty and its ``basis``, or a problem. ``flagged``: the
+    LMS marked the submission late (used only when no time is known)."""
     deadline = spec.deadline_for(student, notebook)
     if not spec.active or deadline is None:
         return {"penalty": 0.0}
     submitted = spec.times.get(student, {}).get(notebook) or spec.times.get(student, {}).get("*")
+    if submitted is None and flagged:
+        least, most = penalty_points(spec.policy, 1, score, max_points), penalty_points(spec.policy, FOREVER, score, max_points)
+        facts = {"penalty": least, "deadline": deadline.isoformat(), "basis": "lms_flag", "lms_late": True}
+        if most > least:  # how late decides how much: the least is only a lower bound
+            unit = "hour" if spec.policy.unit_seconds == UNITS["hour"] else "day"
+            facts["problem"] = (
+                f"marked late by the LMS, not how late: at least {least:g} point(s) (one started {unit}), up to {most:g}; "
+                "give the submission time in a timestamps CSV"
+            )
+        return facts
     if submitted is None:
-        return {"penalty": 0.0, "deadline": deadline.isoformat(), "problem": "no submission time is known: give it in a timestamps CSV"}
+        return {
+            "penalty": 0.0,
+            "deadline": deadline.isoformat(),
+            "basis": "unknown",
+            "problem": "no submission time is known: give it in a timestamps CSV",
+        }
     late = (submitted - deadline).total_seconds()
     return {
         "penalty": penalty_points(spec.policy, late, score, max_points),
         "deadline": deadline.isoformat(),
         "submitted_at": submitted.isoformat(),
         "late_seconds": max(0.0, late),
+        "basis": "time",
     }
+
+
+UNKNOWN_CHOICES = ("refuse", "least-penalty")  # what an LMS export does with a lateness nobody knows
+
+
+@dataclass
+class Settled:
+    """One student's late penalty: each submitted notebook's facts, the penalty taken (the least
+    one where lateness is unknown) and the notebooks whose lateness is unknown."""
+
+    facts: dict[str, dict]
+    penalty: float
+    unknown: list[str]
+
+    def columns(self, total: float, accept_unknown: bool = False) -> dict:
+        """``late_penalty`` (``unknown`` while a notebook's lateness is, unless the instructor
+        accepted the least penalty) and ``final_total``: the total less the penalty taken."""
+        shown = "unknown" if self.unknown and not accept_unknown else self.penalty
+        return {"late_penalty": shown, "final_total": round(total - self.penalty, 6)}
+
+    def basis(self, accept_unknown: bool = False) -> str:
+        """How each notebook's penalty was decided, for the table: ``notebook=time`` (a submission
+        time), ``=lms_flag`` (the LMS's late mark, no time), ``=unknown`` (neither); ``(least)`` when
+        the instructor accepted the least penalty for one whose lateness is unknown."""
+        parts = []
+        for notebook, facts in sorted(self.facts.items()):
+            if "basis" in facts:
+                accepted = "(least)" if accept_unknown and notebook in self.unknown else ""
+                parts.append(f"{notebook}={facts['basis']}{accepted}")
+        return " ".join(parts)
+
+
+def settle(spec: LateSpec, student: str, scores: dict[str, tuple[float, float]], flagged: Iterable[str] = ()) -> Settled:
+    """The one rule from scores to a penalty: ``scores`` maps each notebook the student submitted to
+    (its score as the table counts it: the judge's and a person's where present, max points);
+    ``flagged``: the notebooks the LMS marked late. Every writer (grades.csv, the export, the
+    gradebook, the feedback page, the class report) takes its penalty from here."""
+    flagged = set(flagged)
+    facts = {nb: notebook_late(spec, student, nb, score, top, nb in flagged) for nb, (score, top) in scores.items()}
+    penalty = round(sum(f["penalty"] for f in facts.values()), 6)
+    return Settled(facts, penalty, sorted(nb for nb, f in facts.items() if "problem" in f))
+
+
+def lms_flags(out: Path) -> dict[str, list[str]]:
+    """{student: notebooks the LMS marked late} as the last intake found them (OUT/intake.json)."""
+    try:
+        found = json.loads((out / "intake.json").read_text(encoding="utf-8")).get("late_in_lms") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {str(s): [str(nb) for nb in nbs] for s, nbs in found.items() if isinstance(nbs, list)} if isinstance(found, dict) else {}
 
 
 def unsubmitted(out: Path) -> set[tuple[str, str]]:

@@ -40,6 +40,7 @@ TAIL = (
     "needs_review",
     "late_penalty",
     "final_total",
+    "late_basis",
     "edition",
 )  # not exercise columns
 NEEDED = ("student_id", "total", "max_total", "pending", "needs_review")
@@ -111,6 +112,10 @@ def _read_scores(out: Path, path: Path) -> tuple[list[str], list[dict]]:
                 row[name] = value if value in (PENDING, REVIEW) else _number(value, f"{where}, column {name}")
             for name in ("total", "max_total", "pending", "needs_review"):
                 row[name] = _number(raw.get(name), f"{where}, column {name}")
+            # the final score as the table settled it (tables.late_columns): the report never works a penalty out itself
+            final = raw.get("final_total")
+            row["final_total"] = _number(final, f"{where}, column final_total") if final not in (None, "") else row["total"]
+            row["late_penalty"] = raw.get("late_penalty") or ""
             rows.append(row)
     return columns, rows
 
@@ -382,13 +387,21 @@ def build_report(course: Course, out: Path, language: str = "en") -> dict:
     ideas = _idea_rates(course, records, n_students, words)
     lates = [r.get("late", {}) for r in records]
     late = {
-        "late_notebooks": sum(bool(x.get("late_seconds")) for x in lates),
-        "penalty_points": round(sum(x.get("penalty", 0.0) for x in lates), 6),
+        "late_notebooks": sum(bool(x.get("late_seconds") or x.get("lms_late")) for x in lates),
+        # the scores file's own penalty (total less final_total), so the report and the table agree
+        "penalty_points": round(sum(row["total"] - row["final_total"] for row in rows), 6),
         "unknown_times": sum("problem" in x for x in lates),
+        "students_unknown": sum(row["late_penalty"] == "unknown" for row in rows),
     }
+    score_section["final"] = _stats([row["final_total"] for row in rows])
+    written: dict[str, set] = {}  # the editions from the log, as grades.csv has them (final_grades.csv has none)
+    for record in records:
+        if isinstance(record.get("edition"), str) and record["edition"]:
+            written.setdefault(record["student_id"], set()).add(record["edition"])
     editions: dict[str, int] = {}
     for row in rows:
-        editions[row["edition"] or "none"] = editions.get(row["edition"] or "none", 0) + 1
+        edition = "+".join(sorted(written.get(row["student_id"], ()))) or row["edition"] or "none"
+        editions[edition] = editions.get(edition, 0) + 1
     problems = _problems(records, summary, rows)
     timing = _timing(records)
 
@@ -586,7 +599,8 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 <h1>Class report | 班级报告 · {{ data.assignment }}</h1>
 <p>{{ data.students }} student(s), {{ data.notebooks_graded }} of {{ data.records }} notebook(s) graded.
 Editions submitted: {% for lang, n in data.editions|dictsort %}{{ lang }} {{ n }}{{ ", " if not loop.last }}{% endfor %}.
-Late notebooks: {{ data.late.late_notebooks }} ({{ num(data.late.penalty_points) }} penalty point(s))
+Late notebooks: {{ data.late.late_notebooks }} ({{ num(data.late.penalty_points) }} penalty point(s) in <code>{{ s.from }}</code>;
+final totals after it: mean {{ mean(s.final.mean) }}, median {{ mean(s.final.median) }})
 {%- if data.late.unknown_times %}; {{ data.late.unknown_times }} without a known submission time{% endif %}.
 Scores from <code>{{ s.from }}</code>.</p>
 {% for w in data.warnings %}<p class="warn">{{ w }}</p>{% endfor %}

@@ -1,6 +1,6 @@
 """The score tables the grader writes (``grades.csv`` after grading, ``final_grades.csv`` from
-``export``): one rule for a cell's value and the totals, shared by both, and CSV files safe to open
-in a spreadsheet.
+``export``): one rule for a cell's value, the totals and the late penalty (``late_columns``), shared
+by both and by the LMS files, and CSV files safe to open in a spreadsheet.
 
 A cell that starts with ``=``, ``+``, ``-`` or ``@`` (or a tab or carriage return before one)
 is read by Excel, LibreOffice and Google Sheets as a formula, and a formula can fetch URLs or
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..model import PENDING, REVIEW
 from . import gradebook
+from .late import LateSpec, Settled, settle
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -81,3 +82,22 @@ def score_row(student: str, cells: list, value) -> dict:
     row["pending"] = sum(row[e.grade_id] == PENDING for e in cells if e.manual)
     row["needs_review"] = sum(row[e.grade_id] == REVIEW for e in cells)
     return row
+
+
+def notebook_scores(row: dict, cells: list, notebooks) -> dict[str, tuple[float, float]]:
+    """{notebook: (its score as the row counts it, its max points)} for ``notebooks``: every number in
+    the row's cells (the judge's scores, a person's where given); ``pending`` and ``review`` count 0."""
+    found = {}
+    for notebook in notebooks:
+        mine = [e for e in cells if e.notebook == notebook]
+        found[notebook] = (sum(row[e.grade_id] for e in mine if not isinstance(row[e.grade_id], str)), sum(e.points for e in mine))
+    return found
+
+
+def late_columns(row: dict, cells: list, spec: LateSpec, notebooks, flagged=(), accept_unknown: bool = False) -> Settled:
+    """Put ``late_penalty`` and ``final_total`` in a score row: the penalty on each submitted notebook's
+    score as the row counts it (``late.settle``), taken from the row's ``total``. Every table calls
+    this: grades.csv, final_grades.csv and the LMS files cannot disagree on a student's final score."""
+    settled = settle(spec, row["student_id"], notebook_scores(row, cells, notebooks), flagged)
+    row.update(settled.columns(row["total"], accept_unknown))
+    return settled

@@ -35,7 +35,7 @@ def graded(tmp_path_factory):
     spec = LateSpec(parse_policy("deduct:10%/day,floor:20%"), DEADLINE, times={s: {NB: t} for s, t in SUBMITTED.items()})
     summary = grade_batch(Course.load(), subs, out, Options(workers=2, progress=False), late=spec)
     rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
-    return {"out": out, "rows": rows, "summary": summary, "spec": spec}
+    return {"out": out, "rows": rows, "summary": summary, "spec": spec, "subs": subs}
 
 
 def _expected(rows: dict, student: str, seconds: float) -> float:
@@ -102,33 +102,76 @@ def test_the_export_and_the_report_carry_the_penalty(graded):
 def test_lms_exports_match_the_import_layouts(graded, tmp_path):
     """Canvas's gradebook import (its export's first columns, then 'Assignment (id)') and Moodle's
     CSV import (an identifier column and a grade column), with the LMS ids from a roster; the grade
-    is the final total, after the late penalty. (No real LMS import was tried here.)"""
+    is the final total, after the late penalty. A student whose lateness is unknown (no_time) stops
+    an LMS file until the instructor accepts the least penalty. (No real LMS import was tried here.)"""
     import subprocess
     import sys
 
     out = graded["out"]
     roster = tmp_path / "roster.csv"
-    roster.write_text("student_id,lms_id,name\non_time,1001,Ada Lovelace\none_second_late,1002,Alan Turing\n", encoding="utf-8")
+    people = "on_time,1001,Ada Lovelace\none_second_late,1002,Alan Turing\nten_days_late,1003,Grace Hopper\nno_time,1004,Ed Dijkstra\n"
+    roster.write_text("student_id,lms_id,name\n" + people, encoding="utf-8")
     for fmt, header in (
         ("canvas", ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Serving Overlap (4242)"]),
         ("moodle", ["ID number", "Full name", "Email address", "Serving Overlap (4242)"]),
     ):
-        proc = subprocess.run(
-            [sys.executable, "-m", "autograde", "export", str(out), "--format", fmt, "--roster", str(roster), "--column", "Serving Overlap (4242)"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        command = [sys.executable, "-m", "autograde", "export", str(out), "--format", fmt, "--roster", str(roster)]
+        command += ["--column", "Serving Overlap (4242)"]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2 and "no_time (" in proc.stderr, proc.stderr  # its lateness is unknown
+        proc = subprocess.run([*command, "--late-unknown", "least-penalty"], capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
         with open(out / f"{fmt}_grades.csv", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             assert reader.fieldnames == header
             rows = list(reader)
-        by_id = {r["SIS User ID" if fmt == "canvas" else "ID number"]: r for r in rows}
-        late = by_id["one_second_late"]
+        by_id = {r["ID" if fmt == "canvas" else "ID number"]: r for r in rows}
+        late = by_id["1002" if fmt == "canvas" else "one_second_late"]
         assert float(late["Serving Overlap (4242)"]) == pytest.approx(float(graded["rows"]["one_second_late"]["final_total"]))
         if fmt == "canvas":
-            assert late["ID"] == "1002" and late["Student"] == "Alan Turing"
+            assert late["Student"] == "Alan Turing" and late["SIS User ID"] == ""
+
+
+def test_a_persons_score_is_in_the_penalty_of_every_table_and_the_gradebook(graded, tmp_path):
+    """A person scores ten_days_late's reflections in the gradebook (as formgrader does): the export
+    takes the floor's penalty from the total with them, and writes the same penalty into nbgrader's
+    gradebook; grading the class again gives grades.csv and the feedback page's late line the same penalty."""
+    import shutil
+    import subprocess
+    import sys
+
+    from nbgrader.api import Gradebook
+
+    out = tmp_path / "out"
+    shutil.copytree(graded["out"], out, ignore=shutil.ignore_patterns("*.lock"))
+    (out / ".gradebook.json").unlink()  # the copy's own gradebook, not the original's
+    url = f"sqlite:///{out / 'gradebook.db'}"
+    course = Course.load()
+    manual = [e for e in exercises(course) if e.notebook == NB and e.manual]
+    with Gradebook(url) as book:
+        for e in manual:
+            grade = book.find_grade(e.grade_id, NB, course.assignment, "ten_days_late")
+            grade.manual_score, grade.needs_manual_grade = e.points, False
+        book.db.commit()
+    proc = subprocess.run([sys.executable, "-m", "autograde", "export", str(out), "--db-url", url], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    final = {r["student_id"]: r for r in csv.DictReader(open(out / "final_grades.csv", encoding="utf-8"))}
+    row = final["ten_days_late"]
+    counted = float(row["auto_total"]) + sum(e.points for e in manual)
+    assert float(row["total"]) == pytest.approx(counted)
+    max_points = sum(e.points for e in exercises(course) if e.notebook == NB)
+    penalty = penalty_points(parse_policy("deduct:10%/day,floor:20%"), 10 * 86_400, counted, max_points)
+    assert penalty > float(graded["rows"]["ten_days_late"]["late_penalty"])  # the automatic points alone would lose less
+    assert float(row["late_penalty"]) == pytest.approx(penalty) and float(row["final_total"]) == pytest.approx(counted - penalty)
+    with Gradebook(url) as book:
+        assert book.find_submission_notebook(NB, course.assignment, "ten_days_late").late_submission_penalty == pytest.approx(penalty)
+    summary = grade_batch(course, graded["subs"], out, Options(workers=2, progress=False, db_url=url), late=graded["spec"])
+    assert summary["notebooks_graded"] == len(SUBMITTED) + 1
+    rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
+    assert float(rows["ten_days_late"]["late_penalty"]) == pytest.approx(penalty)
+    assert float(rows["ten_days_late"]["final_total"]) == pytest.approx(float(row["final_total"]))
+    page = html.unescape(re.sub(r"<[^>]+>", "", (out / "feedback" / "ten_days_late" / f"{NB}.html").read_text(encoding="utf-8")))
+    assert f"late penalty {penalty:g} point(s)" in page  # the page's late line takes the same penalty
 
 
 def _feedback(out, fmt: str):
@@ -151,4 +194,4 @@ def test_feedback_is_handed_back_as_zips_and_for_nbgraders_exchange(graded):
     assert proc.returncode == 0, proc.stderr
     assert (out / "handback" / "exchange" / "feedback" / "ten_days_late" / Course.load().assignment / f"{NB}.html").is_file()
     proc = _feedback(out, "canvas")
-    assert proc.returncode == 0 and "did not come from that LMS" in proc.stderr  # these came as folders, not from Canvas
+    assert proc.returncode == 2 and "came from a canvas download" in proc.stderr  # these came as folders, not from Canvas
