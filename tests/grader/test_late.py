@@ -81,3 +81,33 @@ def test_the_spec_comes_from_course_toml_and_the_command_line_wins(tmp_path):
     with pytest.raises(UnusableInput, match="needs a deadline"):
         late.late_spec({}, None, "zero", None)
     assert LateSpec.from_json(spec.to_json()) == spec
+
+
+def test_the_lms_late_mark_is_the_least_penalty_and_a_time_wins_over_it():
+    """Canvas's LATE_ says late, not how late: under zero that decides (all of it); under a deduction
+    the least penalty (one started day) is taken and the lateness stays unknown while more days could
+    cost more; a known time wins over the mark; without either, nothing is taken and it is unknown."""
+    scores = {"04_decode_start_gate": (8.0, 10.0)}
+    zero = late.settle(_spec("zero"), "cy", scores, flagged=["04_decode_start_gate"])
+    assert zero.penalty == 8.0 and zero.unknown == [] and zero.facts["04_decode_start_gate"]["basis"] == "lms_flag"
+    deduct = late.settle(_spec("deduct:10%/day"), "cy", scores, flagged=["04_decode_start_gate"])
+    assert deduct.penalty == 1.0 and deduct.unknown == ["04_decode_start_gate"]
+    assert deduct.columns(8.0) == {"late_penalty": "unknown", "final_total": 7.0}
+    assert deduct.columns(8.0, accept_unknown=True) == {"late_penalty": 1.0, "final_total": 7.0}
+    assert deduct.basis(accept_unknown=True) == "04_decode_start_gate=lms_flag(least)"
+    floored = late.settle(_spec("deduct:10%/day,floor:75%"), "cy", scores, flagged=["04_decode_start_gate"])
+    assert floored.penalty == 0.5 and floored.unknown == []  # one day already reaches the floor: how late no longer matters
+    timed = late.settle(_spec("deduct:10%/day", cy=DEADLINE), "cy", scores, flagged=["04_decode_start_gate"])
+    assert timed.penalty == 0.0 and timed.unknown == [] and timed.basis() == "04_decode_start_gate=time"
+    none = late.settle(_spec("deduct:10%/day"), "dee", scores)
+    assert none.penalty == 0.0 and none.unknown == ["04_decode_start_gate"] and none.basis() == "04_decode_start_gate=unknown"
+
+
+def test_the_penalty_is_taken_from_the_score_the_table_counts():
+    """A person's reflection scores are part of the score the penalty is taken from: under zero all of
+    it goes, under a floor the floor is measured against it."""
+    spec = _spec("zero", bob=DEADLINE + dt.timedelta(seconds=1))
+    assert late.settle(spec, "bob", {"04_decode_start_gate": (4.0, 4.0)}).penalty == 4.0
+    floor = _spec("deduct:25%/hour,floor:50%", bob=DEADLINE + dt.timedelta(hours=1))
+    assert late.settle(floor, "bob", {"04_decode_start_gate": (2.0, 4.0)}).penalty == 0.0  # the automatic 2 of 4: at the floor
+    assert late.settle(floor, "bob", {"04_decode_start_gate": (4.0, 4.0)}).penalty == 1.0  # with a person's 2: one hour's 25%
