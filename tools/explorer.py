@@ -250,13 +250,13 @@ def _make_controls(w) -> dict:
         style=style,
         layout=layout,
         disabled=True,
-        tooltip="choose a model preset: the payload is then prompt tokens × the model's KV bytes per token",
+        tooltip=N_("choose a model preset: the payload is then prompt tokens × the model's KV bytes per token"),
     )
     # a toggle button is 148 px wide unless told otherwise, which cuts "PCIe Gen5 (55 GB/s)": each is
     # as wide as its label, and the row wraps where a narrow output has no room for all of them
     buttons = {"button_width": "auto"}
-    c["link_buttons"] = w.ToggleButtons(options=["custom", *LINK_PRESETS], value="PCIe Gen5 (55 GB/s)", description="link preset", style=buttons)
-    c["model_buttons"] = w.ToggleButtons(options=["custom", *MODEL_PRESETS], value="custom", description="model preset", style=buttons)
+    c["link_buttons"] = w.ToggleButtons(options=_preset_options(LINK_PRESETS), value="PCIe Gen5 (55 GB/s)", description="link preset", style=buttons)
+    c["model_buttons"] = w.ToggleButtons(options=_preset_options(MODEL_PRESETS), value="custom", description="model preset", style=buttons)
     c["readout"] = w.HTML()
     c["readout"].add_class("handoff-readout")
     c["out"] = w.Output()
@@ -333,6 +333,11 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
     for name in ("payload", "gbps", "latency", "window", "other", "layers"):
         c[name].observe(redraw, names="value")
     redraw()
+
+
+def _preset_options(presets: dict) -> list[tuple[str, str]]:
+    """A preset row's (label, value) pairs: 'custom' is shown in the learner's language, its value stays 'custom'."""
+    return [(tr("custom"), "custom"), *((name, name) for name in presets)]
 
 
 def _boxed(w, c: dict):

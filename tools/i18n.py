@@ -19,7 +19,6 @@ translation.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -29,6 +28,7 @@ from pathlib import Path
 EDITIONS = ("en", "zh")
 ENV = "COURSE_LANG"
 FONT_FILE = Path(__file__).with_name("fonts") / "CourseSansCJK-Subset.otf"
+BOLD_FONT_FILE = FONT_FILE.with_name("CourseSansCJK-Bold-Subset.otf")
 FONT_FAMILY = "Course Sans CJK"
 
 
@@ -113,12 +113,26 @@ def _catalog(language: str) -> tuple[dict[str, str], list[tuple[tuple, str]]]:
     for message in catalog:
         if message.id and message.string and not message.fuzzy and isinstance(message.id, str):
             exact[message.id] = message.string
-            layout = _template_layout(message.id)
-            if layout is not None:
-                templates.append((layout, message.string))
+            msgid, translated = _merge_adjacent_fields(message.id, message.string)
+            layout = _template_layout(msgid)
+            if layout is not None and not _spaced_values(layout):
+                templates.append((layout, translated))
     # the most specific template first: the most literal text
     templates.sort(key=lambda item: -sum(len(part) for part in item[0] if isinstance(part, str)))
     return exact, templates
+
+
+def _merge_adjacent_fields(msgid: str, translated: str) -> tuple[str, str]:
+    """A template with values side by side (``{2}{3}{4}``, a sentence's optional clauses) read as
+    one value in the first field, where the translation keeps them side by side in the same order
+    (the value is then localized as a whole); otherwise unchanged."""
+    import re
+
+    for run in re.findall(r"(?<!\{)(?:\{\d+\}){2,}(?!\})", msgid):
+        if run in translated:
+            first = run[: run.index("}") + 1]
+            msgid, translated = msgid.replace(run, first), translated.replace(run, first)
+    return msgid, translated
 
 
 def _template_layout(msgid: str) -> tuple | None:
@@ -139,6 +153,15 @@ def _template_layout(msgid: str) -> tuple | None:
     if not any(isinstance(part, int) for part in layout) or not any(isinstance(part, str) and part.strip() for part in layout):
         return None
     return tuple(layout)
+
+
+def _spaced_values(layout: tuple) -> bool:
+    """Whether two of the template's values are apart by spaces only (a table's row): padding makes
+    where one ends ambiguous, so such a template is not matched (its columns are, one by one)."""
+    return any(
+        isinstance(part, str) and not part.strip() and isinstance(layout[i - 1], int) and isinstance(layout[i + 1], int)
+        for i, part in enumerate(layout[1:-1], 1)
+    )
 
 
 def _match(layout: tuple, text: str) -> dict[int, str] | None:
@@ -186,6 +209,28 @@ def N_(text: str) -> str:
     return text
 
 
+# Short labels that the notebooks' own code cells print or draw (a table's column, a figure's lane
+# or legend title): the catalog takes a code cell's strings of two words or more only, so these are
+# named here, and translated where they are shown.
+NOTEBOOK_LABELS = (
+    N_("link"),
+    N_("transfer"),
+    N_("ready at"),
+    N_("deadline"),
+    N_("register"),
+    N_("action"),
+    # notebook 05's table of cases: its columns, which its note below names
+    N_("window"),
+    N_("matmuls"),
+    N_("balance"),
+    N_("serial"),
+    N_("overlap"),
+    N_("ratio"),
+    N_("covered"),
+    N_("copy x"),
+)
+
+
 def tr(text: str, **values) -> str:
     """This package's string ``text`` in the learner's language, formatted with ``values``."""
     translated = _catalog(language())[0].get(text, text) if language() != "en" else text
@@ -198,8 +243,10 @@ def tr(text: str, **values) -> str:
 
 
 def localize(text: str) -> str:
-    """Text already rendered, in the learner's language (unchanged when nothing matches)."""
-    if not text or language() == "en":
+    """Text already rendered, in the learner's language (unchanged when nothing matches). A
+    template's values are localized too (a label put into a sentence), padded to the width they
+    had (a value padded into a column keeps its column)."""
+    if not text or language() == "en" or not _HAS_LETTERS(text):
         return text
     exact, templates = _catalog(language())
     if text in exact:
@@ -211,10 +258,170 @@ def localize(text: str) -> str:
         values = _match(layout, text)
         if values is not None:
             try:
-                return translated.format(*(values.get(i, "") for i in range(max(values) + 1)))
+                return translated.format(*(_localize_value(values.get(i, "")) for i in range(max(values) + 1)))
             except (IndexError, KeyError, ValueError):
                 return text
     return text
+
+
+@functools.lru_cache(maxsize=4)
+def _phrases(language: str):
+    """One pattern matching every catalog text of two words or more, longest first, as whole words."""
+    import re
+
+    exact = _catalog(language)[0]
+    texts = sorted((t for t in exact if " " in t.strip() and _HAS_LETTERS(t) and "{" not in t), key=len, reverse=True)
+    return re.compile(r"(?<![A-Za-z])(?:" + "|".join(re.escape(t) for t in texts) + r")(?![A-Za-z])") if texts else None
+
+
+def _substitute(text: str) -> str:
+    """Text that a notebook put together from catalog texts (a label joined to an action, clauses
+    joined to a sentence): each template that begins and ends with words, and each catalog text of
+    two words or more, found inside it, translated in place; the rest kept."""
+    if not text or language() == "en" or not _HAS_LETTERS(text):
+        return text
+    exact, templates = _catalog(language())
+    for layout, translated in templates:
+        first, last = layout[0], layout[-1]
+        if not (isinstance(first, str) and isinstance(last, str) and _HAS_LETTERS(first) and len(first.strip()) > 2):
+            continue
+        start = text.find(first)
+        while start >= 0:
+            end = text.find(last, start + len(first))
+            while end >= 0:
+                piece = text[start : end + len(last)]
+                values = _match(layout, piece)
+                if values is not None:
+                    try:
+                        new = translated.format(*(_localize_value(values.get(i, "")) for i in range(max(values) + 1)))
+                    except (IndexError, KeyError, ValueError):
+                        break
+                    text = text[:start] + new + text[start + len(piece) :]
+                    end = -1
+                else:
+                    end = text.find(last, end + 1)
+            start = text.find(first, start + 1)
+    pattern = _phrases(language())
+    return pattern.sub(lambda m: exact[m.group(0)], text) if pattern is not None else text
+
+
+def _HAS_LETTERS(text: str) -> bool:
+    return any("a" <= ch.lower() <= "z" for ch in text)
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a monospaced output: a Chinese (wide) character takes two."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _localize_value(value: str) -> str:
+    """A value matched in a template, localized when the catalog knows it whole, keeping its
+    padding: the spaces around it are trimmed by what the translation's extra width needs."""
+    core = value.strip()
+    translated = localize(core) if core else core
+    if translated == core:
+        translated = _substitute(core)
+    if translated == core:
+        return value
+    lead, trail = value[: len(value) - len(value.lstrip())], value[len(value.rstrip()) :]
+    excess = display_width(translated) - display_width(core)
+    if excess > 0:
+        cut = min(excess, len(trail))
+        trail, excess = trail[cut:], excess - cut
+        lead = lead[min(excess, len(lead)) :]
+    elif excess < 0 and (lead or trail):  # a padded value: padded back to its width
+        trail, lead = (trail + " " * -excess, lead) if trail else (trail, lead + " " * -excess)
+    return lead + translated + trail
+
+
+def localize_lines(text: str) -> str:
+    """Printed text in the learner's language: the whole text, else each line, else each column of
+    a line (cells apart by two or more spaces, as a printed table lays them out), the spaces
+    between them adjusted so that the table's columns stay aligned."""
+    if not text or language() == "en":
+        return text
+    whole = localize(text)
+    if whole != text:
+        return whole
+    return "\n".join(_localize_line(line) for line in text.split("\n"))
+
+
+def _localize_head(line: str) -> str:
+    """A line that begins with a template's text and goes on (a message followed by a list joined
+    to it): the head translated, the rest kept; the line itself when no template begins it."""
+    for layout, translated in _catalog(language())[1]:
+        if not isinstance(layout[-1], str) or not layout[-1].strip():
+            continue
+        end = line.find(layout[-1])
+        while end >= 0:
+            head = line[: end + len(layout[-1])]
+            values = _match(layout, head)
+            if values is not None and head != line:
+                try:
+                    return translated.format(*(_localize_value(values.get(i, "")) for i in range(max(values) + 1))) + line[len(head) :]
+                except (IndexError, KeyError, ValueError):
+                    break
+            end = line.find(layout[-1], end + 1)
+    return line
+
+
+def _localize_line(line: str) -> str:
+    """One printed line: whole, by its head (see _localize_head), by its columns, else the catalog
+    texts found inside it (see _substitute)."""
+    import re
+
+    translated = localize(line)
+    if translated == line and _HAS_LETTERS(line):
+        translated = _localize_head(line)
+    if translated != line or not _HAS_LETTERS(line):
+        return translated
+    parts = re.split(r"( {2,})", line)  # cell, gap, cell, gap, ... (a cell may be empty)
+    changed = False
+    for i in range(0, len(parts), 2):
+        core = parts[i]
+        new = (localize(core) if core in _catalog(language())[0] else _localize_words(core)) if core.strip() else core
+        if new == core:
+            continue
+        parts[i], changed = new, True
+        excess = display_width(new) - display_width(core)
+        first = not any(p.strip() for p in parts[:i])  # a row's label column is left-aligned: pad after it
+        for j in (i + 1, i - 1) if first else (i - 1, i + 1):  # else right-aligned, as numbers are
+            if 0 <= j < len(parts) and excess:
+                give = min(excess, len(parts[j]) - 1) if excess > 0 else excess  # one space is left at least
+                parts[j] = " " * (len(parts[j]) - give)
+                excess -= give
+    return "".join(parts) if changed else _substitute(line)
+
+
+def _localize_words(cell: str) -> str:
+    """A table header's cell of column names one space apart (``window matmuls balance``): each
+    name (or two-word name) the catalog knows, right-aligned in the width it had; the cell as it
+    is unless the catalog knows every name."""
+    exact = _catalog(language())[0]
+    words, out, i = cell.split(" "), [], 0
+    while i < len(words):
+        pair = " ".join(words[i : i + 2])
+        name = pair if i + 1 < len(words) and pair in exact else words[i]
+        if name not in exact:
+            return cell
+        translated = exact[name]
+        out.append(" " * max(0, display_width(name) - display_width(translated)) + translated)
+        i += len(name.split(" "))
+    return " ".join(out)
+
+
+def localize_label(text) -> str:
+    """A figure's text in the learner's language: whole, else line by line."""
+    if not isinstance(text, str) or not text or language() == "en":
+        return text
+    if "\n" in text:
+        by_line = "\n".join(localize(line) for line in text.split("\n"))
+        translated = by_line if by_line != text else localize(text)
+    else:
+        translated = localize(text)
+    return translated if translated != text else "\n".join(_substitute(line) for line in text.split("\n"))
 
 
 def localize_figure(fig) -> None:
@@ -223,12 +430,27 @@ def localize_figure(fig) -> None:
 
     for artist in fig.findobj(Text):
         text = artist.get_text()
-        if text:
-            translated = "\n".join(localize(line) for line in text.split("\n")) if "\n" in text else localize(text)
-            if translated == text and "\n" in text:
-                translated = localize(text)
-            if translated != text:
-                artist.set_text(translated)
+        translated = localize_label(text)
+        if translated != text:
+            artist.set_text(translated)
+
+
+def _localize_text_as_set() -> None:
+    """Translate every matplotlib text as it is set: a text set at draw time (a tick label, which
+    the axis sets from its formatter on every draw, a categorical axis's names) is translated
+    too, before the layout measures it. Once per process; English text is left alone."""
+    from matplotlib.text import Text
+
+    original = Text.set_text
+    if getattr(original, "_course_localized", False):
+        return
+
+    @functools.wraps(original)
+    def set_text(self, s):
+        return original(self, localize_label(s) if isinstance(s, str) and language() != "en" else s)
+
+    set_text._course_localized = True
+    Text.set_text = set_text
 
 
 def use_course_font() -> bool:
@@ -237,12 +459,10 @@ def use_course_font() -> bool:
         return False
     from matplotlib import font_manager, rcParams
 
-    if FONT_FAMILY not in {f.name for f in font_manager.fontManager.ttflist}:
-        font_manager.fontManager.addfont(str(FONT_FILE))
-        # the course ships the regular weight only: bold Chinese (a bold title) is drawn in it, without
-        # matplotlib's "Failed to find font weight bold" warning on every figure
-        regular = next(f for f in font_manager.fontManager.ttflist if f.name == FONT_FAMILY)
-        font_manager.fontManager.ttflist.append(dataclasses.replace(regular, weight=700))
+    registered = {f.fname for f in font_manager.fontManager.ttflist}
+    for file in (FONT_FILE, BOLD_FONT_FILE):  # regular and bold: a bold title is bold in Chinese too
+        if file.is_file() and str(file) not in registered:
+            font_manager.fontManager.addfont(str(file))
     # a generic family ("sans-serif") resolves to one font only: name them, so that a character
     # DejaVu Sans lacks is drawn from the CJK font (glyph-by-glyph fallback, Matplotlib >= 3.6)
     chosen = [f for f in rcParams["font.family"] if f not in ("sans-serif", "serif", "monospace", FONT_FAMILY)]
@@ -272,6 +492,7 @@ def install() -> str:
 
         print_figure._course_localized = True
         FigureCanvasBase.print_figure = print_figure
+    _localize_text_as_set()
     _localize_notebook_prints()
     _installed = True
     return lang
@@ -292,7 +513,7 @@ def _localize_notebook_prints() -> None:
 
     def print_localized(*args, **kwargs):
         if len(args) == 1 and isinstance(args[0], str):
-            args = (localize(args[0]),)
+            args = (localize_lines(args[0]),)
         return builtins.print(*args, **kwargs)
 
     shell.user_ns["print"] = print_localized

@@ -147,7 +147,7 @@ def draw_lanes(
     if any(bar.get("hatch") for bar in bars):
         from matplotlib.patches import Patch
 
-        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="waited (a conflict)"))
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label=N_("waited (a conflict)")))
     handles += list(extra_handles)
     if handles:
         add_legend(ax, handles)
@@ -374,7 +374,7 @@ def decision_map(
     ax.grid(False)
     drawn = [name for i, name in enumerate(names) if (grid == i).any()]
     if legend:
-        color_legend(ax, {name: colors[name] for name in drawn}, title="action")
+        color_legend(ax, {name: colors[name] for name in drawn}, title=N_("action"))
     if title:
         ax.set_title(title)
     return drawn

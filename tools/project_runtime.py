@@ -19,7 +19,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .i18n import localize
+from .i18n import localize, tr
 
 MARKER = "course.toml"
 ROOT_ENV = "LLM_ALGO_PROJECT_ROOT"  # the series' override variable
@@ -112,11 +112,13 @@ def where_results_go() -> str:
     root = find_project_root()
     if root:
         if os.environ.get(ROOT_ENV):
-            found = f"the course folder {ROOT_ENV} names"
+            found = tr("the course folder {variable} names", variable=ROOT_ENV)
         elif Path.cwd().resolve().is_relative_to(root):
-            found = "the course folder this notebook runs in"
+            found = tr("the course folder this notebook runs in")
         else:  # found above the installed runtime, not above the notebook: say so, it is not next to the notebook
-            found = f"the course folder of the installed course runtime, not next to this notebook (which runs in {Path.cwd().resolve()})"
+            found = tr(
+                "the course folder of the installed course runtime, not next to this notebook (which runs in {folder})", folder=Path.cwd().resolve()
+            )
         return localize(f"Results go to {path}: {found}; set {RESULTS_ENV} to choose another folder.")
     return localize(
         f"Results go to {path}: no course folder here, so a {STANDALONE_RESULTS}/ folder next to the notebook "

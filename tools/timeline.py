@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-ENGINE_LANES = {"cpu": "CPU", "sm": "GPU SMs", "copy_h2d": "copy engine H2D", "copy_d2h": "copy engine D2H", "nic": "NIC / network"}
+from .i18n import N_
+
+# lane names, translated where they are drawn
+ENGINE_LANES = {"cpu": "CPU", "sm": N_("GPU SMs"), "copy_h2d": N_("copy engine H2D"), "copy_d2h": N_("copy engine D2H"), "nic": N_("NIC / network")}
 ENGINE_ROLE = {"cpu": "cpu", "sm": "compute", "copy_h2d": "copy", "copy_d2h": "copy", "nic": "network"}
 
 

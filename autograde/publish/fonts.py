@@ -1,12 +1,14 @@
-"""The CJK font the learner runtime ships: Noto Sans CJK SC, subset to the characters the runtime
-catalogs draw (figure text, widget labels), renamed as the SIL Open Font License asks of a modified
-font. A fresh Colab or Kaggle kernel has no CJK font; without this, Chinese figure text is boxes."""
+"""The CJK font the learner runtime ships: Noto Sans CJK SC, regular and bold, subset to the
+characters the runtime catalogs draw (figure text, widget labels), renamed as the SIL Open Font
+License asks of a modified font. A fresh Colab or Kaggle kernel has no CJK font; without this,
+Chinese figure text is boxes, and without the bold weight a bold title mixes bold Latin with
+regular Chinese."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tools.i18n import FONT_FAMILY, FONT_FILE
+from tools.i18n import BOLD_FONT_FILE, FONT_FAMILY, FONT_FILE
 
 # where Debian's fonts-noto-cjk puts the collection (index 2 is Simplified Chinese)
 SYSTEM_FONT = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
@@ -19,14 +21,16 @@ def characters(texts) -> set[str]:
     return {ch for text in texts for ch in text if ord(ch) > 0x7F and not ch.isspace()}
 
 
-def missing_glyphs(texts, font: Path = FONT_FILE) -> list[str]:
-    """The CJK characters of ``texts`` that the shipped font cannot draw."""
+def missing_glyphs(texts, font: Path = FONT_FILE, bold: Path | None = BOLD_FONT_FILE) -> list[str]:
+    """The CJK characters of ``texts`` that the shipped font (either of its weights) cannot draw."""
     from fontTools.ttLib import TTFont
 
-    if not font.is_file():
-        return sorted(ch for ch in characters(texts) if _is_cjk(ch))
-    cmap = TTFont(font, lazy=True).getBestCmap()
-    return sorted(ch for ch in characters(texts) if _is_cjk(ch) and ord(ch) not in cmap)
+    wanted = {ch for ch in characters(texts) if _is_cjk(ch)}
+    missing: set[str] = set()
+    for file in (font, bold) if bold is not None else (font,):
+        cmap = TTFont(file, lazy=True).getBestCmap() if file.is_file() else {}
+        missing |= {ch for ch in wanted if ord(ch) not in cmap}
+    return sorted(missing)
 
 
 def _is_cjk(ch: str) -> bool:
@@ -35,7 +39,21 @@ def _is_cjk(ch: str) -> bool:
 
 
 def build_subset(texts, source: Path = SYSTEM_FONT, target: Path = FONT_FILE) -> tuple[int, int]:
-    """Write the subset of ``source`` that draws ``texts``; returns (characters, bytes)."""
+    """Write the subset of ``source`` that draws ``texts``, and of its bold sibling (the same file
+    name with ``Bold`` for ``Regular``, as Debian installs them) beside it; returns (characters,
+    bytes of the regular subset)."""
+    bold = source.with_name(source.name.replace("Regular", "Bold"))
+    if bold == source or not bold.is_file():
+        raise FileNotFoundError(f"{bold} is not here: the bold weight is cut from the file next to {source.name} (Debian's fonts-noto-cjk has both)")
+    count, size = _subset(texts, source, target, "Regular")
+    _subset(
+        texts, bold, target.with_name(BOLD_FONT_FILE.name) if target == FONT_FILE else target.with_name(target.stem + "-Bold" + target.suffix), "Bold"
+    )
+    return count, size
+
+
+def _subset(texts, source: Path, target: Path, weight: str) -> tuple[int, int]:
+    """Write the subset of ``source`` (of ``weight``) that draws ``texts``; returns (characters, bytes)."""
     from fontTools import subset
     from fontTools.ttLib import TTFont
 
@@ -55,7 +73,9 @@ def build_subset(texts, source: Path = SYSTEM_FONT, target: Path = FONT_FILE) ->
         if record.nameID in (1, 16):
             record.string = FONT_FAMILY
         elif record.nameID in (3, 4, 6):
-            record.string = FONT_FAMILY.replace(" ", "") + "-Regular" if record.nameID == 6 else f"{FONT_FAMILY} Regular"
+            record.string = FONT_FAMILY.replace(" ", "") + f"-{weight}" if record.nameID == 6 else f"{FONT_FAMILY} {weight}"
+        elif record.nameID in (2, 17):
+            record.string = weight
     target.parent.mkdir(parents=True, exist_ok=True)
     font.save(target)
     return len(wanted), target.stat().st_size

@@ -281,7 +281,7 @@ def test_every_explorer_preset_button_shows_its_whole_label():
             continue  # sized to its label
         assert width.endswith("px"), f"{group.description}: button width {width!r}"
         padding = 2 * 12  # the frontend's button padding
-        for label in group.options:
+        for label in group._options_labels:  # what the buttons show (an option may be a (label, value) pair)
             assert _text_width_px(label) + padding <= float(width[:-2]), (
                 f"{group.description}: {label!r} needs about {_text_width_px(label) + padding:.0f} px, the button is {width}"
             )

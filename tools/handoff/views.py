@@ -17,7 +17,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .. import presets
 from ..explorer import show_live_or_static, widget_box
-from ..i18n import N_, localize
+from ..i18n import N_, display_width, localize, tr
 from ..plotting import PALETTE, add_legend, draw_lanes, new_figure, readable
 from . import sim as handoff_sim
 
@@ -73,7 +73,12 @@ def summary_text(result: dict) -> str:
 
 
 # outcome counts (ok / recomputed / failed / rejected), TTFT percentiles, exposed and transfer time
-SUMMARY_COLUMNS = ("ok/rec/fail/rej", "TTFT p50/p95/p99 ms", "exposed/transfer ms", "link", "prefill")
+SUMMARY_COLUMNS = ("ok/rec/fail/rej", "TTFT p50/p95/p99 ms", N_("exposed/transfer ms"), N_("link"), N_("prefill"))
+
+
+def _right(text: str, width: int) -> str:
+    """``text`` right-aligned in ``width`` columns of monospaced output (a Chinese character takes two)."""
+    return " " * max(0, width - display_width(text)) + text
 
 
 def summary_table(results: dict[str, dict]) -> str:
@@ -82,7 +87,7 @@ def summary_table(results: dict[str, dict]) -> str:
     transfer ('ok': a recomputed request's transfer was cut short), link and prefill utilization."""
     width = max([len(label) for label in results] + [3])
     widths = (15, 19, 19, 4, 7)
-    lines = [f"{'run':>{width}}  " + "  ".join(f"{h:>{w}}" for h, w in zip(SUMMARY_COLUMNS, widths))]
+    lines = [_right(tr("run"), width) + "  " + "  ".join(_right(localize(h), w) for h, w in zip(SUMMARY_COLUMNS, widths))]
     for label, result in results.items():
         s = result["summary"]
         counts = "/".join(str(s["outcomes"][k]) for k in ("ok", "recomputed", "failed", "rejected"))
@@ -177,7 +182,7 @@ def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> Non
     for (label, vs), color in zip(series.items(), colors):
         if vs:
             mean = sum(vs) / len(vs)
-            label = f"{label}: {len(vs)} requests, mean {readable(mean, 2, fixed=True)} ms"
+            label = tr("{label}: {count} requests, mean {mean} ms", label=localize(label), count=len(vs), mean=readable(mean, 2, fixed=True))
             ax.hist(vs, bins=bins, color=color, alpha=0.6, edgecolor="black", linewidth=0.4, label=label)
     ax.set_xscale("log")
     # plain numbers at 1, 2 and 5 of each decade, and no minor labels: with less than a decade of
@@ -205,7 +210,7 @@ def _draw_panel(result: dict, title: str) -> None:
 
 
 def _title(values: dict) -> str:
-    faults = f", every fault at {values['fault_rate']:.0%}" if values["fault_rate"] else ", no faults"
+    faults = ", " + (tr("every fault at {rate}", rate=format(values["fault_rate"], ".0%")) if values["fault_rate"] else tr("no faults"))
     return f"{values['model']}, {values['link']}, {values['streaming']}, {readable(values['rate_per_s'], 3)} req/s{faults}"
 
 
@@ -234,8 +239,8 @@ def _build_widgets(steps: dict, first: dict):
     rate = w.FloatSlider(
         value=PANEL_DEFAULTS["rate_per_s"], min=1, max=40, step=1, description="arrivals (req/s)", style=style, layout=layout, continuous_update=False
     )
-    link = w.Dropdown(options=list(presets.LINK_PRESETS), value=PANEL_DEFAULTS["link"], description="link", style=style)
-    model = w.Dropdown(options=list(presets.MODEL_PRESETS), value=PANEL_DEFAULTS["model"], description="model", style=style)
+    link = w.Dropdown(options=list(presets.LINK_PRESETS), value=PANEL_DEFAULTS["link"], description=N_("link"), style=style)
+    model = w.Dropdown(options=list(presets.MODEL_PRESETS), value=PANEL_DEFAULTS["model"], description=N_("model"), style=style)
     streaming = w.ToggleButtons(options=["whole", "layerwise"], value=PANEL_DEFAULTS["streaming"], description="KV sent")
     fault = w.FloatSlider(
         value=PANEL_DEFAULTS["fault_rate"],

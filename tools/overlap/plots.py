@@ -3,7 +3,7 @@ one overlapped run per stream."""
 
 from __future__ import annotations
 
-from ..i18n import N_
+from ..i18n import N_, localize, tr
 from ..plotting import PALETTE, ROLE, binary_size, draw_lanes, new_figure
 
 
@@ -24,21 +24,28 @@ def plot_result(result: dict, source: str = "") -> None:
     fig, axes = new_figure(rows=1, cols=2, height=3.8)
     _serial_vs_overlap(axes[0], cases)
     _prediction(axes[1], cases)
-    fig.suptitle(f"{result['run_mode']} on {where}{' · ' + source if source else ''}", fontsize=11)
+    title = tr("{mode} on {device}", mode=result["run_mode"], device=where)
+    fig.suptitle(title + (" · " + localize(source) if source else ""), fontsize=11)
     _show()
     balanced = max((c for c in cases if c["window"] == "calibrated"), key=lambda c: c["payload_mib"], default=cases[-1])
     fig, ax = new_figure(height=2.4)
     t = balanced["timeline"]
-    lanes = ["copy (stream / thread 1)", "compute (stream / thread 2)"]
+    lanes = [N_("copy (stream / thread 1)"), N_("compute (stream / thread 2)")]
     draw_lanes(
         ax,
         [
-            {"lane": lanes[0], "start": t["copy_start"], "end": t["copy_end"], "label": f"copy {balanced['payload_mib']} MiB", "role": "copy"},
+            {
+                "lane": lanes[0],
+                "start": t["copy_start"],
+                "end": t["copy_end"],
+                "label": tr("copy {mib} MiB", mib=balanced["payload_mib"]),
+                "role": "copy",
+            },
             {
                 "lane": lanes[1],
                 "start": t["compute_start"],
                 "end": t["compute_end"],
-                "label": f"{balanced['matmul_count']} matmuls",
+                "label": tr("{count} matmuls", count=balanced["matmul_count"]),
                 "role": "compute",
             },
         ],
@@ -49,7 +56,7 @@ def plot_result(result: dict, source: str = "") -> None:
 
 
 def _serial_vs_overlap(ax, cases: list[dict]) -> None:
-    labels = [f"{c['payload_mib']:g} MiB\n{c['window']}" for c in cases]
+    labels = [f"{c['payload_mib']:g} MiB\n{localize(c['window'])}" for c in cases]
     x = range(len(cases))
     ax.bar([i - 0.2 for i in x], [c["serial_median_ms"] for c in cases], width=0.4, color=ROLE["exposed"], label="serial (median)")
     ax.bar([i + 0.2 for i in x], [c["overlap_median_ms"] for c in cases], width=0.4, color=ROLE["hidden"], label="overlapped (median)")
@@ -66,7 +73,13 @@ def _prediction(ax, cases: list[dict]) -> None:
     top = 0.0
     for window, color in colors.items():
         sel = [c for c in cases if c["window"] == window]
-        ax.scatter([c["predicted_overlap_ms"] for c in sel], [c["overlap_median_ms"] for c in sel], color=color, label=f"{window} window", zorder=3)
+        ax.scatter(
+            [c["predicted_overlap_ms"] for c in sel],
+            [c["overlap_median_ms"] for c in sel],
+            color=color,
+            label=tr("{window} window", window=window),
+            zorder=3,
+        )
         top = max([top] + [max(c["predicted_overlap_ms"], c["overlap_median_ms"]) for c in sel])
     ax.plot([0, top * 1.1], [0, top * 1.1], color="black", linewidth=1, linestyle="--", label="measured = predicted")
     ax.set_xlabel("predicted overlapped time (ms)\nmax(copy alone, compute alone)")
@@ -88,13 +101,18 @@ EVIDENCE_COLOURS = {  # the keys are legend entries, translated where the figure
 def evidence_rows(result: dict) -> list[tuple[str, dict, str, bool]]:
     """(label, evidence, verdict category, is a control) for each calibrated case, then each control."""
     rows = [
-        (f"{c['payload_mib']:g} MiB calibrated", c["overlap_evidence"], "confirmed" if c["overlap_evidence"]["confirmed"] else "not confirmed", False)
+        (
+            tr("{mib} MiB calibrated", mib=format(c["payload_mib"], "g")),
+            c["overlap_evidence"],
+            "confirmed" if c["overlap_evidence"]["confirmed"] else "not confirmed",
+            False,
+        )
         for c in result["cases"]
         if c["window"] == "calibrated"
     ]
     rows += [
         (
-            f"control: {c['name']}",
+            tr("control: {name}", name=c["name"]),
             c["overlap_evidence"],
             "control confirmed: instrument fault" if c["overlap_evidence"]["confirmed"] else "control, not confirmed (as it must be)",
             True,
@@ -155,14 +173,14 @@ def plot_controls(result: dict) -> None:
 def sketch_serial_vs_overlapped(copy_ms: float = 10.0, compute_ms: float = 10.0) -> None:
     """The two timelines of this notebook before any measurement: copy then compute on one stream,
     and the two on two streams at once (ideal: the total is the longer of the two)."""
-    lanes = ["copy engine", "SMs (compute)"]
+    lanes = [N_("copy engine"), N_("SMs (compute)")]
     fig, axes = new_figure(rows=2, cols=1, height=3.6, sharex=True)
     serial, overlapped = copy_ms + compute_ms, max(copy_ms, compute_ms)
     draw_lanes(
         axes[0],
         [
-            {"lane": lanes[0], "start": 0.0, "end": copy_ms, "label": "copy", "role": "copy"},
-            {"lane": lanes[1], "start": copy_ms, "end": serial, "label": "compute", "role": "compute"},
+            {"lane": lanes[0], "start": 0.0, "end": copy_ms, "label": N_("copy"), "role": "copy"},
+            {"lane": lanes[1], "start": copy_ms, "end": serial, "label": N_("compute"), "role": "compute"},
         ],
         lanes,
         title=f"Serial (one stream): compute waits for the copy, {serial:g} ms",
@@ -171,8 +189,8 @@ def sketch_serial_vs_overlapped(copy_ms: float = 10.0, compute_ms: float = 10.0)
     draw_lanes(
         axes[1],
         [
-            {"lane": lanes[0], "start": 0.0, "end": copy_ms, "label": "copy", "role": "copy"},
-            {"lane": lanes[1], "start": 0.0, "end": compute_ms, "label": "compute", "role": "compute"},
+            {"lane": lanes[0], "start": 0.0, "end": copy_ms, "label": N_("copy"), "role": "copy"},
+            {"lane": lanes[1], "start": 0.0, "end": compute_ms, "label": N_("compute"), "role": "compute"},
         ],
         lanes,
         title=f"Overlapped (two streams): both at once, {overlapped:g} ms (latency ratio {overlapped / serial:.2f})",
@@ -184,12 +202,12 @@ def sketch_serial_vs_overlapped(copy_ms: float = 10.0, compute_ms: float = 10.0)
 def evidence_label(ev: dict) -> str:
     """The verdict and both of its conditions, each with its limit, on two lines: e.g. 'not confirmed ·
     12/20 repeats (> 10 needed)' and 'copy x1.88 > 1.30 limit'."""
-    verdict = "confirmed" if ev["confirmed"] else "not confirmed"
+    verdict = tr("confirmed") if ev["confirmed"] else tr("not confirmed")
     slowdown, limit = ev["copy_slowdown"], ev["max_copy_slowdown"]
-    return (
-        f"{verdict} · {ev['overlapped_repeats']}/{ev['repeats']} repeats (> {ev['repeats'] / 2:g} needed)\n"
-        f"copy x{slowdown:.2f} {'>' if slowdown > limit else '≤'} {limit:.2f} limit"
-    )
+    needed, sign = format(ev["repeats"] / 2, "g"), ">" if slowdown > limit else "≤"
+    repeats = tr("{overlapped}/{repeats} repeats (> {needed} needed)", overlapped=ev["overlapped_repeats"], repeats=ev["repeats"], needed=needed)
+    copy = tr("copy x{slowdown} {sign} {limit} limit", slowdown=format(slowdown, ".2f"), sign=sign, limit=format(limit, ".2f"))
+    return f"{verdict} · {repeats}\n{copy}"
 
 
 def _warn(what: dict, fig) -> None:
