@@ -128,3 +128,39 @@ def test_the_similarity_command_reads_a_graded_folder(graded):
     data = json.loads((out / "similarity.json").read_text(encoding="utf-8"))
     assert (out / "similarity.html").is_file() and data["threshold"] == 0.7
     assert sum(todo["pairs_above_threshold"] for todo in data["todos"]) == 0
+
+
+def _export(out, *args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "autograde", "export", str(out), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_a_canvas_zip_with_a_late_policy_reaches_canvas_only_with_the_instructors_word(graded, tmp_path):
+    """The Canvas zip again, under a deadline and a deduction, with no times CSV: Canvas's zip holds no
+    times, so s001's lateness is unknown and s002's LATE_ mark says late, not how late (one hour costs less
+    than its score: how late matters). The Canvas file
+    is refused, naming both; accepting the least penalty takes one started hour from s002 only. The
+    ids come from the download itself (no roster at export); the roster's s003, who sent nothing, has
+    no Canvas id in it and is named."""
+    base = graded["base"]
+    out = tmp_path / "out"
+    roster = base / "canvas_roster.csv"
+    run_grade(base / "canvas.zip", out, "--roster", str(roster), "--deadline", "2026-12-20T16:00:00Z", "--late-policy", "deduct:5%/hour")
+    rows = _rows(out)
+    assert rows["s001"]["late_penalty"] == "unknown" and rows["s002"]["late_penalty"] == "unknown"
+    assert float(rows["s001"]["final_total"]) == float(rows["s001"]["total"])  # no time, no mark: nothing taken
+    assert float(rows["s002"]["final_total"]) < float(rows["s002"]["total"])  # the mark: at least one started hour
+    proc = _export(out, "--format", "canvas", "--assignment-id", "55")
+    assert proc.returncode == 2 and "s001 (" in proc.stderr and "s002 (" in proc.stderr, proc.stderr
+    proc = _export(out, "--format", "canvas", "--assignment-id", "55", "--late-unknown", "least-penalty")
+    assert proc.returncode == 2 and "s003" in proc.stderr and "Canvas user id" in proc.stderr, proc.stderr
+    proc = _export(out, "--format", "canvas", "--assignment-id", "55", "--late-unknown", "least-penalty", "--roster", str(roster))
+    assert proc.returncode == 0, proc.stderr
+    with open(out / "canvas_grades.csv", encoding="utf-8") as handle:
+        canvas = {r["ID"]: r for r in csv.DictReader(handle)}
+    column = f"{Course.load().assignment} (55)"
+    assert float(canvas["1002"][column]) == pytest.approx(float(rows["s002"]["final_total"]))
+    assert float(canvas["1001"][column]) == pytest.approx(float(rows["s001"]["total"]))
+    assert all(r["SIS User ID"] == "" for r in canvas.values())
