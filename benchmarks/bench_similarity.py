@@ -1,6 +1,24 @@
-"""Benchmark: the similarity report (``write_similarity``) on a synthetic class.
+"""Benchmark: the similarity report (``write_similarity``): which copies it flags and which answers
+written apart it leaves alone (the default), and how long it takes on a large class (``--speed``).
 
-Makes a graded folder of STUDENTS students (OUT/submitted/<student>/<assignment>/<notebook>.ipynb):
+Flags (the default). The measurement set is tests/data/similarity: for every TODO, five correct
+answers written independently (``v1`` ... ``v5``), the course's own (``course``), two copies made by
+hand (``copy_of_v1``, ``copy_of_v3``) and, in ``generated/``, copies of each of the six made by
+tests/data/similarity/make_copies.py: ``renamed``, ``reordered`` (independent statements shuffled),
+``split`` (``a = b + c`` as ``t = b``, ``a = t + c``), ``loops`` (``for`` as ``while``, comprehensions
+as loops), ``comments``, ``deadcode`` and ``all`` (every one of them at once). For each TODO and
+each kind, one class (the eight answers and that kind's six copies) goes through the report's own
+code (``todo_section``, which scores every pair). Two answers of one origin (a copy and its
+original, or two copies of one answer) are a copy pair; two answers of different origins are an
+independent pair, except two generated copies, which share the generator's own code (its loops,
+its names) and are left out. A pair in several classes counts once: a copy pair with its lowest
+score, an independent pair with its highest. Printed, at several thresholds: copy pairs flagged of
+those compared (an answer under MIN_FINGERPRINTS is "too short to compare" and never flagged: those
+pairs are counted apart), independent pairs flagged; per TODO, per kind, overall; then the same
+with the tokens in their source order (the scoring before statements were put in a canonical
+order), for comparison.
+
+Speed (``--speed``). Makes a graded folder of STUDENTS students (OUT/submitted/<student>/<assignment>/<notebook>.ipynb):
 each student answers each TODO with one of the test class's answers (tests/data/similarity, and
 the course's own), with its learner-written names renamed at random, a few statements of its own
 added (so that nearly every answer differs from every other, as in a real class), comments and
@@ -9,7 +27,8 @@ every answer has about 60 others close to it, so the index finds thousands of ca
 Reports the seconds ``write_similarity`` takes (the class is built before the clock starts), the
 pairs flagged per TODO, and the page's size.
 
-    python benchmarks/bench_similarity.py [--students 500] [--seed 1]
+    python benchmarks/bench_similarity.py [--thresholds 0.5,0.6,0.7,0.8]
+    python benchmarks/bench_similarity.py --speed [--students 500] [--seed 1]
 """
 
 from __future__ import annotations
@@ -17,6 +36,7 @@ from __future__ import annotations
 import argparse
 import builtins
 import io
+import itertools
 import json
 import keyword
 import random
@@ -24,12 +44,14 @@ import sys
 import tempfile
 import time
 import tokenize
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from autograde.course import Course  # noqa: E402
+from autograde.record import similarity  # noqa: E402
 from autograde.record.similarity import write_similarity  # noqa: E402
 
 from submissions import answer  # noqa: E402
@@ -102,22 +124,112 @@ def make_class(course: Course, out: Path, students: int, rng: random.Random) -> 
             (folder / f"{name}.ipynb").write_text(json.dumps({**nb, "cells": cells}), encoding="utf-8")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--students", type=int, default=500)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    course = Course.load()
+# ---------------------------------------------------------------- copies flagged, independent answers not
+
+KINDS = ("renamed", "reordered", "split", "loops", "comments", "deadcode", "all")
+ORIGINS = ("v1", "v2", "v3", "v4", "v5", "course")
+
+
+def origin(student: str) -> str:
+    """The independent answer a student's answer comes from (``split_of_v2`` and ``copy_of_v2``: ``v2``)."""
+    return student.rsplit("_of_", 1)[-1]
+
+
+def is_generated(student: str) -> bool:
+    return student.split("_of_", 1)[0] in KINDS
+
+
+def measurement_classes(todo: str) -> dict[str, dict[str, str]]:
+    """{kind: {student: answer cell}}: the eight answers of the TODO and the six copies of one kind."""
+    base = {p.stem: p.read_text(encoding="utf-8") for p in sorted((DATA / todo).glob("*.txt"))}
+    base["course"] = answer(todo)
+    return {
+        kind: {**base, **{f"{kind}_of_{o}": (DATA / todo / "generated" / f"{kind}_of_{o}.txt").read_text(encoding="utf-8") for o in ORIGINS}}
+        for kind in KINDS
+    }
+
+
+def pair_scores(course: Course) -> dict[tuple[str, str, str], dict]:
+    """{(TODO, a, b): {score, compared, copy, kind}} of every pair counted (see the docstring)."""
+    cache: dict[str, int] = {}
+    todos = {t.grade_id: t for t in similarity.course_todos(course, cache)}
+    found: dict[tuple[str, str, str], dict] = {}
+    for gid in sorted(p.name for p in DATA.iterdir() if p.is_dir()):
+        for sources in measurement_classes(gid).values():
+            section, _ = similarity.todo_section(todos[gid], sources, 1e-9, cache)  # every pair that shares a fingerprint
+            scores = {(p["a"], p["b"]): p["score"] for p in section["pairs"]}
+            short = set(section["left_out"]["too_short"])
+            for a, b in itertools.combinations(sorted(sources), 2):
+                if is_generated(a) and is_generated(b) and origin(a) != origin(b):
+                    continue
+                copy = origin(a) == origin(b)
+                pair = {"score": scores.get((a, b), 0.0), "compared": a not in short and b not in short, "copy": copy}
+                pair["kind"] = ("siblings" if origin(a) not in (a, b) else max(a, b, key=len).split("_of_", 1)[0]) if copy else "-"
+                seen = found.get((gid, a, b))
+                if seen is None or (pair["score"] < seen["score"] if copy else pair["score"] > seen["score"]):
+                    found[(gid, a, b)] = pair
+    return found
+
+
+def tally(pairs: list[dict], threshold: float) -> str:
+    copies = [p for p in pairs if p["copy"] and p["compared"]]
+    independent = [p for p in pairs if not p["copy"] and p["compared"]]
+    short = sum(p["copy"] and not p["compared"] for p in pairs)
+    caught = sum(p["score"] >= threshold for p in copies)
+    wrong = sum(p["score"] >= threshold for p in independent)
+    recall = f"{100 * caught / len(copies):.0f}%" if copies else "-"
+    return f"{caught:>3}/{len(copies):<3} {recall:>4} ({short:>2} short) | {wrong:>2}/{len(independent):<4}"
+
+
+def report(found: dict, thresholds: list[float], title: str) -> None:
+    print(f"\n{title}\ncopy pairs flagged/compared (recall, too short to compare) | independent pairs flagged/compared")
+    print(f"{'':<16}" + "".join(f"{'threshold ' + str(t):<36}" for t in thresholds))
+    by_todo: dict[str, list[dict]] = defaultdict(list)
+    by_kind: dict[str, list[dict]] = defaultdict(list)
+    for (gid, _a, _b), pair in sorted(found.items()):
+        by_todo[gid].append(pair)
+        by_kind[pair["kind"]].append(pair)
+    for name, pairs in [*sorted(by_todo.items()), ("overall", list(found.values()))]:
+        print(f"{name:<16}" + "".join(f"{tally(pairs, t):<36}" for t in thresholds))
+    print(f"copies by kind (against their original; siblings: two copies of one answer), at the default threshold {similarity.THRESHOLD}:")
+    for kind in ("copy", *KINDS, "siblings"):
+        compared = [p["score"] for p in by_kind[kind] if p["compared"]]
+        print(f"  {kind:<10}{tally(by_kind[kind], similarity.THRESHOLD)}  lowest score {min(compared, default=0):.2f}")
+    copies = [p["score"] for p in found.values() if p["copy"] and p["compared"]]
+    independent = [p["score"] for p in found.values() if not p["copy"] and p["compared"]]
+    print(
+        f"the default threshold {similarity.THRESHOLD}: {tally(list(found.values()), similarity.THRESHOLD)}; highest score of an "
+        f"independent pair {max(independent):.2f}, lowest of a copy {min(copies):.2f}, copies under the threshold "
+        f"{sum(s < similarity.THRESHOLD for s in copies)}"
+    )
+
+
+def flags(course: Course, thresholds: list[float]) -> None:
+    begin = time.perf_counter()
+    report(pair_scores(course), thresholds, "statements in canonical order (the report as it is)")
+    kept = similarity.canonical_order
+    similarity.canonical_order = lambda source, tokens: tokens
+    try:
+        report(pair_scores(course), thresholds, "tokens in source order (before the canonical order)")
+    finally:
+        similarity.canonical_order = kept
+    print(f"\n{time.perf_counter() - begin:.1f} s")
+
+
+# ---------------------------------------------------------------- speed
+
+
+def speed(course: Course, students: int, seed: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
         begin = time.perf_counter()
-        make_class(course, out, args.students, random.Random(args.seed))
+        make_class(course, out, students, random.Random(seed))
         built = time.perf_counter() - begin
         begin = time.perf_counter()
         page, _, data = write_similarity(course, out)
         seconds = time.perf_counter() - begin
         size = page.stat().st_size
-    print(f"class of {args.students} built in {built:.1f} s")
+    print(f"class of {students} built in {built:.1f} s")
     print(f"{'TODO':<16} {'compared':>8} {'too short':>9} {'unanswered':>10} {'missing':>7} {'distinct':>8} {'flagged pairs':>13}")
     for t in data["todos"]:
         print(
@@ -125,7 +237,21 @@ def main() -> None:
             f"{t['distinct_answers']:>8} {t['pairs_above_threshold']:>13}"
         )
     print(f"page: {size / 1e6:.1f} MB")
-    print(f"write_similarity: {seconds:.1f} s for {args.students} students")
+    print(f"write_similarity: {seconds:.1f} s for {students} students")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--speed", action="store_true", help="time the report on a large synthetic class instead")
+    parser.add_argument("--students", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--thresholds", default="0.5,0.6,0.7,0.8")
+    args = parser.parse_args()
+    course = Course.load()
+    if args.speed:
+        speed(course, args.students, args.seed)
+    else:
+        flags(course, [float(t) for t in args.thresholds.split(",")])
 
 
 if __name__ == "__main__":

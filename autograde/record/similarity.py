@@ -11,8 +11,11 @@ How two answers are compared, as MOSS does (winnowing: Schleimer, Wilkerson and 
 - the release's own lines of the cell (the scaffold, the ``def`` line, ``# YOUR CODE HERE``,
   ``raise NotImplementedError()``) are left out, and so are comments, docstrings, brackets ``( )``
   and line breaks; every name becomes ``V`` except keywords, builtins and attribute names, so a
-  renamed or reformatted copy reads as the same tokens, and an answer whose lines were reordered
-  keeps most of its runs of tokens;
+  renamed or reformatted copy reads as the same tokens;
+- the statements of each block are read in one canonical order (``canonical_order``): statements
+  that do not depend on each other (neither uses a name the other assigns or changes) are put in
+  the order of their tokens, each after what it depends on, so a copy whose independent lines were
+  reordered reads as the same tokens too (code Python cannot parse keeps its order);
 - each run of ``K`` tokens is hashed, and winnowing keeps the smallest hash of every ``WINDOW``
   consecutive ones: any run of ``K + WINDOW - 1`` tokens that two answers share gives them a common
   fingerprint. Fingerprints of the release's own code, and those found in too many different
@@ -147,6 +150,145 @@ def normalized(source: str, given: set[int] = frozenset()) -> list[Token]:
         if spelled is not None and row not in given:
             tokens.append(Token(spelled, start, end, row))
     return tokens
+
+
+# ---------------------------------------------------------------- statements in one order
+
+MAX_BLOCK = 300  # statements of one block put in order (a longer block keeps its own)
+
+
+def _note(node: ast.AST, writes: set[str], reads: set[str]) -> None:
+    """What one node adds to a statement's names (_Arranger.names)."""
+    if isinstance(node, ast.Name):
+        (reads if isinstance(node.ctx, ast.Load) else writes).add(node.id)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+        writes.add(node.func.value.id)
+    elif isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
+        base = node.value
+        while isinstance(base, (ast.Subscript, ast.Attribute)):
+            base = base.value
+        if isinstance(base, ast.Name):
+            writes.add(base.id)
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        writes.add(node.name)
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        writes.update((a.asname or a.name).split(".")[0] for a in node.names)
+
+
+def _child_blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The blocks of statements directly inside ``stmt`` (bodies, branches, handlers, cases), in source order."""
+    found = []
+    for node in [stmt, *getattr(stmt, "handlers", []), *getattr(stmt, "cases", [])]:
+        for name in ("body", "orelse", "finalbody"):
+            value = getattr(node, name, None)
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                found.append(value)
+    return sorted(found, key=lambda block: (block[0].lineno, block[0].col_offset))
+
+
+class _Arranger:
+    """The tokens of a parsed answer in a canonical order. Within every block, a statement waits
+    for each earlier one that assigns or changes a name it reads, assigns or changes, or that reads
+    a name it assigns or changes; statements that do not wait for each other may trade places
+    without changing what the code does. The order: the statements nothing waits for, smallest
+    tokens first, each preceded by what it waits for (in the same order, recursively), so a value
+    stays next to where it is used. It depends on those waits and on the statements' tokens only,
+    not on where the author put independent statements: two answers that differ only in that read
+    as the same tokens."""
+
+    def __init__(self, source: str, tokens: list[Token]):
+        self.lines = source.split("\n")
+        self.line_starts = [0]
+        for line in self.lines:
+            self.line_starts.append(self.line_starts[-1] + len(line) + 1)
+        self.tokens = tokens
+        self.starts = [t.start for t in tokens]
+        self.known: dict[int, tuple[set[str], set[str]]] = {}
+
+    def names(self, stmt: ast.stmt) -> tuple[set[str], set[str]]:
+        """(names a statement assigns or changes, names it reads), its nested statements included:
+        a name whose method is called, or whose item or attribute is set, counts as changed; a
+        nested function reads what its body reads. Each statement is walked once."""
+        if id(stmt) not in self.known:
+            writes, reads = set(), set()
+            _note(stmt, writes, reads)
+            stack = list(ast.iter_child_nodes(stmt))
+            while stack:
+                node = stack.pop()
+                if isinstance(node, ast.stmt):
+                    inner = self.names(node)
+                    writes |= inner[0]
+                    reads |= inner[1]
+                    continue
+                _note(node, writes, reads)
+                stack.extend(ast.iter_child_nodes(node))
+            self.known[id(stmt)] = (writes, reads)
+        return self.known[id(stmt)]
+
+    def offset(self, lineno: int, col: int) -> int:
+        """The character offset of an AST position (its column counts UTF-8 bytes)."""
+        line = self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
+        chars = col if line.isascii() else len(line.encode("utf-8")[:col].decode("utf-8", "replace"))
+        return self.line_starts[min(lineno, len(self.lines)) - 1] + chars
+
+    def first_token(self, lineno: int, col: int) -> int:
+        return bisect.bisect_left(self.starts, self.offset(lineno, col))
+
+    def block(self, lo: int, hi: int, stmts: list[ast.stmt]) -> list[int]:
+        """The token indices ``lo`` to ``hi`` (the block ``stmts``, tokens before its first
+        statement counted with it) in canonical order."""
+        cuts = [lo]
+        for stmt in stmts[1:]:
+            cuts.append(min(hi, max(cuts[-1], self.first_token(stmt.lineno, stmt.col_offset))))
+        cuts.append(hi)
+        pieces = [self.statement(stmt, cuts[i], cuts[i + 1]) for i, stmt in enumerate(stmts)]
+        if len(stmts) > MAX_BLOCK:
+            return [i for piece in pieces for i in piece]
+        keys = [tuple(self.tokens[i].text for i in piece) for piece in pieces]
+        names = [self.names(stmt) for stmt in stmts]
+        waits = [{i for i in range(j) if names[i][0] & (names[j][0] | names[j][1]) or names[j][0] & names[i][1]} for j in range(len(stmts))]
+        needed = set().union(*waits)
+        order: list[int] = []
+        placed: set[int] = set()
+
+        def place(j: int) -> None:  # what j waits for first, smallest first, then j
+            if j in placed:
+                return
+            placed.add(j)
+            for i in sorted(waits[j], key=lambda i: (keys[i], i)):
+                place(i)
+            order.extend(pieces[j])
+
+        for j in sorted((j for j in range(len(stmts)) if j not in needed), key=lambda j: (keys[j], j)):
+            place(j)
+        return order
+
+    def statement(self, stmt: ast.stmt, lo: int, hi: int) -> list[int]:
+        """The token indices ``lo`` to ``hi`` of one statement, its blocks in canonical order."""
+        out, at = [], lo
+        for child in _child_blocks(stmt):
+            first = min(hi, max(at, self.first_token(child[0].lineno, child[0].col_offset)))
+            last = child[-1]
+            end = min(hi, max(first, bisect.bisect_left(self.starts, self.offset(last.end_lineno or last.lineno, last.end_col_offset or 0))))
+            out.extend(range(at, first))
+            out.extend(self.block(first, end, child))
+            at = end
+        out.extend(range(at, hi))
+        return out
+
+
+def canonical_order(source: str, tokens: list[Token]) -> list[Token]:
+    """``tokens`` (of ``source``) with the independent statements of each block in one order
+    (_Arranger), so that a copy whose independent lines were reordered reads as the same tokens.
+    Code Python cannot parse (nothing is run: ``ast.parse`` only reads it) keeps its order."""
+    try:
+        tree = ast.parse(source)
+        order = _Arranger(source, tokens).block(0, len(tokens), tree.body) if tree.body else list(range(len(tokens)))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return tokens
+    if sorted(order) != list(range(len(tokens))):  # every token once, or the order is not used
+        return tokens
+    return [tokens[i] for i in order]
 
 
 def plain_lines(source: str) -> str:
@@ -300,7 +442,7 @@ def class_answers(todo: Todo, sources: dict[str, str | None], cache: dict[str, i
             continue
         source = plain_lines(source[:MAX_ANSWER_CHARS])
         given = given_lines(source, todo.release)
-        tokens = normalized(source, given)
+        tokens = canonical_order(source, normalized(source, given))
         if not tokens:
             left["unanswered"].append(student)
             continue
@@ -459,6 +601,7 @@ def build_similarity(course: Course, out: Path, threshold: float = THRESHOLD) ->
         "threshold": threshold,
         "method": {
             "score": "shared fingerprints / fingerprints of the smaller answer",
+            "order": "statements that do not depend on each other read in one canonical order",
             "k": K,
             "window": WINDOW,
             "min_fingerprints": MIN_FINGERPRINTS,
@@ -524,11 +667,12 @@ mark { background: #ffe082; } .given { color: #9e9e9e; } .cut { color: #c62828; 
 </style></head><body>
 <h1>Similar answers | 相似答案 · {{ data.assignment }}</h1>
 <p>{{ data.students }} student(s). Each TODO's answers are compared two by two on their code alone: the release's own
-lines, comments, docstrings and brackets are left out and every name counts as the same name, so a renamed or
-reformatted copy still matches. The score is the share of the smaller answer's fingerprints (runs of
-{{ data.method.k }} tokens) found in the other; a pair is flagged at {{ pct(data.threshold) }} or more. Code that many
-different answers share is not counted, and an answer with fewer than {{ data.method.min_fingerprints }} fingerprints of
-its own is <em>too short to compare</em>: two correct answers of a few lines can be the same without anyone copying.
+lines, comments, docstrings and brackets are left out, every name counts as the same name and statements that do
+not depend on each other are read in one order, so a renamed, reformatted or reordered copy still matches. The score
+is the share of the smaller answer's fingerprints (runs of {{ data.method.k }} tokens) found in the other; a pair is
+flagged at {{ pct(data.threshold) }} or more. Code that many different answers share is not counted, and an answer
+with fewer than {{ data.method.min_fingerprints }} fingerprints of its own is <em>too short to compare</em>: two correct
+answers of a few lines can be the same without anyone copying.
 A high score is a reason to read the two answers, not proof.</p>
 {% for w in data.warnings %}<p class="warn">{{ w }}</p>{% endfor %}
 <table id="summary"><tr><th>TODO</th><th>notebook</th><th>compared</th><th>too short to compare</th><th>unanswered</th>
@@ -579,12 +723,15 @@ def write_similarity(course: Course, out: Path, threshold: float | None = None) 
     """Write OUT/similarity.html and OUT/similarity.json. Returns (page, findings file, findings).
 
     ``threshold`` (default THRESHOLD, 0.7) is the share of the smaller answer's fingerprints that
-    two answers must share to be flagged. On the course's test class (tests/data/similarity: five
-    answers to each TODO written apart, the course's own, and disguised copies) every copy long
-    enough to compare scores 0.82 or more, and no two answers written apart score over 0.60, the
-    usual way to write a TODO against the course's answer included: 0.7 lies in the middle of
-    that gap. A lower threshold flags answers that follow the same hint; a higher one misses a
-    copy whose lines were reordered."""
+    two answers must share to be flagged. On the course's measurement set (tests/data/similarity:
+    five answers to each TODO written apart, the course's own, copies disguised by hand and by
+    tests/data/similarity/make_copies.py; benchmarks/bench_similarity.py) no two answers from
+    different origins score over 0.60, the usual way to write a TODO against the course's answer
+    included, and every copy long enough to compare that was renamed, reformatted, reordered or
+    given dead code scores 0.82 or more: 0.7 lies in that gap. Copies whose expressions were split
+    or whose loops were rewritten score from 0.22 up, so some of them are missed at any threshold
+    that flags no independent pair; a lower threshold flags answers that follow the same hint.
+    """
     data, views = build_similarity(course, out, THRESHOLD if threshold is None else threshold)
     page = render(data, views)
     target, numbers = write_page_and_numbers(out, "similarity", page, data)

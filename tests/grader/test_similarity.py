@@ -8,12 +8,19 @@ learners would write it) next to the course's own answer, and two disguised copi
 ``copy_of_v3``: identifiers renamed, whitespace, comments and brackets changed, independent lines
 reordered). Every one of them is correct: it passes every hidden idea of its TODO. Every copy whose
 answers are long enough to compare must be flagged, and no pair of independent answers may be.
+
+The measurement set adds, in <TODO>/generated/, copies of each of the six independent answers made by
+tests/data/similarity/make_copies.py, one kind of disguise each (renamed, reordered, split, loops,
+comments, deadcode, all of them at once); benchmarks/bench_similarity.py prints its numbers. Here:
+the generated copies are correct and are what the program makes, every reordered copy is flagged,
+and no pair of answers from different origins is, in any class of the set.
 """
 
 from __future__ import annotations
 
 import functools
 import html
+import importlib.util
 import itertools
 import json
 import os
@@ -42,6 +49,7 @@ NOTEBOOK_OF = {
     if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")
 }
 HOSTILE = "<img src=x onerror=alert(1)>"  # a folder name can hold this (no slash)
+KINDS = ("renamed", "reordered", "split", "loops", "comments", "deadcode", "all")  # of generated copies
 
 
 def variants(todo: str) -> dict[str, str]:
@@ -49,6 +57,11 @@ def variants(todo: str) -> dict[str, str]:
     found = {p.stem: p.read_text(encoding="utf-8") for p in sorted((DATA / todo).glob("*.txt"))}
     found["course"] = answer(todo)
     return found
+
+
+def generated(todo: str, kind: str = "*") -> dict[str, str]:
+    """{student: answer cell} of the generated copies of one TODO (``kind``: one kind of disguise)."""
+    return {p.stem: p.read_text(encoding="utf-8") for p in sorted((DATA / todo / "generated").glob(f"{kind}_of_*.txt"))}
 
 
 def is_copy(a: str, b: str) -> bool:
@@ -118,6 +131,26 @@ def test_the_test_class_covers_every_todo():
     assert TODOS == sorted(NOTEBOOK_OF), "a TODO of the course without answers in tests/data/similarity"
 
 
+@pytest.mark.parametrize("todo", TODOS)
+def test_every_generated_copy_is_correct(todo):
+    copies = generated(todo)
+    assert len(copies) == len(KINDS) * 6, "each kind of disguise of v1 to v5 and of the course's answer"
+    for student, source in copies.items():
+        assert not failed_ideas(todo, source), (todo, student, failed_ideas(todo, source))
+
+
+def test_the_generated_copies_are_what_the_program_makes():
+    """make_copies.py is deterministic and the stored copies are its output (the set can be remade)."""
+    spec = importlib.util.spec_from_file_location("make_copies", DATA / "make_copies.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    made = module.generated()
+    assert len(made) == len(TODOS) * len(KINDS) * 6
+    stale = [str(path.relative_to(DATA)) for path, text in made.items() if path.read_text(encoding="utf-8") != text]
+    assert stale == [], "run python tests/data/similarity/make_copies.py"
+    assert tuple(module.KINDS) == KINDS
+
+
 # ------------------------------------------------------------------ copies flagged, independent answers not
 
 
@@ -183,6 +216,87 @@ def test_short_answers_are_not_compared(graded_class):
     assert {"course", "v5"} <= set(todos["todo1_solution"]["left_out"]["too_short"])
     section = graded_class["page"].split('<section id="todo4_solution"', 1)[1].split("</section>", 1)[0]
     assert "Every answer to this TODO is too short to compare." in section
+
+
+def origin(student: str) -> str:
+    """The independent answer a student's answer comes from: ``reordered_of_v2`` and ``copy_of_v2`` from ``v2``."""
+    return student.rsplit("_of_", 1)[-1]
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict:
+    """Every pair of the measurement set scored by the report's own code: per TODO and kind of
+    disguise, one class (the eight answers of the test class and the six copies of that kind).
+    {"copies": {kind: [score of each copy against its original, both compared]}, "independent":
+    [score of each pair of answers from different origins, both compared, not two generated copies]}."""
+    cache: dict[str, int] = {}
+    todos = {t.grade_id: t for t in similarity.course_todos(COURSE, cache)}
+    copies: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    independent: dict[tuple[str, str, str], float] = {}
+    for gid in TODOS:
+        for kind in KINDS:
+            sources = {**variants(gid), **generated(gid, kind)}
+            section, _ = similarity.todo_section(todos[gid], sources, 1e-9, cache)  # lists every pair sharing a fingerprint
+            scores = {(p["a"], p["b"]): p["score"] for p in section["pairs"]}
+            short = set(section["left_out"]["too_short"])
+            for a, b in itertools.combinations(sorted(set(sources) - short), 2):
+                score = scores.get((a, b), 0.0)
+                if {a, b} == {origin(a), f"{kind}_of_{origin(a)}"}:  # a copy and its original
+                    copies[kind].append(score)
+                elif origin(a) != origin(b) and not (a.startswith(f"{kind}_of_") and b.startswith(f"{kind}_of_")):
+                    independent[(gid, a, b)] = max(score, independent.get((gid, a, b), 0.0))
+    return {"copies": copies, "independent": list(independent.values())}
+
+
+def test_a_copy_with_its_independent_lines_reordered_is_flagged(measured, capsys):
+    """The reported case: a copy whose independent statements were shuffled scored 0.62 and was
+    missed. Statements that do not depend on each other are now read in one canonical order."""
+    threshold = similarity.THRESHOLD
+    scores = measured["copies"]["reordered"]
+    with capsys.disabled():
+        print(f"\nreordered copies: {sum(s >= threshold for s in scores)}/{len(scores)} flagged, lowest score {min(scores):.2f}")
+    assert len(scores) >= 30, "enough reordered copies long enough to compare"
+    assert min(scores) >= threshold + 0.05, sorted(scores)[:5]
+
+
+def test_no_independent_pair_of_the_measurement_set_is_flagged(measured, capsys):
+    threshold = similarity.THRESHOLD
+    independent = measured["independent"]
+    flagged = {kind: sum(s >= threshold for s in scores) for kind, scores in measured["copies"].items()}
+    total = sum(len(scores) for scores in measured["copies"].values())
+    with capsys.disabled():
+        print(
+            f"\nmeasurement set at {threshold}: copies flagged "
+            + ", ".join(f"{kind} {flagged[kind]}/{len(measured['copies'][kind])}" for kind in KINDS)
+            + f"; {sum(s >= threshold for s in independent)}/{len(independent)} independent pairs flagged, highest {max(independent):.2f}"
+        )
+    assert len(independent) >= 1000
+    assert max(independent) <= threshold - 0.05, sorted(independent)[-5:]
+    for kind in ("renamed", "reordered", "comments", "deadcode"):  # what only moves or renames code is always caught
+        assert flagged[kind] == len(measured["copies"][kind]) >= 30, (kind, measured["copies"][kind])
+    assert sum(flagged.values()) >= 0.75 * total, flagged  # split, loops and all: see docs/instructors.md
+
+
+def test_statements_that_depend_on_each_other_keep_their_order():
+    """Independent statements in another order read as the same tokens; statements one of which
+    uses what the other assigns or changes do not (their order is part of the code)."""
+
+    def tokens(code: str, order: bool = True) -> list[str]:
+        found = similarity.normalized(code)
+        return [t.text for t in (similarity.canonical_order(code, found) if order else found)]
+
+    plain = "def f(xs):\n    total = sum(xs)\n    top = max(xs)\n    low = min(xs)\n    spread = top - low\n    return total, spread\n"
+    moved = "def g(ys):\n    low = min(ys)\n    top = max(ys)\n    spread = top - low\n    total = sum(ys)\n    return total, spread\n"
+    assert tokens(plain, order=False) != tokens(moved, order=False), "the control: in source order they differ"
+    assert tokens(plain) == tokens(moved)
+    first = "def f(out):\n    out.append(1)\n    out.append(2)\n    n = len(out)\n    return n\n"
+    swapped = "def f(out):\n    out.append(2)\n    out.append(1)\n    n = len(out)\n    return n\n"
+    assert tokens(first) != tokens(swapped), "two changes of one list keep their order"
+    used = "def f(x):\n    y = x + 1\n    x = 0\n    return x, y\n"
+    after = "def f(x):\n    x = 0\n    y = x + 1\n    return x, y\n"
+    assert tokens(used) != tokens(after), "a name read before it is assigned again keeps its place"
+    broken = "def f(:\n    b = 2\n    a = 1\n"
+    assert tokens(broken) == tokens(broken, order=False), "code Python cannot parse keeps its order"
 
 
 # ------------------------------------------------------------------ what is not compared
@@ -272,7 +386,7 @@ def test_the_json_has_every_todo_with_its_counts_and_pairs(graded_class):
     assert data == json.loads(json.dumps(graded_class["data"]))
     assert data["assignment"] == COURSE.assignment and data["students"] == len(variants(TODOS[0]))
     assert data["threshold"] == similarity.THRESHOLD and data["warnings"] == []
-    assert set(data["method"]) == {"score", "k", "window", "min_fingerprints", "common_share", "common_min"}
+    assert set(data["method"]) == {"score", "order", "k", "window", "min_fingerprints", "common_share", "common_min"}
     assert [t["grade_id"] for t in data["todos"]] == TODOS
     for todo in data["todos"]:
         assert todo["notebook"] == NOTEBOOK_OF[todo["grade_id"]]
