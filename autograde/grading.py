@@ -1157,6 +1157,9 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
             gradebook_error = str(exc)
     if gradebook_error:
         print(f"WARNING: {gradebook_error}. The results are kept in {out / '.state'}; run the same command again to record them.", file=sys.stderr)
+    else:
+        with contextlib.suppress(gradebook.GradebookError):
+            gradebook.keep_submitted_times(db_url, course.assignment, out)
     book = {"db_url": gradebook.mask_url(db_url), "notebooks_recorded": writer.merged, "error": gradebook_error}
     for record in records:
         record["late"] = late_of(late, record, max_points)

@@ -283,6 +283,31 @@ def record_penalties(url: str, assignment: str, penalties: dict[str, dict[str, f
     return changed
 
 
+def keep_submitted_times(url: str, assignment: str, out: Path) -> int:
+    """Write each submission's time, as the gradebook holds it, into ``OUT/submitted/<student>/<assignment>/
+    timestamp.txt`` (and remove one where it holds none): nbgrader's formgrader takes a submission as autograded
+    only when that file says the time the gradebook says. Returns how many were written."""
+    from nbgrader.api import MissingEntry
+
+    written = 0
+    with open_gradebook(url) as gradebook:
+        try:
+            submissions = gradebook.find_assignment(assignment).submissions
+        except MissingEntry:
+            return 0
+        for submission in submissions:
+            folder = out / "submitted" / submission.student.id / assignment
+            if not folder.is_dir():
+                continue
+            stamp = folder / "timestamp.txt"
+            if submission.timestamp is None:
+                stamp.unlink(missing_ok=True)
+            else:  # nbgrader's own format (Exchange.timestamp_format), read back by its parse_utc
+                stamp.write_text(submission.timestamp.strftime("%Y-%m-%d %H:%M:%S.%f UTC"), encoding="utf-8")
+                written += 1
+    return written
+
+
 def read_scores(url: str, assignment: str) -> dict[str, dict[str, dict]]:
     """{student: {grade_id: {"auto", "manual", "extra", "max", "manual_cell", "notebook", "needs_manual_grade"}}}
     for the assignment."""
