@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
-from submissions import NOTEBOOKS, build, run_grade, write
 
 from autograde.course import Course
+
+from submissions import NOTEBOOKS, build, run_grade, write
 
 ASSIGNMENT = Course.load().assignment
 
