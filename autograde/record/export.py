@@ -264,7 +264,7 @@ def _worksheet(
     of the Moodle download, else the roster's lms_id), the final total of the maximum, the time of this
     export as the grade's last change, and the feedback page's late lines as comments, in the student's
     edition."""
-    words = feedback_translations(course)
+    words: dict[str, dict[str, str]] = {}
     editions = _editions(out)
     absent = unsubmitted(out)
     sheet, unmatched = [], []
@@ -275,8 +275,11 @@ def _worksheet(
         if not participant.isdigit():
             unmatched.append(student)
             continue
-        times = [t for t in spec.times.get(student, {}).values()]
-        page_words = words.get(editions.get(student, "en"), {})
+        times = list(spec.times.get(student, {}).values())
+        edition = editions.get(student, "en")
+        if edition != "en" and not words and any(f.get("late_seconds") for f in settled[student].facts.values()):
+            words = feedback_translations(course)  # read once, and only when a translated line is needed
+        page_words = words.get(edition, {})
         comments = [f"{nb}: {line}" for nb, facts in sorted(settled[student].facts.items()) if (line := late_text(facts, spec.policy, page_words))]
         sent = any((student, nb) not in absent for nb in course.notebooks)
         sheet.append(
