@@ -414,6 +414,8 @@ def cmd_export(course: Course, args) -> int:
     print(f"wrote {written}: {info['students']} student(s) from {info['db_url']}, {info['pending']} written answer(s) still pending")
     if info["omitted"]:
         print(f"WARNING: left out of the LMS file (no LMS id): {', '.join(info['omitted'])}", file=sys.stderr)
+    for warning in info["warnings"]:
+        print(f"WARNING: {warning}", file=sys.stderr)
     if info["least_penalty"]:
         print(f"note: the least late penalty was taken for {', '.join(info['least_penalty'])} (their lateness is unknown)", file=sys.stderr)
     if args.format == "canvas" and args.assignment_id == "new":

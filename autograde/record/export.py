@@ -81,11 +81,11 @@ def export(
         raise UnusableInput(f"--late-unknown {late_unknown}: use one of {', '.join(UNKNOWN_CHOICES)}")
     accept = late_unknown == "least-penalty"
     spec = load_spec(out) if out.is_dir() else LateSpec()
-    rows, cells, url, settled = _rows(course, out, db_url, spec, accept)
+    rows, cells, url, settled, warnings = _rows(course, out, db_url, spec, accept)
     if format != "csv":
         _refuse_unknown_lateness(spec, settled, accept)
     target = target or out / ("final_grades.csv" if format == "csv" else f"{format}_grades.csv")
-    info = {"students": len(rows), "pending": sum(r["pending"] for r in rows), "db_url": gradebook.mask_url(url), "omitted": []}
+    info = {"students": len(rows), "pending": sum(r["pending"] for r in rows), "db_url": gradebook.mask_url(url), "omitted": [], "warnings": warnings}
     info["needs_review"] = [f"{r['student_id']}/{e.grade_id}" for r in rows for e in cells if r[e.grade_id] == REVIEW]
     info["least_penalty"] = sorted(s for s, found in settled.items() if found.unknown) if accept else []
     if format == "csv":
@@ -108,10 +108,11 @@ def export(
     return target, info
 
 
-def _rows(course: Course, out: Path, db_url: str | None, spec: LateSpec, accept: bool) -> tuple[list[dict], list, str, dict[str, Settled]]:
+def _rows(course: Course, out: Path, db_url: str | None, spec: LateSpec, accept: bool) -> tuple[list[dict], list, str, dict[str, Settled], list[str]]:
     """Each student's row from the gradebook, with the late penalty settled again on today's
     scores (a person's score included) from the deadlines the last grading used; nbgrader's
-    gradebook is given the same penalties."""
+    gradebook is given the same penalties (a gradebook that cannot take them is a warning: the
+    tables are right without it)."""
     if not out.is_dir():
         raise UnusableInput(f"{out} is not a graded course folder (run `python -m autograde grade ... --out {out}` first)")
     url = gradebook.resolve_url(out, db_url)
@@ -130,14 +131,15 @@ def _rows(course: Course, out: Path, db_url: str | None, spec: LateSpec, accept:
         settled[student] = late_columns(row, cells, spec, submitted, flags.get(student, ()), accept)
         row["late_basis"] = settled[student].basis(accept)
         rows.append(row)
+    warnings = []
     if spec.active:
         try:
             gradebook.record_penalties(
                 url, course.assignment, {s: {nb: f["penalty"] for nb, f in found.facts.items()} for s, found in settled.items()}
             )
         except gradebook.GradebookError as exc:
-            raise UnusableInput(str(exc)) from None
-    return rows, cells, url, settled
+            warnings.append(f"{exc}: nbgrader's own late_submission_penalty may differ from this table's")
+    return rows, cells, url, settled, warnings
 
 
 def _refuse_unknown_lateness(spec: LateSpec, settled: dict[str, Settled], accept: bool) -> None:

@@ -297,3 +297,16 @@ def test_moodle_names_a_student_without_a_participant_id(tmp_path, monkeypatch, 
     assert _export(out, "--format", "moodle", "--omit-unmatched") == 0
     _, rows = _csv(out / "moodle_worksheet.csv")
     assert [r["Identifier"] for r in rows] == ["Participant 31"]
+
+
+def test_a_gradebook_that_cannot_take_the_penalties_is_a_warning_not_a_lost_table(tmp_path, monkeypatch, capsys):
+    out, _ = _class(tmp_path, monkeypatch, "zero", {"bob": DEADLINE + HOUR}, {"bob": True}, people=CANVAS_PEOPLE)
+
+    def read_only(url, assignment, penalties):
+        raise gradebook.GradebookError("cannot record the late penalties in the gradebook (read-only)")
+
+    monkeypatch.setattr(gradebook, "record_penalties", read_only)
+    assert _export(out) == 0
+    assert "WARNING: cannot record the late penalties" in capsys.readouterr().err
+    _, final = _csv(out / "final_grades.csv")
+    assert float(final[0]["final_total"]) == 0.0
