@@ -234,12 +234,17 @@ class _Arranger:
     def first_token(self, lineno: int, col: int) -> int:
         return bisect.bisect_left(self.starts, self.offset(lineno, col))
 
+    def start(self, stmt: ast.stmt) -> int:
+        """The index of a statement's first token (its decorators' '@', each at the start of its line, included)."""
+        decorators = getattr(stmt, "decorator_list", [])
+        return self.first_token(min(d.lineno for d in decorators), 0) if decorators else self.first_token(stmt.lineno, stmt.col_offset)
+
     def block(self, lo: int, hi: int, stmts: list[ast.stmt]) -> list[int]:
         """The token indices ``lo`` to ``hi`` (the block ``stmts``, tokens before its first
         statement counted with it) in canonical order."""
         cuts = [lo]
         for stmt in stmts[1:]:
-            cuts.append(min(hi, max(cuts[-1], self.first_token(stmt.lineno, stmt.col_offset))))
+            cuts.append(min(hi, max(cuts[-1], self.start(stmt))))
         cuts.append(hi)
         pieces = [self.statement(stmt, cuts[i], cuts[i + 1]) for i, stmt in enumerate(stmts)]
         if len(stmts) > MAX_BLOCK:
@@ -267,7 +272,7 @@ class _Arranger:
         """The token indices ``lo`` to ``hi`` of one statement, its blocks in canonical order."""
         out, at = [], lo
         for child in _child_blocks(stmt):
-            first = min(hi, max(at, self.first_token(child[0].lineno, child[0].col_offset)))
+            first = min(hi, max(at, self.start(child[0])))
             last = child[-1]
             end = min(hi, max(first, bisect.bisect_left(self.starts, self.offset(last.end_lineno or last.lineno, last.end_col_offset or 0))))
             out.extend(range(at, first))

@@ -295,6 +295,9 @@ def test_statements_that_depend_on_each_other_keep_their_order():
     used = "def f(x):\n    y = x + 1\n    x = 0\n    return x, y\n"
     after = "def f(x):\n    x = 0\n    y = x + 1\n    return x, y\n"
     assert tokens(used) != tokens(after), "a name read before it is assigned again keeps its place"
+    decorated = "@a\ndef f():\n    return 1\n\n\n@b\ndef g(x):\n    return [x]\n"
+    moved = "@b\ndef g(x):\n    return [x]\n\n\n@a\ndef f():\n    return 1\n"
+    assert tokens(decorated) == tokens(moved), "a decorator moves with its function"
     broken = "def f(:\n    b = 2\n    a = 1\n"
     assert tokens(broken) == tokens(broken, order=False), "code Python cannot parse keeps its order"
 
