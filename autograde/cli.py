@@ -51,6 +51,41 @@ def _term_arguments(grade: argparse.ArgumentParser) -> None:
     grade.add_argument("--extensions", type=Path, metavar="CSV", help="student_id,deadline: a student's own deadline")
 
 
+def _export_arguments(export: argparse.ArgumentParser) -> None:
+    """export's options: which gradebook, which table, and the LMS's ids, column and rules."""
+    export.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
+    export.add_argument("--db-url", metavar="URL", help="the gradebook, if not the one OUT records")
+    export.add_argument(
+        "--to",
+        type=Path,
+        help="the CSV to write (default: OUT/final_grades.csv, OUT/canvas_grades.csv, OUT/moodle_grades.csv; moodle_worksheet.csv beside it)",
+    )
+    export.add_argument(
+        "--format",
+        choices=("csv", "canvas", "moodle"),
+        default="csv",
+        help="csv (every column); canvas (its gradebook import); moodle (the gradebook's CSV import and the assignment's offline grading worksheet)",
+    )
+    export.add_argument(
+        "--roster",
+        type=Path,
+        metavar="CSV",
+        help="student_id, lms_id (Canvas user id, or Moodle participant id), and optionally name, email, section, login, sis_user_id, id_number",
+    )
+    export.add_argument("--column", metavar="NAME", help="the grade column's title (Canvas: 'Title (assignment id)' also gives the id)")
+    export.add_argument("--assignment-id", metavar="N", help="Canvas: the assignment's id (the N of /assignments/N); 'new' lets Canvas create one")
+    export.add_argument(
+        "--late-unknown",
+        choices=("refuse", "least-penalty"),
+        default="refuse",
+        help="an LMS file under a late policy when a student's lateness is unknown: refuse (the default: exit 2, naming them), "
+        "or take the least penalty the facts allow (none without a time; one started day or hour for the LMS's late mark)",
+    )
+    export.add_argument(
+        "--omit-unmatched", action="store_true", help="leave students without the LMS's id out of an LMS file (default: exit 2, naming them)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m autograde", description="Instructor command for Serving Overlap and State Handoff.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -98,38 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--tls-key", metavar="PEM", help="with a tls:// scheduler: this client's private key")
     grade.add_argument("--no-progress", action="store_true")
     _term_arguments(grade)
-    export = sub.add_parser("export", help="the final table from the gradebook: automatic and manual scores together (CSV)")
-    export.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
-    export.add_argument("--db-url", metavar="URL", help="the gradebook, if not the one OUT records")
-    export.add_argument(
-        "--to",
-        type=Path,
-        help="the CSV to write (default: OUT/final_grades.csv, OUT/canvas_grades.csv, OUT/moodle_grades.csv; moodle_worksheet.csv beside it)",
-    )
-    export.add_argument(
-        "--format",
-        choices=("csv", "canvas", "moodle"),
-        default="csv",
-        help="csv (every column); canvas (its gradebook import); moodle (the gradebook's CSV import and the assignment's offline grading worksheet)",
-    )
-    export.add_argument(
-        "--roster",
-        type=Path,
-        metavar="CSV",
-        help="student_id, lms_id (Canvas user id, or Moodle participant id), and optionally name, email, section, login, sis_user_id, id_number",
-    )
-    export.add_argument("--column", metavar="NAME", help="the grade column's title (Canvas: 'Title (assignment id)' also gives the id)")
-    export.add_argument("--assignment-id", metavar="N", help="Canvas: the assignment's id (the N of /assignments/N); 'new' lets Canvas create one")
-    export.add_argument(
-        "--late-unknown",
-        choices=("refuse", "least-penalty"),
-        default="refuse",
-        help="an LMS file under a late policy when a student's lateness is unknown: refuse (the default: exit 2, naming them), "
-        "or take the least penalty the facts allow (none without a time; one started day or hour for the LMS's late mark)",
-    )
-    export.add_argument(
-        "--omit-unmatched", action="store_true", help="leave students without the LMS's id out of an LMS file (default: exit 2, naming them)"
-    )
+    _export_arguments(sub.add_parser("export", help="the final table from the gradebook: automatic and manual scores together (CSV)"))
     similarity = sub.add_parser("similarity", help="OUT/similarity.html and .json: the most similar answers per TODO (reads OUT, runs nothing)")
     similarity.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
     similarity.add_argument("--threshold", type=float, help="the score from which a pair is flagged (default 0.7)")
