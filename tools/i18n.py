@@ -275,34 +275,73 @@ def _phrases(language: str):
 
 
 def _substitute(text: str) -> str:
-    """Text that a notebook put together from catalog texts (a label joined to an action, clauses
-    joined to a sentence): each template that begins and ends with words, and each catalog text of
-    two words or more, found inside it, translated in place; the rest kept."""
+    """Text that a notebook or the runtime put together from catalog texts (a label joined to an
+    action, clauses joined to a sentence): each template found inside it, and each catalog text of
+    two words or more, translated in place; the rest kept. A template is looked for by its first
+    words; a value before them (or after its last words) is the token next to them (a number, a
+    name)."""
     if not text or language() == "en" or not _HAS_LETTERS(text):
         return text
     exact, templates = _catalog(language())
+    leading = []
     for layout, translated in templates:
-        first, last = layout[0], layout[-1]
-        if not (isinstance(first, str) and isinstance(last, str) and _HAS_LETTERS(first) and len(first.strip()) > 2):
-            continue
-        start = text.find(first)
-        while start >= 0:
-            end = text.find(last, start + len(first))
-            while end >= 0:
-                piece = text[start : end + len(last)]
-                values = _match(layout, piece)
-                if values is not None:
-                    try:
-                        new = translated.format(*(_localize_value(values.get(i, "")) for i in range(max(values) + 1)))
-                    except (IndexError, KeyError, ValueError):
-                        break
-                    text = text[:start] + new + text[start + len(piece) :]
-                    end = -1
-                else:
-                    end = text.find(last, end + 1)
-            start = text.find(first, start + 1)
+        if isinstance(layout[0], int):
+            leading.append((layout, translated))
+        else:
+            text = _substitute_template(text, layout, translated, 0)
     pattern = _phrases(language())
-    return pattern.sub(lambda m: exact[m.group(0)], text) if pattern is not None else text
+    if pattern is not None:
+        text = pattern.sub(lambda m: exact[m.group(0)], text)
+    for layout, translated in leading:
+        text = _substitute_template(text, layout, translated, 1)
+    return text
+
+
+_TOKEN_END = " \t\n;,(（"
+
+
+def _substitute_template(text: str, layout: tuple, translated: str, anchor: int) -> str:
+    """``text`` with each occurrence of one template translated; ``anchor`` is the index of the
+    template's first literal part (1 when a value comes before it)."""
+    first = layout[anchor]
+    if anchor >= len(layout) or not isinstance(first, str) or not _HAS_LETTERS(first) or len(first.strip()) < 3:
+        return text
+    found = text.find(first)
+    while found >= 0:
+        start = found
+        if anchor:  # the value before the first words: the token that ends there
+            while start > 0 and text[start - 1] not in _TOKEN_END:
+                start -= 1
+        for piece in _pieces(text, start, found, layout, anchor):
+            values = _match(layout, piece)
+            if values is not None and all(values.values()):
+                try:
+                    new = translated.format(*(_localize_value(values.get(i, "")) for i in range(max(values) + 1)))
+                except (IndexError, KeyError, ValueError):
+                    break
+                text = text[:start] + new + text[start + len(piece) :]
+                found = start + len(new) - len(first)
+                break
+        found = text.find(first, found + 1)
+    return text
+
+
+def _pieces(text: str, start: int, found: int, layout: tuple, anchor: int):
+    """The candidate texts of a template whose first words are at ``found`` (its text from
+    ``start``): up to each later occurrence of its last words, or, when it ends in a value, to the
+    end of the token after its last words."""
+    ends_in_value = isinstance(layout[-1], int)
+    last = layout[-2] if ends_in_value else layout[-1]
+    end = text.find(last, found if len(layout) - 1 - ends_in_value == anchor else found + len(layout[anchor]))
+    while end >= 0:
+        stop = end + len(last)
+        if ends_in_value:
+            while stop < len(text) and text[stop] not in _TOKEN_END:
+                stop += 1
+            while stop > end + len(last) and text[stop - 1] in ".:;":
+                stop -= 1
+        yield text[start:stop]
+        end = text.find(last, end + 1)
 
 
 def _HAS_LETTERS(text: str) -> bool:
@@ -327,11 +366,13 @@ def _localize_value(value: str) -> str:
         return value
     lead, trail = value[: len(value) - len(value.lstrip())], value[len(value.rstrip()) :]
     excess = display_width(translated) - display_width(core)
+    if display_width(core) > 40:  # prose, not a padded cell: its spaces are its own
+        return lead + translated + trail
     if excess > 0:
         cut = min(excess, len(trail))
         trail, excess = trail[cut:], excess - cut
         lead = lead[min(excess, len(lead)) :]
-    elif excess < 0 and (lead or trail):  # a padded value: padded back to its width
+    elif excess < 0 and (lead or trail):  # a padded cell: back to its width
         trail, lead = (trail + " " * -excess, lead) if trail else (trail, lead + " " * -excess)
     return lead + translated + trail
 

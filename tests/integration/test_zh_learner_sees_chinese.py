@@ -101,6 +101,42 @@ def test_the_finder_allows_chinese_identifiers_units_glosses_and_code():
     assert english_phrases("模式：real_cpu，设备：cpu") == []
 
 
+def test_the_finder_reads_a_tables_columns_apart():
+    assert english_phrases("link   transfer   prefill") == []
+    assert english_phrases("run  exposed transfer") == ["exposed transfer"]
+
+
+# ----------------------------------------------------------------- what a real_cpu run prints
+
+DECISIONS = ["accept_physical_overlap", "tune_overlap_window", "rerun_on_quiet_machine", "reject_incorrect_path", "reject_instrument_fault"]
+
+
+@pytest.mark.parametrize("decision", DECISIONS)
+def test_each_decisions_reason_is_printed_in_chinese(decision, monkeypatch, root):
+    """Notebook 05 prints the result's decision_reason (English in the file) on a measured run:
+    the reason, what fired with its numbers, and a busy machine's note read in Chinese."""
+    import copy
+
+    from tools import i18n
+    from tools.overlap import results
+
+    reference = json.loads((root / "benchmarks" / "reference" / "inf_serving_overlap_cpu_reference.json").read_text(encoding="utf-8"))
+    result = copy.deepcopy(reference)
+    result["hardware"].update(load_average_1m=3.0, other_cpu_cores=1.5)  # a busy machine: its note is added
+    if decision == "tune_overlap_window":
+        result["cases"][1]["latency_ratio"] = 0.9  # a calibrated case misses the bar
+    results.finalize(result, lambda cases, controls: decision)
+    english = result["decision_reason"]
+    assert "Busy machine" in english, english
+    i18n.set_language("zh")
+    try:
+        shown = i18n.localize_lines(f"{'reason':>15}: {english}")
+    finally:
+        i18n.set_language(None)
+    assert english_phrases(shown) == [], shown
+    assert shown.startswith(" " * 9 + "reason: "), "the line keeps its own indentation"
+
+
 # ----------------------------------------------------------------- what the learner sees
 
 STARTUP = """

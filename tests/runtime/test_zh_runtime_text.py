@@ -45,6 +45,22 @@ def test_tick_labels_the_axis_sets_at_draw_time_are_drawn_translated(zh):
     assert {"拷贝引擎 H2D", "传输"} <= set(drawn), drawn
 
 
+def test_without_translating_as_set_the_axis_draws_its_tick_labels_in_english(zh, monkeypatch):
+    """The control: with matplotlib's own set_text, translating the figure's text before the draw
+    (what the figure's printing did) is undone by the axis, which sets its tick labels again."""
+    from matplotlib.text import Text
+
+    from tools.plotting import draw_lanes, new_figure
+    from tools.timeline import ENGINE_LANES
+
+    monkeypatch.setattr(Text, "set_text", Text.set_text.__wrapped__)
+    fig, ax = new_figure()
+    draw_lanes(ax, [{"lane": ENGINE_LANES["copy_h2d"], "start": 0, "end": 5, "role": "copy"}], [ENGINE_LANES["copy_h2d"]])
+    i18n.localize_figure(fig)
+    assert "copy engine H2D" in _drawn(fig)
+    plt.close(fig)
+
+
 def test_english_figures_are_left_as_they_are():
     from tools.plotting import draw_lanes, new_figure
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..i18n import N_
 from .device import DriverError, driver_facts, nvml_facts
 from .evidence import BOUND_FACTOR_GPU, MAX_COPY_SLOWDOWN_GPU, negative_controls, overlap_evidence, preconditions_met, spans_overlap_ms, summarize
 
@@ -190,7 +191,7 @@ def device_facts(rt: Runtime, index: int) -> dict:
     try:
         facts = rt.driver_facts(index)
     except (DriverError, AttributeError) as exc:
-        raise RuntimeError(f"cannot read device facts from the CUDA driver: {exc}") from exc
+        raise RuntimeError(N_("cannot read device facts from the CUDA driver: {0}").format(exc)) from exc
     return {
         "device": props.name,
         "cuda": str(rt.torch.version.cuda),
@@ -212,8 +213,10 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
     torch = rt.torch
     if not torch.cuda.is_available():
         raise RuntimeError(
-            "RUN_MODE='real_gpu' but CUDA is not available on this machine "
-            "(use 'real_cpu' for the CPU analogue, or run on a machine with an NVIDIA GPU)"
+            N_(
+                "RUN_MODE='real_gpu' but CUDA is not available on this machine "
+                "(use 'real_cpu' for the CPU analogue, or run on a machine with an NVIDIA GPU)"
+            )
         )
     wl = result["workload"]
     index = torch.cuda.current_device()

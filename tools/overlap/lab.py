@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..i18n import N_, tr
 from ..notebook_runtime import grading_mode
 from .evidence import overlap_evidence, percentile, summarize, timeline_overlap
 from .results import evidence_level, finalize, new_result, progress_bar, result_path, write_result
@@ -79,8 +80,11 @@ def run_experiment(
         # grading measures nothing: the grader's machine is not the learner's, a run takes tens of
         # seconds (past a cell's limit), and TODO 5 is judged on fixed cases, not on this file
         print(
-            f"Grading runs the dry run whatever RUN_MODE says (it was {run_mode!r}): nothing is measured "
-            "here, and the result file you measured is not what is graded."
+            tr(
+                "Grading runs the dry run whatever RUN_MODE says (it was {mode}): nothing is measured here, "
+                "and the result file you measured is not what is graded.",
+                mode=repr(run_mode),
+            )
         )
         run_mode = "dry_run"
     if not isinstance(intra_op_threads, int) or intra_op_threads < 1:
@@ -114,7 +118,7 @@ def run_experiment(
         result["failure"] = {"type": type(exc).__name__, "message": str(exc)}
         result["evidence_level"] = f"failed_{run_mode}_attempt"
         result["decision"] = "reject_until_environment_fixed"
-        result["decision_reason"] = "the run failed before measuring anything: see failure"
+        result["decision_reason"] = N_("the run failed before measuring anything: see failure")
     return result
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 import time
 
+from ..i18n import N_
+
 # Busy when other programs took more than a quarter of a core beyond the cores the run leaves free.
 BUSY_MARGIN_CORES = 0.25
 # /proc/stat's cpu line: user nice system idle iowait irq softirq steal ...; busy = all but idle and iowait
@@ -91,9 +93,13 @@ def describe_load(load: float | None, cpus: int | None, other_cores: float | Non
     """'other programs kept 0.91 of 2 CPUs busy during the run (load average 1.3 before it)'."""
     parts = []
     if other_cores is not None:
-        parts.append(f"other programs kept {other_cores:g} of {cpus} CPUs busy during the run")
+        parts.append(N_("other programs kept {0} of {1} CPUs busy during the run").format(format(other_cores, "g"), cpus))
     if load is not None:
-        parts.append(f"load average {load:g} before it" if parts else f"load average {load:g} on {cpus} CPUs before the run")
+        parts.append(
+            N_("load average {0} before it").format(format(load, "g"))
+            if parts
+            else N_("load average {0} on {1} CPUs before the run").format(format(load, "g"), cpus)
+        )
     if len(parts) == 2:
         return f"{parts[0]} ({parts[1]})"
-    return parts[0] if parts else "load not measured"
+    return parts[0] if parts else N_("load not measured")

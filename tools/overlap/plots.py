@@ -3,7 +3,7 @@ one overlapped run per stream."""
 
 from __future__ import annotations
 
-from ..i18n import N_, localize, tr
+from ..i18n import N_, localize, localize_lines, tr
 from ..plotting import PALETTE, ROLE, binary_size, draw_lanes, new_figure
 
 
@@ -18,7 +18,7 @@ def plot_result(result: dict, source: str = "") -> None:
     """Three panels from a measured result. ``source`` names where the data came from."""
     cases = result["cases"]
     if not cases:
-        print("No measured cases to plot.")
+        print(tr("No measured cases to plot."))
         return
     where = result["hardware"].get("device", "?")
     fig, axes = new_figure(rows=1, cols=2, height=3.8)
@@ -132,7 +132,7 @@ def plot_controls(result: dict) -> None:
 
     rows = evidence_rows(result)
     if not rows:
-        print("No cases or controls to plot.")
+        print(tr("No cases or controls to plot."))
         return
     fig, ax = new_figure(height=0.6 * len(rows) + 2.3)
     y = list(range(len(rows)))
@@ -213,7 +213,7 @@ def evidence_label(ev: dict) -> str:
 def _warn(what: dict, fig) -> None:
     """Print a measurement's warnings before its figure, and mark the figure, so it is never read silently."""
     for text in what.get("warnings", []):
-        print(f"WARNING: {text}")
+        print(tr("WARNING: {warning}", warning=localize_lines(text)))
     origin = what.get("replayed_from")
     if what.get("warnings"):
         fig.suptitle(f"Not trustworthy as measured: {len(what['warnings'])} warning(s) printed above", color=PALETTE["vermillion"], fontsize=10)

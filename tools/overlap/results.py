@@ -18,30 +18,43 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..i18n import N_
 from ..notebook_runtime import grading_mode, package_version
 from ..project_runtime import results_dir, write_json_atomic
 from .load import busy_machine, describe_load
 from .schema import CPU_ACCEPT, LEARNER_DECISIONS, SCHEMA_VERSION, SEMANTIC_ID, validate_result
 
+# the decision's reason in English in the result file; translated where a notebook prints it
 REASONS = {
-    "accept_physical_overlap": "every case is correct, the controls came out unconfirmed, and each payload's "
-    "calibrated case overlapped: ratio <= 0.75, overlapped median within its bound_factor "
-    "(1.15 on a GPU) x max(copy, compute), overlapped P95 below the serial median",
-    CPU_ACCEPT: "the CPU analogue overlapped (the GPU's rule, with the CPU's bound_factor 1.30: two threads "
-    "share the memory bus); this says nothing about copy engines, pinned memory or streams",
-    "tune_overlap_window": "correct and the controls behave, but at least one payload's calibrated case did not "
-    "meet the bar (see its ratio, its bound and its P95): resize the window or the payload",
-    "reject_incorrect_path": "a case copied or computed a wrong result, or was not issued on the overlap path "
-    "(distinct streams or threads, pinned source, non_blocking): a fast wrong answer is no evidence",
-    "reject_instrument_fault": "a negative control (which cannot overlap) came out confirmed, or no control ran: "
-    "the instrument cannot be trusted, so neither can the cases",
-    "rerun_on_quiet_machine": "the machine was too noisy to measure (a serial median far from copy + compute, or a "
-    "wide spread): close other programs and rerun; this is not a verdict on the path",
+    "accept_physical_overlap": N_(
+        "every case is correct, the controls came out unconfirmed, and each payload's "
+        "calibrated case overlapped: ratio <= 0.75, overlapped median within its bound_factor "
+        "(1.15 on a GPU) x max(copy, compute), overlapped P95 below the serial median"
+    ),
+    CPU_ACCEPT: N_(
+        "the CPU analogue overlapped (the GPU's rule, with the CPU's bound_factor 1.30: two threads "
+        "share the memory bus); this says nothing about copy engines, pinned memory or streams"
+    ),
+    "tune_overlap_window": N_(
+        "correct and the controls behave, but at least one payload's calibrated case did not "
+        "meet the bar (see its ratio, its bound and its P95): resize the window or the payload"
+    ),
+    "reject_incorrect_path": N_(
+        "a case copied or computed a wrong result, or was not issued on the overlap path "
+        "(distinct streams or threads, pinned source, non_blocking): a fast wrong answer is no evidence"
+    ),
+    "reject_instrument_fault": N_(
+        "a negative control (which cannot overlap) came out confirmed, or no control ran: the instrument cannot be trusted, so neither can the cases"
+    ),
+    "rerun_on_quiet_machine": N_(
+        "the machine was too noisy to measure (a serial median far from copy + compute, or a "
+        "wide spread): close other programs and rerun; this is not a verdict on the path"
+    ),
 }
 
 
 STAND_IN_EVIDENCE = "stand_in_timing_model"
-STAND_IN_NOTE = "Stand-in for torch.cuda: a timing model, not a measurement. TODO 5's rule on its numbers: "
+STAND_IN_NOTE = N_("Stand-in for torch.cuda: a timing model, not a measurement. TODO 5's rule on its numbers:") + " "
 
 
 def is_stand_in(result: dict) -> bool:
@@ -111,10 +124,17 @@ def _calibrated_summary(cases: list[dict]) -> str:
         if c.get("window") == "calibrated":
             bound = max(c["copy_alone_ms"], c["compute_alone_ms"])
             parts.append(
-                f"{c['payload_mib']:g} MiB: ratio {c['latency_ratio']:.2f}, overlapped median / max(copy, compute) "
-                f"{c['overlap_median_ms'] / bound:.2f} (bound {c['bound_factor']:g}), overlapped P95 {c['overlap_p95_ms']:.2f} ms "
-                f"{'<' if c['overlap_p95_ms'] < c['serial_median_ms'] else '>='} serial median "
-                f"{c['serial_median_ms']:.2f} ms"
+                N_(
+                    "{0} MiB: ratio {1}, overlapped median / max(copy, compute) {2} (bound {3}), overlapped P95 {4} ms {5} serial median {6} ms"
+                ).format(
+                    format(c["payload_mib"], "g"),
+                    format(c["latency_ratio"], ".2f"),
+                    format(c["overlap_median_ms"] / bound, ".2f"),
+                    format(c["bound_factor"], "g"),
+                    format(c["overlap_p95_ms"], ".2f"),
+                    "<" if c["overlap_p95_ms"] < c["serial_median_ms"] else ">=",
+                    format(c["serial_median_ms"], ".2f"),
+                )
             )
     return "; ".join(parts)
 
@@ -125,12 +145,14 @@ def noise_conditions(case: dict) -> list[str]:
     serial, predicted, p95 = case["serial_median_ms"], case["predicted_serial_ms"], case["serial_p95_ms"]
     off = serial / predicted - 1
     if abs(off) > NOISE_OFF_MODEL:
-        out.append(
-            f"serial median {serial:.2f} ms is {abs(off):.0%} {'above' if off > 0 else 'below'} copy + compute "
-            f"{predicted:.2f} ms (> {NOISE_OFF_MODEL:.0%})"
+        template = (
+            N_("serial median {0} ms is {1} above copy + compute {2} ms (> {3})")
+            if off > 0
+            else N_("serial median {0} ms is {1} below copy + compute {2} ms (> {3})")
         )
+        out.append(template.format(format(serial, ".2f"), format(abs(off), ".0%"), format(predicted, ".2f"), format(NOISE_OFF_MODEL, ".0%")))
     if p95 > NOISE_SPREAD * serial:
-        out.append(f"serial P95 {p95:.2f} ms > {NOISE_SPREAD:g} x serial median {serial:.2f} ms")
+        out.append(N_("serial P95 {0} ms > {1} x serial median {2} ms").format(format(p95, ".2f"), format(NOISE_SPREAD, "g"), format(serial, ".2f")))
     return out
 
 
@@ -139,13 +161,19 @@ def bar_misses(case: dict) -> list[str]:
     out = []
     bound = max(case["copy_alone_ms"], case["compute_alone_ms"])
     if not case.get("overlap_confirmed"):
-        out.append("overlap not confirmed")
+        out.append(N_("overlap not confirmed"))
     if case["latency_ratio"] > BAR_RATIO:
-        out.append(f"ratio {case['latency_ratio']:.2f} > {BAR_RATIO:g}")
+        out.append(N_("ratio {0} > {1}").format(format(case["latency_ratio"], ".2f"), format(BAR_RATIO, "g")))
     if case["overlap_median_ms"] > case["bound_factor"] * bound:
-        out.append(f"overlapped median {case['overlap_median_ms']:.2f} ms > {case['bound_factor']:g} x max(copy, compute) {bound:.2f} ms")
+        out.append(
+            N_("overlapped median {0} ms > {1} x max(copy, compute) {2} ms").format(
+                format(case["overlap_median_ms"], ".2f"), format(case["bound_factor"], "g"), format(bound, ".2f")
+            )
+        )
     if case["overlap_p95_ms"] >= case["serial_median_ms"]:
-        out.append(f"overlapped P95 {case['overlap_p95_ms']:.2f} ms >= serial median {case['serial_median_ms']:.2f} ms")
+        out.append(
+            N_("overlapped P95 {0} ms >= serial median {1} ms").format(format(case["overlap_p95_ms"], ".2f"), format(case["serial_median_ms"], ".2f"))
+        )
     return out
 
 
@@ -155,29 +183,33 @@ def what_fired(decision: str, cases: list[dict], controls: list[dict]) -> str:
     calibrated = [c for c in cases if c.get("window") == "calibrated"]
 
     def listed(found: list[str], rule: int, none: str) -> str:
-        return "; ".join(found) if found else f"{none}: check TODO 5's rule {rule}"
+        return "; ".join(found) if found else N_("{0}: check TODO 5's rule {1}").format(none, rule)
 
     if decision == "reject_incorrect_path":
         fields = ("copy_correct", "compute_correct", "preconditions_met")
-        found = [f"{_label(c)}: {', '.join(f for f in fields if not c.get(f))} not true" for c in cases if not all(c.get(f) for f in fields)]
-        return listed(found, 1, "every case is correct and on the overlap path")
+        found = [
+            f"{_label(c)}: " + N_("{0} not true").format(", ".join(f for f in fields if not c.get(f)))
+            for c in cases
+            if not all(c.get(f) for f in fields)
+        ]
+        return listed(found, 1, N_("every case is correct and on the overlap path"))
     if decision == "reject_instrument_fault":
         if not controls:
-            return "no negative control ran"
+            return N_("no negative control ran")
         found = [
-            f"control {c.get('name', '?')}: overlap_confirmed is {c.get('overlap_confirmed')!r}"
+            N_("control {0}: overlap_confirmed is {1}").format(c.get("name", "?"), repr(c.get("overlap_confirmed")))
             for c in controls
             if c.get("overlap_confirmed") is not False
         ]
-        return listed(found, 2, "every control came out not confirmed")
+        return listed(found, 2, N_("every control came out not confirmed"))
     if decision == "rerun_on_quiet_machine":
         found = [f"{_label(c)}: {' and '.join(conds)}" for c in calibrated if (conds := noise_conditions(c))]
-        return listed(found, 3, "no calibrated case meets either noise condition")
+        return listed(found, 3, N_("no calibrated case meets either noise condition"))
     if decision == "tune_overlap_window":
         if not calibrated:
-            return "no calibrated case was measured"
+            return N_("no calibrated case was measured")
         found = [f"{_label(c)}: {', '.join(misses)}" for c in calibrated if (misses := bar_misses(c))]
-        return listed(found, 4, "every calibrated case meets the bar")
+        return listed(found, 4, N_("every calibrated case meets the bar"))
     return _calibrated_summary(cases)
 
 
@@ -192,10 +224,10 @@ def _load_note(result: dict) -> str:
     threads = result["workload"].get("intra_op_threads", 1) + 1  # the matmul threads and the copy thread
     if result["run_mode"] != "real_cpu" or not busy_machine(load, cpus, others, threads):
         return ""
-    return (
-        f". Busy machine: {describe_load(load, cpus, others)}; other programs were using the cores that the "
-        f"copy thread and the matmul thread need, so they take turns instead of overlapping"
-    )
+    return ". " + N_(
+        "Busy machine: {0}; other programs were using the cores that the copy thread and the matmul thread need, "
+        "so they take turns instead of overlapping"
+    ).format(describe_load(load, cpus, others))
 
 
 def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:
@@ -204,7 +236,7 @@ def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:
         try:
             decision = decide(copy.deepcopy(result["cases"]), copy.deepcopy(result["controls"]))
         except NotImplementedError:
-            result["decision"], result["decision_reason"] = "not_decided", "TODO 5 is not done yet"
+            result["decision"], result["decision_reason"] = "not_decided", N_("TODO 5 is not done yet")
             return result
         if decision not in LEARNER_DECISIONS:
             raise ValueError(f"decide_overlap returned {decision!r}; expected one of {LEARNER_DECISIONS}")
@@ -213,9 +245,10 @@ def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:
         result["decision"] = decision
         fired = what_fired(decision, result["cases"], result["controls"])
         stand_in = is_stand_in(result)
-        lead = ("Modelled" if stand_in else "Measured") if decision in ("accept_physical_overlap", CPU_ACCEPT) else "What fired"
+        accepted = decision in ("accept_physical_overlap", CPU_ACCEPT)
+        reason = (N_("{0}. Modelled: {1}") if stand_in else N_("{0}. Measured: {1}")) if accepted else N_("{0}. What fired: {1}")
         note = STAND_IN_NOTE if stand_in else ""
-        result["decision_reason"] = f"{note}{REASONS[decision]}. {lead}: {fired}{_load_note(result)}"
+        result["decision_reason"] = reason.format(f"{note}{REASONS[decision]}", f"{fired}{_load_note(result)}")
     return result
 
 

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from ..i18n import localize
+from ..i18n import N_, localize
 from .load import OtherCpuMeter, busy_machine, describe_load, load_average
 
 MiB = 2**20
@@ -205,9 +205,11 @@ def sweep_warnings(sweep: dict) -> list[str]:
     if one <= SERIAL_SLACK * copy_ms:
         return []
     return [
-        f"one chunk exposed {one:.2f} ms against {copy_ms:.2f} ms for the copy alone: with one chunk nothing "
-        f"overlaps, so the two should be close (within {SERIAL_SLACK:g}x). The extra time is waiting (on the CPU, "
-        f"for a core that other programs held, to start or wake the copy thread); the sweep's shape is not trustworthy."
+        N_(
+            "one chunk exposed {0} ms against {1} ms for the copy alone: with one chunk nothing overlaps, so the two should be close "
+            "(within {2}x). The extra time is waiting (on the CPU, for a core that other programs held, to start or wake the copy "
+            "thread); the sweep's shape is not trustworthy."
+        ).format(format(one, ".2f"), format(copy_ms, ".2f"), format(SERIAL_SLACK, "g"))
     ]
 
 
