@@ -48,7 +48,7 @@ from .publish.editions import feedback_translations
 from .publish.leaks import secret_lines
 from .publish.release import generate
 from .record import gradebook
-from .record.exporters import add_csp, add_wrapping
+from .record.exporters import add_csp, add_wrapping, localize_labels
 from .record.late import LateSpec, late_text, lms_flags, load_spec, notebook_late, save_spec
 from .record.tables import cell_value, late_columns, score_row, write_csv
 from .run.job import EDITION_FILE, SUBMISSION_DIGEST
@@ -609,6 +609,7 @@ def localize_page(text: str, words: dict[str, str]) -> str:
     feedback translations; empty for English, which leaves the page as it is)."""
     if not words:
         return text
+    text = localize_labels(text, words)  # its score lines, grade-cell labels and hidden-tests note
     for pattern, english in _PAGE_HEADINGS:
         for item in english:
             if item in words:

@@ -27,8 +27,10 @@ STATUS_TEXT = {
 }
 
 
-# the line a visible check cell ends with on a feedback page (its hidden tests ran in the judge)
-HIDDEN_NOTE = "# Hidden tests ran outside this notebook at grading: the ideas they check, and your result, are below."
+# the line a visible check cell ends with on a feedback page (its hidden tests ran in the judge): a
+# comment, whose text a page in another language shows translated (a feedback catalog key)
+HIDDEN_NOTE_TEXT = "Hidden tests ran outside this notebook at grading: the ideas they check, and your result, are below."
+HIDDEN_NOTE = "# " + HIDDEN_NOTE_TEXT
 
 
 def with_hidden_note(cell) -> str:

@@ -38,8 +38,10 @@ and their stand-ins (``check_course`` verifies both).
 
 from __future__ import annotations
 
+import ast
 import builtins
 import re
+import string
 import symtable
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -85,6 +87,195 @@ class HiddenTests:
     namespace: dict = field(default_factory=dict, repr=False)  # the ideas' globals
 
 
+# ---------------------------------------------------------------- failure messages
+# A grade cell's failure messages (hidden or public) are English text that the feedback page shows
+# in the submission's language. The judge compiles the cell with each of its texts (a string or an
+# f-string of words, not a docstring: an assert's message, a helper's description of what it checks)
+# turned into a ``Said``: the same English text, carrying its catalog key (an f-string as a template
+# whose ``{0}``, ``{1}``... stand for its values, as ``message_template`` writes it) and its values,
+# each formatted as the f-string formats it, a value that is itself a ``Said`` kept as one. The page
+# renders the key's translation with the values: nothing is matched against text, and the cells are
+# the same in every edition.
+
+MESSAGE_CALL = "__course_said__"  # the names a compiled cell calls to make a message and keep a value
+VALUE_CALL = "__course_value__"
+NOT_MESSAGES = {"idea", "uses", "hidden_random", "case"}  # calls whose text arguments are not messages
+
+
+class Said(str):
+    """A message's English text, with the catalog key it was made from and its values (plain
+    strings, or a nested ``Said`` for a text that is translated on its own, such as a label).
+    A ``plain`` message is its key as written (a string literal, whose braces are text)."""
+
+    template: str
+    values: tuple
+    plain: bool
+
+    def __new__(cls, template: str, values=(), plain: bool = False):
+        values = tuple(values)
+        said = super().__new__(cls, template if plain else template.format(*values))
+        said.template, said.values, said.plain = template, values, plain
+        return said
+
+    def to_json(self) -> dict:
+        data = {"t": self.template, "v": [v.to_json() if type(v) is Said else str(v) for v in self.values]}
+        return {**data, "plain": True} if self.plain else data
+
+
+def said(template: str, *values) -> Said:
+    """A message of the grader's own, ``{0}``, ``{1}``... its values (see MESSAGES in judge.py)."""
+    return Said(template, values)
+
+
+def _value(value) -> str:
+    """An f-string's value as a message keeps it: a ``Said`` as it is, anything else formatted."""
+    return value if type(value) is Said else format(value)
+
+
+def render_message(data, words: dict[str, str] | None = None, limit: int = 400) -> str:
+    """A message recorded by ``Said.to_json`` in the language of ``words`` (a key's translation,
+    else its English), each plain value cut to ``limit`` characters; a translation that lost a
+    field falls back to the English template."""
+    words = words or {}
+    if isinstance(data, str):
+        return data
+    if not isinstance(data, dict) or not isinstance(data.get("t"), str):
+        return ""
+    template = data["t"]
+    translated = words.get(template, template)
+    if data.get("plain"):
+        return translated
+    values = [render_message(v, words, limit) if isinstance(v, dict) else str(v)[:limit] for v in data.get("v", [])]
+    try:
+        if _fields(translated) == _fields(template):
+            return translated.format(*values)
+    except (IndexError, KeyError, ValueError):
+        pass
+    try:
+        return template.format(*values)
+    except (IndexError, KeyError, ValueError):
+        return template
+
+
+def _fields(template: str) -> set[str]:
+    """The fields a template names (ValueError when it does not parse)."""
+    return {field for _, field, _, _ in string.Formatter().parse(template) if field is not None}
+
+
+def is_text(text: str | None) -> bool:
+    """Words a person reads, not a key, a colour or a format string."""
+    return bool(text) and bool(re.search(r"[A-Za-z]{3,}", text)) and " " in text.strip()
+
+
+def message_template(node: ast.expr) -> str | None:
+    """A string literal's text, or an f-string as a template with ``{0}``, ``{1}``... for its values."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        parts, n = [], 0
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                parts.append(str(value.value).replace("{", "{{").replace("}", "}}"))
+            else:
+                parts.append(f"{{{n}}}")
+                n += 1
+        return "".join(parts)
+    return None
+
+
+def message_nodes(tree: ast.AST) -> list[ast.expr]:
+    """The texts of a grade cell that a failure message may show (each a catalog key): every string
+    or f-string of words (``is_text``), whole, but docstrings, a piece of an f-string, a format
+    spec, and the arguments of ``idea``, ``uses``, ``hidden_random`` and ``case``."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                skip.add(id(first.value))
+        elif isinstance(node, ast.JoinedStr):
+            skip |= {id(v) for v in node.values if isinstance(v, ast.Constant)}
+        elif isinstance(node, ast.FormattedValue) and node.format_spec is not None:
+            skip |= {id(n) for n in ast.walk(node.format_spec)}
+        elif isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in NOT_MESSAGES:
+                skip |= {id(n) for arg in [*node.args, *(k.value for k in node.keywords)] for n in ast.walk(arg)}
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Constant, ast.JoinedStr)) and id(node) not in skip and is_text(message_template(node))
+    ]
+
+
+def message_templates(tree: ast.AST) -> list[str]:
+    """The catalog keys of a grade cell's texts (``message_nodes``), each once, in order."""
+    return list(dict.fromkeys(message_template(node) for node in message_nodes(tree)))
+
+
+class _Messages(ast.NodeTransformer):
+    """Each text of ``message_nodes`` made a ``Said`` where it stands."""
+
+    def __init__(self, tree: ast.AST):
+        self.chosen = {id(node) for node in message_nodes(tree)}
+
+    def visit_Constant(self, node: ast.Constant):
+        if id(node) not in self.chosen:
+            return node
+        return ast.copy_location(self._call(node.value, [], plain=True), node)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr):
+        chosen = id(node) in self.chosen
+        self.generic_visit(node)  # a text inside one of its values is a message of its own
+        if not chosen:
+            return node
+        values = [
+            ast.Call(ast.Name(VALUE_CALL, ast.Load()), [v.value], []) if v.conversion == -1 and v.format_spec is None else ast.JoinedStr([v])
+            for v in node.values
+            if isinstance(v, ast.FormattedValue)
+        ]
+        return ast.copy_location(self._call(message_template(node), values), node)
+
+    @staticmethod
+    def _call(template: str, values: list, plain: bool = False) -> ast.Call:
+        args = [ast.Constant(template), ast.Tuple(values, ast.Load())] + ([ast.Constant(True)] if plain else [])
+        return ast.Call(ast.Name(MESSAGE_CALL, ast.Load()), args, [])
+
+
+def compile_cell(source: str, filename: str):
+    """A grade cell's code compiled as the judge runs it: each of its texts a ``Said`` (the
+    namespace it runs in needs ``MESSAGE_CALL`` and ``VALUE_CALL``: ``cell_scope`` gives them)."""
+    tree = ast.parse(source, filename)
+    return compile(ast.fix_missing_locations(_Messages(tree).visit(tree)), filename, "exec")
+
+
+def cell_scope(name: str, **given) -> dict:
+    return {"__name__": name, MESSAGE_CALL: Said, VALUE_CALL: _value, **given}
+
+
+def message_problems(source: str, where: str) -> list[str]:
+    """Failure messages the feedback cannot show translated: an assert without a message, or one
+    put together at run time (``+``, ``%``, ``.format``, ``.join``) rather than written as a text."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            msg = node.msg
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "AssertionError":
+            msg = node.args[0] if node.args else None
+        else:
+            continue
+        code = " ".join(ast.unparse(node).split())[:80]
+        if msg is None:
+            problems.append(f"{where}: {code!r} has no message: say what is wrong, in the learner's terms")
+        elif isinstance(msg, ast.BinOp) or (isinstance(msg, ast.Call) and getattr(msg.func, "attr", "") in ("format", "join")):
+            problems.append(f"{where}: {code!r}: write its message as a text (a string or an f-string), so the catalog can translate it")
+    return problems
+
+
 def split_hidden(source: str) -> tuple[str, str]:
     """(the cell without its hidden regions, the hidden regions joined)."""
     hidden = "\n".join(m.group(1) for m in HIDDEN.finditer(source))
@@ -107,9 +298,9 @@ def load(source: str, grade_id: str = "?", points: float = 0.0) -> HiddenTests:
         def idea(idea_id, share, text, fn):
             spec.ideas.append(Idea(idea_id, float(share), text, fn))
 
-    scope = {"__name__": f"hidden_tests_{grade_id}"}
+    scope = cell_scope(f"hidden_tests_{grade_id}")
     with checks.collecting(Collector()):
-        exec(compile(source, f"<hidden tests of {grade_id}>", "exec"), scope)
+        exec(compile_cell(source, f"<hidden tests of {grade_id}>"), scope)
     spec.namespace = scope  # the judge puts the learner's functions here
     return spec
 
@@ -136,9 +327,9 @@ def load_public(source: str, grade_id: str = "?", given: dict | None = None) -> 
         def public(idea_id, label, fn):
             cases.append(PublicCase(idea_id, label, fn))
 
-    scope = {"__name__": f"public_checks_{grade_id}", **(given or {})}
+    scope = cell_scope(f"public_checks_{grade_id}", **(given or {}))
     with checks.collecting(Collector()):
-        exec(compile(source, f"<public checks of {grade_id}>", "exec"), scope)
+        exec(compile_cell(source, f"<public checks of {grade_id}>"), scope)
     return cases, scope
 
 
@@ -274,6 +465,8 @@ def check_course(paths: list[Path]) -> list[str]:
                 continue
             problems += validate(spec)
             problems += check_public(spec, test["public"])
+            problems += message_problems(test["hidden"], f"hidden tests of {test['grade_id']}")
+            problems += message_problems(test["public"], f"public checks of {test['grade_id']}")
             for name, source_id in spec.stand_ins.items():
                 if source_id not in solution_ids:
                     problems.append(f"hidden tests of {test['grade_id']}: stand-in {name} names no solution cell {source_id!r}")

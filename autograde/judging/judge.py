@@ -27,6 +27,33 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import ideas as idea_format
+from .ideas import Said, said
+
+# The judge's own failure messages, keys of the feedback catalog (translations/<lang>/grader.po):
+# ``{0}``, ``{1}``... are their values. A page renders one in the submission's language
+# (``ideas.render_message``), the values filled in.
+TIMED_OUT = "your code did not answer in time ({0} s per call)"
+STOPPED_READING = "your code did not answer in time ({0} s per call): it stopped reading what the grader sent"
+EXITED = "the process running your code stopped (it exited or crashed)"
+DIED = "the process running your code stopped (it exited, crashed or ran out of memory)"
+TOO_LONG = "your code answered with more than {0} bytes"
+NOT_A_MESSAGE = "the runner sent something that is not a message"
+NOT_LOADED = "the runner did not load the notebook"
+NOT_GIVEN = "the runner asked for a function it was not given"
+PROTOCOL = "the runner broke the protocol"
+BIG_DICT = "a dict of more than {0} entries with keys that are not strings came back"
+BAD_DICT = "a malformed dict came back"
+BAD_TYPE = "a {0} came back"
+NOT_RUN = "not run: {0}"
+UNFINISHED = "not implemented yet: replace `raise NotImplementedError()` with your code"
+NO_MESSAGE = "a check failed"
+PUBLIC = "public check “{0}”: {1}"
+RAISED = "your function raised {0}"
+UNLOADABLE = "your notebook's code could not be loaded: {0}"
+MESSAGES = (
+    TIMED_OUT, STOPPED_READING, EXITED, DIED, TOO_LONG, NOT_A_MESSAGE, NOT_LOADED, NOT_GIVEN, PROTOCOL,
+    BIG_DICT, BAD_DICT, BAD_TYPE, NOT_RUN, UNFINISHED, NO_MESSAGE, PUBLIC, RAISED, UNLOADABLE,
+)  # fmt: skip
 
 MAX_MESSAGE = 1 << 20  # bytes in one message from the runner
 MAX_PAIRS = 10_000  # entries of one dict with keys that are not strings (whose hashes a runner can make collide)
@@ -87,18 +114,18 @@ def decode(value: Any) -> Any:
             return tuple(decode(v) for v in value["$tuple"])
         if set(value) == {"$dict"} and isinstance(value["$dict"], list):
             if len(value["$dict"]) > MAX_PAIRS:
-                raise RunnerFailed(f"a dict of more than {MAX_PAIRS:,} entries with keys that are not strings came back")
+                raise RunnerFailed(said(BIG_DICT, f"{MAX_PAIRS:,}"))
             pairs = {}
             for pair in value["$dict"]:
                 if not (isinstance(pair, list) and len(pair) == 2):
-                    raise RunnerFailed("a malformed dict came back")
+                    raise RunnerFailed(said(BAD_DICT))
                 key = decode(pair[0])
                 pairs[_hashable(key)] = decode(pair[1])
             return pairs
         return {k: decode(v) for k, v in value.items()}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    raise RunnerFailed(f"a {type(value).__name__} came back")
+    raise RunnerFailed(said(BAD_TYPE, type(value).__name__))
 
 
 def _hashable(key: Any) -> Any:
@@ -148,9 +175,7 @@ class Runner:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.kill()
-                    raise RunnerFailed(
-                        f"your code did not answer in time ({self.call_timeout:g} s per call): it stopped reading what the grader sent"
-                    )
+                    raise RunnerFailed(said(STOPPED_READING, f"{self.call_timeout:g}"))
                 _, ready, _ = select.select([], [fd], [], left)
                 if ready:
                     try:
@@ -160,7 +185,7 @@ class Runner:
         except (BrokenPipeError, OSError, ValueError) as exc:
             self.died = True
             self.kill()
-            raise RunnerFailed("the process running your code stopped (it exited or crashed)") from exc
+            raise RunnerFailed(said(EXITED)) from exc
 
     def receive(self, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
@@ -169,7 +194,7 @@ class Runner:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise RunnerFailed(f"your code did not answer in time ({self.call_timeout:g} s per call)")
+                raise RunnerFailed(said(TIMED_OUT, f"{self.call_timeout:g}"))
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
@@ -177,23 +202,23 @@ class Runner:
             if not chunk:
                 self.died = True
                 self.kill()
-                raise RunnerFailed("the process running your code stopped (it exited, crashed or ran out of memory)")
+                raise RunnerFailed(said(DIED))
             self._buffer += chunk
             if len(self._buffer) > MAX_MESSAGE and b"\n" not in self._buffer:
                 self.kill()
-                raise RunnerFailed(f"your code answered with more than {MAX_MESSAGE} bytes")
+                raise RunnerFailed(said(TOO_LONG, MAX_MESSAGE))
         line, self._buffer = self._buffer.split(b"\n", 1)
         if len(line) > MAX_MESSAGE:
             self.kill()
-            raise RunnerFailed(f"your code answered with more than {MAX_MESSAGE} bytes")
+            raise RunnerFailed(said(TOO_LONG, MAX_MESSAGE))
         try:
             message = json.loads(line)
         except (ValueError, RecursionError) as exc:
             self.kill()
-            raise RunnerFailed("the runner sent something that is not a message") from exc
+            raise RunnerFailed(said(NOT_A_MESSAGE)) from exc
         if not isinstance(message, dict):
             self.kill()
-            raise RunnerFailed("the runner sent something that is not a message")
+            raise RunnerFailed(said(NOT_A_MESSAGE))
         return message
 
     def preload(self, cells: list[str], cell_timeout: float) -> None:
@@ -218,7 +243,7 @@ class Runner:
         reply = self.receive(cell_timeout * max(1, len(cells)) + 10)
         if reply.get("op") != "loaded":
             self.kill()
-            raise RunnerFailed("the runner did not load the notebook")
+            raise RunnerFailed(said(NOT_LOADED))
         self.loaded = cells
         errors = reply.get("errors")
         return [e for e in errors if isinstance(e, dict)][:50] if isinstance(errors, list) else []
@@ -243,7 +268,7 @@ class Runner:
                 value = decode(reply.get("value"))
                 if time.monotonic() > deadline:  # decoding counts too
                     self.kill()
-                    raise RunnerFailed(f"your code did not answer in time ({self.call_timeout:g} s per call)")
+                    raise RunnerFailed(said(TIMED_OUT, f"{self.call_timeout:g}"))
                 return value
             elif op == "exception":
                 mro = [m for m in reply.get("mro", []) if isinstance(m, str)] if isinstance(reply.get("mro"), list) else []
@@ -254,13 +279,13 @@ class Runner:
                 raise LearnerError(f"{mro[0] if mro else 'Exception'}: {message}")
             else:
                 self.kill()
-                raise RunnerFailed("the runner broke the protocol")
+                raise RunnerFailed(said(PROTOCOL))
 
     def _answer_callback(self, reply: dict, stand_ins: dict[str, Callable], deadline: float) -> None:
         function = stand_ins.get(reply.get("name"))
         if function is None:
             self.kill()
-            raise RunnerFailed("the runner asked for a function it was not given")
+            raise RunnerFailed(said(NOT_GIVEN))
         try:
             value = function(*decode(reply.get("args", [])), **decode(reply.get("kwargs", {})))
             self.send({"op": "callback_result", "value": encode(value)}, deadline)
@@ -358,37 +383,72 @@ def judge_cell(test: dict, solutions: dict[str, str], session: Session, cells: l
 def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCase], points: float) -> dict:
     """Run each idea of ``spec``: its hidden asserts (whose messages are written for the feedback),
     then the public checks that name it, the learner's functions already bound in both namespaces.
-    Returns the cell's result."""
+    Returns the cell's result: each idea's ``message`` in English and, as ``said``, the same message
+    as catalog keys and values (``ideas.Said.to_json``) for a page in another language."""
     results, unfinished, broken = [], False, None
     for item in spec.ideas:
         entry = {"id": item.id, "text": item.text, "points": item.points, "earned": 0.0, "status": "passed", "message": ""}
         if broken:
-            entry.update(status="skipped", message=f"not run: {broken}")
+            _tell(entry, "skipped", said(NOT_RUN, broken))
             results.append(entry)
             continue
-        where = ""  # which check failed: a public one is named by its label, as the learner saw it
+        label = None  # which check failed: a public one is named by its label, as the learner saw it
         try:
             item.check()
             for case in (c for c in public if c.idea == item.id):
-                where = f"public check “{case.label}”: "
+                label = case.label
                 case.check()
             entry["earned"] = item.points
         except NotImplementedError:
             unfinished = True
-            entry.update(status="not_started", message="not implemented yet: replace `raise NotImplementedError()` with your code")
+            _tell(entry, "not_started", said(UNFINISHED))
         except AssertionError as exc:
-            entry.update(status="failed", message=_short(where + (str(exc) or "a check failed")))
+            _tell(entry, "failed", _where(label, _assertion_message(exc)))
         except RunnerFailed as exc:
-            broken = _short(exc)
-            entry.update(status="error", message=broken)
+            broken = _message(exc)
+            _tell(entry, "error", broken)
         except LearnerError as exc:
-            entry.update(status="error", message=_short(f"{where}your function raised {exc}"))
+            _tell(entry, "error", _where(label, said(RAISED, _short(exc))))
         except Exception as exc:  # the learner's value broke the check (a missing key, a wrong type)
-            entry.update(status="error", message=_short(f"{where}{type(exc).__name__}: {exc}"))
+            _tell(entry, "error", _where(label, _short(f"{type(exc).__name__}: {exc}")))
         results.append(entry)
     earned = 0.0 if unfinished else sum(r["earned"] for r in results)
     status = "not_started" if unfinished else "graded"
     return {"score": round(earned, 6), "points": points, "status": status, "ideas": results}
+
+
+def _assertion_message(exc: AssertionError) -> Said | str:
+    """A failed assert's message: the ``Said`` the judge's compiled cell made (only the grader's
+    own code makes one: what a learner's function raises comes back as a plain string), else its
+    text, else NO_MESSAGE."""
+    message = exc.args[0] if len(exc.args) == 1 else None
+    if type(message) is Said:
+        return _capped(message)
+    return _short(exc) if str(exc) else said(NO_MESSAGE)
+
+
+def _message(exc: BaseException) -> Said | str:
+    """A RunnerFailed's message, as the judge made it."""
+    message = exc.args[0] if len(exc.args) == 1 else None
+    return message if type(message) is Said else _short(exc)
+
+
+def _capped(message: Said) -> Said:
+    """``message`` with each value cut as a page shows it (MAX_TEXT characters)."""
+    if message.plain or not message.values:
+        return message
+    return Said(message.template, [_capped(v) if type(v) is Said else _short(v) for v in message.values])
+
+
+def _where(label: str | None, message: Said | str) -> Said | str:
+    """A public check's failure says which check: its label, as the learner saw it."""
+    return message if label is None else Said(PUBLIC, (Said(label, plain=True), message))
+
+
+def _tell(entry: dict, status: str, message: Said | str) -> None:
+    entry.update(status=status, message=_short(message))
+    if type(message) is Said:
+        entry["said"] = message.to_json()
 
 
 def judge_notebook(tests: list[dict], solutions: dict[str, str], session: Session, cells: list[str]) -> tuple[dict, list[dict]]:
@@ -410,17 +470,18 @@ def _judge_notebook(tests: list[dict], solutions: dict[str, str], session: Sessi
     try:
         _, load_errors = session.ready(cells)
     except RunnerFailed as exc:  # the notebook's code never finished loading: nothing can be judged
-        why = f"your notebook's code could not be loaded: {_short(exc)}"
+        why = said(UNLOADABLE, _message(exc))
         results = {}
+        skipped = {"earned": 0.0, "status": "skipped", "message": _short(why), "said": why.to_json()}
         for test in tests:
             spec = idea_format.load(test["hidden"], test["grade_id"], test["points"])
             results[test["grade_id"]] = {
                 "score": 0.0,
                 "points": test["points"],
                 "status": "error",
-                "ideas": [{"id": i.id, "text": i.text, "points": i.points, "earned": 0.0, "status": "skipped", "message": why} for i in spec.ideas],
+                "ideas": [{"id": i.id, "text": i.text, "points": i.points, **skipped} for i in spec.ideas],
             }
-        return results, [{"cell": -1, "error": why}]
+        return results, [{"cell": -1, "error": _short(why)}]
     results = {test["grade_id"]: judge_cell(test, solutions, session, cells) for test in tests}
     return results, load_errors
 

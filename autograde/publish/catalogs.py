@@ -38,7 +38,7 @@ from babel.messages.pofile import PoFileError, read_po, write_po
 
 from tools.i18n import EDITIONS, runtime_catalog_path
 
-from ..judging.ideas import split_hidden
+from ..judging.ideas import is_text, message_nodes, message_template, message_templates, split_hidden
 
 PROJECT = "serving-overlap-course"
 # calls whose first string argument a learner reads: figure text and the public checks' label
@@ -76,20 +76,7 @@ def notebook_units(path: Path) -> list[Unit]:
     return units
 
 
-def _template(node: ast.expr) -> str | None:
-    """A string literal's text, or an f-string as a template with ``{0}``, ``{1}``... for its values."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        parts, n = [], 0
-        for value in node.values:
-            if isinstance(value, ast.Constant):
-                parts.append(str(value.value).replace("{", "{{").replace("}", "}}"))
-            else:
-                parts.append(f"{{{n}}}")
-                n += 1
-        return "".join(parts)
-    return None
+_template = message_template  # a string literal's text, or an f-string as a template with {0}, {1}... for its values
 
 
 _PARSE_LOCK = threading.Lock()
@@ -104,9 +91,7 @@ def parse(source: str) -> ast.Module:
         return ast.parse(source)
 
 
-def _is_text(text: str | None) -> bool:
-    """Words a person reads, not a key, a colour or a format string."""
-    return bool(text) and bool(re.search(r"[A-Za-z]{3,}", text)) and " " in text.strip()
+_is_text = is_text  # words a person reads, not a key, a colour or a format string
 
 
 def code_strings(source: str) -> list[str]:
@@ -119,7 +104,7 @@ def code_strings(source: str) -> list[str]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Assert) and node.msg is not None:
-            found.append(_template(node.msg))
+            found += [message_template(n) for n in message_nodes(node.msg)] or [_template(node.msg)]
         elif isinstance(node, ast.FunctionDef) and any("case" in ast.unparse(d) for d in node.decorator_list):
             found.append(ast.get_docstring(node))
         elif isinstance(node, ast.Call):
@@ -170,6 +155,27 @@ def code_units(paths: Iterable[Path]) -> list[Unit]:
     return units
 
 
+def public_check_texts(paths: Iterable[Path]) -> list[str]:
+    """What the judge's feedback quotes of the grade cells' public checks: each case's label (its
+    docstring's first line) and each failure message's catalog key. They are runtime catalog units
+    (``code_units``), translated for the learner's kernel; the feedback reads the same translations."""
+    texts: list[str] = []
+    for path in paths:
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+                continue
+            try:
+                tree = parse(split_hidden(cell.source)[0])
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef) and any("case" in ast.unparse(d) for d in node.decorator_list):
+                    texts.append((ast.get_docstring(node) or node.name).strip().splitlines()[0])
+            texts += message_templates(tree)
+    return list(dict.fromkeys(texts))
+
+
 def tools_units(root: Path) -> list[Unit]:
     """The learner runtime's own strings: ``tr("...")`` and ``N_("...")`` calls (found by Babel's Python extractor),
     and figure text, widget labels and printed lines (found as in the notebooks' code cells)."""
@@ -196,7 +202,21 @@ def grader_units(paths: Iterable[Path], feedback_texts: Iterable[str]) -> list[U
                 if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "idea" and len(node.args) >= 3:
                     idea_id, text = ast.literal_eval(node.args[0]), ast.literal_eval(node.args[2])
                     units.append(Unit(text, f"{meta['grade_id']}:{idea_id}", "idea text (instructor only)", path.name))
+            units += hidden_message_units(hidden, f"{path.name}:{meta['grade_id']}")
     units += [Unit(text, None, "feedback page", "autograde") for text in feedback_texts]
+    return units
+
+
+def hidden_message_units(hidden: str, where: str) -> list[Unit]:
+    """The failure messages of a grade cell's hidden tests (instructor only): each text the judge
+    may show (``ideas.message_nodes``) as its catalog key, the comment naming what fills each field."""
+    if not hidden.strip():
+        return []
+    units = []
+    for node in message_nodes(parse(hidden)):
+        fields = [ast.unparse(v.value) for v in node.values if isinstance(v, ast.FormattedValue)] if isinstance(node, ast.JoinedStr) else []
+        comment = "hidden test's failure message (instructor only)" + "".join(f"; {{{i}}}: {code}" for i, code in enumerate(fields))
+        units.append(Unit(message_template(node), None, comment, where))
     return units
 
 

@@ -11,10 +11,22 @@ from pathlib import Path
 
 import nbformat
 
-from tools.i18n import EDITIONS
+from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..course import Course
+from ..judging.judge import MESSAGES
+from ..model import HIDDEN_NOTE_TEXT
 from . import catalogs
+
+# The labels nbgrader's feedback template writes around scores and grade cells: a page in another
+# language shows their translations, its punctuation included (Chinese: （得分：0.75 / 4.0）); the
+# page's writer puts them in (record.exporters.localize_labels)
+SCORE_IN_PARENS = "(Score: {score})"
+SCORE_WITH_PENDING = "(Score: {score}; {pending})"
+SCORE = "Score: {score}"
+GRADE_CELL = "Grade cell: {grade_id}"
+TOP = "(Top)"
+LABELS = (SCORE_IN_PARENS, SCORE_WITH_PENDING, SCORE, GRADE_CELL, TOP)
 
 # The feedback page's own lines, translated in grader.po (run/job.py's ideas_report writes them)
 FEEDBACK_TEXTS: tuple[str, ...] = (
@@ -34,6 +46,12 @@ FEEDBACK_TEXTS: tuple[str, ...] = (
     "Pending: a person grades it ({points} point(s))",
     "{points} point(s) wait for a person's grading",
     "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} point(s) ({policy}).",
+    # the page's score lines and grade-cell labels (exporters.LABELS), and the line its visible checks
+    # end with (model.HIDDEN_NOTE)
+    *LABELS,
+    HIDDEN_NOTE_TEXT,
+    # the judge's own failure messages, {0}, {1}... their values (judge.MESSAGES)
+    *MESSAGES,
 )
 
 
@@ -152,4 +170,16 @@ def feedback_translations(course: Course) -> dict[str, dict[str, str]]:
         for context, entries in catalogs.translations(spec).items():
             for english, text in entries.items():
                 merged[context or english] = text
+        merged.update(public_check_translations(course, lang))
     return table
+
+
+def public_check_translations(course: Course, language: str) -> dict[str, str]:
+    """{English: translation} of the public checks' labels and failure messages that the feedback
+    quotes, from the runtime catalog that translates them in the learner's kernel (a text it does
+    not translate stays English; ``check`` refuses such a catalog)."""
+    path = runtime_catalog_path(language, course.root / "tools")
+    if not path.is_file():
+        return {}
+    known = catalogs.translations(catalogs.CatalogFile(path, [], language)).get(None, {})
+    return {text: known[text] for text in catalogs.public_check_texts(course.source_paths()) if text in known}

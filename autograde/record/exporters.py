@@ -281,6 +281,46 @@ def warm_feedback(notebooks=()) -> None:
         pass
 
 
+WAITING = "{points} point(s) wait for a person's grading"  # grading.mark_pending's note in a heading
+_NUMBER = r"-?[0-9]+(?:\.[0-9]+)?"
+_SCORE = rf"{_NUMBER}(?: / {_NUMBER})?"
+
+
+def localize_labels(text: str, words: dict[str, str]) -> str:
+    """A feedback page's score lines, grade-cell labels, "(Top)" links (``editions.LABELS``) and the
+    hidden-tests note of its visible checks (``model.HIDDEN_NOTE``) in the language of ``words`` (its
+    edition's feedback translations); a label whose key ``words`` lacks stays as it is."""
+    from ..model import HIDDEN_NOTE_TEXT
+    from ..publish.editions import GRADE_CELL, SCORE, SCORE_IN_PARENS, SCORE_WITH_PENDING, TOP
+
+    def fill(key: str, **values: str) -> str | None:
+        if key not in words:
+            return None
+        try:
+            return html.escape(words[key], quote=False).format(**values)
+        except (KeyError, IndexError, ValueError):
+            return None
+
+    def in_parens(m: re.Match) -> str:
+        pending = fill(WAITING, points=m.group(3)) if m.group(3) else None
+        said = fill(SCORE_WITH_PENDING, score=m.group(2), pending=pending) if pending else fill(SCORE_IN_PARENS, score=m.group(2))
+        if said is None:
+            return m.group(0)
+        return (m.group(1) if said.startswith("(") else "") + said  # no space before a full-width parenthesis
+
+    if HIDDEN_NOTE_TEXT in words:
+        text = text.replace(html.escape(HIDDEN_NOTE_TEXT, quote=False), html.escape(words[HIDDEN_NOTE_TEXT], quote=False))
+    text = re.sub(rf"( ?)\(Score: ({_SCORE})(?:; ({_NUMBER}) point\(s\) wait for a person's grading)?\)", in_parens, text)
+    text = re.sub(rf"Score: ({_SCORE})", lambda m: fill(SCORE, score=m.group(1)) or m.group(0), text)
+    text = re.sub(
+        r'(<span class="nbgrader-label">)Grade cell: (<code>[^<]{0,200}</code>)(</span>)',
+        lambda m: m.group(1) + (fill(GRADE_CELL, grade_id=m.group(2)) or m.group(0)[len(m.group(1)) : -len(m.group(3))]) + m.group(3),
+        text,
+    )
+    top = fill(TOP)
+    return text.replace('<a href="#top">(Top)</a>', f'<a href="#top">{top}</a>') if top else text
+
+
 def base_style(width: str) -> str:
     """The instructor pages' shared styles (the class report, the similarity page): body, tables, numbers."""
     return (

@@ -225,7 +225,11 @@ class Worker:
 
 def ideas_report(result: dict, grade_id: str = "", words: dict[str, str] | None = None) -> str:
     """What a learner reads under a test cell: each graded idea, passed or not, and why, in the
-    submission's language (``words``: the feedback translations of its edition, empty for English)."""
+    submission's language (``words``: the feedback translations of its edition, empty for English).
+    A failure message is rendered from its catalog keys and values (the judge's ``said``), so a
+    Chinese page says it in Chinese with the values the English one shows."""
+    from ..judging.ideas import render_message
+
     words = words or {}
     marks = {"passed": "✓", "failed": "✗", "error": "✗", "not_started": "…", "skipped": "·"}
     head = "Graded ideas (hidden tests, run outside your notebook): {score} / {points} points"
@@ -234,7 +238,8 @@ def ideas_report(result: dict, grade_id: str = "", words: dict[str, str] | None 
         text = words.get(f"{grade_id}:{idea['id']}", idea["text"])
         lines.append(f"  {marks.get(idea['status'], '?')} {text} [{idea['earned']:g}/{idea['points']:g}]")
         if idea["message"] and idea["status"] != "passed":
-            lines.append(f"      → {idea['message']}")
+            message = judge._short(render_message(idea["said"], words, judge.MAX_TEXT)) if words and idea.get("said") else idea["message"]
+            lines.append(f"      → {message}")
     if result["status"] == "not_started":
         stub = "This TODO still raises NotImplementedError, so it earns no points yet."
         lines.append("  " + words.get(stub, stub))

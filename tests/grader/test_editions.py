@@ -17,6 +17,8 @@ from submissions import MISTAKES, build, mutate, run_grade, troubles, write
 pytestmark = pytest.mark.slow
 
 NB = "04_decode_start_gate"
+# a slip whose hidden test's message carries values: ready at 0 with the deadline at 0 does not wait
+ZERO_NEVER_WAITS = mutate("todo4_solution", "can_wait = ready_at_ms <= deadline_ms", "can_wait = ready_at_ms <= deadline_ms and ready_at_ms != 0")
 
 
 def _mistake(student: str) -> dict[str, str]:
@@ -41,6 +43,8 @@ def graded(tmp_path_factory):
     write(subs, "claims_zh", NB, spoofed)
     write(subs, "en_wrong", NB, build(NB, _mistake("w4_strict_deadline")))
     write(subs, "zh_wrong", NB, build(NB, _mistake("w4_strict_deadline"), edition="zh"))
+    write(subs, "en_zero", NB, build(NB, ZERO_NEVER_WAITS))
+    write(subs, "zh_zero", NB, build(NB, ZERO_NEVER_WAITS, edition="zh"))
     run_grade(subs, out)
     rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
     return {"out": out, "rows": rows}
@@ -56,6 +60,7 @@ def test_the_same_answers_get_the_same_row_from_either_edition(graded):
         _scores(rows["en"]) == _scores(rows["zh"]) == _scores(rows["zh_no_metadata"]) == _scores(rows["odd_metadata"]) == _scores(rows["claims_zh"])
     ), troubles(graded["out"])
     assert _scores(rows["en_wrong"]) == _scores(rows["zh_wrong"])
+    assert _scores(rows["en_zero"]) == _scores(rows["zh_zero"]) and float(rows["en_zero"]["auto_total"]) < float(rows["en"]["auto_total"])
     assert float(rows["en_wrong"]["auto_total"]) < float(rows["en"]["auto_total"])
     assert {s: rows[s]["edition"] for s in rows} == {
         "en": "en",
@@ -65,6 +70,8 @@ def test_the_same_answers_get_the_same_row_from_either_edition(graded):
         "claims_zh": "zh",
         "en_wrong": "en",
         "zh_wrong": "zh",
+        "en_zero": "en",
+        "zh_zero": "zh",
     }
     log = [json.loads(line) for line in (graded["out"] / "log.jsonl").read_text().splitlines()]
     assert {r["student_id"]: r["edition"] for r in log if r["notebook"] == NB} == {s: rows[s]["edition"] for s in rows}
@@ -82,6 +89,7 @@ def test_the_gradebook_holds_the_same_scores_for_either_edition(graded):
 
         assert scores("en") == scores("zh") == scores("zh_no_metadata")
         assert scores("en_wrong") == scores("zh_wrong")
+        assert scores("en_zero") == scores("zh_zero")
 
 
 def _page(out, student) -> str:
@@ -100,7 +108,20 @@ def test_a_chinese_submissions_feedback_is_in_chinese(graded):
     assert "解码启动门槛" in zh
     # nbgrader's own headings on the page, in the submission's language
     assert "Student's answer" in en and "Score: " in en
-    assert "Student's answer" not in zh and "你的答案" in zh and "得分: " in zh and "Score: " not in zh
+    assert "Student's answer" not in zh and "你的答案" in zh and "Score: " not in zh
+    # the score lines with full-width punctuation, the grade cells' labels, the hidden-tests note
+    assert "（得分：" in zh and "得分: " not in zh and "(Score: " in en
+    assert "评分单元格：todo4_plan_decode" in zh and "Grade cell: todo4_plan_decode" in en
+    assert "# 隐藏测试在评分时于这个 notebook 之外运行" in zh and "Hidden tests ran outside" not in zh
+    assert "# Hidden tests ran outside this notebook at grading" in en
+    # a hidden test's failure message: in Chinese with the values the English one shows
+    assert "→ 恰好在截止时间就绪仍算及时：应为 'wait'" in zh and "→ ready exactly at the deadline is in time: expected 'wait'" in en
+
+
+def test_a_failure_messages_values_are_the_same_on_either_page(graded):
+    zh, en = _page(graded["out"], "zh_zero"), _page(graded["out"], "en_zero")
+    assert "→ ready at 0, deadline 0: expected 'wait'" in en
+    assert "→ 就绪于 0，截止时间 0：应为 'wait'" in zh and "expected" not in zh
 
 
 def _locked_markdown(path) -> list[str]:
@@ -126,8 +147,8 @@ def test_the_class_report_counts_the_editions_and_speaks_the_instructors_languag
         )
         assert proc.returncode == 0, proc.stderr
         data = json.loads((graded["out"] / "report.json").read_text(encoding="utf-8"))
-        assert data["editions"] == {"en": 3, "zh": 4} and data["language"] == language, troubles(graded["out"])
+        assert data["editions"] == {"en": 4, "zh": 5} and data["language"] == language, troubles(graded["out"])
         idea = next(i for i in data["ideas"] if i["grade_id"] == "todo4_plan_decode" and i["idea"] == "deadline_inclusive")
         assert text in idea["text"], idea
     page = (graded["out"] / "report.html").read_text(encoding="utf-8")
-    assert "Editions submitted: en 3, zh 4" in page and "截止时间" in page
+    assert "Editions submitted: en 4, zh 5" in page and "截止时间" in page
