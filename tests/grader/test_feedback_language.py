@@ -78,7 +78,7 @@ def doubles_two():
 
 checks.run()
 '''
-CELL_HIDDEN = '''
+CELL_HIDDEN = """
 from tools.checks import idea, uses
 uses('double')
 
@@ -89,7 +89,7 @@ def _near(got, want, what):
 def _():
     for x in (0, 1):
         _near(double(x), 2 * x, f"double of {x}")
-'''
+"""
 
 
 def _score(double, open_part=CELL_OPEN, hidden=CELL_HIDDEN) -> dict:
@@ -199,7 +199,7 @@ def test_the_results_said_is_plain_json():
 
 
 PAGE = (
-    '<h4>04_decode_start_gate (Score: 0.75 / 4.0; 2 point(s) wait for a person\'s grading)</h4>\n'
+    "<h4>04_decode_start_gate (Score: 0.75 / 4.0; 2 point(s) wait for a person's grading)</h4>\n"
     '<li><a href="#todo4_plan_decode">Test cell</a> (Score: 0.75 / 2.0)</li>\n'
     '<li class="late-penalty">Late submission penalty (Score: -1.0)</li>\n'
     '<a name="todo4_plan_decode"></a><div class="panel-heading"><span class="nbgrader-label">Grade cell: <code>todo4_plan_decode</code></span>'
