@@ -437,17 +437,17 @@ def _localize_line(line: str) -> str:
 
 
 def _localize_words(cell: str) -> str:
-    """A table header's cell of column names one space apart (``window matmuls balance``): each
-    name (or two-word name) the catalog knows, right-aligned in the width it had; the cell as it
-    is unless the catalog knows every name."""
+    """A table's cell of names one space apart (a header's ``window matmuls balance``, a row's
+    ``64Mi calibrated``): each name (or two-word name) the catalog knows, right-aligned in the width
+    it had, numbers kept; the cell as it is unless the catalog knows every name."""
     exact = _catalog(language())[0]
     words, out, i = cell.split(" "), [], 0
     while i < len(words):
         pair = " ".join(words[i : i + 2])
         name = pair if i + 1 < len(words) and pair in exact else words[i]
-        if name not in exact:
+        if name not in exact and not any(ch.isdigit() for ch in name):  # a number (64Mi) is kept as it is
             return cell
-        translated = exact[name]
+        translated = exact.get(name, name)
         out.append(" " * max(0, display_width(name) - display_width(translated)) + translated)
         i += len(name.split(" "))
     return " ".join(out)
@@ -457,11 +457,9 @@ def localize_label(text) -> str:
     """A figure's text in the learner's language: whole, else line by line."""
     if not isinstance(text, str) or not text or language() == "en":
         return text
-    if "\n" in text:
-        by_line = "\n".join(localize(line) for line in text.split("\n"))
-        translated = by_line if by_line != text else localize(text)
-    else:
-        translated = localize(text)
+    translated = localize(text)  # whole first: a label broken over lines may be one catalog text
+    if translated == text and "\n" in text:
+        translated = "\n".join(localize(line) for line in text.split("\n"))
     return translated if translated != text else "\n".join(_substitute(line) for line in text.split("\n"))
 
 

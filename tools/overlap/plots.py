@@ -55,8 +55,13 @@ def plot_result(result: dict, source: str = "") -> None:
     _show()
 
 
+# a case's window, as its tick label and its legend entry name it (translated where they are drawn)
+WINDOW_NAME = {"fixed": N_("fixed"), "calibrated": N_("calibrated")}
+WINDOW_LABEL = {"fixed": N_("fixed window"), "calibrated": N_("calibrated window")}
+
+
 def _serial_vs_overlap(ax, cases: list[dict]) -> None:
-    labels = [f"{c['payload_mib']:g} MiB\n{localize(c['window'])}" for c in cases]
+    labels = [f"{c['payload_mib']:g} MiB\n{WINDOW_NAME.get(c['window'], c['window'])}" for c in cases]
     x = range(len(cases))
     ax.bar([i - 0.2 for i in x], [c["serial_median_ms"] for c in cases], width=0.4, color=ROLE["exposed"], label="serial (median)")
     ax.bar([i + 0.2 for i in x], [c["overlap_median_ms"] for c in cases], width=0.4, color=ROLE["hidden"], label="overlapped (median)")
@@ -77,7 +82,7 @@ def _prediction(ax, cases: list[dict]) -> None:
             [c["predicted_overlap_ms"] for c in sel],
             [c["overlap_median_ms"] for c in sel],
             color=color,
-            label=tr("{window} window", window=window),
+            label=WINDOW_LABEL[window],
             zorder=3,
         )
         top = max([top] + [max(c["predicted_overlap_ms"], c["overlap_median_ms"]) for c in sel])

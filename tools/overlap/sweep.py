@@ -425,6 +425,11 @@ def replay(kind: str) -> dict | None:
     return result
 
 
+# how benchmarks/record_cpu_curves.py describes the machine a recording comes from ("x86_64, 2 logical
+# CPUs"): a catalog template, so the description reads in the learner's language where it is shown
+MACHINE_CPUS = N_("{0} logical CPUs")
+
+
 def replay_note(result: dict) -> str:
     """One line that says a figure is replayed, not measured, and from which measurement."""
     origin = result.get("replayed_from")
