@@ -34,6 +34,10 @@ asserts. An answer that fails a public check therefore never keeps that idea's p
 the judge can run it outside the learner's kernel, the open part is self-contained: it imports
 what it uses, and reads nothing of the notebook but the learner's functions that ``uses`` names
 and their stand-ins (``check_course`` verifies both).
+
+Every assert carries a message, written in the assert (or in a helper's description of what it
+checks) as a string or an f-string: the feedback shows it in the submission's language, its values
+filled in (``Said`` below), and ``check`` refuses one the catalog cannot hold or has not translated.
 """
 
 from __future__ import annotations
