@@ -264,14 +264,28 @@ def localize(text: str) -> str:
     return text
 
 
-@functools.lru_cache(maxsize=4)
+_DERIVED: dict[str, tuple] = {}  # language -> (its catalog, derived tables), rebuilt when the catalog is
+
+
+def _derived(language: str) -> dict:
+    """Tables derived from a language's catalog (the phrase pattern, the labels already drawn),
+    kept as long as that catalog is the one in use."""
+    catalog = _catalog(language)
+    cached = _DERIVED.get(language)
+    if cached is None or cached[0] is not catalog:
+        cached = _DERIVED[language] = (catalog, {"labels": {}})
+    return cached[1]
+
+
 def _phrases(language: str):
     """One pattern matching every catalog text of two words or more, longest first, as whole words."""
     import re
 
-    exact = _catalog(language)[0]
-    texts = sorted((t for t in exact if " " in t.strip() and _HAS_LETTERS(t) and "{" not in t), key=len, reverse=True)
-    return re.compile(r"(?<![A-Za-z])(?:" + "|".join(re.escape(t) for t in texts) + r")(?![A-Za-z])") if texts else None
+    derived = _derived(language)
+    if "phrases" not in derived:
+        texts = sorted((t for t in _catalog(language)[0] if " " in t.strip() and _HAS_LETTERS(t) and "{" not in t), key=len, reverse=True)
+        derived["phrases"] = re.compile(r"(?<![A-Za-z])(?:" + "|".join(re.escape(t) for t in texts) + r")(?![A-Za-z])") if texts else None
+    return derived["phrases"]
 
 
 def _substitute(text: str) -> str:
@@ -455,12 +469,18 @@ def _localize_words(cell: str) -> str:
 
 def localize_label(text) -> str:
     """A figure's text in the learner's language: whole, else line by line."""
-    if not isinstance(text, str) or not text or language() == "en":
+    lang = language()
+    if not isinstance(text, str) or not text or lang == "en":
         return text
-    translated = localize(text)  # whole first: a label broken over lines may be one catalog text
-    if translated == text and "\n" in text:
-        translated = "\n".join(localize(line) for line in text.split("\n"))
-    return translated if translated != text else "\n".join(_substitute(line) for line in text.split("\n"))
+    labels = _derived(lang)["labels"]  # a figure sets its tick labels again on every draw
+    if text not in labels:
+        translated = localize(text)  # whole first: a label broken over lines may be one catalog text
+        if translated == text and "\n" in text:
+            translated = "\n".join(localize(line) for line in text.split("\n"))
+        if len(labels) > 20_000:
+            labels.clear()
+        labels[text] = translated if translated != text else "\n".join(_substitute(line) for line in text.split("\n"))
+    return labels[text]
 
 
 def localize_figure(fig) -> None:

@@ -210,8 +210,16 @@ def _draw_panel(result: dict, title: str) -> None:
 
 
 def _title(values: dict) -> str:
-    faults = ", " + (tr("every fault at {rate}", rate=format(values["fault_rate"], ".0%")) if values["fault_rate"] else tr("no faults"))
-    return f"{values['model']}, {values['link']}, {values['streaming']}, {readable(values['rate_per_s'], 3)} req/s{faults}"
+    faults = tr("every fault at {rate}", rate=format(values["fault_rate"], ".0%")) if values["fault_rate"] else tr("no faults")
+    rate = readable(values["rate_per_s"], 3)
+    return tr(
+        "{model}, {link}, {streaming}, {rate} req/s, {faults}",
+        model=values["model"],
+        link=values["link"],
+        streaming=values["streaming"],
+        rate=rate,
+        faults=faults,
+    )
 
 
 def simulator_panel(steps: dict, mode: str | None = None):
