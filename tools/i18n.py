@@ -536,9 +536,11 @@ def install() -> str:
     """Set up figures for the learner's language; returns the language. Idempotent."""
     global _installed
     lang = language()
-    if lang == "en" or _installed:
+    if lang == "en":
         return lang
-    use_course_font()
+    use_course_font()  # every time (cheap): a font list reset since the first call gets the course's font back
+    if _installed:
+        return lang
     from matplotlib.backend_bases import FigureCanvasBase
 
     original = FigureCanvasBase.print_figure
