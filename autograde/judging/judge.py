@@ -141,7 +141,8 @@ def _mirror(original: Any, after: Any) -> None:
         original.update(after)
 
 
-def _short(text: str) -> str:
+def shorten(text: str) -> str:
+    """A message as a page shows it: one line, at most MAX_TEXT characters."""
     text = " ".join(str(text).split())
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
@@ -272,7 +273,7 @@ class Runner:
                 return value
             elif op == "exception":
                 mro = [m for m in reply.get("mro", []) if isinstance(m, str)] if isinstance(reply.get("mro"), list) else []
-                message = _short(reply.get("message", ""))
+                message = shorten(reply.get("message", ""))
                 catchable = next((m for m in mro if m in CATCHABLE), None)
                 if catchable:
                     raise getattr(builtins, catchable)(message)
@@ -292,7 +293,7 @@ class Runner:
         except RunnerFailed:
             raise
         except Exception as exc:
-            self.send({"op": "callback_error", "mro": [c.__name__ for c in type(exc).__mro__], "message": _short(exc)}, deadline)
+            self.send({"op": "callback_error", "mro": [c.__name__ for c in type(exc).__mro__], "message": shorten(exc)}, deadline)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -408,9 +409,9 @@ def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCa
             broken = _message(exc)
             _tell(entry, "error", broken)
         except LearnerError as exc:
-            _tell(entry, "error", _where(label, said(RAISED, _short(exc))))
+            _tell(entry, "error", _where(label, said(RAISED, shorten(exc))))
         except Exception as exc:  # the learner's value broke the check (a missing key, a wrong type)
-            _tell(entry, "error", _where(label, _short(f"{type(exc).__name__}: {exc}")))
+            _tell(entry, "error", _where(label, shorten(f"{type(exc).__name__}: {exc}")))
         results.append(entry)
     earned = 0.0 if unfinished else sum(r["earned"] for r in results)
     status = "not_started" if unfinished else "graded"
@@ -424,20 +425,20 @@ def _assertion_message(exc: AssertionError) -> Said | str:
     message = exc.args[0] if len(exc.args) == 1 else None
     if type(message) is Said:
         return _capped(message)
-    return _short(exc) if str(exc) else said(NO_MESSAGE)
+    return shorten(exc) if str(exc) else said(NO_MESSAGE)
 
 
 def _message(exc: BaseException) -> Said | str:
     """A RunnerFailed's message, as the judge made it."""
     message = exc.args[0] if len(exc.args) == 1 else None
-    return message if type(message) is Said else _short(exc)
+    return message if type(message) is Said else shorten(exc)
 
 
 def _capped(message: Said) -> Said:
     """``message`` with each value cut as a page shows it (MAX_TEXT characters)."""
     if message.plain or not message.values:
         return message
-    return Said(message.template, [_capped(v) if type(v) is Said else _short(v) for v in message.values])
+    return Said(message.template, [_capped(v) if type(v) is Said else shorten(v) for v in message.values])
 
 
 def _where(label: str | None, message: Said | str) -> Said | str:
@@ -446,7 +447,7 @@ def _where(label: str | None, message: Said | str) -> Said | str:
 
 
 def _tell(entry: dict, status: str, message: Said | str) -> None:
-    entry.update(status=status, message=_short(message))
+    entry.update(status=status, message=shorten(message))
     if type(message) is Said:
         entry["said"] = message.to_json()
 
@@ -472,7 +473,7 @@ def _judge_notebook(tests: list[dict], solutions: dict[str, str], session: Sessi
     except RunnerFailed as exc:  # the notebook's code never finished loading: nothing can be judged
         why = said(UNLOADABLE, _message(exc))
         results = {}
-        skipped = {"earned": 0.0, "status": "skipped", "message": _short(why), "said": why.to_json()}
+        skipped = {"earned": 0.0, "status": "skipped", "message": shorten(why), "said": why.to_json()}
         for test in tests:
             spec = idea_format.load(test["hidden"], test["grade_id"], test["points"])
             results[test["grade_id"]] = {
@@ -481,7 +482,7 @@ def _judge_notebook(tests: list[dict], solutions: dict[str, str], session: Sessi
                 "status": "error",
                 "ideas": [{"id": i.id, "text": i.text, "points": i.points, **skipped} for i in spec.ideas],
             }
-        return results, [{"cell": -1, "error": _short(why)}]
+        return results, [{"cell": -1, "error": shorten(why)}]
     results = {test["grade_id"]: judge_cell(test, solutions, session, cells) for test in tests}
     return results, load_errors
 

@@ -238,7 +238,7 @@ def ideas_report(result: dict, grade_id: str = "", words: dict[str, str] | None 
         text = words.get(f"{grade_id}:{idea['id']}", idea["text"])
         lines.append(f"  {marks.get(idea['status'], '?')} {text} [{idea['earned']:g}/{idea['points']:g}]")
         if idea["message"] and idea["status"] != "passed":
-            message = judge._short(render_message(idea["said"], words, judge.MAX_TEXT)) if words and idea.get("said") else idea["message"]
+            message = judge.shorten(render_message(idea["said"], words, judge.MAX_TEXT)) if words and idea.get("said") else idea["message"]
             lines.append(f"      → {message}")
     if result["status"] == "not_started":
         stub = "This TODO still raises NotImplementedError, so it earns no points yet."

@@ -269,13 +269,7 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
     if controls and last_calibrated:
         result["controls"] = run_gpu_controls(*last_calibrated, repeats)
     if profile_dir is not None and last_calibrated:
-        import json
-
-        profile_dir = Path(profile_dir)
-        profile_dir.mkdir(parents=True, exist_ok=True)
-        plan = last_calibrated[1]
-        profiles = {kind: profile_overlap(plan, profile_dir / f"overlap_trace_{kind}.json", kind) for kind in ("overlap", "serial")}
-        (profile_dir / "overlap_profile.json").write_text(json.dumps(profiles, indent=2), encoding="utf-8")
+        _write_profiles(Path(profile_dir), last_calibrated[1])
     result["hardware"]["pinned_h2d_gbytes_per_s"] = best_gbps
     nvml = rt.nvml_facts(result["hardware"]["pci_bus_id"])  # after the copies: an idle link trains down
     result["hardware"]["nvml"] = nvml
@@ -284,6 +278,15 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
             result["hardware"]["driver_version"] = nvml["driver_version"]
         if nvml.get("pcie_nominal_gbytes_per_s"):
             result["hardware"]["pcie_nominal_gbytes_per_s"] = nvml["pcie_nominal_gbytes_per_s"]
+
+
+def _write_profiles(profile_dir: Path, plan: GpuPlan) -> None:
+    """Chrome traces of one overlapped and one serial run, and their overlap figures, into ``profile_dir``."""
+    import json
+
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    profiles = {kind: profile_overlap(plan, profile_dir / f"overlap_trace_{kind}.json", kind) for kind in ("overlap", "serial")}
+    (profile_dir / "overlap_profile.json").write_text(json.dumps(profiles, indent=2), encoding="utf-8")
 
 
 def measure_case(plan: GpuPlan, copy_alone, compute_alone, warmup: int, repeats: int, bar, reference, tolerance: float, distinct: bool) -> dict:
