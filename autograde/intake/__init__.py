@@ -342,6 +342,9 @@ def _record(intake: Intake, student: str, stem: str, chosen: Candidate, how: str
             intake.students[student] = dict(chosen.lms)
         if attachments:
             intake.students[student]["attachments"] = attachments
+        zipped = list((held or {}).get("zipped", [])) + ([stem] if chosen.source is not None else [])
+        if zipped:  # notebooks that came in the student's own zip (nbgrader's fetch_feedback cannot find their pages)
+            intake.students[student]["zipped"] = zipped
 
 
 def _apply_stamps(intake: Intake, stamps: list, lms_ids: dict, present: set[str] | None = None) -> None:

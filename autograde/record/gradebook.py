@@ -283,6 +283,42 @@ def record_penalties(url: str, assignment: str, penalties: dict[str, dict[str, f
     return changed
 
 
+def record_duedate(url: str, assignment: str, deadline, extensions: dict | None = None) -> bool:
+    """Set nbgrader's ``duedate`` of the assignment to ``deadline`` (an aware datetime; nbgrader keeps naive
+    UTC) and each listed student's submission ``extension`` to their own deadline less it, so that
+    formgrader and nbgrader's own lateness (``total_seconds_late``) use the deadline the tables used.
+    ``deadline`` None leaves the duedate as it is. Returns whether anything changed."""
+    import datetime as dt
+
+    from nbgrader.api import MissingEntry
+
+    if deadline is None or (url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file()):
+        return False  # no deadline, or a gradebook that was never written (nothing to date)
+    due = deadline.astimezone(dt.UTC).replace(tzinfo=None)
+    changed = False
+    with open_gradebook(url) as book:
+        try:
+            try:
+                found = book.find_assignment(assignment)
+            except MissingEntry:
+                return False
+            if found.duedate != due:
+                found.duedate, changed = due, True
+            for submission in found.submissions:
+                own = (extensions or {}).get(submission.student.id)
+                extra = own.astimezone(dt.UTC).replace(tzinfo=None) - due if own is not None else None
+                extra = extra if extra is not None and extra > dt.timedelta(0) else None
+                if submission.extension != extra:
+                    submission.extension, changed = extra, True
+            book.db.commit()
+        except Exception as exc:
+            book.db.rollback()
+            raise GradebookError(
+                f"cannot record the due date in the gradebook {mask_url(url)}: {type(exc).__name__}: {mask_text(str(exc), url)[:500]}"
+            ) from None
+    return changed
+
+
 def keep_submitted_times(url: str, assignment: str, out: Path) -> int:
     """Write each submission's time, as the gradebook holds it, into ``OUT/submitted/<student>/<assignment>/
     timestamp.txt`` (and remove one where it holds none): nbgrader's formgrader takes a submission as autograded

@@ -57,6 +57,7 @@ def hand_back(course: Course, out: Path, format: str = "zip") -> tuple[Path, dic
     target = out / "handback"
     target.mkdir(exist_ok=True)
     unmatched: list[str] = []
+    unreachable: dict[str, list[str]] = {}
     if format == "zip":
         for student, files in pages.items():
             _write_zip(target / f"{student}.zip", [(f"{student}/{p.name}", p) for p in files])
@@ -70,10 +71,15 @@ def hand_back(course: Course, out: Path, format: str = "zip") -> tuple[Path, dic
                 (folder / page.name).write_bytes(page.read_bytes())
             # release_feedback reads both beside the pages; fetch_feedback finds a page by the secret's hash
             sent = names.get(student, {})
+            # fetch_feedback finds a page by the hash of the secret and a .ipynb the learner's own submission holds:
+            # a notebook that came in a zip has none, so its page can be released but never fetched
+            zipped = sorted(set(sent.get("zipped") or []) & {p.stem for p in files})
+            if zipped:
+                unreachable[student] = zipped
             if sent.get("layout") == "exchange" and sent.get("secret") and sent.get("timestamp"):
                 (folder / "timestamp.txt").write_text(sent["timestamp"], encoding="utf-8")
                 (folder / "submission_secret.txt").write_text(sent["secret"], encoding="utf-8")
-            else:
+            if zipped or not (sent.get("layout") == "exchange" and sent.get("secret") and sent.get("timestamp")):
                 unmatched.append(student)
         where = target / "exchange"
     else:
@@ -96,6 +102,7 @@ def hand_back(course: Course, out: Path, format: str = "zip") -> tuple[Path, dic
         "students": len(pages) - len(unmatched),
         "pages": sum(len(f) for s, f in pages.items() if s not in unmatched),
         "unmatched": unmatched,
+        "zipped": unreachable,
     }
 
 
