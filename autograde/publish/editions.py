@@ -15,7 +15,7 @@ from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..course import Course
 from ..judging.judge import MESSAGES
-from ..model import HIDDEN_NOTE_TEXT
+from ..model import HIDDEN_NOTE_TEXT, STATUS_TEXT
 from . import catalogs
 
 # The labels nbgrader's feedback template writes around scores and grade cells: a page in another
@@ -26,7 +26,120 @@ SCORE_WITH_PENDING = "(Score: {score}; {pending})"
 SCORE = "Score: {score}"
 GRADE_CELL = "Grade cell: {grade_id}"
 TOP = "(Top)"
-LABELS = (SCORE_IN_PARENS, SCORE_WITH_PENDING, SCORE, GRADE_CELL, TOP)
+PENDING_IN_PARENS = " (pending: a person grades it, {points} point(s))"  # a pending answer in the page's list (grading.mark_pending)
+LATE_PENALTY = "Late submission penalty (Score: -{points})"  # nbgrader's late line in the page's list
+LABELS = (SCORE_IN_PARENS, SCORE_WITH_PENDING, SCORE, GRADE_CELL, TOP, PENDING_IN_PARENS, LATE_PENALTY)
+
+# a late policy as a late line says it (late.Policy.describe's English)
+POLICY_TEXTS = (
+    "no late penalty",
+    "no points after the deadline",
+    "{percent}% of the maximum per day late",
+    "{percent}% of the maximum per hour late",
+    "{percent}% of the maximum per day late, not below {floor}%",
+    "{percent}% of the maximum per hour late, not below {floor}%",
+)
+
+# the class report's text (record/report.py: its page, figures, warnings and problems' details)
+REPORT_TEXTS = (
+    "Class report · {assignment}",
+    "Class report | 班级报告",
+    "{students} student(s), {graded} of {records} notebook(s) graded.",
+    "Editions submitted: {editions}.",
+    "{first}, {second}",
+    "{first}; {second}",
+    "Late notebooks: {late} ({points} penalty point(s) in {file}; final totals after it: mean {mean}, median {median}){unknown}.",
+    "; {count} without a known submission time",
+    "Scores from {file}.",
+    "Score distribution | 分数分布",
+    "students",
+    "student",
+    "mean",
+    "median",
+    "min",
+    "max",
+    "of",
+    "answers pending a person",
+    "scores to review",
+    "{answers} ({points} points, {students} student(s))",
+    "A written answer that waits for a person is shown as {pending}, not as 0; until it is scored the totals leave its points out.",
+    "pending",
+    "histogram of the class's totals",
+    "each exercise's scores",
+    "exercise",
+    "notebook",
+    "kind",
+    "points",
+    "full marks",
+    "part",
+    "review",
+    "manual",
+    "auto",
+    "unknown",
+    "Graded ideas: which did learners miss? | 评分要点:哪些没有掌握?",
+    "Each TODO's hidden tests are named ideas. The pass rate counts the notebooks the judge ran "
+    "(a missing or stopped notebook is not judged); most missed first.",
+    "pass rate of each graded idea",
+    "exercise · idea",
+    "what it checks",
+    "passed",
+    "judged",
+    "pass rate",
+    "failed",
+    "error",
+    "not started",
+    "skipped",
+    "not judged",
+    "(not in the current sources)",
+    "Problems | 问题",
+    "None: every notebook was graded, with nothing to note.",
+    "problems by kind",
+    "what happened",
+    "count",
+    "{kind}: {count} ({what})",
+    "detail",
+    "… and {count} more (all in report.json)",
+    "The slowest notebooks | 最慢的 notebook",
+    "{count} notebook(s) timed: median {median} s, 90th percentile {p90} s, slowest {max} s, {total} s in all "
+    "(a reused result keeps the time of the run that graded it).",
+    "the slowest notebooks",
+    "seconds",
+    "status",
+    "autograde / judge / feedback (s)",
+    " (reused)",
+    # figures
+    "mean {mean}",
+    "total points (of {points}; answers pending a person are not in these totals)",
+    "Totals across the class",
+    "part of the points",
+    "0 points",
+    "pending: waits for a person",
+    "review: to score again",
+    "Each exercise's scores",
+    "% of judged notebooks that passed the idea\n(red under 50%, amber under 80%, green from 80%)",
+    "Graded ideas, most missed at the top",
+    "notebooks (or students, for notes and reviews)",
+    "Problems by kind",
+    "median of all {count} notebooks: {median} s",
+    "seconds to grade (red: not graded, e.g. stopped at the time limit)",
+    "The slowest notebooks",
+    # warnings
+    "the course's sources changed since this folder was graded: idea texts and points are today's; "
+    "grade again for results against the current sources",
+    "{file} has column(s) the course does not have: {columns}",
+    # what each kind of problem is (model.STATUS_TEXT, report.OTHER_KINDS) and the details' patterns (report.DETAILS)
+    *STATUS_TEXT.values(),
+    "graded, with a note (part of it over the memory limit, code the judge could not load, or no feedback page)",
+    "lines removed from the feedback page: they quoted the grader's tests or answers",
+    "a notebook found under another name, or answer cells repaired for grading",
+    "a person's score on an answer that changed since: not counted until scored again in formgrader",
+    "an outcome this report does not know",
+    "part of it went over the {n} GiB memory limit and was stopped",
+    "{n} cell(s) of its code failed when loaded for the judge",
+    "{n} line(s) removed from the feedback page",
+    "{n} score(s) to look at again",
+    "{n} not found in the submission",
+)
 
 # The feedback page's own lines, translated in grader.po (run/job.py's ideas_report writes them)
 FEEDBACK_TEXTS: tuple[str, ...] = (
@@ -52,6 +165,10 @@ FEEDBACK_TEXTS: tuple[str, ...] = (
     HIDDEN_NOTE_TEXT,
     # the judge's own failure messages, {0}, {1}... their values (judge.MESSAGES)
     *MESSAGES,
+    # a late line's policy (record/late.py late_text)
+    *POLICY_TEXTS,
+    # the class report's own text (record/report.py), its outcomes' descriptions included
+    *REPORT_TEXTS,
 )
 
 

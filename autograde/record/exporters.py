@@ -287,11 +287,11 @@ _SCORE = rf"{_NUMBER}(?: / {_NUMBER})?"
 
 
 def localize_labels(text: str, words: dict[str, str]) -> str:
-    """A feedback page's score lines, grade-cell labels, "(Top)" links (``editions.LABELS``) and the
+    """A feedback page's score lines, grade-cell labels, pending answers, "(Top)" links (``editions.LABELS``) and the
     hidden-tests note of its visible checks (``model.HIDDEN_NOTE``) in the language of ``words`` (its
     edition's feedback translations); a label whose key ``words`` lacks stays as it is."""
     from ..model import HIDDEN_NOTE_TEXT
-    from ..publish.editions import GRADE_CELL, SCORE, SCORE_IN_PARENS, SCORE_WITH_PENDING, TOP
+    from ..publish.editions import GRADE_CELL, LATE_PENALTY, PENDING_IN_PARENS, SCORE, SCORE_IN_PARENS, SCORE_WITH_PENDING, TOP
 
     def fill(key: str, **values: str) -> str | None:
         if key not in words:
@@ -308,6 +308,12 @@ def localize_labels(text: str, words: dict[str, str]) -> str:
             return m.group(0)
         return (m.group(1) if said.startswith("(") else "") + said  # no space before a full-width parenthesis
 
+    # nbgrader's late line in the page's list (before the score lines: it holds one)
+    text = re.sub(
+        rf'(<li class="late-penalty">)Late submission penalty \(Score: -({_NUMBER})\)(</li>)',
+        lambda m: m.group(1) + (fill(LATE_PENALTY, points=m.group(2)) or m.group(0)[len(m.group(1)) : -len(m.group(3))]) + m.group(3),
+        text,
+    )
     if HIDDEN_NOTE_TEXT in words:
         text = text.replace(html.escape(HIDDEN_NOTE_TEXT, quote=False), html.escape(words[HIDDEN_NOTE_TEXT], quote=False))
     text = re.sub(rf"( ?)\(Score: ({_SCORE})(?:; ({_NUMBER}) point\(s\) wait for a person's grading)?\)", in_parens, text)
@@ -317,6 +323,14 @@ def localize_labels(text: str, words: dict[str, str]) -> str:
         lambda m: m.group(1) + (fill(GRADE_CELL, grade_id=m.group(2)) or m.group(0)[len(m.group(1)) : -len(m.group(3))]) + m.group(3),
         text,
     )
+    # a pending answer in the page's list, its parentheses those of the language (Chinese: full-width, no space before)
+    pending = re.escape(PENDING_IN_PARENS).replace(re.escape("{points}"), f"({_NUMBER})")
+
+    def in_list(m: re.Match) -> str:
+        said = fill(PENDING_IN_PARENS, points=m.group(2))
+        return m.group(0) if said is None else m.group(1) + said + m.group(3)
+
+    text = re.sub(rf"(</a>){pending}(</li>)", in_list, text)
     top = fill(TOP)
     return text.replace('<a href="#top">(Top)</a>', f'<a href="#top">{top}</a>') if top else text
 

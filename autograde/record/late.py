@@ -281,11 +281,21 @@ def load_spec(out: Path) -> LateSpec:
 LATE_LINE = "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} point(s) ({policy})."
 
 
+def _said_policy(policy: Policy, words: dict[str, str]) -> str:
+    """``policy.describe()`` in the language of ``words`` (editions.POLICY_TEXTS are its keys)."""
+    if policy.kind != "deduct":
+        english = policy.describe()
+        return words.get(english, english)
+    unit = "day" if policy.unit_seconds == UNITS["day"] else "hour"
+    english = f"{{percent}}% of the maximum per {unit} late" + (", not below {floor}%" if policy.floor else "")
+    return words.get(english, english).format(percent=f"{policy.percent:g}", floor=f"{policy.floor:g}")
+
+
 def late_text(late: dict, policy: Policy, words: dict[str, str] | None = None) -> str:
     """One sentence for a feedback page, in the page's language (empty when on time or without a deadline)."""
     seconds = late.get("late_seconds", 0)
     if not seconds:
         return ""
     words = words or {}
-    values = {"hours": f"{seconds / 3600:.2f}", "deadline": late["deadline"], "points": f"{late['penalty']:g}", "policy": policy.describe()}
+    values = {"hours": f"{seconds / 3600:.2f}", "deadline": late["deadline"], "points": f"{late['penalty']:g}", "policy": _said_policy(policy, words)}
     return words.get(LATE_LINE, LATE_LINE).format(**values)

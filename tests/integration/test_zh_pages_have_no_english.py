@@ -1,0 +1,198 @@
+"""What an instructor and a learner of the Chinese edition read after grading is Chinese: a small
+class of Chinese submissions is graded by the command (one late with a wrong answer, one whose code
+cannot be loaded, every written reflection pending a person), the class report is built with
+``report --language zh``, and every feedback page and the report (its page and the text of its
+figures) are scanned for English phrases with the learner-side finder
+(test_zh_learner_sees_chinese.english_phrases: two or more ordinary English words in a row;
+identifiers, code, units, names and glosses in full-width parentheses are allowed).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from markdown_it import MarkdownIt
+from test_zh_learner_sees_chinese import ORDINARY
+from test_zh_learner_sees_chinese import english_phrases as learner_phrases
+
+from submissions import build, mutate, run_grade, troubles, write
+
+NB = "01_what_can_overlap"
+DEADLINE = "2026-12-20T23:59:00+08:00"
+# student -> (the edits to the answered notebook, submitted at)
+ZH_ANSWERS = {  # written reflections in Chinese: a learner's own text is not the grader's to translate
+    "reflection_01_q1": "*问题 1 的回答：*\n\n批次 N+1 的 CPU 准备需要批次 N 在 GPU 上采样的 token，所以要等它。",
+    "reflection_01_q2": "*问题 2 的回答：*\n\n两者共用同一方向的拷贝引擎，通常只能轮流执行。",
+}
+CLASS = {
+    "zh_full": (ZH_ANSWERS, "2026-12-20T20:00:00+08:00"),
+    "zh_late_wrong": ({**ZH_ANSWERS, **mutate("todo0_solution", "reasons.append('shared_state')", "pass")}, "2026-12-23T10:00:00+08:00"),
+    "zh_broken": ({**ZH_ANSWERS, "todo0_solution": "def check_overlap(:\n    pass\n"}, "2026-12-20T21:00:00+08:00"),
+}
+# English a Chinese page still shows, each with its reason: the runner (judging/runner.py, the untrusted
+# side, which imports nothing of the grader) raises NameError with this text for a function whose cell
+# did not run, and the judge quotes an exception's message as it came; it is no catalog key yet
+KNOWN_ENGLISH = {"the cell that defines it did not run to the end": "judging/runner.py's NameError text, quoted as raised"}
+# Python's own message for an exception the learner's code raised ("NameError: name 'f' is not
+# defined"), up to where the grader's words begin after it (": " or "："): not the page's to translate
+PYTHON_ERROR = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b[:：] ?[^：（\n]*?(?=: |：|（|$)", re.M)
+TAG = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.S | re.I)
+SVG_TEXT = re.compile(r"<text\b[^>]*>(.*?)</text>|<!-- (.*?) -->", re.S)
+
+
+def english_phrases(text: str) -> list[str]:
+    """The learner-side finder's phrases, with one allowance narrowed: a gloss in full-width
+    parentheses is a term or two (（prefill）, （T_tx 1，L 2）), so a parenthesis holding three
+    ordinary words or more (a sentence such as a late policy's) is read as text."""
+
+    def gloss_or_text(m: re.Match) -> str:
+        words = [w for w in re.split(r"[\s，、：]+", m.group(1)) if ORDINARY.fullmatch(w.strip(",.;:"))]
+        return m.group(0) if len(words) < 3 else f" {m.group(1)} "
+
+    return learner_phrases(re.sub(r"（([^（）]*)）", gloss_or_text, text))
+
+
+def ascii_parentheses(text: str) -> list[str]:
+    """ASCII parentheses opened or closed against Chinese text (Chinese takes full-width ones)."""
+    return re.findall(r"\([\u4e00-\u9fff][^()\n]{0,40}|[^()\n]{0,40}[\u4e00-\u9fff]\)", text)
+
+
+def course_phrases() -> set[str]:
+    """The phrases of the course's own Chinese markdown (its bilingual headings, the titles of the
+    chapters and guides it cites), which every page quotes: the Chinese edition's catalogs are
+    checked on their own (tests/integration/test_chinese_edition.py), this scan is of the grader."""
+    from submissions import RELEASE
+
+    nb = nbformat.read(RELEASE / "zh" / f"{NB}.ipynb", 4)
+    return {p for cell in nb.cells if cell.cell_type == "markdown" for p in english_phrases(page_text(markdown(cell.source)))}
+
+
+def page_text(page: str) -> str:
+    """What a reader sees of an HTML page: its text without tags, styles and code blocks."""
+    page = re.sub(r'<div class="\s*highlight[^"]*">\s*<pre>.*?</pre>|<code\b.*?</code>', " ", page, flags=re.S | re.I)  # code
+    page = re.sub(r'<div class="output_subarea output_text output_error">\s*<pre>.*?</pre>', " ", page, flags=re.S)  # Python's traceback
+    text = html.unescape(TAG.sub("\n", page))
+    return PYTHON_ERROR.sub(" ", text)
+
+
+def figure_texts(page: str) -> list[str]:
+    """The text drawn in the report's SVG figures (kept as text: svg.fonttype none)."""
+    texts = []
+    for data in re.findall(r'src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', page):
+        svg = base64.b64decode(data).decode("utf-8")
+        texts += [html.unescape(a or b) for a, b in SVG_TEXT.findall(svg) if "Created with" not in (a or b)]
+    return texts
+
+
+def markdown(source: str) -> str:
+    return MarkdownIt("commonmark").enable("table").render(source)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    subs = tmp_path_factory.mktemp("subs")
+    out = tmp_path_factory.mktemp("out") / "out"
+    times = subs.parent / "times.csv"
+    rows = ["student_id,notebook,submitted_at"]
+    for student, (edits, when) in CLASS.items():
+        write(subs, student, NB, build(NB, edits, edition="zh"))
+        rows.append(f"{student},{NB},{when}")
+    times.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    run_grade(subs, out, "--deadline", DEADLINE, "--late-policy", "deduct:10%/day", "--timestamps", str(times))
+    proc = subprocess.run([sys.executable, "-m", "autograde", "report", str(out), "--language", "zh"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+def test_the_class_was_graded_as_meant(graded):
+    log = (graded / "log.jsonl").read_text(encoding="utf-8")
+    assert log.count('"status": "graded"') == 3, troubles(graded)
+    late = (graded / "feedback" / "zh_late_wrong" / f"{NB}.html").read_text(encoding="utf-8")
+    assert 'class="late-note"' in late  # the late line is on the page the scan reads
+    broken = (graded / "feedback" / "zh_broken" / f"{NB}.html").read_text(encoding="utf-8")
+    assert "SyntaxError" in broken  # the load error is on the page the scan reads
+
+
+def test_no_feedback_page_has_english(graded):
+    found, known = {}, course_phrases()
+    assert known  # the course's own text was read
+    for page in sorted((graded / "feedback").glob("*/*.html")):
+        text = page_text(page.read_text(encoding="utf-8"))
+        assert re.search(r"[\u4e00-\u9fff]", text), f"{page.name}: no Chinese at all"
+        if phrases := [p for p in english_phrases(text) if p not in known and p not in KNOWN_ENGLISH]:
+            found[f"{page.parent.name}/{page.name}"] = sorted(set(phrases))
+    assert len(list((graded / "feedback").glob("*/*.html"))) == len(CLASS)
+    assert not found, found
+
+
+def test_the_class_report_has_no_english(graded):
+    page = (graded / "report.html").read_text(encoding="utf-8")
+    assert '<html lang="zh-CN">' in page
+    figures = figure_texts(page)
+    assert len(figures) > 10  # the figures' titles, labels and legends were read
+    phrases = english_phrases(page_text(page)) + [p for text in figures for p in english_phrases(text)]
+    assert not phrases, sorted(set(phrases))
+    assert "笔记本" not in page  # docs/glossary.md's term is another
+
+
+def test_the_pages_pending_answers_and_nbgraders_late_line_are_chinese(root):
+    """The page's list as nbgrader writes it, with a pending answer (grading.mark_pending's) and
+    nbgrader's own late line (shown when the gradebook holds a penalty): full-width parentheses,
+    no space before them, the values kept; an English page is left as it is."""
+    from autograde.course import Course
+    from autograde.publish.editions import feedback_translations
+    from autograde.record.exporters import localize_labels
+
+    words = feedback_translations(Course.load(root))["zh"]
+    page = (
+        '<li><a href="#reflection_01_q1">Written response</a> (pending: a person grades it, 1.5 point(s))</li>\n'
+        '<li class="late-penalty">Late submission penalty (Score: -0.75)</li>'
+    )
+    zh = localize_labels(page, words)
+    assert "</a>（待人工评分，1.5 分）</li>" in zh
+    assert '<li class="late-penalty">迟交扣分（得分：-0.75）</li>' in zh
+    assert not english_phrases(page_text(zh).replace("Written response", "")), zh
+    assert localize_labels(page, {}) == page
+
+
+def test_the_late_lines_policy_is_said_in_the_pages_language(root):
+    from autograde.course import Course
+    from autograde.publish.editions import feedback_translations
+    from autograde.record.late import late_text, parse_policy
+
+    words = feedback_translations(Course.load(root))["zh"]
+    late = {"late_seconds": 7200, "deadline": "2026-12-20T15:59:00+00:00", "penalty": 0.5}
+    for policy, said in (
+        ("deduct:10%/hour,floor:40%", "每迟交一小时扣满分的 10%，最低保留 40%"),
+        ("deduct:5%/day", "每迟交一天扣满分的 5%"),
+        ("zero", "截止时间之后提交不得分"),
+    ):
+        zh = late_text(late, parse_policy(policy), words)
+        assert f"（{said}）" in zh and "2.00 小时" in zh and "0.5 分" in zh, zh
+        assert not english_phrases(zh), zh
+        english = late_text(late, parse_policy(policy), {})
+        assert english.endswith(f"({parse_policy(policy).describe()}).")  # English as before
+
+
+def test_a_report_text_left_untranslated_is_refused(root, tmp_path):
+    """The report's text is grader.po's (editions.REPORT_TEXTS): a catalog that lacks one of its
+    translations cannot make the Chinese edition (``check`` and ``feedback_translations`` refuse it)."""
+    from autograde.course import Course
+    from autograde.publish import catalogs
+    from autograde.publish.editions import catalog_for
+
+    spec = catalog_for(Course.load(root), "zh", "grader")
+    assert catalogs.problems(spec) == []
+    text = spec.path.read_text(encoding="utf-8")
+    entry = 'msgid "Totals across the class"\nmsgstr "全班总分"'
+    assert entry in text
+    broken = tmp_path / "grader.po"
+    broken.write_text(text.replace(entry, 'msgid "Totals across the class"\nmsgstr ""'), encoding="utf-8")
+    found = catalogs.problems(catalogs.CatalogFile(broken, spec.units, "zh"))
+    assert len(found) == 1 and "Totals across the class" in found[0] and "untranslated" in found[0], found
