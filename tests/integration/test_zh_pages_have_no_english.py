@@ -134,6 +134,8 @@ def test_no_feedback_page_has_english(graded):
 def test_the_class_report_has_no_english(graded):
     page = (graded / "report.html").read_text(encoding="utf-8")
     assert '<html lang="zh-CN">' in page
+    assert "<code>grades.csv</code>" in page and "&lt;code" not in page  # a value's markup is the page's, its text escaped
+    assert "迟交的 notebook：1 个" in page and "提交中缺少这个 notebook" in page  # the late count and a problem's kind, in Chinese
     figures = figure_texts(page)
     assert len(figures) > 10  # the figures' titles, labels and legends were read
     phrases = english_phrases(page_text(page)) + [p for text in figures for p in english_phrases(text)]
