@@ -4,7 +4,9 @@
 - ``exchange``: ``OUT/handback/exchange/feedback/<student_id>/<assignment>/<notebook>.html``, the
   course-folder layout from which nbgrader's ``release_feedback`` hands pages out on a JupyterHub, with
   each submission's ``timestamp.txt`` and ``submission_secret.txt`` (kept by the intake); a student whose
-  submission did not come through the exchange is listed: nbgrader cannot release their pages;
+  submission did not come through the exchange is listed: nbgrader cannot release their pages; so is one
+  whose notebook came in their own zip (``zipped``): ``fetch_feedback`` finds a page only by a ``.ipynb``
+  of the learner's submission;
 - ``canvas``: one ``OUT/handback/canvas_feedback.zip`` whose files are named as Canvas names a
   submission (``name_userid_submissionid_file``): Canvas's "Re-upload submissions" attaches each file
   to the student the name says;
