@@ -17,18 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
-import hmac
-import html
-import json
 import os
-import re
 import shutil
 import signal
-import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -37,185 +30,23 @@ from typing import NamedTuple
 
 import nbformat
 
-from tools.i18n import EDITIONS, notebook_language
 from tools.project_runtime import write_json_atomic
 
-from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs, kill_tree, reap  # noqa: F401 (Exercise: for importers)
-from .judging.ideas import course_tests
-from .matching import check_nodes, grade_ids, match_notebooks
+from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs  # noqa: F401 (Exercise: for importers)
+from .matching import grade_ids, last_error, match_notebooks, read_graded, read_json, safe_text
 from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, Options, new_record  # noqa: F401 (the batch's names)
-from .publish.editions import feedback_translations
 from .publish.leaks import secret_lines
-from .publish.release import generate
+from .publish.master import edition_master, grading_master
 from .record import gradebook
-from .record.exporters import add_csp, add_wrapping, localize_labels
-from .record.late import LateSpec, late_text, lms_flags, load_spec, notebook_late, save_spec
-from .record.tables import cell_value, late_columns, score_row, write_csv
-from .run.job import EDITION_FILE, SUBMISSION_DIGEST
+from .record.late import LateSpec, notebook_late, save_spec
+from .record.pages import note_late, page_words, write_feedback
+from .record.results import write_results
+from .record.store import cached_record, save_record, signing_key
 from .run.launch import prestart as start_worker_server
-from .run.launch import start_worker
 from .run.preprocessors import NeutraliseForDisplay
+from .run.student import INTERRUPTED, SETTINGS, elapsed_since, job_settings, run_student
 
-# the grader's own files beside the students' folders start with a dot, which no student id can
-SETTINGS = ".settings.json"  # in OUT/.work: what each grading process reads
-
-# a grading process's address space, at least (its soft limit, and above the kernel's; the kernel and
-# the runner have their own, in the sandbox): it holds nbgrader, one notebook and its capped outputs
-WORKER_MEMORY = 3 * GiB
-
-
-class NotebookTooLarge(ValueError):
-    """A submitted file over the size limit: refused before the trusted parent parses it."""
-
-
-def check_size(path: Path, limit: int) -> None:
-    """Raise NotebookTooLarge when ``path`` is over ``limit`` bytes (stat only, nothing is read)."""
-    size = path.stat().st_size
-    if size > limit:
-        raise NotebookTooLarge(
-            f"the file is {size / 2**20:.1f} MB, over the {limit / 2**20:g} MB limit for a submitted "
-            "notebook (clear its outputs, or raise --max-notebook-mb)"
-        )
-
-
-def _tree_digest(folder: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def grading_master(course: Course, out: Path) -> Path:
-    """The course folder generated from the sources without their hidden tests (its
-    gradebook restores the public test cells), plus ``judge.json``: the hidden tests,
-    reference answers and given cells the trusted judge needs. Rebuilt when the sources
-    or the config changed, and whenever its files no longer match their recorded digest.
-
-    It is built once per state of the sources (copy_shared_master) and copied into each OUT: a
-    second OUT graded from the same sources saves the two ``nbgrader generate_assignment`` runs."""
-    master = out / ".course"
-    record = out / ".course.digest"
-    digest = course.sources_digest()
-    try:
-        stamp = json.loads(record.read_text())
-        valid = stamp.get("sources") == digest and stamp.get("tree") == _tree_digest(master)
-    except (OSError, ValueError):
-        valid = False
-    if not valid:
-        shutil.rmtree(master, ignore_errors=True)
-        if not copy_shared_master(course, digest, master):  # the course folder is not writable: build in OUT itself
-            build_master(course, master)
-        write_json_atomic(record, {"sources": digest, "tree": _tree_digest(master)})
-    return master
-
-
-MASTERS_KEPT = 4  # states of the sources whose masters stay in the course's build folder
-
-
-def master_cache_key(digest: str) -> str:
-    """A master's name in the cache: the sources' digest and the nbgrader that generated it."""
-    from nbgrader import __version__ as nbgrader_version
-
-    return f"{digest}-nbgrader{nbgrader_version}"
-
-
-def copy_shared_master(course: Course, digest: str, into: Path) -> bool:
-    """Copy the grading master of these sources from ``.course_build/masters/`` (the instructor's own
-    folder, never visible inside the sandbox) into ``into``: built by the first grading run that needs
-    it while the others wait on a lock, checked against its recorded tree digest before each use (a
-    changed file means a rebuild), and copied under the same lock. False when the course folder
-    cannot be written."""
-    cache = course.root / ".course_build" / "masters"
-    key = master_cache_key(digest)
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        lock = open(cache / f"{key}.lock", "a+")
-    except OSError:
-        return False
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        folder, stamp = cache / key, cache / f"{key}.json"
-        try:
-            valid = json.loads(stamp.read_text()).get("tree") == _tree_digest(folder)
-        except (OSError, ValueError):
-            valid = False
-        if not valid:
-            building = cache / f".{key}.{os.getpid()}"
-            shutil.rmtree(building, ignore_errors=True)
-            build_master(course, building)
-            shutil.rmtree(folder, ignore_errors=True)
-            os.replace(building, folder)
-            write_json_atomic(stamp, {"sources": digest, "tree": _tree_digest(folder)})
-            _forget_old_masters(cache, keep=key)
-        shutil.copytree(folder, into)
-    return True
-
-
-def _forget_old_masters(cache: Path, keep: str) -> None:
-    """Keep the newest MASTERS_KEPT masters (the sources of earlier states are rarely graded again)."""
-    stamps = sorted(cache.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for stale in stamps[MASTERS_KEPT:]:
-        if stale.stem == keep:
-            continue
-        with open(cache / f"{stale.stem}.lock", "a+") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:  # a grading run is copying it now: left for a later clean-up
-                continue
-            shutil.rmtree(cache / stale.stem, ignore_errors=True)
-            stale.unlink(missing_ok=True)
-
-
-def build_master(course: Course, master: Path) -> None:
-    """Generate a grading master into ``master``: one nbgrader course folder per edition, and judge.json."""
-    released = generate(course, master, strip_hidden=True)
-    for lang in EDITIONS[1:]:  # each translated edition's own master: its read-only cells are in its language
-        generate(course, edition_master(master, lang), strip_hidden=True, language=lang)
-    tests = course_tests(course.source_paths())
-    spec = {"notebooks": {}, "solutions": {}, "translations": feedback_translations(course)}
-    for name in course.notebooks:
-        given = []
-        for cell in nbformat.read(released / f"{name}.ipynb", as_version=4).cells:
-            meta = cell.metadata.get("nbgrader", {})
-            if cell.cell_type == "code" and not meta.get("solution") and "imports" not in cell.metadata.get("tags", []):
-                given.append(cell.source.strip())
-        spec["notebooks"][name] = {"tests": tests[name]["tests"], "given": given}
-        spec["solutions"].update(tests[name]["solutions"])
-    write_json_atomic(master / "judge.json", spec)
-
-
-@functools.lru_cache(maxsize=4)
-def page_words(course: Course) -> dict[str, dict[str, str]]:
-    """{language: feedback translations} (read once per batch: every page of an edition uses them)."""
-    return feedback_translations(course)
-
-
-def edition_master(master: Path, language: str) -> Path:
-    """The grading master of one edition (English: ``master`` itself)."""
-    return master if language == "en" else master / "editions" / language
-
-
-def submission_edition(nb, master: Path, assignment: str, notebook: str) -> str:
-    """The edition a submission was written in: its metadata says (the release records it), else,
-    when a platform dropped the metadata, the edition whose read-only markdown cells it holds."""
-    recorded = notebook_language(nb)
-    if recorded is not None:
-        return recorded
-    held = {c.source.strip() for c in nb.cells if c.cell_type == "markdown"}
-    best, best_count = "en", -1
-    for lang in EDITIONS:
-        source = edition_master(master, lang) / "source" / assignment / f"{notebook}.ipynb"
-        if not source.is_file():
-            continue
-        locked = [
-            c.source.strip()
-            for c in nbformat.read(source, as_version=4).cells
-            if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("locked")
-        ]
-        count = sum(text in held for text in locked)
-        if count > best_count:
-            best, best_count = lang, count
-    return best
+MAX_RESULT_BYTES = 16 << 20  # a grading process's result.json (its logs are cut to 100,000 characters each)
 
 
 class Item(NamedTuple):
@@ -265,176 +96,10 @@ def _fingerprint(path: Path, digest: str, options: Options) -> str:
     return h.hexdigest()
 
 
-MAX_LOG_BYTES = 200_000  # bytes of a worker's log read back (its end)
-MAX_RESULT_BYTES = 16 << 20  # a grading process's result.json (its logs are cut to 100,000 characters each)
-
-
-def _read_json(path: Path, max_bytes: int | None = None) -> dict:
-    """A JSON object from ``path``; {} when it is missing, unreadable, not an object, or over
-    ``max_bytes`` (checked before it is read)."""
-    try:
-        if max_bytes is not None and path.stat().st_size > max_bytes:
-            return {}
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-MAX_GRADED_BYTES = 48 << 20  # a graded notebook (outputs are capped while it runs, so far below this)
-
-
-def read_notebook(path: Path, max_bytes: int):
-    """A notebook from a file that a submission made or shaped, read within bounds: its size is
-    checked before it is read, and its count of JSON objects before they are built
-    (matching.check_nodes). Raises NotebookTooLarge, TooManyObjects, or what nbformat raises."""
-    check_size(path, max_bytes)
-    raw = path.read_bytes()
-    check_nodes(raw)
-    return nbformat.reads(raw.decode("utf-8"), as_version=4)
-
-
-def read_graded(path: Path):
-    """A graded notebook, or None when it is missing, unreadable, or over MAX_GRADED_BYTES or
-    MAX_JSON_NODES (both checked before it is parsed)."""
-    try:
-        return read_notebook(path, MAX_GRADED_BYTES)
-    except Exception:  # not JSON, nested too deep, too large, not a notebook
-        return None
-
-
-def read_tail(path: Path, limit: int) -> str:
-    """The last ``limit`` bytes of a file that a sandboxed process may have grown (a worker's
-    log holds what its kernel wrote to its own stdout): never the whole of it."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - limit))
-            return handle.read(limit).decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _answers(nb) -> dict[str, str]:
-    """{grade id: digest of the answer} for every answer cell (nbgrader solution cell) of a notebook."""
-    found = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution") and meta.get("grade_id"):
-            found[str(meta["grade_id"])] = hashlib.sha256(cell.source.strip().encode()).hexdigest()
-    return found
-
-
-def changed_answers(before: Path, nb) -> list[str] | None:
-    """The answer cells whose text differs from ``before`` (the copy graded last time, kept in
-    OUT/submitted); None when there is no readable earlier copy."""
-    if not before.is_file():
-        return None
-    old_nb = read_graded(before)
-    if old_nb is None:
-        return None
-    old = _answers(old_nb)
-    new = _answers(nb)
-    return sorted(gid for gid in {*old, *new} if old.get(gid) != new.get(gid))
-
-
-def _repair_cells(nb, known: set[str]) -> list[str]:
-    """Make a submitted notebook's nbgrader cells what nbgrader can grade (on the copy that is
-    graded, never the student's file): consecutive cells that share an answer's grade id (what
-    Jupyter's "Split Cell" leaves) are joined, sources separated by a blank line; a cell whose
-    grade id the course does not know, or that repeats one met earlier, loses its nbgrader
-    metadata and counts as an ordinary cell. Returns a note for each kind of change (at most a
-    few: a notebook split into thousands of cells gets one line per answer, not per cell)."""
-    cells, seen, parts = [], set(), {}  # parts: id(cell) -> the sources joined into that cell, in order
-    ordinary: dict[str, int] = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader")
-        gid = str(meta.get("grade_id", "")) if isinstance(meta, dict) else ""
-        if not isinstance(meta, dict) or not (gid or meta.get("grade") or meta.get("solution") or meta.get("locked")):
-            cells.append(cell)
-            continue
-        last = cells[-1] if cells else None
-        last_meta = last.metadata.get("nbgrader", {}) if last is not None else {}
-        if (
-            meta.get("solution")
-            and last is not None
-            and isinstance(last_meta, dict)
-            and last_meta.get("solution")
-            and str(last_meta.get("grade_id", "")) == gid
-            and last.cell_type == cell.cell_type
-            and gid in known
-        ):
-            parts.setdefault(id(last), [last.source]).append(cell.source)
-            continue
-        if gid not in known or gid in seen:
-            why = "a grade id this course does not have" if gid not in known else "a grade id used by an earlier cell"
-            del cell.metadata["nbgrader"]
-            key = f"{why} ({safe_text(gid) or 'none'})"
-            ordinary[key] = ordinary.get(key, 0) + 1
-        else:
-            seen.add(gid)
-        cells.append(cell)
-    notes = []
-    for cell in cells:
-        joined = parts.get(id(cell))
-        if joined:  # one join per answer: linear in the notebook's size
-            inner = [text.strip("\n") for text in joined[1:-1]]
-            cell.source = "\n\n".join([joined[0].rstrip("\n"), *inner, joined[-1].lstrip("\n")])
-            gid = safe_text(str(cell.metadata["nbgrader"].get("grade_id", "")))
-            pieces = "two" if len(joined) == 2 else f"{len(joined):,} parts"
-            notes.append(f"answer cell {gid} was split in {pieces}; the parts were joined for grading")
-    for key, count in list(ordinary.items())[:20]:
-        times = "" if count == 1 else f" ({count:,} cells)"
-        notes.append(f"a cell with {key} was graded as an ordinary cell{times}")
-    if len(ordinary) > 20:
-        notes.append(f"{len(ordinary) - 20} more grade ids this course does not have were graded as ordinary cells")
-    nb.cells = cells
-    return notes
-
-
-def _prepare(
-    course: Course, master: Path, out: Path, student: str, notebook: str, path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES, record: dict | None = None
-) -> Path:
-    """A fresh nbgrader course folder holding one submitted notebook (raises on an unreadable
-    one, and on one over ``max_bytes`` before reading it). ``record`` gets the answer cells
-    changed since the last grading (a manual score on one of them is then flagged for review)."""
-    nb = read_notebook(path, max_bytes)
-    edition = submission_edition(nb, master, course.assignment, notebook)
-    if record is not None:
-        record["edition"] = edition
-    master = edition_master(master, edition)
-    repairs = _repair_cells(nb, grade_ids(master / "source" / course.assignment / f"{notebook}.ipynb"))
-    if record is not None and repairs:
-        record["matching_notes"] = repairs
-    if record is not None:
-        changed = changed_answers(out / "submitted" / student / course.assignment / f"{notebook}.ipynb", nb)
-        if changed is not None:
-            record["changed_answers"] = changed
-    job = out / ".work" / student / notebook
-    if job.exists():
-        shutil.rmtree(job)
-    job.mkdir(parents=True)
-    # the salt of its hidden random inputs (job.py): the student's whole submission as sent (every notebook's
-    # bytes before nbformat rewrites them), or this file's bytes where no submission digest is known
-    salt = (record or {}).get("submission") or hashlib.sha256(path.read_bytes()).hexdigest()
-    (job / SUBMISSION_DIGEST).write_text(salt)
-    (job / EDITION_FILE).write_text(edition)  # the language its kernel and feedback page use (job.py)
-    shutil.copy(master / "nbgrader_config.py", job / "nbgrader_config.py")
-    # the job folder is the project root for the graded notebook: files it writes stay in the job
-    shutil.copy(course.root / "course.toml", job / "course.toml")
-    shutil.copy(master / "gradebook.db", job / "gradebook.db")
-    shutil.copytree(master / "source", job / "source")
-    submitted = job / "submitted" / student / course.assignment
-    submitted.mkdir(parents=True)
-    nbformat.write(nb, submitted / f"{notebook}.ipynb")
-    return job
-
-
 def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bool, log: str, options: Options, secrets: dict[str, str]) -> None:
     """Turn a job folder's outcome into the record (scores, ideas, status, feedback page)."""
     student, notebook = record["student_id"], record["notebook"]
-    outcome = _read_json(job / "result.json", MAX_RESULT_BYTES)
+    outcome = read_json(job / "result.json", MAX_RESULT_BYTES)
     auto = outcome.get("autograde", {})
     text = auto.get("log", "") + auto.get("error", "") + log
     graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
@@ -452,7 +117,7 @@ def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bo
         # whose detail is the last error line of its logs (a status is never read from log text)
         said = outcome.get("outcome") if isinstance(outcome.get("outcome"), dict) else {}
         status = said.get("status") if said.get("status") in STATUS_TEXT else "error"
-        detail = said.get("detail") if isinstance(said.get("detail"), str) and said.get("detail") else _last_error(text)
+        detail = said.get("detail") if isinstance(said.get("detail"), str) and said.get("detail") else last_error(text)
         record.update(status=status, detail=detail[:300])
     else:
         record["scores"] = outcome["scores"]
@@ -472,12 +137,12 @@ def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bo
             target = out / "feedback" / student / f"{notebook}.html"
             pending_ids = {gid for gid, score in record["manual"].items() if score is None}
             words = page_words(course).get(record.get("edition", "en"), {})
-            redacted = _write_feedback(page, target, secrets, graded, pending_ids, words)
+            redacted = write_feedback(page, target, secrets, graded, pending_ids, words)
             if redacted:
                 record["redacted_lines"] = redacted
         else:
             fb = outcome.get("feedback", {})
-            notes.append("feedback could not be generated: " + _last_error(fb.get("log", "") + fb.get("error", "")))
+            notes.append("feedback could not be generated: " + last_error(fb.get("log", "") + fb.get("error", "")))
         record["detail"] = "; ".join(notes)
         _keep_for_display(graded, kept, edition_master(out / ".course", record.get("edition", "en")), course.assignment)
     if record["status"] != "graded":
@@ -520,142 +185,6 @@ def _keep_for_display(source: Path, target: Path, master: Path, assignment: str)
     os.replace(tmp, target)
 
 
-_LINK = re.compile(r"(?<![\w.-])(href|src|action|formaction|poster|background)(\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s>\"']+)", re.IGNORECASE)
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
-SAFE_SCHEMES = {"http", "https", "mailto"}
-
-
-_IMAGE_DATA = re.compile(r"^data:image/(png|jpeg|gif);base64,", re.IGNORECASE)
-
-
-def _safe_url(value: str, image: bool = False) -> bool:
-    """True for a relative path, a ``#`` fragment, or an http/https/mailto URL (and, for an
-    image source, a base64 PNG/JPEG/GIF). Browsers decode entities and ignore whitespace and
-    control characters in a scheme, so this does too."""
-    plain = "".join(ch for ch in html.unescape(value) if ch > " " and ch != "\x7f" and not ch.isspace() and ch.isprintable())
-    scheme = _SCHEME.match(plain)
-    return scheme is None or scheme.group(1).lower() in SAFE_SCHEMES or (image and bool(_IMAGE_DATA.match(plain)))
-
-
-def _safe_links(text: str) -> str:
-    """Point every link or source whose scheme is not allowed (``javascript:``, ``data:``,
-    ``vbscript:`` ...) at ``#``."""
-
-    def fix(match: re.Match) -> str:
-        value = match.group(3)
-        inner = value[1:-1] if value[:1] in "\"'" else value
-        return match.group(0) if _safe_url(inner, image=match.group(1).lower() == "src") else f'{match.group(1)}{match.group(2)}"#"'
-
-    return _LINK.sub(fix, text)
-
-
-MAX_PAGE = 1_000_000  # characters in one feedback page
-_TAG = re.compile(r"<[^<>]*>")  # linear: a run of '<' without '>' cannot make it backtrack
-
-
-def safe_text(text: str) -> str:
-    """A name or note from a submission, fit for JSON, CSV and a terminal: undecodable bytes
-    and control characters (terminal escapes) are replaced."""
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return "".join(ch if ch.isprintable() else "?" for ch in text)[:300]
-
-
-_ID = r"[A-Za-z0-9_-]+"
-_NUM = r"[0-9]+(?:\.[0-9]+)?"
-
-
-def mark_pending(text: str, pending: set[str]) -> str:
-    """Show answers that wait for a person as pending, not as "Score: 0.0 / 1.0".
-
-    nbgrader's feedback gives an ungraded written answer a score of 0; the page then reads as if
-    the learner had lost those points. Each pending answer's score becomes "pending", and the
-    notebook's heading says how many points still wait for a person."""
-    waiting = 0.0
-
-    def in_list(m: re.Match) -> str:
-        nonlocal waiting
-        if m.group(1) not in pending:
-            return m.group(0)
-        waiting += float(m.group(2))
-        return f'<li><a href="#{m.group(1)}">Written response</a> (pending: a person grades it, {m.group(2)} point(s))</li>'
-
-    text = re.sub(rf'<li><a href="#({_ID})">Written response</a> \(Score: {_NUM} / ({_NUM})\)</li>', in_list, text)
-    for gid in pending:
-        text = re.sub(
-            rf'(<a name="{re.escape(gid)}"></a><div class="panel-heading">.{{0,400}}?)Score: {_NUM} / ({_NUM}) ',
-            r"\1Pending: a person grades it (\2 point(s)) ",
-            text,
-            count=1,
-            flags=re.S,
-        )
-    if waiting:
-        text = re.sub(
-            rf"(<h4>[^<]{{1,200}} \(Score: {_NUM} / {_NUM})\)</h4>", rf"\1; {waiting:g} point(s) wait for a person's grading)</h4>", text, count=1
-        )
-    return text
-
-
-_PAGE_HEADINGS = (  # (pattern in nbgrader's feedback template, English): only the template's own text is touched
-    (r'(<a href="#{id}">){text}(</a>)', ("Test cell", "Coding free-response", "Written response", "Task")),
-    (r'(<a href="#comment-{id}">){text}(</a>)', ("Comment",)),
-    (r'(<span class="nbgrader-label">){text}(</span>)', ("Student's answer",)),
-    (r"(<b>){text}(:</b>)", ("Comments",)),
-    (r'(<a href="#top">\(){text}(\)</a>)', ("Top",)),
-)
-
-
-def localize_page(text: str, words: dict[str, str]) -> str:
-    """A feedback page's own headings in the submission's language (``words``: its edition's
-    feedback translations; empty for English, which leaves the page as it is)."""
-    if not words:
-        return text
-    text = localize_labels(text, words)  # its score lines, grade-cell labels and hidden-tests note
-    for pattern, english in _PAGE_HEADINGS:
-        for item in english:
-            if item in words:
-                regex = pattern.format(id=_ID, text=re.escape(item))
-                text = re.sub(regex, lambda m, w=words[item]: m.group(1) + html.escape(w) + m.group(2), text)
-    score = html.escape(words.get("Score", "Score"))
-    text = re.sub(rf"(\(|<h4>[^<]{{1,200}} \(|</div>\s*|\n\s*)Score: ({_NUM} / {_NUM})", rf"\1{score}: \2", text)
-    for template in (
-        "pending: a person grades it, {points} point(s)",
-        "Pending: a person grades it ({points} point(s))",
-        "{points} point(s) wait for a person's grading",
-    ):
-        if template in words:
-            regex = re.escape(template).replace(re.escape("{points}"), f"({_NUM})")
-            text = re.sub(regex, lambda m, t=words[template]: html.escape(t.format(points=m.group(1))), text)
-    return text
-
-
-def _write_feedback(
-    page: Path, target: Path, secrets: dict[str, str], graded: Path, pending: set[str] = frozenset(), words: dict[str, str] | None = None
-) -> int:
-    """Copy a feedback page, first removing any line of a hidden test or of a reference answer
-    that the learner's own notebook does not hold, and marking answers that wait for a person
-    as pending. Returns how many lines were removed."""
-    with open(page, "rb") as handle:  # cut first: the scan below must stay cheap whatever the page holds
-        raw = handle.read(4 * MAX_PAGE + 4).decode("utf-8", "replace")
-    if len(raw) > MAX_PAGE:
-        raw = raw[:MAX_PAGE] + "\n<p>[the page was cut at 1 MB]</p></body></html>\n"
-    nb = read_graded(graded)
-    own = {
-        line.strip() for cell in (nb.cells if nb else []) if cell.metadata.get("nbgrader", {}).get("solution") for line in cell.source.splitlines()
-    }
-    lines, removed = raw.split("\n"), 0
-    for i, line in enumerate(lines):
-        plain = html.unescape(_TAG.sub("", line)).strip()
-        if plain and plain in secrets and plain not in own:
-            lines[i] = "<span>[line removed from this page: it quoted the grader's tests or answers]</span>"
-            removed += 1
-    text = add_csp(add_wrapping(_safe_links(localize_page(mark_pending("\n".join(lines), set(pending)), words or {}))))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
-    return removed
-
-
 def grade_student(
     course: Course,
     master: Path,
@@ -688,164 +217,6 @@ def grade_student(
         entries.append(({**record, "submission": item.submission}, item.path))
     run_student(course, master, out, student, entries, options, settle, fail)
     return records
-
-
-# Set while the batch is being stopped (Ctrl-C, SIGTERM): its workers are killed, and a notebook
-# they were on is left unrecorded (not saved as an error the next run would reuse).
-INTERRUPTED = threading.Event()
-
-
-class Stopped(Exception):
-    """A student's grading was called off (a cluster task the batch cancelled): its processes were killed."""
-
-
-def run_student(
-    course: Course, master: Path, out: Path, student: str, entries: list[tuple[dict, Path]], options: Options, settle, fail, stop=None
-) -> None:
-    """Grade a student's notebooks (``entries``: (record, submitted file)): one worker process
-    runs them one after the other, each in its own course folder under ``out/.work``. A notebook
-    past the wall-clock limit has the worker and its kernel killed; a new worker then takes the
-    notebooks that are left. Each notebook ends in ``settle(record, job folder, killed, log)``
-    or, when it never ran, ``fail(record)``. The same loop runs on a cluster's worker (cluster.py),
-    which passes ``stop``: when it returns True the grading process is killed and Stopped raised."""
-    pending = []
-    for record, path in entries:
-        try:
-            pending.append((record, _prepare(course, master, out, student, record["notebook"], path, options.max_notebook_bytes, record)))
-        except Exception as exc:  # not JSON, not a notebook: a grade of 0, not a crash
-            record.update(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}")
-            fail(record)
-    # the worker dies with this process (parent-death signal in job.py), however this one ends
-    env = {"COURSE_CELL_TIMEOUT": str(options.cell_timeout), "COURSE_PARENT_PID": str(os.getpid())}
-    false_starts = 0
-    try:
-        while pending:
-            before = len(pending)
-            log_path = out / ".work" / student / "worker.log"
-            with open(log_path, "w", encoding="utf-8") as log:
-                proc = start_worker(
-                    [str(out / ".work" / SETTINGS), student, *[str(job) for _, job in pending]], out / ".work" / student, env, log_path, log
-                )
-                try:
-                    current, killed = _watch(proc, pending, options.notebook_timeout, settle, stop)
-                finally:
-                    reap(proc)
-                    _sweep(out / ".work" / student / "sandbox.ledger")
-            worker_log = read_tail(log_path, MAX_LOG_BYTES)
-            _settle_finished(pending, settle)  # any that finished after the last poll
-            if INTERRUPTED.is_set():  # the batch is stopping (Ctrl-C, SIGTERM): what it cut short is
-                return  # not recorded, so that the next run grades it
-            stopped = [(record, job) for record, job in pending if job == current]
-            for record, job in stopped:  # killed at the limit, or the worker broke during it
-                settle(record, job, killed, worker_log)
-                pending.remove((record, job))
-            if len(pending) == before:  # the worker died before starting anything (no learner code ran yet)
-                false_starts += 1
-                if false_starts == 1:  # a fault of the grader's own start-up: one more worker, then no loop
-                    continue
-                for record, _job in pending:
-                    record.update(status="error", detail=_last_error(worker_log))
-                    fail(record)
-                break
-    finally:
-        shutil.rmtree(out / ".work" / student, ignore_errors=True)
-
-
-def _sweep(ledger: Path) -> None:
-    """After a worker ends, however it ended, remove what its sandboxes left behind."""
-    if ledger.is_file():
-        from .run.sandbox import sweep
-
-        sweep(ledger)
-        ledger.unlink(missing_ok=True)
-
-
-def _settle_finished(pending: list, settle) -> None:
-    for record, job in list(pending):
-        if (job / "result.json").is_file():
-            settle(record, job)
-            pending.remove((record, job))
-
-
-def _watch(proc, pending: list, limit: float, settle, stop=None) -> tuple[Path | None, bool]:
-    """Wait for the worker, settling each notebook as it finishes. Returns (the job it was
-    on when it stopped, whether it was killed at the wall-clock limit)."""
-    while True:
-        _settle_finished(pending, settle)
-        current = next((job for _, job in pending if (job / "started").is_file()), None)
-        if proc.poll() is not None:
-            return current, False
-        if current is not None and elapsed_since(current) > limit:
-            kill_tree(proc.pid)
-            return current, True
-        if stop is not None and stop():
-            kill_tree(proc.pid)
-            raise Stopped("called off")
-        _pause(proc, 0.2)
-
-
-def _pause(proc, seconds: float) -> None:
-    """Wait ``seconds``, or less: until the worker ``proc`` ends (its student's next one then starts
-    at once, not at the next look)."""
-    try:
-        proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def elapsed_since(job: Path) -> float:
-    """Seconds since the worker started ``job`` (0 while the marker is being written)."""
-    try:
-        return max(0.0, time.time() - float((job / "started").read_text()))
-    except (OSError, ValueError):
-        return 0.0
-
-
-def _last_error(log: str, prefer: tuple[str, ...] = ()) -> str:
-    lines = [line.strip() for line in log.splitlines() if any(word in line for word in prefer)]
-    lines = lines or [line for line in log.splitlines() if "ERROR" in line or "Error" in line]
-    return (lines[-1] if lines else log.strip().splitlines()[-1] if log.strip() else "no output")[:300]
-
-
-_KEYS: dict[Path, bytes] = {}
-
-
-def _key(out: Path) -> bytes:
-    """The secret that signs saved records (kept in OUT/.state, readable by the instructor only).
-    Made before any worker starts (under the run's lock), then read once."""
-    if out not in _KEYS:
-        path = out / ".state" / ".key"
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(os.urandom(32))
-        _KEYS[out] = path.read_bytes()
-    return _KEYS[out]
-
-
-def _signature(out: Path, record: dict) -> str:
-    body = json.dumps({k: v for k, v in record.items() if k not in ("signature", "cached")}, sort_keys=True)
-    return hmac.new(_key(out), body.encode(), hashlib.sha256).hexdigest()
-
-
-def save_record(out: Path, record: dict, seconds: float) -> dict:
-    record["seconds"] = round(seconds, 2)
-    record["signature"] = _signature(out, record)
-    write_json_atomic(out / ".state" / record["student_id"] / f"{record['notebook']}.json", record)
-    return record
-
-
-def _cached(out: Path, student: str, notebook: str, fingerprint: str) -> dict | None:
-    """A saved record, when it is for this very file and its signature verifies."""
-    path = out / ".state" / student / f"{notebook}.json"
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict) or record.get("fingerprint") != fingerprint:
-        return None
-    return record if hmac.compare_digest(str(record.get("signature", "")), _signature(out, record)) else None
 
 
 class GraderFault(Exception):
@@ -1000,20 +371,6 @@ def _sandbox_settings(out: Path, options: Options) -> dict:
         box.close()
 
 
-def job_settings(course: Course, master: Path, home: Path, options: Options) -> dict:
-    """What a grading process (job.py) reads from .work/.settings.json."""
-    return {
-        "assignment": course.assignment,
-        "judge": str(master / "judge.json"),
-        "sandbox": options.sandbox,
-        "home": str(home),
-        "memory_limit": options.memory_limit,
-        "process_limit": options.process_limit,
-        "cell_timeout": options.cell_timeout,
-        "worker_memory_limit": max(WORKER_MEMORY, options.memory_limit + GiB),
-    }
-
-
 def _intake(
     course: Course, submissions: Path, students: list[Path], out: Path, options: Options, digest: str, ids_by_name: dict[str, set[str]]
 ) -> tuple[list[dict], dict[str, list[str]], dict[str, list[tuple[str, Path, str]]]]:
@@ -1047,7 +404,7 @@ def _intake(
                     done_here.append(new_record(student, notebook, "missing", f"{notebook}.ipynb not found in the submission"))
                     continue
                 fingerprint = _fingerprint(path, f"{digest}|{whole}", options)
-                cached = _cached(out, student, notebook, fingerprint)
+                cached = cached_record(out, student, notebook, fingerprint)
                 if cached:
                     done_here.append({**cached, "cached": True})
                 else:
@@ -1101,7 +458,7 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
     digest = course.sources_digest()
     secrets = secret_lines(course)
-    _key(out)
+    signing_key(out)
     gradebook.write_course_config(out, db_url, master, course.assignment)
     if not options.scheduler:  # on a cluster each worker writes its own
         write_json_atomic(out / ".work" / SETTINGS, job_settings(course, master, out / ".sandbox", options))
@@ -1164,8 +521,8 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     book = {"db_url": gradebook.mask_url(db_url), "notebooks_recorded": writer.merged, "error": gradebook_error}
     for record in records:
         record["late"] = late_of(late, record, max_points)
-    summary = _report(course, out, graded_cells, records, notes, len(students) + len(unseen), sandbox, db_url, book, late)
-    for record in records:  # the late line: the penalty _report settled on the score grades.csv counts
+    summary = write_results(course, out, graded_cells, records, notes, len(students) + len(unseen), sandbox, db_url, book, late)
+    for record in records:  # the late line: the penalty write_results settled on the score grades.csv counts
         note_late(out, record, late, page_words(course).get(record.get("edition", "en"), {}))
     if cluster:
         summary["cluster"] = cluster
@@ -1200,143 +557,10 @@ def _install_sigterm() -> None:
         pass
 
 
-TOTAL_COLUMNS = ("auto_total", "total", "max_total", "pending", "needs_review", "late_penalty", "final_total")  # grades.csv after the cells
-EDITION_COLUMN = "edition"  # grades.csv's last column: the edition(s) a student's notebooks were written in
-
-
-_LATE_NOTE = re.compile(r'\n?<p class="late-note">[^<]*</p>')
-
-
-def note_late(out: Path, record: dict, spec: LateSpec, words: dict[str, str]) -> None:
-    """Put the late line under the feedback page's heading (or take an old one away: a page kept
-    from an earlier run may carry another deadline's)."""
-    page = out / "feedback" / record["student_id"] / f"{record['notebook']}.html"
-    if not page.is_file():
-        return
-    text = page.read_text(encoding="utf-8")
-    updated = _LATE_NOTE.sub("", text)
-    line = late_text(record.get("late", {}), spec.policy, words)
-    if line:
-        updated = updated.replace("</h4>", f'</h4>\n<p class="late-note">{html.escape(line)}</p>', 1)
-    if updated != text:
-        tmp = page.with_suffix(".tmp")
-        tmp.write_text(updated, encoding="utf-8")
-        os.replace(tmp, page)
-
-
 def late_of(spec: LateSpec, record: dict, max_points: dict[str, float]) -> dict:
     """A notebook's late facts (record/late.py) from its automatic score, for the gradebook while the
-    batch runs; ``_report`` settles the penalty again on the score grades.csv counts (a person's too)."""
+    batch runs; ``write_results`` settles the penalty again on the score grades.csv counts (a person's too)."""
     if record.get("status") in ("missing", "invalid_student_id"):
         return {"penalty": 0.0}  # nothing was submitted: nothing was late
     score = sum(float(v) for v in record.get("scores", {}).values()) if record.get("status") == "graded" else 0.0
     return notebook_late(spec, record["student_id"], record["notebook"], score, max_points.get(record["notebook"], 0.0))
-
-
-def _student_row(student: str, per_nb: dict[str, dict], graded_cells: list[Exercise], stored: dict, late: LateSpec, flagged=()) -> dict:
-    """A student's row of grades.csv (tables.score_row, without the export's manual_total); the late
-    penalty settled on the scores the row counts (tables.late_columns), kept in each record's facts."""
-    row = score_row(student, graded_cells, lambda e: cell_value(e, stored.get(e.grade_id), per_nb.get(e.notebook, {})))
-    del row["manual_total"]
-    submitted = [nb for nb, r in per_nb.items() if r.get("status") not in ("missing", "invalid_student_id")]
-    settled = late_columns(row, graded_cells, late, submitted, flagged)
-    for notebook in submitted:
-        per_nb[notebook]["late"] = settled.facts[notebook]
-    row[EDITION_COLUMN] = "+".join(sorted({r["edition"] for r in per_nb.values() if r.get("edition")}))
-    return row
-
-
-def _problem(student: str, notebook: str, record: dict) -> dict:
-    return {
-        "student_id": student,
-        "notebook": notebook,
-        "status": record["status"],
-        "what_happened": STATUS_TEXT[record["status"]],
-        "detail": record.get("detail", ""),
-    }
-
-
-def _write_log(out: Path, records: list[dict]) -> None:
-    with open(out / "log.jsonl.tmp", "w", encoding="utf-8") as handle:
-        for r in sorted(records, key=lambda r: (r["student_id"], r["notebook"])):
-            handle.write(json.dumps(r, ensure_ascii=False) + "\n")
-    os.replace(out / "log.jsonl.tmp", out / "log.jsonl")
-
-
-def _report(
-    course: Course,
-    out: Path,
-    graded_cells: list[Exercise],
-    records: list[dict],
-    notes: dict[str, list[str]],
-    n_students: int,
-    sandbox: dict,
-    db_url: str | None = None,
-    book: dict | None = None,
-    late: LateSpec | None = None,
-) -> dict:
-    """grades.csv (one row per student: each cell's score, a reflection not yet graded by a
-    person as ``pending``, a person's score on an answer changed since as ``review`` (not
-    counted), ``auto_total``, ``total`` = every score so far, ``max_total``, how many answers
-    are ``pending`` and how many ``needs_review``), log.jsonl, summary.json."""
-    max_total = sum(e.points for e in graded_cells)
-    auto_cells = [e for e in graded_cells if not e.manual]
-    manual_cells = [e for e in graded_cells if e.manual]
-    stored = {}
-    if db_url and not (book or {}).get("error"):
-        try:
-            stored = gradebook.read_scores(db_url, course.assignment)
-        except gradebook.GradebookError as exc:
-            book = {**(book or {}), "error": str(exc)}
-    by_student: dict[str, dict[str, dict]] = {}
-    notes = {student: list(found) for student, found in notes.items()}
-    for r in records:
-        by_student.setdefault(r["student_id"], {})[r["notebook"]] = r
-        notes.setdefault(r["student_id"], []).extend(f"{r['notebook']}.ipynb: {note}" for note in r.get("matching_notes", []))
-    late = late or load_spec(out)
-    flags = lms_flags(out)
-    rows = [
-        _student_row(student, per_nb, graded_cells, stored.get(student, {}), late, flags.get(student, ()))
-        for student, per_nb in sorted(by_student.items())
-    ]
-    if db_url and not (book or {}).get("error") and late.active:  # nbgrader's own penalty: the one grades.csv took
-        try:
-            gradebook.record_penalties(
-                db_url, course.assignment, {s: {nb: r.get("late", {}).get("penalty", 0.0) for nb, r in per.items()} for s, per in by_student.items()}
-            )
-        except gradebook.GradebookError as exc:
-            book = {**(book or {}), "error": str(exc)}
-    problems = [
-        _problem(student, nb, per_nb[nb])
-        for student, per_nb in sorted(by_student.items())
-        for nb in course.notebooks
-        if nb in per_nb and per_nb[nb]["status"] != "graded"
-    ]
-    fields = ["student_id", *[e.grade_id for e in auto_cells], *[e.grade_id for e in manual_cells], *TOTAL_COLUMNS, EDITION_COLUMN]
-    late_problems = [
-        {"student_id": r["student_id"], "notebook": r["notebook"], "problem": r["late"]["problem"]} for r in records if "problem" in r.get("late", {})
-    ]
-    write_csv(out / "grades.csv", fields, rows)
-    _write_log(out, records)
-    summary = {
-        "students": n_students,
-        "notebooks_graded": sum(r["status"] == "graded" for r in records),
-        "notebooks_reused": sum(bool(r.get("cached")) for r in records),
-        "max_total": max_total,
-        "max_auto": sum(e.points for e in auto_cells),
-        "max_manual": sum(e.points for e in manual_cells),
-        "manual_columns": [e.grade_id for e in manual_cells],
-        "manual_pending": sum(row["pending"] for row in rows),
-        "needs_review": sum(row["needs_review"] for row in rows),
-        "gradebook": book or {},
-        "problems": problems,
-        "late_problems": late_problems,
-        "matching_notes": {s: n for s, n in notes.items() if n},
-        "columns": fields,
-        "sandbox": sandbox,
-        "redactions": [
-            {"student_id": r["student_id"], "notebook": r["notebook"], "lines": r["redacted_lines"]} for r in records if r.get("redacted_lines")
-        ],
-    }
-    write_json_atomic(out / "summary.json", summary)
-    return summary

@@ -1,12 +1,17 @@
-"""Find each course notebook in a student's folder, whatever a platform renamed it to."""
+"""Find each course notebook in a student's folder, whatever a platform renamed it to; read what a
+submission made or shaped (a notebook, a log, a result file) within bounds; and repair a notebook's
+nbgrader cells into what nbgrader can grade."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
 from collections import deque
 from pathlib import Path
+
+import nbformat
 
 from tools.notebook_runtime import release_stem
 
@@ -157,3 +162,154 @@ def walk_notebooks(
     if too_deep:
         notes.append(f"folders more than {max_depth} levels down were not looked at")
     return found, notes
+
+
+class NotebookTooLarge(ValueError):
+    """A submitted file over the size limit: refused before the trusted parent parses it."""
+
+
+def check_size(path: Path, limit: int) -> None:
+    """Raise NotebookTooLarge when ``path`` is over ``limit`` bytes (stat only, nothing is read)."""
+    size = path.stat().st_size
+    if size > limit:
+        raise NotebookTooLarge(
+            f"the file is {size / 2**20:.1f} MB, over the {limit / 2**20:g} MB limit for a submitted "
+            "notebook (clear its outputs, or raise --max-notebook-mb)"
+        )
+
+
+def read_json(path: Path, max_bytes: int | None = None) -> dict:
+    """A JSON object from ``path``; {} when it is missing, unreadable, not an object, or over
+    ``max_bytes`` (checked before it is read)."""
+    try:
+        if max_bytes is not None and path.stat().st_size > max_bytes:
+            return {}
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+MAX_GRADED_BYTES = 48 << 20  # a graded notebook (outputs are capped while it runs, so far below this)
+
+
+def read_notebook(path: Path, max_bytes: int):
+    """A notebook from a file that a submission made or shaped, read within bounds: its size is
+    checked before it is read, and its count of JSON objects before they are built
+    (matching.check_nodes). Raises NotebookTooLarge, TooManyObjects, or what nbformat raises."""
+    check_size(path, max_bytes)
+    raw = path.read_bytes()
+    check_nodes(raw)
+    return nbformat.reads(raw.decode("utf-8"), as_version=4)
+
+
+def read_graded(path: Path):
+    """A graded notebook, or None when it is missing, unreadable, or over MAX_GRADED_BYTES or
+    MAX_JSON_NODES (both checked before it is parsed)."""
+    try:
+        return read_notebook(path, MAX_GRADED_BYTES)
+    except Exception:  # not JSON, nested too deep, too large, not a notebook
+        return None
+
+
+def read_tail(path: Path, limit: int) -> str:
+    """The last ``limit`` bytes of a file that a sandboxed process may have grown (a worker's
+    log holds what its kernel wrote to its own stdout): never the whole of it."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - limit))
+            return handle.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _answers(nb) -> dict[str, str]:
+    """{grade id: digest of the answer} for every answer cell (nbgrader solution cell) of a notebook."""
+    found = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and meta.get("grade_id"):
+            found[str(meta["grade_id"])] = hashlib.sha256(cell.source.strip().encode()).hexdigest()
+    return found
+
+
+def changed_answers(before: Path, nb) -> list[str] | None:
+    """The answer cells whose text differs from ``before`` (the copy graded last time, kept in
+    OUT/submitted); None when there is no readable earlier copy."""
+    if not before.is_file():
+        return None
+    old_nb = read_graded(before)
+    if old_nb is None:
+        return None
+    old = _answers(old_nb)
+    new = _answers(nb)
+    return sorted(gid for gid in {*old, *new} if old.get(gid) != new.get(gid))
+
+
+def repair_cells(nb, known: set[str]) -> list[str]:
+    """Make a submitted notebook's nbgrader cells what nbgrader can grade (on the copy that is
+    graded, never the student's file): consecutive cells that share an answer's grade id (what
+    Jupyter's "Split Cell" leaves) are joined, sources separated by a blank line; a cell whose
+    grade id the course does not know, or that repeats one met earlier, loses its nbgrader
+    metadata and counts as an ordinary cell. Returns a note for each kind of change (at most a
+    few: a notebook split into thousands of cells gets one line per answer, not per cell)."""
+    cells, seen, parts = [], set(), {}  # parts: id(cell) -> the sources joined into that cell, in order
+    ordinary: dict[str, int] = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader")
+        gid = str(meta.get("grade_id", "")) if isinstance(meta, dict) else ""
+        if not isinstance(meta, dict) or not (gid or meta.get("grade") or meta.get("solution") or meta.get("locked")):
+            cells.append(cell)
+            continue
+        last = cells[-1] if cells else None
+        last_meta = last.metadata.get("nbgrader", {}) if last is not None else {}
+        if (
+            meta.get("solution")
+            and last is not None
+            and isinstance(last_meta, dict)
+            and last_meta.get("solution")
+            and str(last_meta.get("grade_id", "")) == gid
+            and last.cell_type == cell.cell_type
+            and gid in known
+        ):
+            parts.setdefault(id(last), [last.source]).append(cell.source)
+            continue
+        if gid not in known or gid in seen:
+            why = "a grade id this course does not have" if gid not in known else "a grade id used by an earlier cell"
+            del cell.metadata["nbgrader"]
+            key = f"{why} ({safe_text(gid) or 'none'})"
+            ordinary[key] = ordinary.get(key, 0) + 1
+        else:
+            seen.add(gid)
+        cells.append(cell)
+    notes = []
+    for cell in cells:
+        joined = parts.get(id(cell))
+        if joined:  # one join per answer: linear in the notebook's size
+            inner = [text.strip("\n") for text in joined[1:-1]]
+            cell.source = "\n\n".join([joined[0].rstrip("\n"), *inner, joined[-1].lstrip("\n")])
+            gid = safe_text(str(cell.metadata["nbgrader"].get("grade_id", "")))
+            pieces = "two" if len(joined) == 2 else f"{len(joined):,} parts"
+            notes.append(f"answer cell {gid} was split in {pieces}; the parts were joined for grading")
+    for key, count in list(ordinary.items())[:20]:
+        times = "" if count == 1 else f" ({count:,} cells)"
+        notes.append(f"a cell with {key} was graded as an ordinary cell{times}")
+    if len(ordinary) > 20:
+        notes.append(f"{len(ordinary) - 20} more grade ids this course does not have were graded as ordinary cells")
+    nb.cells = cells
+    return notes
+
+
+def safe_text(text: str) -> str:
+    """A name or note from a submission, fit for JSON, CSV and a terminal: undecodable bytes
+    and control characters (terminal escapes) are replaced."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return "".join(ch if ch.isprintable() else "?" for ch in text)[:300]
+
+
+def last_error(log: str, prefer: tuple[str, ...] = ()) -> str:
+    lines = [line.strip() for line in log.splitlines() if any(word in line for word in prefer)]
+    lines = lines or [line for line in log.splitlines() if "ERROR" in line or "Error" in line]
+    return (lines[-1] if lines else log.strip().splitlines()[-1] if log.strip() else "no output")[:300]

@@ -22,7 +22,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograde.grading import _repair_cells  # noqa: E402
+from autograde.matching import repair_cells as _repair_cells  # noqa: E402
 
 META = {"nbgrader": {"grade_id": "a", "solution": True, "grade": False, "locked": False, "schema_version": 3}}
 

@@ -5,7 +5,7 @@ processes, each worker with the course installed). A task carries the student's 
 bytes and the grading limits, never the key that signs saved results nor the database URL.
 On the worker, ``grade_task`` builds (once per course version) the grading master from its
 own copy of the course, refuses the task when that copy differs from the instructor's or when
-it cannot sandbox, and runs the same loop as a local run (``grading.run_student``: one
+it cannot sandbox, and runs the same loop as a local run (``run.student.run_student``: one
 grading process per student, wall-clock limits, kills). It returns, for each notebook, the
 files a local run leaves in the job folder: nbgrader's outcome, the autograded notebook, the
 submitted copy and the feedback page. Workers share no folder with the instructor.
@@ -114,7 +114,7 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
     instructor's machine built, ``shipped`` as a tar.gz before the batch, kept when it verifies
     against this worker's course; built here otherwise), and sweep what tasks of a killed
     worker left. Returns (base folder, master)."""
-    from ..grading import grading_master
+    from ..publish.master import grading_master
     from ..run.sandbox import Limits, probe
 
     mine = course_digest(course)
@@ -231,7 +231,9 @@ def grade_task(task: dict) -> dict:
     notebooks' bytes. Returns {"student", "worker", "notebooks": [...]}: per notebook, whether
     it ran, its record fields decided here (status and detail of one that did not run,
     notes on repaired cells), the kill flag, the grading log, seconds, and the job's files."""
-    from ..grading import MAX_GRADED_BYTES, SETTINGS, Options, elapsed_since, job_settings, run_student
+    from ..matching import MAX_GRADED_BYTES
+    from ..model import Options
+    from ..run.student import SETTINGS, elapsed_since, job_settings, run_student
 
     course = Course.load()
     settings = task["settings"]
@@ -477,7 +479,7 @@ def grade_on_cluster(
     (the saved records, what to say about the cluster in summary.json)."""
     from distributed import as_completed
 
-    from ..grading import exercises
+    from ..course import exercises
 
     cells = exercises(course)
     points = {e.grade_id: e.points for e in cells}
@@ -530,7 +532,9 @@ def _settle_answer(course: Course, out: Path, student: str, items: list[tuple], 
     """Each notebook of a checked answer as a local run settles it: the job folder rebuilt
     from the returned files, then record, feedback page and kept notebooks by grading.finish_record,
     signed and saved here. Yields the saved records."""
-    from ..grading import changed_answers, finish_record, safe_text, save_record
+    from ..grading import finish_record
+    from ..matching import changed_answers, safe_text
+    from ..record.store import save_record
 
     by_name = {item["notebook"]: item for item in answer}
     try:

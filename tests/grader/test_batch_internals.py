@@ -16,6 +16,8 @@ import pytest
 
 from autograde import grading
 from autograde.model import Options, new_record
+from autograde.publish import master as masters
+from autograde.run import student as student_run
 
 
 def _items(*notebooks: str) -> list[tuple[str, Path, str]]:
@@ -73,37 +75,37 @@ def test_one_master_per_state_of_the_sources_copied_into_each_out(tmp_path, monk
         (master / "source").mkdir()
         (master / "source" / "01.ipynb").write_text("{}")
 
-    monkeypatch.setattr(grading, "build_master", fake_build)
+    monkeypatch.setattr(masters, "build_master", fake_build)
     course = SimpleNamespace(root=tmp_path / "course", state="one")
     course.sources_digest = lambda: f"digest-{course.state}"
     course.root.mkdir()
-    first = grading.grading_master(course, tmp_path / "out1")
-    second = grading.grading_master(course, tmp_path / "out2")
+    first = masters.grading_master(course, tmp_path / "out1")
+    second = masters.grading_master(course, tmp_path / "out2")
     assert len(builds) == 1 and (first / "judge.json").read_text() == (second / "judge.json").read_text() == '{"tests": "one"}'
-    assert grading.grading_master(course, tmp_path / "out1") == first and len(builds) == 1  # a valid OUT keeps its own
+    assert masters.grading_master(course, tmp_path / "out1") == first and len(builds) == 1  # a valid OUT keeps its own
     # an OUT's master edited: copied again from the shared one, not rebuilt
     (first / "judge.json").write_text('{"tests": "forged"}')
-    assert (grading.grading_master(course, tmp_path / "out1") / "judge.json").read_text() == '{"tests": "one"}' and len(builds) == 1
+    assert (masters.grading_master(course, tmp_path / "out1") / "judge.json").read_text() == '{"tests": "one"}' and len(builds) == 1
     # the shared master edited: rebuilt before anyone uses it
     shared = next(p for p in (course.root / ".course_build" / "masters").iterdir() if p.is_dir())
     (shared / "judge.json").write_text('{"tests": "forged"}')
-    assert (grading.grading_master(course, tmp_path / "out3") / "judge.json").read_text() == '{"tests": "one"}' and len(builds) == 2
+    assert (masters.grading_master(course, tmp_path / "out3") / "judge.json").read_text() == '{"tests": "one"}' and len(builds) == 2
     # new sources: a master of their own; the older one stays while it is among the newest kept
     course.state = "two"
-    assert (grading.grading_master(course, tmp_path / "out1") / "judge.json").read_text() == '{"tests": "two"}' and len(builds) == 3
+    assert (masters.grading_master(course, tmp_path / "out1") / "judge.json").read_text() == '{"tests": "two"}' and len(builds) == 3
     assert len([p for p in (course.root / ".course_build" / "masters").iterdir() if p.is_dir()]) == 2
     # the newest MASTERS_KEPT states stay; older ones are removed
     for state in ("s3", "s4", "s5", "s6"):
         course.state = state
-        grading.grading_master(course, tmp_path / f"out-{state}")
+        masters.grading_master(course, tmp_path / f"out-{state}")
     kept = sorted(p.name.split("-nbgrader")[0] for p in (course.root / ".course_build" / "masters").iterdir() if p.is_dir())
-    assert kept == [f"digest-{s}" for s in ("s3", "s4", "s5", "s6")] and grading.MASTERS_KEPT == 4
+    assert kept == [f"digest-{s}" for s in ("s3", "s4", "s5", "s6")] and masters.MASTERS_KEPT == 4
     # a course folder whose build folder cannot be made: the master is built in OUT itself
     course.root = tmp_path / "other"
     course.root.mkdir()
     (course.root / ".course_build").write_text("a file where the folder would be")
     course.state = "three"
-    assert (grading.grading_master(course, tmp_path / "out4") / "judge.json").read_text() == '{"tests": "three"}'
+    assert (masters.grading_master(course, tmp_path / "out4") / "judge.json").read_text() == '{"tests": "three"}'
     assert builds[-1] == tmp_path / "out4" / ".course"
 
 
@@ -232,10 +234,10 @@ def test_a_worker_that_dies_before_starting_anything_is_started_once_more(tmp_pa
         log.flush()
         return DeadOnArrival()
 
-    monkeypatch.setattr(grading, "_prepare", fake_prepare)
-    monkeypatch.setattr(grading, "start_worker", fake_start)
+    monkeypatch.setattr(student_run, "_prepare", fake_prepare)
+    monkeypatch.setattr(student_run, "start_worker", fake_start)
     entries = [(new_record("s1", nb, "pending", ""), Path(f"{nb}.ipynb")) for nb in ("a", "b")]
-    grading.run_student(None, tmp_path, tmp_path, "s1", entries, Options(), lambda *args: None, failed.append)
+    student_run.run_student(None, tmp_path, tmp_path, "s1", entries, Options(), lambda *args: None, failed.append)
     assert len(starts) == 2, "one more worker after the first died before starting anything"
     assert [r["notebook"] for r in failed] == ["a", "b"] and all(r["status"] == "error" for r in failed)
     assert "could not start" in failed[0]["detail"]
@@ -459,19 +461,19 @@ def test_a_notebook_cut_short_by_stopping_the_batch_is_left_for_the_next_run(tmp
         (job / "started").write_text("0")  # the worker had begun it
         return job
 
-    monkeypatch.setattr(grading, "_prepare", fake_prepare)
-    monkeypatch.setattr(grading, "start_worker", lambda *args: KilledMidNotebook())
+    monkeypatch.setattr(student_run, "_prepare", fake_prepare)
+    monkeypatch.setattr(student_run, "start_worker", lambda *args: KilledMidNotebook())
     for stopping in (True, False):
         settled = []
-        grading.INTERRUPTED.clear()
+        student_run.INTERRUPTED.clear()
         if stopping:
-            grading.INTERRUPTED.set()
+            student_run.INTERRUPTED.set()
         entries = [(new_record("s1", "a", "pending", ""), Path("a.ipynb"))]
         try:
             settle = lambda r, *a, into=settled: into.append(r)  # noqa: E731
-            grading.run_student(None, tmp_path, tmp_path / str(stopping), "s1", entries, Options(), settle, lambda r: None)
+            student_run.run_student(None, tmp_path, tmp_path / str(stopping), "s1", entries, Options(), settle, lambda r: None)
         finally:
-            grading.INTERRUPTED.clear()
+            student_run.INTERRUPTED.clear()
         assert [r["notebook"] for r in settled] == ([] if stopping else ["a"]), (stopping, settled)
 
 

@@ -73,7 +73,7 @@ def test_code_strings_become_templates_and_skip_keys():
 
 
 def test_the_feedback_pages_own_headings_are_translated_and_nothing_else():
-    from autograde.grading import localize_page
+    from autograde.record.pages import localize_page
 
     page = (
         '<h4>04 (Score: 2.0 / 3.0)</h4><li><a href="#todo4">Test cell</a> (Score: 2.0 / 2.0)</li>'

@@ -270,9 +270,10 @@ def test_a_workers_folders_of_other_course_versions_are_removed_unless_in_use(tm
 
 def test_tasks_carry_neither_the_signing_key_nor_the_database_password(tmp_path):
     from autograde.executors.cluster import make_task, task_settings
-    from autograde.grading import Options, _key
+    from autograde.grading import Options
+    from autograde.record.store import signing_key
 
-    key = _key(tmp_path)
+    key = signing_key(tmp_path)
     options = Options(db_url="postgresql://grader:s3cret-Pa55@db.example/course", scheduler="tcp://h:8786")
     notebook = tmp_path / "nb.ipynb"
     notebook.write_text('{"cells": []}')
@@ -307,8 +308,8 @@ def _answer(outcome: dict | None = None, **fields) -> dict:
     ],
 )
 def test_a_workers_malformed_outcome_is_refused(bad):
+    from autograde.course import exercises
     from autograde.executors.cluster import MalformedResult, check_outcome
-    from autograde.grading import exercises
 
     cells = exercises(Course.load())
     points = {e.grade_id: e.points for e in cells}

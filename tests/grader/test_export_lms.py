@@ -18,12 +18,13 @@ import re
 
 import pytest
 
-from autograde import cli, grading
+from autograde import cli
 from autograde.course import Course, UnusableInput, exercises
 from autograde.record import export as export_mod
 from autograde.record import gradebook
 from autograde.record.late import LateSpec, parse_policy, parse_time, penalty_points, save_spec
 from autograde.record.report import build_report
+from autograde.record.results import write_results
 
 COURSE = Course.load()
 CELLS = exercises(COURSE)
@@ -69,7 +70,7 @@ def _class(tmp_path, monkeypatch, policy: str, times: dict, scored: dict, flagge
     save_spec(out, spec)
     (out / "intake.json").write_text(json.dumps({"layout": "canvas", "students": people or {}, "late_in_lms": flagged or {}}), encoding="utf-8")
     records = [_record(s, nb, (editions or {}).get(s, "en")) for s in scored for nb in COURSE.notebooks]
-    grading._report(COURSE, out, CELLS, records, {}, len(scored), {"enabled": False}, FAKE_URL, {}, spec)
+    write_results(COURSE, out, CELLS, records, {}, len(scored), {"enabled": False}, FAKE_URL, {}, spec)
     return out, given
 
 

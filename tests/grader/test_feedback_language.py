@@ -209,7 +209,7 @@ PAGE = (
 
 
 def test_the_pages_labels_and_score_lines_are_in_chinese_with_full_width_punctuation(zh_words):
-    from autograde.grading import localize_page
+    from autograde.record.pages import localize_page
 
     zh = localize_page(PAGE, zh_words)
     assert "<h4>04_decode_start_gate（得分：0.75 / 4.0；另有 2 分等待人工评分）</h4>" in zh

@@ -21,10 +21,10 @@ import nbformat
 import pytest
 
 from autograde.course import Course
-from autograde.grading import _write_feedback
 from autograde.judging.ideas import check_course, check_manual
 from autograde.publish.leaks import secret_lines
 from autograde.record.gradebook import cell_score, mask_text, mask_url, password_free, read_scores, write_course_config
+from autograde.record.pages import write_feedback as _write_feedback
 
 from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, grade_command, mutate, troubles, write
 
@@ -129,8 +129,9 @@ def test_a_password_in_the_query_is_masked_and_never_stored(tmp_path):
 
 
 def test_a_huge_notebook_is_refused_unread_and_a_crowded_folder_is_capped(tmp_path):
-    from autograde.grading import NotebookTooLarge, Options, _fingerprint, _prepare
-    from autograde.matching import grade_ids, match_notebooks
+    from autograde.grading import Options, _fingerprint
+    from autograde.matching import NotebookTooLarge, grade_ids, match_notebooks
+    from autograde.run.student import _prepare
 
     student = tmp_path / "alice"
     student.mkdir()

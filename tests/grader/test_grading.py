@@ -643,7 +643,7 @@ def test_a_split_answer_cell_and_an_unknown_grade_id_cost_no_points(root, tmp_pa
 
 def test_feedback_marks_written_answers_that_wait_for_a_person():
     """nbgrader's page says "Score: 0.0 / 1.0" for an answer nobody has graded yet; ours says pending."""
-    from autograde.grading import mark_pending
+    from autograde.record.pages import mark_pending
 
     page = (
         "<h4>05_x (Score: 2.0 / 4.0)</h4>\n"

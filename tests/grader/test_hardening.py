@@ -242,8 +242,7 @@ def test_walking_a_folder_never_recurses_and_stops_at_its_limits(tmp_path):
 
 
 def test_deep_json_is_not_a_notebook_and_raises_nothing(tmp_path):
-    from autograde.grading import read_graded
-    from autograde.matching import grade_ids, match_notebooks
+    from autograde.matching import grade_ids, match_notebooks, read_graded
 
     (tmp_path / "work.ipynb").write_text(deep_json())
     assert grade_ids(tmp_path / "work.ipynb") == set()
@@ -297,7 +296,7 @@ class _MeteredCell(nbformat.NotebookNode):
 
 
 def test_split_cells_are_joined_in_linear_time_with_one_note_per_answer():
-    from autograde.grading import _repair_cells
+    from autograde.matching import repair_cells as _repair_cells
 
     meta = {"nbgrader": {"grade_id": "a", "solution": True, "grade": False, "locked": False, "schema_version": 3}}
     nb = nbformat.v4.new_notebook()
@@ -334,7 +333,7 @@ def test_message_size_counts_everything_without_recursing():
 
 
 def test_a_log_is_read_from_its_end_only(tmp_path):
-    from autograde.grading import read_tail
+    from autograde.matching import read_tail
 
     log = tmp_path / "worker.log"
     log.write_bytes(b"x" * 5_000_000 + b"the end")

@@ -19,8 +19,8 @@ from nbconvert.exporters import HTMLExporter
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets.config import Config
 
-from autograde import grading
 from autograde.record.exporters import FEEDBACK_POLICY, add_csp
+from autograde.record.pages import write_feedback
 from autograde.run.preprocessors import SafeOutputMetadata
 
 from page_attacks import CHROMIUM, PAYLOAD_CELLS, PAYLOAD_MARKDOWN, PNG, mark, scripts_ran
@@ -114,7 +114,7 @@ def pages(payload_notebook, tmp_path_factory) -> dict[str, Path]:
     job_page.parent.mkdir()
     job_page.write_text(feedback_html(payload_notebook), encoding="utf-8")
     feedback = folder / "feedback" / "payloads.html"
-    grading._write_feedback(job_page, feedback, {}, graded)
+    write_feedback(job_page, feedback, {}, graded)
     plain = folder / "plain.html"
     plain.write_text(plain_html(payload_notebook), encoding="utf-8")
     return {"feedback": feedback, "plain": plain}
@@ -235,7 +235,7 @@ def test_the_policy_holds_in_a_browser_wherever_it_was_put(tmp_path):
 def test_every_feedback_page_written_carries_the_policy(tmp_path):
     page = tmp_path / "page.html"
     page.write_text("<!DOCTYPE html>\n<html>\n<head>\n<title>nb</title></head><body>text</body></html>")
-    grading._write_feedback(page, tmp_path / "out.html", {}, tmp_path / "absent.ipynb")
+    write_feedback(page, tmp_path / "out.html", {}, tmp_path / "absent.ipynb")
     assert (tmp_path / "out.html").read_text().startswith("<!DOCTYPE html>\n<html>\n<head>" + META)
 
 
@@ -310,7 +310,7 @@ def test_a_feedback_page_wraps_long_lines_instead_of_scrolling_sideways(tmp_path
     )
     raw = tmp_path / "raw.html"
     raw.write_text(feedback_html(nb), encoding="utf-8")
-    grading._write_feedback(raw, tmp_path / "written.html", {}, tmp_path / "absent.ipynb")
+    write_feedback(raw, tmp_path / "written.html", {}, tmp_path / "absent.ipynb")
     widths = {}
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)

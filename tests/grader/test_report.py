@@ -24,6 +24,7 @@ import pytest
 from autograde import grading
 from autograde.course import Course
 from autograde.record.report import course_ideas
+from autograde.record.results import write_results
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = Course.load()
@@ -81,7 +82,7 @@ def write_out(out: Path, records: list[dict], notes: dict[str, list[str]] | None
     """Write OUT's files with the grader's own writer."""
     out.mkdir(parents=True, exist_ok=True)
     n_students = len({r["student_id"] for r in records})
-    return grading._report(COURSE, out, graded_cells=CELLS, records=records, notes=notes or {}, n_students=n_students, sandbox={"enabled": False})
+    return write_results(COURSE, out, graded_cells=CELLS, records=records, notes=notes or {}, n_students=n_students, sandbox={"enabled": False})
 
 
 def run_report(out: Path) -> subprocess.CompletedProcess:

@@ -12,6 +12,7 @@ import pytest
 from autograde import grading
 from autograde.course import Course
 from autograde.record import exporters, report
+from autograde.record.results import write_results
 
 
 class _Lang(HTMLParser):
@@ -50,7 +51,7 @@ def test_a_feedback_page_carries_its_editions_language(edition, lang, monkeypatc
 def test_the_class_report_carries_its_language(language, lang, tmp_path):
     course = Course.load()
     cells = grading.exercises(course)
-    grading._report(course, tmp_path, graded_cells=cells, records=[], notes={}, n_students=0, sandbox={"enabled": False})
+    write_results(course, tmp_path, graded_cells=cells, records=[], notes={}, n_students=0, sandbox={"enabled": False})
     page, _, data = report.write_report(course, tmp_path, language)
     assert data["language"] == language
     assert page_lang(page.read_text(encoding="utf-8")) == lang
