@@ -73,7 +73,7 @@ def new_record(
     """A notebook's record: graded unless ``status`` (a key of STATUS_TEXT) says otherwise, with the
     submitted file's name and fingerprint when it was read. A worker's outcome fills in scores,
     status, detail, timings and ideas (grading.finish_record); the record is saved as signed JSON
-    (grading.save_record) and read back by reuse, export and report. Every record is made here."""
+    (record.store.save_record) and read back by reuse, export and report. Every record is made here."""
     record: dict = {"student_id": student, "notebook": notebook}
     if file is not None:
         record.update(file=file, fingerprint=fingerprint)

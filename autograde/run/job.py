@@ -173,7 +173,7 @@ class Worker:
 
     def input_salt(self, jobdir: Path) -> str:
         """The salt of this submission's hidden random inputs (tools.checks.hidden_random): a
-        digest of the student's whole submission as sent, every notebook's bytes (grading._prepare
+        digest of the student's whole submission as sent, every notebook's bytes (run.student._prepare
         wrote it), and of the hidden tests. The same submission always gets the same inputs; any
         change to any of its notebooks, a re-save included, other inputs for all of them; and
         without the hidden tests nobody can work out which."""
@@ -250,7 +250,7 @@ MAX_KERNEL_MESSAGE = 64 << 20
 
 
 def edition_of(jobdir: Path) -> str:
-    """The edition grading._prepare recorded for this job (English when it recorded none)."""
+    """The edition run.student._prepare recorded for this job (English when it recorded none)."""
     try:
         language = (jobdir / EDITION_FILE).read_text(encoding="utf-8").strip()
     except OSError:
