@@ -118,7 +118,11 @@ def _lms_name(format: str, lms: dict, page: Path) -> str:
         # Canvas's re-upload attaches a file as a comment under the submission attachment its name gives: each
         # page goes under the file the student sent for that notebook (the newest file's id where none is known)
         attachment = (lms.get("attachments") or {}).get(page.stem) or lms.get("submission_id", "0")
-        return f"{_safe(lms['name'])}_{_safe(lms['lms_id'])}_{_safe(attachment)}_feedback_{page.name}"
+        # the re-upload takes the FIRST two all-digit fields: a sortable name that holds one ("lory_1001", as
+        # Canvas's own download writes it) would give the page to user 1001; the name is only a label, so its
+        # all-digit fields are left out
+        name = "_".join(part for part in _safe(lms["name"]).split("_") if not part.isdigit()) or "student"
+        return f"{name}_{_safe(lms['lms_id'])}_{_safe(attachment)}_feedback_{page.name}"
     # Moodle's importer (feedback/file/importziplib.php) splits a path's first part on "_" and needs the
     # participant id second: the name may hold spaces, never "_" (nor a path), as Moodle's own download writes it
     name = re.sub(r"[\x00-\x1f\x7f_/\\:*?\"<>|]+", " ", str(lms["name"])).strip(" .") or "Participant"

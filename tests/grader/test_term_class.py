@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import json
 import re
 import subprocess
 import sys
@@ -220,7 +221,7 @@ def test_every_student_is_graded_with_the_final_score_the_class_was_built_for(te
     assert {s: float(r["final_total"]) for s, r in rows.items()} == pytest.approx(expected)
     assert rows[STUDENTS["extended"]]["late_penalty"] == "0"  # after the deadline, inside the extension
     assert float(rows[STUDENTS["late"]]["late_penalty"]) > 0
-    intake = __import__("json").loads((term["out"] / "intake.json").read_text(encoding="utf-8"))
+    intake = json.loads((term["out"] / "intake.json").read_text(encoding="utf-8"))
     assert intake["missing"] == [STUDENTS["missing"]]
     if term["name"] == "canvas":
         assert intake["late_in_lms"] == {STUDENTS["late"]: [NB]}
@@ -319,7 +320,7 @@ def test_the_hand_back_reaches_each_student_by_the_lms_rules(term):
                 assert arrived == {} and STUDENTS[kind] in proc.stderr, proc.stderr
                 continue
             assert arrived == {f"{NB}.html": (out / "feedback" / student / f"{NB}.html").read_bytes()}, kind
-        assert proc.stderr.count("s0") == 1  # the zipped learner alone is named
+        assert re.findall(r"\bs0\d\b", proc.stderr) == [STUDENTS["zipped"]], proc.stderr  # the zipped learner alone is named
 
 
 def test_no_misconfiguration_exits_0_silently(term):
@@ -338,8 +339,6 @@ def test_a_zipped_upload_is_recorded_and_the_exchange_hand_back_names_it(tmp_pat
     """A notebook that came in the student's own zip: the intake records it (``zipped``), and the exchange
     hand-back lists that student, whose page nbgrader's fetch_feedback cannot find (it hashes the secret with
     a .ipynb of the learner's cached submission, and a zip is none); the others are handed back as before."""
-    import json
-
     from test_intake import NB1, intake, notebook, write_zip
 
     from autograde.record.handback import hand_back
@@ -386,3 +385,23 @@ def test_the_export_sets_nbgraders_duedate_and_extensions(tmp_path):
         assert ada.total_seconds_late == 7200 and bob.total_seconds_late == 0
     assert not gradebook.record_duedate(url, ASSIGNMENT, deadline, {"bob": deadline + dt.timedelta(days=1)})  # nothing changed
     assert not gradebook.record_duedate(url, ASSIGNMENT, None)  # no deadline: left as it is
+
+
+def test_a_canvas_name_ending_in_digits_hands_back_to_its_own_user(tmp_path):
+    """Canvas's download writes a sortable name "lory_1001" of user 1002 as lory_1001_1002_<file id>_...; its
+    re-upload reads the first two all-digit fields, so the page's name must not start that way: each page
+    reaches user 1002 under the file sent for it, and the victim, user 1001, gets only her own."""
+    from test_handback import canvas_reupload, graded_out
+    from test_intake import NB1, notebook
+    from test_intake_attacks import NB4, NB6, canvas_class
+
+    from autograde.record.handback import hand_back
+
+    attack = {f"lory_1001_1002_5001_{NB6}.ipynb": notebook("lory", NB6), f"lory_1001_1002_5002_{NB1}.ipynb": notebook("lory", NB1)}
+    out = graded_out(tmp_path, canvas_class(attack))
+    where, info = hand_back(COURSE, out, "canvas")
+    with zipfile.ZipFile(where) as zf:
+        read = sorted(canvas_reupload(name) for name in zf.namelist())
+    victim = json.loads((out / "intake.json").read_text())["students"]["1001"]["attachments"][NB4]
+    assert [r for r in read if r[0] == "1002"] == [("1002", "5001"), ("1002", "5002")]
+    assert [r for r in read if r[0] == "1001"] == [("1001", victim)] and info["unmatched"] == []
