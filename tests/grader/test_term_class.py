@@ -300,11 +300,12 @@ def test_the_hand_back_reaches_each_student_by_the_lms_rules(term):
     elif term["name"] == "moodle":
         with zipfile.ZipFile(out / "handback" / "moodle_feedback.zip") as zf:
             names = zf.namelist()
-        # importziplib.php: the first path part split on "_" (at most five parts) is fullname_participantid_plugintype_pluginname
+        # importziplib.php: a path part split on "_" (at most five parts) is fullname_participantid_plugintype_pluginname,
+        # the participant id numeric; the rest of the path is the feedback file's name
         taken = {}
         for name in names:
             parts = name.split("/")[0].split("_", 4)
-            assert len(parts) >= 4 and parts[2] == "assignsubmission" and parts[3] == "file", name
+            assert len(parts) >= 4 and parts[1].isdigit() and parts[2] == "assignsubmission" and parts[3] == "file", name
             taken.setdefault(parts[1], []).append(name.split("/")[-1])
         participants = {term["ids"][k]: STUDENTS[k] for k in CLASS}
         assert {participants[p]: sorted(n) for p, n in taken.items()} == {s: pages[s] for s in (STUDENTS[k] for k in SENT)}
