@@ -439,8 +439,16 @@ def cmd_feedback(course: Course, args) -> int:
 
     where, info = hand_back(course, args.out, args.format)
     print(f"wrote {where}: {info['pages']} page(s) of {info['students']} student(s)")
-    if info["unmatched"]:
-        print(f"not in the {args.format} layout (their files did not come from that LMS): {', '.join(info['unmatched'])}", file=sys.stderr)
+    zipped = set(info.get("zipped", []))
+    others = [s for s in info["unmatched"] if s not in zipped]
+    if others:
+        print(f"not in the {args.format} layout (their files did not come from that LMS): {', '.join(others)}", file=sys.stderr)
+    if zipped:
+        print(
+            f"sent a zip of notebooks, which nbgrader's fetch_feedback cannot match to a page: {', '.join(sorted(zipped))} "
+            "(released all the same; hand theirs back with --format zip)",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 

@@ -139,9 +139,8 @@ def _rows(course: Course, out: Path, db_url: str | None, spec: LateSpec, accept:
             )
         except gradebook.GradebookError as exc:
             warnings.append(f"{exc}: nbgrader's own late_submission_penalty may differ from this table's")
-        try:  # nbgrader's one due date: the module's deadline, or the notebooks' when they share one
-            shared = set(spec.deadlines.values())
-            gradebook.record_duedate(url, course.assignment, spec.deadline or (shared.pop() if len(shared) == 1 else None), spec.extensions)
+        try:
+            gradebook.record_duedate(url, course.assignment, spec.one_deadline(), spec.extensions)
         except gradebook.GradebookError as exc:
             warnings.append(f"{exc}: nbgrader's own due date may differ from this table's deadline")
     return rows, cells, url, settled, warnings

@@ -124,6 +124,11 @@ class LateSpec:
     def active(self) -> bool:
         return self.deadline is not None or bool(self.deadlines)
 
+    def one_deadline(self) -> dt.datetime | None:
+        """The one due date nbgrader can hold: the module's deadline, or the notebooks' when they share one."""
+        shared = set(self.deadlines.values())
+        return self.deadline or (shared.pop() if len(shared) == 1 else None)
+
     def deadline_for(self, student: str, notebook: str) -> dt.datetime | None:
         if student in self.extensions:
             return self.extensions[student]

@@ -48,6 +48,18 @@ def _write_log(out: Path, records: list[dict]) -> None:
     os.replace(out / "log.jsonl.tmp", out / "log.jsonl")
 
 
+def _late_in_gradebook(db_url: str, assignment: str, by_student: dict[str, dict[str, dict]], late: LateSpec, book: dict | None) -> dict | None:
+    """nbgrader's own late fields: each notebook's penalty (the one grades.csv took), the due date and the
+    extensions (the ones the table used). A gradebook that cannot be written is noted in ``book``."""
+    try:
+        penalties = {s: {nb: r.get("late", {}).get("penalty", 0.0) for nb, r in per.items()} for s, per in by_student.items()}
+        gradebook.record_penalties(db_url, assignment, penalties)
+        gradebook.record_duedate(db_url, assignment, late.one_deadline(), late.extensions)
+    except gradebook.GradebookError as exc:
+        book = {**(book or {}), "error": str(exc)}
+    return book
+
+
 def write_results(
     course: Course,
     out: Path,
@@ -84,13 +96,8 @@ def write_results(
         _student_row(student, per_nb, graded_cells, stored.get(student, {}), late, flags.get(student, ()))
         for student, per_nb in sorted(by_student.items())
     ]
-    if db_url and not (book or {}).get("error") and late.active:  # nbgrader's own penalty: the one grades.csv took
-        try:
-            gradebook.record_penalties(
-                db_url, course.assignment, {s: {nb: r.get("late", {}).get("penalty", 0.0) for nb, r in per.items()} for s, per in by_student.items()}
-            )
-        except gradebook.GradebookError as exc:
-            book = {**(book or {}), "error": str(exc)}
+    if db_url and not (book or {}).get("error") and late.active:
+        book = _late_in_gradebook(db_url, course.assignment, by_student, late, book)
     problems = [
         _problem(student, nb, per_nb[nb])
         for student, per_nb in sorted(by_student.items())

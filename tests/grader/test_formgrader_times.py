@@ -37,5 +37,6 @@ def test_formgrader_lists_a_timed_submission_as_autograded(tmp_path):
         assert api.get_autograded_students(ASSIGNMENT) == {"ana", "ben"}
         listed = {s["student"]: s for s in api.get_submissions(ASSIGNMENT)}
         assert listed["ana"]["autograded"] and listed["ana"]["max_score"] > 0, listed["ana"]
+        assert api.get_assignment(ASSIGNMENT)["duedate"].startswith("2026-12-20T15:59:00"), "grade sets nbgrader's due date (UTC)"
     finally:
         os.chdir(here)
