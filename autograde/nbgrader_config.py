@@ -21,6 +21,10 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # Autograde: a cell that runs longer than this is interrupted and the notebook goes on.
 c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "30"))
 c.Execute.interrupt_on_timeout = True
+# After a cell's reply, its output must arrive on IOPub within this many seconds, or nbgrader (which raises on
+# it) fails the notebook. nbclient's 4 s failed a correct notebook's set-up cell on a machine at load 15; the
+# notebook's own wall-clock limit still ends one that never finishes.
+c.Execute.iopub_timeout = max(60, c.Execute.timeout)
 # A deleted test cell is put back (from the gradebook), so deleting one never helps.
 c.OverwriteCells.add_missing_cells = True
 # Errors, never stderr, fail a cell: a warning printed by a correct answer must not count.

@@ -152,6 +152,8 @@ def failure_of(exc: BaseException, cell_timeout) -> dict:
         return {"status": "output_limit", "detail": text.removeprefix("OutputLimitExceeded: ")}
     if isinstance(exc, DeadKernelError) or "Kernel died" in text:
         return {"status": "kernel_died", "detail": text or "the kernel died"}
+    if isinstance(exc, CellTimeoutError) and "IOPub" in text:
+        return {"status": "timeout", "detail": "a cell's output did not arrive in time after it finished (a machine too busy?)"}
     if isinstance(exc, CellTimeoutError):
         return {"status": "timeout", "detail": f"a cell ran past {cell_timeout} s and ignored the interrupt"}
     if isinstance(exc, MemoryError):
