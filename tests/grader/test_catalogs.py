@@ -92,3 +92,20 @@ def test_the_committed_catalogs_are_complete(name):
     from autograde.publish import editions
 
     assert catalogs.problems(editions.catalog_for(Course.load(), "zh", name)) == []
+
+
+def test_the_shipped_font_draws_every_character_of_every_catalog():
+    """The font subset covers what every catalog holds (figure text, widget labels, the class report's
+    figures, the notebooks' text): a character a catalog adds without `translations font` fails here,
+    named, as `check` refuses it."""
+    from autograde.course import Course
+    from autograde.publish import editions, fonts
+
+    specs = editions.course_catalogs(Course.load())
+    assert {spec.path.stem for spec in specs} >= {"grader", "runtime", "01_what_can_overlap"}
+    for spec in specs:
+        texts = fonts.catalog_texts([spec])
+        assert len(fonts.characters(texts)) > 20, spec.label
+        assert fonts.missing_glyphs(texts) == [], spec.label
+    # and the check can fail: a character no catalog holds is found missing
+    assert fonts.missing_glyphs(["鼹鼠"]) == ["鼠", "鼹"]

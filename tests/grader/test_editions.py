@@ -105,7 +105,7 @@ def test_a_chinese_submissions_feedback_is_in_chinese(graded):
     assert "Missing pieces are waited for" not in zh and "截止时间" in zh
     # the public checks ran in Chinese too, and the notebook's own text is the Chinese edition's
     assert "公开检查" in zh and "public checks" not in zh
-    assert "解码启动门槛" in zh
+    assert "解码启动闸门" in zh
     # nbgrader's own headings on the page, in the submission's language
     assert "Student's answer" in en and "Score: " in en
     assert "Student's answer" not in zh and "你的答案" in zh and "Score: " not in zh
