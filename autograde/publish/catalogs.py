@@ -45,6 +45,13 @@ PROJECT = "serving-overlap-course"
 TEXT_CALLS = {"set_title", "set_xlabel", "set_ylabel", "suptitle", "PublicChecks", "print", "localize", "append"}
 # keyword arguments that carry learner-facing text wherever they appear (figure text, widget labels)
 TEXT_KEYWORDS = {"title", "xlabel", "ylabel", "description", "label", "unfinished", "failed", "static"}
+# keyword arguments whose string is a setting, never text (matplotlib's coordinate systems and styles)
+SETTING_KEYWORDS = {"textcoords", "xycoords", "coords", "loc", "boxstyle", "arrowstyle", "connectionstyle", "transform", "va", "ha"}
+# matplotlib's own setting values that read like words: never text, wherever they are written
+SETTING_VALUES = {
+    *(f"{frame} {unit}" for frame in ("offset", "axes", "figure", "subfigure") for unit in ("points", "pixels", "fraction", "fontsize")),
+    *(f"{v} {h}" for v in ("upper", "lower", "center") for h in ("left", "right", "center")),
+}
 PLACEHOLDER = re.compile(r"(?<!\{)\{[^{}]*\}(?!\})")
 CODE_SPAN = re.compile(r"(?<!`)`[^`]+`(?!`)")  # may run over a line break, as markdown allows
 SOLUTION = re.compile(r"### BEGIN SOLUTION.*?### END SOLUTION", re.S)
@@ -120,7 +127,9 @@ def shown_strings(source: str) -> list[str]:
     name in a list, a row label in a table, a message built in a helper): the words of each string
     literal and f-string, whole (an f-string's pieces are not strings of their own), except
     docstrings. Translating one is safe: the runtime translates text where it is shown (a figure as
-    it is drawn, a printed line), never a value the code computes with."""
+    it is drawn, a printed line), never a value the code computes with. A setting is not text:
+    matplotlib's coordinate systems and styles (``textcoords='offset points'``: SETTING_KEYWORDS,
+    SETTING_VALUES) stay out of the catalog."""
     try:
         tree = parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
     except SyntaxError:
@@ -134,11 +143,12 @@ def shown_strings(source: str) -> list[str]:
         and isinstance(node.body[0], ast.Expr)
         and isinstance(node.body[0].value, ast.Constant)
     }
+    settings = {id(k.value) for node in ast.walk(tree) if isinstance(node, ast.Call) for k in node.keywords if k.arg in SETTING_KEYWORDS}
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Constant, ast.JoinedStr)) and id(node) not in pieces and id(node) not in docstrings:
+        if isinstance(node, (ast.Constant, ast.JoinedStr)) and not {id(node)} & (pieces | docstrings | settings):
             found.append(_template(node))
-    return [text for text in found if _is_text(text) and not text.lstrip().startswith("#")]
+    return [text for text in found if _is_text(text) and not text.lstrip().startswith("#") and text not in SETTING_VALUES]
 
 
 def code_units(paths: Iterable[Path]) -> list[Unit]:

@@ -109,3 +109,17 @@ def test_the_shipped_font_draws_every_character_of_every_catalog():
         assert fonts.missing_glyphs(texts) == [], spec.label
     # and the check can fail: a character no catalog holds is found missing
     assert fonts.missing_glyphs(["鼹鼠"]) == ["鼠", "鼹"]
+
+
+def test_a_setting_is_not_text_the_catalog_extracts():
+    """matplotlib's coordinate systems and styles read like words but are settings: not extracted
+    as a keyword's value, nor as a known value anywhere; the words beside them still are."""
+    source = (
+        "ax.annotate('ready at 5 ms', (1, 2), xytext=(6, 0), textcoords='offset points')\n"
+        "ax.text(0.5, 0.5, 'the link is busy', transform=ax.transAxes, va='center baseline')\n"
+        "COORDS = 'axes fraction'\n"
+        "ax.legend(loc='upper left', title='what waits')\n"
+    )
+    shown = catalogs.shown_strings(source)
+    assert {"ready at 5 ms", "the link is busy", "what waits"} <= set(shown)
+    assert not {"offset points", "axes fraction", "upper left", "center baseline"} & set(shown), shown
