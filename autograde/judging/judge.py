@@ -503,7 +503,9 @@ def _judge_notebook(tests: list[dict], solutions: dict[str, str], session: Sessi
 def learner_cells(notebook, given: set[str]) -> list[str]:
     """The code cells the runner loads: the set-up (tagged ``imports``), every answer cell,
     and every cell the learner added or changed. Given cells that only draw or print are
-    left out (they cost time and define nothing an answer needs), and so are test cells."""
+    left out (they cost time and define nothing an answer needs), and so are test cells. A given
+    cell is known by its code alone: the Chinese edition words its comments in Chinese."""
+    given = {idea_format.code_only(source) for source in given}
     chosen = []
     for cell in notebook.cells:
         if cell.cell_type != "code":
@@ -512,6 +514,6 @@ def learner_cells(notebook, given: set[str]) -> list[str]:
         tags = cell.metadata.get("tags", [])
         if meta.get("grade") and not meta.get("solution"):
             continue
-        if meta.get("solution") or "imports" in tags or cell.source.strip() not in given:
+        if meta.get("solution") or "imports" in tags or idea_format.code_only(cell.source) not in given:
             chosen.append(cell.source)
     return chosen

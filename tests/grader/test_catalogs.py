@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from autograde.judging import ideas
 from autograde.publish import catalogs
 from autograde.publish.catalogs import CatalogFile, Unit
 
@@ -123,3 +124,40 @@ def test_a_setting_is_not_text_the_catalog_extracts():
     shown = catalogs.shown_strings(source)
     assert {"ready at 5 ms", "the link is busy", "what waits"} <= set(shown)
     assert not {"offset points", "axes fraction", "upper left", "center baseline"} & set(shown), shown
+
+
+CODE_CELL = '''def f(x):
+    """# not a comment: a docstring"""
+    # TODO 9: return twice `x`,
+    # as an int.
+    ### BEGIN SOLUTION
+    # the model answer's own note
+    return 2 * x  # trailing: stays
+    ### END SOLUTION
+text = """
+# inside a string
+"""
+# YOUR CODE HERE
+#   indented hint'''
+
+
+def test_a_code_cells_comment_blocks_are_translated_and_its_code_is_untouched():
+    blocks = catalogs.comment_blocks(CODE_CELL)
+    assert [b[3] for b in blocks] == ["TODO 9: return twice `x`,\nas an int.", "  indented hint"]
+    table = {"c:comment:0": {blocks[0][3]: "TODO 9：返回 `x` 的两倍（int）。"}, "c:comment:1": {blocks[1][3]: "  缩进的提示"}}
+    translated = catalogs.translate_comments(CODE_CELL, "c", table)
+    assert "    # TODO 9：返回 `x` 的两倍（int）。\n    ### BEGIN SOLUTION" in translated and "#   缩进的提示" in translated
+    assert "# the model answer's own note" in translated and "# inside a string" in translated and "# YOUR CODE HERE" in translated
+    assert ideas.code_only(translated) == ideas.code_only(CODE_CELL) and translated != CODE_CELL
+    assert ideas.code_only(CODE_CELL.replace("2 * x", "3 * x")) != ideas.code_only(CODE_CELL)
+    with pytest.raises(KeyError):
+        catalogs.translate_comments(CODE_CELL, "other", table)
+
+
+def test_every_code_comment_a_learner_reads_is_a_unit_of_its_notebooks_catalog():
+    from autograde.course import Course
+
+    course = Course.load()
+    units = [u for path in course.source_paths() for u in catalogs.notebook_units(path) if ":comment:" in (u.context or "")]
+    assert len(units) >= 15 and any(u.msgid.startswith("TODO 0:") for u in units)
+    assert not any("YOUR CODE HERE" in u.msgid or "BEGIN SOLUTION" in u.msgid for u in units)
