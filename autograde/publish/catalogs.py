@@ -76,7 +76,7 @@ def notebook_units(path: Path) -> list[Unit]:
     its code cells (comment_blocks), keyed ``<cell id>:comment:<n>``."""
     units = []
     for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
-        if cell.cell_type == "code" and "imports" not in cell.metadata.get("tags", []):
+        if cell.cell_type == "code":
             for n, (_, _, _, text) in enumerate(comment_blocks(cell.source)):
                 comment = f"cell {index} (code comment: each line one '# ' line)"
                 units.append(Unit(text, f"{cell.id}:comment:{n}", comment, f"{path.name}:{cell.id}"))
