@@ -197,9 +197,7 @@ def cmd_translations(course: Course, args) -> int:
     if args.action == "font":
         from .publish import fonts
 
-        runtime = [spec for spec in editions.course_catalogs(course) if spec.path.stem == "runtime"]
-        texts = [text for spec in runtime for text in catalogs.translations(spec).get(None, {}).values()]
-        count, size = fonts.build_subset(texts, *([args.font] if args.font else []))
+        count, size = fonts.build_subset(fonts.catalog_texts(editions.course_catalogs(course)), *([args.font] if args.font else []))
         print(f"wrote {fonts.FONT_FILE.relative_to(course.root)}: {count} characters, {size / 1024:.0f} KiB")
         return EXIT_OK
     left = 0
@@ -231,9 +229,7 @@ def cmd_check(course: Course, args) -> int:
     from .publish import catalogs, editions, fonts
 
     untranslated = [problem for spec in editions.course_catalogs(course) for problem in catalogs.problems(spec)]
-    runtime = [spec for spec in editions.course_catalogs(course) if spec.path.stem == "runtime"]
-    drawn = [text for spec in runtime for text in catalogs.translations(spec).get(None, {}).values()] if not untranslated else []
-    missing = fonts.missing_glyphs(drawn)
+    missing = fonts.missing_glyphs(fonts.catalog_texts(editions.course_catalogs(course)) if not untranslated else [])
     if missing:
         untranslated.append(f"the shipped CJK font lacks {''.join(missing[:20])}: run `python -m autograde translations font`")
     print("every edition's catalogs complete, and its figure glyphs shipped: " + ("yes" if not untranslated else "NO"))

@@ -44,9 +44,11 @@ from __future__ import annotations
 
 import ast
 import builtins
+import io
 import re
 import string
 import symtable
+import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +166,32 @@ def render_message(data, words: dict[str, str] | None = None, limit: int = 400) 
 def _fields(template: str) -> set[str]:
     """The fields a template names (ValueError when it does not parse)."""
     return {field for _, field, _, _ in string.Formatter().parse(template) if field is not None}
+
+
+def comment_lines(source: str) -> dict[int, str] | None:
+    """{line index (from 0): its comment} of each line of ``source`` that holds a comment and nothing
+    else (a ``#`` inside a string is no comment); None when ``source`` does not tokenize."""
+    lines = source.split("\n")
+    found = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            row, column = token.start
+            if token.type == tokenize.COMMENT and not lines[row - 1][:column].strip():
+                found[row - 1] = token.string
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return found
+
+
+def code_only(source: str) -> str:
+    """``source`` without its comment-only lines: what runs, the same in every edition (an edition
+    may word a code cell's comments in its language). A source that does not tokenize loses the
+    lines that start with ``#``."""
+    lines = source.split("\n")
+    comments = comment_lines(source)
+    if comments is None:
+        return "\n".join(line for line in lines if not line.lstrip().startswith("#")).strip()
+    return "\n".join(line for i, line in enumerate(lines) if i not in comments).strip()
 
 
 def is_text(text: str | None) -> bool:

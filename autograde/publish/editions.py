@@ -1,8 +1,9 @@
 """The course's editions: English from ``solutions/``, and each translated edition from the same
-sources with the catalogs' text (``catalogs.py``). Every edition has the same code cells but one
-line, so the same grade ids, checksums and graded cells: a translated edition's set-up cell (tagged
-``imports``, never graded nor locked) calls ``course_setup(language='zh')``, so that its kernel knows
-the edition however the notebook is run (nbclient, papermill, Colab and Kaggle name no file)."""
+sources with the catalogs' text (``catalogs.py``). Every edition has the same code cells but for
+their comments' words and one line, so the same grade ids and graded code: a translated edition's
+set-up cell (tagged ``imports``, never graded nor locked) calls ``course_setup(language='zh')``, so
+that its kernel knows the edition however the notebook is run (nbclient, papermill, Colab and Kaggle
+name no file)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import nbformat
 from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..course import Course
+from ..judging.ideas import code_only
 from ..judging.judge import MESSAGES
 from ..model import HIDDEN_NOTE_TEXT, STATUS_TEXT
 from . import catalogs
@@ -222,9 +224,9 @@ def update_catalogs(course: Course) -> list[tuple[catalogs.CatalogFile, dict[str
 
 
 def edition_source(path: Path, language: str, course: Course) -> nbformat.NotebookNode:
-    """An instructor source in ``language``: its markdown from the catalog, its code unchanged but
-    the set-up cell's edition line (edition_setup), and ``metadata.course.language`` recording the
-    edition."""
+    """An instructor source in ``language``: its markdown and its code cells' comment blocks from
+    the catalog (catalogs.translate_comments: the code itself unchanged), the set-up cell's edition
+    line (edition_setup), and ``metadata.course.language`` recording the edition."""
     nb = nbformat.read(path, as_version=4)
     if language != "en":
         spec = catalog_for(course, language, path.stem)
@@ -240,16 +242,18 @@ def edition_source(path: Path, language: str, course: Course) -> nbformat.Notebo
                 cell.source = table[cell.id][cell.source]
             elif is_setup_cell(cell):
                 try:
-                    cell.source = edition_setup(cell.source, language)
+                    cell.source = catalogs.translate_comments(edition_setup(cell.source, language), cell.id, table)
                 except EditionError as exc:
                     raise EditionError(f"{path.name}: {exc}") from None
+            elif cell.cell_type == "code":
+                cell.source = catalogs.translate_comments(cell.source, cell.id, table)
     nb.metadata["course"] = {**copy.deepcopy(nb.metadata.get("course", {})), "language": language}
     return nb
 
 
 def code_differences(english: Path, other: Path, language: str) -> list[str]:
-    """Where two editions of one notebook differ in anything but markdown text and the set-up
-    cell's edition line (empty when none)."""
+    """Where two editions of one notebook differ in anything but markdown text, the comment-only
+    lines of code cells (``ideas.code_only``) and the set-up cell's edition line (empty when none)."""
     a, b = nbformat.read(english, as_version=4), nbformat.read(other, as_version=4)
     if len(a.cells) != len(b.cells):
         return [f"{other.name}: {len(b.cells)} cells, the English edition has {len(a.cells)}"]
@@ -265,9 +269,9 @@ def code_differences(english: Path, other: Path, language: str) -> list[str]:
             except EditionError as exc:
                 found.append(f"{english.name}: {exc}")
                 continue
-            if y.source != expected:
+            if code_only(y.source) != code_only(expected):
                 found.append(f"{other.name}: the set-up cell ({x.get('id')}) differs from the English one by more than {setup_call(language)!r}")
-        elif x.cell_type == "code" and x.source != y.source:
+        elif x.cell_type == "code" and code_only(x.source) != code_only(y.source):
             found.append(f"{other.name}: code cell {index} ({x.get('id')}) differs from the English edition's")
         elif (gx := x.metadata.get("nbgrader", {}).get("grade_id")) != (gy := y.metadata.get("nbgrader", {}).get("grade_id")):
             found.append(f"{other.name}: cell {index} has grade id {gy!r}, in English {gx!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from autograde.judging import ideas
 from autograde.publish import catalogs
 from autograde.publish.catalogs import CatalogFile, Unit
 
@@ -92,3 +93,71 @@ def test_the_committed_catalogs_are_complete(name):
     from autograde.publish import editions
 
     assert catalogs.problems(editions.catalog_for(Course.load(), "zh", name)) == []
+
+
+def test_the_shipped_font_draws_every_character_of_every_catalog():
+    """The font subset covers what every catalog holds (figure text, widget labels, the class report's
+    figures, the notebooks' text): a character a catalog adds without `translations font` fails here,
+    named, as `check` refuses it."""
+    from autograde.course import Course
+    from autograde.publish import editions, fonts
+
+    specs = editions.course_catalogs(Course.load())
+    assert {spec.path.stem for spec in specs} >= {"grader", "runtime", "01_what_can_overlap"}
+    for spec in specs:
+        texts = fonts.catalog_texts([spec])
+        assert len(fonts.characters(texts)) > 20, spec.label
+        assert fonts.missing_glyphs(texts) == [], spec.label
+    # and the check can fail: a character no catalog holds is found missing
+    assert fonts.missing_glyphs(["鼹鼠"]) == ["鼠", "鼹"]
+
+
+def test_a_setting_is_not_text_the_catalog_extracts():
+    """matplotlib's coordinate systems and styles read like words but are settings: not extracted
+    as a keyword's value, nor as a known value anywhere; the words beside them still are."""
+    source = (
+        "ax.annotate('ready at 5 ms', (1, 2), xytext=(6, 0), textcoords='offset points')\n"
+        "ax.text(0.5, 0.5, 'the link is busy', transform=ax.transAxes, va='center baseline')\n"
+        "COORDS = 'axes fraction'\n"
+        "ax.legend(loc='upper left', title='what waits')\n"
+    )
+    shown = catalogs.shown_strings(source)
+    assert {"ready at 5 ms", "the link is busy", "what waits"} <= set(shown)
+    assert not {"offset points", "axes fraction", "upper left", "center baseline"} & set(shown), shown
+
+
+CODE_CELL = '''def f(x):
+    """# not a comment: a docstring"""
+    # TODO 9: return twice `x`,
+    # as an int.
+    ### BEGIN SOLUTION
+    # the model answer's own note
+    return 2 * x  # trailing: stays
+    ### END SOLUTION
+text = """
+# inside a string
+"""
+# YOUR CODE HERE
+#   indented hint'''
+
+
+def test_a_code_cells_comment_blocks_are_translated_and_its_code_is_untouched():
+    blocks = catalogs.comment_blocks(CODE_CELL)
+    assert [b[3] for b in blocks] == ["TODO 9: return twice `x`,\nas an int.", "  indented hint"]
+    table = {"c:comment:0": {blocks[0][3]: "TODO 9：返回 `x` 的两倍（int）。"}, "c:comment:1": {blocks[1][3]: "  缩进的提示"}}
+    translated = catalogs.translate_comments(CODE_CELL, "c", table)
+    assert "    # TODO 9：返回 `x` 的两倍（int）。\n    ### BEGIN SOLUTION" in translated and "#   缩进的提示" in translated
+    assert "# the model answer's own note" in translated and "# inside a string" in translated and "# YOUR CODE HERE" in translated
+    assert ideas.code_only(translated) == ideas.code_only(CODE_CELL) and translated != CODE_CELL
+    assert ideas.code_only(CODE_CELL.replace("2 * x", "3 * x")) != ideas.code_only(CODE_CELL)
+    with pytest.raises(KeyError):
+        catalogs.translate_comments(CODE_CELL, "other", table)
+
+
+def test_every_code_comment_a_learner_reads_is_a_unit_of_its_notebooks_catalog():
+    from autograde.course import Course
+
+    course = Course.load()
+    units = [u for path in course.source_paths() for u in catalogs.notebook_units(path) if ":comment:" in (u.context or "")]
+    assert len(units) >= 15 and any(u.msgid.startswith("TODO 0:") for u in units)
+    assert not any("YOUR CODE HERE" in u.msgid or "BEGIN SOLUTION" in u.msgid for u in units)

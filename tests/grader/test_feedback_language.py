@@ -17,7 +17,7 @@ from autograde.judging import ideas, judge
 from autograde.publish import catalogs, editions
 from autograde.run.job import ideas_report
 
-from submissions import MISTAKES, judge_in_process, mutate
+from submissions import MISTAKES, InProcessRunner, judge_in_process, mutate
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +158,34 @@ def test_the_judges_own_messages_are_translated():
     assert entry["status"] == "error" and entry["message"] == str(runner_failed)
     words = {judge.TIMED_OUT: "你的代码没有按时返回（每次调用限 {0} s）"}
     assert ideas.render_message(entry["said"], words) == "你的代码没有按时返回（每次调用限 20 s）"
+
+
+def test_a_function_the_runner_did_not_find_is_named_in_the_learners_language(zh_words):
+    """runner.py names the function it did not find and nothing more; the judge words it (UNDEFINED),
+    so a Chinese page says it in Chinese while the English message reads as it always did."""
+    runner = InProcessRunner({"__name__": "__main__"})  # runner.py's own call, with no cell run
+    with pytest.raises(NameError) as raised:
+        runner.call("double", (1,), {}, {})
+    assert type(raised.value.args[0]) is ideas.Said and raised.value.args[0].template == judge.UNDEFINED
+    spec = ideas.load(CELL_HIDDEN, "todo9", 1.0)
+    spec.namespace["double"] = lambda x: runner.call("double", (x,), {}, {})
+    entry = judge.score_ideas(spec, [], 1.0)["ideas"][0]
+    assert entry["status"] == "error"
+    assert entry["message"] == "NameError: name 'double' is not defined: the cell that defines it did not run to the end"
+    assert ideas.render_message(entry["said"], zh_words) == "NameError：名称 'double' 未定义：定义它的单元格没有运行完"
+    assert ideas.render_message(entry["said"], {}) == entry["message"]
+
+
+def test_a_name_error_of_the_learners_own_code_is_never_looked_up():
+    def broken(x):
+        return undefined_helper(x)  # noqa: F821 - the learner's own NameError
+
+    runner = InProcessRunner({"__name__": "__main__", "double": broken})
+    spec = ideas.load(CELL_HIDDEN, "todo9", 1.0)
+    spec.namespace["double"] = lambda x: runner.call("double", (x,), {}, {})
+    entry = judge.score_ideas(spec, [], 1.0)["ideas"][0]
+    assert entry["status"] == "error" and "said" not in entry
+    assert entry["message"] == "NameError: name 'undefined_helper' is not defined"
 
 
 def test_every_failure_message_has_a_chinese_translation(course):

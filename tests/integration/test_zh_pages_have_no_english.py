@@ -35,10 +35,9 @@ CLASS = {
     "zh_late_wrong": ({**ZH_ANSWERS, **mutate("todo0_solution", "reasons.append('shared_state')", "pass")}, "2026-12-23T10:00:00+08:00"),
     "zh_broken": ({**ZH_ANSWERS, "todo0_solution": "def check_overlap(:\n    pass\n"}, "2026-12-20T21:00:00+08:00"),
 }
-# English a Chinese page still shows, each with its reason: the runner (judging/runner.py, the untrusted
-# side, which imports nothing of the grader) raises NameError with this text for a function whose cell
-# did not run, and the judge quotes an exception's message as it came; it is no catalog key yet
-KNOWN_ENGLISH = {"the cell that defines it did not run to the end": "judging/runner.py's NameError text, quoted as raised"}
+# English a Chinese page still shows, each with its reason (none: the runner's NameError for a function
+# whose cell did not run is worded by the judge from the name alone, judge.UNDEFINED, a catalog key)
+KNOWN_ENGLISH: dict[str, str] = {}
 # Python's own message for an exception the learner's code raised ("NameError: name 'f' is not
 # defined"), up to where the grader's words begin after it (": " or "："): not the page's to translate
 PYTHON_ERROR = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b[:：] ?[^：（\n]*?(?=: |：|（|$)", re.M)
