@@ -359,7 +359,7 @@ def _take_in(course: Course, args, dest: Path):
     """SUBMISSIONS in any layout, as the grader's folders; what the intake found goes to OUT/intake.json."""
     from tools.project_runtime import write_json_atomic
 
-    from .intake import read_submissions
+    from .term.intake import read_submissions
 
     intake = read_submissions(
         args.submissions,
@@ -392,11 +392,11 @@ def _take_in(course: Course, args, dest: Path):
 
 
 def cmd_export(course: Course, args) -> int:
-    from .record.export import export
+    from .term.export import export
 
     roster = None
     if args.roster:
-        from .intake import read_roster
+        from .term.intake import read_roster
 
         problems: list[dict] = []
         roster = read_roster(args.roster, problems)  # the rows grade accepted, the same rows named
@@ -435,7 +435,7 @@ def cmd_export(course: Course, args) -> int:
 
 
 def cmd_feedback(course: Course, args) -> int:
-    from .record.handback import hand_back
+    from .term.handback import hand_back
 
     where, info = hand_back(course, args.out, args.format)
     print(f"wrote {where}: {info['pages']} page(s) of {info['students']} student(s)")
@@ -453,7 +453,7 @@ def cmd_feedback(course: Course, args) -> int:
 
 
 def cmd_similarity(course: Course, args) -> int:
-    from .record.similarity import write_similarity
+    from .term.similarity import write_similarity
 
     page, numbers, data = write_similarity(course, args.out, args.threshold)
     flagged = sum(todo["pairs_above_threshold"] for todo in data["todos"])
@@ -462,7 +462,7 @@ def cmd_similarity(course: Course, args) -> int:
 
 
 def cmd_report(course: Course, args) -> int:
-    from .record.report import write_report
+    from .term.report import write_report
 
     page, numbers, data = write_report(course, args.out, args.language)
     print(

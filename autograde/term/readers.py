@@ -339,7 +339,7 @@ class _Quiet(logging.Logger):
     """nbgrader's plugin logs a warning for each file its pattern misses: each is a problem here instead."""
 
     def __init__(self) -> None:
-        super().__init__("autograde.intake.pattern", logging.CRITICAL + 1)
+        super().__init__("autograde.term.pattern", logging.CRITICAL + 1)
 
 
 def pattern_time(text: str) -> tuple[datetime, bool]:

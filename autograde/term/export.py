@@ -27,9 +27,9 @@ from pathlib import Path
 from ..course import Course, UnusableInput, exercises
 from ..model import REVIEW
 from ..publish.editions import feedback_translations
-from . import gradebook
-from .late import UNKNOWN_CHOICES, LateSpec, Settled, late_text, lms_flags, load_spec, unsubmitted
-from .tables import cell_value, late_columns, score_row, write_csv
+from ..record import gradebook
+from ..record.late import UNKNOWN_CHOICES, LateSpec, Settled, late_text, lms_flags, load_spec, unsubmitted
+from ..record.tables import cell_value, late_columns, score_row, write_csv
 
 FORMATS = ("csv", "canvas", "moodle")
 # Canvas's gradebook import: the columns its own gradebook export starts with, then one per assignment,
