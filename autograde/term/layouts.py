@@ -8,74 +8,22 @@ of the source holding ``<assignment>/`` (``submitted/`` as ``nbgrader collect`` 
 strict majority of the named entries; the others are then read under it and named as problems. A source
 whose names split with no majority stops with a message naming them and ``--layout``.
 
-Also here: the rules each LMS's own importer reads its names by (Canvas's user and attachment ids, Moodle's
-participant id, the exchange's folder names), used by the readers (``readers.py``).
+The rules each system's own importer reads its names by (Canvas's user and attachment ids, Moodle's
+participant id, the exchange's folder names) are its adapter's (``canvas.py``, ``moodle.py``, ``exchange.py``).
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from ..course import UnusableInput
+from .registry import ADAPTERS
 from .source import shown
-
-LAYOUTS = ("folders", "exchange", "canvas", "moodle", "pattern")
-COURSE_FOLDERS = ("submitted", "inbound")  # a course folder (collect's submitted/) or an exchange course folder (inbound/)
-
-# Canvas (lib/content_zipper.rb): [sortable name, "LATE" when late, user id].join("_"), then "_<attachment
-# id>_<file name>". The name is lower-cased and keeps only word characters (Canvas takes "_<digits>_" out
-# of it first, but punctuation removed afterwards can leave "_1001" or "_1001_7" at its end), so the name
-# alone cannot tell which digits are the user id: readers.canvas_files reads every split the name allows and
-# keeps the one the rest of the download agrees with. Ids are printed integers (no leading zero). With
-# anonymous grading the name is left out and the id is "anon_<anonymous id>". Older Canvas wrote "late".
-CANVAS_ID = re.compile(r"0|[1-9]\d{0,19}")
-CANVAS_NAME = re.compile(r"\w*")
-CANVAS_ANON = re.compile(r"(?P<late>(?i:late)_)?(?P<user>anon_[A-Za-z0-9]+)_(?P<attachment>0|[1-9]\d{0,19})_(?P<file>.+)")
-CANVAS_TEXT = re.compile(r"(?:\w*_)?(?:(?i:late)_)?(?P<user>0|[1-9]\d{0,19}|anon_[A-Za-z0-9]+)_(?:text|link)\.html")
-# Moodle (mod/assign/classes/downloader.php): clean_filename(full name with "_" made " ", "_", participant
-# id), then "_assignsubmission_file" and "/" and the file's path (a "_" before the "/" up to Moodle 4.0),
-# or, with "download submissions in folders" off, "_" and the file name. The name holds no "_", so the
-# id is the second "_" field, as Moodle's own feedback importer reads it.
-MOODLE_FOLDER = re.compile(r"(?P<name>[^_]*)_(?P<user>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?")
-MOODLE_FLAT = re.compile(r"(?P<name>[^_]*)_(?P<user>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<file>.+)")
-
-
-def inbound_name(assignment: str) -> re.Pattern:
-    """An exchange inbound folder's name: ``<student>+<assignment>+<timestamp>[+<random>]``."""
-    return re.compile(rf"(?P<user>.+)\+{re.escape(assignment)}\+(?P<stamp>[^+]+)(?:\+[^+]*)?")
-
-
-def canvas_splits(name: str) -> list[dict]:
-    """Every way a flat file's name can be read as Canvas writes it: ``<name>_[LATE_]<user>_<attachment>_<file>``."""
-    fields = name.split("_")
-    found = []
-    for at in range(len(fields) - 2):
-        user, attachment, file = fields[at], fields[at + 1], "_".join(fields[at + 2 :])
-        if not (CANVAS_ID.fullmatch(user) and CANVAS_ID.fullmatch(attachment) and file):
-            continue
-        head = fields[:at]
-        late = bool(head) and head[-1].lower() == "late"
-        slug = "_".join(head[:-1] if late else head)
-        if CANVAS_NAME.fullmatch(slug):
-            found.append({"name": slug, "late": late, "user": user, "attachment": attachment, "file": file})
-    return found
 
 
 def shapes(name: str, folder: bool, assignment: str) -> set[str]:
-    """The layouts a top-level entry can belong to, by its own name."""
-    found = set()
-    if folder:
-        if inbound_name(assignment).fullmatch(name):
-            found.add("exchange")
-        if MOODLE_FOLDER.fullmatch(name):
-            found.add("moodle")
-    else:
-        if MOODLE_FLAT.fullmatch(name):
-            found.add("moodle")
-        if CANVAS_ANON.fullmatch(name) or canvas_splits(name) or CANVAS_TEXT.fullmatch(name):
-            found.add("canvas")
-    return found
+    """The layouts a top-level entry can belong to, by its own name (each adapter's ``claims``)."""
+    return {a.name for a in ADAPTERS.values() if a.claims is not None and a.claims(name, folder, assignment)}
 
 
 def _tops(paths: list[tuple[str, ...]]) -> dict[str, set[str]]:
@@ -96,11 +44,10 @@ def look(paths: list[tuple[str, ...]], assignment: str) -> tuple[str | None, tup
     named = {name: kinds for name, kinds in told.items() if kinds}
     folders = [name for name, inside in tops.items() if "/" in inside]
     if not named:
-        for course_folder in COURSE_FOLDERS:  # a course folder: its top is the instructor's, not a learner's
-            if course_folder in folders:
-                return "exchange", (course_folder,), []
-        if folders and all(assignment in tops[name] for name in folders):
-            return "exchange", (), []  # submitted/ itself: <student>/<assignment>/ in every folder
+        for one in ADAPTERS.values():  # a source naming no layout can still be one system's (nbgrader's course folder)
+            root = one.unnamed(tops, assignment) if one.unnamed is not None else None
+            if root is not None:
+                return one.name, root, []
         return ("folders" if folders else None), (), []
     votes = Counter(kind for kinds in named.values() for kind in kinds)
     (best, count), *rest = votes.most_common() + [(None, 0)]
@@ -109,20 +56,16 @@ def look(paths: list[tuple[str, ...]], assignment: str) -> tuple[str | None, tup
         odd = sorted(name for name, kinds in named.items() if best not in kinds or rest[0][0] in kinds)[:10]
         raise UnusableInput(
             f"the names at the top of the submissions split between layouts ({split} of {len(named)} named entries), "
-            f"e.g. {', '.join(shown(n, 80) for n in odd)}: give --layout (folders, exchange, canvas, moodle or pattern)"
+            f"e.g. {', '.join(shown(n, 80) for n in odd)}: give --layout ({', '.join([*ADAPTERS][:-1])} or {[*ADAPTERS][-1]})"
         )
     return best, (), sorted(name for name, kinds in named.items() if best not in kinds)
 
 
 def root_for(layout: str, paths: list[tuple[str, ...]], assignment: str) -> tuple[str, ...]:
-    """Where ``layout``, given by the instructor, starts: a course or exchange folder is read from its
-    submitted/ or inbound/, unless submission folders of the exchange lie at the top itself."""
-    if layout != "exchange":
-        return ()
-    tops = _tops(paths)
-    if any("exchange" in shapes(name, "/" in inside, assignment) for name, inside in tops.items()):
-        return ()
-    return next(((name,) for name in COURSE_FOLDERS if "/" in tops.get(name, ())), ())
+    """Where ``layout``, given by the instructor, starts (its adapter's ``start``: the exchange's course
+    folder is read from its submitted/ or inbound/)."""
+    one = ADAPTERS.get(layout)
+    return one.start(_tops(paths), assignment) if one is not None and one.start is not None else ()
 
 
 def choose_layout(paths: list[tuple[str, ...]], assignment: str, layout: str | None = None) -> tuple[str, tuple[str, ...], list[str]]:

@@ -23,7 +23,7 @@ from autograde.course import Course, UnusableInput, exercises
 from autograde.record import gradebook
 from autograde.record.late import LateSpec, parse_policy, parse_time, penalty_points, save_spec
 from autograde.record.results import write_results
-from autograde.term import export as export_mod
+from autograde.term import canvas as export_mod
 from autograde.term.report import build_report
 
 COURSE = Course.load()
