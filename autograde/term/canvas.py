@@ -20,7 +20,7 @@ from .source import Entry, Source, problem, shown
 # Canvas (lib/content_zipper.rb): [sortable name, "LATE" when late, user id].join("_"), then "_<attachment
 # id>_<file name>". The name is lower-cased and keeps only word characters (Canvas takes "_<digits>_" out
 # of it first, but punctuation removed afterwards can leave "_1001" or "_1001_7" at its end), so the name
-# alone cannot tell which digits are the user id: readers.canvas_files reads every split the name allows and
+# alone cannot tell which digits are the user id: canvas_files reads every split the name allows and
 # keeps the one the rest of the download agrees with. Ids are printed integers (no leading zero). With
 # anonymous grading the name is left out and the id is "anon_<anonymous id>". Older Canvas wrote "late".
 CANVAS_ID = re.compile(r"0|[1-9]\d{0,19}")

@@ -12,6 +12,7 @@ import pytest
 from test_export_lms import FAKE_URL, _class
 from test_intake import NB1, NB2, NOTEBOOKS, notebook, tree, write_zip
 
+from autograde import cli
 from autograde.course import Course, UnusableInput
 from autograde.term import export as export_mod
 from autograde.term import registry
@@ -113,3 +114,10 @@ def test_hand_back_and_export_use_a_registered_system(tmp_path, monkeypatch, toy
         rows = list(csv.DictReader(handle))
     assert target == out / "toy_grades.csv" and info["written"] == [target]
     assert [r["user"] for r in rows] == ["101", "bob"] and all(float(r["grade"]) > 0 for r in rows)
+
+
+def test_the_commands_offer_a_registered_system(toy):
+    parser = cli.build_parser()
+    assert parser.parse_args(["grade", "SUBMISSIONS", "--out", "OUT", "--layout", "toy"]).layout == "toy"
+    assert parser.parse_args(["feedback", "OUT", "--format", "toy"]).format == "toy"
+    assert parser.parse_args(["export", "OUT", "--format", "toy"]).format == "toy"
