@@ -1,5 +1,6 @@
-"""A file that may be a student's notebook, as an adapter's reader finds it (``Candidate``), and why a
-file cannot be one (``why_not``): the rules every layout shares.
+"""A file that may be a student's notebook, as an adapter's reader finds it (``Candidate``), why a file
+cannot be one (``why_not``), and a time as nbgrader writes it (``exchange_time``: the exchange's and a
+pattern's): the rules several layouts share.
 
 Each reader takes the listed entries and returns candidates (a file, the id the source gives its owner,
 its time); what cannot be used is a named problem of the source, never a silent skip and never a guess.
@@ -11,12 +12,17 @@ exception.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
-from .source import Entry, Limits, Source
+from .source import Entry, Limits, Source, shown
 
 ARCHIVES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar")
+# what nbgrader writes in timestamp.txt and inbound folder names ("%Y-%m-%d %H:%M:%S.%f %Z"), and ISO 8601
+STAMP = re.compile(
+    r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d(\.\d{1,9})?)?( ?Z| ?[+-]\d\d:?\d\d| [A-Za-z][A-Za-z0-9_+-]{0,31}(/[A-Za-z0-9_+-]{1,32}){0,2})?"
+)
 
 
 @dataclass
@@ -48,3 +54,26 @@ def why_not(entry: Entry, limits: Limits, filename: str | None = None) -> str:
     if entry.size > limits.file_bytes and not name.endswith(".zip"):
         return f"{entry.size / 2**20:.1f} MB, over the {limits.file_bytes / 2**20:g} MB limit for a submitted notebook: not extracted"
     return ""
+
+
+def exchange_time(text: str) -> datetime:
+    """A time as nbgrader writes it (timestamp.txt, an inbound folder's name), read by nbgrader's own
+    ``parse_utc``; ValueError when it is not one, or not a time that UTC can hold. A named zone must be one
+    the system knows (nbgrader would read an unknown one as UTC); a numeric zone is joined to the time
+    first (``parse_utc`` reads ``-0500`` after a space as seconds)."""
+    import dateutil.tz
+    from nbgrader.utils import parse_utc
+
+    text = text.strip()
+    if not STAMP.fullmatch(text):
+        raise ValueError(f"{shown(text, 60)!r} is not a time nbgrader writes")
+    parts = text.split(" ")
+    if len(parts) == 3 and re.fullmatch(r"[+-]\d\d:?\d\d|Z", parts[2]):
+        text = f"{parts[0]} {parts[1]}{parts[2]}"
+    elif len(parts) == 3 and dateutil.tz.gettz(parts[2]) is None:
+        raise ValueError(f"unknown time zone {parts[2]!r}")
+    try:
+        when = parse_utc(text)
+    except Exception as exc:  # a learner's text in a third-party parser: whatever it raises, the time is unknown
+        raise ValueError(f"{shown(text, 60)!r} is not a time UTC can hold ({type(exc).__name__})") from None
+    return when.replace(tzinfo=UTC)

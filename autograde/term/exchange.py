@@ -22,15 +22,11 @@ from pathlib import Path
 
 from ..course import Course
 from .adapter import Adapter, HandBack
-from .candidates import Candidate, why_not
+from .candidates import Candidate, exchange_time, why_not
 from .source import Entry, Refused, Source, problem, shown
 
 NBGRADER_FILES = {"timestamp.txt", "submission_secret.txt"}  # what nbgrader submit writes beside the notebooks
 MAX_STAMP_BYTES = 200  # nbgrader's timestamp.txt holds one line of about 30 characters
-# what nbgrader writes in timestamp.txt and inbound folder names ("%Y-%m-%d %H:%M:%S.%f %Z"), and ISO 8601
-STAMP = re.compile(
-    r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d(\.\d{1,9})?)?( ?Z| ?[+-]\d\d:?\d\d| [A-Za-z][A-Za-z0-9_+-]{0,31}(/[A-Za-z0-9_+-]{1,32}){0,2})?"
-)
 COURSE_FOLDERS = ("submitted", "inbound")  # a course folder (collect's submitted/) or an exchange course folder (inbound/)
 
 
@@ -71,29 +67,6 @@ def form(root: tuple[str, ...], entries: list[Entry], assignment: str) -> str:
         return "inbound"
     name = inbound_name(assignment)
     return "inbound" if any(len(e.parts) > 1 and name.fullmatch(e.parts[0]) for e in entries) else "submitted"
-
-
-def exchange_time(text: str) -> datetime:
-    """A time as nbgrader writes it (timestamp.txt, an inbound folder's name), read by nbgrader's own
-    ``parse_utc``; ValueError when it is not one, or not a time that UTC can hold. A named zone must be one
-    the system knows (nbgrader would read an unknown one as UTC); a numeric zone is joined to the time
-    first (``parse_utc`` reads ``-0500`` after a space as seconds)."""
-    import dateutil.tz
-    from nbgrader.utils import parse_utc
-
-    text = text.strip()
-    if not STAMP.fullmatch(text):
-        raise ValueError(f"{shown(text, 60)!r} is not a time nbgrader writes")
-    parts = text.split(" ")
-    if len(parts) == 3 and re.fullmatch(r"[+-]\d\d:?\d\d|Z", parts[2]):
-        text = f"{parts[0]} {parts[1]}{parts[2]}"
-    elif len(parts) == 3 and dateutil.tz.gettz(parts[2]) is None:
-        raise ValueError(f"unknown time zone {parts[2]!r}")
-    try:
-        when = parse_utc(text)
-    except Exception as exc:  # a learner's text in a third-party parser: whatever it raises, the time is unknown
-        raise ValueError(f"{shown(text, 60)!r} is not a time UTC can hold ({type(exc).__name__})") from None
-    return when.replace(tzinfo=UTC)
 
 
 def _stamp_of(files: Source, entry: Entry, student: str) -> datetime | None:

@@ -19,8 +19,7 @@ from pathlib import Path
 
 from ..course import Course, UnusableInput
 from .adapter import Adapter, HandBack, write_zip
-from .candidates import Candidate, why_not
-from .exchange import exchange_time
+from .candidates import Candidate, exchange_time, why_not
 from .source import Entry, Source, problem, shown
 
 

@@ -29,8 +29,7 @@ from pathlib import Path
 from ..course import UnusableInput
 from ..matching import normalize, walk_notebooks
 from ..model import STUDENT_ID
-from .candidates import Candidate, why_not
-from .exchange import exchange_time
+from .candidates import Candidate, exchange_time, why_not
 from .folders import pattern_time
 from .layouts import choose_layout
 from .registry import ADAPTERS, adapter
