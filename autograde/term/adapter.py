@@ -9,7 +9,8 @@ An adapter knows that system's naming, ids, times and output formats:
 - ``read``: whose each listed file is, which notebook, when (``Candidate``s; what cannot be used is a
   named problem of the source);
 - ``id_kind``: what id its download names students by, said when a roster matches too few of them;
-- ``handback``: how feedback pages go back through it (a ``HandBack``), under ``handback_format``;
+- ``handback``: how feedback pages go back through it (a ``HandBack``), under ``handback_format``; an
+  LMS's ``page_name``: the name a page goes back under;
 - ``export``: how grades go into it (the files written, the students left out), under ``export_format``.
 
 The shared machinery stays outside the adapters: ``source.py`` (zips and folders within limits),
@@ -68,6 +69,7 @@ class Adapter:
     id_kind: str = ""  # what its download names students by ('' for no roster check)
     handback_format: str = ""  # feedback --format
     handback: Callable[[Course, Path, dict[str, list[Path]], Path, dict[str, dict]], HandBack] | None = None
+    page_name: Callable[[dict, Path], str] | None = None  # (what its download called a student, a page) -> its name handed back
     export_format: str = ""  # export --format
     export: Callable[[ExportJob], tuple[list[Path], list[str]]] | None = None  # -> (files written, students left out)
 

@@ -212,6 +212,7 @@ ADAPTER = Adapter(
     id_kind=ID_KIND,
     handback_format="canvas",
     handback=hand_back,
+    page_name=page_name,
     export_format="canvas",
     export=export,
 )

@@ -18,7 +18,6 @@ import json
 from pathlib import Path
 
 from ..course import Course, UnusableInput
-from . import canvas, moodle
 from .registry import handback_formats
 
 INTAKE_FILE = "intake.json"  # in OUT: what the intake learned of each student (grading writes it)
@@ -62,4 +61,4 @@ def hand_back(course: Course, out: Path, format: str = "zip") -> tuple[Path, dic
 
 def lms_name(format: str, lms: dict, page: Path) -> str:
     """A page's name in the LMS's own layout (from the names its download used): the adapter's ``page_name``."""
-    return {"canvas": canvas.page_name, "moodle": moodle.page_name}[format](lms, page)
+    return handback_formats()[format].page_name(lms, page)

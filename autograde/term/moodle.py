@@ -205,6 +205,7 @@ ADAPTER = Adapter(
     id_kind=ID_KIND,
     handback_format="moodle",
     handback=hand_back,
+    page_name=page_name,
     export_format="moodle",
     export=export,
 )

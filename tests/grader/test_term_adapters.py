@@ -18,7 +18,7 @@ from autograde.term import export as export_mod
 from autograde.term import registry
 from autograde.term.adapter import Adapter, ExportJob, lms_zip
 from autograde.term.candidates import Candidate, why_not
-from autograde.term.handback import hand_back
+from autograde.term.handback import hand_back, lms_name
 from autograde.term.intake import read_submissions
 from autograde.term.source import problem, shown
 
@@ -64,6 +64,7 @@ TOY = Adapter(
     id_kind="the toy system names each student by its user number",
     handback_format="toy",
     handback=lambda course, out, pages, target, names: lms_zip("toy", _page_name, out, pages, target, names),
+    page_name=_page_name,
     export_format="toy",
     export=_export,
 )
@@ -108,7 +109,7 @@ def test_hand_back_and_export_use_a_registered_system(tmp_path, monkeypatch, toy
         (out / "feedback" / student / f"{NB1}.html").write_text(f"<p>{student}</p>", encoding="utf-8")
     where, info = hand_back(COURSE, out, "toy")
     assert where == out / "handback" / "toy_feedback.zip" and info["unmatched"] == ["bob"]
-    assert zipfile.ZipFile(where).namelist() == [f"101__{NB1}.html"]
+    assert zipfile.ZipFile(where).namelist() == [f"101__{NB1}.html"] == [lms_name("toy", {"lms_id": "101"}, Path(f"{NB1}.html"))]
     target, info = export_mod.export(COURSE, out, FAKE_URL, format="toy")
     with open(target, encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
