@@ -13,6 +13,7 @@ from pathlib import Path
 from tools.i18n import EDITIONS
 
 from .course import Course, UnusableInput
+from .term import registry
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -33,9 +34,7 @@ def _gib(text: str) -> float:
 
 def _term_arguments(grade: argparse.ArgumentParser) -> None:
     """grade's options for a term: the intake's layout and the deadlines."""
-    grade.add_argument(
-        "--layout", choices=("folders", "exchange", "canvas", "moodle", "pattern"), help="the layout of SUBMISSIONS (default: recognised)"
-    )
+    grade.add_argument("--layout", choices=registry.layouts(), help="the layout of SUBMISSIONS (default: recognised)")
     grade.add_argument("--pattern", metavar="REGEX", help="with --layout pattern: named groups student_id, optional file_id and timestamp")
     grade.add_argument("--roster", type=Path, metavar="CSV", help="student_id, lms_id, name: LMS ids to student ids; lists who sent nothing")
     grade.add_argument("--timestamps", type=Path, metavar="CSV", help="student_id, [notebook,] submitted_at: submission times")
@@ -62,8 +61,8 @@ def _export_arguments(export: argparse.ArgumentParser) -> None:
     )
     export.add_argument(
         "--format",
-        choices=("csv", "canvas", "moodle"),
-        default="csv",
+        choices=(registry.PLAIN_EXPORT, *registry.export_formats()),
+        default=registry.PLAIN_EXPORT,
         help="csv (every column); canvas (its gradebook import); moodle (the gradebook's CSV import and the assignment's offline grading worksheet)",
     )
     export.add_argument(
@@ -139,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     similarity.add_argument("--threshold", type=float, help="the score from which a pair is flagged (default 0.7)")
     feedback = sub.add_parser("feedback", help="hand the feedback pages back: a zip per student, or the LMS's or nbgrader's upload layout")
     feedback.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
-    feedback.add_argument("--format", choices=("zip", "canvas", "moodle", "exchange"), default="zip")
+    feedback.add_argument("--format", choices=tuple(registry.handback_formats()), default="zip")
     report = sub.add_parser("report", help="the class report: OUT/report.html (figures, per-idea pass rates, problems) and OUT/report.json")
     report.add_argument("out", type=Path, metavar="OUT", help="the folder `grade` wrote")
     report.add_argument("--language", choices=EDITIONS, default="en", help="the language of the graded ideas' texts (default en)")
@@ -355,7 +354,7 @@ def _take_in(course: Course, args, dest: Path):
     """SUBMISSIONS in any layout, as the grader's folders; what the intake found goes to OUT/intake.json."""
     from tools.project_runtime import write_json_atomic
 
-    from .intake import read_submissions
+    from .term.intake import read_submissions
 
     intake = read_submissions(
         args.submissions,
@@ -388,11 +387,11 @@ def _take_in(course: Course, args, dest: Path):
 
 
 def cmd_export(course: Course, args) -> int:
-    from .record.export import export
+    from .term.export import export
 
     roster = None
     if args.roster:
-        from .intake import read_roster
+        from .term.intake import read_roster
 
         problems: list[dict] = []
         roster = read_roster(args.roster, problems)  # the rows grade accepted, the same rows named
@@ -431,7 +430,7 @@ def cmd_export(course: Course, args) -> int:
 
 
 def cmd_feedback(course: Course, args) -> int:
-    from .record.handback import hand_back
+    from .term.handback import hand_back
 
     where, info = hand_back(course, args.out, args.format)
     print(f"wrote {where}: {info['pages']} page(s) of {info['students']} student(s)")
@@ -449,7 +448,7 @@ def cmd_feedback(course: Course, args) -> int:
 
 
 def cmd_similarity(course: Course, args) -> int:
-    from .record.similarity import write_similarity
+    from .term.similarity import write_similarity
 
     page, numbers, data = write_similarity(course, args.out, args.threshold)
     flagged = sum(todo["pairs_above_threshold"] for todo in data["todos"])
@@ -458,7 +457,7 @@ def cmd_similarity(course: Course, args) -> int:
 
 
 def cmd_report(course: Course, args) -> int:
-    from .record.report import write_report
+    from .term.report import write_report
 
     page, numbers, data = write_report(course, args.out, args.language)
     print(

@@ -42,7 +42,7 @@ POLICY_TEXTS = (
     "{percent}% of the maximum per hour late, not below {floor}%",
 )
 
-# the class report's text (record/report.py: its page, figures, warnings and problems' details)
+# the class report's text (term/report*.py: its page, figures, warnings and problems' details)
 REPORT_TEXTS = (
     "Class report · {assignment}",
     "Class report | 班级报告",
@@ -169,7 +169,7 @@ FEEDBACK_TEXTS: tuple[str, ...] = (
     *MESSAGES,
     # a late line's policy (record/late.py late_text)
     *POLICY_TEXTS,
-    # the class report's own text (record/report.py), its outcomes' descriptions included
+    # the class report's own text (term/report*.py), its outcomes' descriptions included
     *REPORT_TEXTS,
 )
 

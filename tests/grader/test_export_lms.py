@@ -20,11 +20,11 @@ import pytest
 
 from autograde import cli
 from autograde.course import Course, UnusableInput, exercises
-from autograde.record import export as export_mod
 from autograde.record import gradebook
 from autograde.record.late import LateSpec, parse_policy, parse_time, penalty_points, save_spec
-from autograde.record.report import build_report
 from autograde.record.results import write_results
+from autograde.term import canvas as export_mod
+from autograde.term.report import build_report
 
 COURSE = Course.load()
 CELLS = exercises(COURSE)
@@ -215,11 +215,13 @@ def test_canvas_needs_the_assignment_id_and_every_student_id(tmp_path, monkeypat
 # required; the id is what follows get_string('hiddenuser', 'assign') = "Participant "; the grade is
 # skipped when empty, negative or over the assignment's maximum; a row is skipped as stale when
 # Moodle's grade changed more than 60 s after the row's strtotime(Last modified (grade)); a feedback
-# column at index 0 is never read (its `!empty($details['index'])`).
+# column at index 0 is never read (its `!empty($details['index'])`). The time is in the format Moodle's own
+# worksheet has (mod/assign/gradingtable.php: userdate, strftimedaydatetime), no zone written: strtotime reads it
+# in the server's time zone, UTC here.
 MOODLE_TIME = re.compile(
     r"\A(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), ([1-9]|[12]\d|3[01]) "
     r"(January|February|March|April|May|June|July|August|September|October|November|December) (\d{4}), "
-    r"(1[0-2]|[1-9]):([0-5]\d) (AM|PM) UTC\Z"
+    r"(1[0-2]|[1-9]):([0-5]\d) (AM|PM)\Z"
 )
 
 

@@ -181,7 +181,7 @@ def test_a_screenshot_of_a_safe_feedback_page(pages, root):
 def test_the_class_report_runs_no_script(tmp_path):
     from test_report import COURSE, EVIL, NB, graded, write_out
 
-    from autograde.record.report import write_report
+    from autograde.term.report import write_report
 
     needs_chromium()
     write_out(tmp_path, [graded("s1", nb) for nb in NB] + [graded(EVIL, nb) for nb in NB])
@@ -192,7 +192,7 @@ def test_the_class_report_runs_no_script(tmp_path):
 def test_the_class_report_states_its_policy_first(tmp_path):
     from test_report import COURSE, NB, graded, write_out
 
-    from autograde.record.report import REPORT_POLICY, write_report
+    from autograde.term.report import REPORT_POLICY, write_report
 
     write_out(tmp_path, [graded("s1", nb) for nb in NB])
     text = write_report(COURSE, tmp_path)[0].read_text(encoding="utf-8")

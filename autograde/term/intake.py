@@ -1,26 +1,11 @@
 """Turn what an instructor downloads into the grader's layout, ``SUBMISSIONS/<student_id>/<notebook>.ipynb``,
 so that grading itself does not change.
 
-Layouts (``LAYOUTS``), decided for the whole source from the names at its top (``layouts.py``) unless
-``layout=`` says which:
-
-- ``folders``: the grader's own layout, a folder per student. A folder is used as it is; a zip of one is
-  extracted.
-- ``exchange``: nbgrader's ``submitted/<student>/<assignment>/`` (what ``nbgrader collect`` writes),
-  given as the course folder, as ``submitted/`` itself, or zipped; or the exchange's
-  ``inbound/<student>+<assignment>+<timestamp>[+<random>]/``, where each student's newest submission by the
-  time in its folder's name is used, as ``nbgrader collect`` does, and a folder owned by someone other
-  than the student it names is not. ``timestamp.txt`` gives the submission time.
-- ``canvas``: Canvas's "Download submissions" zip, flat files named
-  ``<name>_[LATE_]<user id>_<file id>_<file name>`` (``LATE_anon_<id>_<file id>_<file name>`` when
-  the assignment is graded anonymously); the file name may end in ``-1``, ``-2`` when Canvas renamed a
-  resubmitted file. Which digits are the user id is read from the whole download (``readers.canvas_files``).
-- ``moodle``: Moodle's "Download all submissions" zip: a folder per participant named
-  ``<Full Name>_<participant id>_assignsubmission_file[_]``, or flat files
-  ``<Full Name>_<participant id>_assignsubmission_file_<file name>``; the id is the second ``_`` field.
-- ``pattern``: any other naming, through a regular expression with the named groups ``student_id``
-  (required), ``file_id`` (which notebook; the file's own name when absent) and ``timestamp``, matched
-  from the start of each file's path, as nbgrader's ``FileNameCollectorPlugin`` matches it.
+Layouts, one adapter each (``registry.py``): ``folders`` and ``pattern`` (``folders.py``), ``exchange``
+(``exchange.py``), ``canvas`` (``canvas.py``), ``moodle`` (``moodle.py``); decided for the whole source from
+the names at its top (``layouts.py``) unless ``layout=`` says which. The adapter's reader says whose each
+file is, which notebook and when; this module places the newest file per notebook, unpacks a student's own
+zip, maps the roster's ids and applies the timestamps.
 
 Everything read is untrusted (``source.py``: limits, zips, links). Whatever cannot be used is a named
 problem (``Intake.problems``), never a silent skip, and costs only its own student; an input that cannot be
@@ -44,8 +29,10 @@ from pathlib import Path
 from ..course import UnusableInput
 from ..matching import normalize, walk_notebooks
 from ..model import STUDENT_ID
-from .layouts import LAYOUTS, choose_layout, inbound_name
-from .readers import READERS, Candidate, exchange_time, pattern_time, why_not
+from .candidates import Candidate, exchange_time, why_not
+from .folders import pattern_time
+from .layouts import choose_layout
+from .registry import ADAPTERS, adapter
 from .source import Entry, Limits, Refused, Source, list_folder, problem, shown, zip_directory
 
 MAX_CSV_BYTES = 10 * 1024 * 1024  # a roster or timestamps CSV
@@ -53,7 +40,6 @@ MARKER = ".intake.json"  # in DEST: what the intake wrote there (a later intake 
 RESUBMITTED = re.compile(r"-\d{1,3}$")  # Canvas's "name-1.ipynb" for a second file of one name
 
 __all__ = [
-    "LAYOUTS",
     "MARKER",
     "Intake",
     "Limits",
@@ -100,8 +86,8 @@ def read_submissions(
     ``name``...]; ``timestamps``: a CSV of ``student_id`` [, ``notebook``], ``submitted_at``.
     ``trust_owners``: take exchange folders owned by someone other than the student they name."""
     source, dest = Path(source), Path(dest)
-    if layout is not None and layout not in LAYOUTS:
-        raise UnusableInput(f"layout {layout!r}: use one of {', '.join(LAYOUTS)}")
+    if layout is not None:
+        adapter(layout)  # UnusableInput when no adapter has that name
     if pattern is not None and layout not in (None, "pattern"):
         raise UnusableInput(f"a pattern is for the pattern layout, not {layout}")
     if layout == "pattern" and not pattern:
@@ -132,9 +118,8 @@ def read_submissions(
                 f"read as {found} (the names of most entries); {len(odd)} named like another layout were read as {found} too: "
                 + ", ".join(shown(n, 80) for n in odd[:10])
             )
-        context = {"assignment": assignment, "pattern": pattern or "", "limits": limits, "trust_owners": trust_owners}
-        context["form"] = _exchange_form(root, entries, assignment) if found == "exchange" else ""
-        candidates = READERS[found](files, entries, context)
+        context = {"assignment": assignment, "pattern": pattern or "", "limits": limits, "trust_owners": trust_owners, "root": root}
+        candidates = adapter(found).read(files, entries, context)
         with tempfile.TemporaryDirectory(prefix="course-intake-zips-") as scratch, contextlib.ExitStack() as opened:
             candidates = unpack_zips(files, candidates, Path(scratch), opened)
             _fresh_dest(dest)
@@ -176,15 +161,6 @@ def unpack_zips(files: Source, candidates: list[Candidate], scratch: Path, opene
                 continue
             found.append(replace(item, entry=named, filename=entry.parts[-1], source=inner))
     return found
-
-
-def _exchange_form(root: tuple[str, ...], entries: list[Entry], assignment: str) -> str:
-    """``inbound`` (submission folders named ``<student>+<assignment>+<time>``: an exchange's inbound/, where
-    any learner can make a folder) or ``submitted`` (``<student>/<assignment>/``, as collect writes it)."""
-    if root[-1:] == ("inbound",):
-        return "inbound"
-    name = inbound_name(assignment)
-    return "inbound" if any(len(e.parts) > 1 and name.fullmatch(e.parts[0]) for e in entries) else "submitted"
 
 
 def _renamed(source: Path, lms_ids: dict[str, str]) -> bool:
@@ -298,24 +274,18 @@ def _place(files: Source, candidates: list[Candidate], notebooks, people: dict, 
         _record(intake, student, stem, chosen, notebook_name(chosen.filename, notebooks)[1])
 
 
-ID_KINDS = {
-    "canvas": "Canvas names each student by their Canvas user id (the ID column of Canvas's gradebook export)",
-    "moodle": "Moodle's download names each participant by the assignment's participant id (the N of 'Participant N' "
-    "in the offline grading worksheet), not the user id",
-}
-
-
 def _check_roster_ids(layout: str, raw: set[str], people: dict, lms_ids: dict) -> None:
     """A roster whose ids match under half of the download's stops the intake: every student it misses would
     be graded under an LMS id and every one on it listed as missing (a class of zeros in the LMS file)."""
-    if not people or len(raw) < 2 or layout not in ID_KINDS:
+    id_kind = ADAPTERS[layout].id_kind if layout in ADAPTERS else ""
+    if not people or len(raw) < 2 or not id_kind:
         return
     matched = sum(1 for r in raw if r in lms_ids or r in people)
     if matched * 2 < len(raw):
         sample = ", ".join(shown(r, 40) for r in sorted(raw)[:5])
         raise UnusableInput(
             f"the roster's lms_id column matches {matched} of the {len(raw)} students in the {layout} download (e.g. {sample}). "
-            f"{ID_KINDS[layout]}: put those ids in lms_id, or run without --roster"
+            f"{id_kind}: put those ids in lms_id, or run without --roster"
         )
 
 
