@@ -115,19 +115,19 @@ def _moodle_table(rows: list[dict], people: dict[str, dict], column: str) -> tup
 
 
 def moodle_time(when: dt.datetime) -> str:
-    """A time as Moodle's own worksheet writes it: 'Wednesday, 2 December 2026, 4:30 PM', in UTC.
+    """A time as Moodle's own worksheet writes it, in UTC and saying so: 'Wednesday, 2 December 2026, 4:30 PM UTC'.
 
     Moodle's writer is mod/assign/gradingtable.php (``col_timemarked`` and ``col_timesubmitted``: for a
     download, ``userdate($row->timemarked)``), and lib/moodlelib.php's ``userdate`` with no format takes
     lang/en/langconfig.php's ``strftimedaydatetime``, '%A, %d %B %Y, %I:%M %p', dropping the leading zero
     of the day and of the hour, in the downloading user's time zone, with no zone written. The importer,
     mod/assign/feedback/offline/importgradeslib.php, reads ``Last modified (grade)`` with PHP's
-    ``strtotime``, in the Moodle server's time zone, and locallib.php's ``process_import_grades`` skips a
-    row whose grade changed in Moodle more than 60 s after that time. So the time is written as Moodle
-    writes it for a user whose time zone is UTC: on a server in another zone the importer shifts it by
-    that zone's offset, as it shifts Moodle's own worksheets downloaded by such a user."""
+    ``strtotime``, and locallib.php's ``process_import_grades`` skips a row whose grade changed in Moodle
+    more than 60 s after that time. Without a zone strtotime reads the time in the server's zone (4:30 PM
+    read in Shanghai is 08:30 UTC); with the trailing "UTC" it reads the same instant on any server
+    (tests/grader/test_export_lms.py runs PHP's own strtotime on it)."""
     when = when.astimezone(dt.UTC)
-    return f"{when:%A}, {when.day} {when:%B %Y}, {when.hour % 12 or 12}:{when:%M} {'AM' if when.hour < 12 else 'PM'}"
+    return f"{when:%A}, {when.day} {when:%B %Y}, {when.hour % 12 or 12}:{when:%M} {'AM' if when.hour < 12 else 'PM'} UTC"
 
 
 def _worksheet(
