@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-from tools.notebook_runtime import release_stem
+from tools.integrity import release_stem
 
 MAX_FILES = 50  # .ipynb files looked at per student: a folder of thousands is not all parsed
 MAX_BYTES = 20 * 1024 * 1024  # a larger file is not parsed to look for grade ids

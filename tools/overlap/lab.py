@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..at_grading import grading_mode
 from ..i18n import N_, tr
-from ..notebook_runtime import grading_mode
 from .evidence import overlap_evidence, percentile, summarize, timeline_overlap
 from .results import evidence_level, finalize, new_result, progress_bar, result_path, write_result
 from .schema import CPU_ACCEPT, DECISIONS, LEARNER_DECISIONS, RUN_MODES, SCHEMA_VERSION, SEMANTIC_ID, load_schema, validate_result
