@@ -217,10 +217,6 @@ def catalog_for(course: Course, language: str, name: str) -> catalogs.CatalogFil
     return catalogs.CatalogFile(folder / f"{name}.po", catalogs.notebook_units(path), language)
 
 
-def update_catalogs(course: Course) -> list[tuple[catalogs.CatalogFile, dict[str, int]]]:
-    return [(spec, catalogs.update(spec)) for spec in course_catalogs(course)]
-
-
 def edition_source(path: Path, language: str, course: Course) -> nbformat.NotebookNode:
     """An instructor source in ``language``: its markdown from the catalog, its code unchanged but
     the set-up cell's edition line (edition_setup), and ``metadata.course.language`` recording the
