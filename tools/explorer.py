@@ -18,8 +18,8 @@ import matplotlib.pyplot as plt
 from . import presets
 from .i18n import N_, localize, tr
 from .plotting import NOISE, draw_transfer_timeline, new_figure, readable
+from .presets import MiB
 
-MiB = 2**20
 # The course's presets (tools/presets.py, with their sources), under the explorer's labels.
 # Link speeds in Gbit/s (measured where known, else nominal).
 LINK_PRESETS = {
