@@ -13,6 +13,7 @@ from pathlib import Path
 from tools.i18n import EDITIONS
 
 from .course import Course, UnusableInput
+from .errors import GraderError
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             "bundle": cmd_bundle,
             "translations": cmd_translations,
         }[args.command](course, args)
-    except UnusableInput as exc:
+    except GraderError as exc:  # the instructor's input, a release, a gradebook, a worker: said, not a traceback
         from .record.gradebook import mask_text
 
         print(f"error: {mask_text(str(exc), getattr(args, 'db_url', None))}", file=sys.stderr)

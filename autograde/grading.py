@@ -33,6 +33,7 @@ import nbformat
 from tools.project_runtime import write_json_atomic
 
 from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs  # noqa: F401 (Exercise: for importers)
+from .errors import GraderError
 from .matching import grade_ids, last_error, match_notebooks, read_graded, read_json, safe_text
 from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, Options, new_record  # noqa: F401 (the batch's names)
 from .publish.leaks import secret_lines
@@ -219,7 +220,7 @@ def grade_student(
     return records
 
 
-class GraderFault(Exception):
+class GraderFault(GraderError):
     """A student's grading raised twice: ``settled`` records were kept, ``left`` items were not graded."""
 
     def __init__(self, settled: list[dict], left: list, cause: BaseException):

@@ -40,6 +40,7 @@ import nbformat
 from tools.i18n import EDITIONS
 
 from ..course import Course, UnusableInput
+from ..errors import GraderError
 from ..model import new_record
 
 # the grading limits a worker needs; nothing else of the instructor's options leaves this machine
@@ -50,11 +51,11 @@ CONNECT_SECONDS = 30
 FIRST_WORKER_SECONDS = 120
 
 
-class WorkerRefused(RuntimeError):
+class WorkerRefused(GraderError, RuntimeError):
     """A worker will not grade: it cannot sandbox, or its course differs from the instructor's."""
 
 
-class MalformedResult(ValueError):
+class MalformedResult(GraderError, ValueError):
     """What a worker sent back is not what grade_task returns."""
 
 

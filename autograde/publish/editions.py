@@ -14,6 +14,7 @@ import nbformat
 from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..course import Course
+from ..errors import GraderError
 from ..judging.judge import MESSAGES
 from ..model import HIDDEN_NOTE_TEXT, STATUS_TEXT
 from . import catalogs
@@ -175,7 +176,7 @@ FEEDBACK_TEXTS: tuple[str, ...] = (
 SETUP_CALL = "RUNTIME = course_setup()"  # the English set-up cell's line that names the edition elsewhere
 
 
-class EditionError(ValueError):
+class EditionError(GraderError, ValueError):
     """An instructor source whose set-up cell cannot carry its edition."""
 
 

@@ -1,0 +1,59 @@
+"""The command line's own rules: one base for the grader's errors, said as ``error: ...`` with exit 2."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import autograde
+from autograde import cli
+from autograde.errors import GraderError
+from autograde.publish.release import ReleaseFailed
+
+# Signals, not errors: BaseExceptions so that a learner's ``except Exception`` cannot swallow them
+SIGNALS = {"autograde.judging.judge.RunnerFailed", "autograde.judging.runner.CellTimeout"}
+
+
+def grader_exceptions() -> dict[str, type]:
+    """Every exception class defined in a module of autograde/ (nbgrader's configuration file and the
+    entry point are not modules to import)."""
+    found = {}
+    for info in pkgutil.walk_packages(autograde.__path__, "autograde."):
+        if info.name in ("autograde.nbgrader_config", "autograde.__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == info.name:
+                found[f"{info.name}.{name}"] = value
+    return found
+
+
+def test_every_grader_exception_derives_from_one_base():
+    found = grader_exceptions()
+    assert len(found) >= 15, sorted(found)
+    assert SIGNALS <= set(found), "the two signals moved: update SIGNALS and autograde/errors.py"
+    loose = sorted(name for name, cls in found.items() if not issubclass(cls, GraderError) and name not in SIGNALS and cls is not GraderError)
+    assert not loose, f"derive these from autograde.errors.GraderError: {loose}"
+    assert not any(issubclass(found[name], Exception) for name in SIGNALS)
+
+
+def test_a_grader_error_is_said_with_exit_2_not_a_traceback(monkeypatch, capsys):
+    def fails(course, args):
+        raise ReleaseFailed("nbgrader generate_assignment failed:\nno such notebook")
+
+    monkeypatch.setattr(cli, "cmd_release", fails)
+    assert cli.main(["release"]) == cli.EXIT_UNUSABLE
+    err = capsys.readouterr().err
+    assert err.startswith("error: nbgrader generate_assignment failed") and "Traceback" not in err
+
+
+def test_an_error_that_is_not_the_graders_still_raises(monkeypatch):
+    def breaks(course, args):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(cli, "cmd_release", breaks)
+    with pytest.raises(KeyError):
+        cli.main(["release"])
