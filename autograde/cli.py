@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import sys
@@ -16,6 +17,37 @@ from .course import Course, UnusableInput
 from .errors import GraderError
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
+log = logging.getLogger("autograde.cli")
+
+
+class _Stderr(logging.StreamHandler):
+    """The grader's warnings on stderr (whatever sys.stderr is when one is written), as the commands
+    always said them: ``WARNING: ...``, ``error: ...``, a note as it is."""
+
+    PREFIX = {logging.WARNING: "WARNING: ", logging.ERROR: "error: "}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.PREFIX.get(record.levelno, "") + super().format(record)
+
+
+def configure_logging() -> None:
+    """The ``autograde`` loggers' warnings and notes to stderr (once per process)."""
+    logger = logging.getLogger("autograde")
+    logger.setLevel(logging.INFO)
+    if not any(isinstance(handler, _Stderr) for handler in logger.handlers):
+        logger.addHandler(_Stderr())
 
 
 def _positive(text: str) -> int:
@@ -158,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure_logging()
     try:
         course = Course.load()
         return {
@@ -175,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     except GraderError as exc:  # the instructor's input, a release, a gradebook, a worker: said, not a traceback
         from .record.gradebook import mask_text
 
-        print(f"error: {mask_text(str(exc), getattr(args, 'db_url', None))}", file=sys.stderr)
+        log.error(mask_text(str(exc), getattr(args, "db_url", None)))
         return EXIT_UNUSABLE
     except KeyboardInterrupt:
         print("\ninterrupted: what was graded is kept; run the same command again to resume", file=sys.stderr)
@@ -402,7 +435,7 @@ def cmd_export(course: Course, args) -> int:
         problems: list[dict] = []
         roster = read_roster(args.roster, problems)  # the rows grade accepted, the same rows named
         for problem in problems:
-            print(f"roster problem: {problem['file']}: {problem['problem']}", file=sys.stderr)
+            log.warning(f"roster problem: {problem['file']}: {problem['problem']}")
     target, info = export(
         course,
         args.out,
@@ -418,19 +451,18 @@ def cmd_export(course: Course, args) -> int:
     written = " and ".join(str(path) for path in info["written"])
     print(f"wrote {written}: {info['students']} student(s) from {info['db_url']}, {info['pending']} written answer(s) still pending")
     if info["omitted"]:
-        print(f"WARNING: left out of the LMS file (no LMS id): {', '.join(info['omitted'])}", file=sys.stderr)
+        log.warning(f"left out of the LMS file (no LMS id): {', '.join(info['omitted'])}")
     for warning in info["warnings"]:
-        print(f"WARNING: {warning}", file=sys.stderr)
+        log.warning(warning)
     if info["least_penalty"]:
-        print(f"note: the least late penalty was taken for {', '.join(info['least_penalty'])} (their lateness is unknown)", file=sys.stderr)
+        log.info(f"note: the least late penalty was taken for {', '.join(info['least_penalty'])} (their lateness is unknown)")
     if args.format == "canvas" and args.assignment_id == "new":
-        print("WARNING: no assignment id: Canvas's import will create a NEW assignment", file=sys.stderr)
+        log.warning("no assignment id: Canvas's import will create a NEW assignment")
     if info["needs_review"]:
         shown = ", ".join(info["needs_review"][:10]) + (" ..." if len(info["needs_review"]) > 10 else "")
-        print(
-            f"WARNING: {len(info['needs_review'])} score(s) a person gave are marked `review` and not counted: the "
-            f"answer changed since it was scored ({shown}). Score them again in formgrader, then export again.",
-            file=sys.stderr,
+        log.warning(
+            f"{len(info['needs_review'])} score(s) a person gave are marked `review` and not counted: the "
+            f"answer changed since it was scored ({shown}). Score them again in formgrader, then export again."
         )
     return EXIT_OK
 
@@ -443,12 +475,11 @@ def cmd_feedback(course: Course, args) -> int:
     zipped = set(info.get("zipped", []))
     others = [s for s in info["unmatched"] if s not in zipped]
     if others:
-        print(f"not in the {args.format} layout (their files did not come from that LMS): {', '.join(others)}", file=sys.stderr)
+        log.warning(f"not in the {args.format} layout (their files did not come from that LMS): {', '.join(others)}")
     if zipped:
-        print(
+        log.warning(
             f"sent a zip of notebooks, which nbgrader's fetch_feedback cannot match to a page: {', '.join(sorted(zipped))} "
-            "(released all the same; hand theirs back with --format zip)",
-            file=sys.stderr,
+            "(released all the same; hand theirs back with --format zip)"
         )
     return EXIT_OK
 

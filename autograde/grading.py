@@ -18,10 +18,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import shutil
 import signal
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -46,6 +46,8 @@ from .record.store import cached_record, save_record, signing_key
 from .run.launch import prestart as start_worker_server
 from .run.preprocessors import NeutraliseForDisplay
 from .run.student import INTERRUPTED, SETTINGS, elapsed_since, job_settings, run_student
+
+log = logging.getLogger(__name__)  # warnings, to stderr as the command line configures it
 
 MAX_RESULT_BYTES = 16 << 20  # a grading process's result.json (its logs are cut to 100,000 characters each)
 
@@ -350,10 +352,9 @@ def _locked(out: Path):
 def _sandbox_settings(out: Path, options: Options) -> dict:
     """Check that the sandbox runs here (or that the instructor chose to go without)."""
     if not options.sandbox:
-        print(
-            "WARNING: grading WITHOUT the sandbox (--no-sandbox): submissions run with your rights, can read "
-            "and change your files, and can reach the network. Use this only for code you trust.",
-            file=sys.stderr,
+        log.warning(
+            "grading WITHOUT the sandbox (--no-sandbox): submissions run with your rights, can read "
+            "and change your files, and can reach the network. Use this only for code you trust."
         )
         return {"enabled": False, "warning": "graded with --no-sandbox: submissions were not isolated"}
     from .run.sandbox import Limits, Sandbox, probe
@@ -515,7 +516,7 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
         except gradebook.GradebookError as exc:
             gradebook_error = str(exc)
     if gradebook_error:
-        print(f"WARNING: {gradebook_error}. The results are kept in {out / '.state'}; run the same command again to record them.", file=sys.stderr)
+        log.warning(f"{gradebook_error}. The results are kept in {out / '.state'}; run the same command again to record them.")
     else:
         with contextlib.suppress(gradebook.GradebookError):
             gradebook.keep_submitted_times(db_url, course.assignment, out)

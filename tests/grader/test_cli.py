@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import pkgutil
 
 import pytest
@@ -57,3 +58,14 @@ def test_an_error_that_is_not_the_graders_still_raises(monkeypatch):
     monkeypatch.setattr(cli, "cmd_release", breaks)
     with pytest.raises(KeyError):
         cli.main(["release"])
+
+
+def test_warnings_go_to_stderr_as_the_commands_said_them(capsys):
+    cli.configure_logging()
+    cli.configure_logging()  # once per process, however often main runs
+    logging.getLogger("autograde.grading").warning("grading WITHOUT the sandbox")
+    logging.getLogger("autograde.cli").info("note: the least late penalty was taken for ana")
+    logging.getLogger("autograde.cli").error("not a database URL")
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "WARNING: grading WITHOUT the sandbox\nnote: the least late penalty was taken for ana\nerror: not a database URL\n"
