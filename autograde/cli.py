@@ -244,32 +244,12 @@ def cmd_release(course: Course, args) -> int:
 
 
 def cmd_translations(course: Course, args) -> int:
-    """Update the catalogs from the sources (new units added, changed ones fuzzy, gone ones obsolete),
-    or only report; either way, say what is left to translate."""
-    from .publish import catalogs, editions
+    from .authoring import translations
 
     if args.action == "font":
-        from .publish import fonts
-
-        runtime = [spec for spec in editions.course_catalogs(course) if spec.path.stem == "runtime"]
-        texts = [text for spec in runtime for text in catalogs.translations(spec).get(None, {}).values()]
-        count, size = fonts.build_subset(texts, *([args.font] if args.font else []))
-        print(f"wrote {fonts.FONT_FILE.relative_to(course.root)}: {count} characters, {size / 1024:.0f} KiB")
-        return EXIT_OK
-    left = 0
-    for spec in editions.course_catalogs(course):
-        if args.only and spec.path.stem not in args.only:
-            continue
-        if args.action == "update":
-            counts = catalogs.update(spec)
-        else:
-            todo = catalogs.problems(spec)
-            counts = {"units": len(spec.units), "to do": len(todo)}
-            for problem in todo if args.show else ():
-                print(f"  {problem}")
-        left += counts.get("untranslated", 0) + counts.get("fuzzy", 0) + counts.get("to do", 0)
-        print(f"{spec.path.relative_to(course.root)}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-    print("every unit is translated" if not left else f"{left} unit(s) to translate or review")
+        translations.build_font(course, args.font)
+    else:
+        translations.update_or_report(course, args.action == "update", args.only, args.show)
     return EXIT_OK
 
 

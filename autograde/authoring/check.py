@@ -20,6 +20,7 @@ from ..judging.ideas import check_course
 from ..publish import catalogs, editions, fonts
 from ..publish.leaks import scan_learner_tree
 from ..publish.release import release_differences
+from .translations import drawn_texts
 
 Say = Callable[[str], None]
 IGNORED_BY_EDITION = ("student_id", "edition")  # the grades.csv columns an edition may change
@@ -35,9 +36,7 @@ def catalog_problems(course: Course) -> list[str]:
     """What keeps a translated edition from being released: its catalogs, or a glyph its figures draw
     that the shipped CJK font lacks."""
     problems = [problem for spec in editions.course_catalogs(course) for problem in catalogs.problems(spec)]
-    runtime = [spec for spec in editions.course_catalogs(course) if spec.path.stem == "runtime"]
-    drawn = [text for spec in runtime for text in catalogs.translations(spec).get(None, {}).values()] if not problems else []
-    missing = fonts.missing_glyphs(drawn)
+    missing = fonts.missing_glyphs(drawn_texts(course) if not problems else [])
     if missing:
         problems.append(f"the shipped CJK font lacks {''.join(missing[:20])}: run `python -m autograde translations font`")
     return problems

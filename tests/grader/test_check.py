@@ -56,3 +56,13 @@ def test_a_question_is_answered_yes_or_no():
     assert answer(said.append, "learner tree free of answers", []) == []
     assert answer(said.append, "release in sync", ["01.ipynb differs"]) == ["01.ipynb differs"]
     assert said == ["learner tree free of answers: yes", "release in sync: NO"]
+
+
+def test_translations_status_counts_what_it_says(root):
+    from autograde.authoring.translations import update_or_report
+    from autograde.course import Course
+
+    said: list[str] = []
+    left = update_or_report(Course.load(root), update=False, only=["runtime"], say=said.append)
+    assert len(said) == 2 and said[0].startswith("tools/locale/zh/runtime.po: ") and said[0].endswith(f"units, {left} to do")
+    assert said[1] == ("every unit is translated" if not left else f"{left} unit(s) to translate or review")
