@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GraderError
+from ..model import GiB
 
 CONFIG_ENV = "COURSE_SANDBOX_CONFIG"
 KERNEL_NAME = "serving-overlap-sandbox"
 GROUP = "serving-overlap-grading"
-GiB = 1 << 30
 
 
 class SandboxUnavailable(GraderError, RuntimeError):
