@@ -263,11 +263,11 @@ def cmd_check(course: Course, args) -> int:
     return EXIT_OK if not failures else EXIT_FAILED
 
 
-def cmd_grade(course: Course, args) -> int:
-    from .grading import Options, grade_batch
-
-    begin = time.monotonic()
-    options = Options(
+def grading_options(args) -> Options:
+    """grade's command line as the model's Options (GiB and MB as bytes)."""
+    if not args.scheduler and (args.tls_ca_file or args.tls_cert or args.tls_key):
+        raise UnusableInput("--tls-ca-file, --tls-cert and --tls-key are for a cluster: give --scheduler tls://HOST:PORT too")
+    return Options(
         workers=args.workers,
         cell_timeout=args.cell_timeout,
         notebook_timeout=args.notebook_timeout,
@@ -282,8 +282,13 @@ def cmd_grade(course: Course, args) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
     )
-    if not args.scheduler and (args.tls_ca_file or args.tls_cert or args.tls_key):
-        raise UnusableInput("--tls-ca-file, --tls-cert and --tls-key are for a cluster: give --scheduler tls://HOST:PORT too")
+
+
+def cmd_grade(course: Course, args) -> int:
+    from .grading import grade_batch
+
+    begin = time.monotonic()
+    options = grading_options(args)
     executor = None
     if args.scheduler:
         from .executors.cluster import grade_on_cluster_executor as executor

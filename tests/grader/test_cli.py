@@ -12,6 +12,7 @@ import pytest
 import autograde
 from autograde import cli
 from autograde.errors import GraderError
+from autograde.model import GiB, MiB, Options
 from autograde.publish.release import ReleaseFailed
 
 # Signals, not errors: BaseExceptions so that a learner's ``except Exception`` cannot swallow them
@@ -69,3 +70,28 @@ def test_warnings_go_to_stderr_as_the_commands_said_them(capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == "WARNING: grading WITHOUT the sandbox\nnote: the least late penalty was taken for ana\nerror: not a database URL\n"
+
+
+def test_grade_defaults_are_the_models_options():
+    parser = cli.build_parser()
+    assert cli.grading_options(parser.parse_args(["grade", "subs", "--out", "out"])) == Options()
+    given = cli.grading_options(parser.parse_args(["grade", "subs", "--out", "out", "--memory-limit", "0.5", "--max-notebook-mb", "3"]))
+    assert (given.memory_limit, given.max_notebook_bytes) == (GiB // 2, 3 * MiB)
+    with pytest.raises(GraderError, match="--scheduler"):
+        cli.grading_options(parser.parse_args(["grade", "subs", "--out", "out", "--tls-cert", "c.pem"]))
+
+
+def test_choices_come_from_the_modules_that_own_them():
+    from autograde.intake.layouts import LAYOUTS
+    from autograde.record import export, handback
+    from tools.i18n import EDITIONS
+
+    choices = {
+        (command, action.dest): tuple(action.choices)
+        for command, sub in cli.build_parser()._subparsers._group_actions[0].choices.items()
+        for action in sub._actions
+        if action.choices
+    }
+    assert choices[("grade", "layout")] == LAYOUTS
+    assert choices[("export", "format")] == export.FORMATS and choices[("feedback", "format")] == handback.FORMATS
+    assert choices[("report", "language")] == EDITIONS
