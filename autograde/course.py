@@ -16,10 +16,12 @@ import psutil
 
 from tools.project_runtime import course_manifest, resolve_project_root
 
+from .errors import GraderError
+
 CONFIG_FILE = Path(__file__).with_name("nbgrader_config.py")
 
 
-class UnusableInput(Exception):
+class UnusableInput(GraderError):
     """The instructor's input cannot be used (the command exits 2)."""
 
 

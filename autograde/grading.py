@@ -18,10 +18,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import shutil
 import signal
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -33,6 +33,7 @@ import nbformat
 from tools.project_runtime import write_json_atomic
 
 from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs  # noqa: F401 (Exercise: for importers)
+from .errors import GraderError
 from .matching import grade_ids, last_error, match_notebooks, read_graded, read_json, safe_text
 from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, Options, new_record  # noqa: F401 (the batch's names)
 from .publish.leaks import secret_lines
@@ -45,6 +46,8 @@ from .record.store import cached_record, save_record, signing_key
 from .run.launch import prestart as start_worker_server
 from .run.preprocessors import NeutraliseForDisplay
 from .run.student import INTERRUPTED, SETTINGS, elapsed_since, job_settings, run_student
+
+log = logging.getLogger(__name__)  # warnings, to stderr as the command line configures it
 
 MAX_RESULT_BYTES = 16 << 20  # a grading process's result.json (its logs are cut to 100,000 characters each)
 
@@ -219,7 +222,7 @@ def grade_student(
     return records
 
 
-class GraderFault(Exception):
+class GraderFault(GraderError):
     """A student's grading raised twice: ``settled`` records were kept, ``left`` items were not graded."""
 
     def __init__(self, settled: list[dict], left: list, cause: BaseException):
@@ -349,10 +352,9 @@ def _locked(out: Path):
 def _sandbox_settings(out: Path, options: Options) -> dict:
     """Check that the sandbox runs here (or that the instructor chose to go without)."""
     if not options.sandbox:
-        print(
-            "WARNING: grading WITHOUT the sandbox (--no-sandbox): submissions run with your rights, can read "
-            "and change your files, and can reach the network. Use this only for code you trust.",
-            file=sys.stderr,
+        log.warning(
+            "grading WITHOUT the sandbox (--no-sandbox): submissions run with your rights, can read "
+            "and change your files, and can reach the network. Use this only for code you trust."
         )
         return {"enabled": False, "warning": "graded with --no-sandbox: submissions were not isolated"}
     from .run.sandbox import Limits, Sandbox, probe
@@ -514,7 +516,7 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
         except gradebook.GradebookError as exc:
             gradebook_error = str(exc)
     if gradebook_error:
-        print(f"WARNING: {gradebook_error}. The results are kept in {out / '.state'}; run the same command again to record them.", file=sys.stderr)
+        log.warning(f"{gradebook_error}. The results are kept in {out / '.state'}; run the same command again to record them.")
     else:
         with contextlib.suppress(gradebook.GradebookError):
             gradebook.keep_submitted_times(db_url, course.assignment, out)

@@ -9,6 +9,7 @@ import os
 import re
 from dataclasses import dataclass
 
+MiB = 1 << 20
 GiB = 1 << 30
 
 # matched whole (fullmatch): "$" alone would let a trailing newline through, and nbgrader reads an id as a glob
@@ -43,7 +44,7 @@ def with_hidden_note(cell) -> str:
     return source
 
 
-MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024  # default: a course notebook with outputs is well under 1 MB
+MAX_NOTEBOOK_BYTES = 20 * MiB  # default: a course notebook with outputs is well under 1 MB
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ import os
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbconvert.preprocessors.sanitize import SanitizeHTML
-from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern, LimitOutput, SaveAutoGrades
+from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern, LimitOutput, SaveAutoGrades
 
 from autograde.record.exporters import FeedbackExporter
 from autograde.run.preprocessors import CapGradedOutputs, CapOutputs, CappedExecute, SafeOutputMetadata, ShortenErrors
@@ -33,6 +33,8 @@ c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"[\s\S]*"
 # Outputs are cut to a byte budget before the graded notebook is saved.
 # (Code cells keep their whole source here: the judge loads the learner's code from this notebook.)
+# No AssignLatePenalties: a job's gradebook is a scratch copy, and late penalties are the grader's own
+# (record/late.py), written into the course gradebook (record/gradebook.py).
 c.Autograde.autograde_preprocessors = [
     CappedExecute,
     IgnorePattern,
@@ -40,7 +42,6 @@ c.Autograde.autograde_preprocessors = [
     LimitOutput,
     CapGradedOutputs,
     SaveAutoGrades,
-    AssignLatePenalties,
     CheckCellMetadata,
 ]
 if os.environ.get("COURSE_SANDBOX") == "1":

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from .at_grading import grading_mode
 from .i18n import localize, tr
 
 REPORT_ENV = "COURSE_CHECK_REPORT"
@@ -39,7 +40,7 @@ def stops_on_failure() -> bool:
     """Whether a failed suite raises: at grading (nbgrader sets ``NBGRADER_EXECUTION``), outside
     a Jupyter kernel (a script, a test), or when ``COURSE_CHECKS_STOP=1`` asks for it. In a
     learner's notebook it does not, so that one unfinished TODO does not stop Run All."""
-    if os.environ.get("NBGRADER_EXECUTION") or os.environ.get(STOP_ENV) == "1":
+    if grading_mode() or os.environ.get(STOP_ENV) == "1":
         return True
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None

@@ -16,10 +16,11 @@ from collections.abc import Callable
 import matplotlib.pyplot as plt
 
 from . import presets
+from .at_grading import grading_mode
 from .i18n import N_, localize, tr
 from .plotting import NOISE, draw_transfer_timeline, new_figure, readable
+from .presets import MiB
 
-MiB = 2**20
 # The course's presets (tools/presets.py, with their sources), under the explorer's labels.
 # Link speeds in Gbit/s (measured where known, else nominal).
 LINK_PRESETS = {
@@ -52,7 +53,7 @@ def widget_frontend() -> str | None:
             raise ValueError(f"COURSE_WIDGETS={forced!r}: expected 'live' or 'static' (or unset it)")
         if forced == "static":
             return None
-    if os.environ.get("NBGRADER_EXECUTION") and forced != "live":
+    if grading_mode() and forced != "live":
         return None
     if forced != "live" and not _interactive_kernel():
         return None

@@ -25,6 +25,8 @@ import os
 import string
 from pathlib import Path
 
+from .frontend import running_notebook
+
 EDITIONS = ("en", "zh")
 ENV = "COURSE_LANG"
 FONT_FILE = Path(__file__).with_name("fonts") / "CourseSansCJK-Subset.otf"
@@ -71,8 +73,6 @@ def set_edition(language: str | None) -> None:
 
 @functools.lru_cache(maxsize=1)
 def language_from_notebook() -> str | None:
-    from .notebook_runtime import running_notebook
-
     path = running_notebook()
     if path is None:
         return None

@@ -126,15 +126,6 @@ def where_results_go() -> str:
     )
 
 
-def shown_path(path: str | os.PathLike) -> str:
-    """``path`` as a learner best reads it: relative to the course folder or the working directory when inside one."""
-    path = Path(path).resolve()
-    for base in (find_project_root(), Path.cwd().resolve()):
-        if base is not None and path.is_relative_to(base):
-            return str(path.relative_to(base))
-    return str(path)
-
-
 def reference_file(name: str) -> Path:
     """A reference measurement shipped with the course: ``<root>/benchmarks/reference/<name>``, or, without a
     course folder, the copy inside the learner wheel (``tools/reference/``). The path may not exist."""

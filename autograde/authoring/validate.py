@@ -18,7 +18,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from tools.checks import REPORT_ENV
-from tools.notebook_runtime import release_cells, submission_problems
+from tools.integrity import release_cells, submission_problems
 from tools.project_runtime import RESULTS_ENV
 
 

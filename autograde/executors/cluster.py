@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import shutil
@@ -40,8 +41,10 @@ import nbformat
 from tools.i18n import EDITIONS
 
 from ..course import Course, UnusableInput
+from ..errors import GraderError
 from ..model import new_record
 
+log = logging.getLogger(__name__)  # warnings, to stderr as the command line configures it
 # the grading limits a worker needs; nothing else of the instructor's options leaves this machine
 TASK_OPTIONS = ("cell_timeout", "notebook_timeout", "sandbox", "memory_limit", "process_limit", "max_notebook_bytes")
 STATUSES_BEFORE_RUN = {"invalid_notebook", "error"}  # what a notebook that never ran may come back as
@@ -50,11 +53,11 @@ CONNECT_SECONDS = 30
 FIRST_WORKER_SECONDS = 120
 
 
-class WorkerRefused(RuntimeError):
+class WorkerRefused(GraderError, RuntimeError):
     """A worker will not grade: it cannot sandbox, or its course differs from the instructor's."""
 
 
-class MalformedResult(ValueError):
+class MalformedResult(GraderError, ValueError):
     """What a worker sent back is not what grade_task returns."""
 
 
@@ -491,7 +494,7 @@ def grade_on_cluster(
     try:
         usable, refused = _usable_workers(client, digest, settings, pack_master(out))
         for address, why in refused.items():
-            print(f"WARNING: Dask worker {address} is left out of this batch: {why}", flush=True)
+            log.warning(f"Dask worker {address} is left out of this batch: {why}")
         where = {"workers": usable, "allow_other_workers": False} if refused else {}
         futures = {}
         for student, items in by_student.items():

@@ -59,10 +59,6 @@ HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END H
 IDEA_ID = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
 
 
-class IdeaFormatError(ValueError):
-    """A hidden-test region does not follow the ideas format."""
-
-
 @dataclass
 class Idea:
     id: str

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import GraderError
 from . import ideas as idea_format
 from .ideas import Said, said
 
@@ -86,7 +87,7 @@ class RunnerFailed(BaseException):
     (A BaseException, so that a hidden test's ``except Exception`` cannot swallow it.)"""
 
 
-class LearnerError(Exception):
+class LearnerError(GraderError):
     """The learner's function raised an exception that hidden tests do not catch by type."""
 
 

@@ -38,6 +38,7 @@ from babel.messages.pofile import PoFileError, read_po, write_po
 
 from tools.i18n import EDITIONS, runtime_catalog_path
 
+from ..errors import GraderError
 from ..judging.ideas import comment_lines, is_text, message_nodes, message_template, message_templates, split_hidden
 
 PROJECT = "serving-overlap-course"
@@ -478,7 +479,7 @@ def translations(spec: CatalogFile) -> dict[str | None, dict[str, str]]:
     return table
 
 
-class CatalogError(RuntimeError):
+class CatalogError(GraderError, RuntimeError):
     """A catalog cannot make its edition (untranslated, fuzzy or broken units)."""
 
     def __init__(self, problems: list[str]):

@@ -15,6 +15,7 @@ import nbformat
 from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..course import Course
+from ..errors import GraderError
 from ..judging.ideas import code_only
 from ..judging.judge import MESSAGES
 from ..model import HIDDEN_NOTE_TEXT, STATUS_TEXT
@@ -177,7 +178,7 @@ FEEDBACK_TEXTS: tuple[str, ...] = (
 SETUP_CALL = "RUNTIME = course_setup()"  # the English set-up cell's line that names the edition elsewhere
 
 
-class EditionError(ValueError):
+class EditionError(GraderError, ValueError):
     """An instructor source whose set-up cell cannot carry its edition."""
 
 
@@ -217,10 +218,6 @@ def catalog_for(course: Course, language: str, name: str) -> catalogs.CatalogFil
         return catalogs.CatalogFile(folder / "grader.po", catalogs.grader_units(course.source_paths(), FEEDBACK_TEXTS), language)
     path = course.solutions / f"{name}.ipynb"
     return catalogs.CatalogFile(folder / f"{name}.po", catalogs.notebook_units(path), language)
-
-
-def update_catalogs(course: Course) -> list[tuple[catalogs.CatalogFile, dict[str, int]]]:
-    return [(spec, catalogs.update(spec)) for spec in course_catalogs(course)]
 
 
 def edition_source(path: Path, language: str, course: Course) -> nbformat.NotebookNode:

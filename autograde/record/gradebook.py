@@ -25,11 +25,13 @@ from pathlib import Path
 
 from tools.project_runtime import write_json_atomic
 
+from ..errors import GraderError
+
 COURSE_ID = "serving-overlap"  # as in nbgrader_config.py
 URL_FILE = ".gradebook.json"  # OUT/.gradebook.json: the URL in use, without its password
 
 
-class GradebookError(RuntimeError):
+class GradebookError(GraderError, RuntimeError):
     """The course gradebook cannot be opened or written (its message never holds a password)."""
 
 

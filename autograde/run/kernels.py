@@ -35,6 +35,8 @@ from traitlets import DottedObjectName, Type
 
 from tools.i18n import ENV as LANGUAGE_ENV
 
+from ..errors import GraderError
+
 STARTUP_TIMEOUT = 60.0  # seconds for a fresh kernel to answer (nbclient waits as long)
 RESET_TIMEOUT = 10.0  # seconds for a reset; a kernel still busy after that is replaced
 HISTORY = "--HistoryManager.hist_file=:memory:"  # what nbgrader's Execute passes to a kernel it starts
@@ -71,7 +73,7 @@ MESSAGE_CAP = 64 << 20  # bytes a kernel may send while one notebook runs (any c
 MAX_MESSAGE_NODES = 300_000  # JSON objects and lists in one message part (as matching.MAX_JSON_NODES for files)
 
 
-class OutputLimitExceeded(RuntimeError):
+class OutputLimitExceeded(GraderError, RuntimeError):
     """A notebook's kernel sent more than the grader accepts: the kernel is killed, and the
     notebook fails at its own cost (grading.py reports it as ``output_limit``)."""
 

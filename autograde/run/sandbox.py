@@ -28,13 +28,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import GraderError
+from ..model import GiB
+
 CONFIG_ENV = "COURSE_SANDBOX_CONFIG"
 KERNEL_NAME = "serving-overlap-sandbox"
 GROUP = "serving-overlap-grading"
-GiB = 1 << 30
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(GraderError, RuntimeError):
     """bubblewrap cannot run here (not Linux, no user namespaces, no binary)."""
 
 

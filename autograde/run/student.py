@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 
 from ..course import Course, kill_tree, reap
+from ..errors import GraderError
 from ..matching import changed_answers, grade_ids, last_error, read_notebook, read_tail, repair_cells
 from ..model import MAX_NOTEBOOK_BYTES, GiB, Options
 from ..publish.master import edition_master, submission_edition
@@ -74,7 +75,7 @@ def _prepare(
 INTERRUPTED = threading.Event()
 
 
-class Stopped(Exception):
+class Stopped(GraderError):
     """A student's grading was called off (a cluster task the batch cancelled): its processes were killed."""
 
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tools import checks, notebook_runtime, project_runtime
+from tools import checks, integrity, notebook_runtime, project_runtime
 from tools.checks import PublicChecks, PublicChecksFailed
 
 # ---------------------------------------------------------------- project root and results
@@ -198,10 +198,10 @@ def no_frontend(monkeypatch):
 
 def test_renamed_copies_are_recognised_by_their_grade_ids(root, tmp_path):
     for path in sorted((root / "notebooks").glob("*.ipynb")):
-        assert notebook_runtime.identify_notebook(json.loads(path.read_text())) == path.stem
-    assert notebook_runtime.identify_notebook({"cells": []}) is None
-    assert notebook_runtime.identify_notebook({"cells": [{"metadata": {"nbgrader": {"grade_id": "elsewhere"}}}]}) is None
-    assert notebook_runtime.identify_notebook({"not": "a notebook"}) is None
+        assert integrity.identify_notebook(json.loads(path.read_text())) == path.stem
+    assert integrity.identify_notebook({"cells": []}) is None
+    assert integrity.identify_notebook({"cells": [{"metadata": {"nbgrader": {"grade_id": "elsewhere"}}}]}) is None
+    assert integrity.identify_notebook({"not": "a notebook"}) is None
 
 
 def test_terminal_check_of_a_renamed_file_gives_a_verdict_not_a_traceback(root, tmp_path):

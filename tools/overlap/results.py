@@ -18,8 +18,9 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..at_grading import grading_mode
 from ..i18n import N_
-from ..notebook_runtime import grading_mode, package_version
+from ..notebook_runtime import package_version
 from ..project_runtime import results_dir, write_json_atomic
 from .load import busy_machine, describe_load
 from .schema import CPU_ACCEPT, LEARNER_DECISIONS, SCHEMA_VERSION, SEMANTIC_ID, validate_result
