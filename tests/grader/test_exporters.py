@@ -15,6 +15,7 @@ from submissions import NOTEBOOKS, build
 def _pages(nb):
     config = Config()
     config.HTMLExporter.template_name = "classic"
+    config.FeedbackExporter.template_file = "index.html.j2"  # nbconvert's classic page, not the feedback page's
     ours, _ = FeedbackExporter(config=config).from_notebook_node(copy.deepcopy(nb))
     theirs, _ = HTMLExporter(config=config).from_notebook_node(copy.deepcopy(nb))
     return ours, theirs
@@ -56,6 +57,7 @@ def test_kept_fragments_give_the_same_page_and_only_a_learners_own_cells_are_ren
     nb, _ = SanitizeHTML(enabled=True).preprocess(nb, {})
     config = Config()
     config.HTMLExporter.template_name = "classic"
+    config.FeedbackExporter.template_file = "index.html.j2"
 
     def page():
         return FeedbackExporter(config=config).from_notebook_node(copy.deepcopy(nb))[0]
