@@ -165,8 +165,59 @@ WRAP_STYLE = (
     "{ white-space: pre-wrap; overflow-wrap: anywhere; } div.output_area, div.input_area "
     "{ overflow-x: visible; }</style>"
 )
-# the feedback page's styles after nbconvert's and nbgrader's own (so they win): long lines wrap
-PAGE_STYLES = WRAP_STYLE
+
+
+def contrast(foreground: str, background: str) -> float:
+    """WCAG 2's contrast ratio of two colours (``#rrggbb`` or ``#rgb``)."""
+
+    def luminance(colour: str) -> float:
+        hexa = colour.lstrip("#")
+        hexa = "".join(ch * 2 for ch in hexa) if len(hexa) == 3 else hexa
+        linear = [(c / 12.92) if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (int(hexa[i : i + 2], 16) / 255 for i in (0, 2, 4))]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    light, dark = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+CODE_BACKGROUND = "#f5f5f5"  # the darkest a page's code sits on (Bootstrap's <pre>)
+MIN_CONTRAST = 4.5  # WCAG 2 AA, normal text
+
+
+def _readable(colour: str, background: str = CODE_BACKGROUND) -> str:
+    """``colour``, darkened in steps of its own hue until it reads on ``background`` (AA)."""
+    hexa = colour.lstrip("#")
+    hexa = "".join(ch * 2 for ch in hexa) if len(hexa) == 3 else hexa
+    rgb = [int(hexa[i : i + 2], 16) for i in (0, 2, 4)]
+    made = "#" + hexa.lower()
+    while contrast(made, background) < MIN_CONTRAST + 0.1:
+        rgb = [int(c * 0.93) for c in rgb]
+        made = "#" + "".join(f"{c:02x}" for c in rgb)
+    return made
+
+
+def _readable_highlighting() -> str:
+    """CSS that darkens each colour of the code highlighting (Pygments' default style, which
+    nbconvert's page uses) that would read below 4.5:1 on the code's background."""
+    from pygments.styles import get_style_by_name
+    from pygments.token import STANDARD_TYPES
+
+    style, rules = get_style_by_name("default"), []
+    for token, css_class in sorted(STANDARD_TYPES.items(), key=lambda item: item[1]):
+        colour = style.style_for_token(token).get("color")
+        if css_class and colour and contrast(colour, CODE_BACKGROUND) < MIN_CONTRAST:
+            rules.append(f".highlight .{css_class} {{ color: {_readable(colour)}; }}")
+    return " ".join(rules)
+
+
+# Every page reads under WCAG 2 AA (tests/integration/test_accessibility.py runs axe-core on them):
+# code, links and labels at 4.5:1 or more, links underlined (told apart by more than colour).
+READABLE_STYLE = (
+    "<style>/* course: readable (WCAG 2 AA) */ a { color: #23527c; text-decoration: underline; } "
+    "div.nbgrader_cell .panel-heading a { color: #fff; } li.late-penalty { color: #b52b27; } " + _readable_highlighting() + "</style>"
+)
+# the feedback page's styles after nbconvert's and nbgrader's own (so they win): long lines wrap, and it reads
+PAGE_STYLES = WRAP_STYLE + "\n" + READABLE_STYLE
 
 
 def has_images(nb) -> bool:
