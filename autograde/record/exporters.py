@@ -44,11 +44,10 @@ FRAGMENTS_MAX_CHARS = 16_000_000  # characters of HTML kept in all
 class _Fragments:
     """HTML rendered from a cell's source, keyed by everything that decides it (see the callers).
 
-    The cells a learner did not change are the same on every student's page: the worker server
-    renders the course's own once (``warm_feedback``), and every worker forked from it finds them
-    made. Bounded: a source longer than ``FRAGMENT_MAX_SOURCE`` is never kept (a learner's huge
-    output or cell), and past ``FRAGMENTS_KEPT`` entries or ``FRAGMENTS_MAX_CHARS`` characters of
-    HTML it starts again, empty."""
+    The cells a learner did not change are the same on every student's page: the grader, which
+    renders every page of a batch, renders the course's own once. Bounded: a source longer than
+    ``FRAGMENT_MAX_SOURCE`` is never kept (a learner's huge output or cell), and past
+    ``FRAGMENTS_KEPT`` entries or ``FRAGMENTS_MAX_CHARS`` characters of HTML it starts again, empty."""
 
     def __init__(self):
         self._store: dict[tuple, str] = {}
@@ -318,16 +317,16 @@ _PAGE_TEMPLATE_SOURCE = (Path(__file__).with_name("feedback.html.j2")).read_text
 class FeedbackExporter(HTMLExporter):
     """nbconvert's HTML exporter, less three costs that buy nothing on a feedback page:
 
-    - templates compiled once per process: nbgrader makes a new exporter for every page, and
-      each compiled the page's nine templates again (0.2-0.4 s a notebook);
+    - templates compiled once per process (``_TEMPLATES``), whatever exporter renders a page
+      (compiling the page's nine templates costs 0.2-0.4 s);
     - no second pass over a page without images: after rendering, nbconvert parses the whole
       page with BeautifulSoup to give images alt text and JupyterLab-template cells a tabindex,
       and writes it out again (0.2-0.5 s a page here). nbgrader's feedback template is the
       classic one (no JupyterLab cells), and a page without ``<img`` has nothing to change, so
       such a page is the rendered one as is; a page with an image takes nbconvert's whole path;
     - code highlighted and markdown rendered again for every student: a cell's HTML is kept by its
-      source (``_Fragments``), and the course's own cells are made before any worker starts
-      (``warm_feedback``); about 0.2 s of CPU a student here.
+      source (``_Fragments``): the course's own cells are made for the first page of a batch
+      only; about 0.2 s of CPU a student here.
 
     Its template is the course's (``feedback.html.j2``): what the page says besides its notebook
     comes in as ``resources.page`` (a :class:`PageView`); without one, an English page in the
@@ -435,43 +434,6 @@ class PageDataExporter(NotebookExporter):
         data = {"notebook": nbformat.from_dict(nb_copy), "nbgrader": {key: info.get(key, 0) for key in PAGE_DATA_KEYS}}
         resources["output_extension"] = self.file_extension
         return json.dumps(data, ensure_ascii=False), resources
-
-
-def warm_feedback(notebooks=()) -> None:
-    """Make, in this process, what a worker's feedback pages would otherwise make again for every
-    student: the page's compiled templates (kept in ``_TEMPLATES``), the notebook schema's
-    validator, the code highlighter and the markdown renderer (rendering a two-cell notebook makes
-    them), and the rendered code and markdown of ``notebooks`` (paths: the course's release) as a
-    page shows them, visible checks with their hidden-tests line and markdown sanitized as the
-    feedback step sanitizes it. The worker server calls it once per grading run
-    (``autograde.record.warm``), so every worker forked from it starts with them. Nothing here may
-    fail the server: any error only means a worker makes them itself."""
-    try:
-        import nbformat
-        from nbconvert.preprocessors.sanitize import SanitizeHTML
-
-        from ..model import with_hidden_note
-
-        exporter = _feedback_exporter()
-        nb = nbformat.v4.new_notebook(
-            cells=[nbformat.v4.new_markdown_cell("# A heading\n\nSome *text*."), nbformat.v4.new_code_cell("x = 1  # code\nprint(x)")],
-            metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}},
-        )
-        nbformat.validate(nb)
-        exporter.from_notebook_node(nb, {"nbgrader": {"notebook": "warm", "score": 0, "max_score": 0, "late_penalty": 0}})
-        sanitize = SanitizeHTML(enabled=True)
-        # a graded notebook's language is the grading kernel's (IPython's), whatever the file said
-        highlight = KeptHighlight2HTML(pygments_lexer="ipython3", parent=exporter)
-        for path in notebooks:
-            nb = nbformat.read(path, 4)
-            for index, cell in enumerate(nb.cells):
-                if cell.cell_type == "code":
-                    highlight(with_hidden_note(cell), None, cell.metadata)
-                elif cell.cell_type == "markdown":
-                    cell, _ = sanitize.preprocess_cell(cell, {}, index)
-                    exporter.markdown2html({"cell": cell}, cell.source)
-    except Exception:
-        pass
 
 
 def base_style(width: str) -> str:
