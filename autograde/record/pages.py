@@ -215,7 +215,11 @@ class _UnsafeLinks(HTMLParser):
         self.close()
 
     def _check(self, tag: str, attrs, closed: bool) -> None:
-        bad = [name for name, value in attrs if name in URL_ATTRIBUTES and value is not None and not _safe_url(value, image=name == "src")]
+        bad = [
+            name  # an attribute of a namespace too (SVG's xlink:href)
+            for name, value in attrs
+            if name.rpartition(":")[2] in URL_ATTRIBUTES and value is not None and not _safe_url(value, image=name == "src")
+        ]
         if not bad:
             return
         raw = self.get_starttag_text() or ""

@@ -340,3 +340,36 @@ def test_a_feedback_page_wraps_long_lines_instead_of_scrolling_sideways(tmp_path
     page_width, window, pre_overflow = widths["written"]
     assert page_width <= window and pre_overflow <= 1, widths
     assert widths["raw"][0] > widths["raw"][1] or widths["raw"][2] > 1, f"the control page did not overflow: {widths}"
+
+
+# ---------------------------------------------------------------- the link check
+
+
+def test_links_of_unsafe_schemes_point_nowhere_and_the_rest_of_the_page_is_kept():
+    """The last check of a page (pages.safe_links, tags read by Python's HTML parser): every link or
+    source of a scheme not allowed points at '#', however the scheme is written; safe links, base64
+    PNG images and the page's text stay as they are."""
+    from autograde.record.pages import safe_links
+
+    unsafe = [
+        '<a href="javascript:alert(1)">x</a>',
+        "<a href='JAVASCRIPT:alert(1)'>x</a>",
+        "<a href=javascript:alert(1)>x</a>",
+        '<a/href="javascript:alert(1)">x</a>',
+        '<a\nhref="java&#x09;script:alert(1)">x</a>',
+        '<a href="&#106;avascript:x">x</a>',
+        '<a title="t" href=" vbscript:x">x</a>',
+        '<img src="data:image/svg+xml;base64,AAA">',
+        '<form action="javascript:x"><button formaction="javascript:y">b</button></form>',
+        '<video poster="javascript:x"></video>',
+        '<svg><a xlink:href="javascript:x">x</a></svg>',
+        '<a href="javascript:x" href="https://example.org">twice</a>',
+    ]
+    for page in unsafe:
+        fixed = safe_links(page)
+        assert "script:" not in fixed.lower() and "data:image/svg" not in fixed and '="#"' in fixed, (page, fixed)
+    kept = (
+        '<p>Text that says href="javascript:x" stays text.</p>\n<a href="https://example.org/a?b=1&amp;c=2">ok</a> '
+        '<a href="#top">(Top)</a> <a href="rel/path.html">r</a> <a href="mailto:a@b.c">m</a>\n<img src="data:image/png;base64,AAAA" alt="a">'
+    )
+    assert safe_links(kept) == kept
