@@ -136,6 +136,11 @@ def write_feedback(out: Path, record: dict, secrets: dict[str, str], words: dict
         render_page(data, words, record.get("edition", "en"), person, late_line), secrets, set(data.get("own_secret_lines", []))
     )
     target = out / "feedback" / record["student_id"] / f"{record['notebook']}.html"
+    try:
+        if target.read_text(encoding="utf-8") == text:
+            return removed  # the same page: left as it was (a rerun that changes nothing writes nothing)
+    except (OSError, ValueError):
+        pass
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")
