@@ -40,7 +40,7 @@ from .publish.leaks import secret_lines
 from .publish.master import edition_master, grading_master
 from .record import gradebook
 from .record.late import LateSpec, notebook_late, save_spec
-from .record.pages import note_late, page_words, write_feedback
+from .record.pages import keep_page_data, page_data_path, page_words, write_pages
 from .record.results import write_results
 from .record.store import cached_record, save_record, signing_key
 from .run.launch import prestart as start_worker_server
@@ -135,15 +135,9 @@ def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bo
             notes.append(f"part of it went over the {options.memory_limit / GiB:g} GiB memory limit and was stopped")
         if outcome.get("load_errors"):
             notes.append(f"{len(outcome['load_errors'])} cell(s) of its code failed when loaded for the judge")
-        page = job / "feedback" / student / course.assignment / f"{notebook}.html"
-        if page.is_file():
-            target = out / "feedback" / student / f"{notebook}.html"
-            pending_ids = {gid for gid, score in record["manual"].items() if score is None}
-            words = page_words(course).get(record.get("edition", "en"), {})
-            redacted = write_feedback(page, target, secrets, graded, pending_ids, words)
-            if redacted:
-                record["redacted_lines"] = redacted
-        else:
+        # the page's data: the page itself is rendered once the batch knows its late line (write_pages)
+        if not keep_page_data(job / "feedback" / student / course.assignment / f"{notebook}.json", out, student, notebook, graded, secrets):
+            (out / "feedback" / student / f"{notebook}.html").unlink(missing_ok=True)  # an earlier run's page
             fb = outcome.get("feedback", {})
             notes.append("feedback could not be generated: " + last_error(fb.get("log", "") + fb.get("error", "")))
         record["detail"] = "; ".join(notes)
@@ -407,6 +401,8 @@ def _intake(
                     continue
                 fingerprint = _fingerprint(path, f"{digest}|{whole}", options)
                 cached = cached_record(out, student, notebook, fingerprint)
+                if cached and not _page_kept(out, cached):
+                    cached = None  # graded before pages were rendered from their data: graded again, to render its page
                 if cached:
                     done_here.append({**cached, "cached": True})
                 else:
@@ -524,12 +520,36 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     for record in records:
         record["late"] = late_of(late, record, max_points)
     summary = write_results(course, out, graded_cells, records, notes, len(students) + len(unseen), sandbox, db_url, book, late)
-    for record in records:  # the late line: the penalty write_results settled on the score grades.csv counts
-        note_late(out, record, late, page_words(course).get(record.get("edition", "en"), {}))
+    # every page rendered once: a person's scores from the gradebook, the late line of the penalty write_results settled
+    removed = write_pages(out, course, graded_cells, records, secrets, late.policy, None if gradebook_error else db_url)
+    if _note_redactions(records, removed):  # a page quoted the grader's secrets (rare): the tables say so too
+        summary = write_results(course, out, graded_cells, records, notes, len(students) + len(unseen), sandbox, db_url, book, late)
     if cluster:
         summary["cluster"] = cluster
         write_json_atomic(out / "summary.json", summary)
     return summary
+
+
+def _page_kept(out: Path, record: dict) -> bool:
+    """Whether a saved record's page can be rendered: it was not graded, or its page data is kept
+    (a record from before pages were rendered from their data has its page only)."""
+    if record.get("status") != "graded" or page_data_path(out, record["student_id"], record["notebook"]).is_file():
+        return True
+    return not (out / "feedback" / record["student_id"] / f"{record['notebook']}.html").is_file()
+
+
+def _note_redactions(records: list[dict], removed: dict[tuple[str, str], int]) -> bool:
+    """Put each record's count of lines its page removed in it; True when any count changed."""
+    changed = False
+    for record in records:
+        count = removed.get((record["student_id"], record["notebook"]), 0)
+        if count != record.get("redacted_lines", 0):
+            changed = True
+            if count:
+                record["redacted_lines"] = count
+            else:
+                record.pop("redacted_lines", None)
+    return changed
 
 
 def _batch_sandbox(out: Path, options: Options) -> dict:

@@ -3,11 +3,11 @@
 # run (time limits, the sandbox) come from environment variables that the command sets.
 import os
 
-from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern, LimitOutput, SaveAutoGrades
 
-from autograde.record.exporters import FeedbackExporter
+from autograde.record.exporters import PageDataExporter
 from autograde.run.preprocessors import CapGradedOutputs, CapOutputs, CappedExecute, SafeOutputMetadata, ShortenErrors
 
 c = get_config()  # noqa: F821 (provided by traitlets when the file is loaded)
@@ -57,9 +57,10 @@ if os.environ.get("COURSE_SANDBOX") == "1":
 # hidden tests (they are not in the graded notebook at all) nor tracebacks.
 # Markdown and HTML a learner wrote are sanitized (no <script> in the page), outputs keep no
 # metadata but numeric image sizes (nbconvert writes them into <img> unquoted), and the grader
-# gives every page a policy that forbids scripts (exporters.add_csp).
-# nbconvert's HTML exporter, its templates compiled once per grading process, not once per page.
-c.GenerateFeedback.exporter_class = FeedbackExporter
+# gives every page a policy that forbids scripts (its template's <meta>).
+# The feedback step writes the page's data (the notebook so prepared, and its scores); the grader
+# renders the page once it knows the rest: a person's scores, the late line (record/pages.py).
+c.GenerateFeedback.exporter_class = PageDataExporter
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     ClearHiddenTests,
@@ -67,7 +68,6 @@ c.GenerateFeedback.preprocessors = [
     CapOutputs,
     SafeOutputMetadata,
     SanitizeHTML,
-    CSSHTMLHeaderPreprocessor,
 ]
 c.ClearHiddenTests.enforce_metadata = False
 c.SanitizeHTML.enabled = True  # nbconvert's preprocessors are off unless enabled

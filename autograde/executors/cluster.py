@@ -77,7 +77,7 @@ def _job_files(student: str, assignment: str, notebook: str) -> dict[str, str]:
         "result": "result.json",
         "autograded": f"autograded/{student}/{assignment}/{notebook}.ipynb",
         "submitted": f"submitted/{student}/{assignment}/{notebook}.ipynb",
-        "feedback": f"feedback/{student}/{assignment}/{notebook}.html",
+        "feedback": f"feedback/{student}/{assignment}/{notebook}.json",  # the page's data (exporters.PageDataExporter)
     }
 
 

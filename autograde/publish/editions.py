@@ -23,13 +23,13 @@ from . import catalogs
 
 # The labels nbgrader's feedback template writes around scores and grade cells: a page in another
 # language shows their translations, its punctuation included (Chinese: （得分：0.75 / 4.0）); the
-# page's writer puts them in (record.exporters.localize_labels)
+# page's template says them (record.exporters.PageView)
 SCORE_IN_PARENS = "(Score: {score})"
 SCORE_WITH_PENDING = "(Score: {score}; {pending})"
 SCORE = "Score: {score}"
 GRADE_CELL = "Grade cell: {grade_id}"
 TOP = "(Top)"
-PENDING_IN_PARENS = " (pending: a person grades it, {points} point(s))"  # a pending answer in the page's list (grading.mark_pending)
+PENDING_IN_PARENS = " (pending: a person grades it, {points} point(s))"  # a pending answer in the page's list (exporters.PageView)
 LATE_PENALTY = "Late submission penalty (Score: -{points})"  # nbgrader's late line in the page's list
 LABELS = (SCORE_IN_PARENS, SCORE_WITH_PENDING, SCORE, GRADE_CELL, TOP, PENDING_IN_PARENS, LATE_PENALTY)
 
@@ -148,7 +148,7 @@ REPORT_TEXTS = (
 FEEDBACK_TEXTS: tuple[str, ...] = (
     "Graded ideas (hidden tests, run outside your notebook): {score} / {points} points",
     "This TODO still raises NotImplementedError, so it earns no points yet.",
-    # the headings of nbgrader's feedback page and the grader's notes on it (grading.localize_page)
+    # the headings of nbgrader's feedback page and the grader's notes on it (record/feedback.html.j2)
     "Score",
     "Test cell",
     "Coding free-response",

@@ -37,7 +37,6 @@ PRELOAD = [
     "zmq.asyncio",
     "sqlalchemy.dialects.sqlite",  # the scratch gradebooks' dialect, loaded on first connect
     "bleach",  # the feedback page's sanitizer (nbconvert imports it on first use)
-    "autograde.record.warm",  # last: renders a small page, so that workers start with its templates made
 ]
 
 _CONTEXT = None

@@ -21,7 +21,7 @@ PAGE = """<!DOCTYPE html>
 .sides { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #fafafa; padding: 0.5em; margin: 0; font-size: 0.85em; }
 .warn { background: #fff3cd; padding: 0.5em; border: 1px solid #e0c36a; }
-mark { background: #ffe082; } .given { color: #9e9e9e; } .cut { color: #c62828; } .note { color: #546e7a; }
+mark { background: #ffe082; } .given { color: #6b6b6b; } .cut { color: #c62828; } .note { color: #546e7a; }
 </style></head><body>
 <h1>Similar answers | 相似答案 · {{ data.assignment }}</h1>
 <p>{{ data.students }} student(s). Each TODO's answers are compared two by two on their code alone: the release's own

@@ -74,17 +74,18 @@ def test_code_strings_become_templates_and_skip_keys():
 
 
 def test_the_feedback_pages_own_headings_are_translated_and_nothing_else():
-    from autograde.record.pages import localize_page
+    from feedback_pages import LEARNERS_OWN, page_data
 
-    page = (
-        '<h4>04 (Score: 2.0 / 3.0)</h4><li><a href="#todo4">Test cell</a> (Score: 2.0 / 2.0)</li>'
-        '<span class="nbgrader-label">Student\'s answer</span><pre>print("Test cell Score: 1.0 / 2.0")</pre>'
-    )
-    words = {"Score": "得分", "Test cell": "测试单元格", "Student's answer": "你的答案"}
-    out = localize_page(page, words)
-    assert "<h4>04 (得分: 2.0 / 3.0)</h4>" in out and ">测试单元格</a> (得分: 2.0 / 2.0)" in out and "你的答案" in out
-    assert 'print("Test cell Score: 1.0 / 2.0")' in out  # the learner's own text is left alone
-    assert localize_page(page, {}) == page
+    from autograde.record.pages import render_page
+
+    words = {"Score: {score}": "得分: {score}", "(Score: {score})": "(得分: {score})", "Test cell": "测试单元格", "Student's answer": "你的答案"}
+    out = render_page(page_data(), words, "zh")
+    assert "<h4>04_decode_start_gate (得分: 0.75 / 4.5)</h4>" in out and ">测试单元格</a> (得分: 0.75 / 2.0)" in out and "你的答案" in out
+    assert "得分: 0.75 / 2.0 <a" in out
+    english = render_page(page_data(), {}, "en")
+    at = english.index("Test cell Score")
+    assert english[at - 200 : at + 100] in out and "Test cell Score: 1.0 / 2.0" in LEARNERS_OWN  # the learner's own text is left alone
+    assert "Student's answer" in english and "(Score: 0.75 / 4.5)</h4>" in english
 
 
 @pytest.mark.parametrize("name", ["01_what_can_overlap", "grader"])
