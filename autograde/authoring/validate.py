@@ -21,6 +21,8 @@ from tools.checks import REPORT_ENV
 from tools.integrity import release_cells, submission_problems
 from tools.project_runtime import RESULTS_ENV
 
+from .. import settings
+
 
 def validate_notebook(path: Path, timeout: int = 120) -> tuple[bool, list[str]]:
     """Execute ``path`` in its own folder; return (all public checks passed, report lines).
@@ -67,7 +69,7 @@ def _execute(nb, path: Path, timeout: int) -> tuple[list[dict], str | None]:
         run_env = {
             REPORT_ENV: str(report),
             RESULTS_ENV: str(Path(tmp) / "results"),
-            "MPLBACKEND": os.environ.get("MPLBACKEND", "agg"),
+            settings.MPL_BACKEND: settings.mpl_backend(),
         }
         stopped = None
         with mock.patch.dict(os.environ, run_env):
