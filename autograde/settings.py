@@ -32,6 +32,7 @@ GRADING = runtime.GRADING  # the grader sets it for the kernel and the judge's r
 SESSION_NAME = runtime.SESSION_NAME  # the grader removes it: a grading kernel is never a live frontend
 
 CELL_TIMEOUT_DEFAULT = 30  # seconds, as Options.cell_timeout
+GRADING_KEYS = ("deadline", "late_policy", "extensions", "deadlines")  # course.toml's [grading] table, as choose reads it
 
 VARIABLES = (
     Variable(CELL_TIMEOUT, str(CELL_TIMEOUT_DEFAULT), "nbgrader's seconds per cell (set by the grader for each worker from --cell-timeout)"),
@@ -90,7 +91,9 @@ def profile_dir() -> str | None:
 
 def parent_pid(env: Mapping[str, str] | None = None) -> str | None:
     """COURSE_PARENT_PID in ``env`` (default: this process's environment), or None (unset or empty)."""
-    return (os.environ if env is None else env).get(PARENT_PID) or None
+    if env is None:
+        return os.environ.get(PARENT_PID) or None
+    return env.get(PARENT_PID) or None
 
 
 def kernel_language(env: Mapping[str, str]) -> str:

@@ -30,7 +30,7 @@ import nbformat
 
 from tools.i18n import EDITIONS
 
-from .. import settings
+from .. import settings as environment
 from ..judging import judge
 from .sandbox import Limits, Sandbox
 
@@ -49,7 +49,7 @@ class Worker:
         if settings["sandbox"]:
             self.box = Sandbox(Path(settings["home"]), Limits(settings["memory_limit"], settings["process_limit"]), ledger)
             os.environ["JUPYTER_PATH"] = str(self.box.write_kernelspec())
-            os.environ[settings.SANDBOX] = "1"
+            os.environ[environment.SANDBOX] = "1"
         self._runner_job = None
         self.session = judge.Session(self._start_runner, float(settings["cell_timeout"]))
         self.runner_out_of_memory = False
@@ -82,7 +82,7 @@ class Worker:
     def _start_runner(self) -> judge.Runner:
         self._finish_runner_job()
         argv = [sys.executable, "-I", str(RUNNER)]
-        env = {settings.PATH: settings.search_path(), "MPLBACKEND": "agg", "PYTHONDONTWRITEBYTECODE": "1", settings.GRADING: "autograde"}
+        env = {environment.PATH: environment.search_path(), "MPLBACKEND": "agg", "PYTHONDONTWRITEBYTECODE": "1", environment.GRADING: "autograde"}
         cwd = os.getcwd()
         if self.box:
             self._runner_job = self.box.job(f"{os.getpid()}-runner-{time.monotonic_ns()}", read_only=[str(RUNNER)])
@@ -113,7 +113,7 @@ class Worker:
 
         assignment, student = self.settings["assignment"], self.student
         os.chdir(jobdir)
-        os.environ[settings.LANGUAGE] = edition_of(jobdir)  # a kernel nbgrader starts itself inherits it
+        os.environ[environment.LANGUAGE] = edition_of(jobdir)  # a kernel nbgrader starts itself inherits it
         if self.kernel is not None:
             self.kernel.start(jobdir)  # a no-op when it runs (the runtime folder nbgrader's config names)
             self.kernel.use_language(edition_of(jobdir))  # the public checks speak the submission's language
@@ -281,7 +281,7 @@ def _die_with_parent() -> None:
     away) takes this worker with it; the sandboxed kernel and runner then follow, as
     bubblewrap runs them with --die-with-parent. The parent's pid is checked after the call:
     a parent that died before it leaves this worker nothing to do."""
-    parent = settings.parent_pid()
+    parent = environment.parent_pid()
     if not parent or not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -384,7 +384,7 @@ def _write_result(jobdir: Path, result: dict) -> None:
 
 
 if __name__ == "__main__":
-    _profiles = settings.profile_dir()
+    _profiles = environment.profile_dir()
     if _profiles:  # development: a cProfile of each student's worker, <student>.prof
         import cProfile
 

@@ -314,7 +314,7 @@ class Sandbox:
                 "IPYTHONDIR": "/tmp/.ipython",
                 "PYTHONUNBUFFERED": "1",
                 "PYTHONDONTWRITEBYTECODE": "1",
-                "NBGRADER_EXECUTION": "autograde",
+                settings.GRADING: "autograde",
             },
         }
         path = self._trusted / f"{name}.json"
