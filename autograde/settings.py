@@ -29,6 +29,8 @@ MPL_BACKEND = "MPLBACKEND"
 PATH = "PATH"
 LANGUAGE = runtime.LANGUAGE  # the grader sets it for a learner's kernel: the submission's edition
 GRADING = runtime.GRADING  # the grader sets it for the kernel and the judge's runner: "autograde"
+CHECK_REPORT = runtime.CHECK_REPORT  # `validate` sets it: where the public checks report
+RESULTS_DIR = runtime.RESULTS_DIR  # `validate` sets it: a notebook's result files kept apart
 SESSION_NAME = runtime.SESSION_NAME  # the grader removes it: a grading kernel is never a live frontend
 
 CELL_TIMEOUT_DEFAULT = 30  # seconds, as Options.cell_timeout

@@ -183,7 +183,8 @@ def elapsed_since(job: Path) -> float:
 
 
 def job_settings(course: Course, master: Path, home: Path, options: Options) -> dict:
-    """What a grading process (job.py) reads from .work/.settings.json."""
+    """What a grading process (job.py) reads from .work/.settings.json: made from ``options`` each run, never
+    read back into them (which source wins: settings.choose)."""
     return {
         "assignment": course.assignment,
         "judge": str(master / "judge.json"),
