@@ -289,11 +289,22 @@ def cmd_grade(course: Course, args) -> int:
     if args.scheduler:
         from .executors.cluster import grade_on_cluster_executor as executor
     from .record.late import late_spec
+    from .term.intake import check_extensions, take_in
 
     late = late_spec(course.grading, args.deadline, args.late_policy, args.extensions)
     with tempfile.TemporaryDirectory(prefix="course-intake-") as scratch:
-        intake = _take_in(course, args, Path(scratch) / "submissions")
-        _check_extensions(late.extensions, intake)
+        intake = take_in(
+            course,
+            args.submissions,
+            Path(scratch) / "submissions",
+            args.out,
+            args.layout,
+            args.pattern,
+            args.roster,
+            args.timestamps,
+            trust_owners=args.trust_owners,
+        )
+        check_extensions(late.extensions, intake)
         late.times = intake.times
         summary = grade_batch(course, intake.folder, args.out, options, executor=executor, late=late, absent=intake.missing)
     elapsed = time.monotonic() - begin
@@ -318,54 +329,6 @@ def cmd_grade(course: Course, args) -> int:
     for item in summary.get("late_problems", []):
         print(f"  late {item['student_id']}/{item['notebook']}: {item['problem']}")
     return EXIT_OK
-
-
-def _check_extensions(extensions: dict, intake) -> None:
-    """An extension keyed by a student's LMS id instead of their student id would be given to nobody: the
-    run stops and says whose id it is."""
-    students = {p.name for p in intake.folder.iterdir() if p.is_dir()} | set(intake.roster)
-    by_lms = {str(who.get("lms_id")): s for s, who in {**intake.students, **intake.roster}.items() if who.get("lms_id")}
-    wrong = [f"{key} (the LMS id of {by_lms[key]})" for key in sorted(extensions) if key not in students and key in by_lms]
-    if wrong:
-        raise UnusableInput(
-            f"the extensions file names students by their LMS id: {', '.join(wrong[:5])}. Its student_id column must hold the grader's student ids"
-        )
-
-
-def _take_in(course: Course, args, dest: Path):
-    """SUBMISSIONS in any layout, as the grader's folders; what the intake found goes to OUT/intake.json."""
-    from tools.project_runtime import write_json_atomic
-
-    from .term.intake import read_submissions
-
-    intake = read_submissions(
-        args.submissions,
-        dest,
-        course.notebooks,
-        course.assignment,
-        args.layout,
-        args.pattern,
-        args.roster,
-        args.timestamps,
-        trust_owners=args.trust_owners,
-    )
-    args.out.mkdir(parents=True, exist_ok=True)
-    found = {
-        "layout": intake.layout,
-        "students": intake.students,
-        "missing": intake.missing,
-        "late_in_lms": intake.late,
-        "problems": intake.problems,
-        "notes": intake.notes,
-    }
-    write_json_atomic(args.out / "intake.json", found)
-    if intake.layout != "folders" or intake.problems:
-        print(f"intake: {intake.layout} layout, {len(intake.students) or '?'} student(s) named by the LMS, {len(intake.problems)} problem(s)")
-    for problem in intake.problems:
-        print(f"  intake problem: {problem.get('file') or problem.get('student_id')}: {problem['problem']}")
-    for note in intake.notes:
-        print(f"  intake note: {note}")
-    return intake
 
 
 def cmd_export(course: Course, args) -> int:

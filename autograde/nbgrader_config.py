@@ -1,12 +1,13 @@
 # nbgrader configuration for every nbgrader run of this course. The instructor command
 # copies this file into each course folder it builds; the values below that depend on a
-# run (time limits, the sandbox) come from environment variables that the command sets.
+# run (time limits, the sandbox) come from environment variables that the command sets (autograde/settings.py).
 import os
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern, LimitOutput, SaveAutoGrades
 
+from autograde import settings
 from autograde.record.exporters import PageDataExporter
 from autograde.run.preprocessors import CapGradedOutputs, CapOutputs, CappedExecute, SafeOutputMetadata, ShortenErrors
 
@@ -19,7 +20,7 @@ c.CourseDirectory.root = os.getcwd()
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
 # Autograde: a cell that runs longer than this is interrupted and the notebook goes on.
-c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "30"))
+c.Execute.timeout = settings.cell_timeout()
 c.Execute.interrupt_on_timeout = True
 # After a cell's reply, its output must arrive on IOPub within this many seconds, or nbgrader (which raises on
 # it) fails the notebook. nbclient's 4 s failed a correct notebook's set-up cell on a machine at load 15; the
@@ -44,14 +45,14 @@ c.Autograde.autograde_preprocessors = [
     SaveAutoGrades,
     CheckCellMetadata,
 ]
-if os.environ.get("COURSE_SANDBOX") == "1":
+if settings.sandboxed():
     # The learner's kernel runs in bubblewrap (autograde/run/sandbox.py). It has no network, so
     # it talks to nbgrader over Unix sockets in a folder bound into the sandbox.
     # The connection file and the sockets go to this job's runtime folder (bound inside);
     # left to itself, jupyter_client would put the file in /tmp, which the sandbox hides.
     c.Execute.kernel_name = "serving-overlap-sandbox"  # CappedExecute inherits Execute's settings
     c.KernelManager.transport = "ipc"
-    c.KernelManager.connection_file = os.path.join(os.environ["JUPYTER_RUNTIME_DIR"], "kernel.json")
+    c.KernelManager.connection_file = os.path.join(settings.runtime_dir(), "kernel.json")
 
 # Feedback: the visible checks, the failure messages and the judge's ideas, never the
 # hidden tests (they are not in the graded notebook at all) nor tracebacks.

@@ -5,15 +5,15 @@ submitting. The learner's helpers (``notebook_runtime``) branch here; the notebo
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from . import settings
 from .i18n import install, localize, tr
 
 
 def grading_mode() -> str | None:
     """'autograde' or 'validate' while nbgrader runs the notebook, else None."""
-    return os.environ.get("NBGRADER_EXECUTION") or None
+    return settings.grading()
 
 
 def setup_for_grading(summary: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,6 @@ line to it; ``python -m autograde validate`` reads those lines.
 from __future__ import annotations
 
 import json
-import os
 import random
 import sys
 import traceback
@@ -26,11 +25,12 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from . import settings
 from .at_grading import grading_mode
 from .i18n import localize, tr
 
-REPORT_ENV = "COURSE_CHECK_REPORT"
-STOP_ENV = "COURSE_CHECKS_STOP"
+REPORT_ENV = settings.CHECK_REPORT
+STOP_ENV = settings.CHECKS_STOP
 
 PASS, FAIL, TODO, ERROR = "pass", "fail", "not_started", "error"
 _MARKS = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗"}
@@ -40,7 +40,7 @@ def stops_on_failure() -> bool:
     """Whether a failed suite raises: at grading (nbgrader sets ``NBGRADER_EXECUTION``), outside
     a Jupyter kernel (a script, a test), or when ``COURSE_CHECKS_STOP=1`` asks for it. In a
     learner's notebook it does not, so that one unfinished TODO does not stop Run All."""
-    if grading_mode() or os.environ.get(STOP_ENV) == "1":
+    if grading_mode() or settings.checks_stop():
         return True
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
@@ -144,7 +144,7 @@ class PublicChecks:
             print(f"✗ {message}\n  {goes_on}", file=sys.stderr)
 
     def _report(self, results: list[CaseResult], passed: int) -> None:
-        target = os.environ.get(REPORT_ENV)
+        target = settings.check_report()
         if not target:
             return
         record = {

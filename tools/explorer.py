@@ -9,13 +9,12 @@ draws one static figure for the default settings instead, and never fails.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 
-from . import presets
+from . import presets, settings
 from .at_grading import grading_mode
 from .i18n import N_, localize, tr
 from .plotting import NOISE, draw_transfer_timeline, new_figure, readable
@@ -47,7 +46,7 @@ def widget_frontend() -> str | None:
     ``VSCODE_CWD`` in the kernel's environment, and any other interactive client (JupyterLab,
     Notebook 7, nbclassic) is taken to be a Jupyter frontend.
     """
-    forced = os.environ.get("COURSE_WIDGETS", "").strip().lower()
+    forced = settings.widgets()
     if forced:
         if forced not in ("live", "static"):
             raise ValueError(f"COURSE_WIDGETS={forced!r}: expected 'live' or 'static' (or unset it)")
@@ -59,7 +58,7 @@ def widget_frontend() -> str | None:
         return None
     if _in_colab():
         return "colab"
-    if os.environ.get("VSCODE_PID") or os.environ.get("VSCODE_CWD"):
+    if settings.in_vscode():
         return "vscode"
     return "jupyter"
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import settings
+
 
 def running_notebook() -> Path | None:
     """The file of the notebook this kernel runs, when the frontend says: VS Code sets
@@ -38,5 +40,5 @@ def running_notebook_name() -> str | None:
             names += [shell.user_ns.get("__vsc_ipynb_file__"), shell.user_ns.get("__session__")]
     except ImportError:
         pass
-    names.append(os.environ.get("JPY_SESSION_NAME"))
+    names.append(settings.session_name())
     return next((str(n) for n in names if isinstance(n, (str, os.PathLike)) and str(n).endswith(".ipynb")), None)

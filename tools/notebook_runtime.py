@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FunctionType
 from typing import Any
 
+from . import settings
 from .at_grading import grading_mode, setup_for_grading
 from .frontend import running_notebook, running_notebook_name
 from .i18n import install, localize, set_edition, tr
@@ -86,7 +87,7 @@ def notebook_folders() -> list[Path]:
     in Jupyter, ``/content`` on Colab), the folder Jupyter or VS Code says the notebook is in,
     and the course folder's ``notebooks/``."""
     folders = [Path.cwd()]
-    session = os.environ.get("JPY_SESSION_NAME", "")
+    session = settings.session_name() or ""
     try:
         from IPython import get_ipython
 

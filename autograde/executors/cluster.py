@@ -40,6 +40,7 @@ import nbformat
 
 from tools.i18n import EDITIONS
 
+from .. import settings as environment
 from ..course import Course, UnusableInput
 from ..errors import GraderError
 from ..model import new_record
@@ -86,7 +87,7 @@ _PROBED: dict[tuple, str | None] = {}
 
 
 def _worker_base(digest: str) -> Path:
-    root = Path(os.environ.get("COURSE_WORKER_DIR") or tempfile.gettempdir())
+    root = Path(environment.worker_dir() or tempfile.gettempdir())
     base = root / f"autograde-worker-{os.getuid()}" / digest
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
     return base
@@ -136,7 +137,7 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
         master = grading_master(course, base)  # verifies sources and tree digests; rebuilds when they differ
         if settings["sandbox"]:
             limits = Limits(settings["memory_limit"], settings["process_limit"])
-            key = (str(base), limits, os.environ.get("COURSE_BWRAP"))
+            key = (str(base), limits, environment.bwrap())
             if key not in _PROBED:
                 _PROBED[key] = probe(base / ".sandbox", limits)
             if _PROBED[key]:

@@ -33,8 +33,7 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
 from traitlets import DottedObjectName, Type
 
-from tools.i18n import ENV as LANGUAGE_ENV
-
+from .. import settings
 from ..errors import GraderError
 
 STARTUP_TIMEOUT = 60.0  # seconds for a fresh kernel to answer (nbclient waits as long)
@@ -236,8 +235,8 @@ class StudentKernel:
         one runs."""
         if self.km is not None:
             return
-        env = {**os.environ, "NBGRADER_EXECUTION": "autograde"}  # from its start: a failed check cell fails
-        self.language = env.get(LANGUAGE_ENV, "en")
+        env = {**os.environ, settings.GRADING: "autograde"}  # from its start: a failed check cell fails
+        self.language = settings.kernel_language(env)
         km = BudgetedKernelManager(kernel_name=self.kernel_name)
         km.budget = self.budget
         self.cwd = jobdir / "kernel"
@@ -260,7 +259,7 @@ class StudentKernel:
     def use_language(self, language: str) -> None:
         """Make the running kernel speak ``language`` (the edition of the notebook it runs next)."""
         if self.km is not None and language != getattr(self, "language", None):
-            self._run(f"__import__('os').environ[{LANGUAGE_ENV!r}] = {language!r}", RESET_TIMEOUT)
+            self._run(f"__import__('os').environ[{settings.LANGUAGE!r}] = {language!r}", RESET_TIMEOUT)
             self.language = language
 
     def stop(self) -> bool:

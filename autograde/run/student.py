@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 
+from .. import settings
 from ..course import Course, kill_tree, reap
 from ..errors import GraderError
 from ..matching import changed_answers, grade_ids, last_error, read_notebook, read_tail, repair_cells
@@ -96,7 +97,7 @@ def run_student(
             record.update(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}")
             fail(record)
     # the worker dies with this process (parent-death signal in job.py), however this one ends
-    env = {"COURSE_CELL_TIMEOUT": str(options.cell_timeout), "COURSE_PARENT_PID": str(os.getpid())}
+    env = {settings.CELL_TIMEOUT: str(options.cell_timeout), settings.PARENT_PID: str(os.getpid())}
     false_starts = 0
     try:
         while pending:
@@ -182,7 +183,8 @@ def elapsed_since(job: Path) -> float:
 
 
 def job_settings(course: Course, master: Path, home: Path, options: Options) -> dict:
-    """What a grading process (job.py) reads from .work/.settings.json."""
+    """What a grading process (job.py) reads from .work/.settings.json: made from ``options`` each run, never
+    read back into them (which source wins: settings.choose)."""
     return {
         "assignment": course.assignment,
         "judge": str(master / "judge.json"),

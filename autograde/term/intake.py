@@ -5,7 +5,8 @@ Layouts, one adapter each (``registry.py``): ``folders`` and ``pattern`` (``fold
 (``exchange.py``), ``canvas`` (``canvas.py``), ``moodle`` (``moodle.py``); decided for the whole source from
 the names at its top (``layouts.py``) unless ``layout=`` says which. The adapter's reader says whose each
 file is, which notebook and when; this module places the newest file per notebook, unpacks a student's own
-zip, maps the roster's ids and applies the timestamps.
+zip, maps the roster's ids and applies the timestamps. ``take_in`` is ``grade``'s whole intake (OUT/intake.json
+and what it says), ``check_extensions`` its check of the extensions file against the students found.
 
 Everything read is untrusted (``source.py``: limits, zips, links). Whatever cannot be used is a named
 problem (``Intake.problems``), never a silent skip, and costs only its own student; an input that cannot be
@@ -26,7 +27,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..course import UnusableInput
+from tools.project_runtime import write_json_atomic
+
+from ..course import Course, UnusableInput
 from ..matching import normalize, walk_notebooks
 from ..model import STUDENT_ID
 from .candidates import Candidate, exchange_time, why_not
@@ -44,11 +47,13 @@ __all__ = [
     "Intake",
     "Limits",
     "Source",
+    "check_extensions",
     "choose_layout",
     "exchange_time",
     "pattern_time",
     "read_roster",
     "read_submissions",
+    "take_in",
     "zip_directory",
 ]
 
@@ -406,3 +411,48 @@ def read_timestamps(path: Path, notebooks: tuple[str, ...], problems: list[dict]
         else:
             found.append((where, row["student_id"], notebook, when))
     return found
+
+
+def take_in(
+    course: Course,
+    submissions: Path,
+    dest: Path,
+    out: Path,
+    layout: str | None = None,
+    pattern: str | None = None,
+    roster: Path | None = None,
+    timestamps: Path | None = None,
+    trust_owners: bool = False,
+) -> Intake:
+    """``grade``'s intake: SUBMISSIONS in any layout, as the grader's folders in ``dest``; what the intake
+    found goes to OUT/intake.json, and its layout, problems and notes are said on stdout."""
+    intake = read_submissions(submissions, dest, course.notebooks, course.assignment, layout, pattern, roster, timestamps, trust_owners=trust_owners)
+    out.mkdir(parents=True, exist_ok=True)
+    found = {
+        "layout": intake.layout,
+        "students": intake.students,
+        "missing": intake.missing,
+        "late_in_lms": intake.late,
+        "problems": intake.problems,
+        "notes": intake.notes,
+    }
+    write_json_atomic(out / "intake.json", found)
+    if intake.layout != "folders" or intake.problems:
+        print(f"intake: {intake.layout} layout, {len(intake.students) or '?'} student(s) named by the LMS, {len(intake.problems)} problem(s)")
+    for problem_found in intake.problems:
+        print(f"  intake problem: {problem_found.get('file') or problem_found.get('student_id')}: {problem_found['problem']}")
+    for note in intake.notes:
+        print(f"  intake note: {note}")
+    return intake
+
+
+def check_extensions(extensions: dict, intake: Intake) -> None:
+    """An extension keyed by a student's LMS id instead of their student id would be given to nobody: the
+    run stops and says whose id it is."""
+    students = {p.name for p in intake.folder.iterdir() if p.is_dir()} | set(intake.roster)
+    by_lms = {str(who.get("lms_id")): s for s, who in {**intake.students, **intake.roster}.items() if who.get("lms_id")}
+    wrong = [f"{key} (the LMS id of {by_lms[key]})" for key in sorted(extensions) if key not in students and key in by_lms]
+    if wrong:
+        raise UnusableInput(
+            f"the extensions file names students by their LMS id: {', '.join(wrong[:5])}. Its student_id column must hold the grader's student ids"
+        )
