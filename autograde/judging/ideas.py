@@ -192,10 +192,38 @@ def _comments(source: str) -> dict[int, tuple[int, str, bool]] | None:
     return found
 
 
+def docstrings(source: str) -> list[tuple[int, int, int, int, str]]:
+    """Each docstring of a function or class in ``source``: (first line, its column, last line, the
+    column after it, its text as ``ast.get_docstring`` cleans it), lines counted from 0, columns in
+    characters; none when ``source`` does not parse (a line of IPython magic counts as empty)."""
+    try:
+        tree = ast.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
+    except SyntaxError:
+        return []
+    lines, found = source.split("\n"), []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and ast.get_docstring(node) is not None:
+            value = node.body[0].value
+            start = len(lines[value.lineno - 1].encode()[: value.col_offset].decode())
+            end = len(lines[value.end_lineno - 1].encode()[: value.end_col_offset].decode())
+            found.append((value.lineno - 1, start, value.end_lineno - 1, end, ast.get_docstring(node)))
+    return sorted(found)
+
+
+def without_docstrings(source: str) -> str:
+    """``source`` with each docstring (docstrings) written as ``""``: an edition may word them."""
+    lines = source.split("\n")
+    for first, start, last, end, _ in reversed(docstrings(source)):
+        lines[first : last + 1] = [lines[first][:start] + '""' + lines[last][end:]]
+    return "\n".join(lines)
+
+
 def code_only(source: str) -> str:
     """``source`` without its comments (comment-only lines dropped, a trailing comment cut off its
-    line): what runs, the same in every edition (an edition may word a code cell's comments in its
-    language). A source that does not tokenize loses the lines that start with ``#``."""
+    line) and with its docstrings empty (without_docstrings): what runs, the same in every edition
+    (an edition may word a code cell's comments and docstrings in its language). A source that does
+    not tokenize loses the lines that start with ``#``."""
+    source = without_docstrings(source)
     lines = source.split("\n")
     comments = _comments(source)
     if comments is None:

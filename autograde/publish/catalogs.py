@@ -39,7 +39,7 @@ from babel.messages.pofile import PoFileError, read_po, write_po
 from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..errors import GraderError
-from ..judging.ideas import comment_lines, is_text, message_nodes, message_template, message_templates, split_hidden, trailing_comments
+from ..judging.ideas import comment_lines, docstrings, is_text, message_nodes, message_template, message_templates, split_hidden, trailing_comments
 
 PROJECT = "serving-overlap-course"
 # calls whose first string argument a learner reads: figure text and the public checks' label
@@ -75,7 +75,8 @@ class Unit:
 def notebook_units(path: Path) -> list[Unit]:
     """Each markdown cell of an instructor source, keyed by its cell id, and each comment block of
     its code cells (comment_blocks), keyed ``<cell id>:comment:<n>``, and each comment after code on
-    its line (trailing_notes), keyed ``<cell id>:trailing:<n>``."""
+    its line (trailing_notes), keyed ``<cell id>:trailing:<n>``, and each docstring of a given
+    function (given_docstrings), keyed ``<cell id>:docstring:<n>``."""
     units = []
     for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
         if cell.cell_type == "code":
@@ -85,6 +86,9 @@ def notebook_units(path: Path) -> list[Unit]:
             for n, (_, _, text) in enumerate(trailing_notes(cell.source)):
                 comment = f"cell {index} (code comment after code on its line: one line)"
                 units.append(Unit(text, f"{cell.id}:trailing:{n}", comment, f"{path.name}:{cell.id}"))
+            for n, text in enumerate(given_docstrings(cell)):
+                comment = f"cell {index} (docstring of a given function: no backslash, no triple quote)"
+                units.append(Unit(text, f"{cell.id}:docstring:{n}", comment, f"{path.name}:{cell.id}"))
         if cell.cell_type != "markdown" or not cell.source.strip():
             continue
         meta = cell.metadata.get("nbgrader", {})
@@ -139,6 +143,41 @@ def trailing_notes(source: str) -> list[tuple[int, int, str]]:
         elif not inside and i in comments and not KEPT_COMMENTS.match(comments[i][1]):
             notes.append((i, comments[i][0], re.sub(r"^# ?", "", comments[i][1])))
     return notes
+
+
+def _docstring_spans(source: str) -> list[tuple[int, int, int, int, str]]:
+    """The docstrings of ``source`` (``ideas.docstrings``) outside solution and hidden-test regions."""
+    inside, regions = False, set()
+    for i, line in enumerate(source.split("\n")):
+        region = _REGION.match(line)
+        if region:
+            inside = region.group(1) == "BEGIN"
+        elif inside:
+            regions.add(i)
+    return [span for span in docstrings(source) if span[0] not in regions]
+
+
+def given_docstrings(cell) -> list[str]:
+    """The docstrings an edition words in its language: those of the functions a learner is given
+    (in an answer cell outside its solution, or in a given cell). A grade cell's are its public
+    checks' labels, which the runtime translates as it prints them and the judge reads in English."""
+    if cell.cell_type != "code" or cell.metadata.get("nbgrader", {}).get("grade"):
+        return []
+    return [span[4] for span in _docstring_spans(cell.source)]
+
+
+def translate_docstrings(source: str, cell_id: str, table: dict[str | None, dict[str, str]]) -> str:
+    """A given cell (given_docstrings) with its docstrings in the catalog's words, each a triple-quoted
+    string at the original's place; ValueError for a translation that a triple-quoted string cannot
+    hold as it is, KeyError when the catalog lacks one."""
+    lines = source.split("\n")
+    for n, (first, start, last, end, text) in reversed(list(enumerate(_docstring_spans(source)))):
+        words = table[f"{cell_id}:docstring:{n}"][text]
+        if '"""' in words or "\\" in words or words.endswith('"'):
+            raise ValueError(f"{cell_id}:docstring:{n}: a docstring's translation holds a backslash or a quote at its end")
+        body = ("\n" + " " * start).join(words.split("\n"))
+        lines[first : last + 1] = (lines[first][:start] + f'"""{body}"""' + lines[last][end:]).split("\n")
+    return "\n".join(lines)
 
 
 def translate_comments(source: str, cell_id: str, table: dict[str | None, dict[str, str]]) -> str:

@@ -198,3 +198,22 @@ def test_an_answer_cells_given_errors_are_runtime_units_and_its_solution_is_not(
     path = tmp_path / "nb.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
     assert [unit.msgid for unit in catalogs.code_units([path])] == ["x must be >= 0, got {0}"]
+
+
+def test_a_given_functions_docstring_is_a_unit_and_check_reads_past_it():
+    source = (
+        'def f(x):\n    """Twice `x`\n    (an int)."""\n'
+        '    ### BEGIN SOLUTION\n    def g():\n        """the model answer\'s own"""\n    ### END SOLUTION\n'
+        "    return 2 * x"
+    )
+    cell = nbformat.v4.new_code_cell(source)
+    assert catalogs.given_docstrings(cell) == ["Twice `x`\n(an int)."]
+    table = {"c:docstring:0": {"Twice `x`\n(an int).": "`x` 的两倍\n（int）。"}}
+    translated = catalogs.translate_docstrings(source, "c", table)
+    assert translated.startswith('def f(x):\n    """`x` 的两倍\n    （int）。"""\n    ### BEGIN SOLUTION') and "the model answer's own" in translated
+    assert ideas.code_only(translated) == ideas.code_only(source) and translated != source
+    assert ideas.code_only(source.replace("2 * x", "3 * x")) != ideas.code_only(source)
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t", "locked": True, "schema_version": 3, "points": 1}
+    assert catalogs.given_docstrings(cell) == []  # a public check's docstring is its label: the runtime translates it
+    with pytest.raises(ValueError):
+        catalogs.translate_docstrings(source, "c", {"c:docstring:0": {"Twice `x`\n(an int).": 'a "quote"'}})
