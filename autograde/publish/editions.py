@@ -222,7 +222,8 @@ def catalog_for(course: Course, language: str, name: str) -> catalogs.CatalogFil
 
 def edition_source(path: Path, language: str, course: Course) -> nbformat.NotebookNode:
     """An instructor source in ``language``: its markdown and its code cells' comment blocks from
-    the catalog (catalogs.translate_comments: the code itself unchanged), the set-up cell's edition
+    the catalog (catalogs.translate_comments: the code itself unchanged), the docstrings of its given
+    functions too (catalogs.translate_docstrings), the set-up cell's edition
     line (edition_setup), and ``metadata.course.language`` recording the edition."""
     nb = nbformat.read(path, as_version=4)
     if language != "en":
@@ -244,13 +245,15 @@ def edition_source(path: Path, language: str, course: Course) -> nbformat.Notebo
                     raise EditionError(f"{path.name}: {exc}") from None
             elif cell.cell_type == "code":
                 cell.source = catalogs.translate_comments(cell.source, cell.id, table)
+                if catalogs.given_docstrings(cell):
+                    cell.source = catalogs.translate_docstrings(cell.source, cell.id, table)
     nb.metadata["course"] = {**copy.deepcopy(nb.metadata.get("course", {})), "language": language}
     return nb
 
 
 def code_differences(english: Path, other: Path, language: str) -> list[str]:
-    """Where two editions of one notebook differ in anything but markdown text, the comment-only
-    lines of code cells (``ideas.code_only``) and the set-up cell's edition line (empty when none)."""
+    """Where two editions of one notebook differ in anything but markdown text, the comments and
+    docstrings of code cells (``ideas.code_only``) and the set-up cell's edition line (empty when none)."""
     a, b = nbformat.read(english, as_version=4), nbformat.read(other, as_version=4)
     if len(a.cells) != len(b.cells):
         return [f"{other.name}: {len(b.cells)} cells, the English edition has {len(a.cells)}"]

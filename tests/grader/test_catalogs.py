@@ -3,6 +3,7 @@ naming the catalog, the unit and the line."""
 
 from __future__ import annotations
 
+import nbformat
 import pytest
 
 from autograde.judging import ideas
@@ -162,3 +163,58 @@ def test_every_code_comment_a_learner_reads_is_a_unit_of_its_notebooks_catalog()
     units = [u for path in course.source_paths() for u in catalogs.notebook_units(path) if ":comment:" in (u.context or "")]
     assert len(units) >= 15 and any(u.msgid.startswith("TODO 0:") for u in units)
     assert not any("YOUR CODE HERE" in u.msgid or "BEGIN SOLUTION" in u.msgid for u in units)
+
+
+TRAILING_CELL = """WARMUP = 5  # untimed runs before measuring
+x = "# not a comment"  # the string's note
+def f(x):
+    ### BEGIN SOLUTION
+    return 2 * x  # the model answer's note
+    ### END SOLUTION
+y = 1  # noqa: E501"""
+
+
+def test_a_comment_after_code_is_a_unit_and_only_its_words_change():
+    notes = catalogs.trailing_notes(TRAILING_CELL)
+    assert [(row, text) for row, _, text in notes] == [(0, "untimed runs before measuring"), (1, "the string's note")]
+    table = {"c:trailing:0": {notes[0][2]: "计时前的预热次数"}, "c:trailing:1": {notes[1][2]: "字符串的说明"}}
+    translated = catalogs.translate_comments(TRAILING_CELL, "c", table)
+    assert translated.split("\n")[:2] == ["WARMUP = 5  # 计时前的预热次数", 'x = "# not a comment"  # 字符串的说明']
+    assert "# the model answer's note" in translated and "# noqa: E501" in translated
+    assert ideas.code_only(translated) == ideas.code_only(TRAILING_CELL)
+    assert ideas.code_only(TRAILING_CELL.replace("WARMUP = 5", "WARMUP = 6")) != ideas.code_only(TRAILING_CELL)
+    assert 'x = "# not a comment"\n' in ideas.code_only(TRAILING_CELL)
+
+
+def test_an_answer_cells_given_errors_are_runtime_units_and_its_solution_is_not(tmp_path):
+    cell = nbformat.v4.new_code_cell(
+        "def f(x):\n"
+        "    if x < 0:\n"
+        "        raise ValueError(localize(f'x must be >= 0, got {x!r}'))\n"
+        "    ### BEGIN SOLUTION\n"
+        "    print('the model answer says this')\n"
+        "    ### END SOLUTION"
+    )
+    cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "f", "locked": False, "schema_version": 3}
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+    assert [unit.msgid for unit in catalogs.code_units([path])] == ["x must be >= 0, got {0}"]
+
+
+def test_a_given_functions_docstring_is_a_unit_and_check_reads_past_it():
+    source = (
+        'def f(x):\n    """Twice `x`\n    (an int)."""\n'
+        '    ### BEGIN SOLUTION\n    def g():\n        """the model answer\'s own"""\n    ### END SOLUTION\n'
+        "    return 2 * x"
+    )
+    cell = nbformat.v4.new_code_cell(source)
+    assert catalogs.given_docstrings(cell) == ["Twice `x`\n(an int)."]
+    table = {"c:docstring:0": {"Twice `x`\n(an int).": "`x` 的两倍\n（int）。"}}
+    translated = catalogs.translate_docstrings(source, "c", table)
+    assert translated.startswith('def f(x):\n    """`x` 的两倍\n    （int）。"""\n    ### BEGIN SOLUTION') and "the model answer's own" in translated
+    assert ideas.code_only(translated) == ideas.code_only(source) and translated != source
+    assert ideas.code_only(source.replace("2 * x", "3 * x")) != ideas.code_only(source)
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t", "locked": True, "schema_version": 3, "points": 1}
+    assert catalogs.given_docstrings(cell) == []  # a public check's docstring is its label: the runtime translates it
+    with pytest.raises(ValueError):
+        catalogs.translate_docstrings(source, "c", {"c:docstring:0": {"Twice `x`\n(an int).": 'a "quote"'}})
