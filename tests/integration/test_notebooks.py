@@ -64,6 +64,21 @@ def test_release_notebook_runs_to_the_end_and_says_what_is_left(root, tmp_path, 
     assert errors and {e.ename for e in errors} <= {"NotImplementedError", "PublicChecksFailed"}, [(e.ename, e.evalue) for e in errors]
 
 
+def test_notebook_06_alone_runs_to_the_end(root, tmp_path):
+    """Notebook 06 uploaded alone (no 03 or 04 beside it, as on Colab): TODO 7's checks say in red
+    what to load and Run All goes on to TODO 8 and every figure."""
+    name, alone = NOTEBOOKS[5], tmp_path / "notebooks"
+    alone.mkdir()
+    (alone / f"{name}.ipynb").write_bytes((root / "notebooks" / f"{name}.ipynb").read_bytes())
+    (tmp_path / "course.toml").write_bytes((root / "course.toml").read_bytes())  # a course folder that holds 06 only
+    nb = execute(alone / f"{name}.ipynb", alone, allow_errors=True, env={"LLM_ALGO_PROJECT_ROOT": str(tmp_path)})
+    assert not outputs(nb, "error"), [(e.ename, e.evalue) for e in outputs(nb, "error")]
+    assert all(c.get("execution_count") for c in nb.cells if c.cell_type == "code"), "every code cell ran"
+    todo7 = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "todo7_handoff_step")
+    red = "".join(o.get("text", "") for o in todo7.outputs if o.output_type == "stream" and o.name == "stderr")
+    assert "✗ validate_handoff_state, plan_decode_start not defined" in red and "at grading this cell fails" in red, red
+
+
 def test_step5_all_modes_write_valid_results(root, tmp_path):
     """dry_run, real_gpu without CUDA (failure recorded) and a small real_cpu run, via papermill."""
     import papermill as pm
