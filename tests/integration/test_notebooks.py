@@ -121,6 +121,35 @@ def test_step5_all_modes_write_valid_results(root, tmp_path):
             assert not any(c["overlap_confirmed"] for c in result["controls"]), "a serial control came out confirmed"
 
 
+def test_a_buggy_todo5_keeps_the_measurement_and_the_notebook_goes_on(root, tmp_path):
+    """Notebook 05 with a TODO 5 that raises KeyError, measured in real_cpu: 5.2 prints why the run
+    is not decided, the result file is written with its cases, and the later cells run."""
+    import papermill as pm
+
+    nb = nbformat.read(root / "notebooks" / "05_cuda_stream_overlap.ipynb", as_version=4)
+    todo5 = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "todo5_solution")
+    todo5.source = "def decide_overlap(cases, controls):\n    return cases[0]['no_such_key']\n"
+    nbformat.write(nb, tmp_path / "buggy.ipynb")
+    label = "pytest_buggy_todo5"
+    ran = pm.execute_notebook(
+        str(tmp_path / "buggy.ipynb"),
+        str(tmp_path / "out.ipynb"),
+        parameters={"RUN_MODE": "real_cpu", "RUN_LABEL": label, "CPU_PAYLOAD_MIB": [8], "REPEAT_STEPS": 5, "WARMUP_STEPS": 1},
+        kernel_name="python3",
+        cwd=str(root / "notebooks"),
+        progress_bar=False,
+    )
+    path = root / "benchmarks" / "results" / f"inf_serving_overlap_{label}.json"
+    result = json.loads(path.read_text(encoding="utf-8"))
+    path.unlink()
+    overlap_lab.validate_result(result)
+    assert result["decision"] == "not_decided" and result["cases"], result["decision"]
+    assert result["decision_reason"].startswith("decide_overlap raised KeyError: 'no_such_key'"), result["decision_reason"]
+    printed = [o.get("text", "") for c in ran.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "stream"]
+    assert any("fix TODO 5, then run 5.2 again" in text and "wrote" in text for text in printed), "5.2 prints the reason"
+    assert all(c.get("execution_count") for c in ran.cells if c.cell_type == "code"), "every code cell ran"
+
+
 def test_an_inline_figure_is_drawn_for_its_png_only(root, tmp_path):
     """Under the inline backend, a figure from ``new_figure`` is drawn twice (the layout pass of
     its PNG, and the PNG) and still shown; pyplot's post-cell redraw, a third draw nobody sees,
