@@ -56,6 +56,15 @@ class PublicChecksFailed(AssertionError):
         return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
 
 
+def _fail(message: str) -> None:
+    """A suite failed with ``message``: raise where failures stop (see ``stops_on_failure``), else
+    say it in red and let the notebook go on."""
+    if stops_on_failure():
+        raise PublicChecksFailed(message)
+    goes_on = tr("(The notebook goes on, so Run All shows every figure; at grading this cell fails.)")
+    print(f"✗ {message}\n  {goes_on}", file=sys.stderr)
+
+
 @dataclass
 class CaseResult:
     name: str
@@ -138,10 +147,16 @@ class PublicChecks:
                 message = tr("{summary}. Finish the exercise above, then run this cell again.", summary=summary)
             else:
                 message = tr("{summary}. Read the ✗ lines above: each says what is wrong.", summary=summary)
-            if stops_on_failure():
-                raise PublicChecksFailed(message)
-            goes_on = tr("(The notebook goes on, so Run All shows every figure; at grading this cell fails.)")
-            print(f"✗ {message}\n  {goes_on}", file=sys.stderr)
+            _fail(message)
+
+    def cannot_run(self, reason: str) -> None:
+        """The suite cannot run yet (a function it calls is not defined): say ``reason``, in the
+        learner's language, as a failed run says its summary. In a learner's notebook Run All goes
+        on; at grading, outside a notebook or with ``COURSE_CHECKS_STOP=1``, it raises
+        ``PublicChecksFailed``. While the judge reads a grade cell, nothing is said."""
+        if _COLLECTOR is not None:
+            return
+        _fail(localize(reason))
 
     def _report(self, results: list[CaseResult], passed: int) -> None:
         target = settings.check_report()

@@ -116,6 +116,31 @@ def test_unstarted_exercise_says_finish_it(monkeypatch):
         suite.run()
 
 
+def test_a_suite_that_cannot_run_says_why_and_lets_the_notebook_go_on(capsys, monkeypatch):
+    """TODO 7's checks when notebooks 03 and 04 are not loaded: in a learner's notebook the reason is
+    printed in red (in the learner's language) and Run All goes on; where failures stop (a script, a
+    test, COURSE_CHECKS_STOP=1, grading) it raises as a failed run does."""
+    from tools import i18n
+
+    monkeypatch.delenv(checks.REPORT_ENV, raising=False)
+    reason = "plan_decode_start not defined: run the cell that loads your notebooks 03 and 04 (above TODO 7) first, then this cell again."
+    suite = PublicChecks("TODO 7 · handoff_step")
+    suite.case(lambda: None)
+    with pytest.raises(PublicChecksFailed, match="plan_decode_start not defined"):
+        suite.cannot_run(reason)
+    monkeypatch.setattr(checks, "stops_on_failure", lambda: False)  # as in a Jupyter kernel
+    assert suite.cannot_run(reason) is None
+    out = capsys.readouterr()
+    assert out.out == "" and f"✗ {reason}" in out.err and "at grading this cell fails" in out.err
+    i18n.set_language("zh")
+    try:
+        suite.cannot_run(reason)
+    finally:
+        i18n.set_language(None)
+    err = capsys.readouterr().err
+    assert "plan_decode_start" in err and "not defined" not in err, f"the reason is not in the learner's language: {err}"
+
+
 # ---------------------------------------------------------------- learner functions
 
 
