@@ -308,9 +308,9 @@ def cmd_grade(course: Course, args) -> int:
     )
     if not args.scheduler and (args.tls_ca_file or args.tls_cert or args.tls_key):
         raise UnusableInput("--tls-ca-file, --tls-cert and --tls-key are for a cluster: give --scheduler tls://HOST:PORT too")
-    executor = None
-    if args.scheduler:
-        from .executors.cluster import grade_on_cluster_executor as executor
+    from .executors import executor_for
+
+    executor = executor_for(options)  # chosen once: this machine, or the Dask cluster at --scheduler
     from .record.late import late_spec
 
     late = late_spec(course.grading, args.deadline, args.late_policy, args.extensions)

@@ -29,7 +29,7 @@ from ..model import REVIEW
 from ..publish.editions import feedback_translations
 from . import gradebook
 from .late import UNKNOWN_CHOICES, LateSpec, Settled, late_text, lms_flags, load_spec, unsubmitted
-from .tables import cell_value, late_columns, score_row, write_csv
+from .tables import cell_value, final_header, late_columns, score_row, write_csv
 
 FORMATS = ("csv", "canvas", "moodle")
 # Canvas's gradebook import: the columns its own gradebook export starts with, then one per assignment,
@@ -55,7 +55,6 @@ WORKSHEET_COLUMNS = (
 )
 PARTICIPANT = "Participant "  # Moodle's get_string('hiddenuser', 'assign'): the importer strips it, the rest is the id
 WORKSHEET_FILE = "moodle_worksheet.csv"
-COLUMNS = ("auto_total", "manual_total", "total", "max_total", "pending", "needs_review", "late_penalty", "final_total", "late_basis")
 
 
 def export(
@@ -89,8 +88,7 @@ def export(
     info["needs_review"] = [f"{r['student_id']}/{e.grade_id}" for r in rows for e in cells if r[e.grade_id] == REVIEW]
     info["least_penalty"] = sorted(s for s, found in settled.items() if found.unknown) if accept else []
     if format == "csv":
-        fields = ["student_id", *[e.grade_id for e in cells if not e.manual], *[e.grade_id for e in cells if e.manual], *COLUMNS]
-        write_csv(target, fields, rows)
+        write_csv(target, final_header(cells), rows)
         info["written"] = [target]
         return target, info
     people = _people(out, roster or {})

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..course import Course
 from ..matching import read_graded
+from ..model import Record
 from ..publish.editions import feedback_translations
 from .exporters import add_csp, add_wrapping, localize_labels
 from .late import LateSpec, late_text
@@ -155,15 +156,15 @@ def write_feedback(
 _LATE_NOTE = re.compile(r'\n?<p class="late-note">[^<]*</p>')
 
 
-def note_late(out: Path, record: dict, spec: LateSpec, words: dict[str, str]) -> None:
+def note_late(out: Path, record: Record, spec: LateSpec, words: dict[str, str]) -> None:
     """Put the late line under the feedback page's heading (or take an old one away: a page kept
     from an earlier run may carry another deadline's)."""
-    page = out / "feedback" / record["student_id"] / f"{record['notebook']}.html"
+    page = out / "feedback" / record.student_id / f"{record.notebook}.html"
     if not page.is_file():
         return
     text = page.read_text(encoding="utf-8")
     updated = _LATE_NOTE.sub("", text)
-    line = late_text(record.get("late", {}), spec.policy, words)
+    line = late_text(record.late or {}, spec.policy, words)
     if line:
         updated = updated.replace("</h4>", f'</h4>\n<p class="late-note">{html.escape(line)}</p>', 1)
     if updated != text:

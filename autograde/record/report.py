@@ -31,19 +31,8 @@ from ..course import Course, Exercise, UnusableInput, exercises
 from ..model import PENDING, REVIEW, STATUS_TEXT
 from ..publish.editions import feedback_translations
 from .exporters import add_csp, base_style, html_lang, write_page_and_numbers
+from .tables import NOT_EXERCISES
 
-TAIL = (
-    "auto_total",
-    "manual_total",
-    "total",
-    "max_total",
-    "pending",
-    "needs_review",
-    "late_penalty",
-    "final_total",
-    "late_basis",
-    "edition",
-)  # not exercise columns
 NEEDED = ("student_id", "total", "max_total", "pending", "needs_review")
 SHOWN_PER_KIND = 100  # rows per problem kind on the page (report.json has them all)
 SLOWEST = 15
@@ -143,7 +132,7 @@ def _read_scores(out: Path, path: Path) -> tuple[list[str], list[dict]]:
         absent = [name for name in NEEDED if name not in header]
         if absent:
             raise _unusable(out, f"{path.name} has no {', '.join(absent)} column(s)")
-        columns = [name for name in header if name != "student_id" and name not in TAIL]
+        columns = [name for name in header if name not in NOT_EXERCISES]
         rows = []
         for line, raw in enumerate(reader, start=2):
             where = f"{path.name} line {line}"
