@@ -1,5 +1,7 @@
-"""The grader's model: the grading limits and options, what a notebook's status means, and the
-score-table marks. Standard library only, so that every layer can use it (the sandbox's launcher too).
+"""The grader's model: the grading limits and options, what a notebook's status means, the
+score-table marks, and the typed records every layer passes on: a notebook's ``Record`` and a
+worker's ``JobOutcome`` (the one parser of result.json). Standard library only, so that every layer
+can use it (the sandbox's launcher too).
 Every option that can change a grade is hashed into the fingerprint that decides whether a saved result
 may be reused (grading._fingerprint, tested by test_every_grading_limit_is_in_the_fingerprint)."""
 
