@@ -118,11 +118,76 @@ def grade(subs: Path, out: Path, workers: int, off: str, hook: Path) -> tuple[di
         return took, {row["student_id"]: row["total"] for row in csv.DictReader(handle)}
 
 
+def fragments_in_process(notebooks: list, reps: int) -> tuple[float, float]:
+    """CPU seconds of one student's feedback pages (``notebooks``, complete submissions, rendered by the exporter the
+    feedback step uses, a new one per page as nbgrader makes them) with the fragments warmed from the
+    release as the worker server warms them, and without them: medians of ``reps`` interleaved runs."""
+    from autograde.course import Course
+    from autograde.publish.release import release_folder
+    from autograde.record import exporters
+
+    course = Course.load(ROOT)
+    release = [release_folder(course, lang) / f"{name}.ipynb" for lang in ("en", "zh") for name in course.notebooks]
+    from nbconvert.preprocessors.sanitize import SanitizeHTML
+
+    from autograde.run.preprocessors import ShortenErrors
+
+    pages = []
+    for nb in notebooks:  # as the feedback step has them: the grading kernel's language, its preprocessors
+        nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}
+        nb, _ = ShortenErrors().preprocess(nb, {})
+        nb, _ = SanitizeHTML(enabled=True).preprocess(nb, {})
+        for cell in nb.cells:  # the scores the feedback step's preprocessors would have put there
+            if cell.metadata.get("nbgrader"):
+                cell.metadata.nbgrader.setdefault("score", 0.0)
+                cell.metadata.nbgrader.setdefault("points", 0.0)
+        pages.append(nb)
+    resources = {"nbgrader": {"notebook": "n", "score": 0, "max_score": 0, "late_penalty": 0}}
+    kept_get, on, off = exporters._Fragments.get, [], []
+
+    def render() -> float:
+        begin = time.process_time()
+        for nb in pages:
+            exporters._feedback_exporter().from_notebook_node(nb, dict(resources))
+        return time.process_time() - begin
+
+    for _ in range(reps):
+        exporters._Fragments.get = kept_get
+        exporters._HIGHLIGHTED.clear()
+        exporters._MARKDOWN.clear()
+        exporters.warm_feedback(release)
+        on.append(render())
+        exporters._Fragments.get = lambda self, key, source, make: make()
+        off.append(render())
+    exporters._Fragments.get = kept_get
+    return statistics.median(on), statistics.median(off)
+
+
+def master_in_process(reps: int) -> tuple[float, float]:
+    """Seconds to build the grading master in a new OUT, and to copy it from the shared cache (warm):
+    medians of ``reps`` interleaved runs."""
+    from autograde.course import Course
+    from autograde.publish.master import build_master, copy_shared_master
+
+    course = Course.load(ROOT)
+    built, copied = [], []
+    for _ in range(reps):
+        with tempfile.TemporaryDirectory(prefix="bench-master-") as tmp:
+            begin = time.monotonic()
+            build_master(course, Path(tmp) / "built")
+            built.append(time.monotonic() - begin)
+            begin = time.monotonic()
+            copy_shared_master(course, course.sources_digest(), Path(tmp) / "copied")
+            copied.append(time.monotonic() - begin)
+    return statistics.median(built), statistics.median(copied)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions of the in-process measurements")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-caches-") as tmp:
         tmp = Path(tmp)
@@ -158,6 +223,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nsaving of the feedback fragments: {fragments:+.1%} of the workers' time ({'pays' if fragments >= WORTH else 'does not pay'})")
     verdict = "pays" if master >= WORTH else "does not pay"
     print(f"saving of the shared master, a first grading into a new OUT: {master:+.1%} of the wall clock ({verdict})")
+    print("\nin one process (the class's run above only as the scale):")
+    on, off = fragments_in_process([build(name) for name in NOTEBOOKS], args.reps)
+    per_student = base["wall"] * args.workers / args.students  # the cores' seconds a student's grading takes
+    print(
+        f"  one student's 6 feedback pages: {on:.3f} s CPU with the fragments, {off:.3f} s without: "
+        f"{off - on:.3f} s saved, {(off - on) / per_student:.1%} of a student's grading ({per_student:.1f} s of the cores)"
+    )
+    built, copied = master_in_process(max(1, args.reps // 3))
+    print(
+        f"  the grading master: built {built:.1f} s, copied from the shared cache {copied:.2f} s: "
+        f"{built - copied:.1f} s saved, {(built - copied) / (base['wall'] + built - copied):.1%} of a first grading of this class"
+    )
     same = all(g == grades[0] for g in grades)
     print(f"\nidentical grades in every run: {same}; a cache pays when it saves at least {WORTH:.0%} of the grading time")
     return 0 if same else 1
