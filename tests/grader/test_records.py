@@ -1,6 +1,7 @@
 """The typed spine: a notebook's Record and a worker's JobOutcome read what earlier versions of the
 grader wrote (tests/data/records: a signed record from OUT/.state and log.jsonl lines, as the grader
-wrote them before records were typed), write it back key for key, and keep the signature valid."""
+wrote them before records were typed), write it back key for key, and keep the signature valid; and
+the executor protocol the batch runs its jobs through."""
 
 from __future__ import annotations
 
@@ -117,3 +118,27 @@ def test_the_ranges_are_checked_when_the_points_are_given():
         JobOutcome.from_json({**RESULT, "scores": {"todo0_check_overlap": 4.0}}, points, manual)
     with pytest.raises(MalformedResult, match="timings"):
         JobOutcome.from_json({**RESULT, "timings": {"autograde": "slow"}})
+
+
+def test_both_executors_answer_the_batchs_protocol_and_the_options_choose_one():
+    """The batch asks an executor five things (grading.Executor); the local and the cluster executor
+    answer each with the same parameters, and ``executor_for`` picks one from the options alone."""
+    import inspect
+
+    from autograde.executors import executor_for
+    from autograde.executors.cluster import ClusterExecutor
+    from autograde.grading import Executor, LocalExecutor
+    from autograde.model import Options
+
+    asked = [name for name in ("check", "prestart", "sandbox", "prepare", "run") if callable(getattr(Executor, name, None))]
+    assert len(asked) == 5
+    for executor in (LocalExecutor, ClusterExecutor):
+        for name in asked:
+            theirs = list(inspect.signature(getattr(Executor, name)).parameters)
+            assert list(inspect.signature(getattr(executor, name)).parameters) == theirs, (executor.__name__, name)
+    assert isinstance(executor_for(Options()), LocalExecutor)
+    assert isinstance(executor_for(Options(scheduler="tcp://127.0.0.1:1")), ClusterExecutor)
+    with pytest.raises(ValueError, match="needs options.scheduler"):
+        ClusterExecutor().check(Options())
+    with pytest.raises(ValueError, match="ClusterExecutor"):
+        LocalExecutor().check(Options(scheduler="tcp://127.0.0.1:1"))
