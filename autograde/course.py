@@ -16,10 +16,13 @@ import psutil
 
 from tools.project_runtime import course_manifest, resolve_project_root
 
+from . import settings
+from .errors import GraderError
+
 CONFIG_FILE = Path(__file__).with_name("nbgrader_config.py")
 
 
-class UnusableInput(Exception):
+class UnusableInput(GraderError):
     """The instructor's input cannot be used (the command exits 2)."""
 
 
@@ -78,7 +81,7 @@ def nbgrader_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PATH"] = f"{bin_dir()}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("PYTHONUNBUFFERED", "1")
     env["MPLBACKEND"] = "agg"
-    env.pop("JPY_SESSION_NAME", None)  # grading kernels are never a live frontend
+    env.pop(settings.SESSION_NAME, None)  # grading kernels are never a live frontend
     if extra:
         env.update(extra)
     return env

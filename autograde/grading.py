@@ -18,10 +18,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import shutil
 import signal
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -33,18 +33,21 @@ import nbformat
 from tools.project_runtime import write_json_atomic
 
 from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs  # noqa: F401 (Exercise: for importers)
+from .errors import GraderError
 from .matching import grade_ids, last_error, match_notebooks, read_graded, read_json, safe_text
 from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, JobOutcome, Options, Record, new_record  # noqa: F401 (the batch's names)
 from .publish.leaks import secret_lines
 from .publish.master import edition_master, grading_master
 from .record import gradebook
 from .record.late import LateSpec, save_spec, settle
-from .record.pages import note_late, page_words, write_feedback
+from .record.pages import keep_page_data, page_data_path, page_words, write_pages
 from .record.results import write_tables
 from .record.store import cached_record, save_record, signing_key
 from .run.launch import prestart as start_worker_server
 from .run.preprocessors import NeutraliseForDisplay
 from .run.student import INTERRUPTED, SETTINGS, elapsed_since, job_settings, run_student
+
+log = logging.getLogger(__name__)  # warnings, to stderr as the command line configures it
 
 MAX_RESULT_BYTES = 16 << 20  # a grading process's result.json (its logs are cut to 100,000 characters each)
 
@@ -132,7 +135,7 @@ def finish_record(
 
 
 def _graded_record(course: Course, out: Path, record: Record, job: Path, outcome: JobOutcome, options: Options, secrets: dict[str, str]) -> Record:
-    """A graded notebook's record: the judge's scores and ideas, the notes on it, its feedback page written."""
+    """A graded notebook's record: the judge's scores and ideas, the notes on it, its feedback page's data kept."""
     student, notebook = record.student_id, record.notebook
     record = record.but(scores=outcome.scores, manual=outcome.manual, timings=outcome.timings, ideas=outcome.ideas())
     notes = []
@@ -140,16 +143,10 @@ def _graded_record(course: Course, out: Path, record: Record, job: Path, outcome
         notes.append(f"part of it went over the {options.memory_limit / GiB:g} GiB memory limit and was stopped")
     if outcome.load_errors:
         notes.append(f"{len(outcome.load_errors)} cell(s) of its code failed when loaded for the judge")
-    page = job / "feedback" / student / course.assignment / f"{notebook}.html"
-    if page.is_file():
-        target = out / "feedback" / student / f"{notebook}.html"
-        pending_ids = {gid for gid, score in outcome.manual.items() if score is None}
-        words = page_words(course).get(record.edition or "en", {})
-        graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
-        redacted = write_feedback(page, target, secrets, graded, pending_ids, words)
-        if redacted:
-            record = record.but(redacted_lines=redacted)
-    else:
+    # the page's data: the page itself is rendered once the batch knows its late line (write_pages)
+    graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
+    if not keep_page_data(job / "feedback" / student / course.assignment / f"{notebook}.json", out, student, notebook, graded, secrets):
+        (out / "feedback" / student / f"{notebook}.html").unlink(missing_ok=True)  # an earlier run's page
         notes.append("feedback could not be generated: " + last_error(outcome.feedback_log()))
     return record.but(detail="; ".join(notes))
 
@@ -222,7 +219,7 @@ def grade_student(
     return records
 
 
-class GraderFault(Exception):
+class GraderFault(GraderError):
     """A student's grading raised twice: ``settled`` records were kept, ``left`` items were not graded."""
 
     def __init__(self, settled: list[Record], left: list, cause: BaseException):
@@ -396,10 +393,9 @@ def _locked(out: Path):
 def sandbox_settings(out: Path, options: Options) -> dict:
     """Check that the sandbox runs here (or that the instructor chose to go without)."""
     if not options.sandbox:
-        print(
-            "WARNING: grading WITHOUT the sandbox (--no-sandbox): submissions run with your rights, can read "
-            "and change your files, and can reach the network. Use this only for code you trust.",
-            file=sys.stderr,
+        log.warning(
+            "grading WITHOUT the sandbox (--no-sandbox): submissions run with your rights, can read "
+            "and change your files, and can reach the network. Use this only for code you trust."
         )
         return {"enabled": False, "warning": "graded with --no-sandbox: submissions were not isolated"}
     from .run.sandbox import Limits, Sandbox, probe
@@ -452,6 +448,8 @@ def _intake(
                     continue
                 fingerprint = _fingerprint(path, f"{digest}|{whole}", options)
                 cached = cached_record(out, student, notebook, fingerprint)
+                if cached and not _page_kept(out, cached):
+                    cached = None  # graded before pages were rendered from their data: graded again, to render its page
                 if cached:
                     done_here.append(cached.but(cached=True))
                 else:
@@ -558,7 +556,7 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
         except gradebook.GradebookError as exc:
             gradebook_error = str(exc)
     if gradebook_error:
-        print(f"WARNING: {gradebook_error}. The results are kept in {out / '.state'}; run the same command again to record them.", file=sys.stderr)
+        log.warning(f"{gradebook_error}. The results are kept in {out / '.state'}; run the same command again to record them.")
     else:
         with contextlib.suppress(gradebook.GradebookError):
             gradebook.keep_submitted_times(db_url, course.assignment, out)
@@ -566,9 +564,25 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     records = [record.but(late=late_of(late, record, max_points)) for record in records]
     n_students = len(students) + len(unseen)
     summary, records = write_tables(course, out, graded_cells, records, notes, n_students, sandbox, db_url, book, late, where=where)
-    for record in records:  # the late line: the penalty write_tables settled on the score grades.csv counts
-        note_late(out, record, late, page_words(course).get(record.edition or "en", {}))
+    # every page rendered once: a person's scores from the gradebook, the late line of the penalty write_tables settled
+    removed = write_pages(out, course, graded_cells, records, secrets, late.policy, None if gradebook_error else db_url)
+    noted = _note_redactions(records, removed)
+    if noted != records:  # a page quoted the grader's secrets (rare): the tables say so too
+        summary, records = write_tables(course, out, graded_cells, noted, notes, n_students, sandbox, db_url, book, late, where=where)
     return summary
+
+
+def _page_kept(out: Path, record: Record) -> bool:
+    """Whether a saved record's page can be rendered: it was not graded, or its page data is kept
+    (a record from before pages were rendered from their data has its page only)."""
+    if not record.graded or page_data_path(out, record.student_id, record.notebook).is_file():
+        return True
+    return not (out / "feedback" / record.student_id / f"{record.notebook}.html").is_file()
+
+
+def _note_redactions(records: list[Record], removed: dict[tuple[str, str], int]) -> list[Record]:
+    """The records with each one's count of lines its page removed (None when it removed none)."""
+    return [record.but(redacted_lines=removed.get((record.student_id, record.notebook)) or None) for record in records]
 
 
 def rejected_id(name: str) -> str:

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import nbformat
 
-from tools.notebook_runtime import release_stem
+from tools.integrity import release_stem
+
+from .errors import GraderError
 
 MAX_FILES = 50  # .ipynb files looked at per student: a folder of thousands is not all parsed
 MAX_BYTES = 20 * 1024 * 1024  # a larger file is not parsed to look for grade ids
@@ -27,7 +29,7 @@ MAX_WALK_SECONDS = 10.0  # time spent listing one student's folder
 normalize = release_stem
 
 
-class TooManyObjects(ValueError):
+class TooManyObjects(GraderError, ValueError):
     """A file whose JSON would build more objects than a notebook needs: refused unparsed."""
 
 
@@ -164,7 +166,7 @@ def walk_notebooks(
     return found, notes
 
 
-class NotebookTooLarge(ValueError):
+class NotebookTooLarge(GraderError, ValueError):
     """A submitted file over the size limit: refused before the trusted parent parses it."""
 
 

@@ -12,6 +12,9 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 
+from .errors import GraderError
+
+MiB = 1 << 20
 GiB = 1 << 30
 
 # matched whole (fullmatch): "$" alone would let a trailing newline through, and nbgrader reads an id as a glob
@@ -46,7 +49,7 @@ def with_hidden_note(cell) -> str:
     return source
 
 
-MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024  # default: a course notebook with outputs is well under 1 MB
+MAX_NOTEBOOK_BYTES = 20 * MiB  # default: a course notebook with outputs is well under 1 MB
 
 
 @dataclass(frozen=True)
@@ -186,7 +189,7 @@ def new_record(
 # ---------------------------------------------------------------- a job's outcome
 
 
-class MalformedResult(ValueError):
+class MalformedResult(GraderError, ValueError):
     """A job's result.json (or a cluster worker's answer) is not what a grading worker writes."""
 
 

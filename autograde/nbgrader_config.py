@@ -1,13 +1,14 @@
 # nbgrader configuration for every nbgrader run of this course. The instructor command
 # copies this file into each course folder it builds; the values below that depend on a
-# run (time limits, the sandbox) come from environment variables that the command sets.
+# run (time limits, the sandbox) come from environment variables that the command sets (autograde/settings.py).
 import os
 
-from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbconvert.preprocessors.sanitize import SanitizeHTML
-from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern, LimitOutput, SaveAutoGrades
+from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern, LimitOutput, SaveAutoGrades
 
-from autograde.record.exporters import FeedbackExporter
+from autograde import settings
+from autograde.record.exporters import PageDataExporter
 from autograde.run.preprocessors import CapGradedOutputs, CapOutputs, CappedExecute, SafeOutputMetadata, ShortenErrors
 
 c = get_config()  # noqa: F821 (provided by traitlets when the file is loaded)
@@ -19,7 +20,7 @@ c.CourseDirectory.root = os.getcwd()
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
 # Autograde: a cell that runs longer than this is interrupted and the notebook goes on.
-c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "30"))
+c.Execute.timeout = settings.cell_timeout()
 c.Execute.interrupt_on_timeout = True
 # After a cell's reply, its output must arrive on IOPub within this many seconds, or nbgrader (which raises on
 # it) fails the notebook. nbclient's 4 s failed a correct notebook's set-up cell on a machine at load 15; the
@@ -33,6 +34,8 @@ c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"[\s\S]*"
 # Outputs are cut to a byte budget before the graded notebook is saved.
 # (Code cells keep their whole source here: the judge loads the learner's code from this notebook.)
+# No AssignLatePenalties: a job's gradebook is a scratch copy, and late penalties are the grader's own
+# (record/late.py), written into the course gradebook (record/gradebook.py).
 c.Autograde.autograde_preprocessors = [
     CappedExecute,
     IgnorePattern,
@@ -40,25 +43,25 @@ c.Autograde.autograde_preprocessors = [
     LimitOutput,
     CapGradedOutputs,
     SaveAutoGrades,
-    AssignLatePenalties,
     CheckCellMetadata,
 ]
-if os.environ.get("COURSE_SANDBOX") == "1":
+if settings.sandboxed():
     # The learner's kernel runs in bubblewrap (autograde/run/sandbox.py). It has no network, so
     # it talks to nbgrader over Unix sockets in a folder bound into the sandbox.
     # The connection file and the sockets go to this job's runtime folder (bound inside);
     # left to itself, jupyter_client would put the file in /tmp, which the sandbox hides.
     c.Execute.kernel_name = "serving-overlap-sandbox"  # CappedExecute inherits Execute's settings
     c.KernelManager.transport = "ipc"
-    c.KernelManager.connection_file = os.path.join(os.environ["JUPYTER_RUNTIME_DIR"], "kernel.json")
+    c.KernelManager.connection_file = os.path.join(settings.runtime_dir(), "kernel.json")
 
 # Feedback: the visible checks, the failure messages and the judge's ideas, never the
 # hidden tests (they are not in the graded notebook at all) nor tracebacks.
 # Markdown and HTML a learner wrote are sanitized (no <script> in the page), outputs keep no
 # metadata but numeric image sizes (nbconvert writes them into <img> unquoted), and the grader
-# gives every page a policy that forbids scripts (exporters.add_csp).
-# nbconvert's HTML exporter, its templates compiled once per grading process, not once per page.
-c.GenerateFeedback.exporter_class = FeedbackExporter
+# gives every page a policy that forbids scripts (its template's <meta>).
+# The feedback step writes the page's data (the notebook so prepared, and its scores); the grader
+# renders the page once it knows the rest: a person's scores, the late line (record/pages.py).
+c.GenerateFeedback.exporter_class = PageDataExporter
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     ClearHiddenTests,
@@ -66,7 +69,6 @@ c.GenerateFeedback.preprocessors = [
     CapOutputs,
     SafeOutputMetadata,
     SanitizeHTML,
-    CSSHTMLHeaderPreprocessor,
 ]
 c.ClearHiddenTests.enforce_metadata = False
 c.SanitizeHTML.enabled = True  # nbconvert's preprocessors are off unless enabled

@@ -51,8 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from autograde.course import Course  # noqa: E402
-from autograde.record import similarity  # noqa: E402
-from autograde.record.similarity import write_similarity  # noqa: E402
+from autograde.term import similarity  # noqa: E402
+from autograde.term.similarity import write_similarity  # noqa: E402
 
 from submissions import answer  # noqa: E402
 

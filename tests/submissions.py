@@ -531,10 +531,11 @@ def lost_in_judge(cell: str, answers: dict[str, str], public: bool = True) -> se
     return {i["id"] for i in result["ideas"] if i["earned"] < i["points"]}
 
 
-def public_failures(cell: str, answers: dict[str, str]) -> list[dict]:
+def public_failures(cell: str, answers: dict[str, str], wrap=None) -> list[dict]:
     """The public checks of ``cell`` that fail in a learner's notebook with ``answers`` ({solution
     cell id: source}, on top of the course's answers): the cell's open part run as the notebook runs
-    it (tools.checks.PublicChecks, the functions called directly). Returns [{name, status, message}]."""
+    it (tools.checks.PublicChecks, the functions called directly). ``wrap(namespace)``, if given, may
+    replace the answers' functions before the checks run. Returns [{name, status, message}]."""
     import contextlib
     import io
     import os
@@ -546,6 +547,8 @@ def public_failures(cell: str, answers: dict[str, str]) -> list[dict]:
     namespace = {"__name__": "__main__"}
     for source in {**solutions, **answers}.values():
         exec(compile(source, "<answer>", "exec"), namespace)  # noqa: S102
+    if wrap is not None:
+        wrap(namespace)
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "checks.jsonl"
         saved = {k: os.environ.get(k) for k in (checks.REPORT_ENV, checks.STOP_ENV)}
@@ -565,3 +568,63 @@ def public_failures(cell: str, answers: dict[str, str]) -> list[dict]:
         suites = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()] if report.exists() else []
     assert len(suites) == 1, f"{cell}: the public checks did not run ({len(suites)} reports)"
     return [case for case in suites[0]["cases"] if case["status"] != checks.PASS]
+
+
+# A learner who never solves a TODO but makes its public checks pass: run the public checks once
+# against the course's answer, keep every call and what it returned (or raised), and submit functions
+# that look each call up in that table. The learner's notebook shows every check green; the hidden
+# ideas call with other inputs and must find nothing behind the table.
+_REPLAY = """import json as _json, pickle as _pickle
+_TABLE = {table!r}
+
+
+def _replay(name, args, kwargs):
+    found = _TABLE.get(_json.dumps([name, args, kwargs], sort_keys=True, default=repr))
+    if found is None:
+        return None
+    how, value = _pickle.loads(found)
+    if how == "raise":
+        raise value
+    return value
+"""
+
+
+def _call_key(name: str, args: tuple, kwargs: dict) -> str:
+    return json.dumps([name, args, kwargs], sort_keys=True, default=repr)  # tuples and lists alike, as on the judge's wire
+
+
+def replay_answer(cell: str, solution_id: str) -> str:
+    """The source of an answer for ``solution_id`` that replays the public checks of grade cell ``cell``
+    (see _REPLAY), and returns None for any call the checks did not make."""
+    import ast
+    import pickle
+
+    tests, solutions = course_cells()
+    names = [node.name for node in ast.parse(solutions[solution_id]).body if isinstance(node, ast.FunctionDef)]
+    table: dict[str, bytes] = {}
+
+    def recorded(name, fn):
+        def call(*args, **kwargs):
+            try:
+                value = fn(*args, **kwargs)
+            except Exception as exc:
+                table[_call_key(name, args, kwargs)] = pickle.dumps(("raise", exc))
+                raise
+            table[_call_key(name, args, kwargs)] = pickle.dumps(("return", value))
+            return value
+
+        return call
+
+    public_failures(cell, {}, wrap=lambda namespace: namespace.update({n: recorded(n, namespace[n]) for n in names}))
+    assert table, f"{cell}: the public checks called none of {names}"
+    functions = "".join(f"\n\ndef {n}(*args, **kwargs):\n    return _replay({n!r}, args, kwargs)\n" for n in names)
+    return _REPLAY.format(table=table) + functions
+
+
+def do_nothing_answer(solution_id: str) -> str:
+    """The control for replay_answer: the same functions, each returning None."""
+    import ast
+
+    _, solutions = course_cells()
+    names = [node.name for node in ast.parse(solutions[solution_id]).body if isinstance(node, ast.FunctionDef)]
+    return "".join(f"def {n}(*args, **kwargs):\n    return None\n\n\n" for n in names)

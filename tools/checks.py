@@ -18,7 +18,6 @@ line to it; ``python -m autograde validate`` reads those lines.
 from __future__ import annotations
 
 import json
-import os
 import random
 import sys
 import traceback
@@ -26,10 +25,12 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from . import settings
+from .at_grading import grading_mode
 from .i18n import localize, tr
 
-REPORT_ENV = "COURSE_CHECK_REPORT"
-STOP_ENV = "COURSE_CHECKS_STOP"
+REPORT_ENV = settings.CHECK_REPORT
+STOP_ENV = settings.CHECKS_STOP
 
 PASS, FAIL, TODO, ERROR = "pass", "fail", "not_started", "error"
 _MARKS = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗"}
@@ -39,7 +40,7 @@ def stops_on_failure() -> bool:
     """Whether a failed suite raises: at grading (nbgrader sets ``NBGRADER_EXECUTION``), outside
     a Jupyter kernel (a script, a test), or when ``COURSE_CHECKS_STOP=1`` asks for it. In a
     learner's notebook it does not, so that one unfinished TODO does not stop Run All."""
-    if os.environ.get("NBGRADER_EXECUTION") or os.environ.get(STOP_ENV) == "1":
+    if grading_mode() or settings.checks_stop():
         return True
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
@@ -53,6 +54,15 @@ class PublicChecksFailed(AssertionError):
         # IPython shows these lines instead of a traceback: the ✗ lines above already say
         # what failed, and a stack through this module would only add noise.
         return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
+
+
+def _fail(message: str) -> None:
+    """A suite failed with ``message``: raise where failures stop (see ``stops_on_failure``), else
+    say it in red and let the notebook go on."""
+    if stops_on_failure():
+        raise PublicChecksFailed(message)
+    goes_on = tr("(The notebook goes on, so Run All shows every figure; at grading this cell fails.)")
+    print(f"✗ {message}\n  {goes_on}", file=sys.stderr)
 
 
 @dataclass
@@ -137,13 +147,19 @@ class PublicChecks:
                 message = tr("{summary}. Finish the exercise above, then run this cell again.", summary=summary)
             else:
                 message = tr("{summary}. Read the ✗ lines above: each says what is wrong.", summary=summary)
-            if stops_on_failure():
-                raise PublicChecksFailed(message)
-            goes_on = tr("(The notebook goes on, so Run All shows every figure; at grading this cell fails.)")
-            print(f"✗ {message}\n  {goes_on}", file=sys.stderr)
+            _fail(message)
+
+    def cannot_run(self, reason: str) -> None:
+        """The suite cannot run yet (a function it calls is not defined): say ``reason``, in the
+        learner's language, as a failed run says its summary. In a learner's notebook Run All goes
+        on; at grading, outside a notebook or with ``COURSE_CHECKS_STOP=1``, it raises
+        ``PublicChecksFailed``. While the judge reads a grade cell, nothing is said."""
+        if _COLLECTOR is not None:
+            return
+        _fail(localize(reason))
 
     def _report(self, results: list[CaseResult], passed: int) -> None:
-        target = os.environ.get(REPORT_ENV)
+        target = settings.check_report()
         if not target:
             return
         record = {

@@ -9,17 +9,17 @@ draws one static figure for the default settings instead, and never fails.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 
-from . import presets
+from . import presets, settings
+from .at_grading import grading_mode
 from .i18n import N_, localize, tr
 from .plotting import NOISE, draw_transfer_timeline, new_figure, readable
+from .presets import MiB
 
-MiB = 2**20
 # The course's presets (tools/presets.py, with their sources), under the explorer's labels.
 # Link speeds in Gbit/s (measured where known, else nominal).
 LINK_PRESETS = {
@@ -46,19 +46,19 @@ def widget_frontend() -> str | None:
     ``VSCODE_CWD`` in the kernel's environment, and any other interactive client (JupyterLab,
     Notebook 7, nbclassic) is taken to be a Jupyter frontend.
     """
-    forced = os.environ.get("COURSE_WIDGETS", "").strip().lower()
+    forced = settings.widgets()
     if forced:
         if forced not in ("live", "static"):
             raise ValueError(f"COURSE_WIDGETS={forced!r}: expected 'live' or 'static' (or unset it)")
         if forced == "static":
             return None
-    if os.environ.get("NBGRADER_EXECUTION") and forced != "live":
+    if grading_mode() and forced != "live":
         return None
     if forced != "live" and not _interactive_kernel():
         return None
     if _in_colab():
         return "colab"
-    if os.environ.get("VSCODE_PID") or os.environ.get("VSCODE_CWD"):
+    if settings.in_vscode():
         return "vscode"
     return "jupyter"
 

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import string
 from pathlib import Path
 
+from . import settings
+from .frontend import running_notebook
+
 EDITIONS = ("en", "zh")
-ENV = "COURSE_LANG"
+ENV = settings.LANGUAGE
 FONT_FILE = Path(__file__).with_name("fonts") / "CourseSansCJK-Subset.otf"
 BOLD_FONT_FILE = FONT_FILE.with_name("CourseSansCJK-Bold-Subset.otf")
 FONT_FAMILY = "Course Sans CJK"
@@ -71,8 +73,6 @@ def set_edition(language: str | None) -> None:
 
 @functools.lru_cache(maxsize=1)
 def language_from_notebook() -> str | None:
-    from .notebook_runtime import running_notebook
-
     path = running_notebook()
     if path is None:
         return None
@@ -87,7 +87,7 @@ def language() -> str:
     recorded (set_edition), else the notebook's metadata, else English."""
     if _chosen:
         return _chosen
-    env = os.environ.get(ENV, "").strip().lower()
+    env = settings.language()
     if env.startswith("zh"):
         return "zh"
     if env.startswith("en"):

@@ -1,5 +1,9 @@
-"""What every notebook of the course uses: set-up, versions, and the learner's own
-functions from an earlier notebook."""
+"""What every notebook of the course uses: set-up, versions, the learner's own functions from an
+earlier notebook, and the check before submitting.
+
+The learner's side only: what changes while nbgrader runs a notebook is in ``at_grading``, the
+graded cells a submission must keep in ``integrity``, the running notebook's file in ``frontend``.
+Run as ``python -m tools.notebook_runtime NOTEBOOK.ipynb`` it checks a saved notebook from a terminal."""
 
 from __future__ import annotations
 
@@ -8,14 +12,26 @@ import io
 import json
 import os
 import platform
-import re
 from importlib import metadata
 from pathlib import Path
 from types import FunctionType
 from typing import Any
 
-from .i18n import localize, tr
+from . import settings
+from .at_grading import grading_mode, setup_for_grading
+from .frontend import running_notebook, running_notebook_name
+from .i18n import install, localize, set_edition, tr
+from .integrity import identify_notebook, release_cells, release_stem, submission_problems
 from .project_runtime import find_project_root
+
+__all__ = [  # what the notebooks import from here
+    "LearnerFunctionMissing",
+    "check_submission",
+    "course_setup",
+    "find_learner_notebook",
+    "grading_mode",
+    "load_learner_functions",
+]
 
 
 def package_version(name: str) -> str | None:
@@ -24,31 +40,6 @@ def package_version(name: str) -> str | None:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
-
-
-def grading_mode() -> str | None:
-    """'autograde' or 'validate' while nbgrader runs the notebook, else None."""
-    return os.environ.get("NBGRADER_EXECUTION") or None
-
-
-def runtime_summary() -> dict[str, Any]:
-    """Python, torch and accelerator facts, for the set-up cell and result files."""
-    summary: dict[str, Any] = {
-        "python": platform.python_version(),
-        "torch": package_version("torch"),
-        "cuda_available": False,
-        "device": "cpu",
-    }
-    try:
-        import torch
-
-        summary["cuda_available"] = bool(torch.cuda.is_available())
-        if summary["cuda_available"]:
-            summary["device"] = torch.cuda.get_device_name(0)
-            summary["cuda"] = torch.version.cuda
-    except ImportError:
-        summary["torch"] = None
-    return summary
 
 
 def nvidia_driver_present() -> bool:
@@ -69,17 +60,12 @@ def course_setup(quiet: bool = False, language: str | None = None) -> dict[str, 
     torch is not imported here (it costs seconds and notebooks 01-04 never use it);
     notebook 05 reports the device it actually ran on in its result file.
     """
-    from .i18n import install, set_edition
-
     if language is not None:
         set_edition(language)
 
     summary: dict[str, Any] = {"python": platform.python_version(), "torch": package_version("torch")}
     if grading_mode():  # the grader needs no runtime report, and draws no figure (so no style)
-        install()  # the Chinese edition: printed lines in the learner's language
-        summary["grading"] = grading_mode()
-        _figures_as_short_text()
-        return summary
+        return setup_for_grading(summary)
     from .plotting import apply_style
 
     apply_style()
@@ -92,52 +78,8 @@ def course_setup(quiet: bool = False, language: str | None = None) -> dict[str, 
     return summary
 
 
-def figure_placeholder(fig) -> str:
-    """What a figure shows where it is not drawn (at grading): its title, never a Python repr."""
-    title = fig.get_suptitle()
-    title = title or next((ax.get_title() for ax in fig.axes if ax.get_title()), "")
-    title = localize(title.splitlines()[0]) if title else ""
-    return (
-        tr("[figure: {title} (drawn in your notebook, not while grading)]", title=title)
-        if title
-        else tr("[figure (drawn in your notebook, not while grading)]")
-    )
-
-
-def _figures_as_short_text() -> None:
-    """At grading the kernel draws no figures (a non-interactive backend): a figure that a cell
-    displays would show as ``<Figure size 900x280 with 1 Axes>`` in formgrader and on the feedback
-    page. Show its title instead."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
-    if shell is None or not hasattr(shell, "display_formatter"):  # the judge's runner: nothing is displayed
-        return
-    from matplotlib.figure import Figure
-
-    shell.display_formatter.formatters["text/plain"].for_type(Figure, lambda fig, printer, cycle: printer.text(figure_placeholder(fig)))
-
-
 class LearnerFunctionMissing(RuntimeError):
     """An earlier notebook's function is not available (file absent or name absent)."""
-
-
-# What platforms and Jupyter do to a name: "Copy of X", "X (1)", "X-Copy1", "X copy", "X_copy2".
-_RENAMES = [re.compile(p, re.IGNORECASE) for p in (r"^copy of\s+", r"\s*\(\d+\)$", r"[-_ ]copy\d*$")]
-
-
-def release_stem(stem: str) -> str:
-    """The release name a renamed notebook most likely had (lower case); the grader matches
-    submitted files by the same rule."""
-    previous = None
-    stem = stem.strip()
-    while previous != stem:
-        previous = stem
-        for pattern in _RENAMES:
-            stem = pattern.sub("", stem).strip()
-    return stem.lower()
 
 
 def notebook_folders() -> list[Path]:
@@ -145,7 +87,7 @@ def notebook_folders() -> list[Path]:
     in Jupyter, ``/content`` on Colab), the folder Jupyter or VS Code says the notebook is in,
     and the course folder's ``notebooks/``."""
     folders = [Path.cwd()]
-    session = os.environ.get("JPY_SESSION_NAME", "")
+    session = settings.session_name() or ""
     try:
         from IPython import get_ipython
 
@@ -235,128 +177,6 @@ def load_learner_functions(notebook: str, names: list[str], search: list[Path] |
 
 # ----------------------------------------------------------------------------- before submitting
 
-RELEASE_CELLS = Path(__file__).with_name("release_cells.json")  # written into the learner wheel by the bundle
-_NBGRADER_KEYS = ("grade", "solution", "locked", "points")
-
-
-def describe_release_cells(notebook: dict) -> list[dict[str, Any]]:
-    """The graded cells of a release notebook, as :func:`submission_problems` compares them."""
-    cells = []
-    for cell in notebook.get("cells", []):
-        meta = cell.get("metadata", {}).get("nbgrader") or {}
-        if not meta.get("grade_id"):
-            continue
-        source = "".join(cell.get("source", ""))
-        cells.append(
-            {
-                "grade_id": meta["grade_id"],
-                **{key: meta.get(key) for key in _NBGRADER_KEYS},
-                "defines": re.findall(r"^def (\w+)\(", source, re.M) if meta.get("solution") else [],
-            }
-        )
-    return cells
-
-
-def _known_release_cells() -> dict[str, list[dict[str, Any]]]:
-    """{release name (lower case): its graded cells}: from the learner wheel's data, else from
-    the course folder's ``notebooks/``."""
-    if RELEASE_CELLS.is_file():
-        known = json.loads(RELEASE_CELLS.read_text(encoding="utf-8"))["notebooks"]
-    else:
-        root = find_project_root()
-        folder = root / "notebooks" if root else None
-        known = (
-            {p.stem: describe_release_cells(json.loads(p.read_text(encoding="utf-8"))) for p in sorted(folder.glob("*.ipynb"))}
-            if folder and folder.is_dir()
-            else {}
-        )
-    return {name.lower(): cells for name, cells in known.items()}
-
-
-def release_cells(notebook: str) -> list[dict[str, Any]]:
-    """The graded cells that notebook ``notebook`` (a release name, or a platform's rename of
-    one) must keep."""
-    stem = release_stem(Path(notebook).stem)
-    known = _known_release_cells()
-    if stem not in known:
-        raise ValueError(f"{notebook!r} is not a notebook of this course; expected one of: {', '.join(sorted(known)) or '(none found)'}")
-    return known[stem]
-
-
-def identify_notebook(notebook: dict) -> str | None:
-    """Which course notebook a notebook's JSON is, by the grade ids its cells carry (any file
-    name): the release name that shares the most grade ids with it, or None when it shares none
-    (or two notebooks share as many)."""
-    cells = notebook.get("cells") if isinstance(notebook, dict) else None
-    ids = {
-        str(meta["grade_id"])
-        for cell in (cells if isinstance(cells, list) else [])
-        if isinstance(cell, dict) and isinstance(meta := (cell.get("metadata") or {}).get("nbgrader"), dict) and meta.get("grade_id")
-    }
-    scores = sorted(((len(ids & {c["grade_id"] for c in cells}), name) for name, cells in _known_release_cells().items()), reverse=True)
-    if not scores or scores[0][0] == 0 or (len(scores) > 1 and scores[1][0] == scores[0][0]):
-        return None
-    return scores[0][1]
-
-
-def submission_problems(notebook: dict, expected: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
-    """(problems that cost points at grading, notes that do not) for a notebook's JSON."""
-    cells = notebook.get("cells") if isinstance(notebook, dict) else None
-    if not isinstance(cells, list):
-        return ["this file is not a Jupyter notebook (no list of cells)"], []
-    problems, notes = [], []
-    found: dict[str, list[dict]] = {}
-    for cell in cells:
-        meta = (cell.get("metadata") or {}).get("nbgrader") if isinstance(cell, dict) else None
-        if isinstance(meta, dict) and meta.get("grade_id"):
-            found.setdefault(str(meta["grade_id"]), []).append(cell)
-    for want in expected:
-        gid, answer = want["grade_id"], bool(want["solution"])
-        kind = "answer cell" if answer else "test cell"
-        present = found.get(gid, [])
-        if not present:
-            if not answer:
-                notes.append(f"test cell '{gid}' is gone; the grader puts it back")
-                continue
-            orphan = [
-                c
-                for c in cells
-                if isinstance(c, dict)
-                and c.get("cell_type") == "code"
-                and not (c.get("metadata") or {}).get("nbgrader")
-                and any(re.search(rf"^def {re.escape(f)}\(", "".join(c.get("source", "")), re.M) for f in want["defines"])
-            ]
-            if orphan:
-                problems.append(
-                    f"the answer cell that defines {', '.join(want['defines'])} lost its grading metadata "
-                    f"(nbgrader grade_id '{gid}'; your platform rewrote it): the grader cannot find your answer. "
-                    "Paste your code into that cell of a fresh copy of the release notebook."
-                )
-            else:
-                problems.append(
-                    f"answer cell '{gid}' is missing: the grader finds no answer for it. "
-                    "Take the cell from a fresh copy of the release notebook and put your code back in."
-                )
-            continue
-        if len(present) > 1:
-            problems.append(f"{kind} '{gid}' appears {len(present)} times (a copied cell): keep one and delete the copies")
-        meta = present[0]["metadata"]["nbgrader"]
-        changed = [
-            f"{key} {want[key]!r} → {meta.get(key)!r}"
-            for key in _NBGRADER_KEYS
-            if key in want and want[key] is not None and meta.get(key) != want[key]
-        ]
-        if changed:
-            problems.append(
-                f"{kind} '{gid}' has changed grading metadata ({', '.join(changed)}): take the cell from a fresh copy of the release notebook"
-            )
-        if answer and "raise NotImplementedError()" in "".join(present[0].get("source", "")):
-            notes.append(f"answer cell '{gid}' still raises NotImplementedError: that exercise is not done yet")
-    known = {want["grade_id"] for want in expected}
-    for gid in sorted(set(found) - known):
-        problems.append(f"cell '{gid}' is not a graded cell of this notebook (pasted from another one?): remove its metadata or the cell")
-    return problems, notes
-
 
 def _colab_notebook() -> dict | None:
     """On Colab, the notebook being edited (Colab keeps it in Drive, not on the kernel's disk)."""
@@ -366,37 +186,6 @@ def _colab_notebook() -> dict | None:
         return _message.blocking_request("get_ipynb", timeout_sec=30)["ipynb"]
     except Exception:
         return None
-
-
-def running_notebook() -> Path | None:
-    """The file of the notebook this kernel runs, when the frontend says: VS Code sets
-    ``__vsc_ipynb_file__`` (a full path), Jupyter sets ``__session__`` and ``JPY_SESSION_NAME`` (the
-    notebook's path, often relative to the server's root, while the kernel runs in the notebook's
-    folder). None outside a notebook, on frontends that say nothing, or when the name given is
-    not a file here; see :func:`running_notebook_name` for the name alone."""
-    name = running_notebook_name()
-    if name is None:
-        return None
-    given = Path(name).expanduser()
-    for candidate in (given, Path.cwd() / given, Path.cwd() / given.name):
-        if candidate.suffix == ".ipynb" and candidate.is_file():
-            return candidate.resolve()
-    return None
-
-
-def running_notebook_name() -> str | None:
-    """The path or name the frontend gives for the running notebook (see :func:`running_notebook`), or None."""
-    names = []
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-        if shell is not None:
-            names += [shell.user_ns.get("__vsc_ipynb_file__"), shell.user_ns.get("__session__")]
-    except ImportError:
-        pass
-    names.append(os.environ.get("JPY_SESSION_NAME"))
-    return next((str(n) for n in names if isinstance(n, (str, os.PathLike)) and str(n).endswith(".ipynb")), None)
 
 
 def _read_notebook(file: Path) -> tuple[dict | None, str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+# the byte units of the whole runtime (tools/explorer.py, tools/overlap/ import them from here)
 KiB = 2**10
 MiB = 2**20
 GiB = 2**30

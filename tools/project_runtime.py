@@ -19,11 +19,12 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from . import settings
 from .i18n import localize, tr
 
 MARKER = "course.toml"
-ROOT_ENV = "LLM_ALGO_PROJECT_ROOT"  # the series' override variable
-RESULTS_ENV = "LLM_ALGO_RESULTS_DIR"  # the course's override for where result files go
+ROOT_ENV = settings.PROJECT_ROOT  # the series' override variable
+RESULTS_ENV = settings.RESULTS_DIR  # the course's override for where result files go
 STANDALONE_RESULTS = "results"  # the folder, in the working directory, used when there is no course folder
 
 
@@ -42,7 +43,7 @@ def resolve_project_root(start: str | os.PathLike | None = None) -> Path:
     the working directory) and its parents; then the folders above this installed
     package. Raises ProjectRootNotFound with what to do when none has the marker.
     """
-    override = os.environ.get(ROOT_ENV)
+    override = settings.project_root()
     if override:
         root = Path(override).expanduser().resolve()
         if not _has_marker(root):
@@ -82,7 +83,7 @@ def find_project_root(start: str | os.PathLike | None = None) -> Path | None:
     try:
         return resolve_project_root(start)
     except ProjectRootNotFound:
-        if os.environ.get(ROOT_ENV):
+        if settings.project_root():
             raise
         return None
 
@@ -94,7 +95,7 @@ def results_dir(root: Path | None = None) -> Path:
     convention) when a course folder is found; else ``results/`` in the working directory
     (a notebook opened on its own, on a cloud platform say).
     """
-    override = os.environ.get(RESULTS_ENV)
+    override = settings.results_dir()
     if root is None and override:
         path = Path(override).expanduser().resolve()
     else:
@@ -107,11 +108,11 @@ def results_dir(root: Path | None = None) -> Path:
 def where_results_go() -> str:
     """One sentence for the learner: where result files go, and why."""
     path = results_dir()
-    if os.environ.get(RESULTS_ENV):
+    if settings.results_dir():
         return localize(f"Results go to {path} ({RESULTS_ENV} is set).")
     root = find_project_root()
     if root:
-        if os.environ.get(ROOT_ENV):
+        if settings.project_root():
             found = tr("the course folder {variable} names", variable=ROOT_ENV)
         elif Path.cwd().resolve().is_relative_to(root):
             found = tr("the course folder this notebook runs in")
@@ -124,15 +125,6 @@ def where_results_go() -> str:
         f"Results go to {path}: no course folder here, so a {STANDALONE_RESULTS}/ folder next to the notebook "
         f"(set {RESULTS_ENV} to choose another folder)."
     )
-
-
-def shown_path(path: str | os.PathLike) -> str:
-    """``path`` as a learner best reads it: relative to the course folder or the working directory when inside one."""
-    path = Path(path).resolve()
-    for base in (find_project_root(), Path.cwd().resolve()):
-        if base is not None and path.is_relative_to(base):
-            return str(path.relative_to(base))
-    return str(path)
 
 
 def reference_file(name: str) -> Path:

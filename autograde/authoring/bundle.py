@@ -12,7 +12,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-from tools.notebook_runtime import describe_release_cells
+from tools.integrity import describe_release_cells
 
 from ..course import Course
 

@@ -17,9 +17,9 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-from tools.checks import REPORT_ENV
-from tools.notebook_runtime import release_cells, submission_problems
-from tools.project_runtime import RESULTS_ENV
+from tools.integrity import release_cells, submission_problems
+
+from .. import settings
 
 
 def validate_notebook(path: Path, timeout: int = 120) -> tuple[bool, list[str]]:
@@ -65,9 +65,9 @@ def _execute(nb, path: Path, timeout: int) -> tuple[list[dict], str | None]:
     with tempfile.TemporaryDirectory(prefix="course-validate-") as tmp:
         report = Path(tmp) / "checks.jsonl"
         run_env = {
-            REPORT_ENV: str(report),
-            RESULTS_ENV: str(Path(tmp) / "results"),
-            "MPLBACKEND": os.environ.get("MPLBACKEND", "agg"),
+            settings.CHECK_REPORT: str(report),
+            settings.RESULTS_DIR: str(Path(tmp) / "results"),
+            settings.MPL_BACKEND: settings.mpl_backend(),
         }
         stopped = None
         with mock.patch.dict(os.environ, run_env):

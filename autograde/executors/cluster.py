@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import shutil
@@ -39,9 +40,12 @@ import nbformat
 
 from tools.i18n import EDITIONS
 
+from .. import settings as environment
 from ..course import Course, UnusableInput
+from ..errors import GraderError
 from ..model import JobOutcome, MalformedResult, Record, new_record
 
+log = logging.getLogger(__name__)  # warnings, to stderr as the command line configures it
 # the grading limits a worker needs; nothing else of the instructor's options leaves this machine
 TASK_OPTIONS = ("cell_timeout", "notebook_timeout", "sandbox", "memory_limit", "process_limit", "max_notebook_bytes")
 STATUSES_BEFORE_RUN = {"invalid_notebook", "error"}  # what a notebook that never ran may come back as
@@ -50,7 +54,7 @@ CONNECT_SECONDS = 30
 FIRST_WORKER_SECONDS = 120
 
 
-class WorkerRefused(RuntimeError):
+class WorkerRefused(GraderError, RuntimeError):
     """A worker will not grade: it cannot sandbox, or its course differs from the instructor's."""
 
 
@@ -70,7 +74,7 @@ def _job_files(student: str, assignment: str, notebook: str) -> dict[str, str]:
         "result": "result.json",
         "autograded": f"autograded/{student}/{assignment}/{notebook}.ipynb",
         "submitted": f"submitted/{student}/{assignment}/{notebook}.ipynb",
-        "feedback": f"feedback/{student}/{assignment}/{notebook}.html",
+        "feedback": f"feedback/{student}/{assignment}/{notebook}.json",  # the page's data (exporters.PageDataExporter)
     }
 
 
@@ -79,7 +83,7 @@ _PROBED: dict[tuple, str | None] = {}
 
 
 def _worker_base(digest: str) -> Path:
-    root = Path(os.environ.get("COURSE_WORKER_DIR") or tempfile.gettempdir())
+    root = Path(environment.worker_dir() or tempfile.gettempdir())
     base = root / f"autograde-worker-{os.getuid()}" / digest
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
     return base
@@ -129,7 +133,7 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
         master = grading_master(course, base)  # verifies sources and tree digests; rebuilds when they differ
         if settings["sandbox"]:
             limits = Limits(settings["memory_limit"], settings["process_limit"])
-            key = (str(base), limits, os.environ.get("COURSE_BWRAP"))
+            key = (str(base), limits, environment.bwrap())
             if key not in _PROBED:
                 _PROBED[key] = probe(base / ".sandbox", limits)
             if _PROBED[key]:
@@ -470,7 +474,7 @@ def grade_on_cluster(
     try:
         usable, refused = _usable_workers(client, digest, settings, pack_master(out))
         for address, why in refused.items():
-            print(f"WARNING: Dask worker {address} is left out of this batch: {why}", flush=True)
+            log.warning(f"Dask worker {address} is left out of this batch: {why}")
         where = {"workers": usable, "allow_other_workers": False} if refused else {}
         futures = {}
         for student, items in by_student.items():

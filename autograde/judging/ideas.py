@@ -44,9 +44,11 @@ from __future__ import annotations
 
 import ast
 import builtins
+import io
 import re
 import string
 import symtable
+import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,10 +57,6 @@ import nbformat
 
 HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
 IDEA_ID = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
-
-
-class IdeaFormatError(ValueError):
-    """A hidden-test region does not follow the ideas format."""
 
 
 @dataclass
@@ -164,6 +162,78 @@ def render_message(data, words: dict[str, str] | None = None, limit: int = 400) 
 def _fields(template: str) -> set[str]:
     """The fields a template names (ValueError when it does not parse)."""
     return {field for _, field, _, _ in string.Formatter().parse(template) if field is not None}
+
+
+def comment_lines(source: str) -> dict[int, str] | None:
+    """{line index (from 0): its comment} of each line of ``source`` that holds a comment and nothing
+    else (a ``#`` inside a string is no comment); None when ``source`` does not tokenize."""
+    found = _comments(source)
+    return None if found is None else {row: text for row, (column, text, alone) in found.items() if alone}
+
+
+def trailing_comments(source: str) -> dict[int, tuple[int, str]] | None:
+    """{line index (from 0): (its column, its comment)} of each comment that follows code on its
+    line; None when ``source`` does not tokenize."""
+    found = _comments(source)
+    return None if found is None else {row: (column, text) for row, (column, text, alone) in found.items() if not alone}
+
+
+def _comments(source: str) -> dict[int, tuple[int, str, bool]] | None:
+    """{line index: (column, comment, whether the line holds nothing else)} of ``source``."""
+    lines = source.split("\n")
+    found = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            row, column = token.start
+            if token.type == tokenize.COMMENT:
+                found[row - 1] = (column, token.string, not lines[row - 1][:column].strip())
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return found
+
+
+def docstrings(source: str) -> list[tuple[int, int, int, int, str]]:
+    """Each docstring of a function or class in ``source``: (first line, its column, last line, the
+    column after it, its text as ``ast.get_docstring`` cleans it), lines counted from 0, columns in
+    characters; none when ``source`` does not parse (a line of IPython magic counts as empty)."""
+    try:
+        tree = ast.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
+    except SyntaxError:
+        return []
+    lines, found = source.split("\n"), []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and ast.get_docstring(node) is not None:
+            value = node.body[0].value
+            start = len(lines[value.lineno - 1].encode()[: value.col_offset].decode())
+            end = len(lines[value.end_lineno - 1].encode()[: value.end_col_offset].decode())
+            found.append((value.lineno - 1, start, value.end_lineno - 1, end, ast.get_docstring(node)))
+    return sorted(found)
+
+
+def without_docstrings(source: str) -> str:
+    """``source`` with each docstring (docstrings) written as ``""``: an edition may word them."""
+    lines = source.split("\n")
+    for first, start, last, end, _ in reversed(docstrings(source)):
+        lines[first : last + 1] = [lines[first][:start] + '""' + lines[last][end:]]
+    return "\n".join(lines)
+
+
+def code_only(source: str) -> str:
+    """``source`` without its comments (comment-only lines dropped, a trailing comment cut off its
+    line) and with its docstrings empty (without_docstrings): what runs, the same in every edition
+    (an edition may word a code cell's comments and docstrings in its language). A source that does
+    not tokenize loses the lines that start with ``#``."""
+    source = without_docstrings(source)
+    lines = source.split("\n")
+    comments = _comments(source)
+    if comments is None:
+        return "\n".join(line for line in lines if not line.lstrip().startswith("#")).strip()
+    kept = []
+    for i, line in enumerate(lines):
+        column, _, alone = comments.get(i, (None, "", False))
+        if not alone:
+            kept.append(line if column is None else line[:column].rstrip())
+    return "\n".join(kept).strip()
 
 
 def is_text(text: str | None) -> bool:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import GraderError
 from . import ideas as idea_format
 from .ideas import Said, said
 
@@ -50,9 +51,11 @@ NO_MESSAGE = "a check failed"
 PUBLIC = "public check “{0}”: {1}"
 RAISED = "your function raised {0}"
 UNLOADABLE = "your notebook's code could not be loaded: {0}"
+UNDEFINED = "name {0} is not defined: the cell that defines it did not run to the end"  # the runner names only the function
+RAISED_AS = "{0}: {1}"  # an exception's type and its message, when the judge wrote the message (UNDEFINED)
 MESSAGES = (
     TIMED_OUT, STOPPED_READING, EXITED, DIED, TOO_LONG, NOT_A_MESSAGE, NOT_LOADED, NOT_GIVEN, PROTOCOL,
-    BIG_DICT, BAD_DICT, BAD_TYPE, NOT_RUN, UNFINISHED, NO_MESSAGE, PUBLIC, RAISED, UNLOADABLE,
+    BIG_DICT, BAD_DICT, BAD_TYPE, NOT_RUN, UNFINISHED, NO_MESSAGE, PUBLIC, RAISED, UNLOADABLE, UNDEFINED, RAISED_AS,
 )  # fmt: skip
 
 MAX_MESSAGE = 1 << 20  # bytes in one message from the runner
@@ -84,7 +87,7 @@ class RunnerFailed(BaseException):
     (A BaseException, so that a hidden test's ``except Exception`` cannot swallow it.)"""
 
 
-class LearnerError(Exception):
+class LearnerError(GraderError):
     """The learner's function raised an exception that hidden tests do not catch by type."""
 
 
@@ -275,6 +278,8 @@ class Runner:
                 mro = [m for m in reply.get("mro", []) if isinstance(m, str)] if isinstance(reply.get("mro"), list) else []
                 message = shorten(reply.get("message", ""))
                 catchable = next((m for m in mro if m in CATCHABLE), None)
+                if catchable == "NameError" and isinstance(reply.get("undefined"), str):  # a name is a value, never a key
+                    raise NameError(said(UNDEFINED, repr(shorten(reply["undefined"])[:100])))
                 if catchable:
                     raise getattr(builtins, catchable)(message)
                 raise LearnerError(f"{mro[0] if mro else 'Exception'}: {message}")
@@ -411,7 +416,7 @@ def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCa
         except LearnerError as exc:
             _tell(entry, "error", _where(label, said(RAISED, shorten(exc))))
         except Exception as exc:  # the learner's value broke the check (a missing key, a wrong type)
-            _tell(entry, "error", _where(label, shorten(f"{type(exc).__name__}: {exc}")))
+            _tell(entry, "error", _where(label, _raised_as(exc)))
         results.append(entry)
     earned = 0.0 if unfinished else sum(r["earned"] for r in results)
     status = "not_started" if unfinished else "graded"
@@ -426,6 +431,15 @@ def _assertion_message(exc: AssertionError) -> Said | str:
     if type(message) is Said:
         return _capped(message)
     return shorten(exc) if str(exc) else said(NO_MESSAGE)
+
+
+def _raised_as(exc: Exception) -> Said | str:
+    """An exception as the page names it, its type first: translated when the judge wrote its message
+    (a ``Said``: a function the runner did not find), else the text it came with."""
+    message = exc.args[0] if len(exc.args) == 1 else None
+    if type(message) is Said:
+        return said(RAISED_AS, type(exc).__name__, _capped(message))
+    return shorten(f"{type(exc).__name__}: {exc}")
 
 
 def _message(exc: BaseException) -> Said | str:
@@ -490,7 +504,9 @@ def _judge_notebook(tests: list[dict], solutions: dict[str, str], session: Sessi
 def learner_cells(notebook, given: set[str]) -> list[str]:
     """The code cells the runner loads: the set-up (tagged ``imports``), every answer cell,
     and every cell the learner added or changed. Given cells that only draw or print are
-    left out (they cost time and define nothing an answer needs), and so are test cells."""
+    left out (they cost time and define nothing an answer needs), and so are test cells. A given
+    cell is known by its code alone: the Chinese edition words its comments in Chinese."""
+    given = {idea_format.code_only(source) for source in given}
     chosen = []
     for cell in notebook.cells:
         if cell.cell_type != "code":
@@ -499,6 +515,6 @@ def learner_cells(notebook, given: set[str]) -> list[str]:
         tags = cell.metadata.get("tags", [])
         if meta.get("grade") and not meta.get("solution"):
             continue
-        if meta.get("solution") or "imports" in tags or cell.source.strip() not in given:
+        if meta.get("solution") or "imports" in tags or idea_format.code_only(cell.source) not in given:
             chosen.append(cell.source)
     return chosen

@@ -12,6 +12,8 @@ and output, one JSON object per line, every value plain data:
     judge -> runner  {"op": "callback_result", "value": v} | {"op": "callback_error", "mro": [...], "message": m}
     runner -> judge  {"op": "result", "value": v, "args_after": [...] | null, "kwargs_after": {...} | null}
                    | {"op": "exception", "mro": ["ValueError", "Exception", ...], "message": m}
+                   | {"op": "exception", "mro": ["NameError", ...], "message": m, "undefined": f}
+                     (f was not defined: the cell that defines it did not run to the end)
 
 Tuples travel as {"$tuple": [...]}, dicts with keys that are not strings as {"$dict": [[k, v], ...]}.
 A value that is not plain data (an object with a custom ``__eq__``, a set, a function) is
@@ -167,8 +169,9 @@ def _stand_in(name):
 def call(message):
     name = message["name"]
     function = NAMESPACE.get(name)
-    if not callable(function):
-        raise NameError(f"name {name!r} is not defined: the cell that defines it did not run to the end")
+    if not callable(function):  # the judge words it (in the submission's language) from the name alone
+        text = f"name {name!r} is not defined: the cell that defines it did not run to the end"
+        return {"op": "exception", "mro": _mro(NameError()), "message": text, "undefined": name}
     args, kwargs = decode(message.get("args", [])), decode(message.get("kwargs", {}))
     saved = {g: NAMESPACE.get(g) for g in message.get("stand_ins", [])}
     for g in saved:

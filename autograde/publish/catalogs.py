@@ -38,13 +38,21 @@ from babel.messages.pofile import PoFileError, read_po, write_po
 
 from tools.i18n import EDITIONS, runtime_catalog_path
 
-from ..judging.ideas import is_text, message_nodes, message_template, message_templates, split_hidden
+from ..errors import GraderError
+from ..judging.ideas import comment_lines, docstrings, is_text, message_nodes, message_template, message_templates, split_hidden, trailing_comments
 
 PROJECT = "serving-overlap-course"
 # calls whose first string argument a learner reads: figure text and the public checks' label
 TEXT_CALLS = {"set_title", "set_xlabel", "set_ylabel", "suptitle", "PublicChecks", "print", "localize", "append"}
 # keyword arguments that carry learner-facing text wherever they appear (figure text, widget labels)
 TEXT_KEYWORDS = {"title", "xlabel", "ylabel", "description", "label", "unfinished", "failed", "static"}
+# keyword arguments whose string is a setting, never text (matplotlib's coordinate systems and styles)
+SETTING_KEYWORDS = {"textcoords", "xycoords", "coords", "loc", "boxstyle", "arrowstyle", "connectionstyle", "transform", "va", "ha"}
+# matplotlib's own setting values that read like words: never text, wherever they are written
+SETTING_VALUES = {
+    *(f"{frame} {unit}" for frame in ("offset", "axes", "figure", "subfigure") for unit in ("points", "pixels", "fraction", "fontsize")),
+    *(f"{v} {h}" for v in ("upper", "lower", "center") for h in ("left", "right", "center")),
+}
 PLACEHOLDER = re.compile(r"(?<!\{)\{[^{}]*\}(?!\})")
 CODE_SPAN = re.compile(r"(?<!`)`[^`]+`(?!`)")  # may run over a line break, as markdown allows
 SOLUTION = re.compile(r"### BEGIN SOLUTION.*?### END SOLUTION", re.S)
@@ -65,15 +73,126 @@ class Unit:
 
 
 def notebook_units(path: Path) -> list[Unit]:
-    """Each markdown cell of an instructor source, keyed by its cell id."""
+    """Each markdown cell of an instructor source, keyed by its cell id, and each comment block of
+    its code cells (comment_blocks), keyed ``<cell id>:comment:<n>``, and each comment after code on
+    its line (trailing_notes), keyed ``<cell id>:trailing:<n>``, and each docstring of a given
+    function (given_docstrings), keyed ``<cell id>:docstring:<n>``."""
     units = []
     for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        if cell.cell_type == "code":
+            for n, (_, _, _, text) in enumerate(comment_blocks(cell.source)):
+                comment = f"cell {index} (code comment: each line one '# ' line)"
+                units.append(Unit(text, f"{cell.id}:comment:{n}", comment, f"{path.name}:{cell.id}"))
+            for n, (_, _, text) in enumerate(trailing_notes(cell.source)):
+                comment = f"cell {index} (code comment after code on its line: one line)"
+                units.append(Unit(text, f"{cell.id}:trailing:{n}", comment, f"{path.name}:{cell.id}"))
+            for n, text in enumerate(given_docstrings(cell)):
+                comment = f"cell {index} (docstring of a given function: no backslash, no triple quote)"
+                units.append(Unit(text, f"{cell.id}:docstring:{n}", comment, f"{path.name}:{cell.id}"))
         if cell.cell_type != "markdown" or not cell.source.strip():
             continue
         meta = cell.metadata.get("nbgrader", {})
         kind = "model answer (instructor only)" if meta.get("solution") else ("read-only" if meta.get("locked") else "markdown")
         units.append(Unit(cell.source, cell.id, f"cell {index} ({kind})", f"{path.name}:{cell.id}"))
     return units
+
+
+# comment lines a code cell keeps as they are in every edition: nbgrader's markers and code stub
+KEPT_COMMENTS = re.compile(r"^#(?:##|\s*YOUR CODE HERE\b|!|\s*(?:noqa|type:|fmt:|pragma))")
+_REGION = re.compile(r"^\s*### (BEGIN|END) (SOLUTION|HIDDEN TESTS)\b")
+
+
+def comment_blocks(source: str) -> list[tuple[int, int, str, str]]:
+    """The comment blocks of a code cell that an edition words in its language: runs of
+    comment-only lines (``ideas.comment_lines``) at one indentation, outside solution and
+    hidden-test regions (which no learner sees), nbgrader's markers and stub kept
+    (KEPT_COMMENTS). Each is (first line, line after the last, indentation, text without the
+    ``# ``), lines counted from 0; none when the cell does not tokenize."""
+    comments = comment_lines(source)
+    if not comments:
+        return []
+    lines, blocks, inside = source.split("\n"), [], False
+    for i, line in enumerate(lines):
+        region = _REGION.match(line)
+        if region:
+            inside = region.group(1) == "BEGIN"
+            continue
+        if inside or i not in comments or KEPT_COMMENTS.match(comments[i]):
+            continue
+        indent, text = line[: len(line) - len(line.lstrip())], re.sub(r"^# ?", "", comments[i])
+        if blocks and blocks[-1][1] == i and blocks[-1][2] == indent:
+            start, _, _, before = blocks[-1]
+            blocks[-1] = (start, i + 1, indent, before + "\n" + text)
+        else:
+            blocks.append((i, i + 1, indent, text))
+    return blocks
+
+
+def trailing_notes(source: str) -> list[tuple[int, int, str]]:
+    """The comments after code on their line (``ideas.trailing_comments``) that an edition words in
+    its language: outside solution and hidden-test regions, nbgrader's markers and linters' pragmas
+    kept (KEPT_COMMENTS). Each is (line, column of its ``#``, text without the ``# ``)."""
+    comments = trailing_comments(source)
+    if not comments:
+        return []
+    notes, inside = [], False
+    for i, line in enumerate(source.split("\n")):
+        region = _REGION.match(line)
+        if region:
+            inside = region.group(1) == "BEGIN"
+        elif not inside and i in comments and not KEPT_COMMENTS.match(comments[i][1]):
+            notes.append((i, comments[i][0], re.sub(r"^# ?", "", comments[i][1])))
+    return notes
+
+
+def _docstring_spans(source: str) -> list[tuple[int, int, int, int, str]]:
+    """The docstrings of ``source`` (``ideas.docstrings``) outside solution and hidden-test regions."""
+    inside, regions = False, set()
+    for i, line in enumerate(source.split("\n")):
+        region = _REGION.match(line)
+        if region:
+            inside = region.group(1) == "BEGIN"
+        elif inside:
+            regions.add(i)
+    return [span for span in docstrings(source) if span[0] not in regions]
+
+
+def given_docstrings(cell) -> list[str]:
+    """The docstrings an edition words in its language: those of the functions a learner is given
+    (in an answer cell outside its solution, or in a given cell). A grade cell's are its public
+    checks' labels, which the runtime translates as it prints them and the judge reads in English."""
+    if cell.cell_type != "code" or cell.metadata.get("nbgrader", {}).get("grade"):
+        return []
+    return [span[4] for span in _docstring_spans(cell.source)]
+
+
+def translate_docstrings(source: str, cell_id: str, table: dict[str | None, dict[str, str]]) -> str:
+    """A given cell (given_docstrings) with its docstrings in the catalog's words, each a triple-quoted
+    string at the original's place; ValueError for a translation that a triple-quoted string cannot
+    hold as it is, KeyError when the catalog lacks one."""
+    lines = source.split("\n")
+    for n, (first, start, last, end, text) in reversed(list(enumerate(_docstring_spans(source)))):
+        words = table[f"{cell_id}:docstring:{n}"][text]
+        if '"""' in words or "\\" in words or words.endswith('"'):
+            raise ValueError(f"{cell_id}:docstring:{n}: a docstring's translation holds a backslash or a quote at its end")
+        body = ("\n" + " " * start).join(words.split("\n"))
+        lines[first : last + 1] = (lines[first][:start] + f'"""{body}"""' + lines[last][end:]).split("\n")
+    return "\n".join(lines)
+
+
+def translate_comments(source: str, cell_id: str, table: dict[str | None, dict[str, str]]) -> str:
+    """A code cell with each comment block (comment_blocks) and each comment after code
+    (trailing_notes) in the catalog's words (``table``: the translations by context); its code
+    unchanged, line for line (``ideas.code_only`` is the same). KeyError when the catalog lacks one
+    (the release checks the catalog first)."""
+    lines = source.split("\n")
+    for n, (row, column, text) in enumerate(trailing_notes(source)):
+        words = table[f"{cell_id}:trailing:{n}"][text]
+        lines[row] = f"{lines[row][:column]}# {' '.join(words.split())}".rstrip()
+    for n, (start, end, indent, text) in reversed(list(enumerate(comment_blocks(source)))):
+        words = table[f"{cell_id}:comment:{n}"][text]
+        lines[start:end] = [f"{indent}# {line}".rstrip() if line.strip() else f"{indent}#" for line in words.split("\n")]
+    return "\n".join(lines)
 
 
 _template = message_template  # a string literal's text, or an f-string as a template with {0}, {1}... for its values
@@ -120,7 +239,9 @@ def shown_strings(source: str) -> list[str]:
     name in a list, a row label in a table, a message built in a helper): the words of each string
     literal and f-string, whole (an f-string's pieces are not strings of their own), except
     docstrings. Translating one is safe: the runtime translates text where it is shown (a figure as
-    it is drawn, a printed line), never a value the code computes with."""
+    it is drawn, a printed line), never a value the code computes with. A setting is not text:
+    matplotlib's coordinate systems and styles (``textcoords='offset points'``: SETTING_KEYWORDS,
+    SETTING_VALUES) stay out of the catalog."""
     try:
         tree = parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
     except SyntaxError:
@@ -134,23 +255,28 @@ def shown_strings(source: str) -> list[str]:
         and isinstance(node.body[0], ast.Expr)
         and isinstance(node.body[0].value, ast.Constant)
     }
+    settings = {id(k.value) for node in ast.walk(tree) if isinstance(node, ast.Call) for k in node.keywords if k.arg in SETTING_KEYWORDS}
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Constant, ast.JoinedStr)) and id(node) not in pieces and id(node) not in docstrings:
+        if isinstance(node, (ast.Constant, ast.JoinedStr)) and not {id(node)} & (pieces | docstrings | settings):
             found.append(_template(node))
-    return [text for text in found if _is_text(text) and not text.lstrip().startswith("#")]
+    return [text for text in found if _is_text(text) and not text.lstrip().startswith("#") and text not in SETTING_VALUES]
 
 
 def code_units(paths: Iterable[Path]) -> list[Unit]:
     """The learner-facing strings of every notebook's code cells, without solutions and hidden tests:
-    the public checks' labels and case descriptions (code_strings) and every other shown string."""
+    the public checks' labels and case descriptions (code_strings) and every other shown string; of
+    an answer cell, what its given code says (code_strings: the scaffold's ``localize``d errors)."""
     units = []
     for path in paths:
         for cell in nbformat.read(path, as_version=4).cells:
-            if cell.cell_type != "code" or cell.metadata.get("nbgrader", {}).get("solution"):
+            if cell.cell_type != "code":
                 continue
             public = SOLUTION.sub("", split_hidden(cell.source)[0])
-            texts = dict.fromkeys([*code_strings(public), *shown_strings(public)])
+            if cell.metadata.get("nbgrader", {}).get("solution"):  # an answer cell: its given code's messages
+                texts = dict.fromkeys(code_strings(public))
+            else:
+                texts = dict.fromkeys([*code_strings(public), *shown_strings(public)])
             units += [Unit(text, None, "", f"{path.name}:{cell.get('id', '?')}") for text in texts]
     return units
 
@@ -421,7 +547,7 @@ def translations(spec: CatalogFile) -> dict[str | None, dict[str, str]]:
     return table
 
 
-class CatalogError(RuntimeError):
+class CatalogError(GraderError, RuntimeError):
     """A catalog cannot make its edition (untranslated, fuzzy or broken units)."""
 
     def __init__(self, problems: list[str]):

@@ -1,8 +1,9 @@
 """The course's editions: English from ``solutions/``, and each translated edition from the same
-sources with the catalogs' text (``catalogs.py``). Every edition has the same code cells but one
-line, so the same grade ids, checksums and graded cells: a translated edition's set-up cell (tagged
-``imports``, never graded nor locked) calls ``course_setup(language='zh')``, so that its kernel knows
-the edition however the notebook is run (nbclient, papermill, Colab and Kaggle name no file)."""
+sources with the catalogs' text (``catalogs.py``). Every edition has the same code cells but for
+their comments' words and one line, so the same grade ids and graded code: a translated edition's
+set-up cell (tagged ``imports``, never graded nor locked) calls ``course_setup(language='zh')``, so
+that its kernel knows the edition however the notebook is run (nbclient, papermill, Colab and Kaggle
+name no file)."""
 
 from __future__ import annotations
 
@@ -14,19 +15,21 @@ import nbformat
 from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..course import Course
+from ..errors import GraderError
+from ..judging.ideas import code_only
 from ..judging.judge import MESSAGES
 from ..model import HIDDEN_NOTE_TEXT, STATUS_TEXT
 from . import catalogs
 
 # The labels nbgrader's feedback template writes around scores and grade cells: a page in another
 # language shows their translations, its punctuation included (Chinese: （得分：0.75 / 4.0）); the
-# page's writer puts them in (record.exporters.localize_labels)
+# page's template says them (record.exporters.PageView)
 SCORE_IN_PARENS = "(Score: {score})"
 SCORE_WITH_PENDING = "(Score: {score}; {pending})"
 SCORE = "Score: {score}"
 GRADE_CELL = "Grade cell: {grade_id}"
 TOP = "(Top)"
-PENDING_IN_PARENS = " (pending: a person grades it, {points} point(s))"  # a pending answer in the page's list (grading.mark_pending)
+PENDING_IN_PARENS = " (pending: a person grades it, {points} point(s))"  # a pending answer in the page's list (exporters.PageView)
 LATE_PENALTY = "Late submission penalty (Score: -{points})"  # nbgrader's late line in the page's list
 LABELS = (SCORE_IN_PARENS, SCORE_WITH_PENDING, SCORE, GRADE_CELL, TOP, PENDING_IN_PARENS, LATE_PENALTY)
 
@@ -40,7 +43,7 @@ POLICY_TEXTS = (
     "{percent}% of the maximum per hour late, not below {floor}%",
 )
 
-# the class report's text (record/report.py: its page, figures, warnings and problems' details)
+# the class report's text (term/report*.py: its page, figures, warnings and problems' details)
 REPORT_TEXTS = (
     "Class report · {assignment}",
     "Class report | 班级报告",
@@ -145,7 +148,7 @@ REPORT_TEXTS = (
 FEEDBACK_TEXTS: tuple[str, ...] = (
     "Graded ideas (hidden tests, run outside your notebook): {score} / {points} points",
     "This TODO still raises NotImplementedError, so it earns no points yet.",
-    # the headings of nbgrader's feedback page and the grader's notes on it (grading.localize_page)
+    # the headings of nbgrader's feedback page and the grader's notes on it (record/feedback.html.j2)
     "Score",
     "Test cell",
     "Coding free-response",
@@ -167,7 +170,7 @@ FEEDBACK_TEXTS: tuple[str, ...] = (
     *MESSAGES,
     # a late line's policy (record/late.py late_text)
     *POLICY_TEXTS,
-    # the class report's own text (record/report.py), its outcomes' descriptions included
+    # the class report's own text (term/report*.py), its outcomes' descriptions included
     *REPORT_TEXTS,
 )
 
@@ -175,7 +178,7 @@ FEEDBACK_TEXTS: tuple[str, ...] = (
 SETUP_CALL = "RUNTIME = course_setup()"  # the English set-up cell's line that names the edition elsewhere
 
 
-class EditionError(ValueError):
+class EditionError(GraderError, ValueError):
     """An instructor source whose set-up cell cannot carry its edition."""
 
 
@@ -217,14 +220,11 @@ def catalog_for(course: Course, language: str, name: str) -> catalogs.CatalogFil
     return catalogs.CatalogFile(folder / f"{name}.po", catalogs.notebook_units(path), language)
 
 
-def update_catalogs(course: Course) -> list[tuple[catalogs.CatalogFile, dict[str, int]]]:
-    return [(spec, catalogs.update(spec)) for spec in course_catalogs(course)]
-
-
 def edition_source(path: Path, language: str, course: Course) -> nbformat.NotebookNode:
-    """An instructor source in ``language``: its markdown from the catalog, its code unchanged but
-    the set-up cell's edition line (edition_setup), and ``metadata.course.language`` recording the
-    edition."""
+    """An instructor source in ``language``: its markdown and its code cells' comment blocks from
+    the catalog (catalogs.translate_comments: the code itself unchanged), the docstrings of its given
+    functions too (catalogs.translate_docstrings), the set-up cell's edition
+    line (edition_setup), and ``metadata.course.language`` recording the edition."""
     nb = nbformat.read(path, as_version=4)
     if language != "en":
         spec = catalog_for(course, language, path.stem)
@@ -240,16 +240,20 @@ def edition_source(path: Path, language: str, course: Course) -> nbformat.Notebo
                 cell.source = table[cell.id][cell.source]
             elif is_setup_cell(cell):
                 try:
-                    cell.source = edition_setup(cell.source, language)
+                    cell.source = catalogs.translate_comments(edition_setup(cell.source, language), cell.id, table)
                 except EditionError as exc:
                     raise EditionError(f"{path.name}: {exc}") from None
+            elif cell.cell_type == "code":
+                cell.source = catalogs.translate_comments(cell.source, cell.id, table)
+                if catalogs.given_docstrings(cell):
+                    cell.source = catalogs.translate_docstrings(cell.source, cell.id, table)
     nb.metadata["course"] = {**copy.deepcopy(nb.metadata.get("course", {})), "language": language}
     return nb
 
 
 def code_differences(english: Path, other: Path, language: str) -> list[str]:
-    """Where two editions of one notebook differ in anything but markdown text and the set-up
-    cell's edition line (empty when none)."""
+    """Where two editions of one notebook differ in anything but markdown text, the comments and
+    docstrings of code cells (``ideas.code_only``) and the set-up cell's edition line (empty when none)."""
     a, b = nbformat.read(english, as_version=4), nbformat.read(other, as_version=4)
     if len(a.cells) != len(b.cells):
         return [f"{other.name}: {len(b.cells)} cells, the English edition has {len(a.cells)}"]
@@ -265,9 +269,9 @@ def code_differences(english: Path, other: Path, language: str) -> list[str]:
             except EditionError as exc:
                 found.append(f"{english.name}: {exc}")
                 continue
-            if y.source != expected:
+            if code_only(y.source) != code_only(expected):
                 found.append(f"{other.name}: the set-up cell ({x.get('id')}) differs from the English one by more than {setup_call(language)!r}")
-        elif x.cell_type == "code" and x.source != y.source:
+        elif x.cell_type == "code" and code_only(x.source) != code_only(y.source):
             found.append(f"{other.name}: code cell {index} ({x.get('id')}) differs from the English edition's")
         elif (gx := x.metadata.get("nbgrader", {}).get("grade_id")) != (gy := y.metadata.get("nbgrader", {}).get("grade_id")):
             found.append(f"{other.name}: cell {index} has grade id {gy!r}, in English {gx!r}")

@@ -1,6 +1,7 @@
-"""The CJK font the learner runtime ships: Noto Sans CJK SC, regular and bold, subset to the
-characters the runtime catalogs draw (figure text, widget labels), renamed as the SIL Open Font
-License asks of a modified font. A fresh Colab or Kaggle kernel has no CJK font; without this,
+"""The CJK font the learner runtime ships: Noto Sans CJK SC, regular and bold, subset to every
+character of every catalog (``catalog_texts``: figure text and widget labels, the class report's
+figures and the feedback pages' lines, the notebooks' text), renamed as the SIL Open Font License
+asks of a modified font. A fresh Colab or Kaggle kernel has no CJK font; without this,
 Chinese figure text is boxes, and without the bold weight a bold title mixes bold Latin with
 regular Chinese."""
 
@@ -14,6 +15,20 @@ from tools.i18n import BOLD_FONT_FILE, FONT_FAMILY, FONT_FILE
 SYSTEM_FONT = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
 SC_INDEX = 2
 ALWAYS = "，。：；？！“”‘’（）、《》【】…—·％～"
+
+
+def catalog_texts(specs) -> list[str]:
+    """Every text of the catalogs ``specs`` (``catalogs.CatalogFile``): each translated unit's
+    English and its translation, whatever its context (an English text may hold Chinese too, as the
+    class report's bilingual headings do). What the shipped subset must draw."""
+    from .catalogs import translations
+
+    texts = []
+    for spec in specs:
+        for entries in translations(spec).values():
+            for english, translated in entries.items():
+                texts += [english, translated]
+    return texts
 
 
 def characters(texts) -> set[str]:

@@ -12,12 +12,13 @@ import nbformat
 from tools.i18n import EDITIONS
 
 from ..course import Course, prepare_course_dir, run_nbgrader
+from ..errors import GraderError
 from ..judging.ideas import split_hidden
 from .catalogs import CatalogError
 from .editions import EditionError, code_differences, edition_source
 
 
-class ReleaseFailed(RuntimeError):
+class ReleaseFailed(GraderError, RuntimeError):
     pass
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import html
 import json
 import os
-import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from jinja2 import BytecodeCache, DictLoader, pass_context
-from nbconvert.exporters import HTMLExporter, TemplateExporter
+from nbconvert.exporters import Exporter, HTMLExporter, NotebookExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from traitlets import default
@@ -44,11 +44,10 @@ FRAGMENTS_MAX_CHARS = 16_000_000  # characters of HTML kept in all
 class _Fragments:
     """HTML rendered from a cell's source, keyed by everything that decides it (see the callers).
 
-    The cells a learner did not change are the same on every student's page: the worker server
-    renders the course's own once (``warm_feedback``), and every worker forked from it finds them
-    made. Bounded: a source longer than ``FRAGMENT_MAX_SOURCE`` is never kept (a learner's huge
-    output or cell), and past ``FRAGMENTS_KEPT`` entries or ``FRAGMENTS_MAX_CHARS`` characters of
-    HTML it starts again, empty."""
+    The cells a learner did not change are the same on every student's page: the grader, which
+    renders every page of a batch, renders the course's own once. Bounded: a source longer than
+    ``FRAGMENT_MAX_SOURCE`` is never kept (a learner's huge output or cell), and past
+    ``FRAGMENTS_KEPT`` entries or ``FRAGMENTS_MAX_CHARS`` characters of HTML it starts again, empty."""
 
     def __init__(self):
         self._store: dict[tuple, str] = {}
@@ -100,10 +99,45 @@ class KeptHighlight2HTML(Highlight2HTML):
 # No script may run in a page the grader writes: a learner's output or markdown that slipped
 # past sanitizing stays inert. The page needs none (without MathJax, math shows as TeX source).
 FEEDBACK_POLICY = "script-src 'none'; object-src 'none'; frame-src 'none'; base-uri 'none'; form-action 'none'"
-_SPACE = r"[ \t\n\f\r]*"  # HTML's whitespace only: any other text there would open the body
-# the opening our pages' templates write; the attribute pattern cannot hide a '>'
-_OPENING = re.compile(rf'\A\ufeff?{_SPACE}(?:<!DOCTYPE html>{_SPACE})?<html(?: lang="[A-Za-z-]*")?>{_SPACE}<head>', re.I)
-_DOCTYPE = re.compile(rf"\A\ufeff?{_SPACE}<!DOCTYPE[^>]*>", re.I)  # a doctype ends at its first '>', quoted or not
+_SPACE = " \t\n\f\r"  # HTML's whitespace only: any other text there would open the body
+
+
+def csp_meta(policy: str = FEEDBACK_POLICY) -> str:
+    """The ``<meta>`` that gives a page ``policy`` (its quotes kept as they are)."""
+    content = html.escape(policy, quote=False).replace('"', "&quot;")
+    return f'<meta http-equiv="Content-Security-Policy" content="{content}">'
+
+
+def _after(text: str, at: int, opening: str) -> int | None:
+    """Where ``opening`` (matched without case) ends, HTML whitespace skipped before it; None when it is not there."""
+    while at < len(text) and text[at] in _SPACE:
+        at += 1
+    return at + len(opening) if text[at : at + len(opening)].lower() == opening.lower() else None
+
+
+def _head_opening(text: str) -> int | None:
+    """The end of the opening our pages' templates write (a doctype, ``<html>`` with an optional
+    ``lang``, ``<head>``), or None for a page of another shape."""
+    at = 1 if text.startswith("\ufeff") else 0
+    at = _after(text, at, "<!DOCTYPE html>") or at
+    at = _after(text, at, "<html")
+    if at is None:
+        return None
+    if text[at : at + 7].lower() == ' lang="':
+        end = text.find('"', at + 7)
+        if end < 0 or not all(ch.isascii() and (ch.isalpha() or ch == "-") for ch in text[at + 7 : end]):
+            return None
+        at = end + 1
+    at = _after(text, at, ">")
+    return None if at is None else _after(text, at, "<head>")
+
+
+def _doctype_end(text: str) -> int | None:
+    """The end of a leading doctype (at its first ``>``, quoted or not), or None."""
+    at = 1 if text.startswith("\ufeff") else 0
+    start = _after(text, at, "<!DOCTYPE")
+    end = text.find(">", start) if start is not None else -1
+    return end + 1 if end >= 0 else None
 
 
 def add_csp(html_text: str, policy: str = FEEDBACK_POLICY) -> str:
@@ -113,11 +147,11 @@ def add_csp(html_text: str, policy: str = FEEDBACK_POLICY) -> str:
     before the title (which can quote a notebook's name) and before every script. A page that
     does not open with the plain doctype, ``<html>`` and ``<head>`` of our templates gets it
     straight after its doctype, or at its very start: the browser puts a leading ``<meta>`` in
-    the head it opens, and no attribute of the page can swallow it. Added once."""
-    content = html.escape(policy, quote=False).replace('"', "&quot;")  # its quotes stay as they are
-    meta = f'<meta http-equiv="Content-Security-Policy" content="{content}">'
-    opening = _OPENING.match(html_text) or _DOCTYPE.match(html_text)
-    at = opening.end() if opening else 0
+    the head it opens, and no attribute of the page can swallow it. Added once. (The feedback
+    page's template writes it itself; the class report and the similarity page get it here.)"""
+    meta = csp_meta(policy)
+    at = _head_opening(html_text)
+    at = at if at is not None else (_doctype_end(html_text) or 0)
     if html_text.startswith(meta, at):
         return html_text
     return html_text[:at] + meta + html_text[at:]
@@ -132,13 +166,57 @@ WRAP_STYLE = (
 )
 
 
-def add_wrapping(html_text: str) -> str:
-    """``html_text`` with :data:`WRAP_STYLE` last in its head (after nbconvert's own styles, so it
-    wins), or unchanged when it has no ``</head>`` or has the style already."""
-    if WRAP_STYLE in html_text:
-        return html_text
-    at = html_text.lower().find("</head>")
-    return html_text if at < 0 else html_text[:at] + WRAP_STYLE + html_text[at:]
+def contrast(foreground: str, background: str) -> float:
+    """WCAG 2's contrast ratio of two colours (``#rrggbb`` or ``#rgb``)."""
+
+    def luminance(colour: str) -> float:
+        hexa = colour.lstrip("#")
+        hexa = "".join(ch * 2 for ch in hexa) if len(hexa) == 3 else hexa
+        linear = [(c / 12.92) if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (int(hexa[i : i + 2], 16) / 255 for i in (0, 2, 4))]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    light, dark = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+CODE_BACKGROUND = "#f5f5f5"  # the darkest a page's code sits on (Bootstrap's <pre>)
+MIN_CONTRAST = 4.5  # WCAG 2 AA, normal text
+
+
+def _readable(colour: str, background: str = CODE_BACKGROUND) -> str:
+    """``colour``, darkened in steps of its own hue until it reads on ``background`` (AA)."""
+    hexa = colour.lstrip("#")
+    hexa = "".join(ch * 2 for ch in hexa) if len(hexa) == 3 else hexa
+    rgb = [int(hexa[i : i + 2], 16) for i in (0, 2, 4)]
+    made = "#" + hexa.lower()
+    while contrast(made, background) < MIN_CONTRAST + 0.1:
+        rgb = [int(c * 0.93) for c in rgb]
+        made = "#" + "".join(f"{c:02x}" for c in rgb)
+    return made
+
+
+def _readable_highlighting() -> str:
+    """CSS that darkens each colour of the code highlighting (Pygments' default style, which
+    nbconvert's page uses) that would read below 4.5:1 on the code's background."""
+    from pygments.styles import get_style_by_name
+    from pygments.token import STANDARD_TYPES
+
+    style, rules = get_style_by_name("default"), []
+    for token, css_class in sorted(STANDARD_TYPES.items(), key=lambda item: item[1]):
+        colour = style.style_for_token(token).get("color")
+        if css_class and colour and contrast(colour, CODE_BACKGROUND) < MIN_CONTRAST:
+            rules.append(f".highlight .{css_class} {{ color: {_readable(colour)}; }}")
+    return " ".join(rules)
+
+
+# Every page reads under WCAG 2 AA (tests/integration/test_accessibility.py runs axe-core on them):
+# code, links and labels at 4.5:1 or more, links underlined (told apart by more than colour).
+READABLE_STYLE = (
+    "<style>/* course: readable (WCAG 2 AA) */ a { color: #23527c; text-decoration: underline; } "
+    "div.nbgrader_cell .panel-heading a { color: #fff; } li.late-penalty { color: #b52b27; } " + _readable_highlighting() + "</style>"
+)
+# the feedback page's styles after nbconvert's and nbgrader's own (so they win): long lines wrap, and it reads
+PAGE_STYLES = WRAP_STYLE + "\n" + READABLE_STYLE
 
 
 def has_images(nb) -> bool:
@@ -162,31 +240,97 @@ def html_lang(language: str) -> str:
     return HTML_LANG.get(language, "en")
 
 
-# nbgrader's feedback page (its template's ``index.html.j2``), whose ``<html>`` carries no language,
-# with the language of the submission's edition (``resources.html_lang``, FeedbackExporter's)
+WAITING = "{points} point(s) wait for a person's grading"  # in the heading's score, when answers are pending
+PENDING_HEADING = "Pending: a person grades it ({points} point(s))"  # a pending answer's own heading
+
+
+def number_shown(value) -> str:
+    """A score as nbgrader's template writes it (``value | float | round(2)``: 1.0, 0.75)."""
+    return str(round(float(value or 0), 2))
+
+
+@dataclass
+class PageView:
+    """What a feedback page says besides its notebook, given to the template as ``resources.page``:
+    its language (``lang``; ``words``: the edition's feedback translations, empty for English), the
+    answers that wait for a person (``pending``: grade ids; ``waiting``: their points), the late
+    line, its policy and styles. The template calls its methods for every label it writes."""
+
+    lang: str = "en"
+    words: dict[str, str] = field(default_factory=dict)
+    pending: frozenset[str] = frozenset()
+    waiting: float = 0.0
+    late_line: str = ""
+    csp_meta: str = field(default_factory=csp_meta)
+    styles: str = PAGE_STYLES
+
+    def say(self, key: str, **values) -> str:
+        """``key`` (an English template) in the page's language, HTML-escaped, with ``values`` put in as they are."""
+        try:
+            return html.escape(self.words.get(key, key), quote=False).format(**values)
+        except (KeyError, IndexError, ValueError):  # a translation that names other fields
+            return html.escape(key, quote=False).format(**values)
+
+    def word(self, text: str) -> str:
+        """A heading of nbgrader's template (``Test cell``, ``Student's answer``) in the page's language."""
+        return html.escape(self.words.get(text, text), quote=False)
+
+    @staticmethod
+    def _after_space(said: str) -> str:
+        return " " + said if said.startswith("(") else said  # no space before a full-width parenthesis
+
+    def heading_score(self, score, max_score) -> str:
+        """The notebook heading's score, with the points that wait for a person."""
+        from ..publish.editions import SCORE_IN_PARENS, SCORE_WITH_PENDING
+
+        scored = f"{score} / {max_score}"
+        if self.waiting:
+            pending = self.say(WAITING, points=f"{self.waiting:g}")
+            return self._after_space(self.say(SCORE_WITH_PENDING, score=scored, pending=pending))
+        return self._after_space(self.say(SCORE_IN_PARENS, score=scored))
+
+    def list_score(self, cell) -> str:
+        """A graded cell's score in the page's list (pending when it waits for a person)."""
+        from ..publish.editions import PENDING_IN_PARENS, SCORE_IN_PARENS
+
+        meta = cell.metadata.nbgrader
+        if meta.get("grade_id") in self.pending:
+            return self.say(PENDING_IN_PARENS, points=number_shown(meta.get("points")))
+        return self._after_space(self.say(SCORE_IN_PARENS, score=f"{number_shown(meta.get('score'))} / {number_shown(meta.get('points'))}"))
+
+    def cell_score(self, cell) -> str:
+        """A graded cell's score in its own heading (pending when it waits for a person)."""
+        from ..publish.editions import SCORE
+
+        meta = cell.metadata.nbgrader
+        if meta.get("grade_id") in self.pending:
+            return self.say(PENDING_HEADING, points=number_shown(meta.get("points")))
+        return self.say(SCORE, score=f"{number_shown(meta.get('score'))} / {number_shown(meta.get('points'))}")
+
+
+# the feedback page's template: nbgrader's (its ``index.html.j2``), its labels, scores, language,
+# late line, policy and styles from ``resources.page``
 PAGE_TEMPLATE = "course_feedback.html.j2"
-_PAGE_TEMPLATE_SOURCE = (
-    "{%- extends 'index.html.j2' -%}\n"
-    "{%- block header -%}{{ super() | replace('<html>', '<html lang=\"' ~ resources.html_lang ~ '\">', 1) }}{%- endblock header -%}\n"
-)
+_PAGE_TEMPLATE_SOURCE = (Path(__file__).with_name("feedback.html.j2")).read_text(encoding="utf-8")
 
 
 class FeedbackExporter(HTMLExporter):
     """nbconvert's HTML exporter, less three costs that buy nothing on a feedback page:
 
-    - templates compiled once per process: nbgrader makes a new exporter for every page, and
-      each compiled the page's nine templates again (0.2-0.4 s a notebook);
+    - templates compiled once per process (``_TEMPLATES``), whatever exporter renders a page
+      (compiling the page's nine templates costs 0.2-0.4 s);
     - no second pass over a page without images: after rendering, nbconvert parses the whole
       page with BeautifulSoup to give images alt text and JupyterLab-template cells a tabindex,
       and writes it out again (0.2-0.5 s a page here). nbgrader's feedback template is the
       classic one (no JupyterLab cells), and a page without ``<img`` has nothing to change, so
       such a page is the rendered one as is; a page with an image takes nbconvert's whole path;
     - code highlighted and markdown rendered again for every student: a cell's HTML is kept by its
-      source (``_Fragments``), and the course's own cells are made before any worker starts
-      (``warm_feedback``); about 0.2 s of CPU a student here.
+      source (``_Fragments``): the course's own cells are made for the first page of a batch
+      only; about 0.2 s of CPU a student here.
 
-    Its page says its language: ``<html lang="zh-CN">`` for a Chinese submission (the worker sets
-    ``COURSE_LANG`` to the submission's edition), ``lang="en"`` for an English one.
+    Its template is the course's (``feedback.html.j2``): what the page says besides its notebook
+    comes in as ``resources.page`` (a :class:`PageView`); without one, an English page in the
+    language of ``COURSE_LANG``'s edition for its ``lang``.
     """
 
     @default("template_file")
@@ -201,7 +345,8 @@ class FeedbackExporter(HTMLExporter):
         from tools.i18n import language
 
         resources = super()._init_resources(resources)
-        resources["html_lang"] = html_lang(language())
+        if not isinstance(resources.get("page"), PageView):
+            resources["page"] = PageView(lang=html_lang(language()))
         return resources
 
     def _create_environment(self):
@@ -244,95 +389,51 @@ def _feedback_exporter() -> FeedbackExporter:
     )
 
 
-def warm_feedback(notebooks=()) -> None:
-    """Make, in this process, what a worker's feedback pages would otherwise make again for every
-    student: the page's compiled templates (kept in ``_TEMPLATES``), the notebook schema's
-    validator, the code highlighter and the markdown renderer (rendering a two-cell notebook makes
-    them), and the rendered code and markdown of ``notebooks`` (paths: the course's release) as a
-    page shows them, visible checks with their hidden-tests line and markdown sanitized as the
-    feedback step sanitizes it. The worker server calls it once per grading run
-    (``autograde.record.warm``), so every worker forked from it starts with them. Nothing here may
-    fail the server: any error only means a worker makes them itself."""
-    try:
+_PARENT_EXPORTER: list[FeedbackExporter] = []
+
+
+def feedback_exporter() -> FeedbackExporter:
+    """The exporter that renders feedback pages in this process (made once)."""
+    if not _PARENT_EXPORTER:
+        _PARENT_EXPORTER.append(_feedback_exporter())
+    return _PARENT_EXPORTER[0]
+
+
+_CSS: list[str] = []
+
+
+def page_css() -> list[str]:
+    """The styles nbconvert's CSSHTMLHeaderPreprocessor puts in a page (the code highlighting's), made once."""
+    if not _CSS:
+        from jupyter_core.paths import jupyter_config_dir
+        from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+
+        made = {"inlining": {}, "config_dir": jupyter_config_dir()}
+        CSSHTMLHeaderPreprocessor(enabled=True).preprocess(None, made)
+        _CSS.extend(made["inlining"].get("css", []))
+    return list(_CSS)
+
+
+PAGE_DATA_KEYS = ("notebook", "score", "max_score", "late_penalty")  # of nbgrader's resources, kept with a page's data
+
+
+class PageDataExporter(NotebookExporter):
+    """The exporter of the worker's feedback step (``c.GenerateFeedback.exporter_class``): no page,
+    but the page's data, as JSON: the notebook as nbgrader's feedback preprocessors leave it (its
+    scores from the gradebook, hidden tests cleared, errors shortened, outputs capped and
+    sanitized) and nbgrader's scores of it. The grader renders the page from it once it knows the
+    rest (``pages.write_feedback``)."""
+
+    file_extension = ".json"
+
+    def from_notebook_node(self, nb, resources=None, **kw):
         import nbformat
-        from nbconvert.preprocessors.sanitize import SanitizeHTML
 
-        from ..model import with_hidden_note
-
-        exporter = _feedback_exporter()
-        nb = nbformat.v4.new_notebook(
-            cells=[nbformat.v4.new_markdown_cell("# A heading\n\nSome *text*."), nbformat.v4.new_code_cell("x = 1  # code\nprint(x)")],
-            metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}},
-        )
-        nbformat.validate(nb)
-        exporter.from_notebook_node(nb, {"nbgrader": {"notebook": "warm", "score": 0, "max_score": 0, "late_penalty": 0}})
-        sanitize = SanitizeHTML(enabled=True)
-        # a graded notebook's language is the grading kernel's (IPython's), whatever the file said
-        highlight = KeptHighlight2HTML(pygments_lexer="ipython3", parent=exporter)
-        for path in notebooks:
-            nb = nbformat.read(path, 4)
-            for index, cell in enumerate(nb.cells):
-                if cell.cell_type == "code":
-                    highlight(with_hidden_note(cell), None, cell.metadata)
-                elif cell.cell_type == "markdown":
-                    cell, _ = sanitize.preprocess_cell(cell, {}, index)
-                    exporter.markdown2html({"cell": cell}, cell.source)
-    except Exception:
-        pass
-
-
-WAITING = "{points} point(s) wait for a person's grading"  # grading.mark_pending's note in a heading
-_NUMBER = r"-?[0-9]+(?:\.[0-9]+)?"
-_SCORE = rf"{_NUMBER}(?: / {_NUMBER})?"
-
-
-def localize_labels(text: str, words: dict[str, str]) -> str:
-    """A feedback page's score lines, grade-cell labels, pending answers, "(Top)" links (``editions.LABELS``) and the
-    hidden-tests note of its visible checks (``model.HIDDEN_NOTE``) in the language of ``words`` (its
-    edition's feedback translations); a label whose key ``words`` lacks stays as it is."""
-    from ..model import HIDDEN_NOTE_TEXT
-    from ..publish.editions import GRADE_CELL, LATE_PENALTY, PENDING_IN_PARENS, SCORE, SCORE_IN_PARENS, SCORE_WITH_PENDING, TOP
-
-    def fill(key: str, **values: str) -> str | None:
-        if key not in words:
-            return None
-        try:
-            return html.escape(words[key], quote=False).format(**values)
-        except (KeyError, IndexError, ValueError):
-            return None
-
-    def in_parens(m: re.Match) -> str:
-        pending = fill(WAITING, points=m.group(3)) if m.group(3) else None
-        said = fill(SCORE_WITH_PENDING, score=m.group(2), pending=pending) if pending else fill(SCORE_IN_PARENS, score=m.group(2))
-        if said is None:
-            return m.group(0)
-        return (m.group(1) if said.startswith("(") else "") + said  # no space before a full-width parenthesis
-
-    # nbgrader's late line in the page's list (before the score lines: it holds one)
-    text = re.sub(
-        rf'(<li class="late-penalty">)Late submission penalty \(Score: -({_NUMBER})\)(</li>)',
-        lambda m: m.group(1) + (fill(LATE_PENALTY, points=m.group(2)) or m.group(0)[len(m.group(1)) : -len(m.group(3))]) + m.group(3),
-        text,
-    )
-    if HIDDEN_NOTE_TEXT in words:
-        text = text.replace(html.escape(HIDDEN_NOTE_TEXT, quote=False), html.escape(words[HIDDEN_NOTE_TEXT], quote=False))
-    text = re.sub(rf"( ?)\(Score: ({_SCORE})(?:; ({_NUMBER}) point\(s\) wait for a person's grading)?\)", in_parens, text)
-    text = re.sub(rf"Score: ({_SCORE})", lambda m: fill(SCORE, score=m.group(1)) or m.group(0), text)
-    text = re.sub(
-        r'(<span class="nbgrader-label">)Grade cell: (<code>[^<]{0,200}</code>)(</span>)',
-        lambda m: m.group(1) + (fill(GRADE_CELL, grade_id=m.group(2)) or m.group(0)[len(m.group(1)) : -len(m.group(3))]) + m.group(3),
-        text,
-    )
-    # a pending answer in the page's list, its parentheses those of the language (Chinese: full-width, no space before)
-    pending = re.escape(PENDING_IN_PARENS).replace(re.escape("{points}"), f"({_NUMBER})")
-
-    def in_list(m: re.Match) -> str:
-        said = fill(PENDING_IN_PARENS, points=m.group(2))
-        return m.group(0) if said is None else m.group(1) + said + m.group(3)
-
-    text = re.sub(rf"(</a>){pending}(</li>)", in_list, text)
-    top = fill(TOP)
-    return text.replace('<a href="#top">(Top)</a>', f'<a href="#top">{top}</a>') if top else text
+        nb_copy, resources = Exporter.from_notebook_node(self, nb, resources, **kw)  # preprocessing only
+        info = resources.get("nbgrader", {})
+        data = {"notebook": nbformat.from_dict(nb_copy), "nbgrader": {key: info.get(key, 0) for key in PAGE_DATA_KEYS}}
+        resources["output_extension"] = self.file_extension
+        return json.dumps(data, ensure_ascii=False), resources
 
 
 def base_style(width: str) -> str:

@@ -16,6 +16,7 @@ written to a file or a log: URLs are masked, and the config holds the URL withou
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import queue
@@ -24,13 +25,14 @@ from pathlib import Path
 
 from tools.project_runtime import write_json_atomic
 
+from ..errors import GraderError
 from ..model import Record
 
 COURSE_ID = "serving-overlap"  # as in nbgrader_config.py
 URL_FILE = ".gradebook.json"  # OUT/.gradebook.json: the URL in use, without its password
 
 
-class GradebookError(RuntimeError):
+class GradebookError(GraderError, RuntimeError):
     """The course gradebook cannot be opened or written (its message never holds a password)."""
 
 
@@ -258,6 +260,31 @@ def _record_late(submission, submitted, late: dict) -> None:
             submission.timestamp = when
 
 
+def _assignment(book, assignment: str):
+    """The gradebook's row of ``assignment``; None when it has none (nothing was graded into it yet)."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        return book.find_assignment(assignment)
+    except MissingEntry:
+        return None
+
+
+@contextlib.contextmanager
+def _changing(url: str, what: str):
+    """The gradebook at ``url``, open for one change: committed when the block ends, rolled back on any
+    error, which is raised as a GradebookError saying that ``what`` could not be recorded."""
+    with open_gradebook(url) as book:
+        try:
+            yield book
+            book.db.commit()
+        except Exception as exc:
+            book.db.rollback()
+            raise GradebookError(
+                f"cannot record {what} in the gradebook {mask_url(url)}: {type(exc).__name__}: {mask_text(str(exc), url)[:500]}"
+            ) from None
+
+
 def record_penalties(url: str, assignment: str, penalties: dict[str, dict[str, float]]) -> int:
     """Set nbgrader's ``late_submission_penalty`` of each (student, notebook) in ``penalties`` to the
     penalty the score tables settled (record/late.py's ``settle``, on the score a person's grades
@@ -265,24 +292,17 @@ def record_penalties(url: str, assignment: str, penalties: dict[str, dict[str, f
     from nbgrader.api import MissingEntry
 
     changed = 0
-    with open_gradebook(url) as book:
-        try:
-            for student, per in penalties.items():
-                for notebook, penalty in per.items():
-                    try:
-                        submitted = book.find_submission_notebook(notebook, assignment, student)
-                    except MissingEntry:
-                        continue
-                    value = penalty or None  # nbgrader keeps None for none
-                    if submitted.late_submission_penalty != value:
-                        submitted.late_submission_penalty = value
-                        changed += 1
-            book.db.commit()
-        except Exception as exc:
-            book.db.rollback()
-            raise GradebookError(
-                f"cannot record the late penalties in the gradebook {mask_url(url)}: {type(exc).__name__}: {mask_text(str(exc), url)[:500]}"
-            ) from None
+    with _changing(url, "the late penalties") as book:
+        for student, per in penalties.items():
+            for notebook, penalty in per.items():
+                try:
+                    submitted = book.find_submission_notebook(notebook, assignment, student)
+                except MissingEntry:
+                    continue
+                value = penalty or None  # nbgrader keeps None for none
+                if submitted.late_submission_penalty != value:
+                    submitted.late_submission_penalty = value
+                    changed += 1
     return changed
 
 
@@ -293,32 +313,22 @@ def record_duedate(url: str, assignment: str, deadline, extensions: dict | None 
     ``deadline`` None leaves the duedate as it is. Returns whether anything changed."""
     import datetime as dt
 
-    from nbgrader.api import MissingEntry
-
     if deadline is None or (url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file()):
         return False  # no deadline, or a gradebook that was never written (nothing to date)
     due = deadline.astimezone(dt.UTC).replace(tzinfo=None)
     changed = False
-    with open_gradebook(url) as book:
-        try:
-            try:
-                found = book.find_assignment(assignment)
-            except MissingEntry:
-                return False
-            if found.duedate != due:
-                found.duedate, changed = due, True
-            for submission in found.submissions:
-                own = (extensions or {}).get(submission.student.id)
-                extra = own.astimezone(dt.UTC).replace(tzinfo=None) - due if own is not None else None
-                extra = extra if extra is not None and extra > dt.timedelta(0) else None
-                if submission.extension != extra:
-                    submission.extension, changed = extra, True
-            book.db.commit()
-        except Exception as exc:
-            book.db.rollback()
-            raise GradebookError(
-                f"cannot record the due date in the gradebook {mask_url(url)}: {type(exc).__name__}: {mask_text(str(exc), url)[:500]}"
-            ) from None
+    with _changing(url, "the due date") as book:
+        found = _assignment(book, assignment)
+        if found is None:
+            return False
+        if found.duedate != due:
+            found.duedate, changed = due, True
+        for submission in found.submissions:
+            own = (extensions or {}).get(submission.student.id)
+            extra = own.astimezone(dt.UTC).replace(tzinfo=None) - due if own is not None else None
+            extra = extra if extra is not None and extra > dt.timedelta(0) else None
+            if submission.extension != extra:
+                submission.extension, changed = extra, True
     return changed
 
 
@@ -326,15 +336,13 @@ def keep_submitted_times(url: str, assignment: str, out: Path) -> int:
     """Write each submission's time, as the gradebook holds it, into ``OUT/submitted/<student>/<assignment>/
     timestamp.txt`` (and remove one where it holds none): nbgrader's formgrader takes a submission as autograded
     only when that file says the time the gradebook says. Returns how many were written."""
-    from nbgrader.api import MissingEntry
 
     written = 0
     with open_gradebook(url) as gradebook:
-        try:
-            submissions = gradebook.find_assignment(assignment).submissions
-        except MissingEntry:
+        found = _assignment(gradebook, assignment)
+        if found is None:
             return 0
-        for submission in submissions:
+        for submission in found.submissions:
             folder = out / "submitted" / submission.student.id / assignment
             if not folder.is_dir():
                 continue
@@ -350,13 +358,11 @@ def keep_submitted_times(url: str, assignment: str, out: Path) -> int:
 def read_scores(url: str, assignment: str) -> dict[str, dict[str, dict]]:
     """{student: {grade_id: {"auto", "manual", "extra", "max", "manual_cell", "notebook", "needs_manual_grade"}}}
     for the assignment."""
-    from nbgrader.api import MissingEntry
 
     found: dict[str, dict[str, dict]] = {}
     with open_gradebook(url) as gradebook:
-        try:
-            assignment_row = gradebook.find_assignment(assignment)
-        except MissingEntry:
+        assignment_row = _assignment(gradebook, assignment)
+        if assignment_row is None:
             return found
         for submission in assignment_row.submissions:
             per = found.setdefault(submission.student.id, {})

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..course import UnusableInput
+from ..settings import choose
 
 UNITS = {"day": 86_400, "hour": 3_600}
 POLICY = re.compile(r"^deduct:(?P<percent>\d+(?:\.\d+)?)%/(?P<unit>day|hour)(?:,floor:(?P<floor>\d+(?:\.\d+)?)%)?$")
@@ -98,17 +99,15 @@ def read_extensions(path: Path) -> dict[str, dt.datetime]:
 def late_spec(grading: dict, deadline: str | None, policy: str | None, extensions: Path | None) -> LateSpec:
     """The spec from course.toml's ``[grading]`` table (``deadline``, ``late_policy``, ``extensions``,
     ``[grading.deadlines]`` per notebook) with the command line's values winning."""
-    deadline = deadline or grading.get("deadline")
-    policy = policy or grading.get("late_policy") or "none"  # a deadline alone marks lateness and takes nothing
-    extensions = extensions or (Path(grading["extensions"]) if grading.get("extensions") else None)
+    chosen = choose(grading, deadline, policy, extensions)  # which source wins: settings.choose
     spec = LateSpec(
-        parse_policy(policy),
-        parse_time(deadline, "the deadline") if deadline else None,
-        {nb: parse_time(when, f"[grading.deadlines] {nb}") for nb, when in (grading.get("deadlines") or {}).items()},
-        read_extensions(extensions) if extensions else {},
+        parse_policy(chosen.late_policy),
+        parse_time(chosen.deadline, "the deadline") if chosen.deadline else None,
+        {nb: parse_time(when, f"[grading.deadlines] {nb}") for nb, when in chosen.deadlines.items()},
+        read_extensions(chosen.extensions) if chosen.extensions else {},
     )
     if spec.policy.kind != "none" and spec.deadline is None and not spec.deadlines:
-        raise UnusableInput(f"a late policy ({policy}) needs a deadline: --deadline or [grading] deadline in course.toml")
+        raise UnusableInput(f"a late policy ({chosen.late_policy}) needs a deadline: --deadline or [grading] deadline in course.toml")
     return spec
 
 

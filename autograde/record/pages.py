@@ -1,21 +1,38 @@
-"""The feedback page handed back to a learner: nbgrader's page with any line of a hidden test or a
-reference answer removed, links of unsafe schemes pointed at ``#``, a size cap, the answers that wait for
-a person shown as pending, its headings in the submission's language, and the late line."""
+"""The feedback page handed back to a learner, rendered once from its template.
+
+The worker's feedback step writes a notebook's page data (``exporters.PageDataExporter``: the
+notebook as nbgrader's feedback preprocessors leave it, and its scores); the grader keeps it in
+``OUT/.pages`` and renders the page after the batch, when everything the page says is known: the
+answers that wait for a person, a person's scores from the gradebook, the submission's language
+and the late line (the penalty ``late.settle`` took on the score the table counts). They come in as
+data (:class:`PageView`) to the template's blocks (``feedback.html.j2``); nothing is patched into
+the page afterwards. Two checks read the rendered page before it is written, as a last line of
+defence whatever the template or a learner's output held: any line of a hidden test or reference
+answer that the learner's own notebook does not hold is removed, and links of unsafe schemes point
+at ``#`` (attributes read by Python's HTML parser). A page is cut at 1 MB."""
 
 from __future__ import annotations
 
 import functools
 import html
+import json
 import os
-import re
+from html.parser import HTMLParser
 from pathlib import Path
 
-from ..course import Course
+from ..course import Course, Exercise
 from ..matching import read_graded
-from ..model import Record
+from ..model import HIDDEN_NOTE, HIDDEN_NOTE_TEXT, Record
 from ..publish.editions import feedback_translations
-from .exporters import add_csp, add_wrapping, localize_labels
-from .late import LateSpec, late_text
+from . import gradebook
+from .exporters import PageView, feedback_exporter, html_lang, number_shown, page_css
+from .late import Policy, late_text
+from .tables import cell_value
+
+PAGE_DATA = ".pages"  # OUT/.pages/<student>/<notebook>.json: a notebook's page data, as the worker's feedback step made it
+MAX_PAGE = 1_000_000  # characters in one feedback page
+CUT_NOTE = "\n<p>[the page was cut at 1 MB]</p></body></html>\n"
+REMOVED_LINE = "<span>[line removed from this page: it quoted the grader's tests or answers]</span>"
 
 
 @functools.lru_cache(maxsize=4)
@@ -24,128 +41,104 @@ def page_words(course: Course) -> dict[str, dict[str, str]]:
     return feedback_translations(course)
 
 
-_LINK = re.compile(r"(?<![\w.-])(href|src|action|formaction|poster|background)(\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s>\"']+)", re.IGNORECASE)
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
-SAFE_SCHEMES = {"http", "https", "mailto"}
+# -------------------------------------------------------------- the page data
 
 
-_IMAGE_DATA = re.compile(r"^data:image/(png|jpeg|gif);base64,", re.IGNORECASE)
+def page_data_path(out: Path, student: str, notebook: str) -> Path:
+    return out / PAGE_DATA / student / f"{notebook}.json"
 
 
-def _safe_url(value: str, image: bool = False) -> bool:
-    """True for a relative path, a ``#`` fragment, or an http/https/mailto URL (and, for an
-    image source, a base64 PNG/JPEG/GIF). Browsers decode entities and ignore whitespace and
-    control characters in a scheme, so this does too."""
-    plain = "".join(ch for ch in html.unescape(value) if ch > " " and ch != "\x7f" and not ch.isspace() and ch.isprintable())
-    scheme = _SCHEME.match(plain)
-    return scheme is None or scheme.group(1).lower() in SAFE_SCHEMES or (image and bool(_IMAGE_DATA.match(plain)))
-
-
-def _safe_links(text: str) -> str:
-    """Point every link or source whose scheme is not allowed (``javascript:``, ``data:``,
-    ``vbscript:`` ...) at ``#``."""
-
-    def fix(match: re.Match) -> str:
-        value = match.group(3)
-        inner = value[1:-1] if value[:1] in "\"'" else value
-        return match.group(0) if _safe_url(inner, image=match.group(1).lower() == "src") else f'{match.group(1)}{match.group(2)}"#"'
-
-    return _LINK.sub(fix, text)
-
-
-MAX_PAGE = 1_000_000  # characters in one feedback page
-_TAG = re.compile(r"<[^<>]*>")  # linear: a run of '<' without '>' cannot make it backtrack
-
-
-_ID = r"[A-Za-z0-9_-]+"
-_NUM = r"[0-9]+(?:\.[0-9]+)?"
-
-
-def mark_pending(text: str, pending: set[str]) -> str:
-    """Show answers that wait for a person as pending, not as "Score: 0.0 / 1.0".
-
-    nbgrader's feedback gives an ungraded written answer a score of 0; the page then reads as if
-    the learner had lost those points. Each pending answer's score becomes "pending", and the
-    notebook's heading says how many points still wait for a person."""
-    waiting = 0.0
-
-    def in_list(m: re.Match) -> str:
-        nonlocal waiting
-        if m.group(1) not in pending:
-            return m.group(0)
-        waiting += float(m.group(2))
-        return f'<li><a href="#{m.group(1)}">Written response</a> (pending: a person grades it, {m.group(2)} point(s))</li>'
-
-    text = re.sub(rf'<li><a href="#({_ID})">Written response</a> \(Score: {_NUM} / ({_NUM})\)</li>', in_list, text)
-    for gid in pending:
-        text = re.sub(
-            rf'(<a name="{re.escape(gid)}"></a><div class="panel-heading">.{{0,400}}?)Score: {_NUM} / ({_NUM}) ',
-            r"\1Pending: a person grades it (\2 point(s)) ",
-            text,
-            count=1,
-            flags=re.S,
-        )
-    if waiting:
-        text = re.sub(
-            rf"(<h4>[^<]{{1,200}} \(Score: {_NUM} / {_NUM})\)</h4>", rf"\1; {waiting:g} point(s) wait for a person's grading)</h4>", text, count=1
-        )
-    return text
-
-
-_PAGE_HEADINGS = (  # (pattern in nbgrader's feedback template, English): only the template's own text is touched
-    (r'(<a href="#{id}">){text}(</a>)', ("Test cell", "Coding free-response", "Written response", "Task")),
-    (r'(<a href="#comment-{id}">){text}(</a>)', ("Comment",)),
-    (r'(<span class="nbgrader-label">){text}(</span>)', ("Student's answer",)),
-    (r"(<b>){text}(:</b>)", ("Comments",)),
-    (r'(<a href="#top">\(){text}(\)</a>)', ("Top",)),
-)
-
-
-def localize_page(text: str, words: dict[str, str]) -> str:
-    """A feedback page's own headings in the submission's language (``words``: its edition's
-    feedback translations; empty for English, which leaves the page as it is)."""
-    if not words:
-        return text
-    text = localize_labels(text, words)  # its score lines, grade-cell labels and hidden-tests note
-    for pattern, english in _PAGE_HEADINGS:
-        for item in english:
-            if item in words:
-                regex = pattern.format(id=_ID, text=re.escape(item))
-                text = re.sub(regex, lambda m, w=words[item]: m.group(1) + html.escape(w) + m.group(2), text)
-    score = html.escape(words.get("Score", "Score"))
-    text = re.sub(rf"(\(|<h4>[^<]{{1,200}} \(|</div>\s*|\n\s*)Score: ({_NUM} / {_NUM})", rf"\1{score}: \2", text)
-    for template in (
-        "pending: a person grades it, {points} point(s)",
-        "Pending: a person grades it ({points} point(s))",
-        "{points} point(s) wait for a person's grading",
-    ):
-        if template in words:
-            regex = re.escape(template).replace(re.escape("{points}"), f"({_NUM})")
-            text = re.sub(regex, lambda m, t=words[template]: html.escape(t.format(points=m.group(1))), text)
-    return text
-
-
-def write_feedback(
-    page: Path, target: Path, secrets: dict[str, str], graded: Path, pending: set[str] = frozenset(), words: dict[str, str] | None = None
-) -> int:
-    """Copy a feedback page, first removing any line of a hidden test or of a reference answer
-    that the learner's own notebook does not hold, and marking answers that wait for a person
-    as pending. Returns how many lines were removed."""
-    with open(page, "rb") as handle:  # cut first: the scan below must stay cheap whatever the page holds
-        raw = handle.read(4 * MAX_PAGE + 4).decode("utf-8", "replace")
-    if len(raw) > MAX_PAGE:
-        raw = raw[:MAX_PAGE] + "\n<p>[the page was cut at 1 MB]</p></body></html>\n"
+def keep_page_data(source: Path, out: Path, student: str, notebook: str, graded: Path, secrets: dict[str, str]) -> bool:
+    """Keep the page data a worker wrote (``source``) in OUT, with the lines of the grader's secrets
+    that the learner's own answers hold (``graded``: the graded notebook; those lines stay on the
+    page). False when there is none, or it cannot be read."""
+    try:
+        with open(source, "rb") as handle:
+            data = json.loads(handle.read(8 * MAX_PAGE + 1).decode("utf-8"))
+        if not isinstance(data, dict) or not isinstance(data.get("notebook"), dict) or not isinstance(data.get("nbgrader"), dict):
+            return False
+    except (OSError, ValueError):
+        return False
     nb = read_graded(graded)
     own = {
         line.strip() for cell in (nb.cells if nb else []) if cell.metadata.get("nbgrader", {}).get("solution") for line in cell.source.splitlines()
     }
-    lines, removed = raw.split("\n"), 0
+    data["own_secret_lines"] = sorted(line for line in own if line in secrets)
+    target = page_data_path(out, student, notebook)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, target)
+    return True
+
+
+def read_page_data(out: Path, student: str, notebook: str) -> dict | None:
+    try:
+        data = json.loads(page_data_path(out, student, notebook).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("notebook"), dict) else None
+
+
+# -------------------------------------------------------------- rendering
+
+
+def render_page(data: dict, words: dict[str, str], language: str, person: dict[str, object] | None = None, late_line: str = "") -> str:
+    """A feedback page from its data (``keep_page_data``), rendered once. ``person``: the value of
+    each answer a person grades as the score table counts it (``tables.cell_value``: a person's
+    score; ``pending`` while it waits, or ``review`` when the answer changed since it was scored:
+    both shown as waiting; the worker's 0 for an answer left as released). ``words``: the
+    edition's feedback translations (empty for English)."""
+    import nbformat
+
+    nb = nbformat.from_dict(data["notebook"])
+    info = {key: data["nbgrader"].get(key, 0) for key in ("notebook", "score", "max_score", "late_penalty")}
+    pending, waiting, score = set(), 0.0, float(info["score"] or 0)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        given = (person or {}).get(meta.get("grade_id")) if meta.get("grade") else None
+        if isinstance(given, str):
+            pending.add(meta["grade_id"])
+            waiting += float(number_shown(meta.get("points")))
+        elif given is not None:
+            score += float(given) - float(meta.get("score") or 0)
+            meta["score"] = float(given)
+        if HIDDEN_NOTE_TEXT in words and cell.cell_type == "code" and HIDDEN_NOTE in cell.source:
+            cell.source = cell.source.replace(HIDDEN_NOTE, "# " + words[HIDDEN_NOTE_TEXT])
+    info["score"] = round(score, 6)
+    view = PageView(lang=html_lang(language), words=words, pending=frozenset(pending), waiting=waiting, late_line=late_line)
+    page, _ = feedback_exporter().from_notebook_node(nb, {"nbgrader": info, "page": view, "inlining": {"css": page_css()}})
+    return page
+
+
+def finish_page(text: str, secrets: dict[str, str], own: set[str] | frozenset[str] = frozenset()) -> tuple[str, int]:
+    """The last checks of a rendered page: cut at ``MAX_PAGE``, every line that quotes a secret
+    (a line of a hidden test or a reference answer) that is not one of the learner's own (``own``)
+    replaced, links of unsafe schemes pointed at ``#``. Returns the page and how many lines were removed."""
+    if len(text) > MAX_PAGE:
+        text = text[:MAX_PAGE] + CUT_NOTE
+    lines, removed = text.split("\n"), 0
     for i, line in enumerate(lines):
-        plain = html.unescape(_TAG.sub("", line)).strip()
+        plain = html.unescape(_text_of(line)).strip()
         if plain and plain in secrets and plain not in own:
-            lines[i] = "<span>[line removed from this page: it quoted the grader's tests or answers]</span>"
+            lines[i] = REMOVED_LINE
             removed += 1
-    text = add_csp(add_wrapping(_safe_links(localize_page(mark_pending("\n".join(lines), set(pending)), words or {}))))
+    return safe_links("\n".join(lines)), removed
+
+
+def write_feedback(out: Path, record: Record, secrets: dict[str, str], words: dict[str, str], person=None, late_line: str = "") -> int | None:
+    """Render a notebook's page from its kept data into OUT/feedback/<student>/<notebook>.html.
+    Returns how many lines were removed, or None when the notebook has no page data."""
+    data = read_page_data(out, record.student_id, record.notebook)
+    if data is None:
+        return None
+    text, removed = finish_page(render_page(data, words, record.edition or "en", person, late_line), secrets, set(data.get("own_secret_lines", [])))
+    target = out / "feedback" / record.student_id / f"{record.notebook}.html"
+    try:
+        if target.read_text(encoding="utf-8") == text:
+            return removed  # the same page: left as it was (a rerun that changes nothing writes nothing)
+    except (OSError, ValueError):
+        pass
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -153,21 +146,101 @@ def write_feedback(
     return removed
 
 
-_LATE_NOTE = re.compile(r'\n?<p class="late-note">[^<]*</p>')
+def person_values(cells: list[Exercise], stored: dict, record: Record) -> dict[str, object]:
+    """{grade id: its value as the score table counts it} of a notebook's answers that a person
+    grades (``stored``: the student's gradebook entries, ``gradebook.read_scores``)."""
+    return {e.grade_id: cell_value(e, stored.get(e.grade_id), record) for e in cells if e.manual and e.notebook == record.notebook}
 
 
-def note_late(out: Path, record: Record, spec: LateSpec, words: dict[str, str]) -> None:
-    """Put the late line under the feedback page's heading (or take an old one away: a page kept
-    from an earlier run may carry another deadline's)."""
-    page = out / "feedback" / record.student_id / f"{record.notebook}.html"
-    if not page.is_file():
-        return
-    text = page.read_text(encoding="utf-8")
-    updated = _LATE_NOTE.sub("", text)
-    line = late_text(record.late or {}, spec.policy, words)
-    if line:
-        updated = updated.replace("</h4>", f'</h4>\n<p class="late-note">{html.escape(line)}</p>', 1)
-    if updated != text:
-        tmp = page.with_suffix(".tmp")
-        tmp.write_text(updated, encoding="utf-8")
-        os.replace(tmp, page)
+def write_pages(out: Path, course: Course, cells: list[Exercise], records: list[Record], secrets: dict[str, str], policy: Policy, db_url: str | None):
+    """Every graded notebook's page, rendered once after the batch: with a person's scores from the
+    gradebook, and the late line of the penalty the tables settled (each record's ``late``).
+    Returns {(student, notebook): lines removed} for the pages that removed any."""
+    try:
+        stored = gradebook.read_scores(db_url, course.assignment) if db_url else {}
+    except gradebook.GradebookError:
+        stored = {}  # the tables say why; a page then shows the record's own values
+    words = page_words(course)
+    removed = {}
+    for record in records:
+        if not record.graded:
+            continue
+        said = words.get(record.edition or "en", {})
+        person = person_values(cells, stored.get(record.student_id, {}), record)
+        lines = write_feedback(out, record, secrets, said, person, late_text(record.late or {}, policy, said))
+        if lines:
+            removed[(record.student_id, record.notebook)] = lines
+    return removed
+
+
+# -------------------------------------------------------------- the last checks
+
+
+def _text_of(line: str) -> str:
+    """A line's text without its tags (what ``<...>`` holds, ``<`` and ``>`` excluded inside), in one pass."""
+    first, *rest = line.split("<")
+    kept = [first]
+    for part in rest:
+        end = part.find(">")
+        kept.append(part[end + 1 :] if end >= 0 else "<" + part)
+    return "".join(kept)
+
+
+SAFE_SCHEMES = {"http", "https", "mailto"}
+URL_ATTRIBUTES = {"href", "src", "action", "formaction", "poster", "background"}
+_IMAGE_DATA = ("data:image/png;base64,", "data:image/jpeg;base64,", "data:image/gif;base64,")
+
+
+def _safe_url(value: str, image: bool = False) -> bool:
+    """True for a relative path, a ``#`` fragment, or an http/https/mailto URL (and, for an
+    image source, a base64 PNG/JPEG/GIF). Browsers ignore whitespace and control characters in a
+    scheme, so this does too (``value``: the attribute as the browser reads it, entities decoded)."""
+    plain = "".join(ch for ch in value if ch > " " and ch != "\x7f" and not ch.isspace() and ch.isprintable())
+    head, colon, _ = plain.partition(":")
+    if not colon or not head or not head[0].isascii() or not head[0].isalpha():
+        return True  # no scheme: a path or a fragment
+    if not all(ch.isascii() and (ch.isalnum() or ch in "+.-") for ch in head):
+        return True  # not a scheme (a ':' later in a path)
+    return head.lower() in SAFE_SCHEMES or (image and plain.lower().startswith(_IMAGE_DATA))
+
+
+class _UnsafeLinks(HTMLParser):
+    """The start tags of a page that carry a link or source of a scheme not allowed: (offset, length,
+    the tag written again with those pointed at ``#``)."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.found: list[tuple[int, int, str]] = []
+        self._starts = [0]
+        for line in text.split("\n")[:-1]:
+            self._starts.append(self._starts[-1] + len(line) + 1)
+        self.feed(text)
+        self.close()
+
+    def _check(self, tag: str, attrs, closed: bool) -> None:
+        bad = [
+            name  # an attribute of a namespace too (SVG's xlink:href)
+            for name, value in attrs
+            if name.rpartition(":")[2] in URL_ATTRIBUTES and value is not None and not _safe_url(value, image=name == "src")
+        ]
+        if not bad:
+            return
+        raw = self.get_starttag_text() or ""
+        line, column = self.getpos()
+        parts = [tag] + [name if value is None else f'{name}="{"#" if name in bad else html.escape(value)}"' for name, value in attrs]
+        self.found.append((self._starts[line - 1] + column, len(raw), "<" + " ".join(parts) + (" />" if closed else ">")))
+
+    def handle_starttag(self, tag, attrs):
+        self._check(tag, attrs, False)
+
+    def handle_startendtag(self, tag, attrs):
+        self._check(tag, attrs, True)
+
+
+def safe_links(text: str) -> str:
+    """``text`` with every link or source whose scheme is not allowed (``javascript:``, ``data:``,
+    ``vbscript:`` ...) pointed at ``#``; the rest of the page as it is."""
+    found = _UnsafeLinks(text).found
+    for at, length, tag in reversed(found):
+        text = text[:at] + tag + text[at + length :]
+    return text

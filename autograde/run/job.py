@@ -29,8 +29,8 @@ from pathlib import Path
 import nbformat
 
 from tools.i18n import EDITIONS
-from tools.i18n import ENV as LANGUAGE_ENV
 
+from .. import settings as environment
 from ..judging import judge
 from .sandbox import Limits, Sandbox
 
@@ -49,7 +49,7 @@ class Worker:
         if settings["sandbox"]:
             self.box = Sandbox(Path(settings["home"]), Limits(settings["memory_limit"], settings["process_limit"]), ledger)
             os.environ["JUPYTER_PATH"] = str(self.box.write_kernelspec())
-            os.environ["COURSE_SANDBOX"] = "1"
+            os.environ[environment.SANDBOX] = "1"
         self._runner_job = None
         self.session = judge.Session(self._start_runner, float(settings["cell_timeout"]))
         self.runner_out_of_memory = False
@@ -82,7 +82,7 @@ class Worker:
     def _start_runner(self) -> judge.Runner:
         self._finish_runner_job()
         argv = [sys.executable, "-I", str(RUNNER)]
-        env = {"PATH": os.environ.get("PATH", ""), "MPLBACKEND": "agg", "PYTHONDONTWRITEBYTECODE": "1", "NBGRADER_EXECUTION": "autograde"}
+        env = {environment.PATH: environment.search_path(), "MPLBACKEND": "agg", "PYTHONDONTWRITEBYTECODE": "1", environment.GRADING: "autograde"}
         cwd = os.getcwd()
         if self.box:
             self._runner_job = self.box.job(f"{os.getpid()}-runner-{time.monotonic_ns()}", read_only=[str(RUNNER)])
@@ -113,7 +113,7 @@ class Worker:
 
         assignment, student = self.settings["assignment"], self.student
         os.chdir(jobdir)
-        os.environ[LANGUAGE_ENV] = edition_of(jobdir)  # a kernel nbgrader starts itself inherits it
+        os.environ[environment.LANGUAGE] = edition_of(jobdir)  # a kernel nbgrader starts itself inherits it
         if self.kernel is not None:
             self.kernel.start(jobdir)  # a no-op when it runs (the runtime folder nbgrader's config names)
             self.kernel.use_language(edition_of(jobdir))  # the public checks speak the submission's language
@@ -281,7 +281,7 @@ def _die_with_parent() -> None:
     away) takes this worker with it; the sandboxed kernel and runner then follow, as
     bubblewrap runs them with --die-with-parent. The parent's pid is checked after the call:
     a parent that died before it leaves this worker nothing to do."""
-    parent = os.environ.get("COURSE_PARENT_PID")
+    parent = environment.parent_pid()
     if not parent or not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -384,11 +384,12 @@ def _write_result(jobdir: Path, result: dict) -> None:
 
 
 if __name__ == "__main__":
-    if os.environ.get("COURSE_PROFILE_DIR"):  # development: a cProfile of each student's worker, <student>.prof
+    _profiles = environment.profile_dir()
+    if _profiles:  # development: a cProfile of each student's worker, <student>.prof
         import cProfile
 
         _prof = cProfile.Profile()
         _rc = _prof.runcall(main, sys.argv[1:])
-        _prof.dump_stats(os.path.join(os.environ["COURSE_PROFILE_DIR"], f"{sys.argv[2]}.prof"))
+        _prof.dump_stats(os.path.join(_profiles, f"{sys.argv[2]}.prof"))
         sys.exit(_rc)
     sys.exit(main(sys.argv[1:]))

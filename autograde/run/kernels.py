@@ -33,7 +33,8 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
 from traitlets import DottedObjectName, Type
 
-from tools.i18n import ENV as LANGUAGE_ENV
+from .. import settings
+from ..errors import GraderError
 
 STARTUP_TIMEOUT = 60.0  # seconds for a fresh kernel to answer (nbclient waits as long)
 RESET_TIMEOUT = 10.0  # seconds for a reset; a kernel still busy after that is replaced
@@ -71,7 +72,7 @@ MESSAGE_CAP = 64 << 20  # bytes a kernel may send while one notebook runs (any c
 MAX_MESSAGE_NODES = 300_000  # JSON objects and lists in one message part (as matching.MAX_JSON_NODES for files)
 
 
-class OutputLimitExceeded(RuntimeError):
+class OutputLimitExceeded(GraderError, RuntimeError):
     """A notebook's kernel sent more than the grader accepts: the kernel is killed, and the
     notebook fails at its own cost (grading.py reports it as ``output_limit``)."""
 
@@ -234,8 +235,8 @@ class StudentKernel:
         one runs."""
         if self.km is not None:
             return
-        env = {**os.environ, "NBGRADER_EXECUTION": "autograde"}  # from its start: a failed check cell fails
-        self.language = env.get(LANGUAGE_ENV, "en")
+        env = {**os.environ, settings.GRADING: "autograde"}  # from its start: a failed check cell fails
+        self.language = settings.kernel_language(env)
         km = BudgetedKernelManager(kernel_name=self.kernel_name)
         km.budget = self.budget
         self.cwd = jobdir / "kernel"
@@ -258,7 +259,7 @@ class StudentKernel:
     def use_language(self, language: str) -> None:
         """Make the running kernel speak ``language`` (the edition of the notebook it runs next)."""
         if self.km is not None and language != getattr(self, "language", None):
-            self._run(f"__import__('os').environ[{LANGUAGE_ENV!r}] = {language!r}", RESET_TIMEOUT)
+            self._run(f"__import__('os').environ[{settings.LANGUAGE!r}] = {language!r}", RESET_TIMEOUT)
             self.language = language
 
     def stop(self) -> bool:

@@ -21,6 +21,7 @@ import sys
 import threading
 from pathlib import Path
 
+from .. import settings
 from ..course import nbgrader_env, spawn, track
 
 # what every worker imports before its first notebook (measured with python -X importtime)
@@ -37,7 +38,6 @@ PRELOAD = [
     "zmq.asyncio",
     "sqlalchemy.dialects.sqlite",  # the scratch gradebooks' dialect, loaded on first connect
     "bleach",  # the feedback page's sanitizer (nbconvert imports it on first use)
-    "autograde.record.warm",  # last: renders a small page, so that workers start with its templates made
 ]
 
 _CONTEXT = None
@@ -51,12 +51,12 @@ def forkserver_usable() -> bool:
     re-imports the parent's main module, which the command's ``__main__`` allows; a script that
     calls the grader without an ``if __name__ == "__main__"`` guard would run again in every worker.
     ``COURSE_FORKSERVER=1`` forks anyway, ``0`` never does."""
-    wanted = os.environ.get("COURSE_FORKSERVER", "auto")
+    wanted = settings.forkserver()
     main = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
     return (
         wanted != "0"
         and (wanted == "1" or main == "autograde.__main__")
-        and not os.environ.get("COURSE_PROFILE_DIR")  # a profiled worker is a new interpreter (job.py's __main__)
+        and not settings.profile_dir()  # a profiled worker is a new interpreter (job.py's __main__)
         and sys.platform.startswith("linux")
         and not multiprocessing.current_process().daemon
         and "forkserver" in multiprocessing.get_all_start_methods()
@@ -127,13 +127,13 @@ def _worker_main(argv: list[str], cwd: str, env: dict[str, str], log_path: str, 
     Its parent is the server, not the grading process: the job's parent-death signal (job.py) is
     tied to the server, which exits when the grading process does. A grading process already gone
     before that signal was set leaves the worker nothing to do."""
-    grading = env.get("COURSE_PARENT_PID")
+    grading = settings.parent_pid(env)
     if grading:
         try:
             os.kill(int(grading), 0)
         except ProcessLookupError:
             os._exit(1)
-        env = {**env, "COURSE_PARENT_PID": str(os.getppid())}
+        env = {**env, settings.PARENT_PID: str(os.getppid())}
     os.setsid()
     os.chdir(cwd)
     os.environ.clear()

@@ -28,13 +28,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-CONFIG_ENV = "COURSE_SANDBOX_CONFIG"
+from .. import settings
+from ..errors import GraderError
+from ..model import GiB
+
+CONFIG_ENV = settings.SANDBOX_CONFIG
 KERNEL_NAME = "serving-overlap-sandbox"
 GROUP = "serving-overlap-grading"
-GiB = 1 << 30
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(GraderError, RuntimeError):
     """bubblewrap cannot run here (not Linux, no user namespaces, no binary)."""
 
 
@@ -47,7 +50,7 @@ class Limits:
 
 
 def bwrap_binary() -> str:
-    override = os.environ.get("COURSE_BWRAP")  # a system bwrap, or a test's broken one
+    override = settings.bwrap()  # a system bwrap, or a test's broken one
     if override:
         return override
     try:
@@ -219,7 +222,7 @@ class Job:
 
     @property
     def env(self) -> dict[str, str]:
-        return {CONFIG_ENV: str(self.config), "JUPYTER_RUNTIME_DIR": str(self.runtime)}
+        return {CONFIG_ENV: str(self.config), settings.RUNTIME_DIR: str(self.runtime)}
 
 
 class Sandbox:
@@ -311,7 +314,7 @@ class Sandbox:
                 "IPYTHONDIR": "/tmp/.ipython",
                 "PYTHONUNBUFFERED": "1",
                 "PYTHONDONTWRITEBYTECODE": "1",
-                "NBGRADER_EXECUTION": "autograde",
+                settings.GRADING: "autograde",
             },
         }
         path = self._trusted / f"{name}.json"
@@ -446,7 +449,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m autograde.run.sandbox -- COMMAND...", file=sys.stderr)
         return 2
     command = argv[argv.index("--") + 1 :]
-    config = json.loads(Path(os.environ[CONFIG_ENV]).read_text())
+    config = json.loads(settings.sandbox_config().read_text())
     _enter(config)
     args = bwrap_args(config, os.getcwd(), command)
     os.execv(args[0], args)

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import nbformat
 
+from .. import settings
 from ..course import Course, kill_tree, reap
+from ..errors import GraderError
 from ..matching import changed_answers, grade_ids, last_error, read_notebook, read_tail, repair_cells
 from ..model import MAX_NOTEBOOK_BYTES, GiB, Options, Record
 from ..publish.master import edition_master, submission_edition
@@ -72,7 +74,7 @@ def _prepare(
 INTERRUPTED = threading.Event()
 
 
-class Stopped(Exception):
+class Stopped(GraderError):
     """A student's grading was called off (a cluster task the batch cancelled): its processes were killed."""
 
 
@@ -92,7 +94,7 @@ def run_student(
         except Exception as exc:  # not JSON, not a notebook: a grade of 0, not a crash
             fail(record.but(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}"))
     # the worker dies with this process (parent-death signal in job.py), however this one ends
-    env = {"COURSE_CELL_TIMEOUT": str(options.cell_timeout), "COURSE_PARENT_PID": str(os.getpid())}
+    env = {settings.CELL_TIMEOUT: str(options.cell_timeout), settings.PARENT_PID: str(os.getpid())}
     false_starts = 0
     try:
         while pending:
@@ -177,7 +179,8 @@ def elapsed_since(job: Path) -> float:
 
 
 def job_settings(course: Course, master: Path, home: Path, options: Options) -> dict:
-    """What a grading process (job.py) reads from .work/.settings.json."""
+    """What a grading process (job.py) reads from .work/.settings.json: made from ``options`` each run, never
+    read back into them (which source wins: settings.choose)."""
     return {
         "assignment": course.assignment,
         "judge": str(master / "judge.json"),

@@ -413,32 +413,12 @@ def test_the_runner_loads_every_set_up_cell_without_matplotlib(tmp_path, root):
         session.close()
 
 
-def test_the_worker_server_makes_the_feedback_pages_templates_once(root):
-    """The server imports ``autograde.record.warm`` (launch.PRELOAD): it must really render a page
-    (its failure is silent by design, so that it can never stop the server), leaving the compiled
-    templates, the code highlighter, and every code cell of both editions' release rendered as a
-    page shows it, for every forked worker."""
-    import subprocess
-
-    import nbformat
-
-    from autograde.model import with_hidden_note
+def test_the_worker_server_preloads_no_page_rendering():
+    """Workers write a page's data, never the page (the grader renders it after the batch): the
+    server imports what their feedback step needs and renders nothing."""
     from autograde.run import launch
 
-    assert launch.PRELOAD[-1] == "autograde.record.warm"
-    code = (
-        "import sys; import autograde.record.warm\n"
-        "from autograde.record.exporters import _TEMPLATES, _HIGHLIGHTED, _MARKDOWN\n"
-        "print(len(_TEMPLATES._store), 'IPython.lib.lexers' in sys.modules, len(_HIGHLIGHTED), len(_MARKDOWN))"
-    )
-    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout.split()
-    assert int(printed[0]) >= 5 and printed[1] == "True", printed
-    released = [*sorted((root / "notebooks").glob("*.ipynb")), *sorted((root / "notebooks" / "zh").glob("*.ipynb"))]
-    cells = [cell for path in released for cell in nbformat.read(path, 4).cells]
-    assert len(released) == 12
-    # the release's distinct cells, and the small page's one code and one markdown cell
-    assert int(printed[2]) == len({with_hidden_note(c) for c in cells if c.cell_type == "code"}) + 1
-    assert int(printed[3]) == len({c.source for c in cells if c.cell_type == "markdown"}) + 1
+    assert "autograde.record.exporters" in launch.PRELOAD and not any("warm" in name for name in launch.PRELOAD)
 
 
 def test_a_notebook_cut_short_by_stopping_the_batch_is_left_for_the_next_run(tmp_path, monkeypatch):

@@ -3,8 +3,10 @@ naming the catalog, the unit and the line."""
 
 from __future__ import annotations
 
+import nbformat
 import pytest
 
+from autograde.judging import ideas
 from autograde.publish import catalogs
 from autograde.publish.catalogs import CatalogFile, Unit
 
@@ -73,17 +75,18 @@ def test_code_strings_become_templates_and_skip_keys():
 
 
 def test_the_feedback_pages_own_headings_are_translated_and_nothing_else():
-    from autograde.record.pages import localize_page
+    from feedback_pages import LEARNERS_OWN, page_data
 
-    page = (
-        '<h4>04 (Score: 2.0 / 3.0)</h4><li><a href="#todo4">Test cell</a> (Score: 2.0 / 2.0)</li>'
-        '<span class="nbgrader-label">Student\'s answer</span><pre>print("Test cell Score: 1.0 / 2.0")</pre>'
-    )
-    words = {"Score": "得分", "Test cell": "测试单元格", "Student's answer": "你的答案"}
-    out = localize_page(page, words)
-    assert "<h4>04 (得分: 2.0 / 3.0)</h4>" in out and ">测试单元格</a> (得分: 2.0 / 2.0)" in out and "你的答案" in out
-    assert 'print("Test cell Score: 1.0 / 2.0")' in out  # the learner's own text is left alone
-    assert localize_page(page, {}) == page
+    from autograde.record.pages import render_page
+
+    words = {"Score: {score}": "得分: {score}", "(Score: {score})": "(得分: {score})", "Test cell": "测试单元格", "Student's answer": "你的答案"}
+    out = render_page(page_data(), words, "zh")
+    assert "<h4>04_decode_start_gate (得分: 0.75 / 4.5)</h4>" in out and ">测试单元格</a> (得分: 0.75 / 2.0)" in out and "你的答案" in out
+    assert "得分: 0.75 / 2.0 <a" in out
+    english = render_page(page_data(), {}, "en")
+    at = english.index("Test cell Score")
+    assert english[at - 200 : at + 100] in out and "Test cell Score: 1.0 / 2.0" in LEARNERS_OWN  # the learner's own text is left alone
+    assert "Student's answer" in english and "(Score: 0.75 / 4.5)</h4>" in english
 
 
 @pytest.mark.parametrize("name", ["01_what_can_overlap", "grader"])
@@ -92,3 +95,126 @@ def test_the_committed_catalogs_are_complete(name):
     from autograde.publish import editions
 
     assert catalogs.problems(editions.catalog_for(Course.load(), "zh", name)) == []
+
+
+def test_the_shipped_font_draws_every_character_of_every_catalog():
+    """The font subset covers what every catalog holds (figure text, widget labels, the class report's
+    figures, the notebooks' text): a character a catalog adds without `translations font` fails here,
+    named, as `check` refuses it."""
+    from autograde.course import Course
+    from autograde.publish import editions, fonts
+
+    specs = editions.course_catalogs(Course.load())
+    assert {spec.path.stem for spec in specs} >= {"grader", "runtime", "01_what_can_overlap"}
+    for spec in specs:
+        texts = fonts.catalog_texts([spec])
+        assert len(fonts.characters(texts)) > 20, spec.label
+        assert fonts.missing_glyphs(texts) == [], spec.label
+    # and the check can fail: a character no catalog holds is found missing
+    assert fonts.missing_glyphs(["鼹鼠"]) == ["鼠", "鼹"]
+
+
+def test_a_setting_is_not_text_the_catalog_extracts():
+    """matplotlib's coordinate systems and styles read like words but are settings: not extracted
+    as a keyword's value, nor as a known value anywhere; the words beside them still are."""
+    source = (
+        "ax.annotate('ready at 5 ms', (1, 2), xytext=(6, 0), textcoords='offset points')\n"
+        "ax.text(0.5, 0.5, 'the link is busy', transform=ax.transAxes, va='center baseline')\n"
+        "COORDS = 'axes fraction'\n"
+        "ax.legend(loc='upper left', title='what waits')\n"
+    )
+    shown = catalogs.shown_strings(source)
+    assert {"ready at 5 ms", "the link is busy", "what waits"} <= set(shown)
+    assert not {"offset points", "axes fraction", "upper left", "center baseline"} & set(shown), shown
+
+
+CODE_CELL = '''def f(x):
+    """# not a comment: a docstring"""
+    # TODO 9: return twice `x`,
+    # as an int.
+    ### BEGIN SOLUTION
+    # the model answer's own note
+    return 2 * x  # trailing: stays
+    ### END SOLUTION
+text = """
+# inside a string
+"""
+# YOUR CODE HERE
+#   indented hint'''
+
+
+def test_a_code_cells_comment_blocks_are_translated_and_its_code_is_untouched():
+    blocks = catalogs.comment_blocks(CODE_CELL)
+    assert [b[3] for b in blocks] == ["TODO 9: return twice `x`,\nas an int.", "  indented hint"]
+    table = {"c:comment:0": {blocks[0][3]: "TODO 9：返回 `x` 的两倍（int）。"}, "c:comment:1": {blocks[1][3]: "  缩进的提示"}}
+    translated = catalogs.translate_comments(CODE_CELL, "c", table)
+    assert "    # TODO 9：返回 `x` 的两倍（int）。\n    ### BEGIN SOLUTION" in translated and "#   缩进的提示" in translated
+    assert "# the model answer's own note" in translated and "# inside a string" in translated and "# YOUR CODE HERE" in translated
+    assert ideas.code_only(translated) == ideas.code_only(CODE_CELL) and translated != CODE_CELL
+    assert ideas.code_only(CODE_CELL.replace("2 * x", "3 * x")) != ideas.code_only(CODE_CELL)
+    with pytest.raises(KeyError):
+        catalogs.translate_comments(CODE_CELL, "other", table)
+
+
+def test_every_code_comment_a_learner_reads_is_a_unit_of_its_notebooks_catalog():
+    from autograde.course import Course
+
+    course = Course.load()
+    units = [u for path in course.source_paths() for u in catalogs.notebook_units(path) if ":comment:" in (u.context or "")]
+    assert len(units) >= 15 and any(u.msgid.startswith("TODO 0:") for u in units)
+    assert not any("YOUR CODE HERE" in u.msgid or "BEGIN SOLUTION" in u.msgid for u in units)
+
+
+TRAILING_CELL = """WARMUP = 5  # untimed runs before measuring
+x = "# not a comment"  # the string's note
+def f(x):
+    ### BEGIN SOLUTION
+    return 2 * x  # the model answer's note
+    ### END SOLUTION
+y = 1  # noqa: E501"""
+
+
+def test_a_comment_after_code_is_a_unit_and_only_its_words_change():
+    notes = catalogs.trailing_notes(TRAILING_CELL)
+    assert [(row, text) for row, _, text in notes] == [(0, "untimed runs before measuring"), (1, "the string's note")]
+    table = {"c:trailing:0": {notes[0][2]: "计时前的预热次数"}, "c:trailing:1": {notes[1][2]: "字符串的说明"}}
+    translated = catalogs.translate_comments(TRAILING_CELL, "c", table)
+    assert translated.split("\n")[:2] == ["WARMUP = 5  # 计时前的预热次数", 'x = "# not a comment"  # 字符串的说明']
+    assert "# the model answer's note" in translated and "# noqa: E501" in translated
+    assert ideas.code_only(translated) == ideas.code_only(TRAILING_CELL)
+    assert ideas.code_only(TRAILING_CELL.replace("WARMUP = 5", "WARMUP = 6")) != ideas.code_only(TRAILING_CELL)
+    assert 'x = "# not a comment"\n' in ideas.code_only(TRAILING_CELL)
+
+
+def test_an_answer_cells_given_errors_are_runtime_units_and_its_solution_is_not(tmp_path):
+    cell = nbformat.v4.new_code_cell(
+        "def f(x):\n"
+        "    if x < 0:\n"
+        "        raise ValueError(localize(f'x must be >= 0, got {x!r}'))\n"
+        "    ### BEGIN SOLUTION\n"
+        "    print('the model answer says this')\n"
+        "    ### END SOLUTION"
+    )
+    cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "f", "locked": False, "schema_version": 3}
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+    assert [unit.msgid for unit in catalogs.code_units([path])] == ["x must be >= 0, got {0}"]
+
+
+def test_a_given_functions_docstring_is_a_unit_and_check_reads_past_it():
+    source = (
+        'def f(x):\n    """Twice `x`\n    (an int)."""\n'
+        '    ### BEGIN SOLUTION\n    def g():\n        """the model answer\'s own"""\n    ### END SOLUTION\n'
+        "    return 2 * x"
+    )
+    cell = nbformat.v4.new_code_cell(source)
+    assert catalogs.given_docstrings(cell) == ["Twice `x`\n(an int)."]
+    table = {"c:docstring:0": {"Twice `x`\n(an int).": "`x` 的两倍\n（int）。"}}
+    translated = catalogs.translate_docstrings(source, "c", table)
+    assert translated.startswith('def f(x):\n    """`x` 的两倍\n    （int）。"""\n    ### BEGIN SOLUTION') and "the model answer's own" in translated
+    assert ideas.code_only(translated) == ideas.code_only(source) and translated != source
+    assert ideas.code_only(source.replace("2 * x", "3 * x")) != ideas.code_only(source)
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t", "locked": True, "schema_version": 3, "points": 1}
+    assert catalogs.given_docstrings(cell) == []  # a public check's docstring is its label: the runtime translates it
+    with pytest.raises(ValueError):
+        catalogs.translate_docstrings(source, "c", {"c:docstring:0": {"Twice `x`\n(an int).": 'a "quote"'}})

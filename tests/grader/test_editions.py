@@ -105,7 +105,7 @@ def test_a_chinese_submissions_feedback_is_in_chinese(graded):
     assert "Missing pieces are waited for" not in zh and "截止时间" in zh
     # the public checks ran in Chinese too, and the notebook's own text is the Chinese edition's
     assert "公开检查" in zh and "public checks" not in zh
-    assert "解码启动门槛" in zh
+    assert "解码启动闸门" in zh
     # nbgrader's own headings on the page, in the submission's language
     assert "Student's answer" in en and "Score: " in en
     assert "Student's answer" not in zh and "你的答案" in zh and "Score: " not in zh
@@ -151,4 +151,4 @@ def test_the_class_report_counts_the_editions_and_speaks_the_instructors_languag
         idea = next(i for i in data["ideas"] if i["grade_id"] == "todo4_plan_decode" and i["idea"] == "deadline_inclusive")
         assert text in idea["text"], idea
     page = (graded["out"] / "report.html").read_text(encoding="utf-8")  # the last one: --language zh, all Chinese
-    assert "提交的版本：en 4，zh 5。" in page and "截止时间" in page and "Editions submitted" not in page
+    assert "提交的语言版本：en 4，zh 5。" in page and "截止时间" in page and "Editions submitted" not in page

@@ -15,16 +15,18 @@ import csv
 import datetime as dt
 import json
 import re
+import shutil
+import subprocess
 
 import pytest
 
 from autograde import cli
 from autograde.course import Course, UnusableInput, exercises
-from autograde.record import export as export_mod
 from autograde.record import gradebook
 from autograde.record.late import LateSpec, parse_policy, parse_time, penalty_points, save_spec
-from autograde.record.report import build_report
 from autograde.record.results import write_results
+from autograde.term import canvas as export_mod
+from autograde.term.report import build_report
 
 COURSE = Course.load()
 CELLS = exercises(COURSE)
@@ -215,7 +217,9 @@ def test_canvas_needs_the_assignment_id_and_every_student_id(tmp_path, monkeypat
 # required; the id is what follows get_string('hiddenuser', 'assign') = "Participant "; the grade is
 # skipped when empty, negative or over the assignment's maximum; a row is skipped as stale when
 # Moodle's grade changed more than 60 s after the row's strtotime(Last modified (grade)); a feedback
-# column at index 0 is never read (its `!empty($details['index'])`).
+# column at index 0 is never read (its `!empty($details['index'])`). The time is in the format Moodle's own
+# worksheet has (mod/assign/gradingtable.php: userdate, strftimedaydatetime) followed by its zone, UTC, which
+# strtotime reads the same on a server in any zone (test_php_reads_the_worksheet_time_on_any_server).
 MOODLE_TIME = re.compile(
     r"\A(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), ([1-9]|[12]\d|3[01]) "
     r"(January|February|March|April|May|June|July|August|September|October|November|December) (\d{4}), "
@@ -311,3 +315,30 @@ def test_a_gradebook_that_cannot_take_the_penalties_is_a_warning_not_a_lost_tabl
     assert "WARNING: cannot record the late penalties" in capsys.readouterr().err
     _, final = _csv(out / "final_grades.csv")
     assert float(final[0]["final_total"]) == 0.0
+
+
+@pytest.mark.skipif(shutil.which("php") is None, reason="PHP is not installed (CI installs php-cli for this test)")
+@pytest.mark.parametrize("server_zone", ["UTC", "Asia/Shanghai", "America/Los_Angeles", "Pacific/Kiritimati"])
+def test_php_reads_the_worksheet_time_on_any_server(server_zone):
+    """The worksheet's time read by PHP's own strtotime, as Moodle's importer reads it, on a server in
+    ``server_zone``: the same instant, to the minute, at any hour of the day (12 AM and 12 PM included)."""
+    from autograde.term.moodle import moodle_time
+
+    times = [dt.datetime(2026, 12, 2, hour, 7 * hour % 60, tzinfo=dt.UTC) for hour in range(24)]
+    times.append(dt.datetime(2027, 2, 28, 23, 59, tzinfo=dt.timezone(dt.timedelta(hours=-10))))  # another zone, past midnight UTC
+    script = 'date_default_timezone_set($argv[1]); foreach (array_slice($argv, 2) as $t) { echo strtotime($t), "\\n"; }'
+    read = subprocess.run(["php", "-r", script, server_zone, *map(moodle_time, times)], capture_output=True, text=True, check=True)
+    assert [int(line) for line in read.stdout.split()] == [int(t.timestamp()) for t in times]
+
+
+def test_without_its_zone_the_time_would_move_with_the_server():
+    """The control for the test above: Moodle's format without the zone is read as the server's local time."""
+    if shutil.which("php") is None:
+        pytest.skip("PHP is not installed")
+    read = subprocess.run(
+        ["php", "-r", "date_default_timezone_set('Asia/Shanghai'); echo strtotime($argv[1]);", "Wednesday, 2 December 2026, 4:30 PM"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert int(read.stdout) == int(dt.datetime(2026, 12, 2, 8, 30, tzinfo=dt.UTC).timestamp())

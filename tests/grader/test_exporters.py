@@ -15,6 +15,7 @@ from submissions import NOTEBOOKS, build
 def _pages(nb):
     config = Config()
     config.HTMLExporter.template_name = "classic"
+    config.FeedbackExporter.template_file = "index.html.j2"  # nbconvert's classic page, not the feedback page's
     ours, _ = FeedbackExporter(config=config).from_notebook_node(copy.deepcopy(nb))
     theirs, _ = HTMLExporter(config=config).from_notebook_node(copy.deepcopy(nb))
     return ours, theirs
@@ -42,9 +43,9 @@ def test_a_page_with_an_image_takes_nbconverts_whole_path():
 
 
 def test_kept_fragments_give_the_same_page_and_only_a_learners_own_cells_are_rendered_again(root):
-    """Code and markdown are rendered once per source: the worker server renders the course's own
-    cells (its release, as the feedback step shows them) before any student, and a page then renders
-    only what the learner wrote (the answers), yet is the page rendered with nothing kept."""
+    """Code and markdown are rendered once per source: once a page of the course's own cells (its
+    release, as the feedback step shows them) is rendered, a learner's page renders only what the
+    learner wrote (the answers), yet is the page rendered with nothing kept."""
     from nbconvert.preprocessors.sanitize import SanitizeHTML
 
     from autograde.record import exporters
@@ -56,6 +57,7 @@ def test_kept_fragments_give_the_same_page_and_only_a_learners_own_cells_are_ren
     nb, _ = SanitizeHTML(enabled=True).preprocess(nb, {})
     config = Config()
     config.HTMLExporter.template_name = "classic"
+    config.FeedbackExporter.template_file = "index.html.j2"
 
     def page():
         return FeedbackExporter(config=config).from_notebook_node(copy.deepcopy(nb))[0]
@@ -67,7 +69,10 @@ def test_kept_fragments_give_the_same_page_and_only_a_learners_own_cells_are_ren
         cold = page()
         for fragments in kept:
             fragments.clear()
-        exporters.warm_feedback([root / "notebooks" / f"{NOTEBOOKS[0]}.ipynb"])
+        release = nbformat.read(root / "notebooks" / f"{NOTEBOOKS[0]}.ipynb", 4)
+        release.metadata["language_info"] = nb.metadata["language_info"]
+        release, _ = SanitizeHTML(enabled=True).preprocess(ShortenErrors().preprocess(release, {})[0], {})
+        FeedbackExporter(config=config).from_notebook_node(release)
         before = [len(fragments) for fragments in kept]
         assert before[0] > 0 and before[1] > 0
         assert page() == cold

@@ -17,7 +17,7 @@ from autograde.judging import ideas, judge
 from autograde.publish import catalogs, editions
 from autograde.run.job import ideas_report
 
-from submissions import MISTAKES, judge_in_process, mutate
+from submissions import MISTAKES, InProcessRunner, judge_in_process, mutate
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +160,34 @@ def test_the_judges_own_messages_are_translated():
     assert ideas.render_message(entry["said"], words) == "你的代码没有按时返回（每次调用限 20 s）"
 
 
+def test_a_function_the_runner_did_not_find_is_named_in_the_learners_language(zh_words):
+    """runner.py names the function it did not find and nothing more; the judge words it (UNDEFINED),
+    so a Chinese page says it in Chinese while the English message reads as it always did."""
+    runner = InProcessRunner({"__name__": "__main__"})  # runner.py's own call, with no cell run
+    with pytest.raises(NameError) as raised:
+        runner.call("double", (1,), {}, {})
+    assert type(raised.value.args[0]) is ideas.Said and raised.value.args[0].template == judge.UNDEFINED
+    spec = ideas.load(CELL_HIDDEN, "todo9", 1.0)
+    spec.namespace["double"] = lambda x: runner.call("double", (x,), {}, {})
+    entry = judge.score_ideas(spec, [], 1.0)["ideas"][0]
+    assert entry["status"] == "error"
+    assert entry["message"] == "NameError: name 'double' is not defined: the cell that defines it did not run to the end"
+    assert ideas.render_message(entry["said"], zh_words) == "NameError：名称 'double' 未定义：定义它的单元格没有运行完"
+    assert ideas.render_message(entry["said"], {}) == entry["message"]
+
+
+def test_a_name_error_of_the_learners_own_code_is_never_looked_up():
+    def broken(x):
+        return undefined_helper(x)  # noqa: F821 - the learner's own NameError
+
+    runner = InProcessRunner({"__name__": "__main__", "double": broken})
+    spec = ideas.load(CELL_HIDDEN, "todo9", 1.0)
+    spec.namespace["double"] = lambda x: runner.call("double", (x,), {}, {})
+    entry = judge.score_ideas(spec, [], 1.0)["ideas"][0]
+    assert entry["status"] == "error" and "said" not in entry
+    assert entry["message"] == "NameError: name 'undefined_helper' is not defined"
+
+
 def test_every_failure_message_has_a_chinese_translation(course):
     """The hidden tests' messages and the judge's own lines are units of grader.po, all translated;
     the public checks' labels and messages the page quotes are translated in the runtime catalog."""
@@ -198,25 +226,20 @@ def test_the_results_said_is_plain_json():
     assert json.loads(json.dumps(case["result"])) == case["result"]
 
 
-PAGE = (
-    "<h4>04_decode_start_gate (Score: 0.75 / 4.0; 2 point(s) wait for a person's grading)</h4>\n"
-    '<li><a href="#todo4_plan_decode">Test cell</a> (Score: 0.75 / 2.0)</li>\n'
-    '<li class="late-penalty">Late submission penalty (Score: -1.0)</li>\n'
-    '<a name="todo4_plan_decode"></a><div class="panel-heading"><span class="nbgrader-label">Grade cell: <code>todo4_plan_decode</code></span>'
-    '  <span class="pull-right">\n      Score: 0.75 / 2.0 <a href="#top">(Top)</a>\n  </span></div>\n'
-    '<span class="c1"># Hidden tests ran outside this notebook at grading: the ideas they check, and your result, are below.</span>\n'
-)
-
-
 def test_the_pages_labels_and_score_lines_are_in_chinese_with_full_width_punctuation(zh_words):
-    from autograde.record.pages import localize_page
+    from feedback_pages import page_data
 
-    zh = localize_page(PAGE, zh_words)
-    assert "<h4>04_decode_start_gate（得分：0.75 / 4.0；另有 2 分等待人工评分）</h4>" in zh
+    from autograde.record.pages import render_page
+
+    zh = render_page(page_data(late_penalty=1.0), zh_words, "zh", {"refl_q1": "pending", "refl_q2": "pending"})
+    assert "<h4>04_decode_start_gate（得分：0.75 / 4.5；另有 2.5 分等待人工评分）</h4>" in zh
     assert '<a href="#todo4_plan_decode">测试单元格</a>（得分：0.75 / 2.0）</li>' in zh
     assert "（得分：-1.0）" in zh
     assert '<span class="nbgrader-label">评分单元格：<code>todo4_plan_decode</code></span>' in zh
     assert '得分：0.75 / 2.0 <a href="#top">（回到顶部）</a>' in zh
     assert '<span class="c1"># 隐藏测试在评分时于这个 notebook 之外运行：它们检查的评分要点和你的结果见下方。</span>' in zh
-    assert "Score" not in zh and "Grade cell" not in zh and "Hidden tests" not in zh and "(Top)" not in zh
-    assert localize_page(PAGE, {}) == PAGE  # the English page as nbgrader wrote it
+    body = zh[zh.index("<body>") :].replace("Test cell Score: 1.0 / 2.0", "")  # the learner's own text
+    assert "Score" not in body and "Grade cell" not in body and "Hidden tests" not in body and "(Top)" not in body
+    english = render_page(page_data(late_penalty=1.0), {}, "en", {"refl_q1": "pending", "refl_q2": "pending"})
+    assert "<h4>04_decode_start_gate (Score: 0.75 / 4.5; 2.5 point(s) wait for a person's grading)</h4>" in english
+    assert '<html lang="en">' in english and '<html lang="zh-CN">' in zh

@@ -24,7 +24,7 @@ from autograde.course import Course
 from autograde.judging.ideas import check_course, check_manual
 from autograde.publish.leaks import secret_lines
 from autograde.record.gradebook import cell_score, mask_text, mask_url, password_free, read_scores, write_course_config
-from autograde.record.pages import write_feedback as _write_feedback
+from autograde.record.pages import finish_page
 
 from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, grade_command, mutate, troubles, write
 
@@ -92,12 +92,10 @@ def test_a_model_answer_is_removed_from_a_feedback_page(tmp_path):
     """The reference answers of the reflections are secrets for the feedback scan."""
     secrets_ = secret_lines(Course.load(ROOT))
     model = next(line for line in secrets_ if line.startswith("They share the H2D copy engine"))
-    page = tmp_path / "page.html"
-    page.write_text(f"<html><body>\n<p>{model}</p>\n<p>my own words</p>\n</body></html>\n")
-    graded = tmp_path / "graded.ipynb"
-    nbformat.write(nbformat.read(RELEASE / f"{NOTEBOOKS[0]}.ipynb", 4), graded)
-    assert _write_feedback(page, tmp_path / "out.html", secrets_, graded) == 1
-    assert model not in (tmp_path / "out.html").read_text() and "my own words" in (tmp_path / "out.html").read_text()
+    page = f"<html><body>\n<p>{model}</p>\n<p>my own words</p>\n</body></html>\n"
+    written, removed = finish_page(page, secrets_)
+    assert removed == 1 and model not in written and "my own words" in written
+    assert finish_page(page, secrets_, own={model}) == (page, 0), "a line of the learner's own answer stays"
 
 
 def test_urls_are_masked_and_stored_without_the_password():

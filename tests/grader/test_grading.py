@@ -642,21 +642,20 @@ def test_a_split_answer_cell_and_an_unknown_grade_id_cost_no_points(root, tmp_pa
 
 
 def test_feedback_marks_written_answers_that_wait_for_a_person():
-    """nbgrader's page says "Score: 0.0 / 1.0" for an answer nobody has graded yet; ours says pending."""
-    from autograde.record.pages import mark_pending
+    """nbgrader's page says "Score: 0.0 / 1.0" for an answer nobody has graded yet; ours says pending,
+    and a person's score, once given, is the page's (the heading's total counts it)."""
+    from feedback_pages import page_data
 
-    page = (
-        "<h4>05_x (Score: 2.0 / 4.0)</h4>\n"
-        '<li><a href="#todo5">Test cell</a> (Score: 2.0 / 2.0)</li>\n'
-        '<li><a href="#refl_q1">Written response</a> (Score: 0.0 / 1.0)</li>\n'
-        '<li><a href="#refl_q2">Written response</a> (Score: 0.0 / 1.0)</li>\n'
-        '<a name="refl_q1"></a><div class="panel-heading"><span class="pull-right">\n      Score: 0.0 / 1.0 <a href="#top">\n'
-        '<a name="refl_q2"></a><div class="panel-heading"><span class="pull-right">\n      Score: 0.0 / 1.0 <a href="#top">\n'
-    )
-    marked = mark_pending(page, {"refl_q1"})  # q2 was left as released: its 0 is a real score
-    assert "(Score: 2.0 / 4.0; 1 point(s) wait for a person's grading)" in marked
-    assert '<a href="#refl_q1">Written response</a> (pending' in marked
-    assert '<a href="#refl_q2">Written response</a> (Score: 0.0 / 1.0)' in marked
-    assert marked.count("Pending: a person grades it (1.0 point(s))") == 1
+    from autograde.record.pages import render_page
+
+    marked = render_page(page_data(), {}, "en", {"refl_q1": "pending", "refl_q2": 0.0})  # q2 was left as released: its 0 is a real score
+    assert "(Score: 0.75 / 4.5; 1.5 point(s) wait for a person's grading)</h4>" in marked
+    assert '<a href="#refl_q1">Written response</a> (pending: a person grades it, 1.5 point(s))</li>' in marked
+    assert '<a href="#refl_q2">Written response</a> (Score: 0.0 / 1.0)</li>' in marked
+    assert marked.count("Pending: a person grades it (1.5 point(s))") == 1
     assert marked.count("Score: 0.0 / 1.0 <a") == 1
-    assert mark_pending(page, set()) == page
+    scored = render_page(page_data(), {}, "en", {"refl_q1": 1.25, "refl_q2": "review"})  # q2 changed since it was scored
+    assert "<h4>04_decode_start_gate (Score: 2.0 / 4.5; 1 point(s) wait for a person's grading)</h4>" in scored
+    assert '<a href="#refl_q1">Written response</a> (Score: 1.25 / 1.5)</li>' in scored and "Score: 1.25 / 1.5 <a" in scored
+    assert '<a href="#refl_q2">Written response</a> (pending: a person grades it, 1.0 point(s))</li>' in scored
+    assert "wait for a person" not in render_page(page_data(), {}, "en", {"refl_q1": 0.0, "refl_q2": 0.0})

@@ -12,7 +12,7 @@ import pytest
 from test_intake import NB1, NB2, intake, notebook, write_zip
 
 from autograde.course import Course, UnusableInput
-from autograde.record.handback import hand_back
+from autograde.term.handback import hand_back
 
 
 def canvas_reupload(name: str) -> tuple[str, str]:

@@ -15,8 +15,8 @@ import nbformat
 import pytest
 
 from autograde.course import Course, UnusableInput
-from autograde.intake import MARKER, Limits, Source, choose_layout, exchange_time, read_roster, read_submissions, zip_directory
 from autograde.model import MAX_NOTEBOOK_BYTES
+from autograde.term.intake import MARKER, Limits, Source, choose_layout, exchange_time, read_roster, read_submissions, zip_directory
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = Course.load(ROOT)

@@ -16,8 +16,8 @@ import pytest
 from test_intake import ASSIGNMENT, NB1, NB2, NB3, NOTEBOOKS, intake, notebook, roster_csv, tree, write_zip
 
 from autograde.course import UnusableInput
-from autograde.intake import Limits, choose_layout, exchange_time, pattern_time, zip_directory
-from autograde.intake.readers import canvas_files
+from autograde.term.canvas import canvas_files
+from autograde.term.intake import Limits, choose_layout, exchange_time, pattern_time, zip_directory
 
 ROOT = Path(__file__).resolve().parents[2]
 NB4, NB6 = NOTEBOOKS[3], NOTEBOOKS[5]
@@ -292,7 +292,7 @@ def moodle_participant(path: str) -> str | None:
 
 @pytest.mark.parametrize("name", ["Ada Lovelace", "Ann_Lee", "..\\..\\evil", "../../x"])
 def test_moodle_handback_names_reach_their_participant(name):
-    from autograde.record.handback import _lms_name
+    from autograde.term.handback import lms_name as _lms_name
 
     for folder in ("", f"{name}_501_assignsubmission_file"):
         path = _lms_name("moodle", {"layout": "moodle", "lms_id": "501", "name": name, "folder": folder}, Path("01.html"))

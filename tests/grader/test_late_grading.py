@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import html
+import json
 import re
 
 import pytest
@@ -133,9 +134,10 @@ def test_lms_exports_match_the_import_layouts(graded, tmp_path):
 
 
 def test_a_persons_score_is_in_the_penalty_of_every_table_and_the_gradebook(graded, tmp_path):
-    """A person scores ten_days_late's reflections in the gradebook (as formgrader does): the export
-    takes the floor's penalty from the total with them, and writes the same penalty into nbgrader's
-    gradebook; grading the class again gives grades.csv and the feedback page's late line the same penalty."""
+    """A person scores ten_days_late's reflections in the gradebook (as formgrader does: one in part,
+    one in full): the export takes the floor's penalty from the total with them, and writes the same
+    penalty into nbgrader's gradebook; grading the class again gives grades.csv and the feedback page's
+    late line the same penalty, and the page shows the person's scores (its notebook reused, not run again)."""
     import shutil
     import subprocess
     import sys
@@ -148,16 +150,20 @@ def test_a_persons_score_is_in_the_penalty_of_every_table_and_the_gradebook(grad
     url = f"sqlite:///{out / 'gradebook.db'}"
     course = Course.load()
     manual = [e for e in exercises(course) if e.notebook == NB and e.manual]
+    given = {e.grade_id: e.points / 2 if i == 0 else e.points for i, e in enumerate(manual)}
+    assert len(given) == 2, "the notebook has two reflections"
+    before = (out / "feedback" / "ten_days_late" / f"{NB}.html").read_text(encoding="utf-8")
+    assert before.count("Pending: a person grades it") == len(manual)  # as graded: both wait for a person
     with Gradebook(url) as book:
         for e in manual:
             grade = book.find_grade(e.grade_id, NB, course.assignment, "ten_days_late")
-            grade.manual_score, grade.needs_manual_grade = e.points, False
+            grade.manual_score, grade.needs_manual_grade = given[e.grade_id], False
         book.db.commit()
     proc = subprocess.run([sys.executable, "-m", "autograde", "export", str(out), "--db-url", url], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     final = {r["student_id"]: r for r in csv.DictReader(open(out / "final_grades.csv", encoding="utf-8"))}
     row = final["ten_days_late"]
-    counted = float(row["auto_total"]) + sum(e.points for e in manual)
+    counted = float(row["auto_total"]) + sum(given.values())
     assert float(row["total"]) == pytest.approx(counted)
     max_points = sum(e.points for e in exercises(course) if e.notebook == NB)
     penalty = penalty_points(parse_policy("deduct:10%/day,floor:20%"), 10 * 86_400, counted, max_points)
@@ -170,8 +176,18 @@ def test_a_persons_score_is_in_the_penalty_of_every_table_and_the_gradebook(grad
     rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
     assert float(rows["ten_days_late"]["late_penalty"]) == pytest.approx(penalty)
     assert float(rows["ten_days_late"]["final_total"]) == pytest.approx(float(row["final_total"]))
-    page = html.unescape(re.sub(r"<[^>]+>", "", (out / "feedback" / "ten_days_late" / f"{NB}.html").read_text(encoding="utf-8")))
+    written = (out / "feedback" / "ten_days_late" / f"{NB}.html").read_text(encoding="utf-8")
+    page = html.unescape(re.sub(r"<[^>]+>", "", written))
     assert f"late penalty {penalty:g} point(s)" in page  # the page's late line takes the same penalty
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    reused = {(r["student_id"], r["notebook"]): r.get("cached") for r in log}
+    assert reused[("ten_days_late", NB)], "the notebook was reused: its page was rendered again from its kept data"
+    for e in manual:  # the person's scores, in the page's list and in each answer's heading
+        shown = f"{round(given[e.grade_id], 2)} / {round(float(e.points), 2)}"
+        assert f'<a href="#{e.grade_id}">Written response</a> (Score: {shown})</li>' in written
+        assert f"Score: {shown} <a" in written
+    assert "Pending: a person grades it" not in page and "wait for a person" not in page
+    assert f"{NB} (Score: {round(counted, 2)} / {round(float(max_points), 2)})" in page  # the heading counts them
 
 
 def _feedback(out, fmt: str):

@@ -20,7 +20,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets.config import Config
 
 from autograde.record.exporters import FEEDBACK_POLICY, add_csp
-from autograde.record.pages import write_feedback
+from autograde.record.pages import finish_page, render_page
 from autograde.run.preprocessors import SafeOutputMetadata
 
 from page_attacks import CHROMIUM, PAYLOAD_CELLS, PAYLOAD_MARKDOWN, PNG, mark, scripts_ran
@@ -81,8 +81,17 @@ class _Scores(NbGraderPreprocessor):
 
 
 def feedback_html(nb: nbformat.NotebookNode) -> str:
-    """``nb`` as nbgrader's generate_feedback renders it with this course's nbgrader_config.py:
-    the same exporter class, template and preprocessors (GetGrades aside)."""
+    """``nb``'s page as the grader writes it: its data as nbgrader's generate_feedback makes it with
+    this course's nbgrader_config.py (the same exporter class and preprocessors, GetGrades aside),
+    rendered and finished as pages.write_feedback does."""
+    import json
+
+    data = json.loads(feedback_data(nb))
+    return finish_page(render_page(data, {}, "en"), {})[0]
+
+
+def feedback_data(nb: nbformat.NotebookNode) -> str:
+    """``nb``'s page data as nbgrader's generate_feedback writes it with this course's nbgrader_config.py."""
     from nbgrader.converters import GenerateFeedback
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import GetGrades
@@ -110,11 +119,9 @@ def pages(payload_notebook, tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("pages")
     graded = folder / "payloads.ipynb"
     nbformat.write(payload_notebook, graded)
-    job_page = folder / "job" / "payloads.html"
-    job_page.parent.mkdir()
-    job_page.write_text(feedback_html(payload_notebook), encoding="utf-8")
     feedback = folder / "feedback" / "payloads.html"
-    write_feedback(job_page, feedback, {}, graded)
+    feedback.parent.mkdir()
+    feedback.write_text(feedback_html(payload_notebook), encoding="utf-8")
     plain = folder / "plain.html"
     plain.write_text(plain_html(payload_notebook), encoding="utf-8")
     return {"feedback": feedback, "plain": plain}
@@ -181,7 +188,7 @@ def test_a_screenshot_of_a_safe_feedback_page(pages, root):
 def test_the_class_report_runs_no_script(tmp_path):
     from test_report import COURSE, EVIL, NB, graded, write_out
 
-    from autograde.record.report import write_report
+    from autograde.term.report import write_report
 
     needs_chromium()
     write_out(tmp_path, [graded("s1", nb) for nb in NB] + [graded(EVIL, nb) for nb in NB])
@@ -192,7 +199,7 @@ def test_the_class_report_runs_no_script(tmp_path):
 def test_the_class_report_states_its_policy_first(tmp_path):
     from test_report import COURSE, NB, graded, write_out
 
-    from autograde.record.report import REPORT_POLICY, write_report
+    from autograde.term.report import REPORT_POLICY, write_report
 
     write_out(tmp_path, [graded("s1", nb) for nb in NB])
     text = write_report(COURSE, tmp_path)[0].read_text(encoding="utf-8")
@@ -232,11 +239,13 @@ def test_the_policy_holds_in_a_browser_wherever_it_was_put(tmp_path):
     assert list(found) == [str(tmp_path / "as_is.html")] and "owned:head-script" in found[str(tmp_path / "as_is.html")]
 
 
-def test_every_feedback_page_written_carries_the_policy(tmp_path):
-    page = tmp_path / "page.html"
-    page.write_text("<!DOCTYPE html>\n<html>\n<head>\n<title>nb</title></head><body>text</body></html>")
-    write_feedback(page, tmp_path / "out.html", {}, tmp_path / "absent.ipynb")
-    assert (tmp_path / "out.html").read_text().startswith("<!DOCTYPE html>\n<html>\n<head>" + META)
+def test_every_feedback_page_written_carries_the_policy():
+    from feedback_pages import page_data
+
+    for language, lang in (("en", "en"), ("zh", "zh-CN")):
+        page = render_page(page_data(), {}, language)
+        assert page.startswith(f'<!DOCTYPE html>\n<html lang="{lang}">\n<head>' + META), page[:200]
+        assert add_csp(page) == page, "the policy opens the head once"
 
 
 # ---------------------------------------------------------------- output metadata
@@ -308,9 +317,13 @@ def test_a_feedback_page_wraps_long_lines_instead_of_scrolling_sideways(tmp_path
             ),
         ]
     )
-    raw = tmp_path / "raw.html"
-    raw.write_text(feedback_html(nb), encoding="utf-8")
-    write_feedback(raw, tmp_path / "written.html", {}, tmp_path / "absent.ipynb")
+    import json
+
+    from autograde.record.exporters import PAGE_STYLES
+
+    written = feedback_html(nb)
+    (tmp_path / "written.html").write_text(written, encoding="utf-8")
+    (tmp_path / "raw.html").write_text(render_page(json.loads(feedback_data(nb)), {}, "en").replace(PAGE_STYLES, ""), encoding="utf-8")
     widths = {}
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
@@ -327,3 +340,36 @@ def test_a_feedback_page_wraps_long_lines_instead_of_scrolling_sideways(tmp_path
     page_width, window, pre_overflow = widths["written"]
     assert page_width <= window and pre_overflow <= 1, widths
     assert widths["raw"][0] > widths["raw"][1] or widths["raw"][2] > 1, f"the control page did not overflow: {widths}"
+
+
+# ---------------------------------------------------------------- the link check
+
+
+def test_links_of_unsafe_schemes_point_nowhere_and_the_rest_of_the_page_is_kept():
+    """The last check of a page (pages.safe_links, tags read by Python's HTML parser): every link or
+    source of a scheme not allowed points at '#', however the scheme is written; safe links, base64
+    PNG images and the page's text stay as they are."""
+    from autograde.record.pages import safe_links
+
+    unsafe = [
+        '<a href="javascript:alert(1)">x</a>',
+        "<a href='JAVASCRIPT:alert(1)'>x</a>",
+        "<a href=javascript:alert(1)>x</a>",
+        '<a/href="javascript:alert(1)">x</a>',
+        '<a\nhref="java&#x09;script:alert(1)">x</a>',
+        '<a href="&#106;avascript:x">x</a>',
+        '<a title="t" href=" vbscript:x">x</a>',
+        '<img src="data:image/svg+xml;base64,AAA">',
+        '<form action="javascript:x"><button formaction="javascript:y">b</button></form>',
+        '<video poster="javascript:x"></video>',
+        '<svg><a xlink:href="javascript:x">x</a></svg>',
+        '<a href="javascript:x" href="https://example.org">twice</a>',
+    ]
+    for page in unsafe:
+        fixed = safe_links(page)
+        assert "script:" not in fixed.lower() and "data:image/svg" not in fixed and '="#"' in fixed, (page, fixed)
+    kept = (
+        '<p>Text that says href="javascript:x" stays text.</p>\n<a href="https://example.org/a?b=1&amp;c=2">ok</a> '
+        '<a href="#top">(Top)</a> <a href="rel/path.html">r</a> <a href="mailto:a@b.c">m</a>\n<img src="data:image/png;base64,AAAA" alt="a">'
+    )
+    assert safe_links(kept) == kept

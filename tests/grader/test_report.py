@@ -23,8 +23,8 @@ import pytest
 
 from autograde import grading
 from autograde.course import Course
-from autograde.record.report import course_ideas
 from autograde.record.results import write_results
+from autograde.term.report import course_ideas
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = Course.load()
@@ -329,7 +329,7 @@ def test_a_class_of_a_thousand(tmp_path):
 
 
 def test_a_class_with_nobody_graded_yet_still_gets_a_page(tmp_path):
-    from autograde.record.report import write_report
+    from autograde.term.report import write_report
 
     write_out(tmp_path, [])
     (tmp_path / ".course.digest").write_text(json.dumps({"sources": "an older digest", "tree": "x"}))
@@ -356,7 +356,7 @@ def _drawn(fig):
 
 def test_no_report_figure_clips_its_text(small):
     """The pass-rate axis label (and every other text of the report's figures) lies inside its figure."""
-    from autograde.record.report import draw_figures
+    from autograde.term.report import draw_figures
 
     from figure_text import text_problems
 
@@ -368,7 +368,7 @@ def test_no_report_figure_clips_its_text(small):
 
 def test_the_histogram_counts_whole_students(small):
     """A count of students has no half: the histogram's y ticks are whole numbers."""
-    from autograde.record.report import draw_figures
+    from autograde.term.report import draw_figures
 
     ax = _drawn(draw_figures(small["data"])["totals"]).axes[0]
     low, high = ax.get_ylim()
@@ -380,7 +380,7 @@ def test_means_are_shown_with_one_decimal_at_most(small):
     """The class mean is read as a score: 13.9, not 13.917 (report.json keeps the exact number)."""
     import copy
 
-    from autograde.record.report import draw_figures, render
+    from autograde.term.report import draw_figures, render
 
     data = copy.deepcopy(small["data"])
     data["scores"]["total"]["mean"] = 13.917

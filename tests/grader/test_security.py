@@ -24,7 +24,7 @@ from autograde.course import Course
 from autograde.publish.leaks import secret_lines
 
 from hostile import grade_leaving_nothing, run_leaving_nothing
-from submissions import NOTEBOOKS, answer, build, insert_after, mutate, run_grade, write
+from submissions import NOTEBOOKS, answer, build, do_nothing_answer, insert_after, mutate, replay_answer, run_grade, write
 
 pytestmark = pytest.mark.slow
 
@@ -271,6 +271,9 @@ def attacked(tmp_path_factory):
     write(subs, "ctl_wrong2", NB["02"], build(NB["02"], WRONG_TODO2))
     write(subs, "ctl_wrong3", NB["03"], build(NB["03"], WRONG_TODO3))
     write(subs, "ctl_const3", NB["03"], build(NB["03"], {"todo3_solution": CONSTANT_TODO3}))
+    # the public checks replayed from a table of their calls (test_replay_attack.py), and its control
+    write(subs, "atk_replay", NB["03"], build(NB["03"], {"todo3_solution": replay_answer("todo3_validate_state", "todo3_solution")}))
+    write(subs, "ctl_none3", NB["03"], build(NB["03"], {"todo3_solution": do_nothing_answer("todo3_solution")}))
     # exceptions swallowed or cells rewritten through IPython, next to a wrong answer
     write(subs, "atk_transformer", NB["03"], insert_after(build(NB["03"], WRONG_TODO3), "todo3_solution", TRANSFORMER))
     write(subs, "atk_custom_exc", NB["03"], insert_after(build(NB["03"], WRONG_TODO3), "todo3_solution", CUSTOM_EXC))
@@ -375,6 +378,7 @@ def test_controls_are_partial_so_the_attack_tests_can_fail(attacked):
         ("atk_echo", "ctl_wrong2", "todo2_estimate_handoff"),
         ("atk_patcher", "ctl_wrong2", "todo2_estimate_handoff"),
         ("atk_always_equal", "ctl_const3", "todo3_validate_state"),
+        ("atk_replay", "ctl_none3", "todo3_validate_state"),
     ],
 )
 def test_tampering_gains_nothing(attacked, attacker, control, cell):

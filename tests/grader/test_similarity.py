@@ -34,8 +34,8 @@ import pytest
 
 from autograde.course import Course, UnusableInput
 from autograde.judging.ideas import course_tests, load
-from autograde.record import similarity
 from autograde.record.exporters import add_csp
+from autograde.term import similarity
 
 from submissions import MISTAKES, NOTEBOOKS, RELEASE, SOLUTIONS, answer, build, drop_cell
 
@@ -441,7 +441,7 @@ def test_fingerprints_are_the_same_in_every_process():
     """Scores do not depend on Python's string hash seed (a report run twice says the same)."""
     code = variants("todo8_solution")["v1"]
     script = (
-        "import sys; from autograde.record import similarity as s\n"
+        "import sys; from autograde.term import similarity as s\n"
         "t = s.normalized(sys.stdin.read()); print(sorted(s.winnow(s.kgram_hashes(s.token_ids(t, {})))))"
     )
     runs = set()

@@ -29,7 +29,7 @@ from test_export_lms import moodle_import
 
 from autograde.course import Course, exercises
 from autograde.record.late import parse_policy, penalty_points
-from autograde.record.report import build_report
+from autograde.term.report import build_report
 
 from submissions import MISTAKES, RELEASE, build, mutate, run_grade
 
@@ -342,7 +342,7 @@ def test_a_zipped_upload_is_recorded_and_the_exchange_hand_back_names_it(tmp_pat
     a .ipynb of the learner's cached submission, and a zip is none); the others are handed back as before."""
     from test_intake import NB1, intake, notebook, write_zip
 
-    from autograde.record.handback import hand_back
+    from autograde.term.handback import hand_back
 
     members = {
         "doealice_1001_9001_mine.zip": _zip_of({f"{NB1}.ipynb": notebook("alice", NB1)}),
@@ -396,7 +396,7 @@ def test_a_canvas_name_ending_in_digits_hands_back_to_its_own_user(tmp_path):
     from test_intake import NB1, notebook
     from test_intake_attacks import NB4, NB6, canvas_class
 
-    from autograde.record.handback import hand_back
+    from autograde.term.handback import hand_back
 
     attack = {f"lory_1001_1002_5001_{NB6}.ipynb": notebook("lory", NB6), f"lory_1001_1002_5002_{NB1}.ipynb": notebook("lory", NB1)}
     out = graded_out(tmp_path, canvas_class(attack))

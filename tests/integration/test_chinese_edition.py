@@ -46,8 +46,8 @@ def _glossary() -> list[tuple[str, str]]:
 
 
 # Terms whose English also appears in senses the glossary does not mean (a "stream" of requests or
-# tokens, a package's "version"): not checked.
-PHRASE_ONLY = {"stream", "version"}
+# tokens, a package's "version", a "memory-bound" copy or a formula's lower "bound"): not checked.
+PHRASE_ONLY = {"stream", "version", "bound"}
 # Cells where the English term is a code value the Chinese keeps as code (the action 'fallback')
 EXCEPTIONS = {("06_handoff_simulator", "06-03", "fallback"), ("06_handoff_simulator", "06-03", "recompute")}
 

@@ -11,8 +11,9 @@ import pytest
 
 from autograde import grading
 from autograde.course import Course
-from autograde.record import exporters, report
+from autograde.record import exporters
 from autograde.record.results import write_results
+from autograde.term import report
 
 
 class _Lang(HTMLParser):

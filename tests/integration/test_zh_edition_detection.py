@@ -44,6 +44,7 @@ def test_the_setup_cells_edition_decides_and_course_lang_overrides_it(no_languag
 
 
 def test_only_the_setup_line_differs_between_the_editions(root):
+    from autograde.judging.ideas import code_only
     from autograde.publish import editions
 
     for name in NOTEBOOKS:
@@ -53,7 +54,8 @@ def test_only_the_setup_line_differs_between_the_editions(root):
         assert len(setups) == 1, name
         en, zh = setups[0]
         assert editions.SETUP_CALL in en.splitlines()
-        assert zh == en.replace(editions.SETUP_CALL, "RUNTIME = course_setup(language='zh')"), name
+        assert code_only(zh) == code_only(en.replace(editions.SETUP_CALL, "RUNTIME = course_setup(language='zh')")), name
+        assert "# 环境准备" in zh and "RUNTIME = course_setup(language='zh')" in zh.splitlines(), name
         assert editions.code_differences(RELEASE / f"{name}.ipynb", RELEASE / "zh" / f"{name}.ipynb", "zh") == []
 
 
@@ -75,6 +77,26 @@ def test_check_refuses_a_chinese_setup_cell_that_differs_otherwise(tmp_path):
         assert len(found) == 1 and "set-up cell" in found[0], found
     with pytest.raises(editions.EditionError, match="exactly once"):
         editions.edition_setup("import os\nRUNTIME = course_setup(quiet=True)", "zh")
+
+
+def test_the_editions_code_cells_differ_in_comments_only_and_check_refuses_a_code_change(tmp_path):
+    """The Chinese edition words the TODO hints in Chinese (comment lines from its catalog); the
+    code without its comment lines is the English edition's, and a changed line of code is refused."""
+    from autograde.judging.ideas import code_only
+    from autograde.publish import editions
+
+    name = "06_handoff_simulator"
+    english = nbformat.read(RELEASE / f"{name}.ipynb", 4)
+    chinese = nbformat.read(RELEASE / "zh" / f"{name}.ipynb", 4)
+    todo = [(a, b) for a, b in zip(english.cells, chinese.cells) if a.cell_type == "code" and "# TODO 6" in a.source]
+    assert len(todo) == 1 and "# TODO 6：" in todo[0][1].source and todo[0][0].source != todo[0][1].source
+    assert code_only(todo[0][0].source) == code_only(todo[0][1].source)
+    cell = next(c for c in chinese.cells if c.get("id") == todo[0][1].get("id"))
+    cell.source = cell.source.replace("raise NotImplementedError()", "return None")
+    changed = tmp_path / f"{name}.ipynb"
+    nbformat.write(chinese, changed)
+    found = editions.code_differences(RELEASE / f"{name}.ipynb", changed, "zh")
+    assert len(found) == 1 and "differs from the English edition" in found[0], found
 
 
 @pytest.mark.slow

@@ -35,10 +35,9 @@ CLASS = {
     "zh_late_wrong": ({**ZH_ANSWERS, **mutate("todo0_solution", "reasons.append('shared_state')", "pass")}, "2026-12-23T10:00:00+08:00"),
     "zh_broken": ({**ZH_ANSWERS, "todo0_solution": "def check_overlap(:\n    pass\n"}, "2026-12-20T21:00:00+08:00"),
 }
-# English a Chinese page still shows, each with its reason: the runner (judging/runner.py, the untrusted
-# side, which imports nothing of the grader) raises NameError with this text for a function whose cell
-# did not run, and the judge quotes an exception's message as it came; it is no catalog key yet
-KNOWN_ENGLISH = {"the cell that defines it did not run to the end": "judging/runner.py's NameError text, quoted as raised"}
+# English a Chinese page still shows, each with its reason (none: the runner's NameError for a function
+# whose cell did not run is worded by the judge from the name alone, judge.UNDEFINED, a catalog key)
+KNOWN_ENGLISH: dict[str, str] = {}
 # Python's own message for an exception the learner's code raised ("NameError: name 'f' is not
 # defined"), up to where the grader's words begin after it (": " or "："): not the page's to translate
 PYTHON_ERROR = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b[:：] ?[^：（\n]*?(?=: |：|（|$)", re.M)
@@ -144,23 +143,23 @@ def test_the_class_report_has_no_english(graded):
 
 
 def test_the_pages_pending_answers_and_nbgraders_late_line_are_chinese(root):
-    """The page's list as nbgrader writes it, with a pending answer (grading.mark_pending's) and
-    nbgrader's own late line (shown when the gradebook holds a penalty): full-width parentheses,
-    no space before them, the values kept; an English page is left as it is."""
+    """The page's list with a pending answer and nbgrader's own late line (shown when the gradebook
+    holds a penalty): full-width parentheses, no space before them, the values kept; an English
+    page says them in English."""
+    from feedback_pages import page_data
+
     from autograde.course import Course
     from autograde.publish.editions import feedback_translations
-    from autograde.record.exporters import localize_labels
+    from autograde.record.pages import render_page
 
     words = feedback_translations(Course.load(root))["zh"]
-    page = (
-        '<li><a href="#reflection_01_q1">Written response</a> (pending: a person grades it, 1.5 point(s))</li>\n'
-        '<li class="late-penalty">Late submission penalty (Score: -0.75)</li>'
-    )
-    zh = localize_labels(page, words)
+    zh = render_page(page_data(late_penalty=0.75), words, "zh", {"refl_q1": "pending", "refl_q2": 0.0})
     assert "</a>（待人工评分，1.5 分）</li>" in zh
     assert '<li class="late-penalty">迟交扣分（得分：-0.75）</li>' in zh
-    assert not english_phrases(page_text(zh).replace("Written response", "")), zh
-    assert localize_labels(page, {}) == page
+    toc = zh[zh.index('<div id="toc">') : zh.index("</ol>")]
+    assert not english_phrases(page_text(toc)), toc
+    en = render_page(page_data(late_penalty=0.75), {}, "en", {"refl_q1": "pending", "refl_q2": 0.0})
+    assert "</a> (pending: a person grades it, 1.5 point(s))</li>" in en and "Late submission penalty (Score: -0.75)" in en
 
 
 def test_the_late_lines_policy_is_said_in_the_pages_language(root):

@@ -149,3 +149,22 @@ def test_template_matching_is_linear_and_exact():
     header = i18n._template_layout(" ".join(f"{{{i}}}" for i in range(11)) + "  correct/pre/overlap")
     text = ("  correct/pre/overlap x " + "a " * 20) * 12
     assert i18n._match(header, text) is None  # returns: the test's timeout would catch a hang
+
+
+def test_the_scaffolds_errors_reach_the_learner_in_chinese(zh):
+    """The exercise scaffolds raise their ValueError's message through localize: the Chinese edition
+    shows it from the runtime catalog, the values kept (the English edition unchanged)."""
+    item = {"name": "x"}
+    assert i18n.localize(f"a work item needs a 'name' and an 'engine', got {item!r}") == "工作项必须有 'name' 和 'engine'，实际为 {'name': 'x'}"
+    assert i18n.localize(f"the transfer ends before it starts: {(3.0, 1.0)}") == "传输的结束时间早于开始时间：(3.0, 1.0)"
+    assert i18n.localize("no measured cases: run the experiment (real_cpu or real_gpu) first") == "没有实测用例：请先运行实验（real_cpu 或 real_gpu）"
+    namespace: dict = {}
+    from pathlib import Path
+
+    import nbformat
+
+    root = Path(__file__).resolve().parents[2]
+    cell = next(c for c in nbformat.read(root / "notebooks" / "zh" / "01_what_can_overlap.ipynb", 4).cells if c.id == "01-08")
+    exec(cell.source, namespace)
+    with pytest.raises(ValueError, match="不能拿 'a' 与它自身比较"):
+        namespace["check_overlap"]({"name": "a", "engine": "sm"}, {"name": "a", "engine": "sm"})

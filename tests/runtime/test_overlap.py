@@ -322,8 +322,6 @@ def test_finalize_gives_the_cpu_its_own_decision(cpu_result):
     assert seen == [(2, 2)] and len(decided["cases"]) == 2
     assert decided["decision"] == "accept_cpu_analogue_overlap" and "CPU analogue" in decided["decision_reason"]
     overlap_lab.validate_result(decided)
-    with pytest.raises(ValueError, match="decide_overlap returned"):
-        overlap_lab.finalize(copy.deepcopy(cpu_result), lambda cases, controls: "maybe")
     noisy = overlap_lab.finalize(copy.deepcopy(cpu_result), lambda cases, controls: "rerun_on_quiet_machine")
     assert "close other programs" in noisy["decision_reason"]
 
@@ -337,6 +335,31 @@ def test_unfinished_todo5_leaves_the_run_undecided(cpu_result):
     result = overlap_lab.finalize(copy.deepcopy(cpu_result), stub)
     assert result["decision"] == "not_decided"
     overlap_lab.validate_result(result)
+
+
+def test_a_buggy_todo5_keeps_the_measurement_and_says_why(cpu_result, tmp_path):
+    """A TODO 5 that raises (a KeyError) or returns what is not a decision leaves the run undecided,
+    never lost: the reason names the exception or the value and says to fix TODO 5 and run 5.2 again,
+    and the result still validates and is written with its cases."""
+    import copy
+
+    def buggy(cases, controls):
+        return cases[0]["no_such_key"]
+
+    (tmp_path / "course.toml").write_text("[course]\n")
+
+    def unknown(cases, controls):
+        return "maybe"
+
+    for decide, named in ((buggy, "decide_overlap raised KeyError: 'no_such_key'"), (unknown, "decide_overlap returned 'maybe', not one of")):
+        result = overlap_lab.finalize(copy.deepcopy(cpu_result), decide)
+        assert result["decision"] == "not_decided", result["decision"]
+        assert result["decision_reason"].startswith(named), result["decision_reason"]
+        assert "fix TODO 5, then run 5.2 again" in result["decision_reason"]
+        assert result["cases"] == cpu_result["cases"] and result["controls"] == cpu_result["controls"], "the measurement is kept"
+        overlap_lab.validate_result(result)
+        path = overlap_lab.write_result(result, tmp_path)
+        assert json.loads(path.read_text(encoding="utf-8"))["decision_reason"] == result["decision_reason"]
 
 
 def test_percentile_nearest_rank():

@@ -80,7 +80,7 @@ def test_values_put_into_a_translated_template_are_translated(zh):
         "2026-11-30T16:06:00Z, load average 0.25 before the run, other programs on 0.04 cores during it, decision accept).\n"
     )
     shown = i18n.localize_lines(line)
-    assert "随课程提供的参考测量" in shown and "运行前负载均值为 0.25" in shown and "0.04" in shown, shown
+    assert "随课程提供的参考测量" in shown and "运行前平均负载为 0.25" in shown and "0.04" in shown, shown
     assert "reference measurement" not in shown and "load average" not in shown and "accept" in shown, shown
     assert i18n.localize_label("real_cpu on cpu · reference measurement shipped with the course") != (
         "real_cpu on cpu · reference measurement shipped with the course"

@@ -29,7 +29,6 @@ SMALL_RUN = dict(n_requests=400, prompt_tokens=[512, 8192], output_tokens=[32, 2
 # decides the TTFT: sent whole, P50 about 505 ms; layerwise, about 390 ms. At 12 req/s and above the
 # prefill pool is over 90% busy and queueing for prefill hides the difference (see notebook 06).
 PANEL_DEFAULTS = dict(rate_per_s=4.0, link="Ethernet 25G", model="Llama-3-70B", streaming="whole", fault_rate=0.0)
-OUTCOME_COLORS = {"ok": PALETTE["green"], "recomputed": PALETTE["orange"], "failed": PALETTE["vermillion"], "rejected": PALETTE["grey"]}
 FIRST_TOKEN_COLOR = PALETTE["yellow"]
 
 

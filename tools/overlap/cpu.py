@@ -34,10 +34,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..presets import MiB
 from .evidence import BOUND_FACTOR_CPU, MAX_COPY_SLOWDOWN_CPU, negative_controls, overlap_evidence, preconditions_met, summarize
 from .load import OtherCpuMeter, load_average
 
-MiB = 2**20
 CPU_FIXED_DIVISOR = 4  # the fixed window: one (MATRIX_SIZE / 4)-sized matmul (a 2048 matmul takes ~0.3 s on one core)
 CPU_BLOCK = 128  # calibrated window: repeated 128x128 float32 matmuls (operands 192 KiB: they stay in L2)
 COPY_CHUNKS = 8  # the copy is issued as 8 consecutive slices, each timed at its completion

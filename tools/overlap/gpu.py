@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from ..i18n import N_
+from ..presets import MiB
 from .device import DriverError, driver_facts, nvml_facts
 from .evidence import BOUND_FACTOR_GPU, MAX_COPY_SLOWDOWN_GPU, negative_controls, overlap_evidence, preconditions_met, spans_overlap_ms, summarize
 
-MiB = 2**20
 BALANCE_TOLERANCE = 0.05
 CALIBRATION_ROUNDS = 6
 GATE_MIN_MS = 1.0  # the gate holds the GPU at least this long while the host queues the run

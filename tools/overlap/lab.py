@@ -12,13 +12,13 @@ chapter's result fields. Three modes:
 
 Each payload is measured with two compute windows: the chapter's fixed single matmul, and a
 window calibrated until compute lasts as long as the copy (within 5%), the case where overlap
-can reach its limit (ratio near 0.5). Where things live:
+can reach its limit (ratio near 0.5). Where things live (in ``tools/overlap/``):
 
-- ``overlap_evidence``: the evidence of overlap, pure functions over timelines;
-- ``overlap_schema``: names, decisions, the validator that enforces an honest result;
-- ``overlap_results``: new result, the learner's decision (TODO 5) filled in, result files;
-- ``overlap_cpu`` / ``overlap_gpu`` / ``overlap_device``: the engines and the device facts;
-- ``overlap_sweep``: the pipeline sweep and the bandwidth curve.
+- ``evidence``: the evidence of overlap, pure functions over timelines;
+- ``schema``: names, decisions, the validator that enforces an honest result;
+- ``results``: new result, the learner's decision (TODO 5) filled in, result files;
+- ``cpu`` / ``gpu`` / ``device``: the engines and the device facts; ``load``: how busy the machine is;
+- ``sweep``: the pipeline sweep and the bandwidth curve; ``plots``: their figures.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..at_grading import grading_mode
 from ..i18n import N_, tr
-from ..notebook_runtime import grading_mode
+from ..presets import MiB
 from .evidence import overlap_evidence, percentile, summarize, timeline_overlap
 from .results import evidence_level, finalize, new_result, progress_bar, result_path, write_result
 from .schema import CPU_ACCEPT, DECISIONS, LEARNER_DECISIONS, RUN_MODES, SCHEMA_VERSION, SEMANTIC_ID, load_schema, validate_result
 
-MiB = 2**20
 # The CPU analogue's payloads. The chapter's (16, 64, 128) are host-to-device copies over PCIe; on
 # a CPU a memcpy thread moves about 5 GB/s, so a 16 MiB copy lasts about 3 ms, and on the course's
 # shared two-core machine the host took a core for a few ms in 2-4% of overlapped runs: two such

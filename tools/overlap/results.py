@@ -18,8 +18,9 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..at_grading import grading_mode
 from ..i18n import N_
-from ..notebook_runtime import grading_mode, package_version
+from ..notebook_runtime import package_version
 from ..project_runtime import results_dir, write_json_atomic
 from .load import busy_machine, describe_load
 from .schema import CPU_ACCEPT, LEARNER_DECISIONS, SCHEMA_VERSION, SEMANTIC_ID, validate_result
@@ -230,16 +231,29 @@ def _load_note(result: dict) -> str:
     ).format(describe_load(load, cpus, others))
 
 
+# TODO 5 raised or returned something that is not a decision: the measurement is kept, undecided
+UNDECIDED = N_("{0}. The measurement is kept but not decided: fix TODO 5, then run 5.2 again.")
+
+
 def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:
-    """Fill in ``decision`` with the learner's ``decide(cases, controls)`` when cases were measured."""
+    """Fill in ``decision`` with the learner's ``decide(cases, controls)`` when cases were measured.
+    When ``decide`` raises, or returns something that is not a decision, the measurement is kept
+    with decision ``'not_decided'`` and a reason that names what went wrong."""
     if result["failure"] is None and result["cases"]:
         try:
             decision = decide(copy.deepcopy(result["cases"]), copy.deepcopy(result["controls"]))
         except NotImplementedError:
             result["decision"], result["decision_reason"] = "not_decided", N_("TODO 5 is not done yet")
             return result
-        if decision not in LEARNER_DECISIONS:
-            raise ValueError(f"decide_overlap returned {decision!r}; expected one of {LEARNER_DECISIONS}")
+        except Exception as exc:  # a bug in TODO 5 must not lose the measurement: it is kept, undecided
+            result["decision"] = "not_decided"
+            result["decision_reason"] = UNDECIDED.format(N_("decide_overlap raised {0}").format(f"{type(exc).__name__}: {exc}"))
+            return result
+        if not isinstance(decision, str) or decision not in LEARNER_DECISIONS:
+            result["decision"] = "not_decided"
+            returned = N_("decide_overlap returned {0}, not one of {1}").format(repr(decision), ", ".join(LEARNER_DECISIONS))
+            result["decision_reason"] = UNDECIDED.format(returned)
+            return result
         if decision == "accept_physical_overlap" and result["run_mode"] == "real_cpu":
             decision = CPU_ACCEPT
         result["decision"] = decision

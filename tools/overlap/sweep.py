@@ -31,10 +31,9 @@ import time
 from collections.abc import Sequence
 
 from ..i18n import N_, localize
+from ..presets import KiB, MiB
 from .load import OtherCpuMeter, busy_machine, describe_load, load_average
 
-MiB = 2**20
-KiB = 2**10
 CHUNK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 SERIAL_SLACK = 2.0  # the one-chunk run may expose at most this times the copy alone (a thread start, a wake-up)
 WIDTHS = (4, 8, 16, 32, 64)  # compute on a chunk: (elements / width, width) @ (width, width)

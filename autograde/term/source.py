@@ -21,6 +21,7 @@ from pathlib import Path
 from struct import error as struct_error
 
 from ..course import UnusableInput
+from ..errors import GraderError
 from ..matching import MAX_FILES as MAX_NOTEBOOKS_PER_STUDENT
 from ..model import MAX_NOTEBOOK_BYTES, GiB
 
@@ -61,7 +62,7 @@ class Entry:
         return "/".join(self.parts)
 
 
-class Refused(ValueError):
+class Refused(GraderError, ValueError):
     """A member that cannot be extracted (corrupt, or more data than it declared)."""
 
 

@@ -1,26 +1,12 @@
 """Turn what an instructor downloads into the grader's layout, ``SUBMISSIONS/<student_id>/<notebook>.ipynb``,
 so that grading itself does not change.
 
-Layouts (``LAYOUTS``), decided for the whole source from the names at its top (``layouts.py``) unless
-``layout=`` says which:
-
-- ``folders``: the grader's own layout, a folder per student. A folder is used as it is; a zip of one is
-  extracted.
-- ``exchange``: nbgrader's ``submitted/<student>/<assignment>/`` (what ``nbgrader collect`` writes),
-  given as the course folder, as ``submitted/`` itself, or zipped; or the exchange's
-  ``inbound/<student>+<assignment>+<timestamp>[+<random>]/``, where each student's newest submission by the
-  time in its folder's name is used, as ``nbgrader collect`` does, and a folder owned by someone other
-  than the student it names is not. ``timestamp.txt`` gives the submission time.
-- ``canvas``: Canvas's "Download submissions" zip, flat files named
-  ``<name>_[LATE_]<user id>_<file id>_<file name>`` (``LATE_anon_<id>_<file id>_<file name>`` when
-  the assignment is graded anonymously); the file name may end in ``-1``, ``-2`` when Canvas renamed a
-  resubmitted file. Which digits are the user id is read from the whole download (``readers.canvas_files``).
-- ``moodle``: Moodle's "Download all submissions" zip: a folder per participant named
-  ``<Full Name>_<participant id>_assignsubmission_file[_]``, or flat files
-  ``<Full Name>_<participant id>_assignsubmission_file_<file name>``; the id is the second ``_`` field.
-- ``pattern``: any other naming, through a regular expression with the named groups ``student_id``
-  (required), ``file_id`` (which notebook; the file's own name when absent) and ``timestamp``, matched
-  from the start of each file's path, as nbgrader's ``FileNameCollectorPlugin`` matches it.
+Layouts, one adapter each (``registry.py``): ``folders`` and ``pattern`` (``folders.py``), ``exchange``
+(``exchange.py``), ``canvas`` (``canvas.py``), ``moodle`` (``moodle.py``); decided for the whole source from
+the names at its top (``layouts.py``) unless ``layout=`` says which. The adapter's reader says whose each
+file is, which notebook and when; this module places the newest file per notebook, unpacks a student's own
+zip, maps the roster's ids and applies the timestamps. ``take_in`` is ``grade``'s whole intake (OUT/intake.json
+and what it says), ``check_extensions`` its check of the extensions file against the students found.
 
 Everything read is untrusted (``source.py``: limits, zips, links). Whatever cannot be used is a named
 problem (``Intake.problems``), never a silent skip, and costs only its own student; an input that cannot be
@@ -41,11 +27,15 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..course import UnusableInput
+from tools.project_runtime import write_json_atomic
+
+from ..course import Course, UnusableInput
 from ..matching import normalize, walk_notebooks
 from ..model import STUDENT_ID
-from .layouts import LAYOUTS, choose_layout, inbound_name
-from .readers import READERS, Candidate, exchange_time, pattern_time, why_not
+from .candidates import Candidate, exchange_time, why_not
+from .folders import pattern_time
+from .layouts import choose_layout
+from .registry import ADAPTERS, adapter
 from .source import Entry, Limits, Refused, Source, list_folder, problem, shown, zip_directory
 
 MAX_CSV_BYTES = 10 * 1024 * 1024  # a roster or timestamps CSV
@@ -53,16 +43,17 @@ MARKER = ".intake.json"  # in DEST: what the intake wrote there (a later intake 
 RESUBMITTED = re.compile(r"-\d{1,3}$")  # Canvas's "name-1.ipynb" for a second file of one name
 
 __all__ = [
-    "LAYOUTS",
     "MARKER",
     "Intake",
     "Limits",
     "Source",
+    "check_extensions",
     "choose_layout",
     "exchange_time",
     "pattern_time",
     "read_roster",
     "read_submissions",
+    "take_in",
     "zip_directory",
 ]
 
@@ -100,8 +91,8 @@ def read_submissions(
     ``name``...]; ``timestamps``: a CSV of ``student_id`` [, ``notebook``], ``submitted_at``.
     ``trust_owners``: take exchange folders owned by someone other than the student they name."""
     source, dest = Path(source), Path(dest)
-    if layout is not None and layout not in LAYOUTS:
-        raise UnusableInput(f"layout {layout!r}: use one of {', '.join(LAYOUTS)}")
+    if layout is not None:
+        adapter(layout)  # UnusableInput when no adapter has that name
     if pattern is not None and layout not in (None, "pattern"):
         raise UnusableInput(f"a pattern is for the pattern layout, not {layout}")
     if layout == "pattern" and not pattern:
@@ -132,9 +123,8 @@ def read_submissions(
                 f"read as {found} (the names of most entries); {len(odd)} named like another layout were read as {found} too: "
                 + ", ".join(shown(n, 80) for n in odd[:10])
             )
-        context = {"assignment": assignment, "pattern": pattern or "", "limits": limits, "trust_owners": trust_owners}
-        context["form"] = _exchange_form(root, entries, assignment) if found == "exchange" else ""
-        candidates = READERS[found](files, entries, context)
+        context = {"assignment": assignment, "pattern": pattern or "", "limits": limits, "trust_owners": trust_owners, "root": root}
+        candidates = adapter(found).read(files, entries, context)
         with tempfile.TemporaryDirectory(prefix="course-intake-zips-") as scratch, contextlib.ExitStack() as opened:
             candidates = unpack_zips(files, candidates, Path(scratch), opened)
             _fresh_dest(dest)
@@ -176,15 +166,6 @@ def unpack_zips(files: Source, candidates: list[Candidate], scratch: Path, opene
                 continue
             found.append(replace(item, entry=named, filename=entry.parts[-1], source=inner))
     return found
-
-
-def _exchange_form(root: tuple[str, ...], entries: list[Entry], assignment: str) -> str:
-    """``inbound`` (submission folders named ``<student>+<assignment>+<time>``: an exchange's inbound/, where
-    any learner can make a folder) or ``submitted`` (``<student>/<assignment>/``, as collect writes it)."""
-    if root[-1:] == ("inbound",):
-        return "inbound"
-    name = inbound_name(assignment)
-    return "inbound" if any(len(e.parts) > 1 and name.fullmatch(e.parts[0]) for e in entries) else "submitted"
 
 
 def _renamed(source: Path, lms_ids: dict[str, str]) -> bool:
@@ -298,24 +279,18 @@ def _place(files: Source, candidates: list[Candidate], notebooks, people: dict, 
         _record(intake, student, stem, chosen, notebook_name(chosen.filename, notebooks)[1])
 
 
-ID_KINDS = {
-    "canvas": "Canvas names each student by their Canvas user id (the ID column of Canvas's gradebook export)",
-    "moodle": "Moodle's download names each participant by the assignment's participant id (the N of 'Participant N' "
-    "in the offline grading worksheet), not the user id",
-}
-
-
 def _check_roster_ids(layout: str, raw: set[str], people: dict, lms_ids: dict) -> None:
     """A roster whose ids match under half of the download's stops the intake: every student it misses would
     be graded under an LMS id and every one on it listed as missing (a class of zeros in the LMS file)."""
-    if not people or len(raw) < 2 or layout not in ID_KINDS:
+    id_kind = ADAPTERS[layout].id_kind if layout in ADAPTERS else ""
+    if not people or len(raw) < 2 or not id_kind:
         return
     matched = sum(1 for r in raw if r in lms_ids or r in people)
     if matched * 2 < len(raw):
         sample = ", ".join(shown(r, 40) for r in sorted(raw)[:5])
         raise UnusableInput(
             f"the roster's lms_id column matches {matched} of the {len(raw)} students in the {layout} download (e.g. {sample}). "
-            f"{ID_KINDS[layout]}: put those ids in lms_id, or run without --roster"
+            f"{id_kind}: put those ids in lms_id, or run without --roster"
         )
 
 
@@ -436,3 +411,48 @@ def read_timestamps(path: Path, notebooks: tuple[str, ...], problems: list[dict]
         else:
             found.append((where, row["student_id"], notebook, when))
     return found
+
+
+def take_in(
+    course: Course,
+    submissions: Path,
+    dest: Path,
+    out: Path,
+    layout: str | None = None,
+    pattern: str | None = None,
+    roster: Path | None = None,
+    timestamps: Path | None = None,
+    trust_owners: bool = False,
+) -> Intake:
+    """``grade``'s intake: SUBMISSIONS in any layout, as the grader's folders in ``dest``; what the intake
+    found goes to OUT/intake.json, and its layout, problems and notes are said on stdout."""
+    intake = read_submissions(submissions, dest, course.notebooks, course.assignment, layout, pattern, roster, timestamps, trust_owners=trust_owners)
+    out.mkdir(parents=True, exist_ok=True)
+    found = {
+        "layout": intake.layout,
+        "students": intake.students,
+        "missing": intake.missing,
+        "late_in_lms": intake.late,
+        "problems": intake.problems,
+        "notes": intake.notes,
+    }
+    write_json_atomic(out / "intake.json", found)
+    if intake.layout != "folders" or intake.problems:
+        print(f"intake: {intake.layout} layout, {len(intake.students) or '?'} student(s) named by the LMS, {len(intake.problems)} problem(s)")
+    for problem_found in intake.problems:
+        print(f"  intake problem: {problem_found.get('file') or problem_found.get('student_id')}: {problem_found['problem']}")
+    for note in intake.notes:
+        print(f"  intake note: {note}")
+    return intake
+
+
+def check_extensions(extensions: dict, intake: Intake) -> None:
+    """An extension keyed by a student's LMS id instead of their student id would be given to nobody: the
+    run stops and says whose id it is."""
+    students = {p.name for p in intake.folder.iterdir() if p.is_dir()} | set(intake.roster)
+    by_lms = {str(who.get("lms_id")): s for s, who in {**intake.students, **intake.roster}.items() if who.get("lms_id")}
+    wrong = [f"{key} (the LMS id of {by_lms[key]})" for key in sorted(extensions) if key not in students and key in by_lms]
+    if wrong:
+        raise UnusableInput(
+            f"the extensions file names students by their LMS id: {', '.join(wrong[:5])}. Its student_id column must hold the grader's student ids"
+        )

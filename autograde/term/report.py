@@ -15,26 +15,24 @@ first, the problems by kind with the students they hit, and the slowest notebook
 
 from __future__ import annotations
 
-import base64
 import csv
-import io
 import json
 import math
 import statistics
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from markupsafe import Markup
-
 from ..course import Course, Exercise, UnusableInput, exercises
 from ..model import PENDING, REVIEW, STATUS_TEXT
-from ..publish.editions import feedback_translations
-from .exporters import add_csp, base_style, html_lang, write_page_and_numbers
-from .tables import NOT_EXERCISES
+from ..record.exporters import write_page_and_numbers
+from ..record.tables import NOT_EXERCISES
+from .report_figures import draw_figures, figures
+from .report_page import REPORT_POLICY, render
+from .report_text import report_words, say
+
+__all__ = ["REPORT_POLICY", "build_report", "course_ideas", "draw_figures", "render", "write_report"]
 
 NEEDED = ("student_id", "total", "max_total", "pending", "needs_review")
-SHOWN_PER_KIND = 100  # rows per problem kind on the page (report.json has them all)
 SLOWEST = 15
 OTHER_KINDS = {
     "graded_with_notes": "graded, with a note (part of it over the memory limit, code the judge could not load, or no feedback page)",
@@ -49,39 +47,7 @@ SOURCES_CHANGED = (
     "grade again for results against the current sources"
 )
 UNKNOWN_COLUMNS = "{file} has column(s) the course does not have: {columns}"
-# the grader's notes on a graded notebook (grading.finish_record) and the report's own details, as
-# patterns: a detail is shown in the report's language part by part ("; " apart), and a part that
-# is none of these (a worker's or the intake's own words) as it was written
-DETAILS = (
-    "part of it went over the {n} GiB memory limit and was stopped",
-    "{n} cell(s) of its code failed when loaded for the judge",
-    "{n} line(s) removed from the feedback page",
-    "{n} score(s) to look at again",
-    "{n} not found in the submission",
-)
 UNKNOWN_KIND = "an outcome this report does not know"
-
-
-def say(words: dict[str, str], english: str, **values) -> str:
-    """``english`` in the report's language (``words``: the edition's feedback translations, empty
-    for English), its ``{name}`` fields filled with ``values``."""
-    return words.get(english, english).format(**values)
-
-
-def say_detail(words: dict[str, str], detail: str) -> str:
-    """A problem's detail in the report's language: each "; "-separated part that is one of
-    ``DETAILS`` (its value kept), the rest as written."""
-    if not words:
-        return detail
-    parts = []
-    for part in detail.split("; "):
-        for english in DETAILS:
-            head, tail = english.split("{n}")
-            if part.startswith(head) and part.endswith(tail) and len(part) > len(head) + len(tail) and english in words:
-                part = say(words, english, n=part[len(head) : len(part) - len(tail)])
-                break
-        parts.append(part)
-    return say(words, "{first}; {second}", first="", second="").join(parts)
 
 
 def _unusable(out: Path, why: str) -> UnusableInput:
@@ -447,321 +413,6 @@ def build_report(course: Course, out: Path, language: str = "en") -> dict:
         "timing": timing,
         "warnings": warnings,
     }
-
-
-# ---------------------------------------------------------------- figures
-
-
-def _plain(text: str) -> str:
-    """A label matplotlib draws as it is (no mathtext)."""
-    return str(text).replace("$", r"\$")
-
-
-def _svg(fig) -> str:
-    """The figure as a data: URI of an SVG shown as an image (nothing in it can run). Its text stays
-    text (``svg.fonttype`` none): the reader's browser draws every glyph with its own fonts, so a
-    Chinese character the course's font subset lacks (the subset is the learner runtime's) is only
-    measured less exactly by matplotlib, and its warning about that is not shown."""
-    import matplotlib
-
-    buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "class-report"}), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
-        fig.savefig(buffer, format="svg", metadata={"Date": None})
-    return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue().encode()).decode()
-
-
-COLOURS = {"full": "#2e7d32", "partial": "#f9a825", "zero": "#c62828", PENDING: "#90a4ae", REVIEW: "#6a1b9a"}
-
-
-def figures(data: dict, words: dict[str, str] | None = None) -> dict[str, str]:
-    """The report's figures as data: URIs of SVG images, by name."""
-    return {name: _svg(fig) for name, fig in draw_figures(data, words).items()}
-
-
-def draw_figures(data: dict, words: dict[str, str] | None = None) -> dict:
-    """The report's matplotlib figures by name (drawn apart from their encoding, so that their
-    text can be checked), their text in the language of ``words`` (the edition's feedback
-    translations; English without); a figure with nothing to show is left out."""
-    import matplotlib
-
-    words = words or {}
-    with matplotlib.rc_context():
-        if words:  # Chinese text measured with the course's CJK font (its text stays text in the SVG: _svg)
-            from tools.i18n import use_course_font
-
-            use_course_font()
-        drawn = {
-            "totals": _totals_figure(data, words),
-            "exercises": _exercises_figure(data, words),
-            "ideas": _ideas_figure(data, words),
-            "problems": _problems_figure(data, words),
-            "slowest": _slowest_figure(data, words),
-        }
-    return {name: fig for name, fig in drawn.items() if fig is not None}
-
-
-def _totals_figure(data: dict, words: dict[str, str]):
-    """The class's totals: a histogram, with the mean."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    if not data["students"]:
-        return None
-    scores = data["scores"]
-    hist = scores["total"]["histogram"]
-    fig = Figure(figsize=(7.5, 3.2), layout="constrained")
-    ax = fig.add_subplot()
-    edges = hist["edges"]
-    ax.bar(
-        edges[:-1],
-        hist["counts"],
-        width=[b - a for a, b in zip(edges, edges[1:])],
-        align="edge",
-        color="#1565c0",
-        edgecolor="white",
-        label=say(words, "students"),
-    )
-    if scores["total"]["mean"] is not None:
-        ax.axvline(scores["total"]["mean"], color="black", linestyle="--", label=say(words, "mean {mean}", mean=_mean(scores["total"]["mean"])))
-    ax.set_xlabel(say(words, "total points (of {points}; answers pending a person are not in these totals)", points=f"{scores['max_total']:g}"))
-    ax.set_ylabel(say(words, "students"))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # students come whole: no 0.5 tick
-    ax.set_title(say(words, "Totals across the class"))
-    ax.legend(loc="upper right")
-    return fig
-
-
-def _exercises_figure(data: dict, words: dict[str, str]):
-    """Each exercise's scores: full, partial, zero, pending, review."""
-    from matplotlib.figure import Figure
-
-    exercises_ = data["scores"]["exercises"]
-    if not exercises_:
-        return None
-    fig = Figure(figsize=(7.5, 0.32 * len(exercises_) + 1.6), layout="constrained")
-    ax = fig.add_subplot()
-    labels = [_plain(e["grade_id"]) for e in exercises_][::-1]
-    left = [0] * len(exercises_)
-    for part, label in (
-        ("full", "full marks"),
-        ("partial", "part of the points"),
-        ("zero", "0 points"),
-        (PENDING, "pending: waits for a person"),
-        (REVIEW, "review: to score again"),
-    ):
-        widths = [e[part] for e in exercises_][::-1]
-        ax.barh(labels, widths, left=left, color=COLOURS[part], label=say(words, label))
-        left = [a + b for a, b in zip(left, widths)]
-    ax.set_xlabel(say(words, "students"))
-    ax.set_title(say(words, "Each exercise's scores"))
-    fig.legend(loc="outside lower center", ncols=3, fontsize="small")
-    return fig
-
-
-# two lines: long idea names leave the axes narrower than this label on one line
-IDEAS_AXIS = "% of judged notebooks that passed the idea\n(red under 50%, amber under 80%, green from 80%)"
-
-
-def _ideas_figure(data: dict, words: dict[str, str]):
-    """Each graded idea's pass rate, most missed at the top."""
-    from matplotlib.figure import Figure
-
-    ideas = [i for i in data["ideas"] if i["pass_rate"] is not None]
-    if not ideas:
-        return None
-    fig = Figure(figsize=(7.5, 0.24 * len(ideas) + 1.2), layout="constrained")
-    ax = fig.add_subplot()
-    ax.barh(
-        [_plain(f"{i['grade_id']} · {i['idea']}") for i in ideas][::-1],
-        [100 * i["pass_rate"] for i in ideas][::-1],
-        color=["#c62828" if i["pass_rate"] < 0.5 else "#f9a825" if i["pass_rate"] < 0.8 else "#2e7d32" for i in ideas][::-1],
-    )
-    ax.set_xlim(0, 100)
-    ax.set_xlabel(say(words, IDEAS_AXIS))
-    ax.set_title(say(words, "Graded ideas, most missed at the top"))
-    ax.tick_params(axis="y", labelsize="small")
-    return fig
-
-
-def _problems_figure(data: dict, words: dict[str, str]):
-    """Problems by kind."""
-    from matplotlib.figure import Figure
-
-    if not data["problems"]:
-        return None
-    problems = data["problems"]
-    fig = Figure(figsize=(7.5, 0.32 * len(problems) + 1.2), layout="constrained")
-    ax = fig.add_subplot()
-    ax.barh([_plain(p["kind"]) for p in problems][::-1], [p["count"] for p in problems][::-1], color="#ef6c00")
-    ax.set_xlabel(say(words, "notebooks (or students, for notes and reviews)"))
-    ax.set_title(say(words, "Problems by kind"))
-    return fig
-
-
-def _slowest_figure(data: dict, words: dict[str, str]):
-    """The slowest notebooks, with the median of all."""
-    from matplotlib.figure import Figure
-
-    seconds = [s["seconds"] for s in data["timing"]["slowest"]]
-    if not data["timing"]["count"]:
-        return None
-    fig = Figure(figsize=(7.5, 0.3 * len(seconds) + 1.2), layout="constrained")
-    ax = fig.add_subplot()
-    slow = data["timing"]["slowest"]
-    ax.barh(
-        [_plain(f"{s['student_id'][:24]} · {s['notebook'][:28]}") for s in slow][::-1],
-        seconds[::-1],
-        color=["#c62828" if s["status"] != "graded" else "#1565c0" for s in slow][::-1],
-    )
-    ax.axvline(
-        data["timing"]["median"],
-        color="black",
-        linestyle="--",
-        label=say(words, "median of all {count} notebooks: {median} s", count=data["timing"]["count"], median=f"{data['timing']['median']:g}"),
-    )
-    ax.set_xlabel(say(words, "seconds to grade (red: not graded, e.g. stopped at the time limit)"))
-    ax.set_title(say(words, "The slowest notebooks"))
-    ax.tick_params(axis="y", labelsize="small")
-    ax.legend(loc="lower right", fontsize="small")
-    return fig
-
-
-# ---------------------------------------------------------------- the page
-
-# the page is one self-contained file: its own styles and data: images, nothing else
-REPORT_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
-PAGE = """<!DOCTYPE html>
-<html lang="{{ lang }}"><head><meta charset="utf-8">
-<title>{{ tr("Class report · {assignment}", assignment=data.assignment) }}</title>
-<style>
-{{ base_style }}
-img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1px solid #e0c36a; }
-.pending { color: #546e7a; } details { margin-bottom: 1em; }
-</style></head><body>
-<h1>{{ tr("Class report | 班级报告") }} · {{ data.assignment }}</h1>
-<p>{{ tr("{students} student(s), {graded} of {records} notebook(s) graded.",
-        students=data.students, graded=data.notebooks_graded, records=data.records) }}
-{{ tr("Editions submitted: {editions}.", editions=listed(data.editions|dictsort)) }}
-{{ tr("Late notebooks: {late} ({points} penalty point(s) in {file}; final totals after it: mean {mean}, median {median}){unknown}.",
-      late=data.late.late_notebooks, points=num(data.late.penalty_points), file=code(s.from), mean=mean(s.final.mean), median=mean(s.final.median),
-      unknown=tr("; {count} without a known submission time", count=data.late.unknown_times) if data.late.unknown_times else "") }}
-{{ tr("Scores from {file}.", file=code(s.from)) }}</p>
-{% for w in data.warnings %}<p class="warn">{{ w }}</p>{% endfor %}
-
-<h2 id="scores">{{ tr("Score distribution | 分数分布") }}</h2>
-<table id="totals"><tr>{{ headers("students", "mean", "median", "min", "max", "of", "answers pending a person", "scores to review") }}</tr>
-<tr><td class="n">{{ s.total.count }}</td><td class="n">{{ mean(s.total.mean) }}</td><td class="n">{{ mean(s.total.median) }}</td>
-<td class="n">{{ num(s.total.min) }}</td><td class="n">{{ num(s.total.max) }}</td><td class="n">{{ num(s.max_total) }}</td>
-<td class="n pending">{{ tr("{answers} ({points} points, {students} student(s))",
-    answers=s.pending_answers, points=num(s.pending_points), students=s.students_with_pending) }}</td>
-<td class="n">{{ s.review_answers }}</td></tr></table>
-<p class="pending">{{ tr("A written answer that waits for a person is shown as {pending}, not as 0; "
-    ~ "until it is scored the totals leave its points out.", pending=em(tr("pending"))) }}</p>
-{% if figs.get('totals') %}<img alt="{{ tr("histogram of the class's totals") }}" src="{{ figs.totals }}">{% endif %}
-{% if figs.get('exercises') %}<img alt="{{ tr("each exercise's scores") }}" src="{{ figs.exercises }}">{% endif %}
-<table id="exercises"><tr>{{ headers("exercise", "notebook", "kind", "points", "mean", "full marks", "part") }}<th>0</th>
-{{ headers("pending", "review") }}</tr>
-{% for e in s.exercises %}<tr data-exercise="{{ e.grade_id }}"><td>{{ e.grade_id }}</td><td>{{ e.notebook or "" }}</td>
-<td>{{ tr(e.kind) }}</td><td class="n">{{ num(e.points) }}</td><td class="n">{{ mean(e.mean) }}</td><td class="n full">{{ e.full }}</td>
-<td class="n partial">{{ e.partial }}</td><td class="n zero">{{ e.zero }}</td><td class="n pending">{{ e.pending }}</td>
-<td class="n review">{{ e.review }}</td></tr>
-{% endfor %}</table>
-
-<h2 id="ideas">{{ tr("Graded ideas: which did learners miss? | 评分要点:哪些没有掌握?") }}</h2>
-<p>{{ tr("Each TODO's hidden tests are named ideas. The pass rate counts the notebooks the judge ran "
-    ~ "(a missing or stopped notebook is not judged); most missed first.") }}</p>
-{% if figs.get('ideas') %}<img alt="{{ tr("pass rate of each graded idea") }}" src="{{ figs.ideas }}">{% endif %}
-<table id="idea-table"><tr>{{ headers("exercise · idea", "what it checks", "points", "passed", "judged") }}
-{{ headers("pass rate", "failed", "error", "not started", "skipped", "not judged") }}</tr>
-{% for i in data.ideas %}<tr data-idea="{{ i.grade_id }}/{{ i.idea }}"><td>{{ i.grade_id }} · {{ i.idea }}</td>
-<td class="text">{{ i.text if i.text is not none else tr("(not in the current sources)") }}</td><td class="n">{{ num(i.points) }}</td>
-<td class="n passed">{{ i.passed }}</td><td class="n judged">{{ i.judged }}</td>
-<td class="n rate">{{ pct(i.pass_rate) }}</td><td class="n failed">{{ i.failed }}</td><td class="n error">{{ i.error }}</td>
-<td class="n not_started">{{ i.not_started }}</td><td class="n skipped">{{ i.skipped }}</td><td class="n">{{ i.not_judged }}</td></tr>
-{% endfor %}</table>
-
-<h2 id="problems">{{ tr("Problems | 问题") }}</h2>
-{% if not data.problems %}<p>{{ tr("None: every notebook was graded, with nothing to note.") }}</p>{% endif %}
-{% if figs.get('problems') %}<img alt="{{ tr("problems by kind") }}" src="{{ figs.problems }}">{% endif %}
-{% if data.problems %}<table id="problem-kinds"><tr>{{ headers("kind", "what happened", "count", "students") }}</tr>
-{% for p in data.problems %}<tr data-kind="{{ p.kind }}"><td>{{ p.kind }}</td><td>{{ tr(p.what) }}</td>
-<td class="n count">{{ p.count }}</td><td class="n students">{{ p.students }}</td></tr>
-{% endfor %}</table>{% endif %}
-{% for p in data.problems %}<details><summary>{{ tr("{kind}: {count} ({what})", kind=p.kind, count=p.count, what=tr(p.what)) }}</summary>
-<table><tr>{{ headers("student", "notebook", "detail") }}</tr>
-{% for item in p["items"][:shown] %}<tr><td class="student">{{ item.student_id }}</td><td>{{ item.notebook }}</td>
-<td>{{ detail(item.detail) }}</td></tr>
-{% endfor %}</table>{% if p["items"]|length > shown %}
-<p>{{ tr("… and {count} more (all in report.json)", count=p["items"]|length - shown) }}</p>{% endif %}
-</details>
-{% endfor %}
-
-<h2 id="time">{{ tr("The slowest notebooks | 最慢的 notebook") }}</h2>
-<p>{{ tr("{count} notebook(s) timed: median {median} s, 90th percentile {p90} s, slowest {max} s, {total} s in all "
-        ~ "(a reused result keeps the time of the run that graded it).",
-        count=t.count, median=num(t.median), p90=num(t.p90), max=num(t.max), total=num(t.total)) }}</p>
-{% if figs.get('slowest') %}<img alt="{{ tr("the slowest notebooks") }}" src="{{ figs.slowest }}">{% endif %}
-<table id="slowest"><tr>{{ headers("student", "notebook", "seconds", "status", "autograde / judge / feedback (s)") }}</tr>
-{% for r in t.slowest %}<tr><td class="student">{{ r.student_id }}</td><td>{{ r.notebook }}</td><td class="n">{{ num(r.seconds) }}</td>
-<td>{{ r.status }}{% if r.reused %}{{ tr(" (reused)") }}{% endif %}</td>
-<td class="n">{{ num(r.timings.get('autograde')) }} / {{ num(r.timings.get('judge')) }} / {{ num(r.timings.get('feedback')) }}</td></tr>
-{% endfor %}</table>
-</body></html>
-"""
-
-
-def _num(value) -> str:
-    return "–" if value is None else f"{value:g}"
-
-
-def _mean(value) -> str:
-    """A mean (or median) of scores as a person reads it: one decimal at most (13.9, not 13.917);
-    report.json keeps the number to 3 decimals."""
-    return "–" if value is None else f"{round(value, 1):g}"
-
-
-def _pct(value) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
-
-
-def render(data: dict, figs: dict[str, str], words: dict[str, str] | None = None) -> str:
-    """The report's page, its own text in the language of ``words`` (the edition's feedback
-    translations; English without). Every value put into a text is escaped."""
-    from jinja2 import Environment, StrictUndefined
-    from markupsafe import escape
-
-    words = words or {}
-
-    def tr(english: str, **values) -> Markup:
-        return Markup(escape(words.get(english, english))).format(**values)  # noqa: S704 (escaped, values escaped by format)
-
-    def listed(pairs) -> str:  # "zh 3, en 1" with the language's list separator
-        return say(words, "{first}, {second}", first="", second="").join(f"{name} {count}" for name, count in pairs)
-
-    env = Environment(autoescape=True, undefined=StrictUndefined)
-    env.globals.update(
-        num=_num,
-        pct=_pct,
-        mean=_mean,
-        tr=tr,
-        headers=lambda *keys: Markup("").join(Markup("<th>{}</th>").format(tr(key)) for key in keys),  # noqa: S704 (escaped)
-        listed=listed,
-        detail=lambda text: say_detail(words, text),
-        code=lambda text: Markup("<code>{}</code>").format(text),  # noqa: S704 (the value is escaped)
-        em=lambda text: Markup("<em>{}</em>").format(text),  # noqa: S704 (the value is escaped)
-    )
-    template = env.from_string(PAGE)
-    style = Markup(base_style("72em"))  # noqa: S704 (the course's own constant styles)
-    page = template.render(
-        data=data, s=data["scores"], t=data["timing"], figs=figs, shown=SHOWN_PER_KIND, base_style=style, lang=html_lang(data.get("language", "en"))
-    )
-    return add_csp(page, REPORT_POLICY)
-
-
-def report_words(course: Course, language: str) -> dict[str, str]:
-    """The report's translations in ``language`` (the edition's feedback translations; none for English)."""
-    return feedback_translations(course).get(language, {}) if language != "en" else {}
 
 
 def write_report(course: Course, out: Path, language: str = "en") -> tuple[Path, Path, dict]:

@@ -1,0 +1,101 @@
+"""``python -m autograde check``: may this release go out? The release is what ``solutions/`` makes,
+every edition's catalogs are complete and its figure glyphs shipped, nothing leaks, the hidden tests
+follow the ideas format, and a grading run of the sources (in every edition) and of the untouched
+release gives full marks and zero. Each question is answered with one line, ``yes`` or ``NO``; the
+problems behind a ``NO`` are returned, for the command to list."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+
+from ..course import Course
+from ..grading import Options, grade_batch
+from ..judging.ideas import check_course
+from ..publish import catalogs, editions, fonts
+from ..publish.leaks import scan_learner_tree
+from ..publish.release import release_differences
+from .translations import drawn_texts
+
+Say = Callable[[str], None]
+IGNORED_BY_EDITION = ("student_id", "edition")  # the grades.csv columns an edition may change
+
+
+def answer(say: Say, question: str, problems: list[str]) -> list[str]:
+    """Say ``question: yes`` (or ``NO``) and hand the problems on."""
+    say(f"{question}: " + ("yes" if not problems else "NO"))
+    return problems
+
+
+def catalog_problems(course: Course) -> list[str]:
+    """What keeps a translated edition from being released: its catalogs, or a glyph its figures draw
+    that the shipped CJK font lacks."""
+    problems = [problem for spec in editions.course_catalogs(course) for problem in catalogs.problems(spec)]
+    missing = fonts.missing_glyphs(drawn_texts(course) if not problems else [])
+    if missing:
+        problems.append(f"the shipped CJK font lacks {''.join(missing[:20])}: run `python -m autograde translations font`")
+    return problems
+
+
+def grade_sources(course: Course, workers: int) -> tuple[dict[str, dict], dict]:
+    """grades.csv's rows and the batch's summary for three students: ``solutions`` (the sources),
+    ``untouched`` (the release) and ``solutions_<lang>`` (the sources in each translated edition)."""
+    with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
+        subs = Path(tmp) / "submissions"
+        for student, folder in (("solutions", course.solutions), ("untouched", course.release)):
+            (subs / student).mkdir(parents=True)
+            for name in course.notebooks:
+                shutil.copy(folder / f"{name}.ipynb", subs / student / f"{name}.ipynb")
+        for lang in editions.translated_editions():  # the same answers in each translated edition
+            (subs / f"solutions_{lang}").mkdir(parents=True)
+            for path in course.source_paths():
+                nbformat.write(editions.edition_source(path, lang, course), subs / f"solutions_{lang}" / path.name)
+        summary = grade_batch(course, subs, Path(tmp) / "out", Options(workers=workers, progress=False))
+        with open(Path(tmp) / "out" / "grades.csv", encoding="utf-8") as handle:
+            rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+    return rows, summary
+
+
+def edition_problems(rows: dict[str, dict], languages: list[str]) -> list[str]:
+    """A translated edition of the sources that grades otherwise than the English one."""
+    english = {k: v for k, v in rows["solutions"].items() if k not in IGNORED_BY_EDITION}
+    return [
+        f"the {lang} edition of the sources grades differently: {rows[f'solutions_{lang}']}"
+        for lang in languages
+        if {k: v for k, v in rows[f"solutions_{lang}"].items() if k not in IGNORED_BY_EDITION} != english
+    ]
+
+
+def grading_problems(rows: dict[str, dict], summary: dict, say: Say, languages: list[str]) -> list[str]:
+    """The sources must score every automatic point and leave each written answer for a person, in
+    every edition; the untouched release must score nothing; no notebook may need a look."""
+    full, zero = float(rows["solutions"]["auto_total"]), float(rows["untouched"]["total"])
+    waiting = int(rows["solutions"]["pending"])
+    say(
+        f"instructor sources score {full:g}/{summary['max_auto']:g} automatic points, {waiting} answer(s) "
+        f"({summary['max_manual']:g} points) left for a person; untouched release scores {zero:g}"
+    )
+    problems = [f"the sources lose points: {rows['solutions']}"] if full != summary["max_auto"] else []
+    problems += answer(say, "each translated edition of the sources grades the same", edition_problems(rows, languages))
+    if waiting != len(summary["manual_columns"]):
+        problems.append(f"the sources' written answers are not all left for a person: {rows['solutions']}")
+    if zero != 0 or int(rows["untouched"]["pending"]):
+        problems.append(f"the untouched release earns points or asks a person to grade blank answers: {rows['untouched']}")
+    for problem in summary["problems"]:
+        problems.append(f"{problem['student_id']}/{problem['notebook']}: {problem['what_happened']} {problem['detail']}")
+    return problems
+
+
+def check_release(course: Course, workers: int, say: Say = print) -> list[str]:
+    """Every question of ``check``, each answered through ``say``; the problems found (none: it may go out)."""
+    problems = answer(say, "release in sync with solutions/", release_differences(course))
+    problems += answer(say, "every edition's catalogs complete, and its figure glyphs shipped", catalog_problems(course))
+    problems += answer(say, "learner tree free of answers and hidden tests", scan_learner_tree(course))
+    problems += answer(say, "hidden tests follow the ideas format and their points add up", check_course(course.source_paths()))
+    rows, summary = grade_sources(course, workers)
+    return problems + grading_problems(rows, summary, say, editions.translated_editions())

@@ -1,0 +1,116 @@
+"""What a system that students submit through is to the term: an ``Adapter``, one per system (Canvas, Moodle,
+nbgrader's exchange, plain folders), each in its own module, listed in ``registry.py``.
+
+An adapter knows that system's naming, ids, times and output formats:
+
+- ``claims``: whether a name at the top of a download is one this system writes (the layout vote,
+  ``layouts.py``); ``start`` and ``unnamed``: where in a folder its layout starts, and whether a source
+  whose top names no layout is still its own (nbgrader's course folder);
+- ``read``: whose each listed file is, which notebook, when (``Candidate``s; what cannot be used is a
+  named problem of the source);
+- ``id_kind``: what id its download names students by, said when a roster matches too few of them;
+- ``handback``: how feedback pages go back through it (a ``HandBack``), under ``handback_format``; an
+  LMS's ``page_name``: the name a page goes back under;
+- ``export``: how grades go into it (the files written, the students left out), under ``export_format``.
+
+The shared machinery stays outside the adapters: ``source.py`` (zips and folders within limits),
+``candidates.py`` (a file that may be a notebook), ``intake.py`` (placement, roster, times),
+``handback.py`` and ``export.py`` (the commands), and the helpers below that several adapters use.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..course import Course, UnusableInput
+from ..record.late import LateSpec, Settled
+
+
+@dataclass
+class HandBack:
+    """What a hand-back wrote: where, the students it could not hand back through the system, and the
+    notebooks of a student that nbgrader cannot deliver (they came in the student's own zip)."""
+
+    where: Path
+    unmatched: list[str] = field(default_factory=list)
+    zipped: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class ExportJob:
+    """What an LMS export is given: the final table's rows (``final_total`` settled), what the download
+    and the roster say of each student (``people``), and the instructor's options."""
+
+    course: Course
+    out: Path
+    rows: list[dict]
+    people: dict[str, dict]
+    spec: LateSpec
+    settled: dict[str, Settled]
+    target: Path | None = None
+    column: str | None = None
+    assignment_id: str | None = None
+    omit_unmatched: bool = False
+    now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+
+@dataclass(frozen=True)
+class Adapter:
+    name: str  # the layout's name (grade --layout)
+    read: Callable  # (Source, [Entry], context) -> [Candidate]
+    claims: Callable[[str, bool, str], bool] | None = None  # (top-level name, is a folder, assignment) -> its own?
+    start: Callable[[dict[str, set[str]], str], tuple[str, ...]] | None = None  # (tops, assignment) -> where it starts
+    unnamed: Callable[[dict[str, set[str]], str], tuple[str, ...] | None] | None = None  # a top naming no layout: its own?
+    id_kind: str = ""  # what its download names students by ('' for no roster check)
+    handback_format: str = ""  # feedback --format
+    handback: Callable[[Course, Path, dict[str, list[Path]], Path, dict[str, dict]], HandBack] | None = None
+    page_name: Callable[[dict, Path], str] | None = None  # (what its download called a student, a page) -> its name handed back
+    export_format: str = ""  # export --format
+    export: Callable[[ExportJob], tuple[list[Path], list[str]]] | None = None  # -> (files written, students left out)
+
+
+def safe(text: str) -> str:
+    """A name's part as a file name may hold it."""
+    return re.sub(r"[^\w.@+-]+", "_", str(text)).strip("_") or "_"
+
+
+def write_zip(path: Path, entries: list[tuple[str, Path]]) -> None:
+    tmp = path.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, page in entries:
+            zf.write(page, name)
+    tmp.replace(path)
+
+
+def lms_zip(system: str, name_of: Callable[[dict, Path], str], out: Path, pages: dict[str, list[Path]], target: Path, names: dict) -> HandBack:
+    """One zip of every page, each named as the LMS ``system`` named its download (``name_of``); a student
+    who did not come from that LMS is listed, not guessed. None of them: refused (wrong format)."""
+    entries, unmatched = [], []
+    for student, files in pages.items():
+        lms = names.get(student, {})
+        if lms.get("layout") != system:
+            unmatched.append(student)
+            continue
+        entries += [(name_of(lms, page), page) for page in files]
+    if not entries:
+        raise UnusableInput(
+            f"no student of {out} came from a {system} download (the intake saw: "
+            f"{', '.join(sorted({n.get('layout', '?') for n in names.values()})) or 'no LMS'}): use the format of the LMS they came from"
+        )
+    where = target / f"{system}_feedback.zip"
+    write_zip(where, entries)
+    return HandBack(where, unmatched)
+
+
+def refuse_unmatched(students: list[str], what: str, where: str, omit: bool) -> None:
+    """An LMS file carries no student the LMS cannot be told: refused, naming them, unless left out on purpose."""
+    if students and not omit:
+        raise UnusableInput(
+            f"{len(students)} student(s) have no {what}: {', '.join(students[:20])}{' ...' if len(students) > 20 else ''}. "
+            f"Give it in {where}, or pass --omit-unmatched to leave them out of the file"
+        )

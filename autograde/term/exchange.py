@@ -1,0 +1,228 @@
+"""nbgrader's exchange: ``submitted/<student>/<assignment>/`` (what ``nbgrader collect`` writes), given as
+the course folder, as ``submitted/`` itself, or zipped; or the exchange's
+``inbound/<student>+<assignment>+<timestamp>[+<random>]/``, where each student's newest submission by the
+time in its folder's name is used, as ``nbgrader collect`` does, and a folder owned by someone other than
+the student it names is not. ``timestamp.txt`` gives the submission time, read as nbgrader reads it.
+
+Handing back (``feedback --format exchange``): ``OUT/handback/exchange/feedback/<student_id>/<assignment>/``,
+the course-folder layout from which nbgrader's ``release_feedback`` hands pages out, with each submission's
+``timestamp.txt`` and ``submission_secret.txt`` (kept by the intake); a student whose submission did not
+come through the exchange is listed: nbgrader cannot release their pages; so is one whose notebook came in
+their own zip (``zipped``): ``fetch_feedback`` finds a page only by a ``.ipynb`` of the learner's submission.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+from collections import Counter, defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..course import Course
+from .adapter import Adapter, HandBack
+from .candidates import Candidate, exchange_time, why_not
+from .source import Entry, Refused, Source, problem, shown
+
+NBGRADER_FILES = {"timestamp.txt", "submission_secret.txt"}  # what nbgrader submit writes beside the notebooks
+MAX_STAMP_BYTES = 200  # nbgrader's timestamp.txt holds one line of about 30 characters
+COURSE_FOLDERS = ("submitted", "inbound")  # a course folder (collect's submitted/) or an exchange course folder (inbound/)
+
+
+def inbound_name(assignment: str) -> re.Pattern:
+    """An exchange inbound folder's name: ``<student>+<assignment>+<timestamp>[+<random>]``."""
+    return re.compile(rf"(?P<user>.+)\+{re.escape(assignment)}\+(?P<stamp>[^+]+)(?:\+[^+]*)?")
+
+
+def claims(name: str, folder: bool, assignment: str) -> bool:
+    """A submission folder of the exchange's inbound/, by its name."""
+    return folder and bool(inbound_name(assignment).fullmatch(name))
+
+
+def unnamed(tops: dict[str, set[str]], assignment: str) -> tuple[str, ...] | None:
+    """Where a source whose top names no layout starts when it is nbgrader's: a course folder (its top is
+    the instructor's, not a learner's) or submitted/ itself (``<student>/<assignment>/`` in every folder)."""
+    folders = [name for name, inside in tops.items() if "/" in inside]
+    for course_folder in COURSE_FOLDERS:
+        if course_folder in folders:
+            return (course_folder,)
+    if folders and all(assignment in tops[name] for name in folders):
+        return ()
+    return None
+
+
+def start(tops: dict[str, set[str]], assignment: str) -> tuple[str, ...]:
+    """Where the exchange layout, given by the instructor, starts: a course or exchange folder is read from
+    its submitted/ or inbound/, unless submission folders of the exchange lie at the top itself."""
+    if any(claims(name, "/" in inside, assignment) for name, inside in tops.items()):
+        return ()
+    return next(((name,) for name in COURSE_FOLDERS if "/" in tops.get(name, ())), ())
+
+
+def form(root: tuple[str, ...], entries: list[Entry], assignment: str) -> str:
+    """``inbound`` (submission folders named ``<student>+<assignment>+<time>``: an exchange's inbound/, where
+    any learner can make a folder) or ``submitted`` (``<student>/<assignment>/``, as collect writes it)."""
+    if root[-1:] == ("inbound",):
+        return "inbound"
+    name = inbound_name(assignment)
+    return "inbound" if any(len(e.parts) > 1 and name.fullmatch(e.parts[0]) for e in entries) else "submitted"
+
+
+def _stamp_of(files: Source, entry: Entry, student: str) -> datetime | None:
+    try:
+        return exchange_time(files.read(entry, MAX_STAMP_BYTES).decode("utf-8", "replace"))
+    except ValueError as exc:  # Refused too
+        files.problems.append(problem(shown(entry.name), shown(student), f"timestamp.txt: {exc}; the submission time is not known"))
+        return None
+
+
+def _owner(inside: list[Entry]) -> int | None:
+    """The owner (uid) of a submission folder, from the files listed in it; None for a zip's members."""
+    for entry in inside:
+        if isinstance(entry.ref, Path):
+            try:
+                return os.stat(entry.ref.parents[len(entry.parts) - 1], follow_symlinks=False).st_uid
+            except (OSError, IndexError):
+                return None
+    return None
+
+
+def foreign_owner(uid: int | None, student: str) -> str:
+    """The name of a folder's owner when it is someone other than the student it claims, the person
+    running the intake and root ('' otherwise): on a shared exchange each student owns what they submit,
+    so such a folder is someone else's (nbgrader collect's "cheating attempt?")."""
+    if uid is None or uid in (0, os.geteuid()):
+        return ""
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+    return "" if name == student else name
+
+
+def _exchange_folders(files: Source, entries: list[Entry], context: dict) -> dict[tuple[str, str], list[Entry]]:
+    """Each submission folder's files, by (student, folder): in ``submitted`` form ``<student>/<assignment>/``
+    (what collect writes), in ``inbound`` form ``<student>+<assignment>+<timestamp>[+<random>]/`` only (a
+    learner can make any folder in inbound/: no other shape is read there). Other assignments' folders are noted."""
+    assignment, inbound = context["assignment"], context["form"] == "inbound"
+    name = inbound_name(assignment)
+    folders: dict[tuple[str, str], list[Entry]] = defaultdict(list)
+    others: Counter = Counter()
+    for entry in entries:
+        match = name.fullmatch(entry.parts[0]) if inbound and len(entry.parts) > 1 else None
+        if match:
+            folders[(match["user"], entry.parts[0])].append(Entry(entry.parts[1:], entry.size, entry.date, entry.ref, entry.refused))
+        elif not inbound and len(entry.parts) > 2 and entry.parts[1] == assignment:
+            folders[(entry.parts[0], entry.parts[1])].append(Entry(entry.parts[2:], entry.size, entry.date, entry.ref, entry.refused))
+        elif not inbound and len(entry.parts) > 2:
+            others[entry.parts[1]] += 1
+        elif inbound and len(entry.parts) > 1 and len(bits := entry.parts[0].rsplit("+", 3)) == 4:
+            others[bits[1]] += 1
+        else:
+            shape = f"<student>+{assignment}+<time>/" if inbound else f"<student>/{assignment}/"
+            files.problems.append(problem(shown(entry.name), None, f"not inside {shape}: not used"))
+    for other, count in sorted(others.items()):
+        files.notes.append(f"{count} files of another assignment ({shown(other)}) were not read")
+    return folders
+
+
+def read_exchange(files: Source, entries: list[Entry], context: dict) -> list[Candidate]:
+    """nbgrader's submitted/ or inbound/ folders. In inbound/, the newest submission of each student is
+    the one whose folder name says the latest time, as ``nbgrader collect`` sorts them; a folder owned by
+    someone other than the student it names is not taken unless the instructor said so (``trust_owners``).
+    The submission time is timestamp.txt's, as nbgrader reads it, else the folder name's."""
+    assignment, limits = context["assignment"], context["limits"]
+    context = {**context, "form": form(context.get("root", ()), entries, assignment)}
+    newest: dict[str, tuple[tuple, str, list[Entry], datetime | None]] = {}
+    for (student, folder), inside in sorted(_exchange_folders(files, entries, context).items()):
+        owner = "" if context.get("trust_owners") else foreign_owner(_owner(inside), student)
+        if owner:
+            files.problems.append(
+                problem(
+                    shown(folder),
+                    shown(student),
+                    f"claims to be {shown(student)}'s but is owned by {shown(owner)} (a submission made in another's name?): "
+                    "not used; if it is theirs, run again with --trust-owners",
+                )
+            )
+            continue
+        stamp = next((e for e in inside if e.parts == ("timestamp.txt",)), None)
+        secret = next((e for e in inside if e.parts == ("submission_secret.txt",)), None)
+        where = (folder,) if context["form"] == "inbound" else (student, folder)  # the folder's path in the source
+        when = _stamp_of(files, Entry((*where, *stamp.parts), stamp.size, stamp.date, stamp.ref, stamp.refused), student) if stamp else None
+        named = None
+        if folder != assignment:
+            try:
+                named = exchange_time(inbound_name(assignment).fullmatch(folder)["stamp"])
+            except ValueError as exc:
+                files.problems.append(problem(shown(folder), shown(student), f"{exc}: the submission's time is not known"))
+        handed = _handback_files(files, stamp if when is not None else None, secret)
+        this = ((named is not None, named or datetime.min.replace(tzinfo=UTC), folder), folder, inside, when if when is not None else named, handed)
+        held = newest.get(student)
+        if held is not None:  # collect's order: the time in the folder's name, never a file the learner wrote
+            this, older = (this, held) if this[0] > held[0] else (held, this)
+            files.notes.append(
+                f"{shown(student)}: an older submission ({shown(older[1])}) was not used: the newest by the time in its "
+                "folder's name is kept, as nbgrader collect keeps it"
+            )
+        newest[student] = this
+    found = []
+    for student, (_order, folder, inside, when, handed) in newest.items():
+        where = (folder,) if context["form"] == "inbound" else (student, folder)
+        for entry in inside:
+            if entry.parts[-1] in NBGRADER_FILES and len(entry.parts) == 1:
+                continue
+            named_entry = Entry((*where, *entry.parts), entry.size, entry.date, entry.ref, entry.refused)
+            why = why_not(named_entry, limits)
+            if why:
+                files.problems.append(problem(shown(named_entry.name), shown(student), why))
+            else:
+                lms = {"layout": "exchange", **handed}
+                found.append(Candidate(student, named_entry, entry.parts[-1], when=when, order=entry.date, lms=lms))
+    return found
+
+
+def _handback_files(files: Source, stamp: Entry | None, secret: Entry | None) -> dict[str, str]:
+    """What nbgrader's release_feedback needs beside a student's pages, from their submission: its
+    ``timestamp.txt`` (when it was read as a time) and ``submission_secret.txt`` (the key fetch_feedback
+    finds the pages by). A secret that is not one short word of letters and digits is not kept."""
+    kept = {}
+    for key, entry in (("timestamp", stamp), ("secret", secret)):
+        if entry is None:
+            continue
+        try:
+            text = files.read(entry, MAX_STAMP_BYTES).decode("utf-8").strip()
+        except (Refused, UnicodeDecodeError):
+            continue
+        if key == "timestamp" or re.fullmatch(r"[A-Za-z0-9_-]{1,128}", text):
+            kept[key] = text
+    return kept
+
+
+def hand_back(course: Course, out: Path, pages: dict[str, list[Path]], target: Path, names: dict[str, dict]) -> HandBack:
+    """The pages in the course-folder layout nbgrader's ``release_feedback`` reads, beside each submission's
+    ``timestamp.txt`` and ``submission_secret.txt``."""
+    unmatched: list[str] = []
+    unreachable: dict[str, list[str]] = {}
+    for student, files in pages.items():
+        folder = target / "exchange" / "feedback" / student / course.assignment
+        folder.mkdir(parents=True, exist_ok=True)
+        for page in files:
+            (folder / page.name).write_bytes(page.read_bytes())
+        # release_feedback reads both beside the pages; fetch_feedback finds a page by the secret's hash
+        sent = names.get(student, {})
+        # fetch_feedback finds a page by the hash of the secret and a .ipynb the learner's own submission holds:
+        # a notebook that came in a zip has none, so its page can be released but never fetched
+        zipped = sorted(set(sent.get("zipped") or []) & {p.stem for p in files})
+        if zipped:
+            unreachable[student] = zipped
+        if sent.get("layout") == "exchange" and sent.get("secret") and sent.get("timestamp"):
+            (folder / "timestamp.txt").write_text(sent["timestamp"], encoding="utf-8")
+            (folder / "submission_secret.txt").write_text(sent["secret"], encoding="utf-8")
+        if zipped or not (sent.get("layout") == "exchange" and sent.get("secret") and sent.get("timestamp")):
+            unmatched.append(student)
+    return HandBack(target / "exchange", unmatched, unreachable)
+
+
+ADAPTER = Adapter("exchange", read_exchange, claims=claims, start=start, unnamed=unnamed, handback_format="exchange", handback=hand_back)
