@@ -1,24 +1,21 @@
-"""Benchmark: what the grader's two caches save, as a share of a class's grading time, in one run.
+"""Benchmark: what the grader's shared master saves, as a share of a class's grading time, in one run.
 
-The caches (issue: keep only machinery that pays):
+The cache (keep only machinery that pays; the feedback fragment cache, 0.23 s of CPU per student
+measured here, went when pages came to be rendered once by the grading command from their data):
 
-- the feedback fragments (``record/exporters.py``: ``_Fragments``, code highlighted and markdown
-  rendered once per source, the course's own cells made in the worker server before any worker);
 - the shared grading master (``publish/master.py``: ``copy_shared_master``, the master built once
   per state of the sources in ``.course_build/masters`` under a lock, and copied into each new OUT
   instead of two ``nbgrader generate_assignment`` runs there).
 
 Builds a class of STUDENTS complete submissions, then grades it into fresh OUT folders (no master
-there yet, as a first grading has), ROUNDS times in each of three arms, interleaved so that the
-machine's load falls on every arm alike: as shipped; without the fragments (every source rendered
-where a page needs it); without the shared master (each OUT builds its own). An arm is switched
-off by a ``sitecustomize`` module this script writes and puts on ``PYTHONPATH`` (the grading
+there yet, as a first grading has), ROUNDS times in each of two arms, interleaved so that the
+machine's load falls on every arm alike: as shipped; without the shared master (each OUT builds
+its own). An arm is switched off by a ``sitecustomize`` module this script writes and puts on ``PYTHONPATH`` (the grading
 process, the worker server and its workers all start with it); the course's code is not changed.
 Every run must give the same grades. Prints each arm's median wall-clock seconds, the workers'
-seconds (each notebook's time in its worker, summed) and of them the feedback step's, then each
-cache's saving as a share: the fragments' in the workers (feedback seconds saved / workers' seconds
-without them, steadier than the wall clock on a shared machine, since they only act there), the shared
-master's of the wall clock (it acts before any worker starts).
+seconds (each notebook's time in its worker, summed) and of them the feedback step's, then the shared
+master's saving as a share of the wall clock (it acts before any worker starts), and in one process
+the master's build against its copy from the shared cache.
 
     python benchmarks/bench_caches.py [--students 6] [--rounds 2] [--workers 2]
 """
@@ -52,9 +49,7 @@ OFF = os.environ.get("BENCH_CACHE_OFF", "")
 
 
 def _patch(name, module):
-    if OFF == "fragments" and name == "autograde.record.exporters":
-        module._Fragments.get = lambda self, key, source, make: make()
-    elif OFF == "master" and name == "autograde.publish.master":
+    if OFF == "master" and name == "autograde.publish.master":
         module.copy_shared_master = lambda course, digest, into: False
     else:
         return
@@ -87,7 +82,7 @@ if OFF:
     sys.meta_path.insert(0, _After())
 """
 
-ARMS = {"shipped": "", "no fragments": "fragments", "no shared master": "master"}
+ARMS = {"shipped": "", "no shared master": "master"}
 
 
 def grade(subs: Path, out: Path, workers: int, off: str, hook: Path) -> tuple[dict[str, float], dict[str, str]]:
@@ -116,51 +111,6 @@ def grade(subs: Path, out: Path, workers: int, off: str, hook: Path) -> tuple[di
     took["feedback"] = sum(r.get("timings", {}).get("feedback", 0.0) for r in records)
     with open(out / "grades.csv", encoding="utf-8") as handle:
         return took, {row["student_id"]: row["total"] for row in csv.DictReader(handle)}
-
-
-def fragments_in_process(notebooks: list, reps: int) -> tuple[float, float]:
-    """CPU seconds of one student's feedback pages (``notebooks``, complete submissions, rendered by the exporter the
-    feedback step uses, a new one per page as nbgrader makes them) with the fragments warmed from the
-    release as the worker server warms them, and without them: medians of ``reps`` interleaved runs."""
-    from autograde.course import Course
-    from autograde.publish.release import release_folder
-    from autograde.record import exporters
-
-    course = Course.load(ROOT)
-    release = [release_folder(course, lang) / f"{name}.ipynb" for lang in ("en", "zh") for name in course.notebooks]
-    from nbconvert.preprocessors.sanitize import SanitizeHTML
-
-    from autograde.run.preprocessors import ShortenErrors
-
-    pages = []
-    for nb in notebooks:  # as the feedback step has them: the grading kernel's language, its preprocessors
-        nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}
-        nb, _ = ShortenErrors().preprocess(nb, {})
-        nb, _ = SanitizeHTML(enabled=True).preprocess(nb, {})
-        for cell in nb.cells:  # the scores the feedback step's preprocessors would have put there
-            if cell.metadata.get("nbgrader"):
-                cell.metadata.nbgrader.setdefault("score", 0.0)
-                cell.metadata.nbgrader.setdefault("points", 0.0)
-        pages.append(nb)
-    resources = {"nbgrader": {"notebook": "n", "score": 0, "max_score": 0, "late_penalty": 0}}
-    kept_get, on, off = exporters._Fragments.get, [], []
-
-    def render() -> float:
-        begin = time.process_time()
-        for nb in pages:
-            exporters._feedback_exporter().from_notebook_node(nb, dict(resources))
-        return time.process_time() - begin
-
-    for _ in range(reps):
-        exporters._Fragments.get = kept_get
-        exporters._HIGHLIGHTED.clear()
-        exporters._MARKDOWN.clear()
-        exporters.warm_feedback(release)
-        on.append(render())
-        exporters._Fragments.get = lambda self, key, source, make: make()
-        off.append(render())
-    exporters._Fragments.get = kept_get
-    return statistics.median(on), statistics.median(off)
 
 
 def master_in_process(reps: int) -> tuple[float, float]:
@@ -216,20 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     for arm in ARMS:
         m = med[arm]
         print(f"{arm:17s} {m['wall']:7.1f} {m['workers']:10.1f} {m['feedback']:11.1f} {m['wall'] / base['wall']:15.3f}")
-    # the fragments work in the workers' feedback step: their saving there, as a share of the workers' time;
     # the shared master works in the grading process before any worker: its saving of the wall clock
-    fragments = (med["no fragments"]["feedback"] - base["feedback"]) / med["no fragments"]["workers"]
     master = (med["no shared master"]["wall"] - base["wall"]) / med["no shared master"]["wall"]
-    print(f"\nsaving of the feedback fragments: {fragments:+.1%} of the workers' time ({'pays' if fragments >= WORTH else 'does not pay'})")
     verdict = "pays" if master >= WORTH else "does not pay"
     print(f"saving of the shared master, a first grading into a new OUT: {master:+.1%} of the wall clock ({verdict})")
     print("\nin one process (the class's run above only as the scale):")
-    on, off = fragments_in_process([build(name) for name in NOTEBOOKS], args.reps)
-    per_student = base["wall"] * args.workers / args.students  # the cores' seconds a student's grading takes
-    print(
-        f"  one student's 6 feedback pages: {on:.3f} s CPU with the fragments, {off:.3f} s without: "
-        f"{off - on:.3f} s saved, {(off - on) / per_student:.1%} of a student's grading ({per_student:.1f} s of the cores)"
-    )
     built, copied = master_in_process(max(1, args.reps // 3))
     print(
         f"  the grading master: built {built:.1f} s, copied from the shared cache {copied:.2f} s: "
