@@ -281,13 +281,12 @@ def grading_options(args) -> Options:
 
 
 def cmd_grade(course: Course, args) -> int:
+    from .executors import executor_for
     from .grading import grade_batch
 
     begin = time.monotonic()
     options = grading_options(args)
-    executor = None
-    if args.scheduler:
-        from .executors.cluster import grade_on_cluster_executor as executor
+    executor = executor_for(options)  # chosen once: this machine, or the Dask cluster at --scheduler
     from .record.late import late_spec
     from .term.intake import check_extensions, take_in
 

@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import nbformat
 
@@ -35,13 +35,13 @@ from tools.project_runtime import write_json_atomic
 from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs  # noqa: F401 (Exercise: for importers)
 from .errors import GraderError
 from .matching import grade_ids, last_error, match_notebooks, read_graded, read_json, safe_text
-from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, Options, new_record  # noqa: F401 (the batch's names)
+from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, JobOutcome, Options, Record, new_record  # noqa: F401 (the batch's names)
 from .publish.leaks import secret_lines
 from .publish.master import edition_master, grading_master
 from .record import gradebook
-from .record.late import LateSpec, notebook_late, save_spec
+from .record.late import LateSpec, save_spec, settle
 from .record.pages import keep_page_data, page_data_path, page_words, write_pages
-from .record.results import write_results
+from .record.results import write_tables
 from .record.store import cached_record, save_record, signing_key
 from .run.launch import prestart as start_worker_server
 from .run.preprocessors import NeutraliseForDisplay
@@ -99,12 +99,17 @@ def _fingerprint(path: Path, digest: str, options: Options) -> str:
     return h.hexdigest()
 
 
-def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bool, log: str, options: Options, secrets: dict[str, str]) -> None:
-    """Turn a job folder's outcome into the record (scores, ideas, status, feedback page)."""
-    student, notebook = record["student_id"], record["notebook"]
-    outcome = read_json(job / "result.json", MAX_RESULT_BYTES)
-    auto = outcome.get("autograde", {})
-    text = auto.get("log", "") + auto.get("error", "") + log
+def read_outcome(job: Path) -> JobOutcome:
+    """A local job's result.json, through the one parser (``{}``: none was written, or one too large)."""
+    return JobOutcome.from_json(read_json(job / "result.json", MAX_RESULT_BYTES))
+
+
+def finish_record(
+    course: Course, out: Path, record: Record, job: Path, outcome: JobOutcome, killed: bool, log: str, options: Options, secrets: dict[str, str]
+) -> Record:
+    """A job folder's outcome as the record (scores, ideas, status, feedback page) and the kept notebooks."""
+    student, notebook = record.student_id, record.notebook
+    text = outcome.log() + log
     graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
     kept = out / "autograded" / student / course.assignment / f"{notebook}.ipynb"  # what formgrader shows
     kept.unlink(missing_ok=True)
@@ -112,40 +117,38 @@ def finish_record(course: Course, out: Path, record: dict, job: Path, killed: bo
         job / "submitted" / student / course.assignment / f"{notebook}.ipynb", out / "submitted" / student / course.assignment / f"{notebook}.ipynb"
     )  # formgrader counts submissions there
     if killed:
-        record.update(status="timeout", detail=f"killed after {options.notebook_timeout} s")
-    elif outcome.get("out_of_memory") and "scores" not in outcome:
-        record.update(status="out_of_memory", detail=f"over the {options.memory_limit / GiB:g} GiB limit: the kernel was stopped")
-    elif not graded.is_file() or "scores" not in outcome:
+        record = record.but(status="timeout", detail=f"killed after {options.notebook_timeout} s")
+    elif outcome.out_of_memory and outcome.scores is None:
+        record = record.but(status="out_of_memory", detail=f"over the {options.memory_limit / GiB:g} GiB limit: the kernel was stopped")
+    elif not graded.is_file() or outcome.scores is None:
         # why it stopped, as the worker wrote it where it caught it; with no word from the worker, an error
         # whose detail is the last error line of its logs (a status is never read from log text)
-        said = outcome.get("outcome") if isinstance(outcome.get("outcome"), dict) else {}
-        status = said.get("status") if said.get("status") in STATUS_TEXT else "error"
-        detail = said.get("detail") if isinstance(said.get("detail"), str) and said.get("detail") else last_error(text)
-        record.update(status=status, detail=detail[:300])
+        record = record.but(status=outcome.status or "error", detail=(outcome.detail or last_error(text))[:300])
     else:
-        record["scores"] = outcome["scores"]
-        record["manual"] = outcome.get("manual", {})
-        record["timings"] = outcome.get("timings", {})
-        record["ideas"] = {
-            gid: [{"id": i["id"], "status": i["status"], "earned": i["earned"], "points": i["points"]} for i in result["ideas"]]
-            for gid, result in outcome.get("judge", {}).items()
-        }
-        notes = []
-        if outcome.get("out_of_memory") or outcome.get("runner_out_of_memory"):
-            notes.append(f"part of it went over the {options.memory_limit / GiB:g} GiB memory limit and was stopped")
-        if outcome.get("load_errors"):
-            notes.append(f"{len(outcome['load_errors'])} cell(s) of its code failed when loaded for the judge")
-        # the page's data: the page itself is rendered once the batch knows its late line (write_pages)
-        if not keep_page_data(job / "feedback" / student / course.assignment / f"{notebook}.json", out, student, notebook, graded, secrets):
-            (out / "feedback" / student / f"{notebook}.html").unlink(missing_ok=True)  # an earlier run's page
-            fb = outcome.get("feedback", {})
-            notes.append("feedback could not be generated: " + last_error(fb.get("log", "") + fb.get("error", "")))
-        record["detail"] = "; ".join(notes)
-        _keep_for_display(graded, kept, edition_master(out / ".course", record.get("edition", "en")), course.assignment)
-    if record["status"] != "graded":
+        record = _graded_record(course, out, record, job, outcome, options, secrets)
+        _keep_for_display(graded, kept, edition_master(out / ".course", record.edition or "en"), course.assignment)
+    if record.status != "graded":
         log_copy = out / "logs" / student / f"{notebook}.log"
         log_copy.parent.mkdir(parents=True, exist_ok=True)
         log_copy.write_text(text[-200_000:], encoding="utf-8")
+    return record
+
+
+def _graded_record(course: Course, out: Path, record: Record, job: Path, outcome: JobOutcome, options: Options, secrets: dict[str, str]) -> Record:
+    """A graded notebook's record: the judge's scores and ideas, the notes on it, its feedback page's data kept."""
+    student, notebook = record.student_id, record.notebook
+    record = record.but(scores=outcome.scores, manual=outcome.manual, timings=outcome.timings, ideas=outcome.ideas())
+    notes = []
+    if outcome.out_of_memory or outcome.runner_out_of_memory:
+        notes.append(f"part of it went over the {options.memory_limit / GiB:g} GiB memory limit and was stopped")
+    if outcome.load_errors:
+        notes.append(f"{len(outcome.load_errors)} cell(s) of its code failed when loaded for the judge")
+    # the page's data: the page itself is rendered once the batch knows its late line (write_pages)
+    graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
+    if not keep_page_data(job / "feedback" / student / course.assignment / f"{notebook}.json", out, student, notebook, graded, secrets):
+        (out / "feedback" / student / f"{notebook}.html").unlink(missing_ok=True)  # an earlier run's page
+        notes.append("feedback could not be generated: " + last_error(outcome.feedback_log()))
+    return record.but(detail="; ".join(notes))
 
 
 def _keep(source: Path, target: Path) -> None:
@@ -191,27 +194,27 @@ def grade_student(
     options: Options,
     on_done=lambda record: None,
     secrets: dict[str, str] | None = None,
-) -> list[dict]:
+) -> list[Record]:
     """Grade a student's notebooks here: run_student grades them, and each finished one is
     turned into its record, feedback page and kept notebooks under ``out``, signed and saved."""
     records = []
 
-    def settle(record: dict, job: Path, killed: bool = False, log: str = "") -> None:
+    def settle(record: Record, job: Path, killed: bool = False, log: str = "") -> None:
         """Record one finished (or stopped) notebook at once, so an interruption keeps it."""
         seconds = elapsed_since(job)
-        finish_record(course, out, record, job, killed, log, options, secrets or {})
+        record = finish_record(course, out, record, job, read_outcome(job), killed, log, options, secrets or {})
         records.append(save_record(out, record, seconds))
-        on_done(record)
+        on_done(records[-1])
         shutil.rmtree(job, ignore_errors=True)
 
-    def fail(record: dict) -> None:  # refused before it ran (unreadable), or its worker never started
+    def fail(record: Record) -> None:  # refused before it ran (unreadable), or its worker never started
         records.append(save_record(out, record, 0.0))
-        on_done(record)
+        on_done(records[-1])
 
     entries = []
     for item in items:
         record = new_record(student, item.notebook, file=safe_text(item.path.name), fingerprint=item.fingerprint)
-        entries.append(({**record, "submission": item.submission}, item.path))
+        entries.append((record.but(submission=item.submission), item.path))
     run_student(course, master, out, student, entries, options, settle, fail)
     return records
 
@@ -219,7 +222,7 @@ def grade_student(
 class GraderFault(GraderError):
     """A student's grading raised twice: ``settled`` records were kept, ``left`` items were not graded."""
 
-    def __init__(self, settled: list[dict], left: list, cause: BaseException):
+    def __init__(self, settled: list[Record], left: list, cause: BaseException):
         super().__init__(str(cause))
         self.settled, self.left, self.cause = settled, left, cause
 
@@ -239,22 +242,22 @@ def keep_fault(out: Path, student: str, exc: BaseException, again: bool) -> None
 
 def grade_locally(
     course: Course, master: Path, out: Path, by_student: dict, options: Options, done, fault, secrets: dict[str, str]
-) -> tuple[list[dict], None]:
+) -> tuple[list[Record], None]:
     """The local executor: each student's jobs on a pool of ``options.workers`` threads, each
     thread driving its own worker processes. A student whose grading raises (a fault of the
     grader, not of the submission) is graded once more, the notebooks already settled kept; when
     it raises again the rest goes to ``fault``. Each fault's traceback is kept in OUT/logs."""
-    records: list[dict] = []
+    records: list[Record] = []
 
-    def attempt(student: str, items: list) -> list[dict]:
-        settled: list[dict] = []
+    def attempt(student: str, items: list) -> list[Record]:
+        settled: list[Record] = []
 
-        def on_done(record: dict) -> None:
+        def on_done(record: Record) -> None:
             settled.append(record)
             done(record)
 
         def left() -> list:
-            return [item for item in items if item[0] not in {r["notebook"] for r in settled}]
+            return [item for item in items if item[0] not in {r.notebook for r in settled}]
 
         for tries in (1, 2):
             try:
@@ -286,28 +289,72 @@ def grade_locally(
     return records, None
 
 
+class Executor(Protocol):
+    """Where a batch's students are graded, chosen once by the command: this machine
+    (:class:`LocalExecutor`) or a Dask cluster (``executors.cluster.ClusterExecutor``). The batch
+    asks it the same four things, whichever it is."""
+
+    def check(self, options: Options) -> None:
+        """Raise ValueError when ``options`` are not for this executor (before anything runs)."""
+
+    def prestart(self) -> None:
+        """Start, while the batch sets up, what its workers need (nothing, where there is none)."""
+
+    def sandbox(self, out: Path, options: Options) -> dict:
+        """The sandbox's settings (summary.json), checked where the learner's code will run."""
+
+    def prepare(self, course: Course, master: Path, out: Path, options: Options) -> None:
+        """Write what its workers read, before the first starts."""
+
+    def run(
+        self, course: Course, master: Path, out: Path, by_student: dict[str, list[Item]], options: Options, done, fault, secrets: dict[str, str]
+    ) -> tuple[list[Record], dict | None]:
+        """Grade ``by_student``: each settled notebook to ``done(record)``, a student whose grading
+        failed to ``fault(student, items, exc)``. Returns (the saved records, what summary.json says
+        of where they ran, or None)."""
+
+
+class LocalExecutor:
+    """This machine: a pool of ``options.workers`` threads, each driving a student's worker
+    processes (:func:`grade_locally`), forked from a server started while the batch sets up."""
+
+    def check(self, options: Options) -> None:
+        if options.scheduler:
+            raise ValueError("options.scheduler needs a cluster executor: pass executor=executors.cluster.ClusterExecutor() (the grade command does)")
+
+    def prestart(self) -> None:
+        start_worker_server()  # it imports what workers need while the rest of the set-up runs
+
+    def sandbox(self, out: Path, options: Options) -> dict:
+        return sandbox_settings(out, options)
+
+    def prepare(self, course: Course, master: Path, out: Path, options: Options) -> None:
+        write_json_atomic(out / ".work" / SETTINGS, job_settings(course, master, out / ".sandbox", options))
+
+    def run(self, course, master, out, by_student, options, done, fault, secrets) -> tuple[list[Record], None]:
+        return grade_locally(course, master, out, by_student, options, done, fault, secrets)
+
+
 def grade_batch(
     course: Course,
     submissions: Path,
     out: Path,
     options: Options = Options(),
-    executor=None,
+    executor: Executor | None = None,
     late: LateSpec | None = None,
     absent: list[str] | tuple[str, ...] = (),
 ) -> dict:
     """Grade every student folder under ``submissions``; write grades.csv, feedback/,
     log.jsonl and summary.json under ``out``. Returns the summary.
 
-    ``executor`` runs the students' jobs: ``executor(course, master, out, by_student, options, done,
-    fault, secrets) -> (records, extra summary or None)``. The default, :func:`grade_locally`, runs
-    them in a pool of ``options.workers`` threads here; the command line passes
-    ``cluster.grade_on_cluster_executor`` for ``--scheduler``. ``late``: the deadlines, the late
+    ``executor`` runs the students' jobs (:class:`Executor`). The default, :class:`LocalExecutor`,
+    runs them in a pool of ``options.workers`` threads here; the command line passes
+    ``executors.cluster.ClusterExecutor()`` for ``--scheduler``. ``late``: the deadlines, the late
     policy and the submission times (record/late.py); penalties are worked out on every run, never
     cached, so a changed deadline applies to results reused from an earlier run. ``absent``: students
     on the roster who sent nothing (a row of ``missing`` notebooks each)."""
-    if options.scheduler and executor is None:
-        raise ValueError("options.scheduler needs a cluster executor: pass executor=cluster.grade_on_cluster_executor (the grade command does)")
-    executor = executor or grade_locally
+    executor = executor or LocalExecutor()
+    executor.check(options)
     if not submissions.is_dir():
         raise UnusableInput(f"{submissions} is not a folder of student folders")
     students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -343,7 +390,7 @@ def _locked(out: Path):
         handle.close()
 
 
-def _sandbox_settings(out: Path, options: Options) -> dict:
+def sandbox_settings(out: Path, options: Options) -> dict:
     """Check that the sandbox runs here (or that the instructor chose to go without)."""
     if not options.sandbox:
         log.warning(
@@ -369,13 +416,13 @@ def _sandbox_settings(out: Path, options: Options) -> dict:
 
 def _intake(
     course: Course, submissions: Path, students: list[Path], out: Path, options: Options, digest: str, ids_by_name: dict[str, set[str]]
-) -> tuple[list[dict], dict[str, list[str]], dict[str, list[tuple[str, Path, str]]]]:
+) -> tuple[list[Record], dict[str, list[str]], dict[str, list[Item]]]:
     """Read every student folder: a row for each refused id, missing notebook, unreadable folder and
     reused result; the notebooks left to grade, per student (notebook, file, fingerprint); the
     matching notes. Writes ``OUT/rejected_ids.json``. Whatever one folder holds costs only its student."""
-    records: list[dict] = []
+    records: list[Record] = []
     notes: dict[str, list[str]] = {}
-    by_student: dict[str, list[tuple[str, Path, str]]] = {}  # the notebooks to grade now
+    by_student: dict[str, list[Item]] = {}  # the notebooks to grade now
     rejected = []
     for folder in students:
         student = safe_text(folder.name)
@@ -404,7 +451,7 @@ def _intake(
                 if cached and not _page_kept(out, cached):
                     cached = None  # graded before pages were rendered from their data: graded again, to render its page
                 if cached:
-                    done_here.append({**cached, "cached": True})
+                    done_here.append(cached.but(cached=True))
                 else:
                     todo.append(Item(notebook, path, fingerprint, whole))
         except Exception as exc:  # whatever a folder holds, it costs its own student, never the class
@@ -426,18 +473,17 @@ def _intake(
     return records, notes, by_student
 
 
-def _set_up_batch(course: Course, out: Path, options: Options) -> tuple[Path, str, gradebook.Writer, dict]:
+def _set_up_batch(course: Course, out: Path, options: Options, executor: Executor) -> tuple[Path, str, gradebook.Writer, dict]:
     """The grading master in OUT, the gradebook's URL and its writer, and the sandbox's settings.
     The worker server, the gradebook and the sandbox's check start together: each waits on its
     own process or thread, so none waits for another."""
-    if not options.scheduler:
-        start_worker_server()  # it imports what workers need while the rest of the set-up runs
+    executor.prestart()
     master = grading_master(course, out)
     db_url = gradebook.resolve_url(out, options.db_url)
     # the course gradebook, written by this process only (one writer thread), prepared meanwhile
     writer = gradebook.Writer(db_url, master / "gradebook.db", course.assignment, wait=False)
     try:
-        sandbox = _batch_sandbox(out, options)
+        sandbox = executor.sandbox(out, options)
         writer.ready()
     except gradebook.GradebookError as exc:
         raise UnusableInput(str(exc)) from None
@@ -449,7 +495,7 @@ def _set_up_batch(course: Course, out: Path, options: Options) -> tuple[Path, st
 
 
 def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options, executor, late: LateSpec, absent=()) -> dict:
-    master, db_url, writer, sandbox = _set_up_batch(course, out, options)
+    master, db_url, writer, sandbox = _set_up_batch(course, out, options, executor)
     page_words(course)  # read here, once: the workers' threads then share it instead of each reading it at once
     graded_cells = exercises(course)
     # every grade id (test and exercise cells) identifies a notebook that a platform renamed
@@ -458,8 +504,7 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     secrets = secret_lines(course)
     signing_key(out)
     gradebook.write_course_config(out, db_url, master, course.assignment)
-    if not options.scheduler:  # on a cluster each worker writes its own
-        write_json_atomic(out / ".work" / SETTINGS, job_settings(course, master, out / ".sandbox", options))
+    executor.prepare(course, master, out, options)
 
     records, notes, by_student = _intake(course, submissions, students, out, options, digest, ids_by_name)
     unseen = sorted(set(absent) - {folder.name for folder in students})
@@ -474,21 +519,20 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     save_spec(out, late)
     max_points = {nb: sum(e.points for e in graded_cells if e.notebook == nb) for nb in course.notebooks}
 
-    def record_in_gradebook(record: dict) -> None:
-        if record["status"] == "invalid_student_id":
+    def record_in_gradebook(record: Record) -> None:
+        if record.status == "invalid_student_id":
             return
-        record["late"] = late_of(late, record, max_points)
-        if record["status"] != "graded":  # no autograded notebook left from an earlier run
-            (out / "autograded" / record["student_id"] / course.assignment / f"{record['notebook']}.ipynb").unlink(missing_ok=True)
-        writer.put(record)
+        if not record.graded:  # no autograded notebook left from an earlier run
+            (out / "autograded" / record.student_id / course.assignment / f"{record.notebook}.ipynb").unlink(missing_ok=True)
+        writer.put(record.but(late=late_of(late, record, max_points)))
 
     for record in records:  # reused and missing ones: a new or changed gradebook gets them too
         record_in_gradebook(record)
 
-    def done(record: dict) -> None:
+    def done(record: Record) -> None:
         record_in_gradebook(record)
         bar.update(1)
-        bar.set_postfix_str(f"{record['student_id']}/{record['notebook']}", refresh=False)
+        bar.set_postfix_str(f"{record.student_id}/{record.notebook}", refresh=False)
 
     def fault(student: str, items: list, exc: BaseException) -> None:
         """A grader fault for one student: a row for each notebook (not saved: the next run grades them again)."""
@@ -499,10 +543,10 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
             record_in_gradebook(records[-1])
             bar.update(1)
 
-    cluster = None
+    where = None  # what the executor says of where the jobs ran (summary.json)
     try:
         if by_student:
-            graded, cluster = executor(course, master, out, by_student, options, done, fault, secrets)
+            graded, where = executor.run(course, master, out, by_student, options, done, fault, secrets)
             records.extend(graded)
     finally:
         bar.close()
@@ -517,46 +561,28 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
         with contextlib.suppress(gradebook.GradebookError):
             gradebook.keep_submitted_times(db_url, course.assignment, out)
     book = {"db_url": gradebook.mask_url(db_url), "notebooks_recorded": writer.merged, "error": gradebook_error}
-    for record in records:
-        record["late"] = late_of(late, record, max_points)
-    summary = write_results(course, out, graded_cells, records, notes, len(students) + len(unseen), sandbox, db_url, book, late)
-    # every page rendered once: a person's scores from the gradebook, the late line of the penalty write_results settled
+    records = [record.but(late=late_of(late, record, max_points)) for record in records]
+    n_students = len(students) + len(unseen)
+    summary, records = write_tables(course, out, graded_cells, records, notes, n_students, sandbox, db_url, book, late, where=where)
+    # every page rendered once: a person's scores from the gradebook, the late line of the penalty write_tables settled
     removed = write_pages(out, course, graded_cells, records, secrets, late.policy, None if gradebook_error else db_url)
-    if _note_redactions(records, removed):  # a page quoted the grader's secrets (rare): the tables say so too
-        summary = write_results(course, out, graded_cells, records, notes, len(students) + len(unseen), sandbox, db_url, book, late)
-    if cluster:
-        summary["cluster"] = cluster
-        write_json_atomic(out / "summary.json", summary)
+    noted = _note_redactions(records, removed)
+    if noted != records:  # a page quoted the grader's secrets (rare): the tables say so too
+        summary, records = write_tables(course, out, graded_cells, noted, notes, n_students, sandbox, db_url, book, late, where=where)
     return summary
 
 
-def _page_kept(out: Path, record: dict) -> bool:
+def _page_kept(out: Path, record: Record) -> bool:
     """Whether a saved record's page can be rendered: it was not graded, or its page data is kept
     (a record from before pages were rendered from their data has its page only)."""
-    if record.get("status") != "graded" or page_data_path(out, record["student_id"], record["notebook"]).is_file():
+    if not record.graded or page_data_path(out, record.student_id, record.notebook).is_file():
         return True
-    return not (out / "feedback" / record["student_id"] / f"{record['notebook']}.html").is_file()
+    return not (out / "feedback" / record.student_id / f"{record.notebook}.html").is_file()
 
 
-def _note_redactions(records: list[dict], removed: dict[tuple[str, str], int]) -> bool:
-    """Put each record's count of lines its page removed in it; True when any count changed."""
-    changed = False
-    for record in records:
-        count = removed.get((record["student_id"], record["notebook"]), 0)
-        if count != record.get("redacted_lines", 0):
-            changed = True
-            if count:
-                record["redacted_lines"] = count
-            else:
-                record.pop("redacted_lines", None)
-    return changed
-
-
-def _batch_sandbox(out: Path, options: Options) -> dict:
-    """The sandbox's settings; on a cluster, each worker checks its own (cluster.py) and refuses tasks without one."""
-    if options.scheduler and options.sandbox:
-        return {"enabled": True, "isolation": "bubblewrap on every worker (each checked before the batch)"}
-    return _sandbox_settings(out, options)
+def _note_redactions(records: list[Record], removed: dict[tuple[str, str], int]) -> list[Record]:
+    """The records with each one's count of lines its page removed (None when it removed none)."""
+    return [record.but(redacted_lines=removed.get((record.student_id, record.notebook)) or None) for record in records]
 
 
 def rejected_id(name: str) -> str:
@@ -579,10 +605,10 @@ def _install_sigterm() -> None:
         pass
 
 
-def late_of(spec: LateSpec, record: dict, max_points: dict[str, float]) -> dict:
-    """A notebook's late facts (record/late.py) from its automatic score, for the gradebook while the
-    batch runs; ``write_results`` settles the penalty again on the score grades.csv counts (a person's too)."""
-    if record.get("status") in ("missing", "invalid_student_id"):
+def late_of(spec: LateSpec, record: Record, max_points: dict[str, float]) -> dict:
+    """A notebook's late facts (``late.settle``) from its automatic score, for the gradebook while the
+    batch runs; ``write_tables`` settles the penalty again on the score grades.csv counts (a person's too)."""
+    if not record.submitted:
         return {"penalty": 0.0}  # nothing was submitted: nothing was late
-    score = sum(float(v) for v in record.get("scores", {}).values()) if record.get("status") == "graded" else 0.0
-    return notebook_late(spec, record["student_id"], record["notebook"], score, max_points.get(record["notebook"], 0.0))
+    scores = {record.notebook: (record.total(), max_points.get(record.notebook, 0.0))}
+    return settle(spec, record.student_id, scores).facts[record.notebook]

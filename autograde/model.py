@@ -1,13 +1,18 @@
-"""The grader's model: the grading limits and options, what a notebook's status means, and the
-score-table marks. Standard library only, so that every layer can use it (the sandbox's launcher too).
+"""The grader's model: the grading limits and options, what a notebook's status means, the
+score-table marks, and the typed records every layer passes on: a notebook's ``Record`` and a
+worker's ``JobOutcome`` (the one parser of result.json). Standard library only, so that every layer
+can use it (the sandbox's launcher too).
 Every option that can change a grade is hashed into the fingerprint that decides whether a saved result
 may be reused (grading._fingerprint, tested by test_every_grading_limit_is_in_the_fingerprint)."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+
+from .errors import GraderError
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -68,15 +73,232 @@ PENDING = "pending"  # grades.csv: an answer that waits for a person in formgrad
 REVIEW = "review"  # grades.csv: a person's score on an answer that changed since: not counted until they look again
 
 
+# ---------------------------------------------------------------- the records
+
+# a record's keys in the order its JSON has always had them (log.jsonl and OUT/.state keep this order)
+RECORD_KEYS = (
+    "student_id",
+    "notebook",
+    "file",
+    "fingerprint",
+    "scores",
+    "status",
+    "detail",
+    "submission",
+    "edition",
+    "matching_notes",
+    "changed_answers",
+    "manual",
+    "timings",
+    "ideas",
+    "redacted_lines",
+    "seconds",
+    "signature",
+    "cached",
+    "late",
+)
+NOT_SUBMITTED = ("missing", "invalid_student_id")  # statuses of a notebook nobody sent: never late
+
+
+@dataclass(frozen=True)
+class Record:
+    """One notebook's graded record for one student: what grades.csv, log.jsonl, the gradebook, the
+    feedback page and reuse read. Made by :func:`new_record`, filled in by a job's outcome
+    (grading.finish_record), signed and saved as JSON (record.store); ``late`` is worked out on
+    every run (record.late). A field that is None (``cached``: False) is absent from its JSON, as
+    it always was; ``extra`` keeps the keys of a record this version does not know, so a record
+    read back is written back as it was."""
+
+    student_id: str
+    notebook: str
+    status: str = "graded"
+    detail: str = ""
+    scores: dict = field(default_factory=dict)  # grade id -> the judge's score
+    file: str | None = None  # the submitted file's name (None: nothing was read)
+    fingerprint: str | None = None  # what decides reuse (grading._fingerprint)
+    submission: str | None = None  # the digest of the student's whole submission (the hidden inputs' salt)
+    edition: str | None = None  # the language of the edition it was written in
+    matching_notes: tuple[str, ...] | None = None  # cells repaired, a notebook found under another name
+    changed_answers: tuple[str, ...] | None = None  # answers changed since the copy graded last (None: no copy)
+    manual: dict | None = None  # grade id -> the answer a person grades (None: written, 0: left as released)
+    timings: dict | None = None
+    ideas: dict | None = None  # grade id -> each idea's id, status, earned, points
+    redacted_lines: int | None = None
+    seconds: float | None = None
+    signature: str | None = None
+    cached: bool = False  # reused from an earlier run (never signed, never saved)
+    late: dict | None = None  # record.late.notebook_late's facts
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def graded(self) -> bool:
+        return self.status == "graded"
+
+    @property
+    def submitted(self) -> bool:
+        """Whether anything was sent for this notebook (a missing one is never late)."""
+        return self.status not in NOT_SUBMITTED
+
+    def total(self) -> float:
+        """The judge's points (0 unless graded)."""
+        return sum(float(v) for v in self.scores.values()) if self.graded else 0.0
+
+    def but(self, **changes) -> Record:
+        """This record with ``changes``."""
+        return replace(self, **changes)
+
+    def to_json(self) -> dict:
+        """The record as saved and logged: its keys in RECORD_KEYS order, absent ones left out."""
+        data: dict = {}
+        for key in RECORD_KEYS:
+            value = getattr(self, key)
+            if key in ("file", "fingerprint") and self.file is None and self.fingerprint is None:
+                continue
+            if key in ("student_id", "notebook", "scores", "status", "detail") or (value is not None and value is not False):
+                data[key] = list(value) if isinstance(value, tuple) else value
+        return {**data, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Record:
+        """A record from its JSON, as any version of the grader wrote it (a key it lacks takes its
+        default; a key this version does not know is kept in ``extra``). Raises ValueError when it
+        is not a record at all."""
+        if not isinstance(data, dict) or not isinstance(data.get("student_id"), str) or not isinstance(data.get("notebook"), str):
+            raise ValueError("not a grading record (no student_id and notebook)")
+        known = {key: data[key] for key in RECORD_KEYS if key in data}
+        for key in ("matching_notes", "changed_answers"):
+            if isinstance(known.get(key), list):
+                known[key] = tuple(known[key])
+        known["scores"] = known.get("scores") if isinstance(known.get("scores"), dict) else {}
+        known["status"] = known.get("status") if isinstance(known.get("status"), str) else "error"
+        known["detail"] = known.get("detail") if isinstance(known.get("detail"), str) else ""
+        known["cached"] = bool(known.get("cached", False))
+        return cls(**known, extra={k: v for k, v in data.items() if k not in RECORD_KEYS})
+
+
 def new_record(
     student: str, notebook: str, status: str = "graded", detail: str = "", file: str | None = None, fingerprint: str | None = None
-) -> dict:
+) -> Record:
     """A notebook's record: graded unless ``status`` (a key of STATUS_TEXT) says otherwise, with the
     submitted file's name and fingerprint when it was read. A worker's outcome fills in scores,
     status, detail, timings and ideas (grading.finish_record); the record is saved as signed JSON
     (record.store.save_record) and read back by reuse, export and report. Every record is made here."""
-    record: dict = {"student_id": student, "notebook": notebook}
-    if file is not None:
-        record.update(file=file, fingerprint=fingerprint)
-    record.update(scores={}, status=status, detail=detail)
-    return record
+    return Record(student, notebook, status, detail, file=file, fingerprint=fingerprint)
+
+
+# ---------------------------------------------------------------- a job's outcome
+
+
+class MalformedResult(GraderError, ValueError):
+    """A job's result.json (or a cluster worker's answer) is not what a grading worker writes."""
+
+
+def _number(value, low: float = -math.inf, high: float = math.inf) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and low - 1e-9 <= value <= high + 1e-9
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What a grading worker (run/job.py) says of one notebook in its result.json: nbgrader's
+    autograde and feedback steps (their logs), the judge's results and scores, the answers a person
+    grades, timings, whether memory ran out, and, where it caught it, why the notebook stopped
+    (``status`` and ``detail``, the JSON's ``outcome``). ``scores`` is None when the judge never
+    scored it. :meth:`from_json` is the one parser of result.json: the local executor and the
+    cluster's both read it through it."""
+
+    autograde: dict = field(default_factory=dict)
+    feedback: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    out_of_memory: bool = False
+    runner_out_of_memory: bool = False
+    judge: dict = field(default_factory=dict)
+    load_errors: tuple = ()
+    scores: dict | None = None
+    manual: dict = field(default_factory=dict)
+    status: str | None = None  # why it stopped, as the worker caught it (a key of STATUS_TEXT)
+    detail: str | None = None
+
+    def log(self) -> str:
+        """nbgrader's autograde log and error, as the worker kept them."""
+        return self.autograde.get("log", "") + self.autograde.get("error", "")
+
+    def feedback_log(self) -> str:
+        return self.feedback.get("log", "") + self.feedback.get("error", "")
+
+    def ideas(self) -> dict[str, list[dict]]:
+        """Each graded cell's ideas as a record keeps them: id, status, earned, points."""
+        return {
+            gid: [{"id": i["id"], "status": i["status"], "earned": i["earned"], "points": i["points"]} for i in result["ideas"]]
+            for gid, result in self.judge.items()
+        }
+
+    def to_json(self) -> dict:
+        data = {"autograde": self.autograde, "timings": self.timings}
+        if self.feedback:
+            data["feedback"] = self.feedback
+        if self.status is not None:
+            data["outcome"] = {"status": self.status, "detail": self.detail or ""}
+        for key in ("out_of_memory", "runner_out_of_memory"):
+            if getattr(self, key):
+                data[key] = True
+        if self.scores is not None:
+            data.update(judge=self.judge, load_errors=list(self.load_errors), scores=self.scores, manual=self.manual)
+        return data
+
+    @classmethod
+    def from_json(cls, data, points: dict[str, float] | None = None, manual_ids: set[str] | None = None) -> JobOutcome:
+        """Parse a result.json (``{}``: none was written). Raises MalformedResult unless it has the
+        types that job.py writes; with ``points`` (grade id -> points) and ``manual_ids``, also the
+        ranges: scores only for the course's automatic cells, within their points (a cluster
+        worker's answer is checked so)."""
+
+        def need(ok: bool, what: str) -> None:
+            if not ok:
+                raise MalformedResult(f"result.json: {what}")
+
+        need(isinstance(data, dict), "not an object")
+        parts = {key: data.get(key, {}) for key in ("autograde", "feedback")}
+        for key, part in parts.items():
+            need(isinstance(part, dict) and all(isinstance(part.get(k, ""), str) for k in ("log", "error")), f"{key} malformed")
+        for key in ("out_of_memory", "runner_out_of_memory"):
+            need(isinstance(data.get(key, False), bool), f"{key} not a boolean")
+        scores, manual = data.get("scores"), data.get("manual", {})
+        need(scores is None or isinstance(scores, dict), "scores not an object")
+        need(isinstance(manual, dict), "manual not an object")
+        if points is not None:
+            manual_ids = manual_ids or set()
+            for gid, score in (scores or {}).items():
+                need(gid in points and gid not in manual_ids and _number(score, 0, points[gid]), f"score {gid!r}={score!r}")
+            for gid, score in manual.items():
+                need(gid in manual_ids and (score is None or _number(score, 0, points[gid])), f"manual score {gid!r}={score!r}")
+        timings = data.get("timings", {})
+        need(isinstance(timings, dict) and all(isinstance(k, str) and _number(v) for k, v in timings.items()), "timings")
+        judge = data.get("judge", {})
+        need(isinstance(judge, dict), "judge not an object")
+        for gid, result in judge.items():
+            need((points is None or gid in points) and isinstance(result, dict) and isinstance(result.get("ideas"), list), f"judge {gid!r}")
+            for idea in result["ideas"]:
+                need(
+                    isinstance(idea, dict)
+                    and isinstance(idea.get("id"), str)
+                    and isinstance(idea.get("status"), str)
+                    and _number(idea.get("earned"))
+                    and _number(idea.get("points")),
+                    f"an idea of {gid!r}",
+                )
+        need(isinstance(data.get("load_errors", []), list), "load_errors not a list")
+        said = data.get("outcome", {}) or {}
+        need(isinstance(said, dict) and all(isinstance(said.get(k, ""), str) for k in ("status", "detail")), "outcome malformed")
+        return cls(
+            autograde=parts["autograde"],
+            feedback=parts["feedback"],
+            timings=timings,
+            out_of_memory=data.get("out_of_memory", False),
+            runner_out_of_memory=data.get("runner_out_of_memory", False),
+            judge=judge,
+            load_errors=tuple(data.get("load_errors", [])),
+            scores=scores,
+            manual=manual,
+            status=said.get("status") if said.get("status") in STATUS_TEXT else None,
+            detail=said.get("detail") or None,
+        )

@@ -43,7 +43,7 @@ from tools.i18n import EDITIONS
 from .. import settings as environment
 from ..course import Course, UnusableInput
 from ..errors import GraderError
-from ..model import new_record
+from ..model import JobOutcome, MalformedResult, Record, new_record
 
 log = logging.getLogger(__name__)  # warnings, to stderr as the command line configures it
 # the grading limits a worker needs; nothing else of the instructor's options leaves this machine
@@ -56,10 +56,6 @@ FIRST_WORKER_SECONDS = 120
 
 class WorkerRefused(GraderError, RuntimeError):
     """A worker will not grade: it cannot sandbox, or its course differs from the instructor's."""
-
-
-class MalformedResult(GraderError, ValueError):
-    """What a worker sent back is not what grade_task returns."""
 
 
 # ---------------------------------------------------------------- both sides
@@ -260,39 +256,39 @@ def grade_task(task: dict) -> dict:
             path.write_bytes(item["data"])
             record = new_record(student, item["notebook"])
             if isinstance(task.get("submission"), str) and task["submission"]:
-                record["submission"] = task["submission"]
+                record = record.but(submission=task["submission"])
             entries.append((record, path))
         (work / student).mkdir()
         returned = []
 
-        def settle(record: dict, job: Path, killed: bool = False, log: str = "") -> None:
+        def settle(record: Record, job: Path, killed: bool = False, log: str = "") -> None:
             files = {}
-            for name, relative in _job_files(student, course.assignment, record["notebook"]).items():
+            for name, relative in _job_files(student, course.assignment, record.notebook).items():
                 path = job / relative
                 # a file over the size the parent would read anyway is not sent (the parent reports it missing)
                 files[name] = path.read_bytes() if path.is_file() and path.stat().st_size <= MAX_GRADED_BYTES else None
             returned.append(
                 {
-                    "notebook": record["notebook"],
+                    "notebook": record.notebook,
                     "ran": True,
                     "killed": bool(killed),
                     "log": log[-MAX_LOG:],
                     "seconds": elapsed_since(job),
-                    "matching_notes": record.get("matching_notes", []),
-                    "edition": record.get("edition", "en"),
+                    "matching_notes": list(record.matching_notes or ()),
+                    "edition": record.edition or "en",
                     "files": files,
                 }
             )
             shutil.rmtree(job, ignore_errors=True)
 
-        def fail(record: dict) -> None:
+        def fail(record: Record) -> None:
             returned.append(
                 {
-                    "notebook": record["notebook"],
+                    "notebook": record.notebook,
                     "ran": False,
-                    "status": record["status"],
-                    "detail": record["detail"],
-                    "matching_notes": record.get("matching_notes", []),
+                    "status": record.status,
+                    "detail": record.detail,
+                    "matching_notes": list(record.matching_notes or ()),
                 }
             )
 
@@ -396,46 +392,11 @@ def _number(value, low: float = -math.inf, high: float = math.inf) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and low - 1e-9 <= value <= high + 1e-9
 
 
-def check_outcome(outcome, points: dict[str, float], manual_ids: set[str]) -> None:
-    """Raise MalformedResult unless ``outcome`` (a job's result.json) has the types and ranges
-    that job.py writes: scores only for the course's automatic cells, within their points."""
-
-    def need(ok: bool, what: str) -> None:
-        if not ok:
-            raise MalformedResult(f"result.json: {what}")
-
-    need(isinstance(outcome, dict), "not an object")
-    for key in ("autograde", "feedback"):
-        part = outcome.get(key, {})
-        need(isinstance(part, dict) and all(isinstance(part.get(k, ""), str) for k in ("log", "error")), f"{key} malformed")
-    for key in ("out_of_memory", "runner_out_of_memory"):
-        need(isinstance(outcome.get(key, False), bool), f"{key} not a boolean")
-    scores = outcome.get("scores", {})
-    need(isinstance(scores, dict), "scores not an object")
-    for gid, score in scores.items():
-        need(gid in points and gid not in manual_ids and _number(score, 0, points[gid]), f"score {gid!r}={score!r}")
-    manual = outcome.get("manual", {})
-    need(isinstance(manual, dict), "manual not an object")
-    for gid, score in manual.items():
-        need(gid in manual_ids and (score is None or _number(score, 0, points[gid])), f"manual score {gid!r}={score!r}")
-    timings = outcome.get("timings", {})
-    need(isinstance(timings, dict) and all(isinstance(k, str) and _number(v) for k, v in timings.items()), "timings")
-    judge = outcome.get("judge", {})
-    need(isinstance(judge, dict), "judge not an object")
-    for gid, result in judge.items():
-        need(gid in points and isinstance(result, dict) and isinstance(result.get("ideas"), list), f"judge {gid!r}")
-        for idea in result["ideas"]:
-            need(
-                isinstance(idea, dict)
-                and isinstance(idea.get("id"), str)
-                and isinstance(idea.get("status"), str)
-                and _number(idea.get("earned"))
-                and _number(idea.get("points")),
-                f"an idea of {gid!r}",
-            )
-    need(isinstance(outcome.get("load_errors", []), list), "load_errors not a list")
-    said = outcome.get("outcome", {}) or {}
-    need(isinstance(said, dict) and all(isinstance(said.get(k, ""), str) for k in ("status", "detail")), "outcome malformed")
+def check_outcome(outcome, points: dict[str, float], manual_ids: set[str]) -> JobOutcome:
+    """A worker's result.json through the one parser (``JobOutcome.from_json``), with the ranges a
+    worker is not trusted with: scores only for the course's automatic cells, within their points.
+    Raises MalformedResult."""
+    return JobOutcome.from_json(outcome, points, manual_ids)
 
 
 def check_result(result, student: str, names: set[str], file_limit: int) -> list[dict]:
@@ -467,17 +428,35 @@ def check_result(result, student: str, names: set[str], file_limit: int) -> list
     return items
 
 
-def grade_on_cluster_executor(
-    course: Course, master: Path, out: Path, by_student: dict, options, done, fault, secrets: dict[str, str]
-) -> tuple[list[dict], dict]:
+class ClusterExecutor:
     """The cluster executor for ``grading.grade_batch`` (what ``grade --scheduler`` passes): the
-    same jobs, one Dask task per student, on the scheduler at ``options.scheduler``."""
-    return grade_on_cluster(course, out, by_student, options, done, fault, secrets, course_digest(course))
+    same jobs, one Dask task per student, on the scheduler at ``options.scheduler``. Each worker
+    checks its own sandbox and writes its own settings; nothing is started here before the batch."""
+
+    def check(self, options) -> None:
+        if not options.scheduler:
+            raise ValueError("the cluster executor needs options.scheduler (a Dask scheduler's address)")
+
+    def prestart(self) -> None:
+        pass  # the workers are the cluster's
+
+    def sandbox(self, out: Path, options) -> dict:
+        if options.sandbox:
+            return {"enabled": True, "isolation": "bubblewrap on every worker (each checked before the batch)"}
+        from ..grading import sandbox_settings
+
+        return sandbox_settings(out, options)  # the warning that submissions run unsandboxed
+
+    def prepare(self, course: Course, master: Path, out: Path, options) -> None:
+        pass  # each worker writes its own (grade_task)
+
+    def run(self, course: Course, master: Path, out: Path, by_student: dict, options, done, fault, secrets: dict[str, str]) -> tuple[list, dict]:
+        return grade_on_cluster(course, out, by_student, options, done, fault, secrets, course_digest(course))
 
 
 def grade_on_cluster(
     course: Course, out: Path, by_student: dict[str, list[tuple[str, Path, str]]], options, done, fault, secrets: dict[str, str], digest: str
-) -> tuple[list[dict], dict]:
+) -> tuple[list[Record], dict]:
     """Grade ``by_student`` on the cluster; each notebook is settled here as its student's task
     returns (``done(record)``), a failed task goes to ``fault(student, items, exc)``. Returns
     (the saved records, what to say about the cluster in summary.json)."""
@@ -490,7 +469,7 @@ def grade_on_cluster(
     manual_ids = {e.grade_id for e in cells if e.manual}
     file_limit = max(64 << 20, 4 * options.max_notebook_bytes)
     settings = task_settings(options)
-    records: list[dict] = []
+    records: list[Record] = []
     client = connect(options)
     try:
         usable, refused = _usable_workers(client, digest, settings, pack_master(out))
@@ -510,15 +489,14 @@ def grade_on_cluster(
                 student, items = futures[future]
                 try:
                     answer = check_result(future.result(), student, {item[0] for item in items}, file_limit)
-                    for item in answer:
-                        check_outcome(_load_outcome(item), points, manual_ids)
+                    outcomes = {item["notebook"]: check_outcome(_load_outcome(item), points, manual_ids) for item in answer}
                 except Exception as exc:  # the task failed, or its answer is malformed: not saved, graded next run
                     fault(student, items, exc)
                     continue
                 settled = set()
                 try:
-                    for record in _settle_answer(course, out, student, items, answer, options, secrets):
-                        settled.add(record["notebook"])
+                    for record in _settle_answer(course, out, student, items, answer, outcomes, options, secrets):
+                        settled.add(record.notebook)
                         records.append(record)
                         done(record)
                 except Exception as exc:  # a fault here, as one in a local grading thread: the rest get error rows
@@ -532,7 +510,9 @@ def grade_on_cluster(
         client.close()
 
 
-def _settle_answer(course: Course, out: Path, student: str, items: list[tuple], answer: list[dict], options, secrets: dict[str, str]):
+def _settle_answer(
+    course: Course, out: Path, student: str, items: list[tuple], answer: list[dict], outcomes: dict[str, JobOutcome], options, secrets: dict[str, str]
+):
     """Each notebook of a checked answer as a local run settles it: the job folder rebuilt
     from the returned files, then record, feedback page and kept notebooks by grading.finish_record,
     signed and saved here. Yields the saved records."""
@@ -545,14 +525,13 @@ def _settle_answer(course: Course, out: Path, student: str, items: list[tuple], 
         for notebook, path, fingerprint, *whole in items:
             item = by_name[notebook]
             record = new_record(student, notebook, file=safe_text(path.name), fingerprint=fingerprint)
-            if whole:
-                record["submission"] = whole[0]
-            if item["matching_notes"]:
-                record["matching_notes"] = [safe_text(note) for note in item["matching_notes"]]
-            record["edition"] = item.get("edition", "en")  # the edition the worker graded it in (check_result checked it)
+            record = record.but(
+                submission=whole[0] if whole else None,
+                matching_notes=tuple(safe_text(note) for note in item["matching_notes"]) or None,
+                edition=item.get("edition", "en"),  # the edition the worker graded it in (check_result checked it)
+            )
             if not item["ran"]:
-                record.update(status=item["status"], detail=safe_text(item["detail"]))
-                yield save_record(out, record, 0.0)
+                yield save_record(out, record.but(status=item["status"], detail=safe_text(item["detail"])), 0.0)
                 continue
             files = _job_files(student, course.assignment, notebook)
             job = out / ".work" / student / notebook
@@ -568,8 +547,8 @@ def _settle_answer(course: Course, out: Path, student: str, items: list[tuple], 
             except Exception:
                 changed = None
             if changed is not None:
-                record["changed_answers"] = changed
-            finish_record(course, out, record, job, item["killed"], item["log"], options, secrets)
+                record = record.but(changed_answers=tuple(changed))
+            record = finish_record(course, out, record, job, outcomes[notebook], item["killed"], item["log"], options, secrets)
             yield save_record(out, record, float(item["seconds"]))
             shutil.rmtree(job, ignore_errors=True)
     finally:

@@ -37,7 +37,8 @@ def grading_master(course: Course, out: Path) -> Path:
     or the config changed, and whenever its files no longer match their recorded digest.
 
     It is built once per state of the sources (copy_shared_master) and copied into each OUT: a
-    second OUT graded from the same sources saves the two ``nbgrader generate_assignment`` runs."""
+    second OUT graded from the same sources saves the two ``nbgrader generate_assignment`` runs
+    (benchmarks/bench_caches.py: built 10.7 s, copied 0.01 s, 15-25% of a class of 6's first grading)."""
     master = out / ".course"
     record = out / ".course.digest"
     digest = course.sources_digest()

@@ -26,6 +26,7 @@ from pathlib import Path
 from tools.project_runtime import write_json_atomic
 
 from ..errors import GraderError
+from ..model import Record
 
 COURSE_ID = "serving-overlap"  # as in nbgrader_config.py
 URL_FILE = ".gradebook.json"  # OUT/.gradebook.json: the URL in use, without its password
@@ -198,13 +199,13 @@ def sync_structure(gradebook, master_db: Path, assignment: str) -> dict[str, dic
     return cells
 
 
-def merge(gradebook, assignment: str, record: dict) -> None:
+def merge(gradebook, assignment: str, record: Record) -> None:
     """Write one notebook's outcome: the judge's scores as auto scores; a reflection answer
     left for a person as auto score None (needs a manual grade); a notebook that could not
     be graded as zeros. Manual scores are never changed."""
     from nbgrader.api import Comment, Grade, MissingEntry, SubmittedNotebook
 
-    student, notebook = record["student_id"], record["notebook"]
+    student, notebook = record.student_id, record.notebook
     gradebook.update_or_create_student(student)
     try:
         submission = gradebook.find_submission(assignment, student)
@@ -227,8 +228,9 @@ def merge(gradebook, assignment: str, record: dict) -> None:
         if cell.id not in present:
             db.add(Comment(cell_id=cell.id, notebook=submitted))
     db.flush()
-    graded = record.get("status") == "graded"
-    scores, manual = record.get("scores", {}), record.get("manual", {})
+    graded = record.graded
+    scores, manual = record.scores, record.manual or {}
+    changed = record.changed_answers  # None: no earlier copy to compare with, so any answer may have changed
     for grade in submitted.grades:
         if grade.name in manual and graded:
             auto = manual[grade.name]  # None: a person grades it; 0: left as released
@@ -238,11 +240,11 @@ def merge(gradebook, assignment: str, record: dict) -> None:
             auto = 0.0
         if grade.manual_score is None:
             grade.needs_manual_grade = auto is None
-        elif auto != grade.auto_score or not graded or (not record.get("cached") and grade.name in record.get("changed_answers", [grade.name])):
+        elif auto != grade.auto_score or not graded or (not record.cached and (changed is None or grade.name in changed)):
             # under a person's score the answer changed, was removed, or could not be graded: they review it
             grade.needs_manual_grade = True
         grade.auto_score = auto
-    _record_late(submission, submitted, record.get("late") or {})
+    _record_late(submission, submitted, record.late or {})
     db.commit()
 
 
@@ -444,7 +446,7 @@ class Writer:
                     self.merged += 1
                 except Exception as exc:
                     gradebook.db.rollback()
-                    self.error = self._describe(exc, f"cannot record {record.get('student_id')}/{record.get('notebook')}")
+                    self.error = self._describe(exc, f"cannot record {record.student_id}/{record.notebook}")
         finally:
             gradebook.close()
 
@@ -453,8 +455,8 @@ class Writer:
             return str(exc)
         return f"{what} in the gradebook {mask_url(self.url)}: {type(exc).__name__}: {mask_text(str(exc), self.url)[:500]}"
 
-    def put(self, record: dict) -> None:
-        self._queue.put(dict(record))
+    def put(self, record: Record) -> None:
+        self._queue.put(record)  # frozen: the batch cannot change it while it waits
 
     def close(self) -> None:
         """Wait for every queued record to be merged; raise if one could not be."""

@@ -257,14 +257,16 @@ def lms_flags(out: Path) -> dict[str, list[str]]:
 
 def unsubmitted(out: Path) -> set[tuple[str, str]]:
     """(student, notebook) pairs the last grading found nothing for (OUT/log.jsonl): never late."""
+    from ..model import Record
+
     found = set()
     try:
         with open(out / "log.jsonl", encoding="utf-8") as handle:
             for line in handle:
-                record = json.loads(line)
-                if record.get("status") in ("missing", "invalid_student_id"):
-                    found.add((record["student_id"], record["notebook"]))
-    except (OSError, ValueError, KeyError):
+                record = Record.from_json(json.loads(line))
+                if not record.submitted:
+                    found.add((record.student_id, record.notebook))
+    except (OSError, ValueError, TypeError):
         pass
     return found
 

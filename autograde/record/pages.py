@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..course import Course, Exercise
 from ..matching import read_graded
-from ..model import HIDDEN_NOTE, HIDDEN_NOTE_TEXT
+from ..model import HIDDEN_NOTE, HIDDEN_NOTE_TEXT, Record
 from ..publish.editions import feedback_translations
 from . import gradebook
 from .exporters import PageView, feedback_exporter, html_lang, number_shown, page_css
@@ -126,16 +126,14 @@ def finish_page(text: str, secrets: dict[str, str], own: set[str] | frozenset[st
     return safe_links("\n".join(lines)), removed
 
 
-def write_feedback(out: Path, record: dict, secrets: dict[str, str], words: dict[str, str], person=None, late_line: str = "") -> int | None:
+def write_feedback(out: Path, record: Record, secrets: dict[str, str], words: dict[str, str], person=None, late_line: str = "") -> int | None:
     """Render a notebook's page from its kept data into OUT/feedback/<student>/<notebook>.html.
     Returns how many lines were removed, or None when the notebook has no page data."""
-    data = read_page_data(out, record["student_id"], record["notebook"])
+    data = read_page_data(out, record.student_id, record.notebook)
     if data is None:
         return None
-    text, removed = finish_page(
-        render_page(data, words, record.get("edition", "en"), person, late_line), secrets, set(data.get("own_secret_lines", []))
-    )
-    target = out / "feedback" / record["student_id"] / f"{record['notebook']}.html"
+    text, removed = finish_page(render_page(data, words, record.edition or "en", person, late_line), secrets, set(data.get("own_secret_lines", [])))
+    target = out / "feedback" / record.student_id / f"{record.notebook}.html"
     try:
         if target.read_text(encoding="utf-8") == text:
             return removed  # the same page: left as it was (a rerun that changes nothing writes nothing)
@@ -148,13 +146,13 @@ def write_feedback(out: Path, record: dict, secrets: dict[str, str], words: dict
     return removed
 
 
-def person_values(cells: list[Exercise], stored: dict, record: dict) -> dict[str, object]:
+def person_values(cells: list[Exercise], stored: dict, record: Record) -> dict[str, object]:
     """{grade id: its value as the score table counts it} of a notebook's answers that a person
     grades (``stored``: the student's gradebook entries, ``gradebook.read_scores``)."""
-    return {e.grade_id: cell_value(e, stored.get(e.grade_id), record) for e in cells if e.manual and e.notebook == record["notebook"]}
+    return {e.grade_id: cell_value(e, stored.get(e.grade_id), record) for e in cells if e.manual and e.notebook == record.notebook}
 
 
-def write_pages(out: Path, course: Course, cells: list[Exercise], records: list[dict], secrets: dict[str, str], policy: Policy, db_url: str | None):
+def write_pages(out: Path, course: Course, cells: list[Exercise], records: list[Record], secrets: dict[str, str], policy: Policy, db_url: str | None):
     """Every graded notebook's page, rendered once after the batch: with a person's scores from the
     gradebook, and the late line of the penalty the tables settled (each record's ``late``).
     Returns {(student, notebook): lines removed} for the pages that removed any."""
@@ -165,13 +163,13 @@ def write_pages(out: Path, course: Course, cells: list[Exercise], records: list[
     words = page_words(course)
     removed = {}
     for record in records:
-        if record.get("status") != "graded":
+        if not record.graded:
             continue
-        said = words.get(record.get("edition", "en"), {})
-        person = person_values(cells, stored.get(record["student_id"], {}), record)
-        lines = write_feedback(out, record, secrets, said, person, late_text(record.get("late", {}), policy, said))
+        said = words.get(record.edition or "en", {})
+        person = person_values(cells, stored.get(record.student_id, {}), record)
+        lines = write_feedback(out, record, secrets, said, person, late_text(record.late or {}, policy, said))
         if lines:
-            removed[(record["student_id"], record["notebook"])] = lines
+            removed[(record.student_id, record.notebook)] = lines
     return removed
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from tools.project_runtime import write_json_atomic
 
+from ..model import Record
+
 _KEYS: dict[Path, bytes] = {}
 
 
@@ -28,25 +30,33 @@ def signing_key(out: Path) -> bytes:
     return _KEYS[out]
 
 
-def _signature(out: Path, record: dict) -> str:
-    body = json.dumps({k: v for k, v in record.items() if k not in ("signature", "cached")}, sort_keys=True)
+def _signature(out: Path, data: dict) -> str:
+    """The signature of a record's JSON (every key but the signature and the reuse mark)."""
+    body = json.dumps({k: v for k, v in data.items() if k not in ("signature", "cached")}, sort_keys=True)
     return hmac.new(signing_key(out), body.encode(), hashlib.sha256).hexdigest()
 
 
-def save_record(out: Path, record: dict, seconds: float) -> dict:
-    record["seconds"] = round(seconds, 2)
-    record["signature"] = _signature(out, record)
-    write_json_atomic(out / ".state" / record["student_id"] / f"{record['notebook']}.json", record)
+def save_record(out: Path, record: Record, seconds: float) -> Record:
+    """``record`` with its seconds and signature, saved in OUT/.state (as JSON: ``Record.to_json``)."""
+    record = record.but(seconds=round(seconds, 2), signature=None, cached=False)
+    record = record.but(signature=_signature(out, record.to_json()))
+    write_json_atomic(out / ".state" / record.student_id / f"{record.notebook}.json", record.to_json())
     return record
 
 
-def cached_record(out: Path, student: str, notebook: str, fingerprint: str) -> dict | None:
-    """A saved record, when it is for this very file and its signature verifies."""
+def cached_record(out: Path, student: str, notebook: str, fingerprint: str) -> Record | None:
+    """A saved record, when it is for this very file and its signature verifies (checked on the JSON
+    as saved, so a record an earlier version wrote is reused as it is)."""
     path = out / ".state" / student / f"{notebook}.json"
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or record.get("fingerprint") != fingerprint:
+    if not isinstance(data, dict) or data.get("fingerprint") != fingerprint:
         return None
-    return record if hmac.compare_digest(str(record.get("signature", "")), _signature(out, record)) else None
+    if not hmac.compare_digest(str(data.get("signature", "")), _signature(out, data)):
+        return None
+    try:
+        return Record.from_json(data)
+    except (TypeError, ValueError):
+        return None

@@ -1,6 +1,7 @@
 """The score tables the grader writes (``grades.csv`` after grading, ``final_grades.csv`` from
-``export``): one rule for a cell's value, the totals and the late penalty (``late_columns``), shared
-by both and by the LMS files, and CSV files safe to open in a spreadsheet.
+``export``): their columns, one rule for a cell's value, the totals and the late penalty
+(``late_columns``, on ``late.settle``), shared by both, by the LMS files and by the class report, and
+CSV files safe to open in a spreadsheet. No other module lists a score table's columns.
 
 A cell that starts with ``=``, ``+``, ``-`` or ``@`` (or a tab or carriage return before one)
 is read by Excel, LibreOffice and Google Sheets as a formula, and a formula can fetch URLs or
@@ -14,11 +15,32 @@ import csv
 import os
 from pathlib import Path
 
-from ..model import PENDING, REVIEW
+from ..model import PENDING, REVIEW, Record
 from . import gradebook
 from .late import LateSpec, Settled, settle
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+# the columns after the exercises' (automatic ones first, then the manual ones): grades.csv's and final_grades.csv's
+EDITION_COLUMN = "edition"  # grades.csv's last column: the edition(s) a student's notebooks were written in
+GRADES_COLUMNS = ("auto_total", "total", "max_total", "pending", "needs_review", "late_penalty", "final_total", EDITION_COLUMN)
+FINAL_COLUMNS = ("auto_total", "manual_total", "total", "max_total", "pending", "needs_review", "late_penalty", "final_total", "late_basis")
+NOT_EXERCISES = ("student_id", *dict.fromkeys((*FINAL_COLUMNS, *GRADES_COLUMNS)))  # a table's columns that are no exercise's
+
+
+def exercise_columns(cells: list) -> list[str]:
+    """The exercises' columns of a score table: the automatic ones, then those a person grades."""
+    return [*(e.grade_id for e in cells if not e.manual), *(e.grade_id for e in cells if e.manual)]
+
+
+def grades_header(cells: list) -> list[str]:
+    """grades.csv's header."""
+    return ["student_id", *exercise_columns(cells), *GRADES_COLUMNS]
+
+
+def final_header(cells: list) -> list[str]:
+    """final_grades.csv's header."""
+    return ["student_id", *exercise_columns(cells), *FINAL_COLUMNS]
 
 
 def spreadsheet_safe(value):
@@ -46,7 +68,7 @@ def write_csv(path: Path, fields: list[str], rows: list[dict]) -> None:
     os.replace(tmp, path)
 
 
-def cell_value(e, entry: dict | None, record: dict | None = None):
+def cell_value(e, entry: dict | None, record: Record | None = None):
     """One cell of a score table for exercise ``e``: a person's score from the gradebook
     (``review`` when the answer changed since they gave it: not counted), else the judge's score,
     else ``pending`` for an answer a person has yet to grade. ``record``: the notebook's grading
@@ -59,11 +81,11 @@ def cell_value(e, entry: dict | None, record: dict | None = None):
         return score
     if record is None:
         return PENDING if e.manual else 0.0
-    if record.get("status") != "graded":
+    if not record.graded:
         return 0.0
     if not e.manual:
-        return float(record.get("scores", {}).get(e.grade_id, 0.0))
-    left = record.get("manual", {}).get(e.grade_id)  # 0: left as released
+        return float(record.scores.get(e.grade_id, 0.0))
+    left = (record.manual or {}).get(e.grade_id)  # 0: left as released
     return PENDING if left is None else float(left)
 
 

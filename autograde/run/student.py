@@ -18,7 +18,7 @@ from .. import settings
 from ..course import Course, kill_tree, reap
 from ..errors import GraderError
 from ..matching import changed_answers, grade_ids, last_error, read_notebook, read_tail, repair_cells
-from ..model import MAX_NOTEBOOK_BYTES, GiB, Options
+from ..model import MAX_NOTEBOOK_BYTES, GiB, Options, Record
 from ..publish.master import edition_master, submission_edition
 from .job import EDITION_FILE, SUBMISSION_DIGEST
 from .launch import start_worker
@@ -34,30 +34,28 @@ MAX_LOG_BYTES = 200_000  # bytes of a worker's log read back (its end)
 
 
 def _prepare(
-    course: Course, master: Path, out: Path, student: str, notebook: str, path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES, record: dict | None = None
-) -> Path:
+    course: Course, master: Path, out: Path, student: str, record: Record, path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES
+) -> tuple[Record, Path]:
     """A fresh nbgrader course folder holding one submitted notebook (raises on an unreadable
-    one, and on one over ``max_bytes`` before reading it). ``record`` gets the answer cells
-    changed since the last grading (a manual score on one of them is then flagged for review)."""
+    one, and on one over ``max_bytes`` before reading it), and ``record`` with what reading it
+    found: its edition, cells repaired, and the answer cells changed since the last grading (a
+    manual score on one of them is then flagged for review)."""
+    notebook = record.notebook
     nb = read_notebook(path, max_bytes)
     edition = submission_edition(nb, master, course.assignment, notebook)
-    if record is not None:
-        record["edition"] = edition
     master = edition_master(master, edition)
     repairs = repair_cells(nb, grade_ids(master / "source" / course.assignment / f"{notebook}.ipynb"))
-    if record is not None and repairs:
-        record["matching_notes"] = repairs
-    if record is not None:
-        changed = changed_answers(out / "submitted" / student / course.assignment / f"{notebook}.ipynb", nb)
-        if changed is not None:
-            record["changed_answers"] = changed
+    changed = changed_answers(out / "submitted" / student / course.assignment / f"{notebook}.ipynb", nb)
+    record = record.but(
+        edition=edition, matching_notes=tuple(repairs) if repairs else None, changed_answers=tuple(changed) if changed is not None else None
+    )
     job = out / ".work" / student / notebook
     if job.exists():
         shutil.rmtree(job)
     job.mkdir(parents=True)
     # the salt of its hidden random inputs (job.py): the student's whole submission as sent (every notebook's
     # bytes before nbformat rewrites them), or this file's bytes where no submission digest is known
-    salt = (record or {}).get("submission") or hashlib.sha256(path.read_bytes()).hexdigest()
+    salt = record.submission or hashlib.sha256(path.read_bytes()).hexdigest()
     (job / SUBMISSION_DIGEST).write_text(salt)
     (job / EDITION_FILE).write_text(edition)  # the language its kernel and feedback page use (job.py)
     shutil.copy(master / "nbgrader_config.py", job / "nbgrader_config.py")
@@ -68,7 +66,7 @@ def _prepare(
     submitted = job / "submitted" / student / course.assignment
     submitted.mkdir(parents=True)
     nbformat.write(nb, submitted / f"{notebook}.ipynb")
-    return job
+    return record, job
 
 
 # Set while the batch is being stopped (Ctrl-C, SIGTERM): its workers are killed, and a notebook
@@ -81,7 +79,7 @@ class Stopped(GraderError):
 
 
 def run_student(
-    course: Course, master: Path, out: Path, student: str, entries: list[tuple[dict, Path]], options: Options, settle, fail, stop=None
+    course: Course, master: Path, out: Path, student: str, entries: list[tuple[Record, Path]], options: Options, settle, fail, stop=None
 ) -> None:
     """Grade a student's notebooks (``entries``: (record, submitted file)): one worker process
     runs them one after the other, each in its own course folder under ``out/.work``. A notebook
@@ -92,10 +90,9 @@ def run_student(
     pending = []
     for record, path in entries:
         try:
-            pending.append((record, _prepare(course, master, out, student, record["notebook"], path, options.max_notebook_bytes, record)))
+            pending.append(_prepare(course, master, out, student, record, path, options.max_notebook_bytes))
         except Exception as exc:  # not JSON, not a notebook: a grade of 0, not a crash
-            record.update(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}")
-            fail(record)
+            fail(record.but(status="invalid_notebook", detail=f"{type(exc).__name__}: {str(exc)[:300]}"))
     # the worker dies with this process (parent-death signal in job.py), however this one ends
     env = {settings.CELL_TIMEOUT: str(options.cell_timeout), settings.PARENT_PID: str(os.getpid())}
     false_starts = 0
@@ -125,8 +122,7 @@ def run_student(
                 if false_starts == 1:  # a fault of the grader's own start-up: one more worker, then no loop
                     continue
                 for record, _job in pending:
-                    record.update(status="error", detail=last_error(worker_log))
-                    fail(record)
+                    fail(record.but(status="error", detail=last_error(worker_log)))
                 break
     finally:
         shutil.rmtree(out / ".work" / student, ignore_errors=True)

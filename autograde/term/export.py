@@ -24,11 +24,9 @@ from ..course import Course, UnusableInput, exercises
 from ..model import REVIEW
 from ..record import gradebook
 from ..record.late import UNKNOWN_CHOICES, LateSpec, Settled, lms_flags, load_spec, unsubmitted
-from ..record.tables import cell_value, late_columns, score_row, write_csv
+from ..record.tables import cell_value, final_header, late_columns, score_row, write_csv
 from .adapter import ExportJob
 from .registry import PLAIN_EXPORT, export_formats
-
-COLUMNS = ("auto_total", "manual_total", "total", "max_total", "pending", "needs_review", "late_penalty", "final_total", "late_basis")
 
 
 def export(
@@ -63,8 +61,7 @@ def export(
     info["least_penalty"] = sorted(s for s, found in settled.items() if found.unknown) if accept else []
     if format == PLAIN_EXPORT:
         target = target or out / "final_grades.csv"
-        fields = ["student_id", *[e.grade_id for e in cells if not e.manual], *[e.grade_id for e in cells if e.manual], *COLUMNS]
-        write_csv(target, fields, rows)
+        write_csv(target, final_header(cells), rows)
         info["written"] = [target]
         return target, info
     people = _people(out, roster or {})

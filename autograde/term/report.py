@@ -25,24 +25,13 @@ from pathlib import Path
 from ..course import Course, Exercise, UnusableInput, exercises
 from ..model import PENDING, REVIEW, STATUS_TEXT
 from ..record.exporters import write_page_and_numbers
+from ..record.tables import NOT_EXERCISES
 from .report_figures import draw_figures, figures
 from .report_page import REPORT_POLICY, render
 from .report_text import report_words, say
 
 __all__ = ["REPORT_POLICY", "build_report", "course_ideas", "draw_figures", "render", "write_report"]
 
-TAIL = (
-    "auto_total",
-    "manual_total",
-    "total",
-    "max_total",
-    "pending",
-    "needs_review",
-    "late_penalty",
-    "final_total",
-    "late_basis",
-    "edition",
-)  # not exercise columns
 NEEDED = ("student_id", "total", "max_total", "pending", "needs_review")
 SLOWEST = 15
 OTHER_KINDS = {
@@ -109,7 +98,7 @@ def _read_scores(out: Path, path: Path) -> tuple[list[str], list[dict]]:
         absent = [name for name in NEEDED if name not in header]
         if absent:
             raise _unusable(out, f"{path.name} has no {', '.join(absent)} column(s)")
-        columns = [name for name in header if name != "student_id" and name not in TAIL]
+        columns = [name for name in header if name not in NOT_EXERCISES]
         rows = []
         for line, raw in enumerate(reader, start=2):
             where = f"{path.name} line {line}"

@@ -43,7 +43,7 @@ def test_a_fault_that_does_not_repeat_costs_nothing_and_one_that_repeats_only_wh
     records, _ = grading.grade_locally(
         None, tmp_path, tmp_path, by_student, Options(workers=2), done.append, lambda s, items, exc: faults.append((s, items, exc)), {}
     )
-    graded = sorted((r["student_id"], r["notebook"]) for r in records)
+    graded = sorted((r.student_id, r.notebook) for r in records)
     # once: a settled before the fault, b and c in the second try; nothing graded twice
     assert calls["once"] == [["a", "b", "c"], ["b", "c"]]
     assert [("once", nb) for nb in "abc"] == [g for g in graded if g[0] == "once"]
@@ -53,7 +53,7 @@ def test_a_fault_that_does_not_repeat_costs_nothing_and_one_that_repeats_only_wh
     assert len(faults) == 1 and faults[0][0] == "always" and [nb for nb, _, _ in faults[0][1]] == ["c"]
     assert "lost the worker's pipe" in str(faults[0][2])
     # every settled notebook reached the batch's callback exactly once
-    assert sorted((r["student_id"], r["notebook"]) for r in done) == graded
+    assert sorted((r.student_id, r.notebook) for r in done) == graded
     # the tracebacks are kept: two for the student whose fault repeated, one for the other
     assert (tmp_path / "logs" / "always" / "grader-faults.log").read_text().count("Traceback") == 2
     once_log = (tmp_path / "logs" / "once" / "grader-faults.log").read_text()
@@ -223,10 +223,10 @@ def test_a_worker_that_dies_before_starting_anything_is_started_once_more(tmp_pa
 
     starts, failed = [], []
 
-    def fake_prepare(course, master, out, student, notebook, path, max_bytes, record):
-        job = out / ".work" / student / notebook
+    def fake_prepare(course, master, out, student, record, path, max_bytes):
+        job = out / ".work" / student / record.notebook
         job.mkdir(parents=True)
-        return job
+        return record, job
 
     def fake_start(argv, cwd, env, log_path, log):
         starts.append(argv)
@@ -239,8 +239,8 @@ def test_a_worker_that_dies_before_starting_anything_is_started_once_more(tmp_pa
     entries = [(new_record("s1", nb, "pending", ""), Path(f"{nb}.ipynb")) for nb in ("a", "b")]
     student_run.run_student(None, tmp_path, tmp_path, "s1", entries, Options(), lambda *args: None, failed.append)
     assert len(starts) == 2, "one more worker after the first died before starting anything"
-    assert [r["notebook"] for r in failed] == ["a", "b"] and all(r["status"] == "error" for r in failed)
-    assert "could not start" in failed[0]["detail"]
+    assert [r.notebook for r in failed] == ["a", "b"] and all(r.status == "error" for r in failed)
+    assert "could not start" in failed[0].detail
 
 
 # ----------------------------------------------------------------- set-up that waits on nothing
@@ -435,11 +435,11 @@ def test_a_notebook_cut_short_by_stopping_the_batch_is_left_for_the_next_run(tmp
         def wait(self, timeout=None):
             return -15
 
-    def fake_prepare(course, master, out, student, notebook, path, max_bytes, record):
-        job = out / ".work" / student / notebook
+    def fake_prepare(course, master, out, student, record, path, max_bytes):
+        job = out / ".work" / student / record.notebook
         job.mkdir(parents=True)
         (job / "started").write_text("0")  # the worker had begun it
-        return job
+        return record, job
 
     monkeypatch.setattr(student_run, "_prepare", fake_prepare)
     monkeypatch.setattr(student_run, "start_worker", lambda *args: KilledMidNotebook())
@@ -454,7 +454,7 @@ def test_a_notebook_cut_short_by_stopping_the_batch_is_left_for_the_next_run(tmp
             student_run.run_student(None, tmp_path, tmp_path / str(stopping), "s1", entries, Options(), settle, lambda r: None)
         finally:
             student_run.INTERRUPTED.clear()
-        assert [r["notebook"] for r in settled] == ([] if stopping else ["a"]), (stopping, settled)
+        assert [r.notebook for r in settled] == ([] if stopping else ["a"]), (stopping, settled)
 
 
 def _kernel_and_client():

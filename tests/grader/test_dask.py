@@ -431,6 +431,6 @@ def test_a_scheduler_without_a_cluster_executor_is_refused_before_anything_runs(
     from autograde.course import Course
     from autograde.grading import Options, grade_batch
 
-    with pytest.raises(ValueError, match="grade_on_cluster_executor"):
+    with pytest.raises(ValueError, match="ClusterExecutor"):
         grade_batch(Course.load(), tmp_path, tmp_path / "out", Options(scheduler="tcp://127.0.0.1:1"))
     assert not (tmp_path / "out").exists()

@@ -129,6 +129,7 @@ def test_a_password_in_the_query_is_masked_and_never_stored(tmp_path):
 def test_a_huge_notebook_is_refused_unread_and_a_crowded_folder_is_capped(tmp_path):
     from autograde.grading import Options, _fingerprint
     from autograde.matching import NotebookTooLarge, grade_ids, match_notebooks
+    from autograde.model import new_record
     from autograde.run.student import _prepare
 
     student = tmp_path / "alice"
@@ -139,7 +140,7 @@ def test_a_huge_notebook_is_refused_unread_and_a_crowded_folder_is_capped(tmp_pa
         handle.truncate(21 * 1024 * 1024)
     # stat, not parse: _prepare refuses it before any course folder is needed
     with pytest.raises(NotebookTooLarge, match=r"the file is 21\.0 MB, over the 20 MB limit for a submitted notebook"):
-        _prepare(None, None, tmp_path, "alice", name, huge)
+        _prepare(None, None, tmp_path, "alice", new_record("alice", name), huge)
     assert _fingerprint(huge, "d", Options()) != _fingerprint(huge, "d", Options(max_notebook_bytes=30 * 1024 * 1024))
     ids = {name: grade_ids(SOLUTIONS / f"{name}.ipynb")}
     assert ids[name] and grade_ids(huge, max_bytes=1024) == set()
