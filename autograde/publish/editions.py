@@ -216,7 +216,10 @@ def setup_message(source: str, messages: dict[str, str]) -> str:
     """``source`` with the text of its ``raise ModuleNotFoundError(...)`` replaced by the text's
     translation in ``messages`` (keyed by its catalog template, ``{0}``... its f-string's values,
     which the translation keeps), one string a line as in English; unchanged when there is none."""
-    tree = ast.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))  # a %pip line: same line numbers
+    try:
+        tree = catalogs.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))  # a %pip line: same line numbers
+    except SyntaxError as exc:
+        raise EditionError(f"the set-up cell is not Python: {exc}") from None
     nodes = [
         node.exc.args[0]
         for node in ast.walk(tree)
@@ -230,7 +233,7 @@ def setup_message(source: str, messages: dict[str, str]) -> str:
         raise EditionError(f"the set-up cell's {SETUP_ERROR} message formats a value: write it as {{value}}")
     shown = ["{" + ast.unparse(v.value) + (f"!{chr(v.conversion)}" if v.conversion != -1 else "") + "}" for v in values]
     pieces = []
-    for line in translated.splitlines(keepends=True):
+    for line in (part for part in re.split(r"(?<=\n)", translated) if part):  # its lines, each \n kept
         text = _PLACEHOLDER.sub(lambda m: shown[int(m.group(1))], line)
         pieces.append(("f" if text != line or "{{" in text or "}}" in text else "") + repr(text))
     lines = source.split("\n")

@@ -89,6 +89,22 @@ def test_the_chinese_setup_cell_says_in_chinese_that_the_runtime_is_missing(root
     assert len(message.splitlines()) == 4 and "{" not in message
 
 
+def test_the_setup_message_keeps_its_values_and_their_conversions():
+    from autograde.publish import editions
+
+    source = (
+        "NAME = 'w.whl'\ntry:\n    import a_module_that_is_not_there\nexcept ModuleNotFoundError:\n"
+        "    raise ModuleNotFoundError(\n        f'Put {NAME!r} here,\\n'\n        f'then run {NAME}.') from None\nRUNTIME = course_setup()"
+    )
+    out = editions.edition_setup(source, "zh", {"Put {0} here,\nthen run {1}.": "把 {0} 放在这里，\n然后运行 {1}。"})
+    assert "        f'把 {NAME!r} 放在这里，\\n'\n        f'然后运行 {NAME}。') from None" in out, out
+    with pytest.raises(ModuleNotFoundError) as raised:
+        exec(compile(out, "setup", "exec"), {})
+    assert str(raised.value) == "把 'w.whl' 放在这里，\n然后运行 w.whl。"
+    untranslated = editions.edition_setup(source, "zh", {"another text": "别的"})
+    assert untranslated == source.replace(editions.SETUP_CALL, "RUNTIME = course_setup(language='zh')")
+
+
 def test_check_refuses_a_chinese_setup_message_that_is_not_the_catalogs(root, tmp_path):
     from autograde.publish import editions
 
