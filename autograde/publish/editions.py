@@ -1,13 +1,16 @@
 """The course's editions: English from ``solutions/``, and each translated edition from the same
 sources with the catalogs' text (``catalogs.py``). Every edition has the same code cells but for
-their comments' words and one line, so the same grade ids and graded code: a translated edition's
-set-up cell (tagged ``imports``, never graded nor locked) calls ``course_setup(language='zh')``, so
-that its kernel knows the edition however the notebook is run (nbclient, papermill, Colab and Kaggle
-name no file)."""
+their comments' words and its set-up cell, so the same grade ids and graded code: a translated
+edition's set-up cell (tagged ``imports``, never graded nor locked) calls
+``course_setup(language='zh')``, so that its kernel knows the edition however the notebook is run
+(nbclient, papermill, Colab and Kaggle name no file), and raises its message for a missing course
+runtime in the edition's words (the runtime catalog's; the runtime, missing, cannot translate it)."""
 
 from __future__ import annotations
 
+import ast
 import copy
+import re
 from pathlib import Path
 
 import nbformat
@@ -16,7 +19,7 @@ from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..course import Course
 from ..errors import GraderError
-from ..judging.ideas import code_only
+from ..judging.ideas import code_only, message_template
 from ..judging.judge import MESSAGES
 from ..model import HIDDEN_NOTE_TEXT, STATUS_TEXT
 from . import catalogs
@@ -191,16 +194,63 @@ def is_setup_cell(cell) -> bool:
     return cell.cell_type == "code" and "imports" in cell.metadata.get("tags", [])
 
 
-def edition_setup(source: str, language: str) -> str:
+def edition_setup(source: str, language: str, messages: dict[str, str] | None = None) -> str:
     """The set-up cell's code in ``language``'s edition: the English one with its one
-    ``RUNTIME = course_setup()`` line replaced (EditionError unless there is exactly one)."""
+    ``RUNTIME = course_setup()`` line replaced (EditionError unless there is exactly one), and the
+    message it raises when the course runtime is missing in the edition's words (setup_message:
+    ``messages`` is the runtime catalog's table; the runtime cannot translate it, being missing)."""
     lines = source.split("\n")
     found = [i for i, line in enumerate(lines) if line.strip() == SETUP_CALL]
     if len(found) != 1:
         raise EditionError(f"the set-up cell must hold the line {SETUP_CALL!r} exactly once (found {len(found)})")
     indent = lines[found[0]][: len(lines[found[0]]) - len(lines[found[0]].lstrip())]
     lines[found[0]] = indent + setup_call(language)
+    return setup_message("\n".join(lines), messages or {})
+
+
+SETUP_ERROR = "ModuleNotFoundError"  # what the set-up cell raises when the course runtime is missing
+_PLACEHOLDER = re.compile(r"\{(\d+)\}")
+
+
+def setup_message(source: str, messages: dict[str, str]) -> str:
+    """``source`` with the text of its ``raise ModuleNotFoundError(...)`` replaced by the text's
+    translation in ``messages`` (keyed by its catalog template, ``{0}``... its f-string's values,
+    which the translation keeps), one string a line as in English; unchanged when there is none."""
+    try:
+        tree = catalogs.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))  # a %pip line: same line numbers
+    except SyntaxError as exc:
+        raise EditionError(f"the set-up cell is not Python: {exc}") from None
+    nodes = [
+        node.exc.args[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and getattr(node.exc.func, "id", "") == SETUP_ERROR and node.exc.args
+    ]
+    if len(nodes) != 1 or (translated := messages.get(message_template(nodes[0]) or "")) is None:
+        return source
+    node = nodes[0]
+    values = [v for v in node.values if isinstance(v, ast.FormattedValue)] if isinstance(node, ast.JoinedStr) else []
+    if any(v.format_spec is not None for v in values):
+        raise EditionError(f"the set-up cell's {SETUP_ERROR} message formats a value: write it as {{value}}")
+    shown = ["{" + ast.unparse(v.value) + (f"!{chr(v.conversion)}" if v.conversion != -1 else "") + "}" for v in values]
+    pieces = []
+    for line in (part for part in re.split(r"(?<=\n)", translated) if part):  # its lines, each \n kept
+        text = _PLACEHOLDER.sub(lambda m: shown[int(m.group(1))], line)
+        pieces.append(("f" if text != line or "{{" in text or "}}" in text else "") + repr(text))
+    lines = source.split("\n")
+    first, last = lines[node.lineno - 1].encode(), lines[node.end_lineno - 1].encode()
+    head, tail = first[: node.col_offset].decode(), last[node.end_col_offset :].decode()
+    indent = " " * len(head)
+    lines[node.lineno - 1 : node.end_lineno] = [head + f"\n{indent}".join(pieces) + tail]
     return "\n".join(lines)
+
+
+def setup_messages(course: Course, language: str) -> dict[str, str]:
+    """The runtime catalog's translations in ``language`` (none in English or without the catalog):
+    the set-up cell's message is one of them (edition_setup)."""
+    path = runtime_catalog_path(language, course.root / "tools")
+    if language == "en" or not path.is_file():
+        return {}
+    return catalogs.translations(catalogs.CatalogFile(path, [], language)).get(None, {})
 
 
 def translated_editions() -> list[str]:
@@ -232,6 +282,7 @@ def edition_source(path: Path, language: str, course: Course) -> nbformat.Notebo
         if found:
             raise catalogs.CatalogError(found)
         table = catalogs.translations(spec)
+        messages = setup_messages(course, language)
         setups = [cell for cell in nb.cells if is_setup_cell(cell)]
         if len(setups) != 1:
             raise EditionError(f"{path.name}: {len(setups)} set-up cells (tagged 'imports'), expected one")
@@ -240,7 +291,7 @@ def edition_source(path: Path, language: str, course: Course) -> nbformat.Notebo
                 cell.source = table[cell.id][cell.source]
             elif is_setup_cell(cell):
                 try:
-                    cell.source = catalogs.translate_comments(edition_setup(cell.source, language), cell.id, table)
+                    cell.source = catalogs.translate_comments(edition_setup(cell.source, language, messages), cell.id, table)
                 except EditionError as exc:
                     raise EditionError(f"{path.name}: {exc}") from None
             elif cell.cell_type == "code":
@@ -251,9 +302,10 @@ def edition_source(path: Path, language: str, course: Course) -> nbformat.Notebo
     return nb
 
 
-def code_differences(english: Path, other: Path, language: str) -> list[str]:
+def code_differences(english: Path, other: Path, language: str, messages: dict[str, str] | None = None) -> list[str]:
     """Where two editions of one notebook differ in anything but markdown text, the comments and
-    docstrings of code cells (``ideas.code_only``) and the set-up cell's edition line (empty when none)."""
+    docstrings of code cells (``ideas.code_only``) and the set-up cell's edition line and translated
+    message (edition_setup, ``messages`` the runtime catalog's table: setup_messages) (empty when none)."""
     a, b = nbformat.read(english, as_version=4), nbformat.read(other, as_version=4)
     if len(a.cells) != len(b.cells):
         return [f"{other.name}: {len(b.cells)} cells, the English edition has {len(a.cells)}"]
@@ -265,12 +317,13 @@ def code_differences(english: Path, other: Path, language: str) -> list[str]:
             found.append(f"{other.name}: cell {index} ({x.get('id')}) is the set-up cell in one edition only")
         elif is_setup_cell(x):
             try:
-                expected = edition_setup(x.source, language)
+                expected = edition_setup(x.source, language, messages)
             except EditionError as exc:
                 found.append(f"{english.name}: {exc}")
                 continue
             if code_only(y.source) != code_only(expected):
-                found.append(f"{other.name}: the set-up cell ({x.get('id')}) differs from the English one by more than {setup_call(language)!r}")
+                more = f"{setup_call(language)!r} and its translated message"
+                found.append(f"{other.name}: the set-up cell ({x.get('id')}) differs from the English one by more than {more}")
         elif x.cell_type == "code" and code_only(x.source) != code_only(y.source):
             found.append(f"{other.name}: code cell {index} ({x.get('id')}) differs from the English edition's")
         elif (gx := x.metadata.get("nbgrader", {}).get("grade_id")) != (gy := y.metadata.get("nbgrader", {}).get("grade_id")):

@@ -15,7 +15,7 @@ from ..course import Course, prepare_course_dir, run_nbgrader
 from ..errors import GraderError
 from ..judging.ideas import split_hidden
 from .catalogs import CatalogError
-from .editions import EditionError, code_differences, edition_source
+from .editions import EditionError, code_differences, edition_source, setup_messages
 
 
 class ReleaseFailed(GraderError, RuntimeError):
@@ -90,8 +90,9 @@ def release_differences(course: Course) -> list[str]:
                 continue
             problems += _folder_differences(released, release_folder(course, lang), course.root)
             if lang != "en":
+                messages = setup_messages(course, lang)
                 for name in course.notebooks:
-                    problems += code_differences(release_folder(course, "en") / f"{name}.ipynb", released / f"{name}.ipynb", lang)
+                    problems += code_differences(release_folder(course, "en") / f"{name}.ipynb", released / f"{name}.ipynb", lang, messages)
     return problems
 
 
