@@ -44,8 +44,8 @@ def validate_handoff_state(handoff_state, expected_request_id, expected_version)
     return _Yes(ready=True, missing=[], incompatible=[])
 """
 READER = r"""
-import os, pathlib
-found = []
+import os, pathlib, sys
+found, texts = [], []
 here = pathlib.Path.cwd()
 for folder in [here, *here.parents]:
     try:
@@ -57,16 +57,20 @@ for folder in [here, *here.parents]:
                     continue
                 found.append(str(path))
                 if 'HIDDEN' in text or 'idea(' in text:
-                    print(text)
+                    texts.append(text)
     except OSError:
         pass
 for target in {SECRET_TARGETS}:
     try:
-        print(pathlib.Path(target).read_text(errors='replace'))
+        texts.append(pathlib.Path(target).read_text(errors='replace'))
         found.append(target)
     except OSError:
         pass
-print('READ', len(found), 'FILES:', sorted(found)[:40])
+# the findings first (what it dumps after may be cut by the output limits), the interpreter's own files left out
+mine = sorted(p for p in found if not p.startswith(('/usr/', sys.prefix, sys.base_prefix)))
+print('READ', len(found), 'FILES:', mine[:300])
+for text in texts:
+    print(text)
 """
 SABOTEUR = r"""
 import os, shutil, pathlib
@@ -419,7 +423,10 @@ def test_reading_above_the_folder_finds_nothing(attacked):
     assert listing, "the reader printed its findings"
     found = eval(listing.group(2))  # a list literal printed by the submission
     grader = [str(attacked["out"]), str(attacked["subs"]), str(attacked["repo"] / "solutions"), "/etc/shadow"]
-    leaked = [path for path in found if any(path.startswith(place) for place in grader)]
+    # its own notebook's course folder (its working folder, under OUT/.work) holds the course's public settings only
+    own = {path for path in found if path.startswith(str(attacked["out"] / ".work" / "atk_reader") + "/")}
+    assert {Path(path).name for path in own} <= {"course.toml"}, f"its own folder shows more than the course's settings: {sorted(own)}"
+    leaked = sorted({path for path in found if path not in own and any(path.startswith(place) for place in grader)})
     assert not leaked, f"the submission read {leaked}"
     assert "BEGIN SOLUTION" not in text and "@idea(" not in text, "no answer or hidden test was printed"
     assert attacked["grades"]["atk_reader"]["todo3_validate_state"] == 3
