@@ -1,5 +1,4 @@
-"""Grade a batch of submissions through nbgrader, one isolated course folder per
-(student, notebook).
+"""Grade a batch of submissions through nbgrader, one isolated course folder per (student, notebook).
 
 Why one folder per notebook: nbgrader deletes a student's whole autograded folder when a
 kernel dies, and a kernel that ignores SIGINT stalls the run. Here each notebook runs in
@@ -40,7 +39,7 @@ from .publish.leaks import secret_lines
 from .publish.master import edition_master, grading_master
 from .record import gradebook
 from .record.late import LateSpec, save_spec, settle
-from .record.pages import keep_page_data, page_data_path, page_words, write_pages
+from .record.pages import keep_page_data, note_redactions, page_kept, page_words, write_pages
 from .record.results import write_tables
 from .record.store import cached_record, save_record, signing_key
 from .run.launch import prestart as start_worker_server
@@ -448,7 +447,7 @@ def _intake(
                     continue
                 fingerprint = _fingerprint(path, f"{digest}|{whole}", options)
                 cached = cached_record(out, student, notebook, fingerprint)
-                if cached and not _page_kept(out, cached):
+                if cached and not page_kept(out, cached):
                     cached = None  # graded before pages were rendered from their data: graded again, to render its page
                 if cached:
                     done_here.append(cached.but(cached=True))
@@ -566,23 +565,10 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
     summary, records = write_tables(course, out, graded_cells, records, notes, n_students, sandbox, db_url, book, late, where=where)
     # every page rendered once: a person's scores from the gradebook, the late line of the penalty write_tables settled
     removed = write_pages(out, course, graded_cells, records, secrets, late.policy, None if gradebook_error else db_url)
-    noted = _note_redactions(records, removed)
+    noted = note_redactions(records, removed)
     if noted != records:  # a page quoted the grader's secrets (rare): the tables say so too
         summary, records = write_tables(course, out, graded_cells, noted, notes, n_students, sandbox, db_url, book, late, where=where)
     return summary
-
-
-def _page_kept(out: Path, record: Record) -> bool:
-    """Whether a saved record's page can be rendered: it was not graded, or its page data is kept
-    (a record from before pages were rendered from their data has its page only)."""
-    if not record.graded or page_data_path(out, record.student_id, record.notebook).is_file():
-        return True
-    return not (out / "feedback" / record.student_id / f"{record.notebook}.html").is_file()
-
-
-def _note_redactions(records: list[Record], removed: dict[tuple[str, str], int]) -> list[Record]:
-    """The records with each one's count of lines its page removed (None when it removed none)."""
-    return [record.but(redacted_lines=removed.get((record.student_id, record.notebook)) or None) for record in records]
 
 
 def rejected_id(name: str) -> str:

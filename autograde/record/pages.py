@@ -173,6 +173,19 @@ def write_pages(out: Path, course: Course, cells: list[Exercise], records: list[
     return removed
 
 
+def page_kept(out: Path, record: Record) -> bool:
+    """Whether a saved record's page can be rendered: it was not graded, or its page data is kept
+    (a record from before pages were rendered from their data has its page only)."""
+    if not record.graded or page_data_path(out, record.student_id, record.notebook).is_file():
+        return True
+    return not (out / "feedback" / record.student_id / f"{record.notebook}.html").is_file()
+
+
+def note_redactions(records: list[Record], removed: dict[tuple[str, str], int]) -> list[Record]:
+    """The records with each one's count of lines its page removed (None when it removed none)."""
+    return [record.but(redacted_lines=removed.get((record.student_id, record.notebook)) or None) for record in records]
+
+
 # -------------------------------------------------------------- the last checks
 
 
