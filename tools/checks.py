@@ -33,7 +33,21 @@ REPORT_ENV = settings.CHECK_REPORT
 STOP_ENV = settings.CHECKS_STOP
 
 PASS, FAIL, TODO, ERROR = "pass", "fail", "not_started", "error"
-_MARKS = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗"}
+ELSEWHERE = "waits_for_other_notebook"  # the TODO raised in a function loaded from another notebook
+_MARKS = {PASS: "✓", FAIL: "✗", TODO: "…", ERROR: "✗", ELSEWHERE: "…"}
+
+
+def unfinished_elsewhere(exc: BaseException) -> tuple[str, str] | None:
+    """(notebook file, function) when ``exc`` (a NotImplementedError) was raised in a function that
+    ``notebook_runtime.load_learner_functions`` loaded from another notebook (its code is compiled
+    as ``<NAME.ipynb>``), else None: the exercise left to do is that notebook's, not this cell's."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    where = frames[-1]
+    if where.filename.startswith("<") and where.filename.endswith(".ipynb>"):
+        return where.filename[1:-1], where.name
+    return None
 
 
 def stops_on_failure() -> bool:
@@ -101,7 +115,20 @@ class PublicChecks:
     def _run_one(self, label: str, fn: Callable[[], None]) -> CaseResult:
         try:
             fn()
-        except NotImplementedError:
+        except NotImplementedError as exc:
+            elsewhere = unfinished_elsewhere(exc)
+            if elsewhere:
+                notebook, function = elsewhere
+                return CaseResult(
+                    label,
+                    ELSEWHERE,
+                    tr(
+                        "{function}, loaded from {notebook}, is not finished there (it still raises NotImplementedError): "
+                        "finish it in {notebook}, save that notebook, run the cell that loads it, then this cell again",
+                        function=function,
+                        notebook=notebook,
+                    ),
+                )
             return CaseResult(label, TODO, tr("not implemented yet: replace `raise NotImplementedError()` with your code"))
         except AssertionError as exc:
             return CaseResult(label, FAIL, localize(str(exc)) if str(exc) else tr("an assertion failed without a message"))
@@ -127,8 +154,17 @@ class PublicChecks:
                 line += f"\n      → {r.message}"
             print(line)
         waiting = sum(r.status == TODO for r in results)  # the given input checks pass before any work: say the rest wait
+        elsewhere = sum(r.status == ELSEWHERE for r in results)
         title = localize(self.title)
-        if waiting:
+        if elsewhere:
+            summary = tr(
+                "{title}: public checks {passed}/{total} passed, {elsewhere} waiting for an earlier notebook's exercise; hidden tests run at grading",
+                title=title,
+                passed=passed,
+                total=len(results),
+                elsewhere=elsewhere,
+            )
+        elif waiting:
             summary = tr(
                 "{title}: public checks {passed}/{total} passed, {waiting} not started; hidden tests run at grading",
                 title=title,
@@ -143,7 +179,9 @@ class PublicChecks:
         print(summary)
         self._report(results, passed)
         if passed != len(results):
-            if all(r.status in (PASS, TODO) for r in results):
+            if elsewhere and all(r.status in (PASS, TODO, ELSEWHERE) for r in results):
+                message = tr("{summary}. Finish that notebook first (the → lines above name it), then run this cell again.", summary=summary)
+            elif all(r.status in (PASS, TODO) for r in results):
                 message = tr("{summary}. Finish the exercise above, then run this cell again.", summary=summary)
             else:
                 message = tr("{summary}. Read the ✗ lines above: each says what is wrong.", summary=summary)

@@ -24,7 +24,7 @@ from .presets import MiB
 # Link speeds in Gbit/s (measured where known, else nominal).
 LINK_PRESETS = {
     "PCIe Gen5 (55 GB/s)": presets.LINK_PRESETS["PCIe Gen5 x16"]["gbps"],
-    "NVLink 4 (396 GB/s)": presets.LINK_PRESETS["NVLink 4"]["gbps"],
+    "NVLink 4 (375 GB/s)": presets.LINK_PRESETS["NVLink 4"]["gbps"],
     "InfiniBand NDR": presets.LINK_PRESETS["InfiniBand NDR"]["gbps"],
     "RoCE 200G": presets.LINK_PRESETS["RoCE 200G"]["gbps"],
 }

@@ -124,13 +124,15 @@ def kv_blocks_per_instance(
 
 
 # ------------------------------------------------------------------ links
-# gbps: the speed the simulator uses, in Gbit/s, one direction. Measured where the course has a
-# measurement (as notebook 02's explorer does), else the nominal line rate. latency_ms: a fixed cost
-# paid once per handoff.
+# gbps: the speed the simulator uses, in Gbit/s, one direction: a published measurement where one is
+# cited below (PCIe Gen5, NVLink 4; the course measured neither), else the nominal line rate; notebook
+# 02's explorer uses the same numbers. latency_ms: a fixed cost paid once per handoff.
 #   PCIe Gen5 x16: 32 GT/s x 16 lanes with 128b/130b coding = 63 GB/s per direction (PCI-SIG PCIe
 #     5.0 base specification); pinned host-to-device copies measured 55 GB/s on an H200.
 #   NVLink 4 (H100/H200): 18 links, 900 GB/s both directions together, so 450 GB/s per direction
-#     (NVIDIA H100 datasheet); about 396 GB/s measured GPU to GPU.
+#     (NVIDIA H100 datasheet). Measured GPU to GPU, one direction: 371-377 GB/s with CUDA's
+#     p2pBandwidthLatencyTest on an 8-GPU HGX H100 SXM (NVIDIA/nccl issue #1264, April 2024);
+#     the course uses 375 GB/s.
 #   InfiniBand NDR: 400 Gb/s per port, one ConnectX-7 NIC (NVIDIA ConnectX-7 user manual).
 #   RoCE 200G: 200 Gb/s per port (ConnectX-7 NDR200/200GbE mode, same manual).
 # Latencies: a copy-engine transfer costs about 5-7 us per cudaMemcpyAsync call (DualPath, Wu et
@@ -139,7 +141,7 @@ def kv_blocks_per_instance(
 # write plus its completion notification through the serving software, not a measurement.
 LINK_PRESETS: dict[str, dict] = {
     "PCIe Gen5 x16": {"gbps": 55 * 8, "nominal_gbps": 63 * 8, "latency_ms": 0.007},
-    "NVLink 4": {"gbps": 396 * 8, "nominal_gbps": 450 * 8, "latency_ms": 0.007},
+    "NVLink 4": {"gbps": 375 * 8, "nominal_gbps": 450 * 8, "latency_ms": 0.007},
     "InfiniBand NDR": {"gbps": 400, "nominal_gbps": 400, "latency_ms": 0.05},
     "RoCE 200G": {"gbps": 200, "nominal_gbps": 200, "latency_ms": 0.05},
     # a commodity cloud NIC, slower than prefill produces KV for large prompts: the link decides

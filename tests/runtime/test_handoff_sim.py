@@ -674,7 +674,7 @@ def test_notebook_02_explorer_uses_the_same_presets():
     """One source for model and link numbers: notebook 02's explorer and the simulator agree."""
     from tools import explorer
 
-    names = {"PCIe Gen5 (55 GB/s)": "PCIe Gen5 x16", "NVLink 4 (396 GB/s)": "NVLink 4", "InfiniBand NDR": "InfiniBand NDR", "RoCE 200G": "RoCE 200G"}
+    names = {"PCIe Gen5 (55 GB/s)": "PCIe Gen5 x16", "NVLink 4 (375 GB/s)": "NVLink 4", "InfiniBand NDR": "InfiniBand NDR", "RoCE 200G": "RoCE 200G"}
     assert {label: presets.LINK_PRESETS[names[label]]["gbps"] for label in names} == explorer.LINK_PRESETS
     for name, (kv_bytes, layers) in explorer.MODEL_PRESETS.items():
         assert kv_bytes == presets.MODEL_PRESETS[name]["kv_bytes_per_token"] and layers == presets.MODEL_PRESETS[name]["layers"]

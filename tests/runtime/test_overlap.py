@@ -855,11 +855,19 @@ def test_reason_names_each_rule_with_its_numbers():
 
 
 def test_evidence_label_states_each_limit():
+    """Each condition with its limit, marked met or missed, the missed one next to the verdict: a case
+    whose bar crosses the dashed line (every repeat overlapped) but whose copy ran too slow reads as
+    such, not as "not confirmed · 20/20 repeats"."""
     from tools.overlap.plots import evidence_label
 
-    ev = {"confirmed": False, "overlapped_repeats": 12, "repeats": 20, "copy_slowdown": 1.88, "max_copy_slowdown": 1.30}
-    assert evidence_label(ev) == "not confirmed · 12/20 repeats (> 10 needed)\ncopy x1.88 > 1.30 limit"
-    assert evidence_label({**ev, "confirmed": True, "copy_slowdown": 1.05}).endswith("copy x1.05 ≤ 1.30 limit")
+    ev = {"confirmed": False, "overlapped_repeats": 20, "repeats": 20, "copy_slowdown": 1.88, "max_copy_slowdown": 1.30}
+    assert evidence_label(ev) == "not confirmed · ✗ copy x1.88 > 1.30 limit\n✓ 20/20 repeats overlapped (> 10 needed)"
+    few = {**ev, "overlapped_repeats": 8, "copy_slowdown": 1.05}
+    assert evidence_label(few) == "not confirmed · ✗ 8/20 repeats overlapped (> 10 needed)\n✓ copy x1.05 ≤ 1.30 limit"
+    both = {**ev, "overlapped_repeats": 10}
+    assert evidence_label(both) == "not confirmed · ✗ 10/20 repeats overlapped (> 10 needed)\n✗ copy x1.88 > 1.30 limit"
+    good = {**ev, "confirmed": True, "copy_slowdown": 1.05}
+    assert evidence_label(good) == "confirmed · ✓ 20/20 repeats overlapped (> 10 needed)\n✓ copy x1.05 ≤ 1.30 limit"
 
 
 def test_results_sentence_says_when_the_course_folder_is_not_the_notebooks(tmp_path, monkeypatch):

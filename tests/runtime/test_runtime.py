@@ -116,6 +116,40 @@ def test_unstarted_exercise_says_finish_it(monkeypatch):
         suite.run()
 
 
+def test_an_unfinished_earlier_notebook_is_named_not_this_exercise(capsys, monkeypatch, root):
+    """Notebook 06's TODO 7 calls validate_handoff_state loaded from notebook 03: when that copy of 03 is
+    unfinished, the checks name 03 and its function, not "replace `raise NotImplementedError()`" (the
+    learner's own TODO 7 may be done). A NotImplementedError of this cell's own code still says so."""
+    monkeypatch.delenv(checks.REPORT_ENV, raising=False)
+    loaded = notebook_runtime.load_learner_functions("03_handoff_state_contract", ["validate_handoff_state"], search=[root / "notebooks"])
+    validate_handoff_state = loaded["validate_handoff_state"]  # the release's unanswered copy
+
+    def handoff_step(state):  # a finished TODO 7 that calls notebook 03's function
+        return validate_handoff_state(state, "r1", 3)
+
+    suite = PublicChecks("TODO 7 · handoff_step")
+
+    @suite.case
+    def calls_the_earlier_notebook():
+        """uses notebook 03"""
+        handoff_step({})
+
+    @suite.case
+    def own_todo():
+        """not started here"""
+        raise NotImplementedError()
+
+    with pytest.raises(PublicChecksFailed, match="1 waiting for an earlier notebook's exercise"):
+        suite.run()
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    earlier = lines[lines.index("  … uses notebook 03") + 1]
+    assert "validate_handoff_state, loaded from 03_handoff_state_contract.ipynb, is not finished there" in earlier, out
+    assert "replace `raise NotImplementedError()`" not in earlier, f"the message blames this exercise: {earlier}"
+    own = lines[lines.index("  … not started here") + 1]
+    assert "replace `raise NotImplementedError()`" in own, f"this cell's own unfinished code must still say so: {own}"
+
+
 def test_a_suite_that_cannot_run_says_why_and_lets_the_notebook_go_on(capsys, monkeypatch):
     """TODO 7's checks when notebooks 03 and 04 are not loaded: in a learner's notebook the reason is
     printed in red (in the learner's language) and Run All goes on; where failures stop (a script, a

@@ -58,13 +58,28 @@ def run_setting(
     )
 
 
+def served_from_transfer(result: dict) -> list[dict]:
+    """The requests decode served from their transfer: outcome 'ok' with a transfer on record. The
+    course's one "mean exposed" is over these (the table, the panel's readout and the histogram):
+    a recomputed or failed request's transfer was cut short, and a rejected one never sent."""
+    return [r for r in result.get("records", []) if r["outcome"] == "ok" and r["transfer_ms"] is not None]
+
+
+def mean_exposed_ms(result: dict) -> float | None:
+    """The mean exposed transfer time (ms) of the requests served from their transfer, None when none was."""
+    served = served_from_transfer(result)
+    return sum(r["exposed_ms"] for r in served) / len(served) if served else None
+
+
 def summary_text(result: dict) -> str:
-    """The panel's readout: TTFT percentiles, outcomes, mean exposed transfer, and how busy the link
-    and the prefill pool were (near 100% prefill, queueing for prefill decides the TTFT, not the link)."""
+    """The panel's readout: TTFT percentiles, outcomes, mean exposed transfer (of the requests served
+    from their transfer, as in the table), and how busy the link and the prefill pool were (near 100%
+    prefill, queueing for prefill decides the TTFT, not the link)."""
     s = result["summary"]
     ttft = " / ".join("-" if s["ttft"][k] is None else readable(s["ttft"][k], 0, fixed=True) for k in ("p50_ms", "p95_ms", "p99_ms"))
     outcomes = ", ".join(f"{v} {k}" for k, v in s["outcomes"].items() if v)
-    exposed = "-" if s["exposed_ms_mean"] is None else readable(s["exposed_ms_mean"], 2, fixed=True)
+    mean = mean_exposed_ms(result)
+    exposed = "-" if mean is None else readable(mean, 2, fixed=True)
     return localize(
         f"TTFT p50/p95/p99 {ttft} ms · {outcomes} · mean exposed transfer {exposed} ms · "
         f"link busy {s['link_utilization']:.0%} · prefill busy {s['prefill_utilization']:.0%}"
@@ -91,7 +106,7 @@ def summary_table(results: dict[str, dict]) -> str:
         s = result["summary"]
         counts = "/".join(str(s["outcomes"][k]) for k in ("ok", "recomputed", "failed", "rejected"))
         ttft = "/".join("-" if s["ttft"][k] is None else f"{s['ttft'][k]:.0f}" for k in ("p50_ms", "p95_ms", "p99_ms"))
-        served = [r for r in result.get("records", []) if r["outcome"] == "ok" and r["transfer_ms"] is not None]
+        served = served_from_transfer(result)
         exposed = (
             (f"{sum(r['exposed_ms'] for r in served) / len(served):.2f}/{sum(r['transfer_ms'] for r in served) / len(served):.2f}") if served else "-"
         )
@@ -163,13 +178,13 @@ def draw_request_lanes(ax, result: dict, first: int = 0, count: int = 12, title:
 
 
 def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> None:
-    """Histograms of the exposed transfer time per request, on a log axis, one per labelled result:
-    the requests that exposed any (whatever their outcome), how many, and their mean (the summary
-    table's mean is over the 'ok' requests, zeros included, so the two differ)."""
+    """Histograms of the exposed transfer time per request, on a log axis, one per labelled result,
+    of the requests served from their transfer: the same requests, and so the same mean, as the
+    summary table's. A request that exposed nothing counts in the mean but has no place on a log
+    axis: the legend says how many were left off."""
     colors = [PALETTE[c] for c in ("blue", "orange", "green", "purple")]
-    series = {
-        label: [r["exposed_ms"] for r in res["records"] if r["exposed_ms"] is not None and r["exposed_ms"] > 1e-6] for label, res in results.items()
-    }
+    served = {label: [r["exposed_ms"] for r in served_from_transfer(res)] for label, res in results.items()}
+    series = {label: [v for v in vs if v > 1e-6] for label, vs in served.items()}
     values = [v for vs in series.values() for v in vs]
     if not values:
         ax.text(0.5, 0.5, N_("no request exposed any transfer time"), ha="center", va="center", transform=ax.transAxes)
@@ -180,8 +195,11 @@ def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> Non
     bins = [10 ** (low + (high - low) * i / 40) for i in range(41)]
     for (label, vs), color in zip(series.items(), colors):
         if vs:
-            mean = sum(vs) / len(vs)
-            label = tr("{label}: {count} requests, mean {mean} ms", label=localize(label), count=len(vs), mean=readable(mean, 2, fixed=True))
+            everyone = served[label]
+            mean = readable(sum(everyone) / len(everyone), 2, fixed=True)
+            label = tr("{label}: mean {mean} ms over {count} requests", label=localize(label), mean=mean, count=len(everyone))
+            if len(everyone) > len(vs):
+                label += " " + tr("({zero} at 0 ms, not drawn)", zero=len(everyone) - len(vs))
             ax.hist(vs, bins=bins, color=color, alpha=0.6, edgecolor="black", linewidth=0.4, label=label)
     ax.set_xscale("log")
     # plain numbers at 1, 2 and 5 of each decade, and no minor labels: with less than a decade of

@@ -205,14 +205,27 @@ def sketch_serial_vs_overlapped(copy_ms: float = 10.0, compute_ms: float = 10.0)
 
 
 def evidence_label(ev: dict) -> str:
-    """The verdict and both of its conditions, each with its limit, on two lines: e.g. 'not confirmed ·
-    12/20 repeats (> 10 needed)' and 'copy x1.88 > 1.30 limit'."""
-    verdict = tr("confirmed") if ev["confirmed"] else tr("not confirmed")
+    """The verdict, then each of its two conditions with its limit, marked ✓ (met) or ✗ (missed), the
+    missed ones first: e.g. 'not confirmed · ✗ copy x1.88 > 1.30 limit' and '✓ 20/20 repeats
+    overlapped (> 10 needed)'. A case whose bar crosses the dashed line can still be unconfirmed:
+    the label says which condition failed."""
     slowdown, limit = ev["copy_slowdown"], ev["max_copy_slowdown"]
-    needed, sign = format(ev["repeats"] / 2, "g"), ">" if slowdown > limit else "≤"
-    repeats = tr("{overlapped}/{repeats} repeats (> {needed} needed)", overlapped=ev["overlapped_repeats"], repeats=ev["repeats"], needed=needed)
-    copy = tr("copy x{slowdown} {sign} {limit} limit", slowdown=format(slowdown, ".2f"), sign=sign, limit=format(limit, ".2f"))
-    return f"{verdict} · {repeats}\n{copy}"
+    needed = ev["repeats"] / 2
+    repeats = tr(
+        "{overlapped}/{repeats} repeats overlapped (> {needed} needed)",
+        overlapped=ev["overlapped_repeats"],
+        repeats=ev["repeats"],
+        needed=format(needed, "g"),
+    )
+    copy = tr(
+        "copy x{slowdown} {sign} {limit} limit", slowdown=format(slowdown, ".2f"), sign=">" if slowdown > limit else "≤", limit=format(limit, ".2f")
+    )
+    conditions = [(ev["overlapped_repeats"] > needed, repeats), (slowdown <= limit, copy)]
+    ordered = [text for met, text in conditions if not met] + [text for met, text in conditions if met]
+    marks = {text: "✓" if met else "✗" for met, text in conditions}
+    verdict = tr("confirmed") if ev["confirmed"] else tr("not confirmed")
+    first, *rest = [f"{marks[text]} {text}" for text in ordered]
+    return "\n".join([f"{verdict} · {first}", *rest])
 
 
 def _warn(what: dict, fig) -> None:
