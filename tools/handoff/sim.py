@@ -46,12 +46,14 @@ What is modelled
   ``slow_factor`` times longer), ``stalled_link`` (its bytes never land; the decoder learns it only
   when the deadline passes, like SGLang's waiting timeout), ``out_of_blocks`` (the decoder finds no
   blocks on its first try; then ``block_policy`` applies). A failed handoff follows
-  ``failure_policy``: ``'recompute'`` reruns prefill on the decoder (vLLM's
-  ``kv_load_failure_policy='recompute'``), ``'fail'`` ends the request (vLLM's default). An
-  abandoned transfer frees the link when the request gives up.
+  ``failure_policy``: ``'recompute'`` reruns the whole prefill on the decoder (vLLM's
+  ``kv_load_failure_policy='recompute'`` reruns only from the first block that failed to load: the
+  model charges the worst case), ``'fail'`` ends the request (vLLM's default since February 2026;
+  before that, ``'recompute'`` was). An abandoned transfer frees the link when the request gives up.
 * **Decode**: ``decode_ms_per_token`` per output token (continuous batching: requests decode side
-  by side, bounded by blocks only). The first token comes one decode step after decode starts;
-  TTFT = first token - arrival.
+  by side, bounded by blocks only). The first token comes one decode step after decode starts
+  (SGLang ships the first token with the handoff, so it has no such step: the model charges every
+  request the same one step more); TTFT = first token - arrival.
 
 Not modelled: prefill batching and chunked prefill, tensor-parallel all-reduce time, decode
 slowdown with batch size, prefill-side KV memory, a recompute's use of decode compute (it takes the
