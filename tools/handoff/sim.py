@@ -26,8 +26,8 @@ What is modelled
   one layer's bytes after prefill ends: it lands exactly when sending each layer the moment it is
   ready would, without holding the link idle between layers (real streams leave those gaps to
   other requests' layers; here the other requests get the time before the stream starts). The
-  stream is computed in closed form (the ``stream_layers`` step), one event per request, never one per
-  layer. Exposed transfer time is Step 2's: the link time not covered by the request's own
+  stream is computed in closed form (the ``stream_layers`` step), one event per request, never one
+  per layer. Exposed transfer time is Step 2's: the link time not covered by the request's own
   prefill compute.
 * **The handoff protocol and gate** (Steps 3 and 4, the ``handoff_step`` step): once it has reserved
   blocks, decode checks the state when the transfer would have landed had it had the link to
@@ -46,12 +46,14 @@ What is modelled
   ``slow_factor`` times longer), ``stalled_link`` (its bytes never land; the decoder learns it only
   when the deadline passes, like SGLang's waiting timeout), ``out_of_blocks`` (the decoder finds no
   blocks on its first try; then ``block_policy`` applies). A failed handoff follows
-  ``failure_policy``: ``'recompute'`` reruns prefill on the decoder (vLLM's
-  ``kv_load_failure_policy='recompute'``), ``'fail'`` ends the request (vLLM's default). An
-  abandoned transfer frees the link when the request gives up.
+  ``failure_policy``: ``'recompute'`` reruns the whole prefill on the decoder (vLLM's
+  ``kv_load_failure_policy='recompute'`` reruns only from the first block that failed to load: the
+  model charges the worst case), ``'fail'`` ends the request (vLLM's default since February 2026;
+  before that, ``'recompute'`` was). An abandoned transfer frees the link when the request gives up.
 * **Decode**: ``decode_ms_per_token`` per output token (continuous batching: requests decode side
-  by side, bounded by blocks only). The first token comes one decode step after decode starts;
-  TTFT = first token - arrival.
+  by side, bounded by blocks only). The first token comes one decode step after decode starts
+  (SGLang ships the first token with the handoff, so it has no such step: the model charges every
+  request the same one step more); TTFT = first token - arrival.
 
 Not modelled: prefill batching and chunked prefill, tensor-parallel all-reduce time, decode
 slowdown with batch size, prefill-side KV memory, a recompute's use of decode compute (it takes the
@@ -155,9 +157,9 @@ def _steps(steps: dict | None) -> dict:
     if missing:
         raise ValueError(
             f"the simulator runs on the steps it is given; missing: {', '.join(missing)}. Pass "
-            "steps={'stream_layers': ..., 'handoff_step': ..., 'ttft_percentiles': ...}: in notebook 06 your own "
-            "(TODO 6-8, with handoff_step calling your validate_handoff_state and plan_decode_start from "
-            "notebooks 03 and 04)"
+            "steps={'stream_layers': ..., 'handoff_step': ..., 'ttft_percentiles': ...}: "
+            "in notebook 06 your own (TODO 6-8, with handoff_step calling your "
+            "validate_handoff_state and plan_decode_start from notebooks 03 and 04)"
         )
     return given
 
@@ -175,22 +177,131 @@ def read_trace(path) -> list[list]:
             raise ValueError(f"{path}: the header must name {sorted(need)}, got {reader.fieldnames}")
         for line, row in enumerate(reader, start=2):
             try:
-                rows.append([float(row["arrival_ms"]), int(row["prompt_tokens"]), int(row["output_tokens"])])
+                arrival_ms = float(row["arrival_ms"])
+                rows.append([arrival_ms, int(row["prompt_tokens"]), int(row["output_tokens"])])
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"{path}, line {line}: {exc}") from None
     return rows
 
 
-def _check_range(name, value):
+def _token_range(name: str, value) -> list[int]:
+    """An int, or [low, high] of ints with 1 <= low <= high, as [low, high]."""
     if isinstance(value, bool):
         raise ValueError(f"{name} must be an int or [low, high], got {value!r}")
     if isinstance(value, int):
         value = [value, value]
-    if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    is_pair = isinstance(value, (list, tuple)) and len(value) == 2
+    if not is_pair or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise ValueError(f"{name} must be an int or [low, high] of ints, got {value!r}")
     if not 1 <= value[0] <= value[1]:
         raise ValueError(f"{name} needs 1 <= low <= high, got {value!r}")
     return [value[0], value[1]]
+
+
+def _one_of(config: dict, key: str, allowed: tuple) -> None:
+    if config[key] not in allowed:
+        raise ValueError(f"{key} must be one of {allowed}, got {config[key]!r}")
+
+
+def _positive_int(config: dict, key: str) -> None:
+    value = config[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{key} must be an int >= 1, got {value!r}")
+
+
+MODEL_KEYS = ("layers", "kv_bytes_per_token", "tp", "params", "dtype_bytes")
+MODEL_KEYS += ("linear_flops_per_token", "attn_width")
+
+
+def _hardware(config: dict) -> dict:
+    """The model, GPU and link the settings name (or give as dicts), and the tp, Gbit/s and latency
+    they imply unless the settings override them."""
+    model = config["model"]
+    model = presets.model_preset(model) if isinstance(model, str) else dict(model)
+    for key in MODEL_KEYS:
+        if key not in model:
+            raise ValueError(f"a model dict needs {key!r} (see tools.presets.MODEL_PRESETS)")
+    model.setdefault("name", "custom model")
+    gpu = config["gpu"]
+    gpu = presets.gpu_preset(gpu) if isinstance(gpu, str) else dict(gpu)
+    link = config["link"]
+    link = presets.link_preset(link) if isinstance(link, str) else dict(link)
+    tp = model["tp"] if config["tp"] is None else config["tp"]
+    if not isinstance(tp, int) or tp < 1:
+        raise ValueError(f"tp must be an int >= 1, got {tp!r}")
+    gbps = link["gbps"] if config["gbps"] is None else config["gbps"]
+    latency_ms = link["latency_ms"] if config["latency_ms"] is None else config["latency_ms"]
+    if not (isinstance(gbps, (int, float)) and gbps > 0):
+        raise ValueError(f"gbps must be > 0, got {gbps!r}")
+    if not (isinstance(latency_ms, (int, float)) and latency_ms >= 0):
+        raise ValueError(f"latency_ms must be >= 0, got {latency_ms!r}")
+    return {"model": model, "gpu": gpu, "link": link, "tp": tp, "gbps": gbps, "latency_ms": latency_ms}
+
+
+def _check_policies(config: dict) -> None:
+    _one_of(config, "link_sharing", ("fifo", "fair"))
+    _one_of(config, "streaming", ("whole", "layerwise"))
+    _one_of(config, "block_policy", ("wait", "reject"))
+    _one_of(config, "failure_policy", ("recompute", "fail"))
+    for key in ("prefill_workers", "decode_instances", "block_tokens"):
+        _positive_int(config, key)
+    if not 0 < config["prefill_efficiency"] <= 1:
+        raise ValueError(f"prefill_efficiency must lie in (0, 1], got {config['prefill_efficiency']!r}")
+    deadline_ms = config["deadline_ms"]
+    if not (isinstance(deadline_ms, (int, float)) and deadline_ms >= 0):
+        raise ValueError(f"deadline_ms must be >= 0, got {deadline_ms!r}")
+    if not isinstance(config["version"], str):
+        raise ValueError(f"version must be a string, got {config['version']!r}")
+    if not config["slow_factor"] >= 1:
+        raise ValueError(f"slow_factor must be >= 1, got {config['slow_factor']!r}")
+
+
+def _checked_faults(config: dict) -> dict:
+    faults = dict(config["faults"] or {})
+    for name, rate in faults.items():
+        if name not in FAULTS:
+            raise ValueError(f"unknown fault {name!r}; known: {', '.join(FAULTS)}")
+        if not (isinstance(rate, (int, float)) and 0 <= rate <= 1):
+            raise ValueError(f"fault rate for {name} must lie in [0, 1], got {rate!r}")
+    return faults
+
+
+def _checked_trace(trace: list) -> list[list]:
+    if not trace:
+        raise ValueError("the trace is empty")
+    for row_number, row in enumerate(trace):
+        try:
+            usable = len(row) == 3 and float(row[0]) >= 0 and int(row[1]) >= 1 and int(row[2]) >= 1
+        except (TypeError, ValueError):
+            usable = False
+        if not usable:
+            raise ValueError(f"trace row {row_number} must be [arrival_ms >= 0, prompt_tokens >= 1, output_tokens >= 1], got {row!r}")
+    return [[float(arrival), int(prompt), int(output)] for arrival, prompt, output in trace]
+
+
+def _check_arrivals(config: dict) -> None:
+    if config["trace"] is not None:
+        config["trace"] = _checked_trace(config["trace"])
+        return
+    n_requests, rate_per_s = config["n_requests"], config["rate_per_s"]
+    if not isinstance(n_requests, int) or n_requests < 1:
+        raise ValueError(f"n_requests must be an int >= 1, got {n_requests!r}")
+    if not (isinstance(rate_per_s, (int, float)) and rate_per_s > 0):
+        raise ValueError(f"rate_per_s must be > 0, got {rate_per_s!r}")
+
+
+def _decode_side(config: dict, hardware: dict) -> None:
+    """The decode pool's blocks and its time per token, from the presets unless given."""
+    model, gpu, tp = hardware["model"], hardware["gpu"], hardware["tp"]
+    if config["decode_blocks"] is None:
+        per_instance = presets.kv_blocks_per_instance(model, gpu, tp, config["block_tokens"])
+        config["decode_blocks"] = config["decode_instances"] * per_instance
+    if not isinstance(config["decode_blocks"], int) or config["decode_blocks"] < 1:
+        raise ValueError(f"decode_blocks must be an int >= 1, got {config['decode_blocks']!r}")
+    if config["decode_ms_per_token"] is None:
+        config["decode_ms_per_token"] = presets.decode_ms_per_token(model, gpu, tp)
+    if not config["decode_ms_per_token"] >= 0:
+        raise ValueError(f"decode_ms_per_token must be >= 0, got {config['decode_ms_per_token']!r}")
 
 
 def make_config(config: dict | None = None, **overrides) -> dict:
@@ -201,76 +312,16 @@ def make_config(config: dict | None = None, **overrides) -> dict:
         if unknown:
             raise ValueError(f"unknown setting(s) {sorted(unknown)}; known: {', '.join(DEFAULTS)}")
         merged.update(source)
-    c = merged
-    model = presets.model_preset(c["model"]) if isinstance(c["model"], str) else dict(c["model"])
-    for key in ("layers", "kv_bytes_per_token", "tp", "params", "dtype_bytes", "linear_flops_per_token", "attn_width"):
-        if key not in model:
-            raise ValueError(f"a model dict needs {key!r} (see tools.presets.MODEL_PRESETS)")
-    model.setdefault("name", "custom model")
-    gpu = presets.gpu_preset(c["gpu"]) if isinstance(c["gpu"], str) else dict(c["gpu"])
-    link = presets.link_preset(c["link"]) if isinstance(c["link"], str) else dict(c["link"])
-    tp = model["tp"] if c["tp"] is None else c["tp"]
-    if not isinstance(tp, int) or tp < 1:
-        raise ValueError(f"tp must be an int >= 1, got {tp!r}")
-    gbps = link["gbps"] if c["gbps"] is None else c["gbps"]
-    latency = link["latency_ms"] if c["latency_ms"] is None else c["latency_ms"]
-    if not (isinstance(gbps, (int, float)) and gbps > 0):
-        raise ValueError(f"gbps must be > 0, got {gbps!r}")
-    if not (isinstance(latency, (int, float)) and latency >= 0):
-        raise ValueError(f"latency_ms must be >= 0, got {latency!r}")
-    for key, allowed in (
-        ("link_sharing", ("fifo", "fair")),
-        ("streaming", ("whole", "layerwise")),
-        ("block_policy", ("wait", "reject")),
-        ("failure_policy", ("recompute", "fail")),
-    ):
-        if c[key] not in allowed:
-            raise ValueError(f"{key} must be one of {allowed}, got {c[key]!r}")
-    for key in ("prefill_workers", "decode_instances", "block_tokens"):
-        if not isinstance(c[key], int) or isinstance(c[key], bool) or c[key] < 1:
-            raise ValueError(f"{key} must be an int >= 1, got {c[key]!r}")
-    if not 0 < c["prefill_efficiency"] <= 1:
-        raise ValueError(f"prefill_efficiency must lie in (0, 1], got {c['prefill_efficiency']!r}")
-    if not (isinstance(c["deadline_ms"], (int, float)) and c["deadline_ms"] >= 0):
-        raise ValueError(f"deadline_ms must be >= 0, got {c['deadline_ms']!r}")
-    if not isinstance(c["version"], str):
-        raise ValueError(f"version must be a string, got {c['version']!r}")
-    if not c["slow_factor"] >= 1:
-        raise ValueError(f"slow_factor must be >= 1, got {c['slow_factor']!r}")
-    faults = dict(c["faults"] or {})
-    for name, rate in faults.items():
-        if name not in FAULTS:
-            raise ValueError(f"unknown fault {name!r}; known: {', '.join(FAULTS)}")
-        if not (isinstance(rate, (int, float)) and 0 <= rate <= 1):
-            raise ValueError(f"fault rate for {name} must lie in [0, 1], got {rate!r}")
-    c["prompt_tokens"] = _check_range("prompt_tokens", c["prompt_tokens"])
-    c["output_tokens"] = _check_range("output_tokens", c["output_tokens"])
-    if c["trace"] is None:
-        if not isinstance(c["n_requests"], int) or c["n_requests"] < 1:
-            raise ValueError(f"n_requests must be an int >= 1, got {c['n_requests']!r}")
-        if not (isinstance(c["rate_per_s"], (int, float)) and c["rate_per_s"] > 0):
-            raise ValueError(f"rate_per_s must be > 0, got {c['rate_per_s']!r}")
-    else:
-        if not c["trace"]:
-            raise ValueError("the trace is empty")
-        for i, row in enumerate(c["trace"]):
-            try:
-                bad = len(row) != 3 or not float(row[0]) >= 0 or int(row[1]) < 1 or int(row[2]) < 1
-            except (TypeError, ValueError):
-                bad = True
-            if bad:
-                raise ValueError(f"trace row {i} must be [arrival_ms >= 0, prompt_tokens >= 1, output_tokens >= 1], got {row!r}")
-        c["trace"] = [[float(a), int(p), int(o)] for a, p, o in c["trace"]]
-    if c["decode_blocks"] is None:
-        c["decode_blocks"] = c["decode_instances"] * presets.kv_blocks_per_instance(model, gpu, tp, c["block_tokens"])
-    if not isinstance(c["decode_blocks"], int) or c["decode_blocks"] < 1:
-        raise ValueError(f"decode_blocks must be an int >= 1, got {c['decode_blocks']!r}")
-    if c["decode_ms_per_token"] is None:
-        c["decode_ms_per_token"] = presets.decode_ms_per_token(model, gpu, tp)
-    if not c["decode_ms_per_token"] >= 0:
-        raise ValueError(f"decode_ms_per_token must be >= 0, got {c['decode_ms_per_token']!r}")
-    c.update(model=model, gpu=gpu, link=link, tp=tp, gbps=float(gbps), latency_ms=float(latency), faults=faults)
-    return c
+    hardware = _hardware(merged)
+    _check_policies(merged)
+    faults = _checked_faults(merged)
+    merged["prompt_tokens"] = _token_range("prompt_tokens", merged["prompt_tokens"])
+    merged["output_tokens"] = _token_range("output_tokens", merged["output_tokens"])
+    _check_arrivals(merged)
+    _decode_side(merged, hardware)
+    hardware["gbps"], hardware["latency_ms"] = float(hardware["gbps"]), float(hardware["latency_ms"])
+    merged.update(hardware, faults=faults)
+    return merged
 
 
 # ======================================================================= the engine
@@ -279,17 +330,17 @@ def make_config(config: dict | None = None, **overrides) -> dict:
 # lives in a resource class; a request's inputs are drawn up front (_Requests) and its results kept
 # in one ledger (_Ledger), which also runs the handoff step. Event kinds, in the order they run at
 # equal times: transfers land before decode frees blocks, before checks and timeouts, before new
-# requests ask for blocks.
-_LINK_FREE, _PS, _DECODE_DONE, _CHECK, _TIMEOUT, _ABORT, _READY = range(7)
+# requests ask for blocks. Every event is (time in ms, kind, request id or link version).
+_LINK_FREE, _SHARE_DONE, _DECODE_DONE, _CHECK, _TIMEOUT, _ABORT, _READY = range(7)
 
 
 def simulate(config: dict | None = None, *, steps: dict | None = None, records: bool = True, **overrides) -> dict:
-    """Run one simulation. Returns {'config', 'summary', 'records'} (records omitted if ``records=False``).
+    """Run one simulation. Returns {'config', 'summary', 'records'} (no records if ``records=False``).
 
     ``steps`` must hold 'stream_layers', 'handoff_step' (one argument: the handoff) and
     'ttft_percentiles', with the contracts stated at :data:`STEPS`.
     """
-    c = make_config(config, **overrides)
+    checked = make_config(config, **overrides)
     chosen = _steps(steps)
     # The run allocates a few objects per request and frees none until it ends, so the cyclic
     # garbage collector would rescan the growing live set again and again: with it on, 300,000
@@ -298,7 +349,7 @@ def simulate(config: dict | None = None, *, steps: dict | None = None, records: 
     collecting = gc.isenabled()
     gc.disable()
     try:
-        engine = _Engine(c, chosen)
+        engine = _Engine(checked, chosen)
         engine.run()
         return engine.result(records)
     finally:
@@ -306,164 +357,200 @@ def simulate(config: dict | None = None, *, steps: dict | None = None, records: 
             gc.enable()
 
 
+def handoff_ready_time(prefill_start_ms: float, prefill_ms: float, payload_ms: float, latency_ms: float, layers: int) -> float:
+    """When a request asks for decode blocks and the link (``handoff_ready_ms``).
+
+    Sent whole (``layers`` = 1), that is when its prefill ends. Streamed, it is the latest moment
+    from which its layers can go out back to back and still land one layer's bytes after prefill
+    ends: asking earlier would not land it sooner, only hold the link idle between layers. It is
+    never before the first layer is computed.
+    """
+    first_layer_done_ms = prefill_start_ms + prefill_ms / layers
+    prefill_end_ms = prefill_start_ms + prefill_ms
+    last_layer_lands_ms = prefill_end_ms + payload_ms / layers
+    back_to_back_start_ms = last_layer_lands_ms - latency_ms - payload_ms
+    return max(first_layer_done_ms, back_to_back_start_ms)
+
+
 class _Requests:
     """Every request's inputs, drawn from the seed in request order (or read from the trace), and
-    its prefill: FIFO over identical workers, independent of everything downstream."""
+    its prefill: FIFO over identical workers, independent of everything downstream. Each attribute
+    is a list indexed by request id."""
 
-    def __init__(self, c: dict):
-        rng = random.Random(c["seed"])
-        if c["trace"] is None:
-            self._poisson(c, rng)
+    def __init__(self, config: dict):
+        rng = random.Random(config["seed"])
+        if config["trace"] is None:
+            self._poisson(config, rng)
         else:
-            rows = sorted(c["trace"], key=lambda r: r[0])  # stable: equal arrivals keep their order
+            rows = sorted(config["trace"], key=lambda row: row[0])  # stable: ties keep their order
             self.n = len(rows)
-            self.arrival = [float(r[0]) for r in rows]
-            self.prompt = [int(r[1]) for r in rows]
-            self.output = [int(r[2]) for r in rows]
-        n = self.n
-        self.fault = {name: [False] * n for name in FAULTS}
-        for name in FAULTS:
-            rate = c["faults"].get(name, 0.0)
-            if rate > 0:
-                flags, draw = self.fault[name], rng.random
-                for i in range(n):
-                    flags[i] = draw() < rate
-        self.lost, self.skew, self.slow, self.stall, self.oob = (self.fault[name] for name in FAULTS)
-        self._prefill(c)
-        self.need = [-(-(self.prompt[i] + self.output[i]) // c["block_tokens"]) for i in range(n)]
+            self.arrival_ms = [float(row[0]) for row in rows]
+            self.prompt_tokens = [int(row[1]) for row in rows]
+            self.output_tokens = [int(row[2]) for row in rows]
+        self.faults = {name: self._draw_fault(config["faults"].get(name, 0.0), rng) for name in FAULTS}
+        self.lost_metadata = self.faults["lost_metadata"]
+        self.version_skew = self.faults["version_skew"]
+        self.slow_link = self.faults["slow_link"]
+        self.stalled_link = self.faults["stalled_link"]
+        self.out_of_blocks = self.faults["out_of_blocks"]
+        self._prefill(config)
+        block_tokens = config["block_tokens"]
+        self.blocks_needed = [
+            -(-(prompt + output) // block_tokens)  # ceil((prompt + output) / block_tokens)
+            for prompt, output in zip(self.prompt_tokens, self.output_tokens)
+        ]
 
-    def _poisson(self, c: dict, rng: random.Random) -> None:
-        n = self.n = c["n_requests"]
-        per_ms = c["rate_per_s"] / 1e3
-        (p_lo, p_hi), (o_lo, o_hi) = c["prompt_tokens"], c["output_tokens"]
-        arrival, prompt, output = [0.0] * n, [p_lo] * n, [o_lo] * n
-        t = 0.0
-        expo, randint = rng.expovariate, rng.randint
-        for i in range(n):
-            t += expo(per_ms)
-            arrival[i] = t
-            if p_hi > p_lo:
-                prompt[i] = randint(p_lo, p_hi)
-            if o_hi > o_lo:
-                output[i] = randint(o_lo, o_hi)
-        self.arrival, self.prompt, self.output = arrival, prompt, output
+    def _draw_fault(self, rate: float, rng: random.Random) -> list[bool]:
+        """Whether each request suffers a fault of this rate (no draw at all for a rate of 0)."""
+        if rate <= 0:
+            return [False] * self.n
+        draw = rng.random
+        return [draw() < rate for _ in range(self.n)]
 
-    def _prefill(self, c: dict) -> None:
-        model, gpu, tp, n = c["model"], c["gpu"], c["tp"], self.n
-        self.layers = layers = model["layers"] if c["streaming"] == "layerwise" else 1
-        workers = [0.0] * c["prefill_workers"]
-        pf_ms_of: dict[int, float] = {}
-        bpm = presets.bytes_per_ms(c["gbps"])
-        kv_tok = model["kv_bytes_per_token"]
-        pf_start, pf_ms, pay_ms = [0.0] * n, [0.0] * n, [0.0] * n
-        latency = c["latency_ms"]
-        arrival, prompt, heapreplace = self.arrival, self.prompt, heapq.heapreplace
-        for i in range(n):
-            p = prompt[i]
-            d = pf_ms_of.get(p)
-            if d is None:
-                d = pf_ms_of[p] = presets.prefill_ms(model, p, gpu, tp, c["prefill_efficiency"])
-            s = max(arrival[i], workers[0])
-            heapreplace(workers, s + d)
-            pf_start[i], pf_ms[i] = s, d
-            pay_ms[i] = p * kv_tok / tp / bpm  # each of the tp links carries 1/tp of the KV
-        self.pf_start, self.pf_ms, self.pay_ms = pf_start, pf_ms, pay_ms
-        # When a request asks for decode blocks and the link: at prefill end when sent whole; when
-        # streamed, at the latest moment from which its layers go out without a pause and still land
-        # one layer's bytes after prefill ends, i.e. max(first layer done, prefill end + one layer's
-        # bytes - latency - payload). Asking earlier would not land it sooner, only hold the link idle
-        # between layers (the formula gives prefill end for layers = 1, since latency >= 0).
-        self.ready_time = [max(pf_start[i] + pf_ms[i] / layers, pf_start[i] + pf_ms[i] + pay_ms[i] / layers - latency - pay_ms[i]) for i in range(n)]
+    def _poisson(self, config: dict, rng: random.Random) -> None:
+        n = self.n = config["n_requests"]
+        arrivals_per_ms = config["rate_per_s"] / 1e3
+        prompt_low, prompt_high = config["prompt_tokens"]
+        output_low, output_high = config["output_tokens"]
+        arrival_ms, prompt_tokens, output_tokens = [0.0] * n, [prompt_low] * n, [output_low] * n
+        now_ms = 0.0
+        gap_ms, uniform = rng.expovariate, rng.randint
+        for request in range(n):
+            now_ms += gap_ms(arrivals_per_ms)
+            arrival_ms[request] = now_ms
+            if prompt_high > prompt_low:
+                prompt_tokens[request] = uniform(prompt_low, prompt_high)
+            if output_high > output_low:
+                output_tokens[request] = uniform(output_low, output_high)
+        self.arrival_ms, self.prompt_tokens, self.output_tokens = arrival_ms, prompt_tokens, output_tokens
+
+    def _prefill(self, config: dict) -> None:
+        """Each request's prefill start and length (FIFO over the workers), its payload's time on
+        the link at full speed, and when it asks for blocks and the link."""
+        model, gpu, tp, n = config["model"], config["gpu"], config["tp"], self.n
+        self.layers = layers = model["layers"] if config["streaming"] == "layerwise" else 1
+        latency_ms = config["latency_ms"]
+        link_bytes_per_ms = presets.bytes_per_ms(config["gbps"])
+        kv_bytes_per_token = model["kv_bytes_per_token"]
+        prefill_ms_of_prompt: dict[int, float] = {}
+        workers_free_ms = [0.0] * config["prefill_workers"]  # a heap: the earliest free worker first
+        prefill_start_ms, prefill_ms, payload_ms = [0.0] * n, [0.0] * n, [0.0] * n
+        for request in range(n):
+            prompt = self.prompt_tokens[request]
+            compute_ms = prefill_ms_of_prompt.get(prompt)
+            if compute_ms is None:
+                compute_ms = presets.prefill_ms(model, prompt, gpu, tp, config["prefill_efficiency"])
+                prefill_ms_of_prompt[prompt] = compute_ms
+            start_ms = max(self.arrival_ms[request], workers_free_ms[0])
+            heapq.heapreplace(workers_free_ms, start_ms + compute_ms)
+            prefill_start_ms[request], prefill_ms[request] = start_ms, compute_ms
+            # each of the tp links carries 1/tp of the KV
+            payload_ms[request] = prompt * kv_bytes_per_token / tp / link_bytes_per_ms
+        self.prefill_start_ms, self.prefill_ms, self.payload_ms = prefill_start_ms, prefill_ms, payload_ms
+        self.handoff_ready_ms = [
+            handoff_ready_time(start, compute, payload, latency_ms, layers)
+            for start, compute, payload in zip(prefill_start_ms, prefill_ms, payload_ms)
+        ]
+
+    def prefill_end_ms(self, request: int) -> float:
+        return self.prefill_start_ms[request] + self.prefill_ms[request]
 
 
 class _Ledger:
-    """Each request's results, and the handoff step that decides them (Steps 3 and 4)."""
+    """Each request's results, one list per record field, and the handoff step that decides them
+    (Steps 3 and 4)."""
 
-    def __init__(self, c: dict, req: _Requests, events: list, handoff):
-        n = req.n
-        self.req, self.events, self.handoff = req, events, handoff
-        self.tpot, self.deadline_after = c["decode_ms_per_token"], c["deadline_ms"]
-        self.policy, self.version = c["failure_policy"], c["version"]
-        for name in (
-            "ready_ms",
-            "admit_ms",
-            "tx_start",
-            "tx_end",
-            "tx_ms",
-            "exposed",
-            "decision",
-            "outcome",
-            "decode_start",
-            "first_token",
-            "done_ms",
-        ):
-            setattr(self, name, [None] * n)
+    FIELDS = (
+        "handoff_ready_ms",
+        "blocks_ms",
+        "transfer_start_ms",
+        "transfer_end_ms",
+        "transfer_ms",
+        "exposed_ms",
+        "decision",
+        "outcome",
+        "decode_start_ms",
+        "first_token_ms",
+        "done_ms",
+    )
 
-    def reject(self, i, t):
-        self.decision[i] = "rejected"
-        self.outcome[i] = "rejected"
-        self.done_ms[i] = t
+    def __init__(self, config: dict, requests: _Requests, events: list, handoff_step):
+        self.requests, self.events, self.handoff_step = requests, events, handoff_step
+        self.decode_ms_per_token = config["decode_ms_per_token"]
+        self.deadline_after_ms = config["deadline_ms"]
+        self.failure_policy, self.version = config["failure_policy"], config["version"]
+        for name in self.FIELDS:
+            setattr(self, name, [None] * requests.n)
 
-    def finish(self, i, res):
+    def reject(self, request: int, now_ms: float) -> None:
+        self.decision[request] = "rejected"
+        self.outcome[request] = "rejected"
+        self.done_ms[request] = now_ms
+
+    def finish(self, request: int, answer: dict) -> None:
         """Record the gate's action; schedule the decode (or the blocks' return on failure)."""
-        self.decision[i] = res["decision"]
-        self.outcome[i] = res["outcome"]
-        start = res["decode_start_ms"]
-        if start is None:
-            self.done_ms[i] = res["act_ms"]
-            heapq.heappush(self.events, (res["act_ms"], _DECODE_DONE, i))
+        self.decision[request] = answer["decision"]
+        self.outcome[request] = answer["outcome"]
+        decode_start_ms = answer["decode_start_ms"]
+        if decode_start_ms is None:
+            self.done_ms[request] = answer["act_ms"]
+            heapq.heappush(self.events, (answer["act_ms"], _DECODE_DONE, request))
             return
-        tpot = self.tpot
-        self.decode_start[i] = start
-        self.first_token[i] = start + tpot
-        self.done_ms[i] = done = start + self.req.output[i] * tpot
-        heapq.heappush(self.events, (done, _DECODE_DONE, i))
+        per_token_ms = self.decode_ms_per_token
+        self.decode_start_ms[request] = decode_start_ms
+        self.first_token_ms[request] = decode_start_ms + per_token_ms
+        done_ms = decode_start_ms + self.requests.output_tokens[request] * per_token_ms
+        self.done_ms[request] = done_ms
+        heapq.heappush(self.events, (done_ms, _DECODE_DONE, request))
 
-    def deadline_of(self, i):
+    def deadline_of(self, request: int) -> float:
         """Decode gives a handoff deadline_ms from the later of prefill end and its block grant."""
-        req = self.req
-        return max(self.admit_ms[i], req.pf_start[i] + req.pf_ms[i]) + self.deadline_after
+        waited_from_ms = max(self.blocks_ms[request], self.requests.prefill_end_ms(request))
+        return waited_from_ms + self.deadline_after_ms
 
-    def handoff_input(self, i, now, landed, ready_at):
-        req, version = self.req, self.version
-        lost = req.lost[i]
+    def handoff_input(self, request: int, now_ms: float, landed: bool, ready_at_ms: float) -> dict:
+        """What the handoff step is given: the state as decode sees it at ``now_ms``."""
+        requests, version = self.requests, self.version
+        lost = requests.lost_metadata[request]
+        never_lands = lost or requests.stalled_link[request]
         return {
             "state": {
                 "payload_ready": landed,
                 "metadata_ready": landed and not lost,
                 "ownership_ready": landed,
-                "request_id": i,
-                "version": "skewed-" + version if req.skew[i] else version,
+                "request_id": request,
+                "version": "skewed-" + version if requests.version_skew[request] else version,
             },
-            "request_id": i,
+            "request_id": request,
             "version": version,
-            "now_ms": now,
-            "ready_at_ms": None if (lost or req.stall[i]) else ready_at,
-            "deadline_ms": self.deadline_of(i),
-            "policy": self.policy,
-            "recompute_ms": req.pf_ms[i],
+            "now_ms": now_ms,
+            "ready_at_ms": None if never_lands else ready_at_ms,
+            "deadline_ms": self.deadline_of(request),
+            "policy": self.failure_policy,
+            "recompute_ms": requests.prefill_ms[request],
         }
 
-    def gate(self, i, now, landed, ready_at):
-        """The handoff step for request i, with its answer checked (a replaced step may be wrong)."""
-        res = self.handoff(self.handoff_input(i, now, landed, ready_at))
+    def gate(self, request: int, now_ms: float, landed: bool, ready_at_ms: float) -> dict:
+        """The handoff step for a request, its answer checked (a replaced step may be wrong)."""
+        answer = self.handoff_step(self.handoff_input(request, now_ms, landed, ready_at_ms))
         try:
-            ok = (
-                res["decision"] in DECISIONS[:4]
-                and res["outcome"] in OUTCOMES[:3]
-                and (res["decode_start_ms"] is None) == (res["outcome"] == "failed")
-                and res["act_ms"] >= now - 1e-9
-                and (res["decode_start_ms"] is None or res["decode_start_ms"] >= res["act_ms"] - 1e-9)
+            decode_start_ms = answer["decode_start_ms"]
+            usable = (
+                answer["decision"] in DECISIONS[:4]
+                and answer["outcome"] in OUTCOMES[:3]
+                and (decode_start_ms is None) == (answer["outcome"] == "failed")
+                and answer["act_ms"] >= now_ms - 1e-9
+                and (decode_start_ms is None or decode_start_ms >= answer["act_ms"] - 1e-9)
             )
         except (TypeError, KeyError):
-            ok = False
-        if not ok:
+            usable = False
+        if not usable:
             raise ValueError(
-                f"handoff_step returned {res!r} for request {i} at {now} ms: expected a decision in "
-                f"{DECISIONS[:4]}, an outcome in {OUTCOMES[:3]}, act_ms >= now_ms, and a "
+                f"handoff_step returned {answer!r} for request {request} at {now_ms} ms: expected a "
+                f"decision in {DECISIONS[:4]}, an outcome in {OUTCOMES[:3]}, act_ms >= now_ms, and a "
                 "decode_start_ms >= act_ms (None exactly when the outcome is 'failed')"
             )
-        return res
+        return answer
 
 
 class _Link:
@@ -472,23 +559,51 @@ class _Link:
     ``timeout`` (a wait reached its deadline), ``abort`` (a give-up time came) and ``tick``
     (its own scheduled event: the link fell free, or a fair share finished)."""
 
-    def __init__(self, c: dict, req: _Requests, ledger: _Ledger, events: list, stream):
-        self.req, self.ledger, self.events, self.stream = req, ledger, events, stream
-        self.latency, self.slow_factor, self.layers = c["latency_ms"], c["slow_factor"], req.layers
-        self.waiting = [False] * req.n  # decode said 'wait' before the bytes landed
+    def __init__(self, config: dict, requests: _Requests, ledger: _Ledger, events: list, stream_layers):
+        self.requests, self.ledger, self.events = requests, ledger, events
+        self.stream_layers = stream_layers
+        self.latency_ms, self.slow_factor = config["latency_ms"], config["slow_factor"]
+        self.layers = requests.layers
+        self.waiting = [False] * requests.n  # decode said 'wait' before the bytes landed
         self.busy_ms = 0.0
-        self.first_grant, self.last_release = INF, 0.0
+        self.first_grant_ms, self.last_release_ms = INF, 0.0
 
-    def nominal(self, i, g):
-        """stream_layers' answer for request i granted the link at g, at full speed."""
-        req = self.req
-        return self.stream(g, req.pf_start[i], req.pf_ms[i], self.layers, req.pay_ms[i], self.latency)
+    def payload_ms(self, request: int) -> float:
+        """The payload's time on the link at full speed, slowed by a slow_link fault."""
+        slowdown = self.slow_factor if self.requests.slow_link[request] else 1.0
+        return self.requests.payload_ms[request] * slowdown
 
-    def wait_ok(self, i, landed_at):
+    def stream(self, request: int, grant_ms: float, payload_ms: float) -> dict:
+        """stream_layers' answer for a request granted the link at ``grant_ms``."""
+        requests = self.requests
+        prefill_start_ms, prefill_ms = requests.prefill_start_ms[request], requests.prefill_ms[request]
+        return self.stream_layers(grant_ms, prefill_start_ms, prefill_ms, self.layers, payload_ms, self.latency_ms)
+
+    def nominal(self, request: int, grant_ms: float) -> dict:
+        """stream_layers' answer for a request granted the link at ``grant_ms``, at full speed."""
+        return self.stream(request, grant_ms, self.requests.payload_ms[request])
+
+    def last_layer_ready_ms(self, request: int, payload_ms: float) -> float:
+        """The earliest its last layer can land: one layer's bytes after prefill ends."""
+        return self.requests.prefill_end_ms(request) + payload_ms / self.layers
+
+    def wait_ok(self, request: int, landed_ms: float) -> None:
         """Decode was waiting and the bytes landed in time: it starts then."""
-        self.waiting[i] = False
-        self.close(i, landed_at)
-        self.ledger.finish(i, {"decision": "wait", "outcome": "ok", "act_ms": landed_at, "decode_start_ms": landed_at})
+        self.waiting[request] = False
+        self.close(request, landed_ms)
+        answer = {"decision": "wait", "outcome": "ok", "act_ms": landed_ms, "decode_start_ms": landed_ms}
+        self.ledger.finish(request, answer)
+
+    def record_transfer(self, request: int, end_ms: float, transfer_ms: float) -> None:
+        ledger = self.ledger
+        ledger.transfer_end_ms[request] = end_ms
+        ledger.transfer_ms[request] = transfer_ms
+        self.last_release_ms = max(self.last_release_ms, end_ms)
+
+    def exposed_after_prefill(self, request: int, end_ms: float) -> float:
+        """The link time past the later of the transfer's start and the request's prefill end."""
+        start_ms = self.ledger.transfer_start_ms[request]
+        return max(0.0, end_ms - max(start_ms, self.requests.prefill_end_ms(request)))
 
 
 class _FifoLink(_Link):
@@ -496,263 +611,276 @@ class _FifoLink(_Link):
     it has its blocks; decode checks it when it would have landed had the link been free then.
     Once granted, its transfer is known exactly."""
 
-    def __init__(self, c, req, ledger, events, stream):
-        super().__init__(c, req, ledger, events, stream)
-        n = req.n
-        self.cur, self.start, self.release, self.version = -1, 0.0, INF, 0
-        self.queued_in = self.queued_out = 0.0
+    def __init__(self, config, requests, ledger, events, stream_layers):
+        super().__init__(config, requests, ledger, events, stream_layers)
+        n = requests.n
+        self.current = -1  # the request on the link (-1: none)
+        self.current_start_ms = 0.0
+        self.release_ms = INF  # when the current transfer frees the link
+        self.version = 0  # bumped when the release moves: older _LINK_FREE events are stale
+        self.queued_in_ms = self.queued_out_ms = 0.0  # link time that joined / left the queue
         self.queue: deque = deque()
         self.granted = [False] * n
         self.cancelled = [False] * n  # gave up while still queued: never sent
         self.give_up_ms = [None] * n  # a decided give-up time still ahead (the link is cut then)
-        self.land = [INF] * n  # when the last byte lands (INF: never, a stalled link)
+        self.land_ms = [INF] * n  # when the last byte lands (INF: never, a stalled link)
         self.actual = [None] * n  # stream_layers' answer for the transfer as it ran
-        self.queued_mark = [0.0] * n  # nominal work queued ahead of a request when it joined
-        latency = self.latency
-        self.work = [latency + p for p in req.pay_ms]  # link time at full speed (a stream never pauses)
+        self.queued_ahead_ms = [0.0] * n  # nominal link time queued ahead of a request when it joined
+        # link time at full speed (a stream never pauses)
+        self.work_ms = [self.latency_ms + payload for payload in requests.payload_ms]
 
-    def _release_at(self, t):
+    def _release_at(self, now_ms: float) -> None:
         """Schedule (or move) the current transfer's end."""
         self.version += 1
-        self.release = t
-        if t < INF:
-            heapq.heappush(self.events, (t, _LINK_FREE, self.version))
+        self.release_ms = now_ms
+        if now_ms < INF:
+            heapq.heappush(self.events, (now_ms, _LINK_FREE, self.version))
 
-    def close(self, i, end):
-        req, led = self.req, self.ledger
-        start = led.tx_start[i]
-        led.tx_end[i] = end
-        full = self.latency + req.pay_ms[i] * (self.slow_factor if req.slow[i] else 1.0)
-        if end == self.land[i]:
-            led.tx_ms[i], led.exposed[i] = full, self.actual[i]["exposed_ms"]
+    def close(self, request: int, end_ms: float) -> None:
+        full_ms = self.latency_ms + self.payload_ms(request)
+        if end_ms == self.land_ms[request]:
+            self.record_transfer(request, end_ms, full_ms)
+            self.ledger.exposed_ms[request] = self.actual[request]["exposed_ms"]
         else:  # cut short: what it sent before the request gave up
-            led.tx_ms[i] = min(full, end - start)
-            led.exposed[i] = max(0.0, end - max(start, req.pf_start[i] + req.pf_ms[i]))
-        self.last_release = max(self.last_release, end)
+            start_ms = self.ledger.transfer_start_ms[request]
+            self.record_transfer(request, end_ms, min(full_ms, end_ms - start_ms))
+            self.ledger.exposed_ms[request] = self.exposed_after_prefill(request, end_ms)
 
-    def _cut(self, i, t):
-        """Request i gives up at t: drop it from the queue, or end its transfer there."""
-        if not self.granted[i]:
-            self.cancelled[i] = True
+    def _cut(self, request: int, now_ms: float) -> None:
+        """The request gives up at ``now_ms``: drop it from the queue, or end its transfer there."""
+        if not self.granted[request]:
+            self.cancelled[request] = True
             return
-        if self.cur == i and t < self.release:
-            self._release_at(t)
-        self.close(i, min(self.land[i], t))
+        if self.current == request and now_ms < self.release_ms:
+            self._release_at(now_ms)
+        self.close(request, min(self.land_ms[request], now_ms))
 
-    def _grant(self, i, g):
-        req, led = self.req, self.ledger
-        self.granted[i] = True
-        self.cur, self.start = i, g
-        pay = req.pay_ms[i] * (self.slow_factor if req.slow[i] else 1.0)
-        actual = self.stream(g, req.pf_start[i], req.pf_ms[i], self.layers, pay, self.latency)
-        self.actual[i] = actual
-        land = self.land[i] = INF if req.stall[i] else actual["end_ms"]
-        led.tx_start[i] = actual["start_ms"]
-        self.first_grant = min(self.first_grant, led.tx_start[i])
-        deadline = led.deadline_of(i)
-        if self.give_up_ms[i] is not None:  # decided already; sends until then at most
-            self._release_at(min(land, self.give_up_ms[i]))
-            self.close(i, self.release)
-        elif self.waiting[i] and land <= deadline:  # decode is waiting, and it lands in time
-            self._release_at(land)
-            self.wait_ok(i, land)
+    def _grant(self, request: int, grant_ms: float) -> None:
+        ledger = self.ledger
+        self.granted[request] = True
+        self.current, self.current_start_ms = request, grant_ms
+        actual = self.stream(request, grant_ms, self.payload_ms(request))
+        self.actual[request] = actual
+        land_ms = INF if self.requests.stalled_link[request] else actual["end_ms"]
+        self.land_ms[request] = land_ms
+        ledger.transfer_start_ms[request] = actual["start_ms"]
+        self.first_grant_ms = min(self.first_grant_ms, actual["start_ms"])
+        give_up_ms = self.give_up_ms[request]
+        if give_up_ms is not None:  # decided already; sends until then at most
+            self._release_at(min(land_ms, give_up_ms))
+            self.close(request, self.release_ms)
+        elif self.waiting[request] and land_ms <= ledger.deadline_of(request):
+            self._release_at(land_ms)  # decode is waiting, and it lands in time
+            self.wait_ok(request, land_ms)
         else:  # its check is still ahead, or decode times out at the deadline
-            self._release_at(land)
+            self._release_at(land_ms)
 
-    def tick(self, version, t):
-        """The link is free at t (unless the transfer's end moved since): grant the next request
-        that still wants it."""
+    def tick(self, version: int, now_ms: float) -> None:
+        """The link is free at ``now_ms`` (unless the transfer's end moved since): grant the next
+        request that still wants it."""
         if version != self.version:
             return
-        self.busy_ms += t - self.start
-        self.cur = -1
-        queue = self.queue
-        while queue:
-            j = queue.popleft()
-            self.queued_out += self.work[j]
-            if self.give_up_ms[j] is not None and self.give_up_ms[j] <= t:
-                self.cancelled[j] = True
-            if not self.cancelled[j]:
-                self._grant(j, t)
+        self.busy_ms += now_ms - self.current_start_ms
+        self.current = -1
+        while self.queue:
+            request = self.queue.popleft()
+            self.queued_out_ms += self.work_ms[request]
+            give_up_ms = self.give_up_ms[request]
+            if give_up_ms is not None and give_up_ms <= now_ms:
+                self.cancelled[request] = True
+            if not self.cancelled[request]:
+                self._grant(request, now_ms)
                 return
 
-    def admit(self, i, t):
-        heapq.heappush(self.events, (self.nominal(i, t)["end_ms"], _CHECK, i))
-        if self.cur < 0 and not self.queue:
-            self._grant(i, t)
+    def admit(self, request: int, now_ms: float) -> None:
+        heapq.heappush(self.events, (self.nominal(request, now_ms)["end_ms"], _CHECK, request))
+        if self.current < 0 and not self.queue:
+            self._grant(request, now_ms)
         else:
-            self.queued_mark[i] = self.queued_in
-            self.queued_in += self.work[i]
-            self.queue.append(i)
+            self.queued_ahead_ms[request] = self.queued_in_ms
+            self.queued_in_ms += self.work_ms[request]
+            self.queue.append(request)
 
-    def _estimate(self, i, t):
+    def _estimate(self, request: int, now_ms: float) -> float:
         """When a queued request would land: the link's current transfer, then the nominal work
         queued ahead of it."""
-        cur = self.cur
-        free_at = t if cur < 0 else self.release
-        if free_at == INF:  # a stalled transfer: cut at its deadline at the latest
-            free_at = max(t, self.ledger.deadline_of(cur))
-        grant_at = max(t, free_at + self.queued_mark[i] - self.queued_out)
-        return self.nominal(i, grant_at)["end_ms"]
+        free_ms = now_ms if self.current < 0 else self.release_ms
+        if free_ms == INF:  # a stalled transfer: cut at its deadline at the latest
+            free_ms = max(now_ms, self.ledger.deadline_of(self.current))
+        # the link time queued ahead of it that has not left the queue yet
+        grant_ms = max(now_ms, free_ms + self.queued_ahead_ms[request] - self.queued_out_ms)
+        return self.nominal(request, grant_ms)["end_ms"]
 
-    def check(self, i, t):
-        led, granted = self.ledger, self.granted[i]
-        ready_at = self.land[i] if granted else self._estimate(i, t)  # exact once granted
-        res = led.gate(i, t, granted and self.land[i] <= t, ready_at)
-        if res["outcome"] == "ok":
+    def check(self, request: int, now_ms: float) -> None:
+        ledger, granted = self.ledger, self.granted[request]
+        # exact once granted
+        ready_at_ms = self.land_ms[request] if granted else self._estimate(request, now_ms)
+        landed = granted and self.land_ms[request] <= now_ms
+        answer = ledger.gate(request, now_ms, landed, ready_at_ms)
+        if answer["outcome"] == "ok":
             if granted:  # it lands by then (ready) or by the deadline (wait)
-                self.close(i, self.land[i])
-                led.finish(i, res)
+                self.close(request, self.land_ms[request])
+                ledger.finish(request, answer)
             else:
-                self.waiting[i] = True
-                heapq.heappush(self.events, (led.deadline_of(i), _TIMEOUT, i))
+                self.waiting[request] = True
+                heapq.heappush(self.events, (ledger.deadline_of(request), _TIMEOUT, request))
             return
-        act = res["act_ms"]
-        if act <= t or granted:
-            self._cut(i, act)
+        act_ms = answer["act_ms"]
+        if act_ms <= now_ms or granted:
+            self._cut(request, act_ms)
         else:
-            self.give_up_ms[i] = act
-            heapq.heappush(self.events, (act, _ABORT, i))
-        led.finish(i, res)
+            self.give_up_ms[request] = act_ms
+            heapq.heappush(self.events, (act_ms, _ABORT, request))
+        ledger.finish(request, answer)
 
-    def timeout(self, i, t):
-        if not self.waiting[i]:
+    def timeout(self, request: int, now_ms: float) -> None:
+        if not self.waiting[request]:
             return
-        self.waiting[i] = False
-        self._cut(i, t)
-        self.ledger.finish(i, self.ledger.gate(i, t, False, INF))  # still missing at the deadline
+        self.waiting[request] = False
+        self._cut(request, now_ms)
+        # still missing at the deadline
+        self.ledger.finish(request, self.ledger.gate(request, now_ms, False, INF))
 
-    def abort(self, i, t):
-        if not self.granted[i]:
-            self.cancelled[i] = True
+    def abort(self, request: int, now_ms: float) -> None:
+        if not self.granted[request]:
+            self.cancelled[request] = True
 
 
 class _FairLink(_Link):
     """Every active transfer gets an equal share: processor sharing by virtual time (ms of
-    full-speed service per flow)."""
+    full-speed service each flow has had since the run began)."""
 
-    def __init__(self, c, req, ledger, events, stream):
-        super().__init__(c, req, ledger, events, stream)
-        n = req.n
-        self.v, self.t, self.flows, self.version = 0.0, 0.0, 0, 0
-        self.tags: list = []  # (finish tag, request)
+    def __init__(self, config, requests, ledger, events, stream_layers):
+        super().__init__(config, requests, ledger, events, stream_layers)
+        n = requests.n
+        self.virtual_ms = 0.0  # full-speed service each active flow has had
+        self.now_ms = 0.0  # the time virtual_ms was brought up to
+        self.flows = 0  # active transfers
+        self.version = 0  # bumped at each reschedule: older _SHARE_DONE events are stale
+        self.finish_tags: list = []  # a heap of (virtual finish time, request)
         self.in_flow = [False] * n
-        self.flow_tag = [0.0] * n
-        self.flow_pay = [0.0] * n  # the payload's time at full speed, slowed by a slow_link fault
-        self.land = [None] * n  # when a fair-shared transfer's last byte lands
+        self.finish_tag = [0.0] * n
+        self.flow_payload_ms = [0.0] * n  # the payload at full speed, slowed by a slow_link fault
+        self.land_ms = [None] * n  # when a fair-shared transfer's last byte lands
 
-    def _advance(self, t):
+    def _advance(self, now_ms: float) -> None:
         if self.flows:
-            self.v += (t - self.t) / self.flows
-            self.busy_ms += t - self.t
-        self.t = t
+            self.virtual_ms += (now_ms - self.now_ms) / self.flows
+            self.busy_ms += now_ms - self.now_ms
+        self.now_ms = now_ms
 
-    def _reschedule(self):
-        tags, in_flow = self.tags, self.in_flow
+    def _reschedule(self) -> None:
+        """Schedule the next flow's completion (stale tags, of flows gone, are dropped first)."""
+        tags, in_flow = self.finish_tags, self.in_flow
         while tags and not in_flow[tags[0][1]]:
             heapq.heappop(tags)
         self.version += 1
         if tags and tags[0][0] < INF:
-            heapq.heappush(self.events, (self.t + (tags[0][0] - self.v) * self.flows, _PS, self.version))
+            next_done_ms = self.now_ms + (tags[0][0] - self.virtual_ms) * self.flows
+            heapq.heappush(self.events, (next_done_ms, _SHARE_DONE, self.version))
 
-    def _complete_due(self):
-        tags, in_flow, req = self.tags, self.in_flow, self.req
-        eps = 1e-9 * max(1.0, abs(self.v))
-        while tags and (not in_flow[tags[0][1]] or tags[0][0] <= self.v + eps):
-            _, i = heapq.heappop(tags)
-            if not in_flow[i]:
+    def _complete_due(self) -> None:
+        tags, in_flow = self.finish_tags, self.in_flow
+        tolerance = 1e-9 * max(1.0, abs(self.virtual_ms))
+        while tags and (not in_flow[tags[0][1]] or tags[0][0] <= self.virtual_ms + tolerance):
+            _, request = heapq.heappop(tags)
+            if not in_flow[request]:
                 continue
-            in_flow[i] = False
+            in_flow[request] = False
             self.flows -= 1
-            t = self.t
             # the second term never binds (a stream starts late enough that each layer is ready
             # before its turn); it keeps the physical bound explicit
-            land = self.land[i] = max(t + self.latency, req.pf_start[i] + req.pf_ms[i] + self.flow_pay[i] / self.layers)
-            if self.waiting[i] and land <= self.ledger.deadline_of(i):
-                self.wait_ok(i, land)
+            ready_ms = self.last_layer_ready_ms(request, self.flow_payload_ms[request])
+            land_ms = max(self.now_ms + self.latency_ms, ready_ms)
+            self.land_ms[request] = land_ms
+            if self.waiting[request] and land_ms <= self.ledger.deadline_of(request):
+                self.wait_ok(request, land_ms)
 
-    def _settle(self, t):
-        """Bring the shares up to t: finish the transfers due, schedule the next completion."""
-        self._advance(t)
+    def _settle(self, now_ms: float) -> None:
+        """Bring the shares up to now: finish the transfers due, schedule the next completion."""
+        self._advance(now_ms)
         self._complete_due()
         self._reschedule()
 
-    def _remove(self, i, t):
-        self._advance(t)
-        self.in_flow[i] = False
+    def _remove(self, request: int, now_ms: float) -> None:
+        self._advance(now_ms)
+        self.in_flow[request] = False
         self.flows -= 1
         self._reschedule()
 
-    def close(self, i, end):
-        req, led = self.req, self.ledger
-        led.tx_end[i] = end
-        work = self.latency + self.flow_pay[i]
-        led.tx_ms[i] = work if end == self.land[i] else min(work, end - led.tx_start[i])
-        led.exposed[i] = max(0.0, end - max(led.tx_start[i], req.pf_start[i] + req.pf_ms[i]))
-        self.last_release = max(self.last_release, end)
+    def close(self, request: int, end_ms: float) -> None:
+        full_ms = self.latency_ms + self.flow_payload_ms[request]
+        if end_ms == self.land_ms[request]:
+            transfer_ms = full_ms
+        else:
+            transfer_ms = min(full_ms, end_ms - self.ledger.transfer_start_ms[request])
+        self.record_transfer(request, end_ms, transfer_ms)
+        self.ledger.exposed_ms[request] = self.exposed_after_prefill(request, end_ms)
 
-    def admit(self, i, g):
-        req, led = self.req, self.ledger
-        self._advance(g)
-        self.flow_pay[i] = req.pay_ms[i] * (self.slow_factor if req.slow[i] else 1.0)
-        size = INF if req.stall[i] else self.flow_pay[i]
-        self.flow_tag[i] = self.v + size
-        heapq.heappush(self.tags, (self.flow_tag[i], i))
-        self.in_flow[i] = True
+    def admit(self, request: int, grant_ms: float) -> None:
+        self._advance(grant_ms)
+        payload_ms = self.flow_payload_ms[request] = self.payload_ms(request)
+        size_ms = INF if self.requests.stalled_link[request] else payload_ms
+        self.finish_tag[request] = self.virtual_ms + size_ms
+        heapq.heappush(self.finish_tags, (self.finish_tag[request], request))
+        self.in_flow[request] = True
         self.flows += 1
         self._reschedule()
-        nominal = self.nominal(i, g)
-        led.tx_start[i] = nominal["start_ms"]
-        self.first_grant = min(self.first_grant, led.tx_start[i])
-        heapq.heappush(self.events, (nominal["end_ms"], _CHECK, i))
+        nominal = self.nominal(request, grant_ms)
+        self.ledger.transfer_start_ms[request] = nominal["start_ms"]
+        self.first_grant_ms = min(self.first_grant_ms, nominal["start_ms"])
+        heapq.heappush(self.events, (nominal["end_ms"], _CHECK, request))
 
-    def tick(self, version, t):
+    def tick(self, version: int, now_ms: float) -> None:
         if version == self.version:
-            self._settle(t)
+            self._settle(now_ms)
 
-    def check(self, i, t):
-        req, led = self.req, self.ledger
-        self._settle(t)
-        land = self.land[i]
-        if land is not None:
-            ready_at = land
-        elif req.stall[i]:
-            ready_at = INF
-        else:  # an estimate: the remaining bytes at today's share
-            ready_at = max(
-                t + (self.flow_tag[i] - self.v) * self.flows + self.latency, req.pf_start[i] + req.pf_ms[i] + self.flow_pay[i] / self.layers
-            )
-        landed = land is not None and land <= t
-        res = led.gate(i, t, landed, ready_at)
-        if res["outcome"] == "ok":
-            if landed or land is not None:
-                self.close(i, land)
-                led.finish(i, {**res, "act_ms": max(t, land), "decode_start_ms": max(t, land)})
+    def _estimate(self, request: int, now_ms: float) -> float:
+        """When a flow still sending would land: its remaining bytes at today's share."""
+        if self.requests.stalled_link[request]:
+            return INF
+        remaining_ms = (self.finish_tag[request] - self.virtual_ms) * self.flows
+        ready_ms = self.last_layer_ready_ms(request, self.flow_payload_ms[request])
+        return max(now_ms + remaining_ms + self.latency_ms, ready_ms)
+
+    def check(self, request: int, now_ms: float) -> None:
+        ledger = self.ledger
+        self._settle(now_ms)
+        land_ms = self.land_ms[request]
+        ready_at_ms = land_ms if land_ms is not None else self._estimate(request, now_ms)
+        landed = land_ms is not None and land_ms <= now_ms
+        answer = ledger.gate(request, now_ms, landed, ready_at_ms)
+        if answer["outcome"] == "ok":
+            if land_ms is not None:
+                self.close(request, land_ms)
+                start_ms = max(now_ms, land_ms)
+                ledger.finish(request, {**answer, "act_ms": start_ms, "decode_start_ms": start_ms})
             else:  # wait for the bytes, or for the deadline
-                self.waiting[i] = True
-                heapq.heappush(self.events, (led.deadline_of(i), _TIMEOUT, i))
+                self.waiting[request] = True
+                heapq.heappush(self.events, (ledger.deadline_of(request), _TIMEOUT, request))
             return
-        act = res["act_ms"]
-        if self.in_flow[i]:
-            if act <= t:
-                self._remove(i, t)
+        act_ms = answer["act_ms"]
+        if self.in_flow[request]:
+            if act_ms <= now_ms:
+                self._remove(request, now_ms)
             else:
-                heapq.heappush(self.events, (act, _ABORT, i))
-        self.close(i, min(land if land is not None else INF, act))
-        led.finish(i, res)
+                heapq.heappush(self.events, (act_ms, _ABORT, request))
+        self.close(request, min(land_ms if land_ms is not None else INF, act_ms))
+        ledger.finish(request, answer)
 
-    def timeout(self, i, t):
-        if not self.waiting[i]:
+    def timeout(self, request: int, now_ms: float) -> None:
+        if not self.waiting[request]:
             return
-        self.waiting[i] = False
-        if self.in_flow[i]:
-            self._remove(i, t)
-        self.close(i, t)
-        self.ledger.finish(i, self.ledger.gate(i, t, False, INF))  # still missing at the deadline
+        self.waiting[request] = False
+        if self.in_flow[request]:
+            self._remove(request, now_ms)
+        self.close(request, now_ms)
+        # still missing at the deadline
+        self.ledger.finish(request, self.ledger.gate(request, now_ms, False, INF))
 
-    def abort(self, i, t):
-        if self.in_flow[i]:
-            self._remove(i, t)
+    def abort(self, request: int, now_ms: float) -> None:
+        if self.in_flow[request]:
+            self._remove(request, now_ms)
 
 
 class _Blocks:
@@ -760,160 +888,168 @@ class _Blocks:
     from its grant to its last token (or its failure); when they are short it waits in a FIFO queue
     or is rejected (block_policy)."""
 
-    def __init__(self, c: dict, req: _Requests, ledger: _Ledger, link: _Link):
-        self.req, self.ledger, self.link = req, ledger, link
-        self.capacity = self.free = c["decode_blocks"]
-        self.reject_on_full = c["block_policy"] == "reject"
-        self.admitted = 0  # requests holding blocks
+    def __init__(self, config: dict, requests: _Requests, ledger: _Ledger, link: _Link):
+        self.requests, self.ledger, self.link = requests, ledger, link
+        self.capacity = self.free = config["decode_blocks"]
+        self.reject_on_full = config["block_policy"] == "reject"
+        self.holders = 0  # requests holding blocks
         self.queue: deque = deque()
 
-    def ready(self, i, t):
-        """Request i asks for blocks (and then the link) at t."""
-        led, need = self.ledger, self.req.need[i]
-        led.ready_ms[i] = t
-        if need > self.capacity:
-            led.reject(i, t)
-        elif self.req.oob[i] or self.queue or self.free < need:
-            if self.reject_on_full:
-                led.reject(i, t)
-            else:
-                self.queue.append(i)
-                if self.admitted == 0:  # nothing will free blocks: the decoder's shortage clears now
-                    self._drain(t)
+    def ready(self, request: int, now_ms: float) -> None:
+        """The request asks for blocks (and then the link) at ``now_ms``."""
+        needed = self.requests.blocks_needed[request]
+        self.ledger.handoff_ready_ms[request] = now_ms
+        if needed > self.capacity:
+            self.ledger.reject(request, now_ms)
+            return
+        short = self.requests.out_of_blocks[request] or self.queue or self.free < needed
+        if not short:
+            self._admit(request, now_ms)
+        elif self.reject_on_full:
+            self.ledger.reject(request, now_ms)
         else:
-            self._admit(i, t)
+            self.queue.append(request)
+            if self.holders == 0:  # nothing will free blocks: the decoder's shortage clears now
+                self._drain(now_ms)
 
-    def done(self, i, t):
-        """Request i's decode ended (or its handoff failed): its blocks return."""
-        self.free += self.req.need[i]
-        self.admitted -= 1
-        self._drain(t)
+    def done(self, request: int, now_ms: float) -> None:
+        """The request's decode ended (or its handoff failed): its blocks return."""
+        self.free += self.requests.blocks_needed[request]
+        self.holders -= 1
+        self._drain(now_ms)
 
-    def _admit(self, i, t):
-        self.free -= self.req.need[i]
-        self.admitted += 1
-        self.ledger.admit_ms[i] = t
-        self.link.admit(i, t)
+    def _admit(self, request: int, now_ms: float) -> None:
+        self.free -= self.requests.blocks_needed[request]
+        self.holders += 1
+        self.ledger.blocks_ms[request] = now_ms
+        self.link.admit(request, now_ms)
 
-    def _drain(self, t):
-        queue, need = self.queue, self.req.need
-        while queue and self.free >= need[queue[0]]:
-            self._admit(queue.popleft(), t)
+    def _drain(self, now_ms: float) -> None:
+        queue, needed = self.queue, self.requests.blocks_needed
+        while queue and self.free >= needed[queue[0]]:
+            self._admit(queue.popleft(), now_ms)
 
 
 class _Engine:
     """One simulation: the requests, their ledger, the link, the decode blocks, and the loop."""
 
-    def __init__(self, c: dict, step: dict):
-        self.c, self.step = c, step
+    def __init__(self, config: dict, steps: dict):
+        self.config, self.steps = config, steps
         self.events: list = []
-        self.req = _Requests(c)
-        self.ledger = _Ledger(c, self.req, self.events, step["handoff_step"])
-        policy = _FairLink if c["link_sharing"] == "fair" else _FifoLink
-        self.link = policy(c, self.req, self.ledger, self.events, step["stream_layers"])
-        self.blocks = _Blocks(c, self.req, self.ledger, self.link)
-        link, blocks = self.link, self.blocks
+        self.requests = _Requests(config)
+        self.ledger = _Ledger(config, self.requests, self.events, steps["handoff_step"])
+        policy = _FairLink if config["link_sharing"] == "fair" else _FifoLink
+        self.link = policy(config, self.requests, self.ledger, self.events, steps["stream_layers"])
+        self.blocks = _Blocks(config, self.requests, self.ledger, self.link)
         handlers = {
-            _LINK_FREE: link.tick,
-            _PS: link.tick,
-            _DECODE_DONE: blocks.done,
-            _CHECK: link.check,
-            _TIMEOUT: link.timeout,
-            _ABORT: link.abort,
-            _READY: blocks.ready,
+            _LINK_FREE: self.link.tick,
+            _SHARE_DONE: self.link.tick,
+            _DECODE_DONE: self.blocks.done,
+            _CHECK: self.link.check,
+            _TIMEOUT: self.link.timeout,
+            _ABORT: self.link.abort,
+            _READY: self.blocks.ready,
         }
         self.handlers = [handlers[kind] for kind in range(len(handlers))]
 
     def run(self) -> None:
-        """Pop events in time order and hand each to its handler. Prefill starts are in request order
-        and a request never asks before its prefill starts, so READY events enter the heap lazily,
-        just before anything later is popped: the heap holds only the requests in flight, not all n."""
-        events, handlers, heappush, heappop = self.events, self.handlers, heapq.heappush, heapq.heappop
-        n, pf_start, ready_time = self.req.n, self.req.pf_start, self.req.ready_time
-        nxt = 0
+        """Pop events in time order and hand each to its handler. Prefill starts are in request
+        order and a request never asks before its prefill starts, so READY events enter the heap
+        lazily, just before anything later is popped: the heap holds only the requests in flight,
+        not all n."""
+        events, handlers = self.events, self.handlers
+        n, prefill_start_ms = self.requests.n, self.requests.prefill_start_ms
+        handoff_ready_ms = self.requests.handoff_ready_ms
+        next_request = 0
         while True:
-            horizon = events[0][0] if events else INF
-            while nxt < n and pf_start[nxt] <= horizon:
-                heappush(events, (ready_time[nxt], _READY, nxt))
-                horizon = min(horizon, ready_time[nxt])
-                nxt += 1
+            horizon_ms = events[0][0] if events else INF
+            while next_request < n and prefill_start_ms[next_request] <= horizon_ms:
+                ready_ms = handoff_ready_ms[next_request]
+                heapq.heappush(events, (ready_ms, _READY, next_request))
+                horizon_ms = min(horizon_ms, ready_ms)
+                next_request += 1
             if not events:
                 break
-            t, kind, i = heappop(events)
-            handlers[kind](i, t)
+            now_ms, kind, subject = heapq.heappop(events)
+            handlers[kind](subject, now_ms)
 
     def result(self, records: bool) -> dict:
-        c, req, led, n = self.c, self.req, self.ledger, self.req.n
-        arrival, tx_start, tx_end = req.arrival, led.tx_start, led.tx_end
-        cols = {
+        config, requests, ledger, n = self.config, self.requests, self.ledger, self.requests.n
+        arrival_ms = requests.arrival_ms
+        first_token_ms, start_ms, end_ms = ledger.first_token_ms, ledger.transfer_start_ms, ledger.transfer_end_ms
+        columns = {
             "id": list(range(n)),
-            "arrival_ms": arrival,
-            "prompt_tokens": req.prompt,
-            "output_tokens": req.output,
-            "prefill_start_ms": req.pf_start,
-            "prefill_end_ms": [req.pf_start[i] + req.pf_ms[i] for i in range(n)],
-            "handoff_ready_ms": led.ready_ms,
-            "blocks_ms": led.admit_ms,
-            "transfer_start_ms": tx_start,
-            "transfer_end_ms": tx_end,
-            "link_held_ms": [None if tx_end[i] is None else tx_end[i] - tx_start[i] for i in range(n)],
-            "transfer_ms": led.tx_ms,
-            "exposed_ms": led.exposed,
-            "decision": led.decision,
-            "outcome": led.outcome,
-            "decode_start_ms": led.decode_start,
-            "first_token_ms": led.first_token,
-            "ttft_ms": [None if led.first_token[i] is None else led.first_token[i] - arrival[i] for i in range(n)],
-            "done_ms": led.done_ms,
-            "faults": [[name for name in FAULTS if req.fault[name][i]] for i in range(n)],
+            "arrival_ms": arrival_ms,
+            "prompt_tokens": requests.prompt_tokens,
+            "output_tokens": requests.output_tokens,
+            "prefill_start_ms": requests.prefill_start_ms,
+            "prefill_end_ms": [requests.prefill_end_ms(request) for request in range(n)],
+            "handoff_ready_ms": ledger.handoff_ready_ms,
+            "blocks_ms": ledger.blocks_ms,
+            "transfer_start_ms": start_ms,
+            "transfer_end_ms": end_ms,
+            "link_held_ms": [None if end is None else end - start for start, end in zip(start_ms, end_ms)],
+            "transfer_ms": ledger.transfer_ms,
+            "exposed_ms": ledger.exposed_ms,
+            "decision": ledger.decision,
+            "outcome": ledger.outcome,
+            "decode_start_ms": ledger.decode_start_ms,
+            "first_token_ms": first_token_ms,
+            "ttft_ms": [None if token is None else token - arrival for token, arrival in zip(first_token_ms, arrival_ms)],
+            "done_ms": ledger.done_ms,
+            "faults": [[name for name in FAULTS if requests.faults[name][request]] for request in range(n)],
         }
         link = self.link
-        summary = _summarize(cols, self.step["ttft_percentiles"], link.busy_ms, link.first_grant, link.last_release, n, c["prefill_workers"])
-        config_out = {k: v for k, v in c.items() if k != "trace"}
-        config_out["trace_rows"] = None if c["trace"] is None else len(c["trace"])
+        span = (link.busy_ms, link.first_grant_ms, link.last_release_ms)
+        summary = _summarize(columns, self.steps["ttft_percentiles"], span, config["prefill_workers"])
+        config_out = {key: value for key, value in config.items() if key != "trace"}
+        config_out["trace_rows"] = None if config["trace"] is None else len(config["trace"])
         result = {"config": config_out, "summary": summary}
         if records:
-            names = list(cols)
-            result["records"] = [dict(zip(names, row)) for row in zip(*cols.values())]
+            names = list(columns)
+            result["records"] = [dict(zip(names, row)) for row in zip(*columns.values())]
         return result
 
 
-def _summarize(cols, percentiles, busy_ms, first_grant, last_release, n, prefill_workers) -> dict:
-    outcomes = {k: 0 for k in OUTCOMES}
-    for o in cols["outcome"]:
-        outcomes[o] += 1
-    decisions = {k: 0 for k in DECISIONS}
-    for d in cols["decision"]:
-        decisions[d] += 1
-    ttft_rows = [{"ttft_ms": v} for v in cols["ttft_ms"] if v is not None]
-    ttft = (
-        dict(zip(("p50_ms", "p95_ms", "p99_ms"), percentiles(ttft_rows, list(DEFAULT_QS))))
-        if ttft_rows
-        else {"p50_ms": None, "p95_ms": None, "p99_ms": None}
-    )
-    sent = [i for i in range(n) if cols["transfer_ms"][i] is not None]
-    total_tx = sum(cols["transfer_ms"][i] for i in sent)
-    total_exposed = sum(cols["exposed_ms"][i] for i in sent)
-    span = last_release - first_grant if sent else 0.0
-    # the prefill pool's busy share from the first arrival to the last prefill's end: near 1, prefill
-    # (not the link) decides the TTFT, and requests queue for a prefill worker
-    prefilled = [i for i in range(n) if cols["prefill_start_ms"][i] is not None]
-    prefill_busy = sum(cols["prefill_end_ms"][i] - cols["prefill_start_ms"][i] for i in prefilled)
-    prefill_span = max((cols["prefill_end_ms"][i] for i in prefilled), default=0.0) - cols["arrival_ms"][0] if n else 0.0
+def _counts(values: list, keys: tuple) -> dict:
+    counts = dict.fromkeys(keys, 0)
+    for value in values:
+        counts[value] += 1
+    return counts
+
+
+def _summarize(columns: dict, percentiles, link_span: tuple, prefill_workers: int) -> dict:
+    busy_ms, first_grant_ms, last_release_ms = link_span
+    n = len(columns["id"])
+    ttft_rows = [{"ttft_ms": value} for value in columns["ttft_ms"] if value is not None]
+    if ttft_rows:
+        ttft = dict(zip(("p50_ms", "p95_ms", "p99_ms"), percentiles(ttft_rows, list(DEFAULT_QS))))
+    else:
+        ttft = {"p50_ms": None, "p95_ms": None, "p99_ms": None}
+    sent = [request for request in range(n) if columns["transfer_ms"][request] is not None]
+    total_transfer_ms = sum(columns["transfer_ms"][request] for request in sent)
+    total_exposed_ms = sum(columns["exposed_ms"][request] for request in sent)
+    span_ms = last_release_ms - first_grant_ms if sent else 0.0
+    # the prefill pool's busy share from the first arrival to the last prefill's end: near 1,
+    # prefill (not the link) decides the TTFT, and requests queue for a prefill worker
+    starts, ends = columns["prefill_start_ms"], columns["prefill_end_ms"]
+    prefill_busy_ms = sum(ends[request] - starts[request] for request in range(n))
+    prefill_span_ms = max(ends, default=0.0) - columns["arrival_ms"][0] if n else 0.0
+    prefill_capacity_ms = prefill_workers * prefill_span_ms
     return {
         "requests": n,
-        "outcomes": outcomes,
-        "decisions": decisions,
+        "outcomes": _counts(columns["outcome"], OUTCOMES),
+        "decisions": _counts(columns["decision"], DECISIONS),
         "ttft": ttft,
         "transfers": len(sent),
-        "transfer_ms_total": total_tx,
-        "exposed_ms_total": total_exposed,
-        "exposed_fraction": total_exposed / total_tx if total_tx else 0.0,
-        "transfer_ms_mean": total_tx / len(sent) if sent else None,
-        "exposed_ms_mean": total_exposed / len(sent) if sent else None,
+        "transfer_ms_total": total_transfer_ms,
+        "exposed_ms_total": total_exposed_ms,
+        "exposed_fraction": total_exposed_ms / total_transfer_ms if total_transfer_ms else 0.0,
+        "transfer_ms_mean": total_transfer_ms / len(sent) if sent else None,
+        "exposed_ms_mean": total_exposed_ms / len(sent) if sent else None,
         # the time the link carried at least one transfer, and its fraction of [first start, last end]
         "link_busy_ms": busy_ms,
-        "link_utilization": busy_ms / span if span > 0 else 0.0,
-        "prefill_utilization": prefill_busy / (prefill_workers * prefill_span) if prefill_span > 0 else 0.0,
-        "makespan_ms": max(v for v in cols["done_ms"] if v is not None) - cols["arrival_ms"][0],
+        "link_utilization": busy_ms / span_ms if span_ms > 0 else 0.0,
+        "prefill_utilization": prefill_busy_ms / prefill_capacity_ms if prefill_span_ms > 0 else 0.0,
+        "makespan_ms": max(value for value in columns["done_ms"] if value is not None) - columns["arrival_ms"][0],
     }
