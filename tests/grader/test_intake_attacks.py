@@ -9,11 +9,11 @@ import os
 import subprocess
 import sys
 import zipfile
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_intake import ASSIGNMENT, NB1, NB2, NB3, NOTEBOOKS, intake, notebook, roster_csv, tree, write_zip
+from test_intake import ASSIGNMENT, NB1, NB2, NB3, NOTEBOOKS, intake, just_now, nbgrader_time, notebook, roster_csv, tree, write_zip
 
 from autograde.course import UnusableInput
 from autograde.term.canvas import canvas_files
@@ -139,13 +139,16 @@ def test_names_that_split_with_no_majority_stop_with_the_entries_and_layout():
 # -- 4. a folder named submitted inside the writable inbound/ ----------------------------------------------------------------
 
 
+NOW = just_now()  # the honest submissions' time: they arrive (are made) within seconds of it
+
+
 def inbound_class(tmp_path: Path, extra=lambda inbound: None) -> Path:
     inbound = tmp_path / "exchange" / "course101" / "inbound"
     for student in ("alice", "bob"):
-        folder = inbound / f"{student}+{ASSIGNMENT}+2026-12-01 10:00:00.000000 UTC+r{student}"
+        folder = inbound / f"{student}+{ASSIGNMENT}+{nbgrader_time(NOW)}+r{student}"
         folder.mkdir(parents=True)
         (folder / f"{NB1}.ipynb").write_bytes(notebook(student, NB1))
-        (folder / "timestamp.txt").write_text("2026-12-01 10:00:00.000000 UTC")
+        (folder / "timestamp.txt").write_text(nbgrader_time(NOW))
     extra(inbound)
     return inbound
 
@@ -187,9 +190,15 @@ def test_a_time_out_of_range_is_a_problem_never_an_exception(tmp_path, text):
         (folder / "timestamp.txt").write_text(text)
 
     result = intake(inbound_class(tmp_path, bad), tmp_path)
-    assert set(tree(result.folder)) == {"alice", "bob", "eve"} and "eve" not in result.times
-    assert result.times["alice"][NB1] == datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    assert set(tree(result.folder)) == {"alice", "bob", "eve"}
+    assert result.times["alice"][NB1] == NOW
     assert len(problems_of(result, "eve")) == 2  # its timestamp.txt and its folder's name
+    # neither time eve wrote can be read: her time is when her submission arrived (a change time: now)
+    assert abs(result.times["eve"][NB1] - datetime.now(UTC)) < timedelta(minutes=1)
+    inbound = tmp_path / "exchange" / "course101" / "inbound"
+    zipped = write_zip(tmp_path / "inbound.zip", {str(p.relative_to(inbound.parent)): p.read_bytes() for p in inbound.rglob("*") if p.is_file()})
+    from_zip = intake(zipped, tmp_path / "z")
+    assert set(tree(from_zip.folder)) == {"alice", "bob", "eve"} and "eve" not in from_zip.times  # a zip carries no arrival: not known
 
 
 def test_the_instructors_deadline_out_of_range_exits_2_with_a_message(tmp_path):
@@ -211,7 +220,7 @@ def test_the_instructors_deadline_out_of_range_exits_2_with_a_message(tmp_path):
 
 def test_a_crowded_inbound_folder_costs_only_its_owner(tmp_path):
     def crowd(inbound: Path) -> None:
-        folder = inbound / f"eve+{ASSIGNMENT}+2026-12-01 10:00:00.000000 UTC+r"
+        folder = inbound / f"eve+{ASSIGNMENT}+{nbgrader_time(NOW)}+r"
         folder.mkdir()
         for i in range(60):
             (folder / f"junk{i}.txt").write_text("x")
@@ -232,9 +241,9 @@ def test_a_crowded_inbound_folder_costs_only_its_owner(tmp_path):
 
 def test_inbound_newest_is_by_the_folder_names_time_not_the_learners_timestamp_file(tmp_path):
     def two(inbound: Path) -> None:
-        early = inbound / f"eve+{ASSIGNMENT}+2026-11-30 09:00:00.000000 UTC+a"
-        late = inbound / f"eve+{ASSIGNMENT}+2026-12-01 09:00:00.000000 UTC+b"
-        for folder, version, stamp in ((early, 0, "2030-01-01 00:00:00.000000 UTC"), (late, 1, "2026-12-01 09:00:00.000000 UTC")):
+        early = inbound / f"eve+{ASSIGNMENT}+{nbgrader_time(NOW - timedelta(seconds=30))}+a"
+        late = inbound / f"eve+{ASSIGNMENT}+{nbgrader_time(NOW)}+b"
+        for folder, version, stamp in ((early, 0, "2030-01-01 00:00:00.000000 UTC"), (late, 1, nbgrader_time(NOW))):
             folder.mkdir()
             (folder / f"{NB1}.ipynb").write_bytes(notebook("eve", NB1, version=version))
             (folder / "timestamp.txt").write_text(stamp)  # the older one claims a later time in its own file
@@ -247,7 +256,7 @@ def test_inbound_newest_is_by_the_folder_names_time_not_the_learners_timestamp_f
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another uid needs root")
 def test_an_inbound_folder_owned_by_someone_else_is_not_taken_without_the_instructors_word(tmp_path):
     def forge(inbound: Path) -> None:  # a folder claiming to be bob's, owned by another account
-        folder = inbound / f"bob+{ASSIGNMENT}+2026-12-02 10:00:00.000000 UTC+forged"
+        folder = inbound / f"bob+{ASSIGNMENT}+{nbgrader_time(NOW + timedelta(seconds=10))}+forged"
         folder.mkdir()
         (folder / f"{NB1}.ipynb").write_bytes(notebook("mallory", NB1))
         os.chown(folder, 4242, 4242)
