@@ -2,7 +2,10 @@
 the course folder, as ``submitted/`` itself, or zipped; or the exchange's
 ``inbound/<student>+<assignment>+<timestamp>[+<random>]/``, where each student's newest submission by the
 time in its folder's name is used, as ``nbgrader collect`` does, and a folder owned by someone other than
-the student it names is not. ``timestamp.txt`` gives the submission time, read as nbgrader reads it.
+the student it names is not. ``timestamp.txt`` gives the submission time, read as nbgrader reads it; in a
+live inbound/ it is checked against when the submission arrived there (``arrival``: the change times of its
+folder and of the files read, which no learner can set back), and past ``TOLERANCE`` the latest counts and
+the disagreement is the student's named problem (``submission_time``) and their page's.
 
 Handing back (``feedback --format exchange``): ``OUT/handback/exchange/feedback/<student_id>/<assignment>/``,
 the course-folder layout from which nbgrader's ``release_feedback`` hands pages out, with each submission's

@@ -9,8 +9,9 @@ A folder may be live: on a hub every learner can write into the exchange's ``inb
 It is listed from a handle on its top folder taken once, one folder at a time (``openat`` without
 following a link), and each file is kept with what it was when listed: every folder on its path (device,
 inode, owner, change time) and the file itself (device, inode, size, modification and change times).
-A file is reached again only that way, each folder checked to be the one listed, never by its path's
-name, so a folder swapped for a link or for another folder after the listing is refused, not followed;
+A file is reached again only that way, each folder checked to be the one listed (the handle on the last
+folder reached is kept for the next file in it), never by its path's name, so a folder swapped for a
+link or for another folder after the listing is refused, not followed;
 a file replaced, renamed over, written to, or grown or shrunk since it was listed is refused too, and
 a copy is exactly the bytes listed. One top-level folder (one student's, one submission's) may hold only
 ``per_folder`` entries: past it that folder alone is refused, a named problem of its own student. What
@@ -161,6 +162,7 @@ class Source:
         self.archive: zipfile.ZipFile | None = None
         self.top: int | None = None  # a folder source's handle on its top folder, taken once
         self.handle, self.listed = handle, listed
+        self.near: tuple[tuple[Folder, ...], int] | None = None  # the folder last reached (checked) and a handle on it
         self.problems: list[dict] = []
         if handle is not None:
             try:
@@ -196,6 +198,9 @@ class Source:
         if self.top is not None:
             os.close(self.top)
             self.top = None
+        if self.near is not None:
+            os.close(self.near[1])
+            self.near = None
 
     def open(self, entry: Entry):
         """A file object on ``entry``: a zip's member, or a folder's file reached through the folders it
@@ -206,13 +211,15 @@ class Source:
             return self.archive.open(entry.ref)  # type: ignore[arg-type]
         listed = entry.ref
         assert isinstance(listed, Listed) and self.top is not None
-        folder = descend(self.top, listed.folders)
+        if self.near is None or self.near[0] != listed.folders:  # a handle on a folder stays on it, wherever it is moved
+            if self.near is not None:
+                os.close(self.near[1])
+                self.near = None
+            self.near = (listed.folders, descend(self.top, listed.folders))
         try:
-            fd = os.open(listed.name, FILE_FLAGS, dir_fd=folder)
+            fd = os.open(listed.name, FILE_FLAGS, dir_fd=self.near[1])
         except OSError as exc:
             raise Refused(f"could not be opened where it was listed ({type(exc).__name__}): moved or removed since") from None
-        finally:
-            os.close(folder)
         if not listed.same(os.fstat(fd)):
             os.close(fd)
             raise Refused(CHANGED)
