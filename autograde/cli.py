@@ -304,7 +304,7 @@ def cmd_grade(course: Course, args) -> int:
             trust_owners=args.trust_owners,
         )
         check_extensions(late.extensions, intake)
-        late.times = intake.times
+        late.times, late.disputed = intake.times, intake.disputed
         summary = grade_batch(course, intake.folder, args.out, options, executor=executor, late=late, absent=intake.missing)
     elapsed = time.monotonic() - begin
     print(

@@ -165,6 +165,9 @@ FEEDBACK_TEXTS: tuple[str, ...] = (
     "Pending: a person grades it ({points} point(s))",
     "{points} point(s) wait for a person's grading",
     "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} point(s) ({policy}).",
+    # a submission whose own times and its arrival on the exchange disagreed (record/late.py late_text)
+    "This submission gives {claimed} as its time, but it reached the exchange at {arrived}: the latest, {used}, counts.",
+    "The times this submission gives disagree ({claimed} and {used}): the later counts.",
     # the page's score lines and grade-cell labels (exporters.LABELS), and the line its visible checks
     # end with (model.HIDDEN_NOTE)
     *LABELS,

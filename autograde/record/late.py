@@ -118,6 +118,7 @@ class LateSpec:
     deadlines: dict[str, dt.datetime] = field(default_factory=dict)  # notebook -> its own deadline
     extensions: dict[str, dt.datetime] = field(default_factory=dict)  # student -> their deadline
     times: dict[str, dict[str, dt.datetime]] = field(default_factory=dict)  # student -> notebook -> submitted at
+    disputed: dict[str, dict[str, dict]] = field(default_factory=dict)  # student -> notebook -> {claimed, arrived, used}: its times disagreed
 
     @property
     def active(self) -> bool:
@@ -141,6 +142,7 @@ class LateSpec:
             "deadlines": {k: iso(v) for k, v in self.deadlines.items()},
             "extensions": {k: iso(v) for k, v in self.extensions.items()},
             "times": {s: {n: iso(t) for n, t in per.items()} for s, per in self.times.items()},
+            "disputed": self.disputed,
         }
 
     @classmethod
@@ -152,6 +154,7 @@ class LateSpec:
             {k: when(v) for k, v in data.get("deadlines", {}).items()},
             {k: when(v) for k, v in data.get("extensions", {}).items()},
             {s: {n: when(t) for n, t in per.items()} for s, per in data.get("times", {}).items()},
+            {s: dict(per) for s, per in (data.get("disputed") or {}).items()},
         )
 
 
@@ -196,13 +199,17 @@ def notebook_late(spec: LateSpec, student: str, notebook: str, score: float, max
             "problem": "no submission time is known: give it in a timestamps CSV",
         }
     late = (submitted - deadline).total_seconds()
-    return {
+    facts = {
         "penalty": penalty_points(spec.policy, late, score, max_points),
         "deadline": deadline.isoformat(),
         "submitted_at": submitted.isoformat(),
         "late_seconds": max(0.0, late),
         "basis": "time",
     }
+    disputed = spec.disputed.get(student, {}).get(notebook)
+    if disputed:  # its own times and its arrival disagreed: the latest counts, and the page says so
+        facts["disputed"] = disputed
+    return facts
 
 
 UNKNOWN_CHOICES = ("refuse", "least-penalty")  # what an LMS export does with a lateness nobody knows
@@ -285,6 +292,9 @@ def load_spec(out: Path) -> LateSpec:
 
 
 LATE_LINE = "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} point(s) ({policy})."
+# a submission whose own times (timestamp.txt, its folder's name) and its arrival on the exchange disagreed (term/exchange.py)
+DISPUTED_LINE = "This submission gives {claimed} as its time, but it reached the exchange at {arrived}: the latest, {used}, counts."
+DISPUTED_CLAIMS_LINE = "The times this submission gives disagree ({claimed} and {used}): the later counts."
 
 
 def _said_policy(policy: Policy, words: dict[str, str]) -> str:
@@ -298,10 +308,25 @@ def _said_policy(policy: Policy, words: dict[str, str]) -> str:
 
 
 def late_text(late: dict, policy: Policy, words: dict[str, str] | None = None) -> str:
-    """One sentence for a feedback page, in the page's language (empty when on time or without a deadline)."""
+    """The late line for a feedback page, in the page's language, after the sentence saying which time
+    counted when the submission's times disagreed (empty when on time, agreed, or without a deadline)."""
     seconds = late.get("late_seconds", 0)
-    if not seconds:
-        return ""
     words = words or {}
+    said = _disputed_text(late.get("disputed") or {}, words)
+    if not seconds:
+        return said
     values = {"hours": f"{seconds / 3600:.2f}", "deadline": late["deadline"], "points": f"{late['penalty']:g}", "policy": _said_policy(policy, words)}
-    return words.get(LATE_LINE, LATE_LINE).format(**values)
+    return " ".join(t for t in (said, words.get(LATE_LINE, LATE_LINE).format(**values)) if t)
+
+
+def _disputed_text(disputed: dict, words: dict[str, str]) -> str:
+    def said(iso: str | None) -> str:
+        try:
+            return dt.datetime.fromisoformat(str(iso)).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        except ValueError:
+            return "?"
+
+    if not disputed.get("used") or not disputed.get("claimed"):
+        return ""
+    line = DISPUTED_LINE if disputed.get("arrived") else DISPUTED_CLAIMS_LINE
+    return words.get(line, line).format(claimed=said(disputed["claimed"]), arrived=said(disputed.get("arrived")), used=said(disputed["used"]))

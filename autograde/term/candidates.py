@@ -13,15 +13,17 @@ exception.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from .source import Entry, Limits, Source, shown
+from .source import Entry, Limits, Source, odd_characters, shown
 
 ARCHIVES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar")
 # what nbgrader writes in timestamp.txt and inbound folder names ("%Y-%m-%d %H:%M:%S.%f %Z"), and ISO 8601
 STAMP = re.compile(
-    r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d(\.\d{1,9})?)?( ?Z| ?[+-]\d\d:?\d\d| [A-Za-z][A-Za-z0-9_+-]{0,31}(/[A-Za-z0-9_+-]{1,32}){0,2})?"
+    r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d(\.\d{1,9})?)?( ?Z| ?[+-]\d\d:?\d\d| [A-Za-z][A-Za-z0-9_+-]{0,31}(/[A-Za-z0-9_+-]{1,32}){0,2})?",
+    re.ASCII,  # digits are 0-9 only: an Arabic-Indic or full-width year is no time nbgrader writes
 )
 
 
@@ -38,6 +40,7 @@ class Candidate:
     late: bool = False
     lms: dict = field(default_factory=dict)  # what the LMS called the student
     source: Source | None = None  # where ``entry`` is read from when not the source itself (a student's own zip)
+    disputed: dict = field(default_factory=dict)  # its times disagreed: {"claimed": the earliest it gave, "used": the time counted}
 
 
 def why_not(entry: Entry, limits: Limits, filename: str | None = None) -> str:
@@ -56,6 +59,16 @@ def why_not(entry: Entry, limits: Limits, filename: str | None = None) -> str:
     return ""
 
 
+def unreadable(text: str) -> str:
+    """Why a learner's time is unreadable where a look at it would not tell: an invisible or space-like
+    character, or digits other than 0-9 (said as ' (it holds ...)'; '' otherwise)."""
+    odd = odd_characters(text.replace(" ", "x"))  # the spaces nbgrader writes are its own
+    if odd:
+        return f" (it holds {odd})"
+    other = next((c for c in text if c.isdigit() and not c.isascii()), "")
+    return f" (its digits must be 0-9; it holds U+{ord(other):04X} {unicodedata.name(other, '')})" if other else ""
+
+
 def exchange_time(text: str) -> datetime:
     """A time as nbgrader writes it (timestamp.txt, an inbound folder's name), read by nbgrader's own
     ``parse_utc``; ValueError when it is not one, or not a time that UTC can hold. A named zone must be one
@@ -64,9 +77,9 @@ def exchange_time(text: str) -> datetime:
     import dateutil.tz
     from nbgrader.utils import parse_utc
 
-    text = text.strip()
+    text = text.strip(" \t\r\n")
     if not STAMP.fullmatch(text):
-        raise ValueError(f"{shown(text, 60)!r} is not a time nbgrader writes")
+        raise ValueError(f"{shown(text, 60)!r} is not a time nbgrader writes{unreadable(text)}")
     parts = text.split(" ")
     if len(parts) == 3 and re.fullmatch(r"[+-]\d\d:?\d\d|Z", parts[2]):
         text = f"{parts[0]} {parts[1]}{parts[2]}"

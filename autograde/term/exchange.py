@@ -2,7 +2,10 @@
 the course folder, as ``submitted/`` itself, or zipped; or the exchange's
 ``inbound/<student>+<assignment>+<timestamp>[+<random>]/``, where each student's newest submission by the
 time in its folder's name is used, as ``nbgrader collect`` does, and a folder owned by someone other than
-the student it names is not. ``timestamp.txt`` gives the submission time, read as nbgrader reads it.
+the student it names is not. ``timestamp.txt`` gives the submission time, read as nbgrader reads it; in a
+live inbound/ it is checked against when the submission arrived there (``arrival``: the change times of its
+folder and of the files read, which no learner can set back), and past ``TOLERANCE`` the latest counts and
+the disagreement is the student's named problem (``submission_time``) and their page's.
 
 Handing back (``feedback --format exchange``): ``OUT/handback/exchange/feedback/<student_id>/<assignment>/``,
 the course-folder layout from which nbgrader's ``release_feedback`` hands pages out, with each submission's
@@ -17,17 +20,20 @@ import os
 import pwd
 import re
 from collections import Counter, defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ..course import Course
 from .adapter import Adapter, HandBack
 from .candidates import Candidate, exchange_time, why_not
-from .source import Entry, Refused, Source, problem, shown
+from .source import Entry, Listed, Refused, Source, problem, shown
 
 NBGRADER_FILES = {"timestamp.txt", "submission_secret.txt"}  # what nbgrader submit writes beside the notebooks
 MAX_STAMP_BYTES = 200  # nbgrader's timestamp.txt holds one line of about 30 characters
 COURSE_FOLDERS = ("submitted", "inbound")  # a course folder (collect's submitted/) or an exchange course folder (inbound/)
+# how far a submission's own times (timestamp.txt, its folder's name) and its arrival on the exchange may differ
+# before the latest counts: nbgrader submit takes its time, then copies the files (seconds) and writes timestamp.txt
+TOLERANCE = timedelta(minutes=2)
 
 
 def inbound_name(assignment: str) -> re.Pattern:
@@ -78,14 +84,56 @@ def _stamp_of(files: Source, entry: Entry, student: str) -> datetime | None:
 
 
 def _owner(inside: list[Entry]) -> int | None:
-    """The owner (uid) of a submission folder, from the files listed in it; None for a zip's members."""
+    """The owner (uid) of a submission folder as it was listed, from the files in it; None for a zip's members."""
     for entry in inside:
-        if isinstance(entry.ref, Path):
-            try:
-                return os.stat(entry.ref.parents[len(entry.parts) - 1], follow_symlinks=False).st_uid
-            except (OSError, IndexError):
-                return None
+        if isinstance(entry.ref, Listed) and len(entry.ref.folders) >= len(entry.parts):
+            return entry.ref.folders[-len(entry.parts)].uid
     return None
+
+
+def arrival(read: list[Entry]) -> datetime | None:
+    """When a submission in inbound/ arrived: the latest change time of its folder, of the folders below it
+    that hold what was read, and of every file read (``read``: paths from the submission folder). No learner
+    can set a change time back (``utime`` sets it to now), and a file rewritten in place, renamed or moved in
+    after the deadline moves its own or its folder's. None for a zip's members, which carry none."""
+    times = [e.ref.changed_ns(len(e.parts)) for e in read if isinstance(e.ref, Listed)]
+    return datetime.fromtimestamp(max(times) / 1e9, UTC) if times else None
+
+
+def _said(when: datetime) -> str:
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def submission_time(
+    files: Source, student: str, folder: str, stamp: datetime | None, named: datetime | None, arrived: datetime | None
+) -> tuple[datetime | None, dict]:
+    """A submission's time, and what the page says when its times disagree ({} when they agree). Its own
+    times, which the learner writes (timestamp.txt, as nbgrader reads it, else its folder's name), count
+    while they and its arrival agree within ``TOLERANCE``; past it the latest counts, and the disagreement
+    is the student's named problem."""
+    claimed = stamp if stamp is not None else named
+    known = [t for t in (stamp, named, arrived) if t is not None]
+    if not known:
+        return None, {}
+    latest = max(known)
+    if latest - min(known) <= TOLERANCE:
+        return (claimed if claimed is not None else arrived), {}
+    said = [f"timestamp.txt says {_said(stamp)}" if stamp else "", f"its folder's name says {_said(named)}" if named else ""]
+    if arrived is not None:
+        said.append(
+            f"it arrived on the exchange at {_said(arrived)} "
+            "(the latest change time of its folder and of the files read, which no learner can set back)"
+        )
+    files.problems.append(
+        problem(
+            shown(folder),
+            shown(student),
+            f"the submission's times disagree by more than {TOLERANCE.total_seconds() / 60:g} minutes: {'; '.join(t for t in said if t)}: "
+            f"the latest, {_said(latest)}, is used",
+        )
+    )
+    earliest = min(t for t in (stamp, named) if t is not None) if claimed is not None else None
+    return latest, {"claimed": earliest and earliest.isoformat(), "arrived": arrived and arrived.isoformat(), "used": latest.isoformat()}
 
 
 def foreign_owner(uid: int | None, student: str) -> str:
@@ -112,9 +160,9 @@ def _exchange_folders(files: Source, entries: list[Entry], context: dict) -> dic
     for entry in entries:
         match = name.fullmatch(entry.parts[0]) if inbound and len(entry.parts) > 1 else None
         if match:
-            folders[(match["user"], entry.parts[0])].append(Entry(entry.parts[1:], entry.size, entry.date, entry.ref, entry.refused))
+            folders[(match["user"], entry.parts[0])].append(entry.named(entry.parts[1:]))
         elif not inbound and len(entry.parts) > 2 and entry.parts[1] == assignment:
-            folders[(entry.parts[0], entry.parts[1])].append(Entry(entry.parts[2:], entry.size, entry.date, entry.ref, entry.refused))
+            folders[(entry.parts[0], entry.parts[1])].append(entry.named(entry.parts[2:]))
         elif not inbound and len(entry.parts) > 2:
             others[entry.parts[1]] += 1
         elif inbound and len(entry.parts) > 1 and len(bits := entry.parts[0].rsplit("+", 3)) == 4:
@@ -131,10 +179,11 @@ def read_exchange(files: Source, entries: list[Entry], context: dict) -> list[Ca
     """nbgrader's submitted/ or inbound/ folders. In inbound/, the newest submission of each student is
     the one whose folder name says the latest time, as ``nbgrader collect`` sorts them; a folder owned by
     someone other than the student it names is not taken unless the instructor said so (``trust_owners``).
-    The submission time is timestamp.txt's, as nbgrader reads it, else the folder name's."""
-    assignment, limits = context["assignment"], context["limits"]
+    The submission time is timestamp.txt's, as nbgrader reads it, else the folder name's, checked in a live
+    inbound/ against when the submission arrived (``submission_time``)."""
+    assignment = context["assignment"]
     context = {**context, "form": form(context.get("root", ()), entries, assignment)}
-    newest: dict[str, tuple[tuple, str, list[Entry], datetime | None]] = {}
+    newest: dict[str, tuple] = {}
     for (student, folder), inside in sorted(_exchange_folders(files, entries, context).items()):
         owner = "" if context.get("trust_owners") else foreign_owner(_owner(inside), student)
         if owner:
@@ -150,7 +199,7 @@ def read_exchange(files: Source, entries: list[Entry], context: dict) -> list[Ca
         stamp = next((e for e in inside if e.parts == ("timestamp.txt",)), None)
         secret = next((e for e in inside if e.parts == ("submission_secret.txt",)), None)
         where = (folder,) if context["form"] == "inbound" else (student, folder)  # the folder's path in the source
-        when = _stamp_of(files, Entry((*where, *stamp.parts), stamp.size, stamp.date, stamp.ref, stamp.refused), student) if stamp else None
+        when = _stamp_of(files, stamp.named((*where, *stamp.parts)), student) if stamp else None
         named = None
         if folder != assignment:
             try:
@@ -158,7 +207,8 @@ def read_exchange(files: Source, entries: list[Entry], context: dict) -> list[Ca
             except ValueError as exc:
                 files.problems.append(problem(shown(folder), shown(student), f"{exc}: the submission's time is not known"))
         handed = _handback_files(files, stamp if when is not None else None, secret)
-        this = ((named is not None, named or datetime.min.replace(tzinfo=UTC), folder), folder, inside, when if when is not None else named, handed)
+        read = [e for e in (stamp, secret) if e is not None]
+        this = ((named is not None, named or datetime.min.replace(tzinfo=UTC), folder), folder, inside, (when, named), handed, read)
         held = newest.get(student)
         if held is not None:  # collect's order: the time in the folder's name, never a file the learner wrote
             this, older = (this, held) if this[0] > held[0] else (held, this)
@@ -168,19 +218,36 @@ def read_exchange(files: Source, entries: list[Entry], context: dict) -> list[Ca
             )
         newest[student] = this
     found = []
-    for student, (_order, folder, inside, when, handed) in newest.items():
-        where = (folder,) if context["form"] == "inbound" else (student, folder)
-        for entry in inside:
-            if entry.parts[-1] in NBGRADER_FILES and len(entry.parts) == 1:
-                continue
-            named_entry = Entry((*where, *entry.parts), entry.size, entry.date, entry.ref, entry.refused)
-            why = why_not(named_entry, limits)
-            if why:
-                files.problems.append(problem(shown(named_entry.name), shown(student), why))
-            else:
-                lms = {"layout": "exchange", **handed}
-                found.append(Candidate(student, named_entry, entry.parts[-1], when=when, order=entry.date, lms=lms))
+    for student, (_order, folder, inside, claimed, handed, read) in newest.items():
+        found += _candidates(files, context, student, folder, inside, claimed, handed, read)
+    if context["form"] == "inbound" and found and not any(isinstance(c.entry.ref, Listed) for c in found):
+        files.notes.append(
+            "these exchange submissions came in a zip: their times are what the learners wrote (timestamp.txt, folder names), "
+            "unchecked; grade the exchange's inbound/ folder itself to have each checked against when it arrived"
+        )
     return found
+
+
+def _candidates(
+    files: Source, context: dict, student: str, folder: str, inside: list[Entry], claimed: tuple, handed: dict, read: list[Entry]
+) -> list[Candidate]:
+    """One submission's notebooks (and zips of them), each with the submission's time: in inbound/ checked
+    against its arrival there (in collect's submitted/ the folders are collect's copies: no arrival)."""
+    where = (folder,) if context["form"] == "inbound" else (student, folder)
+    taken = []
+    for entry in inside:
+        if entry.parts[-1] in NBGRADER_FILES and len(entry.parts) == 1:
+            continue
+        named_entry = entry.named((*where, *entry.parts))
+        why = why_not(named_entry, context["limits"])
+        if why:
+            files.problems.append(problem(shown(named_entry.name), shown(student), why))
+        else:
+            taken.append((entry, named_entry))
+    arrived = arrival(read + [entry for entry, _ in taken]) if context["form"] == "inbound" and taken else None
+    when, disputed = submission_time(files, student, folder, *claimed, arrived)
+    lms = {"layout": "exchange", **handed}
+    return [Candidate(student, named_entry, entry.parts[-1], when=when, order=entry.date, lms=lms, disputed=disputed) for entry, named_entry in taken]
 
 
 def _handback_files(files: Source, stamp: Entry | None, secret: Entry | None) -> dict[str, str]:

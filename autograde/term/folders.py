@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..course import Course, UnusableInput
 from .adapter import Adapter, HandBack, write_zip
-from .candidates import Candidate, exchange_time, why_not
+from .candidates import Candidate, exchange_time, unreadable, why_not
 from .source import Entry, Source, problem, shown
 
 
@@ -57,6 +57,8 @@ class _Quiet(logging.Logger):
 def pattern_time(text: str) -> tuple[datetime, bool]:
     """A file name's timestamp (ISO 8601, or what nbgrader's parse_utc reads) in UTC, and whether it had a
     zone; ValueError when it is neither, or not a time UTC can hold."""
+    if not text.isascii():  # datetime reads any script's digits: a time is read from 0-9 only
+        raise ValueError(f"{shown(text, 60)!r} is not a time{unreadable(text)}")
     try:
         when = datetime.fromisoformat(text)
     except ValueError:

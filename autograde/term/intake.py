@@ -19,10 +19,11 @@ import contextlib
 import csv
 import io
 import json
+import os
 import re
 import shutil
 import tempfile
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,12 +32,12 @@ from tools.project_runtime import write_json_atomic
 
 from ..course import Course, UnusableInput
 from ..matching import normalize, walk_notebooks
-from ..model import STUDENT_ID
+from ..model import STUDENT_ID, MiB
 from .candidates import Candidate, exchange_time, why_not
 from .folders import pattern_time
 from .layouts import choose_layout
 from .registry import ADAPTERS, adapter
-from .source import Entry, Limits, Refused, Source, list_folder, problem, shown, zip_directory
+from .source import Entry, Limits, Listed, Refused, Source, list_folder, odd_characters, problem, shown, zip_directory
 
 MAX_CSV_BYTES = 10 * 1024 * 1024  # a roster or timestamps CSV
 MARKER = ".intake.json"  # in DEST: what the intake wrote there (a later intake may then replace it)
@@ -69,6 +70,7 @@ class Intake:
     notes: list[str] = field(default_factory=list)
     late: dict[str, list[str]] = field(default_factory=dict)  # student -> notebooks the LMS marked late
     students: dict[str, dict] = field(default_factory=dict)  # student -> what the LMS called them (canvas, moodle)
+    disputed: dict[str, dict[str, dict]] = field(default_factory=dict)  # student -> notebook -> {"claimed", "arrived", "used"}: its times disagreed
 
 
 def read_submissions(
@@ -107,7 +109,7 @@ def read_submissions(
     root: tuple[str, ...] = ()
     odd: list[str] = []
     if source.is_dir():  # a folder is listed fully only below where its layout starts (course/submitted/, ...)
-        shallow, _ = list_folder(source, limits, max_depth=4, strict=False)  # course/submitted/<s>/<a>/ is 3 down
+        shallow = _names_at_top(source, limits)
         found, root, odd = choose_layout([e.parts for e in shallow], assignment, wanted) if shallow else (wanted or "folders", (), [])
         if found == "folders" and not root and not _renamed(source, lms_ids):
             return _as_it_is(source, notebooks, people, lms_ids, stamps, problems)
@@ -115,7 +117,7 @@ def read_submissions(
     with Source(source, limits, root) as files:
         if files.archive is not None:
             found, root, odd = choose_layout([e.parts for e in files.entries], assignment, wanted)
-        entries = [Entry(e.parts[len(root) :], e.size, e.date, e.ref, e.refused) for e in files.entries if e.parts[: len(root)] == root]
+        entries = [e.named(e.parts[len(root) :]) for e in files.entries if e.parts[: len(root)] == root]
         if root:
             files.notes.append(f"only {shown('/'.join(root))}/ was read")
         if odd:
@@ -126,10 +128,11 @@ def read_submissions(
         context = {"assignment": assignment, "pattern": pattern or "", "limits": limits, "trust_owners": trust_owners, "root": root}
         candidates = adapter(found).read(files, entries, context)
         with tempfile.TemporaryDirectory(prefix="course-intake-zips-") as scratch, contextlib.ExitStack() as opened:
-            candidates = unpack_zips(files, candidates, Path(scratch), opened)
+            spent: dict[str, int] = defaultdict(int)  # learner (as the source names them) -> bytes their zips took in scratch
+            candidates = unpack_zips(files, candidates, Path(scratch), opened, spent)
             _fresh_dest(dest)
             intake = Intake(dest, found, problems=files.problems + problems, roster=people, notes=files.notes)
-            _place(files, candidates, notebooks, people, lms_ids, intake)
+            _place(files, candidates, notebooks, people, lms_ids, intake, spent)
     _apply_stamps(intake, stamps, lms_ids)
     submitted = {p.name for p in dest.iterdir() if p.is_dir()}
     intake.missing = sorted(set(people) - submitted)
@@ -138,34 +141,59 @@ def read_submissions(
     return intake
 
 
-def unpack_zips(files: Source, candidates: list[Candidate], scratch: Path, opened: contextlib.ExitStack) -> list[Candidate]:
+def unpack_zips(files: Source, candidates: list[Candidate], scratch: Path, opened: contextlib.ExitStack, spent: dict[str, int]) -> list[Candidate]:
     """A student's own zip of notebooks: the notebooks in it become that student's files (their time, late mark
     and LMS names those of the zip), read with the limits an LMS zip is read with. One level only: a zip inside
-    it is not opened. Whatever cannot be read is that student's named problem."""
+    it is not opened. A zip in a folder is read where it is, through the handle checked against its listing;
+    one inside a zip is copied out first, its declared size counted against its learner's budget (``spent``),
+    and not copied when that budget cannot hold it. Whatever cannot be read is that student's named problem."""
     found = []
     for item in candidates:
         if not item.filename.lower().endswith(".zip"):
             found.append(item)
             continue
-        target = scratch / f"{len(list(scratch.iterdir()))}.zip"
         try:
-            files.copy(item.entry, target)
-            inner = opened.enter_context(Source(target, files.limits))
+            if isinstance(item.entry.ref, Listed):
+                inner = opened.enter_context(
+                    Source(Path(item.entry.name), files.limits, handle=files.open(item.entry), listed=item.entry.ref, label="it")
+                )
+            else:
+                inner = opened.enter_context(_copied_out(files, item, scratch, spent))
         except (Refused, UnusableInput) as exc:
-            why = str(exc).replace(str(target), "it")  # the scratch copy's path means nothing to the instructor
-            files.problems.append(problem(shown(item.entry.name), shown(item.raw_id), f"a zip of notebooks that cannot be opened: {why}"))
+            files.problems.append(problem(shown(item.entry.name), shown(item.raw_id), f"a zip of notebooks that cannot be opened: {exc}"))
             continue
         files.notes.append(f"{shown(item.raw_id)}: {shown(item.filename)} unpacked ({len(inner.entries)} files)")
         for bad in inner.problems:
             files.problems.append(problem(f"{shown(item.entry.name)}/{bad['file']}", shown(item.raw_id), bad["problem"]))
         for entry in inner.entries:
-            named = Entry((*item.entry.parts, *entry.parts), entry.size, entry.date, entry.ref, entry.refused)
+            named = entry.named((*item.entry.parts, *entry.parts))
             why = why_not(entry, files.limits) or ("a zip inside a zip: not opened" if entry.parts[-1].lower().endswith(".zip") else "")
             if why:
                 files.problems.append(problem(shown(named.name), shown(item.raw_id), why))
                 continue
             found.append(replace(item, entry=named, filename=entry.parts[-1], source=inner))
     return found
+
+
+def _copied_out(files: Source, item: Candidate, scratch: Path, spent: dict[str, int]) -> Source:
+    """A learner's zip inside a zip, copied into ``scratch`` (zipfile cannot seek in a compressed member)
+    when their budget still holds its declared size, and opened there."""
+    budget = files.limits.student_bytes
+    if spent[item.raw_id] + item.entry.size > budget:
+        raise Refused(f"{item.entry.size / MiB:,.1f} MiB, more than the {budget / MiB:g} MiB one learner's files may come to: not copied")
+    spent[item.raw_id] += item.entry.size
+    target = scratch / f"{len(list(scratch.iterdir()))}.zip"
+    files.copy(item.entry, target)
+    return Source(target, files.limits, label="it")
+
+
+def _names_at_top(source: Path, limits: Limits) -> list[Entry]:
+    """A look at the names in ``source``, down to 4 folders (course/submitted/<s>/<a>/ is 3 down), to tell its layout."""
+    top = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return list_folder(top, limits, max_depth=4, strict=False, base=source)[0]
+    finally:
+        os.close(top)
 
 
 def _renamed(source: Path, lms_ids: dict[str, str]) -> bool:
@@ -230,7 +258,9 @@ def student_id(raw: str, people: dict, lms_ids: dict[str, str]) -> tuple[str | N
     if people and student not in people:
         why = "not on the roster: kept under the id the download gives"
     if not STUDENT_ID.fullmatch(student):
-        return None, "cannot be a student id (use letters, digits, '_', '.', '@', '+' or '-'): not written"
+        odd = odd_characters(student)
+        told = f"its name holds {odd}: " if odd else ""
+        return None, f"{told}cannot be a student id (use letters, digits, '_', '.', '@', '+' or '-'): not written"
     return student, why
 
 
@@ -246,8 +276,9 @@ def newest(group: list[Candidate]) -> tuple[Candidate, str]:
     return max(group, key=lambda c: (c.order, c.entry.name)), group[0].basis
 
 
-def _place(files: Source, candidates: list[Candidate], notebooks, people: dict, lms_ids: dict, intake: Intake) -> None:
-    """Write each student's newest file for each notebook into ``intake.folder``, noting what was chosen."""
+def _place(files: Source, candidates: list[Candidate], notebooks, people: dict, lms_ids: dict, intake: Intake, spent: dict[str, int]) -> None:
+    """Write each student's newest file for each notebook into ``intake.folder``, noting what was chosen;
+    a student whose chosen files come to more than their budget gets none copied (``_over_budget``)."""
     _check_roster_ids(intake.layout, {item.raw_id for item in candidates}, people, lms_ids)
     groups: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
     told: set[str] = set()
@@ -259,7 +290,7 @@ def _place(files: Source, candidates: list[Candidate], notebooks, people: dict, 
         if student is None:
             continue
         groups[(student, notebook_name(item.filename, notebooks)[0])].append(item)
-    kept: Counter = Counter()
+    picked: dict[str, list[tuple[str, Candidate]]] = defaultdict(list)
     for (student, stem), group in sorted(groups.items()):
         chosen, basis = newest(group)
         if len(group) > 1:
@@ -267,16 +298,44 @@ def _place(files: Source, candidates: list[Candidate], notebooks, people: dict, 
             intake.notes.append(
                 f"newest of {len(group)} files for {student}/{stem} kept ({shown(chosen.entry.name)}, by {basis}); not used: {others}"
             )
-        if kept[student] >= files.limits.per_student:
+        if len(picked[student]) >= files.limits.per_student:
             intake.problems.append(problem(shown(chosen.entry.name), student, f"more than {files.limits.per_student} notebooks: not written"))
             continue
-        try:
-            (chosen.source or files).copy(chosen.entry, intake.folder / student / f"{stem}.ipynb")
-        except Refused as exc:
-            intake.problems.append(problem(shown(chosen.entry.name), student, str(exc)))
+        picked[student].append((stem, chosen))
+    scratch = defaultdict(int)
+    for raw, size in spent.items():
+        scratch[student_id(raw, people, lms_ids)[0]] += size
+    for student, picks in picked.items():
+        if _over_budget(student, picks, scratch[student], files.limits, intake):
             continue
-        kept[student] += 1
-        _record(intake, student, stem, chosen, notebook_name(chosen.filename, notebooks)[1])
+        for stem, chosen in picks:
+            try:
+                (chosen.source or files).copy(chosen.entry, intake.folder / student / f"{stem}.ipynb")
+            except Refused as exc:
+                intake.problems.append(problem(shown(chosen.entry.name), student, str(exc)))
+                continue
+            _record(intake, student, stem, chosen, notebook_name(chosen.filename, notebooks)[1])
+
+
+def _over_budget(student: str, picks: list[tuple[str, Candidate]], scratch: int, limits: Limits, intake: Intake) -> bool:
+    """Whether what ``student``'s chosen files come to (apparent sizes: a sparse file counts whole; a
+    notebook in a zip by its declared size; a zip copied out of a zip by its own) is past their budget:
+    then it is their named problem and none of their files is read; every other student is unaffected."""
+    total = scratch + sum(chosen.entry.size for _, chosen in picks)
+    if total <= limits.student_bytes:
+        return False
+    largest = sorted(picks, key=lambda pick: -pick[1].entry.size)
+    listed = ", ".join(f"{shown(c.entry.parts[-1], 80)} {c.entry.size / MiB:,.1f} MiB" for _, c in largest[:3])
+    intake.problems.append(
+        problem(
+            shown(largest[0][1].entry.name),
+            student,
+            f"the files to be read come to {total / MiB:,.1f} MiB ({listed}{', ...' if len(picks) > 3 else ''}"
+            f"{f'; zips copied out {scratch / MiB:,.1f} MiB' if scratch else ''}), more than the {limits.student_bytes / MiB:g} MiB "
+            "one learner's submission may take: none of them was read (every other student is)",
+        )
+    )
+    return True
 
 
 def _check_roster_ids(layout: str, raw: set[str], people: dict, lms_ids: dict) -> None:
@@ -305,6 +364,8 @@ def _record(intake: Intake, student: str, stem: str, chosen: Candidate, how: str
         )
     if chosen.when is not None:
         intake.times.setdefault(student, {})[stem] = chosen.when
+    if chosen.disputed:
+        intake.disputed.setdefault(student, {})[stem] = chosen.disputed
     if chosen.late:
         intake.late.setdefault(student, []).append(stem)
         intake.notes.append(f"{student}/{stem}: marked late by the LMS ({shown(chosen.entry.name)})")
@@ -399,6 +460,8 @@ def read_timestamps(path: Path, notebooks: tuple[str, ...], problems: list[dict]
         where = f"{Path(path).name}:{line}"
         notebook = row.get("notebook", "").removesuffix(".ipynb") or None
         try:
+            if not row["submitted_at"].isascii():  # datetime reads any script's digits: a time is read from 0-9 only
+                raise ValueError(row["submitted_at"])
             when = datetime.fromisoformat(row["submitted_at"])
             when = when.astimezone(UTC) if when.tzinfo else when
         except (ValueError, OverflowError):  # not a time, or not one UTC can hold

@@ -7,8 +7,9 @@ from __future__ import annotations
 import functools
 import os
 import stat
+import time
 import zipfile
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import nbformat
@@ -165,17 +166,28 @@ def test_nbgrader_exchange_as_course_folder_submitted_folder_or_zip(tmp_path, gi
     assert any("another assignment (ps0)" in note for note in result.notes)
 
 
+def nbgrader_time(when: datetime) -> str:
+    """A time as nbgrader submit writes it (timestamp.txt, an inbound folder's name)."""
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
+def just_now() -> datetime:
+    """A time a few seconds ago, to the second: an inbound folder made now arrives within the tolerance of it."""
+    return datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=5)
+
+
 def test_nbgrader_inbound_keeps_each_students_newest_submission(tmp_path):
     inbound = tmp_path / "exchange" / "course101" / "inbound"
+    now = just_now()
     for student, names in SENT.items():
-        for stamp, suffix in (("2026-11-30 09:00:00.000000 UTC", "+x1"), ("2026-12-01 10:00:00.000000 UTC", "")):
+        for stamp, suffix in ((nbgrader_time(now - timedelta(seconds=20)), "+x1"), (nbgrader_time(now), "")):
             folder = inbound / f"{student}+{ASSIGNMENT}+{stamp}{suffix}"
             folder.mkdir(parents=True)
             for name in names:
                 (folder / f"{name}.ipynb").write_bytes(notebook(student, name, version=0 if suffix else 1))
     result = intake(inbound.parent, tmp_path)
     assert result.layout == "exchange" and tree(result.folder) == EXPECTED
-    assert result.times["bob"][NB3] == datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    assert result.times["bob"][NB3] == now and result.problems == []
     assert sum("an older submission" in note for note in result.notes) == 2
 
 
@@ -365,18 +377,19 @@ def test_symlinks_and_pipes_in_a_folder_are_refused(tmp_path):
     assert "symbolic link" in found["alice/link.ipynb"] and "not a plain file" in found["bob/pipe.ipynb"]
 
 
-def test_bomb_by_declared_size_is_refused_whole(tmp_path):
-    path = write_zip(tmp_path / "bomb.zip", {f"alice/{NB1}.ipynb": b"\0" * (3 << 20)})
-    assert path.stat().st_size < 20_000
-    with pytest.raises(UnusableInput, match="GiB once extracted"):
-        intake(path, tmp_path, limits=Limits(total_bytes=2 << 20))
-    assert not (tmp_path / "dest").exists()
-    result = intake(path, tmp_path, limits=Limits(file_bytes=1 << 20))  # under the total, over the per-file cap: named
-    assert tree(result.folder) == {} and "over the 1 MB limit" in result.problems[0]["problem"]
+def test_bomb_by_declared_size_costs_only_its_student(tmp_path):
+    path = write_zip(tmp_path / "bomb.zip", {f"alice/{NB1}.ipynb": b"\0" * (3 << 20), f"bob/{NB1}.ipynb": notebook("bob", NB1)})
+    assert path.stat().st_size < 30_000
+    result = intake(path, tmp_path, limits=Limits(student_bytes=2 << 20))  # over alice's budget: her problem alone
+    assert tree(result.folder) == {"bob": {f"{NB1}.ipynb": notebook("bob", NB1)}}
+    [why] = [p["problem"] for p in result.problems if p["student_id"] == "alice"]
+    assert "3.0 MiB" in why and "more than the 2 MiB one learner's submission may take" in why
+    result = intake(path, tmp_path / "b", limits=Limits(file_bytes=1 << 20))  # under the budget, over the per-file cap: named
+    assert set(tree(result.folder)) == {"bob"} and "over the 1 MB limit" in result.problems[0]["problem"]
 
 
 def test_the_default_limits():
-    assert Limits().total_bytes == 2 << 30 and Limits().files == 20_000 and Limits().file_bytes == MAX_NOTEBOOK_BYTES
+    assert Limits().student_bytes == 48 << 20 and Limits().files == 20_000 and Limits().file_bytes == MAX_NOTEBOOK_BYTES
 
 
 def lying(path: Path, name: str, real: bytes, declared: int) -> Path:
@@ -401,14 +414,27 @@ def test_bomb_by_a_lying_size_header_is_stopped(tmp_path):
     assert result.problems[0]["student_id"] == "alice" and "could not be extracted" in result.problems[0]["problem"]
 
 
-def test_more_data_than_declared_is_stopped_while_copying(tmp_path):
-    """The second guard, the one the intake itself keeps: a file that grows after it was listed."""
+@pytest.mark.parametrize("change", ["grow", "shrink", "rewrite", "replace"])
+def test_a_file_changed_after_it_was_listed_is_not_copied(tmp_path, change):
+    """The second guard, the one the intake itself keeps: a file that grows, shrinks, is written to in place
+    (same size) or is replaced after it was listed is refused, and nothing is left where it was to go."""
     folder = today(tmp_path)
+    path = folder / "alice" / f"{NB1}.ipynb"
     with Source(folder, Limits()) as files:
         entry = next(e for e in files.entries if e.parts == ("alice", f"{NB1}.ipynb"))
-        with open(folder / "alice" / f"{NB1}.ipynb", "ab") as grow:
-            grow.write(b" " * (2 << 20))
-        with pytest.raises(ValueError, match="more data than"):
+        original = path.read_bytes()
+        if change == "grow":
+            path.write_bytes(original + b" " * (2 << 20))
+        elif change == "shrink":
+            path.write_bytes(original[:100])
+        elif change == "rewrite":
+            time.sleep(0.05)  # past the file clock's tick (a few ms): the same size, a new modification time
+            with open(path, "r+b") as handle:
+                handle.write(b" ")
+        else:
+            (folder / "alice" / "new.ipynb").write_bytes(original)
+            os.replace(folder / "alice" / "new.ipynb", path)
+        with pytest.raises(ValueError, match="not the file that was listed any more"):
             files.copy(entry, tmp_path / "out" / "x.ipynb")
     assert not (tmp_path / "out" / "x.ipynb").exists()
 

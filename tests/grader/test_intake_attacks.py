@@ -9,11 +9,11 @@ import os
 import subprocess
 import sys
 import zipfile
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_intake import ASSIGNMENT, NB1, NB2, NB3, NOTEBOOKS, intake, notebook, roster_csv, tree, write_zip
+from test_intake import ASSIGNMENT, NB1, NB2, NB3, NOTEBOOKS, intake, just_now, nbgrader_time, notebook, roster_csv, tree, write_zip
 
 from autograde.course import UnusableInput
 from autograde.term.canvas import canvas_files
@@ -139,21 +139,24 @@ def test_names_that_split_with_no_majority_stop_with_the_entries_and_layout():
 # -- 4. a folder named submitted inside the writable inbound/ ----------------------------------------------------------------
 
 
-def inbound_class(tmp_path: Path, extra=lambda inbound: None) -> Path:
+def inbound_class(tmp_path: Path, extra=lambda inbound, now: None) -> Path:
+    """alice and bob submitted just now (their folders are made within seconds of the time they give);
+    ``extra(inbound, now)`` adds the attack."""
     inbound = tmp_path / "exchange" / "course101" / "inbound"
+    now = just_now()
     for student in ("alice", "bob"):
-        folder = inbound / f"{student}+{ASSIGNMENT}+2026-12-01 10:00:00.000000 UTC+r{student}"
+        folder = inbound / f"{student}+{ASSIGNMENT}+{nbgrader_time(now)}+r{student}"
         folder.mkdir(parents=True)
         (folder / f"{NB1}.ipynb").write_bytes(notebook(student, NB1))
-        (folder / "timestamp.txt").write_text("2026-12-01 10:00:00.000000 UTC")
-    extra(inbound)
+        (folder / "timestamp.txt").write_text(nbgrader_time(now))
+    extra(inbound, now)
     return inbound
 
 
 @pytest.mark.parametrize("layout", [None, "exchange"])
 @pytest.mark.parametrize("given", ["inbound", "course"])
 def test_a_folder_named_submitted_in_inbound_reads_nobody_in_anyones_place(tmp_path, given, layout):
-    def plant(inbound: Path) -> None:  # mallory makes inbound/submitted/alice/<assignment>/ and her own submission
+    def plant(inbound: Path, now: datetime) -> None:  # mallory makes inbound/submitted/alice/<assignment>/ and her own submission
         fake = inbound / "submitted" / "alice" / ASSIGNMENT
         fake.mkdir(parents=True)
         (fake / f"{NB1}.ipynb").write_bytes(notebook("mallory", NB1))
@@ -180,16 +183,23 @@ def test_a_time_out_of_range_is_a_problem_never_an_exception(tmp_path, text):
     with pytest.raises(ValueError, match="not a time UTC can hold"):
         pattern_time("0001-01-01T00:00:00+14:00")
 
-    def bad(inbound: Path) -> None:  # the time in eve's folder name and in her timestamp.txt
+    def bad(inbound: Path, now: datetime) -> None:  # the time in eve's folder name and in her timestamp.txt
         folder = inbound / f"eve+{ASSIGNMENT}+{text}+r"
         folder.mkdir()
         (folder / f"{NB1}.ipynb").write_bytes(notebook("eve", NB1))
         (folder / "timestamp.txt").write_text(text)
 
     result = intake(inbound_class(tmp_path, bad), tmp_path)
-    assert set(tree(result.folder)) == {"alice", "bob", "eve"} and "eve" not in result.times
-    assert result.times["alice"][NB1] == datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    assert set(tree(result.folder)) == {"alice", "bob", "eve"}
+    alice = next((tmp_path / "exchange" / "course101" / "inbound").glob("alice+*"))
+    assert result.times["alice"][NB1] == exchange_time((alice / "timestamp.txt").read_text())  # her own time: it agrees with her arrival
     assert len(problems_of(result, "eve")) == 2  # its timestamp.txt and its folder's name
+    # neither time eve wrote can be read: her time is when her submission arrived (a change time: now)
+    assert abs(result.times["eve"][NB1] - datetime.now(UTC)) < timedelta(minutes=1)
+    inbound = tmp_path / "exchange" / "course101" / "inbound"
+    zipped = write_zip(tmp_path / "inbound.zip", {str(p.relative_to(inbound.parent)): p.read_bytes() for p in inbound.rglob("*") if p.is_file()})
+    from_zip = intake(zipped, tmp_path / "z")
+    assert set(tree(from_zip.folder)) == {"alice", "bob", "eve"} and "eve" not in from_zip.times  # a zip carries no arrival: not known
 
 
 def test_the_instructors_deadline_out_of_range_exits_2_with_a_message(tmp_path):
@@ -210,8 +220,8 @@ def test_the_instructors_deadline_out_of_range_exits_2_with_a_message(tmp_path):
 
 
 def test_a_crowded_inbound_folder_costs_only_its_owner(tmp_path):
-    def crowd(inbound: Path) -> None:
-        folder = inbound / f"eve+{ASSIGNMENT}+2026-12-01 10:00:00.000000 UTC+r"
+    def crowd(inbound: Path, now: datetime) -> None:
+        folder = inbound / f"eve+{ASSIGNMENT}+{nbgrader_time(now)}+r"
         folder.mkdir()
         for i in range(60):
             (folder / f"junk{i}.txt").write_text("x")
@@ -231,10 +241,10 @@ def test_a_crowded_inbound_folder_costs_only_its_owner(tmp_path):
 
 
 def test_inbound_newest_is_by_the_folder_names_time_not_the_learners_timestamp_file(tmp_path):
-    def two(inbound: Path) -> None:
-        early = inbound / f"eve+{ASSIGNMENT}+2026-11-30 09:00:00.000000 UTC+a"
-        late = inbound / f"eve+{ASSIGNMENT}+2026-12-01 09:00:00.000000 UTC+b"
-        for folder, version, stamp in ((early, 0, "2030-01-01 00:00:00.000000 UTC"), (late, 1, "2026-12-01 09:00:00.000000 UTC")):
+    def two(inbound: Path, now: datetime) -> None:
+        early = inbound / f"eve+{ASSIGNMENT}+{nbgrader_time(now - timedelta(seconds=30))}+a"
+        late = inbound / f"eve+{ASSIGNMENT}+{nbgrader_time(now)}+b"
+        for folder, version, stamp in ((early, 0, "2030-01-01 00:00:00.000000 UTC"), (late, 1, nbgrader_time(now))):
             folder.mkdir()
             (folder / f"{NB1}.ipynb").write_bytes(notebook("eve", NB1, version=version))
             (folder / "timestamp.txt").write_text(stamp)  # the older one claims a later time in its own file
@@ -246,8 +256,8 @@ def test_inbound_newest_is_by_the_folder_names_time_not_the_learners_timestamp_f
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another uid needs root")
 def test_an_inbound_folder_owned_by_someone_else_is_not_taken_without_the_instructors_word(tmp_path):
-    def forge(inbound: Path) -> None:  # a folder claiming to be bob's, owned by another account
-        folder = inbound / f"bob+{ASSIGNMENT}+2026-12-02 10:00:00.000000 UTC+forged"
+    def forge(inbound: Path, now: datetime) -> None:  # a folder claiming to be bob's, owned by another account
+        folder = inbound / f"bob+{ASSIGNMENT}+{nbgrader_time(now + timedelta(seconds=10))}+forged"
         folder.mkdir()
         (folder / f"{NB1}.ipynb").write_bytes(notebook("mallory", NB1))
         os.chown(folder, 4242, 4242)
