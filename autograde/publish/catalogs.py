@@ -442,11 +442,20 @@ def _read(path: Path, language: str) -> Catalog:
         return read_po(handle, locale=language, abort_invalid=True)
 
 
+_CREATED = re.compile(rb'^"POT-Creation-Date: [^"]*"\n', re.M)
+
+
 def write_catalog(path: Path, catalog: Catalog) -> None:
+    """Write ``catalog`` to ``path``, unless all it would change is the header's creation date: an
+    update that changes no unit leaves the file as it is (two branches that each ran an update do
+    not then differ in a date alone)."""
     buffer = io.BytesIO()
     write_po(buffer, catalog, width=0, include_previous=True, sort_output=False)
+    text = buffer.getvalue()
+    if path.is_file() and _CREATED.sub(b"", path.read_bytes()) == _CREATED.sub(b"", text):
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(buffer.getvalue())
+    path.write_bytes(text)
 
 
 def update(spec: CatalogFile) -> dict[str, int]:

@@ -35,6 +35,17 @@ def test_update_adds_new_units_keeps_translations_and_marks_changed_english_fuzz
     assert '#~ msgctxt "c2"' in spec.path.read_text(encoding="utf-8")  # obsolete, kept for the translator
 
 
+def test_an_update_that_changes_no_unit_leaves_the_file_as_it_is(tmp_path):
+    """Two branches that each ran an update must not differ in the header's creation date alone."""
+    spec = _catalog(tmp_path, [Unit("Hello world", "c1")], {"Hello world": "你好，世界"})
+    dated = spec.path.read_text(encoding="utf-8").replace("POT-Creation-Date: 20", "POT-Creation-Date: 19", 1)
+    spec.path.write_text(dated, encoding="utf-8")
+    catalogs.update(spec)
+    assert spec.path.read_text(encoding="utf-8") == dated  # nothing but the date would change: kept
+    catalogs.update(CatalogFile(spec.path, [Unit("Hello world", "c1"), Unit("New", "c2")], "zh"))
+    assert "POT-Creation-Date: 19" not in spec.path.read_text(encoding="utf-8")  # a real change: written anew
+
+
 def test_a_translation_that_loses_a_placeholder_or_a_code_span_is_refused(tmp_path):
     units = [Unit("{n} checks failed", None), Unit("call `estimate_handoff(payload)` first", None), Unit("a `span\nover two lines`", None)]
     spec = _catalog(
