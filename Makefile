@@ -2,7 +2,7 @@
 #   make lab    build .venv if missing, install the course into it, open JupyterLab on notebooks/
 #   make test   the same set-up, then every test (CI runs this)
 # The install is the course folder's pinned one with the grader and the test tools:
-# `pip install -e '.[instructor,test]'`.
+# `pip install -e '.[instructor,test,hub]'`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (nbgrader 0.9.6). Run: make PYTHON=python3.11 ...")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[instructor,test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[instructor,test,hub]'
 	@# jsonschema imports rfc3987-syntax (pulled in by jupyter-events' format extra) at import time, and
 	@# it compiles 38 grammars there: 2 s in every process that imports nbformat (jsonschema issue
 	@# 1428). It only checks the "iri" format, which nothing here validates; jsonschema works without it.
