@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.course-installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv lab lint format test test-fast release check bundle bench clean
+.PHONY: venv lab lint format test test-fast release check bundle bench hub-up hub-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (nbgrader 0.9.6). Run: make PYTHON=python3.11 ...")'
@@ -28,6 +28,17 @@ venv: $(STAMP)
 lab: venv
 	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH} \
 	  $(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+# A demo class on JupyterHub on this machine (as root: real Unix users, each server spawned as its user): an
+# instructor and LEARNERS learners, the release in notebooks/ fetched from nbgrader's Assignments tab; the logins
+# are printed. hub-down stops the hub and removes the class's users and folders. hub/classroom.py; HUB_ROOT
+# (default /srv/serving-overlap-hub) holds the hub's own Python and proxy, built once.
+LEARNERS ?= 3
+hub-up: venv
+	$(BIN)/python hub/classroom.py up --learners $(LEARNERS)
+
+hub-down: venv
+	$(BIN)/python hub/classroom.py down
 
 # ruff (pyproject.toml [tool.ruff]: the linter and the formatter, which `make format` applies) and the
 # import rules ([tool.importlinter]): seconds

@@ -387,7 +387,8 @@ def feedback(cls: ClassRoom) -> subprocess.CompletedProcess:
     if run.returncode:
         raise RuntimeError(f"autograde feedback failed:\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
     chown_tree(cls.grading, cls.instructor)
-    return nbgrader(cls, cls.instructor, "release_feedback", assignment(), cwd=cls.grading / "handback" / "exchange", role="instructor")
+    course = cls.grading / "handback" / "exchange"  # the course-folder layout release_feedback reads
+    return nbgrader(cls, cls.instructor, "release_feedback", assignment(), f"--CourseDirectory.root={course}", cwd=course, role="instructor")
 
 
 # ---- the hub

@@ -252,9 +252,11 @@ def test_each_learner_fetches_and_opens_only_their_own_feedback(room):
         lab.shot(f"{user}_feedback")
         # his page, hers: the exact bytes the grader wrote for this learner
         assert (folder / stamp / f"{NOTEBOOK}.html").read_bytes() == (cls.grading / "feedback" / user / f"{NOTEBOOK}.html").read_bytes()
-    assert amy in pages[amy] and ben not in pages[amy]
-    assert ben in pages[ben] and amy not in pages[ben]
-    assert "反馈" in pages[ben] or "得分" in pages[ben], pages[ben][:500]
+    # each page is that learner's own (the bytes graded for them, above), in the edition they submitted
+    assert pages[amy] != pages[ben]
+    assert "Score: 3.0" in pages[amy] and "得分" not in pages[amy], pages[amy][:300]
+    assert "得分" in pages[ben] and "测试单元格" in pages[ben], pages[ben][:300]
+    assert [p.name for p in (cls.home(amy) / ASSIGNMENT / "feedback").rglob("*.html")] == [f"{NOTEBOOK}.html"]
 
     # a submission after the feedback: refused in the lab, nothing lost
     lab = STATE["labs"][amy]
