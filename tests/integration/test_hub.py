@@ -93,8 +93,11 @@ class Lab:
         return self
 
     def assignments(self):
-        """nbgrader's Assignments tab (Nbgrader > Assignment List), loaded."""
+        """nbgrader's Assignments tab (Nbgrader > Assignment List), loaded, in the lab."""
         page = self.page
+        if "/lab" not in page.url:
+            page.goto(f"{self.base}/lab")
+            page.locator(".jp-LabShell").wait_for(timeout=120_000)
         page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
         page.get_by_role("menuitem", name="Assignment List").click()
         page.locator("#released_assignments_list_loading").wait_for(state="hidden", timeout=60_000)
@@ -237,8 +240,6 @@ def test_each_learner_fetches_and_opens_only_their_own_feedback(room):
     pages = {}
     for user, labs in STATE["labs"].items():
         lab = labs
-        lab.page.goto(f"{lab.base}/lab")
-        lab.page.locator(".jp-LabShell").wait_for(timeout=120_000)
         lab.assignments()
         lab.press("submitted", "Fetch Feedback")
         link = lab.page.locator("#submitted_assignments_list a", has_text="view feedback")
@@ -249,7 +250,7 @@ def test_each_learner_fetches_and_opens_only_their_own_feedback(room):
         expect(lab.page.locator(".jp-DirListing-item", has_text=f"{NOTEBOOK}.html")).to_be_visible(timeout=30_000)
         lab.page.goto(f"{lab.base}/files/{ASSIGNMENT}/feedback/{stamp}/{NOTEBOOK}.html")
         pages[user] = lab.page.locator("body").inner_text()
-        lab.shot(f"{user}_feedback")
+        lab.shot(f"{user.split('-', 1)[1]}_feedback")
         # his page, hers: the exact bytes the grader wrote for this learner
         assert (folder / stamp / f"{NOTEBOOK}.html").read_bytes() == (cls.grading / "feedback" / user / f"{NOTEBOOK}.html").read_bytes()
     # each page is that learner's own (the bytes graded for them, above), in the edition they submitted
@@ -261,6 +262,7 @@ def test_each_learner_fetches_and_opens_only_their_own_feedback(room):
     # a submission after the feedback: refused in the lab, nothing lost
     lab = STATE["labs"][amy]
     before = inbound_of(cls, amy)
+    lab.assignments()
     assert "has been released" in lab.refused()
     assert inbound_of(cls, amy) == before
     # another learner's server is not hers
@@ -315,8 +317,8 @@ def test_formgrader_is_a_service_of_the_instructor_alone(room, browser):
     cls = room
     instructor = Lab(browser, cls, cls.instructor).login()
     reply = instructor.page.goto(f"{cls.url}/services/serving-overlap/formgrader")
-    instructor.page.get_by_text(ASSIGNMENT).first.wait_for(timeout=120_000)
-    assert reply.ok
+    instructor.page.get_by_text("Manage Assignments").first.wait_for(timeout=120_000)
+    assert reply.ok and "/services/serving-overlap/formgrader" in instructor.page.url
     instructor.shot("formgrader")
     learner = STATE["labs"][cls.learners[0]] if "labs" in STATE else Lab(browser, cls, cls.learners[0]).login()
     refused = learner.page.goto(f"{cls.url}/services/serving-overlap/formgrader")
