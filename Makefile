@@ -2,19 +2,19 @@
 #   make lab    build .venv if missing, install the course into it, open JupyterLab on notebooks/
 #   make test   the same set-up, then every test (CI runs this)
 # The install is the course folder's pinned one with the grader and the test tools:
-# `pip install -e '.[instructor,test]'`.
+# `pip install -e '.[instructor,test,hub]'`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.course-installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv lab lint format test test-fast release check bundle bench clean
+.PHONY: venv lab lint format test test-fast release check bundle bench hub-up hub-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (nbgrader 0.9.6). Run: make PYTHON=python3.11 ...")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[instructor,test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[instructor,test,hub]'
 	@# jsonschema imports rfc3987-syntax (pulled in by jupyter-events' format extra) at import time, and
 	@# it compiles 38 grammars there: 2 s in every process that imports nbformat (jsonschema issue
 	@# 1428). It only checks the "iri" format, which nothing here validates; jsonschema works without it.
@@ -28,6 +28,17 @@ venv: $(STAMP)
 lab: venv
 	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH} \
 	  $(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+# A demo class on JupyterHub on this machine (as root: real Unix users, each server spawned as its user): an
+# instructor and LEARNERS learners, the release in notebooks/ fetched from nbgrader's Assignments tab; the logins
+# are printed. hub-down stops the hub and removes the class's users and folders. hub/classroom.py; HUB_ROOT
+# (default /srv/serving-overlap-hub) holds the hub's own Python and proxy, built once.
+LEARNERS ?= 3
+hub-up: venv
+	$(BIN)/python hub/classroom.py up --learners $(LEARNERS)
+
+hub-down: venv
+	$(BIN)/python hub/classroom.py down
 
 # ruff (pyproject.toml [tool.ruff]: the linter and the formatter, which `make format` applies) and the
 # import rules ([tool.importlinter]): seconds
