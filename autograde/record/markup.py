@@ -116,14 +116,18 @@ def _serialize(element: Element, out: list[str]) -> None:
 
 def tex_to_mathml(tex: str, display: bool) -> str:
     """``tex`` as a MathML formula (block or inline) with its TeX as the annotation; a formula the
-    converter cannot read comes back as its TeX in ``<code>`` (escaped)."""
-    from latex2mathml.converter import convert_to_element
-
+    converter cannot read (or one nested too deep to write) comes back as its TeX in ``<code>`` (escaped)."""
     try:
-        math = convert_to_element(tex, display="block" if display else "inline")
-    except Exception:  # latex2mathml raises its own errors, and others, on TeX it cannot read
+        return _mathml(tex, display)
+    except Exception:  # latex2mathml raises its own errors, and others (RecursionError), on TeX it cannot read
         delimiter = "$$" if display else "$"
         return f'<code class="tex">{html.escape(delimiter + tex + delimiter, quote=False)}</code>'
+
+
+def _mathml(tex: str, display: bool) -> str:
+    from latex2mathml.converter import convert_to_element
+
+    math = convert_to_element(tex, display="block" if display else "inline")
     rows = list(math)
     for row in rows:
         math.remove(row)

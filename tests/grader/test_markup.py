@@ -150,6 +150,8 @@ def test_text_in_a_formula_is_escaped_once():
 def test_tex_that_cannot_be_read_is_shown_as_tex():
     page = render_markdown("A broken formula: $$\\frac{1}{$$")
     assert '<code class="tex">$$\\frac{1}{$$</code>' in page and "<math" not in page
+    deep = render_markdown("$$" + "{" * 3000 + "x" + "}" * 3000 + "$$")  # past the converter's recursion
+    assert deep.startswith('<p><code class="tex">$${{{') and "<math" not in deep
 
 
 LEARNER_ATTACKS = [
