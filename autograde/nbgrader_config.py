@@ -4,12 +4,11 @@
 import os
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor
-from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern, LimitOutput, SaveAutoGrades
 
 from autograde import settings
 from autograde.record.exporters import PageDataExporter
-from autograde.run.preprocessors import CapGradedOutputs, CapOutputs, CappedExecute, SafeOutputMetadata, ShortenErrors
+from autograde.run.preprocessors import CapGradedOutputs, CapOutputs, CappedExecute, SafeOutputMetadata, SanitizeOutputs, ShortenErrors
 
 c = get_config()  # noqa: F821 (provided by traitlets when the file is loaded)
 
@@ -56,7 +55,8 @@ if settings.sandboxed():
 
 # Feedback: the visible checks, the failure messages and the judge's ideas, never the
 # hidden tests (they are not in the graded notebook at all) nor tracebacks.
-# Markdown and HTML a learner wrote are sanitized (no <script> in the page), outputs keep no
+# HTML outputs are sanitized here, markdown once it is rendered (record/markup.py: sanitizing its source
+# would escape its text twice), so no <script> reaches the page; outputs keep no
 # metadata but numeric image sizes (nbconvert writes them into <img> unquoted), and the grader
 # gives every page a policy that forbids scripts (its template's <meta>).
 # The feedback step writes the page's data (the notebook so prepared, and its scores); the grader
@@ -68,7 +68,7 @@ c.GenerateFeedback.preprocessors = [
     ShortenErrors,
     CapOutputs,
     SafeOutputMetadata,
-    SanitizeHTML,
+    SanitizeOutputs,
 ]
 c.ClearHiddenTests.enforce_metadata = False
-c.SanitizeHTML.enabled = True  # nbconvert's preprocessors are off unless enabled
+c.SanitizeOutputs.enabled = True  # nbconvert's preprocessors are off unless enabled

@@ -9,6 +9,7 @@ import nbformat
 from autograde.model import HIDDEN_NOTE
 
 LEARNERS_OWN = 'print("Test cell Score: 1.0 / 2.0")'  # a learner's text that looks like the page's labels
+TEST_CELL = '"""TODO 4 · plan_decode_start: recompute, ready, wait or fallback, in that order."""\ncheck_plan(plan_decode_start)\n'
 
 
 def _graded(cell, grade_id: str, points: float, score: float, solution: bool):
@@ -20,7 +21,7 @@ def graded_notebook() -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook(metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}})
     nb.cells = [
         nbformat.v4.new_markdown_cell("# The decode start gate"),
-        _graded(nbformat.v4.new_code_cell("check_plan(plan_decode_start)\n" + HIDDEN_NOTE), "todo4_plan_decode", 2.0, 0.75, False),
+        _graded(nbformat.v4.new_code_cell(TEST_CELL + HIDDEN_NOTE), "todo4_plan_decode", 2.0, 0.75, False),
         _graded(nbformat.v4.new_markdown_cell("My first answer."), "refl_q1", 1.5, 0.0, True),
         _graded(nbformat.v4.new_markdown_cell("*Your answer:*"), "refl_q2", 1.0, 0.0, True),
         nbformat.v4.new_code_cell(LEARNERS_OWN),

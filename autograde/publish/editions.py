@@ -31,10 +31,11 @@ SCORE_IN_PARENS = "(Score: {score})"
 SCORE_WITH_PENDING = "(Score: {score}; {pending})"
 SCORE = "Score: {score}"
 GRADE_CELL = "Grade cell: {grade_id}"
+TEST_CELL = "Test cell: {todo}"  # a test cell in the page's list, named by its TODO ("TODO 5 · decide_overlap")
 TOP = "(Top)"
 PENDING_IN_PARENS = " (pending: a person grades it, {points} point(s))"  # a pending answer in the page's list (exporters.PageView)
 LATE_PENALTY = "Late submission penalty (Score: -{points})"  # nbgrader's late line in the page's list
-LABELS = (SCORE_IN_PARENS, SCORE_WITH_PENDING, SCORE, GRADE_CELL, TOP, PENDING_IN_PARENS, LATE_PENALTY)
+LABELS = (SCORE_IN_PARENS, SCORE_WITH_PENDING, SCORE, GRADE_CELL, TEST_CELL, TOP, PENDING_IN_PARENS, LATE_PENALTY)
 
 # a late policy as a late line says it (late.Policy.describe's English)
 POLICY_TEXTS = (

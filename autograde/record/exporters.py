@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from nbconvert.exporters import Exporter, HTMLExporter, NotebookExporter, Templa
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from traitlets import default
+
+from .markup import render_markdown
 
 
 class _MemoryBytecodeCache(BytecodeCache):
@@ -97,7 +100,7 @@ class KeptHighlight2HTML(Highlight2HTML):
 
 
 # No script may run in a page the grader writes: a learner's output or markdown that slipped
-# past sanitizing stays inert. The page needs none (without MathJax, math shows as TeX source).
+# past sanitizing stays inert. The page needs none (its math is MathML, made at grading: markup.py).
 FEEDBACK_POLICY = "script-src 'none'; object-src 'none'; frame-src 'none'; base-uri 'none'; form-action 'none'"
 _SPACE = " \t\n\f\r"  # HTML's whitespace only: any other text there would open the body
 
@@ -240,6 +243,10 @@ def html_lang(language: str) -> str:
     return HTML_LANG.get(language, "en")
 
 
+# a test cell's TODO, as its opening docstring names it (the same words in every edition): letters,
+# digits, the middle dot and an identifier only, so it goes into the page as it is
+TODO_TITLE = re.compile(r'\A\s*(?:"""|\'\'\')\s*(TODO [0-9]{1,3} · [A-Za-z_][A-Za-z0-9_]{0,60})\b')
+
 WAITING = "{points} point(s) wait for a person's grading"  # in the heading's score, when answers are pending
 PENDING_HEADING = "Pending: a person grades it ({points} point(s))"  # a pending answer's own heading
 
@@ -270,6 +277,14 @@ class PageView:
             return html.escape(self.words.get(key, key), quote=False).format(**values)
         except (KeyError, IndexError, ValueError):  # a translation that names other fields
             return html.escape(key, quote=False).format(**values)
+
+    def test_cell(self, cell) -> str:
+        """A test cell's entry in the page's list, named by the TODO it tests: the cell's opening
+        docstring names it (``TODO 5 · decide_overlap: ...``); without one, ``Test cell``."""
+        from ..publish.editions import TEST_CELL
+
+        named = TODO_TITLE.match(cell.source)
+        return self.say(TEST_CELL, todo=named.group(1)) if named else self.word("Test cell")
 
     def word(self, text: str) -> str:
         """A heading of nbgrader's template (``Test cell``, ``Student's answer``) in the page's language."""
@@ -356,12 +371,22 @@ class FeedbackExporter(HTMLExporter):
 
     @pass_context
     def markdown2html(self, context, source):
-        """nbconvert's markdown filter, each result kept by source and the exporter's options; a
-        cell with attachments, or with images to embed, is rendered afresh."""
-        if context.get("cell", {}).get("attachments") or self.embed_images:
-            return super().markdown2html(context, source)
+        """nbconvert's markdown filter as the notebook has it written: math as MathML, the HTML
+        sanitized after it is rendered (``markup.render_markdown``). Each result is kept by source
+        and the exporter's options; a cell with attachments, or with images to embed, is rendered afresh."""
+        cell = context.get("cell", {})
+        options = {
+            "attachments": cell.get("attachments", {}),
+            "embed_images": self.embed_images,
+            "path": context.get("resources", {}).get("metadata", {}).get("path", ""),
+            "anchor_link_text": self.anchor_link_text,
+            "exclude_anchor_links": self.exclude_anchor_links,
+            **self.lexer_options,
+        }
+        if cell.get("attachments") or self.embed_images:
+            return render_markdown(source, **options)
         key = (source, self.anchor_link_text, self.exclude_anchor_links, _options(self.lexer_options))
-        return _MARKDOWN.get(key, source, lambda: HTMLExporter.markdown2html(self, context, source))
+        return _MARKDOWN.get(key, source, lambda: render_markdown(source, **options))
 
     def from_notebook_node(self, nb, resources=None, **kw):
         if has_images(nb):

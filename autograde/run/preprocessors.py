@@ -6,9 +6,10 @@ import json
 import re
 
 import nbformat
+from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Bool, Integer, List, Unicode
+from traitlets import Bool, Integer, List, Set, Unicode
 
 from ..model import with_hidden_note
 from .kernels import OutputLimitExceeded, kill_now
@@ -232,6 +233,26 @@ class ShortenErrors(NbGraderPreprocessor):  # nbgrader's base is enabled by defa
                 output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
         cell.source = with_hidden_note(cell)
         return cell, resources
+
+
+class SanitizeOutputs(SanitizeHTML):
+    """nbconvert's SanitizeHTML for what is HTML already (raw cells, a code output's ``text/html``),
+    never for markdown: bleach would escape every ``<``, ``>`` and ``&`` of a markdown cell's source
+    before it is rendered, and the renderer escapes them again inside code, so the page would read
+    ``latency_ratio &lt;= 0.75``. A markdown cell and a ``text/markdown`` output stay as written
+    here; the grader sanitizes the HTML their markdown makes, as it renders the page
+    (``record/markup.py``). Scripts and other outputs are removed as before."""
+
+    safe_output_keys = Set(
+        {"metadata", "text/plain", "text/latex", "application/json", "image/png", "image/jpeg", "text/markdown"},
+        help="output types kept as they are (text/markdown: sanitized once rendered)",
+    ).tag(config=True)
+    sanitized_output_types = Set({"text/html"}, help="output types sanitized here").tag(config=True)
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if cell.cell_type == "markdown":
+            return cell, resources
+        return super().preprocess_cell(cell, resources, cell_index)
 
 
 _DIGITS = re.compile(r"[0-9]{1,9}")

@@ -90,9 +90,11 @@ def test_the_feedback_pages_own_headings_are_translated_and_nothing_else():
 
     from autograde.record.pages import render_page
 
-    words = {"Score: {score}": "得分: {score}", "(Score: {score})": "(得分: {score})", "Test cell": "测试单元格", "Student's answer": "你的答案"}
+    words = {"Score: {score}": "得分: {score}", "(Score: {score})": "(得分: {score})", "Student's answer": "你的答案"}
+    words["Test cell: {todo}"] = "测试单元格：{todo}"
     out = render_page(page_data(), words, "zh")
-    assert "<h4>04_decode_start_gate (得分: 0.75 / 4.5)</h4>" in out and ">测试单元格</a> (得分: 0.75 / 2.0)" in out and "你的答案" in out
+    assert "<h4>04_decode_start_gate (得分: 0.75 / 4.5)</h4>" in out and "你的答案" in out
+    assert ">测试单元格：TODO 4 · plan_decode_start</a> (得分: 0.75 / 2.0)" in out
     assert "得分: 0.75 / 2.0 <a" in out
     english = render_page(page_data(), {}, "en")
     at = english.index("Test cell Score")

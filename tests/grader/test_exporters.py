@@ -1,15 +1,27 @@
-"""The feedback exporter writes the page nbconvert writes, only faster."""
+"""The feedback exporter writes the page nbconvert writes, only faster (its markdown rendered as
+written, math as MathML, then sanitized: record/markup.py)."""
 
 import copy
 
 import nbformat
 from bs4 import BeautifulSoup
+from jinja2 import pass_context
 from nbconvert.exporters import HTMLExporter
 from traitlets.config import Config
 
 from autograde.record.exporters import FeedbackExporter, has_images
+from autograde.record.markup import render_markdown
 
 from submissions import NOTEBOOKS, build
+
+
+class _NbconvertsPath(HTMLExporter):
+    """nbconvert's HTML exporter, all of it (its second pass over the page included), with the page's
+    markdown filter: what FeedbackExporter skips must not change the page."""
+
+    @pass_context
+    def markdown2html(self, context, source):
+        return render_markdown(source, anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links)
 
 
 def _pages(nb):
@@ -17,7 +29,7 @@ def _pages(nb):
     config.HTMLExporter.template_name = "classic"
     config.FeedbackExporter.template_file = "index.html.j2"  # nbconvert's classic page, not the feedback page's
     ours, _ = FeedbackExporter(config=config).from_notebook_node(copy.deepcopy(nb))
-    theirs, _ = HTMLExporter(config=config).from_notebook_node(copy.deepcopy(nb))
+    theirs, _ = _NbconvertsPath(config=config).from_notebook_node(copy.deepcopy(nb))
     return ours, theirs
 
 
@@ -46,15 +58,13 @@ def test_kept_fragments_give_the_same_page_and_only_a_learners_own_cells_are_ren
     """Code and markdown are rendered once per source: once a page of the course's own cells (its
     release, as the feedback step shows them) is rendered, a learner's page renders only what the
     learner wrote (the answers), yet is the page rendered with nothing kept."""
-    from nbconvert.preprocessors.sanitize import SanitizeHTML
-
     from autograde.record import exporters
-    from autograde.run.preprocessors import ShortenErrors
+    from autograde.run.preprocessors import SanitizeOutputs, ShortenErrors
 
     nb = build(NOTEBOOKS[0])
     nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}  # as the grading kernel sets it
     nb, _ = ShortenErrors().preprocess(nb, {})
-    nb, _ = SanitizeHTML(enabled=True).preprocess(nb, {})
+    nb, _ = SanitizeOutputs(enabled=True).preprocess(nb, {})
     config = Config()
     config.HTMLExporter.template_name = "classic"
     config.FeedbackExporter.template_file = "index.html.j2"
@@ -71,7 +81,7 @@ def test_kept_fragments_give_the_same_page_and_only_a_learners_own_cells_are_ren
             fragments.clear()
         release = nbformat.read(root / "notebooks" / f"{NOTEBOOKS[0]}.ipynb", 4)
         release.metadata["language_info"] = nb.metadata["language_info"]
-        release, _ = SanitizeHTML(enabled=True).preprocess(ShortenErrors().preprocess(release, {})[0], {})
+        release, _ = SanitizeOutputs(enabled=True).preprocess(ShortenErrors().preprocess(release, {})[0], {})
         FeedbackExporter(config=config).from_notebook_node(release)
         before = [len(fragments) for fragments in kept]
         assert before[0] > 0 and before[1] > 0

@@ -233,7 +233,7 @@ def test_the_pages_labels_and_score_lines_are_in_chinese_with_full_width_punctua
 
     zh = render_page(page_data(late_penalty=1.0), zh_words, "zh", {"refl_q1": "pending", "refl_q2": "pending"})
     assert "<h4>04_decode_start_gate（得分：0.75 / 4.5；另有 2.5 分等待人工评分）</h4>" in zh
-    assert '<a href="#todo4_plan_decode">测试单元格</a>（得分：0.75 / 2.0）</li>' in zh
+    assert '<a href="#todo4_plan_decode">测试单元格：TODO 4 · plan_decode_start</a>（得分：0.75 / 2.0）</li>' in zh
     assert "（得分：-1.0）" in zh
     assert '<span class="nbgrader-label">评分单元格：<code>todo4_plan_decode</code></span>' in zh
     assert '得分：0.75 / 2.0 <a href="#top">（回到顶部）</a>' in zh
