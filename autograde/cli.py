@@ -192,8 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="the class report: OUT/report.html (figures, per-idea pass rates, problems) and OUT/report.json")
     _out_argument(report)
     report.add_argument("--language", choices=EDITIONS, default=EDITIONS[0], help="the language of the graded ideas' texts (default %(default)s)")
-    rules = sub.add_parser("rules", help="the graded rules no public check stands behind, each with a wrong answer that shows it")
-    rules.add_argument("--write", action="store_true", help="write the gaps found into the course's list of known gaps")
+    sub.add_parser("rules", help="the graded rules no public check stands behind, each with a wrong answer that shows it")
     validate = sub.add_parser("validate", help="run a notebook's public checks (exit 1 when one fails)")
     validate.add_argument("files", type=Path, nargs="+")
     translations = sub.add_parser("translations", help="the translation catalogs: `update` them from the sources, or show their `status`")
@@ -255,7 +254,7 @@ def cmd_translations(course: Course, args) -> int:
 def cmd_rules(course: Course, args) -> int:
     from .authoring.rules import print_rules
 
-    return EXIT_OK if print_rules(course, args.write) else EXIT_FAILED
+    return EXIT_OK if print_rules(course) else EXIT_FAILED
 
 
 def cmd_check(course: Course, args) -> int:

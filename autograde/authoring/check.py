@@ -1,9 +1,9 @@
 """``python -m autograde check``: may this release go out? The release is what ``solutions/`` makes,
 every edition's catalogs are complete and its figure glyphs shipped, nothing leaks, the hidden tests
-follow the ideas format, every rule they grade is checked in public (``rules.py``; the gaps the course
-knows of listed in ``unchecked_rules.txt``), and a grading run of the sources (in every edition) and of the untouched
-release gives full marks and zero. Each question is answered with one line, ``yes`` or ``NO``; the
-problems behind a ``NO`` are returned, for the command to list."""
+follow the ideas format, every rule they grade is checked in public (``rules.py``: no gap at all), and
+a grading run of the sources (in every edition) and of the untouched release gives full marks and zero.
+Each question is answered with one line, ``yes`` or ``NO``; the problems behind a ``NO`` are returned,
+for the command to list."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from ..judging.ideas import check_course
 from ..publish import catalogs, editions, fonts
 from ..publish.leaks import scan_learner_tree
 from ..publish.release import release_differences
-from .rules import KNOWN, rule_problems
+from .rules import rule_problems
 from .translations import drawn_texts
 
 Say = Callable[[str], None]
@@ -99,6 +99,6 @@ def check_release(course: Course, workers: int, say: Say = print) -> list[str]:
     problems += answer(say, "every edition's catalogs complete, and its figure glyphs shipped", catalog_problems(course))
     problems += answer(say, "learner tree free of answers and hidden tests", scan_learner_tree(course))
     problems += answer(say, "hidden tests follow the ideas format and their points add up", check_course(course.source_paths()))
-    problems += answer(say, f"every graded rule is checked in public (but those {KNOWN} lists)", rule_problems(course.root, course.source_paths()))
+    problems += answer(say, "every graded rule is checked in public", rule_problems(course.source_paths()))
     rows, summary = grade_sources(course, workers)
     return problems + grading_problems(rows, summary, say, editions.translated_editions())

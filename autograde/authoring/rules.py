@@ -8,14 +8,18 @@ A mutation table of the answers cannot find these (they are rules an answer must
 operators to flip), and a reader finds them by chance. This finds them by running both.
 
 **Classes of input.** The learner's function is called by the ideas' asserts and by the public
-checks. Each call is put in a *class*: the shape of its arguments with numbers reduced to their
-kind and sign (``int`` or ``float``; negative or not; NaN and infinities apart), strings kept
-only when the reference answer names them as literals (``'calibrated'``, a verdict's label;
-any other string is just ``str``), booleans and ``None`` kept, lists and sets as the set of their
-items' shapes, dicts by their keys and their values' shapes; and the reference answer's outcome
-on it, shaped the same way (the value it returns, or the exception it raises). So
-``stream_layers(…, 4.0, …)`` that returns is not ``stream_layers(…, 2.5, …)`` that raises, and
-``[an incorrect fixed window, a correct calibrated case]`` is not ``[an incorrect calibrated case]``.
+checks. Each call has *facts*, each about one part of its arguments: a number's kind and sign
+(negative or not; NaN and infinities apart), a string when the reference answer names it as a
+literal (``'calibrated'``, a verdict's label; any other string is just "a string"), a boolean or
+``None``, a list empty or not, a dict having or lacking a key; and the reference answer's
+*decision* on it (the exception it raises, or the label, flag or dict of labels and flags it
+returns). A *class* is one fact with one decision. So ``stream_layers(…, 4.0, …)`` that returns is
+not ``stream_layers(…, 2.5, …)`` that raises, and an incorrect ``'fixed'`` window rejected is not
+an incorrect ``'calibrated'`` one. How finely the facts are cut is the reference answer's own
+(``rule_classes.py``, which says why each merge hides no rule): int and float are one kind of
+number unless the answer asks a value's type, a value the answer never reads is no fact, a value
+it only compares with other values is one class whatever its kind, and a dict's keys are facts
+one at a time. Two facts that hold on the same calls are one class.
 
 **A wrong answer for each class.** For each class an idea calls, the check makes *wrong
 answers*: the reference answer, except that on every call of that class (and on no other) it
@@ -33,11 +37,12 @@ covers nothing, and neither does a case that swallows the error. The reference a
 every idea and every public check first, and every idea must be failed by some wrong answer of
 its own classes: an idea the check cannot make fail is reported, never passed. What it does not
 see: a rule inside one class (a boundary such as ``<= 0.75`` against ``< 0.75``, which the
-mutation table of the answers covers), and a class that no idea calls.
+mutation table of the answers covers), a rule about how two values relate (``'3'`` is not ``3``, a
+request id equal to the expected one: no class of one value states a relation), a rule about two
+facts at once, and a class that no idea calls.
 
-``python -m autograde check`` asks it ("every graded rule is checked in public"), the gaps the
-course knows of listed in ``unchecked_rules.txt``; ``python -m autograde rules`` prints every gap
-with its wrong answer (``--write``: writes the list).
+``python -m autograde check`` asks it ("every graded rule is checked in public") and passes only
+when there is no gap at all; ``python -m autograde rules`` prints every gap with its wrong answer.
 """
 
 from __future__ import annotations
@@ -51,103 +56,10 @@ from pathlib import Path
 from typing import Any
 
 from ..judging.ideas import HiddenTests, PublicCase, course_tests, load, load_public
+from .rule_classes import ANY, Classes, Outcome, asks_kind, copied, learn, said_fact
 
 MAX_EXAMPLE = 160  # characters of an example call in a report
 MAX_DEPTH = 2  # how deep into a returned dict or list the wrong values go
-
-
-# ---------------------------------------------------------------- classes of input
-
-
-def shape(value: Any, literals: frozenset[str]) -> Any:
-    """``value`` as its class sees it (the module's text): hashable, numbers by kind and sign."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return ("int", "-" if value < 0 else "+")
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ("float", "nan")
-        return ("float", ("-" if value < 0 else "+") + ("inf" if math.isinf(value) else ""))
-    if isinstance(value, str):
-        return ("str", value) if value in literals else ("str",)
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return (type(value).__name__, frozenset(shape(item, literals) for item in value))
-    if isinstance(value, dict):
-        return ("dict", frozenset((key if isinstance(key, str) else shape(key, literals), shape(item, literals)) for key, item in value.items()))
-    return (type(value).__name__,)
-
-
-def facts(value: Any, literals: frozenset[str], path: str = "", found: set | None = None) -> set:
-    """What can be said of one part of ``value`` at a time: (where, what) for each leaf (its
-    ``shape``), each dict's set of keys, and each list's being empty or not. Where: ``args[0]`` an
-    argument (``[0]`` a tuple's position), ``['key']`` a dict's key, ``[*]`` any item of a list or set."""
-    found = set() if found is None else found
-    if isinstance(value, dict):
-        found.add((path, "keys", frozenset(key for key in value if isinstance(key, str))))
-        for key, item in value.items():
-            facts(item, literals, f"{path}[{key!r}]" if isinstance(key, str) else f"{path}[*]", found)
-    elif isinstance(value, tuple):
-        for i, item in enumerate(value):
-            facts(item, literals, f"{path}[{i}]", found)
-    elif isinstance(value, (list, set, frozenset)):
-        found.add((path, type(value).__name__, "empty" if not value else "not empty"))
-        for item in value:
-            facts(item, literals, f"{path}[*]", found)
-    else:
-        found.add((path, shape(value, literals)))
-    return found
-
-
-ANY = ("", "any call")  # the fact every call has: a gap of it is one of the decision alone
-
-
-def said_fact(fact: tuple) -> str:
-    """A fact as a reader says it: ``args[3] is a float >= 0``, ``kwargs['policy'] is 'fail'``."""
-    if fact == ANY:
-        return "any arguments"
-    where, *what = fact
-    if len(what) == 2 and what[0] == "keys":
-        return f"{where} has exactly the keys {sorted(what[1])}"
-    if len(what) == 2:
-        return f"{where} is {'an empty' if what[1] == 'empty' else 'a non-empty'} {what[0]}"
-    value = what[0]
-    if isinstance(value, tuple) and value[0] in ("int", "float"):
-        sign = {"-": " < 0", "+": " >= 0", "nan": " NaN", "+inf": " +inf", "-inf": " -inf"}[value[1]]
-        return f"{where} is an {value[0]}{sign}" if value[0] == "int" else f"{where} is a {value[0]}{sign}"
-    if isinstance(value, tuple) and value[0] == "str":
-        return f"{where} is {value[1]!r}" if len(value) > 1 else f"{where} is a string the answer does not name"
-    return f"{where} is {value!r}"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the reference answer did on a call: returned ``value``, or raised ``error``."""
-
-    value: Any = None
-    error: BaseException | None = None
-
-    def shaped(self, literals: frozenset[str]) -> Any:
-        """The decision the outcome says: the exception raised; or the value returned, as its kind
-        and, for a label or a flag (a string the answer names, a boolean), its value; for a dict,
-        its keys and the labels and flags among its values (``{'can_overlap': False, ...}``: a
-        number or a list in it is a detail of the decision, not the decision)."""
-        if self.error is not None:
-            return ("raises", type(self.error).__name__)
-        value = self.value
-        if isinstance(value, dict):
-            return (
-                "returns",
-                "dict",
-                frozenset(
-                    (k, v if isinstance(v, bool) or v is None else shape(v, literals) if isinstance(v, str) else type(v).__name__)
-                    for k, v in value.items()
-                    if isinstance(k, str)
-                ),
-            )
-        if isinstance(value, (bool, str)) or value is None:
-            return ("returns", shape(value, literals))
-        return ("returns", type(value).__name__)
 
 
 @dataclass
@@ -156,8 +68,12 @@ class Call:
     args: tuple
     kwargs: dict
     outcome: Outcome
-    facts: frozenset  # of its arguments (``facts``)
-    result: Any  # the outcome's shape (``Outcome.shaped``)
+    copied: bool  # its arguments are a copy made before the call
+    facts: frozenset = frozenset()  # of its arguments (``Classes.facts``)
+    result: Any = None  # the outcome's shape (``Outcome.shaped``)
+
+    def classed(self, classes: Classes) -> None:
+        self.facts, self.result = classes.facts(self.args, self.kwargs), self.outcome.shaped(classes)
 
     def within(self, target: Target) -> bool:
         return self.name == target.name and self.result == target.result and target.fact in self.facts
@@ -259,26 +175,25 @@ class Target:
 
 class Probe:
     """The learner's function as the ideas and the public checks call it: the reference answer,
-    each call recorded with its facts, and, while ``wrong`` is set, a wrong outcome on the calls
-    within ``target``."""
+    each call recorded, and, while ``wrong`` is set, a wrong outcome on the calls within ``target``.
+    Its calls are classed once ``classes`` is learned (``learn``) from the calls of the baseline."""
 
-    def __init__(self, name: str, reference: Callable, literals: frozenset[str]):
-        self.name, self.reference, self.literals = name, reference, literals
+    def __init__(self, name: str, reference: Callable, literals: frozenset[str], kinds_apart: bool):
+        self.name, self.reference, self.literals, self.kinds_apart = name, reference, literals, kinds_apart
+        self.classes: Classes | None = None
         self.calls: list[Call] | None = None
         self.target: Target | None = None
         self.wrong: Wrong | None = None
 
     def __call__(self, *args, **kwargs):
-        try:
-            before = copy.deepcopy((args, kwargs))
-        except Exception:  # an argument that cannot be copied (a generator): its class is read after the call
-            before = (args, kwargs)
+        before_args, before_kwargs, was_copied = copied(args, kwargs)
         try:
             outcome = Outcome(self.reference(*args, **kwargs))
         except Exception as exc:
             outcome = Outcome(error=exc)
-        found = facts(before[0], self.literals, "args") | (facts(before[1], self.literals, "kwargs") if before[1] else set()) | {ANY}
-        call = Call(self.name, before[0], before[1], outcome, frozenset(found), outcome.shaped(self.literals))
+        call = Call(self.name, before_args, before_kwargs, outcome, was_copied)
+        if self.classes is not None:
+            call.classed(self.classes)
         if self.calls is not None:
             self.calls.append(call)
         if self.wrong is not None and call.within(self.target):
@@ -323,8 +238,10 @@ def load_cell(test: dict, solutions: dict[str, str]) -> Cell:
     own = [gid for gid, source in solutions.items() if set(spec.uses) & _defines(source)]
     for gid in own:
         exec(compile(solutions[gid], f"<reference {gid}>", "exec"), scope)  # noqa: S102 - the course's own answer
-    literals = frozenset().union(*(_literals(solutions[gid]) for gid in own))
-    probes = {name: Probe(name, scope[name], literals) for name in spec.uses}
+    # the reference answer is its own code and the course's answers it calls (the stand-ins)
+    sources = [solutions[gid] for gid in dict.fromkeys([*own, *spec.stand_ins.values()])]
+    literals = frozenset().union(*(_literals(source) for source in sources))
+    probes = {name: Probe(name, scope[name], literals, asks_kind(sources)) for name in spec.uses}
     spec.namespace.update({**stand_ins, **probes})
     public, _ = load_public(test.get("public", ""), test["grade_id"], {**stand_ins, **probes})
     return Cell(test["grade_id"], spec, public, probes)
@@ -366,11 +283,6 @@ class Gap:
     wrong: str  # the wrong answer on those calls
     said: str  # what the idea said of it
     decision: str  # the reference's decision on them (said_decision)
-
-    @property
-    def key(self) -> str:
-        """What the gap is, in words that do not change with the idea's numbers: its line in the list of known gaps."""
-        return f"{self.grade_id} {self.idea}: {self.fact}; {self.decision}"
 
     def line(self) -> str:
         return (
@@ -423,7 +335,8 @@ def _try(cell: Cell, target: Target, wrong: Wrong, check: Callable[[], None]) ->
 
 
 def _baseline(cell: Cell, report: CellReport) -> tuple[dict[str, list[Call]], list[Call]]:
-    """Every call the ideas and the public checks make of the reference answer, which must pass them all."""
+    """Every call the ideas and the public checks make of the reference answer, which must pass them
+    all; then each function's classes learned from them, and the calls classed."""
     ideas, public = {}, []
     for item in cell.spec.ideas:
         said, ideas[item.id] = _recorded(cell, item.check)
@@ -434,7 +347,27 @@ def _baseline(cell: Cell, report: CellReport) -> tuple[dict[str, list[Call]], li
         public += calls
         if said:
             report.problems.append(f"{cell.grade_id}: the reference answer fails the public check {case.label!r}: {said}")
+    graded = [call for calls in ideas.values() for call in calls]
+    for name, probe in cell.probes.items():
+        mine = [call for call in graded if call.name == name], [call for call in public if call.name == name]
+        probe.classes = learn(probe.reference, *mine, probe.literals, probe.kinds_apart)
+        for call in mine[0] + mine[1]:
+            call.classed(probe.classes)
     return ideas, public
+
+
+def _distinct(targets: dict[Target, Call], graded: list[Call], public: list[Call]) -> dict[Target, Call]:
+    """One target for each set of calls: two facts that hold on the same calls of the idea and of the
+    public checks make the same wrong answers, which fail the same checks (``has the key 'name'``
+    on every call is ``any arguments``). Any arguments first, then the facts in their order."""
+    kept: dict[Target, Call] = {}
+    extents = set()
+    for target, example in sorted(targets.items(), key=lambda item: item[0].fact != ANY):
+        extent = (tuple(call.within(target) for call in graded), tuple(call.within(target) for call in public))
+        if extent not in extents:
+            extents.add(extent)
+            kept[target] = example
+    return kept
 
 
 def check_cell(cell: Cell) -> CellReport:
@@ -453,9 +386,10 @@ def check_cell(cell: Cell) -> CellReport:
         for call in ideas[item.id]:
             for fact in sorted(call.facts, key=lambda fact: (fact != ANY, repr(fact))):
                 targets.setdefault(Target(call.name, fact, call.result), call)
+        targets = _distinct(targets, ideas[item.id], public)
         report.targets += len(targets)
         failed_any, whole = False, set()  # whole: (function, decision) whose every call is a gap
-        for target, example in sorted(targets.items(), key=lambda item: item[0].fact != ANY):
+        for target, example in targets.items():
             if (target.name, target.result) in whole:
                 continue  # a narrower gap of a decision already unchecked for any arguments
             seen = any(call.within(target) for call in public)
@@ -503,40 +437,17 @@ def summarized(gaps: list[Gap]) -> list[str]:
     return [gap.line() for gap in gaps]
 
 
-KNOWN = "unchecked_rules.txt"  # at the course's root: the gaps the course knows of, one ``Gap.key`` a line
-KNOWN_HEADER = """\
-# Graded rules that no public check stands behind, as `python -m autograde rules` finds them
-# (each line: grade cell, idea: what the calls' arguments have; what the reference answer decides).
-# `python -m autograde check` fails on a gap not listed here and on a line here that is no longer a gap.
-# Close a gap by adding a public case to the TODO's test cell, then remove its line
-# (`python -m autograde rules --write` writes this file from what it finds).
-"""
-
-
-def known_gaps(root: Path) -> list[str]:
-    """The lines of the course's list of known gaps (none when it has no list)."""
-    path = root / KNOWN
-    if not path.is_file():
-        return []
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
-
-
-def rule_problems(root: Path, paths: list[Path]) -> list[str]:
-    """``check``'s question: what keeps every graded rule from being checked in public, the course's
-    list of known gaps (``KNOWN``) allowed; a listed gap that is closed must leave the list."""
+def rule_problems(paths: list[Path]) -> list[str]:
+    """``check``'s question: what keeps every graded rule from being checked in public (every gap,
+    and every problem that keeps the check from answering)."""
     reports = course_reports(paths)
     gaps = [gap for report in reports for gap in report.gaps]
-    listed = set(known_gaps(root))
-    found = {gap.key for gap in gaps}
     problems = [problem for report in reports for problem in report.problems]
-    problems += [line + " (add a public case for it to the TODO's test cell)" for gap, line in zip(gaps, summarized(gaps)) if gap.key not in listed]
-    problems += [f"{KNOWN}: {key!r} is checked in public now: remove its line" for key in sorted(listed - found)]
-    return problems
+    return problems + [line + " (add a public case for it to the TODO's test cell)" for line in summarized(gaps)]
 
 
-def print_rules(course, write: bool = False, say: Callable[[str], None] = print) -> bool:
-    """``python -m autograde rules``: each grade cell's counts, then every gap and problem; with
-    ``write``, the gaps found written into the course's list (``KNOWN``). True when there is none."""
+def print_rules(course, say: Callable[[str], None] = print) -> bool:
+    """``python -m autograde rules``: each grade cell's counts, then every gap and problem. True when there is none."""
     reports = course_reports(course.source_paths())
     for report in reports:
         say(f"{report.grade_id}: {report.targets} kind(s) of call graded, {report.tried} wrong answer(s) run, "
@@ -544,7 +455,4 @@ def print_rules(course, write: bool = False, say: Callable[[str], None] = print)
     gaps = [gap for report in reports for gap in report.gaps]
     lines = [problem for report in reports for problem in report.problems] + summarized(gaps)
     say("\n".join(lines) if lines else "every graded rule is checked in public")
-    if write:
-        (course.root / KNOWN).write_text(KNOWN_HEADER + "".join(f"{gap.key}\n" for gap in gaps), encoding="utf-8")
-        say(f"wrote {len(gaps)} gap(s) to {KNOWN}")
     return not lines

@@ -2,8 +2,9 @@
 asserts that no public check stands behind, by running the ideas and the public checks against
 wrong answers, and it cannot pass vacuously. On the course: TODO 5's and TODO 6's test cells as
 they were before their public cases were added give the two gaps readers found (an incorrect fixed
-window let through, ``layers=4.0`` rejected); as they are now, none; and the whole course agrees
-with its list of known gaps (what ``check`` asks)."""
+window let through, ``layers=4.0`` rejected); as they are now, none; and the whole course
+checks every rule it grades in public (what ``check`` asks: no gap at all). How finely the classes
+are cut (``rule_classes.py``) is tested refinement by refinement, each beside its control."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import functools
 import pytest
 
 from autograde.authoring import rules
+from autograde.authoring.rule_classes import Classes, Outcome
 from autograde.course import Course
 from autograde.judging.ideas import course_tests
 
@@ -94,6 +96,153 @@ def test_an_idea_no_wrong_answer_can_fail_is_reported_not_passed():
 def test_a_reference_answer_that_fails_its_own_checks_is_reported():
     report = _report('assert count(3.0) == 3, "3.0 is a whole number"', solution=SOLUTION.replace("return int(layers)", "return int(layers) + 1"))
     assert any("the reference answer fails" in problem for problem in report.problems) and report.gaps == []
+
+
+# ---------------------------------------------------------------- how finely the classes are cut
+# Each refinement merges classes the reference answer treats alike, proved by running it; each
+# comes with its control: the same cell where the answer does tell them apart, and the gap found.
+
+
+def _toy(solution: str, hidden: str, public: str, uses: str) -> rules.CellReport:
+    """A one-idea cell: ``hidden`` the idea's body, ``public`` the one public case's body."""
+    indent = lambda body: "".join(f"    {line}\n" for line in body.strip("\n").splitlines())  # noqa: E731
+    hidden_src = f"from tools.checks import idea, uses\nuses('{uses}')\n\n@idea('rule', 1.0, 'The rule')\ndef _():\n{indent(hidden)}"
+    public_src = (f"from tools.checks import PublicChecks\nchecks = PublicChecks('TODO 9')\n\n@checks.case(idea='rule')\n"
+                  f"def the_rule():\n    \"\"\"The rule\"\"\"\n{indent(public)}\nchecks.run()\n")  # fmt: skip
+    test = {"grade_id": "todo9_toy", "points": 1.0, "hidden": hidden_src, "public": public_src}
+    report = rules.check_cell(rules.load_cell(test, {"todo9_solution": solution}))
+    assert report.problems == [] and report.tried > 0 and report.graded > 0
+    return report
+
+
+def _facts(report: rules.CellReport) -> list[tuple[str, str]]:
+    return [(gap.fact, gap.decision) for gap in report.gaps]
+
+
+# keys one at a time: the ideas' items have one optional key each, the public ones none or both
+PICK = """def pick(item):
+    ### BEGIN SOLUTION
+    if 'name' not in item:
+        return -1
+    return len(item.get('links', [])) + len(item.get('reads', []))
+    ### END SOLUTION
+"""
+PICK_IDEA = """
+assert pick({'name': 'a', 'links': ['x']}) == 1, "one link"
+assert pick({'name': 'a', 'reads': ['y']}) == 1, "one read"
+assert pick({'reads': ['x']}) == -1, "no name: -1"
+"""
+PICK_PUBLIC = """
+assert pick({'name': 'a'}) == 0, "nothing"
+assert pick({'name': 'a', 'links': ['p'], 'reads': ['q']}) == 2, "both"
+NO_NAME
+"""
+WITHOUT_A_NAME = "assert pick({'links': ['q']}) == -1, 'no name: -1'"
+
+
+def test_a_dicts_keys_are_facts_one_at_a_time():
+    """Items with only 'links' or only 'reads' are not classes of their own: each key's presence and
+    absence is checked in public, on items with none or both."""
+    assert _toy(PICK, PICK_IDEA, PICK_PUBLIC.replace("NO_NAME", WITHOUT_A_NAME), "pick").gaps == []
+
+
+def test_a_rule_about_one_key_is_still_found():
+    """Control: an item without its 'name' counts -1, and no public check calls one without it."""
+    report = _toy(PICK, PICK_IDEA, PICK_PUBLIC.replace("NO_NAME", ""), "pick")
+    assert _facts(report) == [("args[0] lacks the key 'name'", "returns a number")]
+
+
+# int and float one kind of number where the answer asks no type
+GATE = """def gate(ready_at, deadline):
+    ### BEGIN SOLUTION
+    ASK_A_TYPE
+    return 'wait' if ready_at <= deadline else 'fallback'
+    ### END SOLUTION
+"""
+GATE_IDEA = "assert gate(3, 7) == 'wait', 'in time'\nassert gate(7, 3) == 'fallback', 'late'"
+GATE_PUBLIC = "assert gate(8.0, 10.0) == 'wait', 'in time'\nassert gate(12.0, 10.0) == 'fallback', 'late'"
+
+
+def test_int_and_float_are_one_kind_where_the_answer_asks_no_type():
+    """The ideas' times are ints, the public checks' floats: one class, since nothing in the answer
+    can tell 3 from 3.0."""
+    assert _toy(GATE.replace("ASK_A_TYPE", "pass"), GATE_IDEA, GATE_PUBLIC, "gate").gaps == []
+
+
+def test_int_and_float_stay_apart_where_the_answer_asks_a_type():
+    """Control: an answer that asks a value's type (as TODO 6's does of layers) keeps the kinds apart."""
+    asks = "if isinstance(ready_at, bool):\n        raise ValueError('a flag is not a time')"
+    report = _toy(GATE.replace("ASK_A_TYPE", asks), GATE_IDEA, GATE_PUBLIC, "gate")
+    assert ("args[0] is an int >= 0", "returns 'wait'") in _facts(report)
+
+
+# a value the answer never reads is no fact
+TTFT = """def slowest(records):
+    ### BEGIN SOLUTION
+    values = [r['ttft'] for r in records if r['ttft'] is not None READS_THE_ID]
+    return max(values)
+    ### END SOLUTION
+"""
+TTFT_IDEA = "assert slowest([{'id': 0, 'ttft': 4.0}, {'id': -1, 'ttft': None}, {'id': 1, 'ttft': 9.0}]) == 9.0, 'the slowest'"
+TTFT_PUBLIC = "assert slowest([{'id': 0, 'ttft': 3.0}, {'id': 1, 'ttft': None}, {'id': 2, 'ttft': 1.0}]) == 3.0, 'the slowest'"
+
+
+def test_a_value_the_answer_never_reads_is_no_fact():
+    """The ideas' failed records have negative ids, the public ones not: the answer never reads an id."""
+    assert _toy(TTFT.replace(" READS_THE_ID", ""), TTFT_IDEA, TTFT_PUBLIC, "slowest").gaps == []
+
+
+def test_a_value_the_answer_reads_is_a_fact():
+    """Control: an answer that reads the id (it skips negative ones) makes a negative id a class."""
+    report = _toy(TTFT.replace("READS_THE_ID", "and r['id'] >= 0"), TTFT_IDEA, TTFT_PUBLIC, "slowest")
+    assert ("args[0][*]['id'] is a number < 0", "returns a number") in _facts(report)
+
+
+# a value the answer only compares with others is one class, whatever its kind
+MATCH = """def match(state, expected):
+    ### BEGIN SOLUTION
+    if state.get('rid') == expected:
+        return 'ok'
+    if isinstance(expected, int) and state.get('rid') == expected + 1:
+        return 'next'
+    return 'other'
+    ### END SOLUTION
+"""
+MATCH_IDEA = "assert match({'rid': 7}, 7) == 'ok', 'the same request'\nassert match({'rid': 9}, 7) == 'other', 'another request'"
+MATCH_PUBLIC = "assert match({'rid': 'r1'}, 'r1') == 'ok', 'the same request'\nassert match({'rid': 'r2'}, 'r1') == 'other', 'another request'"
+
+
+def test_a_value_the_answer_only_compares_is_one_class_of_any_kind():
+    """The ideas' request ids are ints, the public ones strings: on these calls the answer only
+    compares them, so whether an id is an int or a string decides nothing."""
+    assert _toy(MATCH, MATCH_IDEA, MATCH_PUBLIC, "match").gaps == []
+
+
+def test_a_value_whose_kind_the_answer_reads_keeps_its_kind():
+    """Control: the ideas also call where the answer does arithmetic on an int id (the next request):
+    the kinds stay apart, and the int ids no public check makes are a gap."""
+    idea = MATCH_IDEA + "\nassert match({'rid': 8}, 7) == 'next', 'the next request'"
+    report = _toy(MATCH, idea, MATCH_PUBLIC, "match")
+    assert ("args[0]['rid'] is an int >= 0", "returns 'ok'") in _facts(report)
+
+
+def test_two_facts_on_the_same_calls_are_one_class():
+    """A list that is non-empty and whose items are strings: the same calls, one gap, not two; a
+    fact that holds on other calls stays its own."""
+    classes = Classes(frozenset(), kinds_apart=False)
+    calls = []
+    for names in (["a"], ["b", "c"], []):
+        call = rules.Call("f", (names,), {}, Outcome(len(names)), True)
+        call.classed(classes)
+        calls.append(call)
+    targets = {}
+    for call in calls:
+        for fact in sorted(call.facts, key=repr):
+            targets.setdefault(rules.Target("f", fact, call.result), call)
+    kept = rules._distinct(targets, calls, [])
+    non_empty = [t.fact for t in kept if t.fact in (("args[0]", "list", "not empty"), ("args[0][*]", ("str",)))]
+    assert len(non_empty) == 1  # the two facts of the same two calls: one class
+    assert rules.ANY in [t.fact for t in kept] and ("args[0]", "list", "empty") in [t.fact for t in kept]
 
 
 # ---------------------------------------------------------------- the course
@@ -198,9 +347,7 @@ def test_todo_5_and_6_check_every_graded_rule_in_public_now(grade_id):
     assert [gap.line() for gap in _gaps(grade_id, undone=False)] == []
 
 
-def test_the_course_agrees_with_its_list_of_known_gaps(root):
-    """What ``check`` asks: no gap the list does not name, and no line for a gap that is closed."""
+def test_the_course_checks_every_graded_rule_in_public(root):
+    """What ``check`` asks: no gap at all, and nothing that keeps the check from answering."""
     course = Course.load(root)
-    assert rules.rule_problems(course.root, course.source_paths()) == []
-    listed = rules.known_gaps(course.root)
-    assert not [line for line in listed if line.startswith(("todo5_", "todo6_"))]
+    assert rules.rule_problems(course.source_paths()) == []
