@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -31,12 +32,22 @@ class Course:
     root: Path
     assignment: str
     notebooks: tuple[str, ...]  # file stems, in course order
+    # (edition, nbgrader assignment): each edition besides English released on an exchange as an assignment of its
+    # own (course.toml's [course.editions]); a submission to one is a submission of ``assignment``
+    editions: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def load(cls, root: Path | None = None) -> Course:
         root = root or resolve_project_root(Path(__file__).resolve().parent)
         manifest = course_manifest(root)
-        return cls(root, manifest["course"]["assignment"], tuple(nb["name"] for nb in manifest["notebooks"]))
+        assignment = manifest["course"]["assignment"]
+        editions = _edition_assignments(assignment, manifest["course"].get("editions", {}))
+        return cls(root, assignment, tuple(nb["name"] for nb in manifest["notebooks"]), editions)
+
+    def assignment_names(self) -> dict[str, str]:
+        """{nbgrader assignment name: edition} under which this course's assignment is submitted: its own name
+        (the English edition, or any edition a learner chose inside it) and each edition's own assignment."""
+        return {self.assignment: "en", **{name: edition for edition, name in self.editions}}
 
     @property
     def solutions(self) -> Path:
@@ -69,6 +80,33 @@ class Course:
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
         return digest.hexdigest()[:16]
+
+
+def _edition_assignments(assignment: str, table) -> tuple[tuple[str, str], ...]:
+    """course.toml's ``[course.editions]`` ({edition: assignment name}), checked: a name nbgrader accepts (no ``+``,
+    no ``/``), other than the course's assignment and each other, for an edition the course has."""
+    from tools.i18n import EDITIONS
+
+    if not isinstance(table, dict):
+        raise UnusableInput('course.toml: [course.editions] must be a table of edition = "assignment name"')
+    seen = {assignment}
+    for edition, name in sorted(table.items()):
+        where = f"course.toml: [course.editions] {edition} = {name!r}"
+        if edition not in EDITIONS or edition == "en":
+            raise UnusableInput(f"{where}: the course's editions besides English are {', '.join(e for e in EDITIONS if e != 'en')}")
+        if not isinstance(name, str) or not name.strip() or set(name) & set("+/\\ ") or name in seen:
+            others = ", ".join(sorted(seen))
+            raise UnusableInput(f"{where}: give an assignment name of its own, without '+', '/', '\\' or spaces, other than {others}")
+        seen.add(name)
+    return tuple(sorted(table.items()))
+
+
+@functools.cache
+def assignment_names(assignment: str) -> dict[str, str]:
+    """{nbgrader assignment name: edition} that stand for ``assignment``: the course's editions when it is the
+    course's assignment (``Course.assignment_names``), else ``assignment`` alone."""
+    course = Course.load()
+    return course.assignment_names() if assignment == course.assignment else {assignment: "en"}
 
 
 def bin_dir() -> Path:

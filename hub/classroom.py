@@ -3,6 +3,7 @@
     sudo .venv/bin/python hub/classroom.py up [--learners 3]     # prints the logins
     sudo .venv/bin/python hub/classroom.py release               # the release in notebooks/, to the exchange
     sudo .venv/bin/python hub/classroom.py grade [-- grade options]
+    sudo .venv/bin/python hub/classroom.py export [-- export options]   # after grading by hand in formgrader
     sudo .venv/bin/python hub/classroom.py feedback              # pages back through the exchange
     sudo .venv/bin/python hub/classroom.py down                  # hub stopped, users and class folder removed
 
@@ -16,8 +17,9 @@ HUB_ROOT (default /srv/serving-overlap-hub), which every user can traverse, wher
                 logs, class.json with the logins), config/ (each role's Jupyter configuration, from hub/),
                 exchange/ (nbgrader's exchange root), home/<user>/ (0700 each)
 
-The instructor's account owns the course folder (~/course, nbgrader's release/) and the graded OUT
-(the class's grading/, 0700), which formgrader serves as a hub service. Grading itself runs as root with this repository's
+The instructor's account owns the course folder (~/course, nbgrader's release/: each edition an assignment of its
+own) and the graded OUT (the class's grading/, 0700), which formgrader serves as a hub service whose server's
+root is grading/ itself (as `cd OUT && jupyter lab`). Grading itself runs as root with this repository's
 grader (``python -m autograde grade``): the exchange's folders are the learners' own.
 """
 
@@ -50,6 +52,13 @@ SERVER_PACKAGES = ["jupyterhub", "jupyterlab", "notebook", "nbgrader"]  # in env
 
 def assignment() -> str:
     return tomllib.loads((REPO / "course.toml").read_text(encoding="utf-8"))["course"]["assignment"]
+
+
+def editions() -> dict[str, str]:
+    """{edition: nbgrader assignment} of the release, English first: course.toml's ``assignment`` and
+    ``[course.editions]`` (each edition besides English released as an assignment of its own, e.g. ``zh``)."""
+    course = tomllib.loads((REPO / "course.toml").read_text(encoding="utf-8"))["course"]
+    return {"en": course["assignment"], **course.get("editions", {})}
 
 
 def free_port() -> int:
@@ -300,6 +309,7 @@ def _write_role_configs(cls: ClassRoom) -> None:
             "c = get_config()  # noqa: F821",
             f"c.CourseDirectory.course_id = {COURSE_ID!r}",
             f"c.Exchange.root = {str(cls.exchange)!r}",
+            f"c.CourseSubmit.editions = {list(editions().values())!r}",
             *([f"c.CourseDirectory.root = {str(course_root)!r}"] if course_root else []),
             "c.ExchangeFactory.submit = 'course_exchange.CourseSubmit'",
         ]
@@ -342,20 +352,23 @@ def create(folder: Path, prefix: str, learners: int | list[str], hub_root: Path 
 # ---- the term's steps that cross between the instructor's account and this repository
 
 
-def release(cls: ClassRoom, notebooks: list[str] | None = None) -> subprocess.CompletedProcess:
-    """The learner release (notebooks/ and notebooks/zh/, written by `python -m autograde release`) into the
-    instructor's course folder, then nbgrader's release_assignment as the instructor."""
-    name = assignment()
-    target = cls.course / "release" / name
-    shutil.rmtree(target, ignore_errors=True)
+def release(cls: ClassRoom, notebooks: list[str] | None = None) -> dict[str, subprocess.CompletedProcess]:
+    """The learner release (written by `python -m autograde release`) into the instructor's course folder, each
+    edition as an assignment of its own (``editions``: notebooks/ as the course's assignment, notebooks/zh/ as
+    ``<assignment>-zh``, each with its notebooks at its top), then nbgrader's release_assignment of each as the
+    instructor. A learner fetches the edition they read; `grade` takes either as the course's assignment."""
     release_dir = REPO / "notebooks"
     chosen = notebooks or sorted(p.stem for p in release_dir.glob("*.ipynb"))
-    (target / "zh").mkdir(parents=True)
-    for stem in chosen:
-        shutil.copy(release_dir / f"{stem}.ipynb", target / f"{stem}.ipynb")
-        shutil.copy(release_dir / "zh" / f"{stem}.ipynb", target / "zh" / f"{stem}.ipynb")
+    for edition, name in editions().items():
+        target = cls.course / "release" / name
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        for stem in chosen:
+            shutil.copy((release_dir if edition == "en" else release_dir / edition) / f"{stem}.ipynb", target / f"{stem}.ipynb")
     chown_tree(cls.course, cls.instructor)
-    return nbgrader(cls, cls.instructor, "release_assignment", name, "--force", cwd=cls.course, role="instructor")
+    return {
+        name: nbgrader(cls, cls.instructor, "release_assignment", name, "--force", cwd=cls.course, role="instructor") for name in editions().values()
+    }
 
 
 def chown_tree(path: Path, user: str) -> None:
@@ -379,16 +392,31 @@ def grade(cls: ClassRoom, *options: str) -> subprocess.CompletedProcess:
     return run
 
 
-def feedback(cls: ClassRoom) -> subprocess.CompletedProcess:
-    """The pages of grading/ handed back: `autograde feedback --format exchange`, then nbgrader's
-    release_feedback as the instructor (it owns the exchange's feedback/)."""
+def export(cls: ClassRoom, *options: str) -> subprocess.CompletedProcess:
+    """`python -m autograde export` on grading/ (as root, as `grade` runs): ``final_grades.csv`` with the scores
+    given in formgrader; then grading/ back to the instructor."""
+    run = subprocess.run(
+        [sys.executable, "-m", "autograde", "export", str(cls.grading), *options], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    chown_tree(cls.grading, cls.instructor)
+    return run
+
+
+def feedback(cls: ClassRoom) -> dict[str, subprocess.CompletedProcess]:
+    """The pages of grading/ handed back: `autograde feedback --format exchange` (each learner's pages under the
+    edition's assignment they submitted to), then nbgrader's release_feedback of each assignment that has pages,
+    as the instructor (it owns the exchange's feedback/)."""
     argv = [sys.executable, "-m", "autograde", "feedback", str(cls.grading), "--format", "exchange"]
     run = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
     if run.returncode:
         raise RuntimeError(f"autograde feedback failed:\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
     chown_tree(cls.grading, cls.instructor)
     course = cls.grading / "handback" / "exchange"  # the course-folder layout release_feedback reads
-    return nbgrader(cls, cls.instructor, "release_feedback", assignment(), f"--CourseDirectory.root={course}", cwd=course, role="instructor")
+    return {
+        name: nbgrader(cls, cls.instructor, "release_feedback", name, f"--CourseDirectory.root={course}", cwd=course, role="instructor")
+        for name in editions().values()
+        if any((course / "feedback").glob(f"*/{name}"))
+    }
 
 
 # ---- the hub
@@ -482,7 +510,7 @@ def logins(cls: ClassRoom) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hub/classroom.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["up", "down", "release", "grade", "feedback", "status"])
+    parser.add_argument("command", choices=["up", "down", "release", "grade", "export", "feedback", "status"])
     parser.add_argument("--class-dir", type=Path, default=HUB_ROOT / "class", help="the class folder (default: HUB_ROOT/class)")
     parser.add_argument("--learners", type=int, default=3)
     parser.add_argument("--prefix", default="so-", help="the start of every user name of the class (default so-)")
@@ -503,13 +531,17 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cls = ClassRoom.load(args.class_dir)
         if args.command == "release":
-            print(release(cls).stderr[-2000:])
+            print("".join(run.stderr[-2000:] for run in release(cls).values()))
         elif args.command == "grade":
             run = grade(cls, *[r for r in rest if r != "--"])
             print(run.stdout[-4000:], run.stderr[-4000:])
             return run.returncode
+        elif args.command == "export":
+            run = export(cls, *[r for r in rest if r != "--"])
+            print(run.stdout[-4000:], run.stderr[-4000:])
+            return run.returncode
         elif args.command == "feedback":
-            print(feedback(cls).stderr[-2000:])
+            print("".join(run.stderr[-2000:] for run in feedback(cls).values()))
         else:
             print(logins(cls))
     return 0

@@ -6,7 +6,8 @@ learner's newest submission. So a submission that cannot be graded would replace
 anything is copied, this refuses, with a message that says what to do (the Assignments tab shows it in its
 "Invalid Submission" dialog; ``nbgrader submit`` prints it):
 
-- a submission after the feedback on an earlier one was released (the assignment has been graded);
+- a submission after the feedback on an earlier one was released (the assignment has been graded), in this
+  edition's assignment or another's (``CourseSubmit.editions``: one assignment, released once per edition);
 - a notebook that is not this assignment's: under a released notebook's name, one that shares none of its
   graded cells, or an extra notebook with graded cells of its own;
 - a submission with nothing answered: every exercise cell as released.
@@ -23,6 +24,7 @@ import os
 
 from nbgrader.exchange.default.submit import ExchangeSubmit
 from nbgrader.utils import notebook_hash
+from traitlets import List, Unicode
 
 SKIPPED = (".ipynb_checkpoints", "feedback")  # JupyterLab's checkpoints; fetched feedback pages
 
@@ -87,10 +89,19 @@ def problems(submitted: str, released: str, assignment: str) -> list[str]:
 class CourseSubmit(ExchangeSubmit):
     """nbgrader's submit, after the course's checks (the module's docstring)."""
 
-    def released_feedback(self) -> str | None:
-        """The time of an earlier submission of this assignment whose feedback is in the exchange."""
+    editions = List(
+        Unicode(),
+        help="The assignment names under which one assignment is released, one per edition: feedback released on a "
+        "submission to any of them means the assignment has been graded.",
+    ).tag(config=True)
+
+    def released_feedback(self) -> tuple[str, str] | None:
+        """(the time, the assignment name) of an earlier submission of this assignment, in any of its editions,
+        whose feedback is in the exchange."""
         feedback = os.path.join(self.root, self.coursedir.course_id, "feedback")
-        for folder in sorted(glob.glob(os.path.join(self.cache_path, f"*+{self.coursedir.assignment_id}+*"))):
+        names = self.editions if self.coursedir.assignment_id in self.editions else [self.coursedir.assignment_id]
+        folders = [f for name in names for f in glob.glob(os.path.join(glob.escape(self.cache_path), f"*+{glob.escape(name)}+*"))]
+        for folder in sorted(folders):
             try:
                 with open(os.path.join(folder, "submission_secret.txt")) as handle:
                     secret = handle.read()
@@ -99,7 +110,7 @@ class CourseSubmit(ExchangeSubmit):
             for path in glob.glob(os.path.join(folder, "*.ipynb")):
                 notebook_id = os.path.splitext(os.path.basename(path))[0]
                 if os.path.exists(os.path.join(feedback, f"{notebook_hash(secret=secret, notebook_id=notebook_id)}.html")):
-                    return folder.rsplit("+", 1)[-1]
+                    return folder.rsplit("+", 1)[-1], os.path.basename(folder).split("+")[-2]
         return None
 
     def copy_files(self):
@@ -107,8 +118,10 @@ class CourseSubmit(ExchangeSubmit):
         assignment = self.coursedir.assignment_id
         graded = self.released_feedback()
         if graded:
+            when, name = graded
+            to = "" if name == assignment else f" to {name}"
             self.fail(
-                f"Not submitted: the feedback on your submission of {graded} has been released, so {assignment} has been graded "
+                f"Not submitted: the feedback on your submission{to} of {when} has been released, so {assignment} has been graded "
                 "and a new submission would not be. Your files and your earlier submission are unchanged. If you need to "
                 "hand in again, ask your instructor."
             )

@@ -55,7 +55,7 @@ def role_config(spawner):
 c.Spawner.pre_spawn_hook = role_config
 
 # formgrader as a hub service (nbgrader's documented JupyterHub set-up): a server run as the instructor's
-# account, on the graded course folder (~/grading, the OUT of `autograde grade`), for the formgrade group.
+# account, on the graded course folder (the class's grading/, the OUT of `autograde grade`), for the formgrade group.
 c.JupyterHub.load_groups = {f"formgrade-{COURSE_ID}": {"users": [instructor]}}
 c.JupyterHub.load_roles = [
     {
@@ -65,14 +65,18 @@ c.JupyterHub.load_roles = [
     },
     {"name": "server", "scopes": ["inherit"]},  # nbgrader's course list asks the hub which services its user can reach
 ]
+# Its server's root is the graded course folder itself, as `cd OUT && jupyter lab` opens it: formgrader refuses a
+# course root outside the server's root (its "course directory root is not a subdirectory of the notebook server
+# root"), and then answers every page with "Sorry, the formgrader encountered an error".
 instructor_home = str(CLASS / "home" / instructor)
+grading = str(CLASS / "grading")
 c.JupyterHub.services = [
     {
         "name": COURSE_ID,
         "url": f"http://127.0.0.1:{ports['formgrader']}",
-        "command": [str(ENV / "bin" / "jupyterhub-singleuser")],
+        "command": [str(ENV / "bin" / "jupyterhub-singleuser"), f"--ServerApp.root_dir={grading}"],
         "user": instructor,
-        "cwd": instructor_home,
+        "cwd": grading,
         "environment": {
             "HOME": instructor_home,
             "PATH": PATH,

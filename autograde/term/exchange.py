@@ -7,7 +7,13 @@ live inbound/ it is checked against when the submission arrived there (``arrival
 folder and of the files read, which no learner can set back), and past ``TOLERANCE`` the latest counts and
 the disagreement is the student's named problem (``submission_time``) and their page's.
 
+An edition released as an assignment of its own (course.toml's ``[course.editions]``, e.g.
+``serving_overlap-zh``) is read as the course's assignment: its folders are each student's submissions like any
+other, the owner check and the times alike, and a student who submitted to both editions is graded on the newest
+(the same order, across them), which is a named note.
+
 Handing back (``feedback --format exchange``): ``OUT/handback/exchange/feedback/<student_id>/<assignment>/``,
+under the assignment name the student's graded submission was made to,
 the course-folder layout from which nbgrader's ``release_feedback`` hands pages out, with each submission's
 ``timestamp.txt`` and ``submission_secret.txt`` (kept by the intake); a student whose submission did not
 come through the exchange is listed: nbgrader cannot release their pages; so is one whose notebook came in
@@ -16,6 +22,7 @@ their own zip (``zipped``): ``fetch_feedback`` finds a page only by a ``.ipynb``
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import re
@@ -23,7 +30,7 @@ from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from ..course import Course
+from ..course import Course, assignment_names
 from .adapter import Adapter, HandBack
 from .candidates import Candidate, exchange_time, why_not
 from .source import Entry, Listed, Refused, Source, problem, shown
@@ -36,9 +43,12 @@ COURSE_FOLDERS = ("submitted", "inbound")  # a course folder (collect's submitte
 TOLERANCE = timedelta(minutes=2)
 
 
+@functools.cache
 def inbound_name(assignment: str) -> re.Pattern:
-    """An exchange inbound folder's name: ``<student>+<assignment>+<timestamp>[+<random>]``."""
-    return re.compile(rf"(?P<user>.+)\+{re.escape(assignment)}\+(?P<stamp>[^+]+)(?:\+[^+]*)?")
+    """An exchange inbound folder's name: ``<student>+<name>+<timestamp>[+<random>]``, ``<name>`` the assignment or
+    one of its editions' own assignments (``course.assignment_names``)."""
+    names = "|".join(re.escape(name) for name in sorted(assignment_names(assignment), key=len, reverse=True))
+    return re.compile(rf"(?P<user>.+)\+(?P<assignment>{names})\+(?P<stamp>[^+]+)(?:\+[^+]*)?")
 
 
 def claims(name: str, folder: bool, assignment: str) -> bool:
@@ -53,7 +63,8 @@ def unnamed(tops: dict[str, set[str]], assignment: str) -> tuple[str, ...] | Non
     for course_folder in COURSE_FOLDERS:
         if course_folder in folders:
             return (course_folder,)
-    if folders and all(assignment in tops[name] for name in folders):
+    names = assignment_names(assignment)
+    if folders and all(names.keys() & tops[name] for name in folders):
         return ()
     return None
 
@@ -154,14 +165,14 @@ def _exchange_folders(files: Source, entries: list[Entry], context: dict) -> dic
     (what collect writes), in ``inbound`` form ``<student>+<assignment>+<timestamp>[+<random>]/`` only (a
     learner can make any folder in inbound/: no other shape is read there). Other assignments' folders are noted."""
     assignment, inbound = context["assignment"], context["form"] == "inbound"
-    name = inbound_name(assignment)
+    name, names = inbound_name(assignment), assignment_names(assignment)
     folders: dict[tuple[str, str], list[Entry]] = defaultdict(list)
     others: Counter = Counter()
     for entry in entries:
         match = name.fullmatch(entry.parts[0]) if inbound and len(entry.parts) > 1 else None
         if match:
             folders[(match["user"], entry.parts[0])].append(entry.named(entry.parts[1:]))
-        elif not inbound and len(entry.parts) > 2 and entry.parts[1] == assignment:
+        elif not inbound and len(entry.parts) > 2 and entry.parts[1] in names:
             folders[(entry.parts[0], entry.parts[1])].append(entry.named(entry.parts[2:]))
         elif not inbound and len(entry.parts) > 2:
             others[entry.parts[1]] += 1
@@ -180,7 +191,8 @@ def read_exchange(files: Source, entries: list[Entry], context: dict) -> list[Ca
     the one whose folder name says the latest time, as ``nbgrader collect`` sorts them; a folder owned by
     someone other than the student it names is not taken unless the instructor said so (``trust_owners``).
     The submission time is timestamp.txt's, as nbgrader reads it, else the folder name's, checked in a live
-    inbound/ against when the submission arrived (``submission_time``)."""
+    inbound/ against when the submission arrived (``submission_time``). A folder of an edition's own
+    assignment is one more submission of its student's: the newest of all is kept, in the same order."""
     assignment = context["assignment"]
     context = {**context, "form": form(context.get("root", ()), entries, assignment)}
     newest: dict[str, tuple] = {}
@@ -200,22 +212,21 @@ def read_exchange(files: Source, entries: list[Entry], context: dict) -> list[Ca
         secret = next((e for e in inside if e.parts == ("submission_secret.txt",)), None)
         where = (folder,) if context["form"] == "inbound" else (student, folder)  # the folder's path in the source
         when = _stamp_of(files, stamp.named((*where, *stamp.parts)), student) if stamp else None
-        named = None
-        if folder != assignment:
+        named, to = None, folder  # to: the assignment (or edition's assignment) it was submitted to
+        if context["form"] == "inbound":
+            to = inbound_name(assignment).fullmatch(folder)["assignment"]
             try:
                 named = exchange_time(inbound_name(assignment).fullmatch(folder)["stamp"])
             except ValueError as exc:
                 files.problems.append(problem(shown(folder), shown(student), f"{exc}: the submission's time is not known"))
-        handed = _handback_files(files, stamp if when is not None else None, secret)
+        handed = {**_handback_files(files, stamp if when is not None else None, secret), "assignment": to}
         read = [e for e in (stamp, secret) if e is not None]
-        this = ((named is not None, named or datetime.min.replace(tzinfo=UTC), folder), folder, inside, (when, named), handed, read)
+        earliest = datetime.min.replace(tzinfo=UTC)
+        this = ((named is not None, named or earliest, when or earliest, folder), folder, inside, (when, named), handed, read)
         held = newest.get(student)
         if held is not None:  # collect's order: the time in the folder's name, never a file the learner wrote
             this, older = (this, held) if this[0] > held[0] else (held, this)
-            files.notes.append(
-                f"{shown(student)}: an older submission ({shown(older[1])}) was not used: the newest by the time in its "
-                "folder's name is kept, as nbgrader collect keeps it"
-            )
+            files.notes.append(_older_note(student, this, older))
         newest[student] = this
     found = []
     for student, (_order, folder, inside, claimed, handed, read) in newest.items():
@@ -226,6 +237,21 @@ def read_exchange(files: Source, entries: list[Entry], context: dict) -> list[Ca
             "unchecked; grade the exchange's inbound/ folder itself to have each checked against when it arrived"
         )
     return found
+
+
+def _older_note(student: str, kept: tuple, older: tuple) -> str:
+    """The note on a submission not used because the same student's ``kept`` is newer (in either edition)."""
+    kept_to, older_to = kept[4]["assignment"], older[4]["assignment"]
+    if kept_to == older_to:
+        return (
+            f"{shown(student)}: an older submission ({shown(older[1])}) was not used: the newest by the time in its "
+            "folder's name is kept, as nbgrader collect keeps it"
+        )
+    by = "the time in its folder's name" if kept[0][0] else "its timestamp.txt"
+    return (
+        f"{shown(student)}: an older submission ({shown(older[1])}, to {shown(older_to)}) was not used: they submitted to two "
+        f"editions' assignments, and the newest by {by} ({shown(kept[1])}, to {shown(kept_to)}) is graded and gets the feedback"
+    )
 
 
 def _candidates(
@@ -272,13 +298,17 @@ def hand_back(course: Course, out: Path, pages: dict[str, list[Path]], target: P
     ``timestamp.txt`` and ``submission_secret.txt``."""
     unmatched: list[str] = []
     unreachable: dict[str, list[str]] = {}
+    own = course.assignment_names()
     for student, files in pages.items():
-        folder = target / "exchange" / "feedback" / student / course.assignment
+        sent = names.get(student, {})
+        # under the assignment (or edition's assignment) the graded submission was made to: `nbgrader
+        # release_feedback <that name>` hands it out, and the learner's Fetch Feedback there finds it
+        to = sent.get("assignment") if sent.get("assignment") in own else course.assignment
+        folder = target / "exchange" / "feedback" / student / to
         folder.mkdir(parents=True, exist_ok=True)
         for page in files:
             (folder / page.name).write_bytes(page.read_bytes())
         # release_feedback reads both beside the pages; fetch_feedback finds a page by the secret's hash
-        sent = names.get(student, {})
         # fetch_feedback finds a page by the hash of the secret and a .ipynb the learner's own submission holds:
         # a notebook that came in a zip has none, so its page can be released but never fetched
         zipped = sorted(set(sent.get("zipped") or []) & {p.stem for p in files})

@@ -63,3 +63,46 @@ def test_feedback_goes_back_through_nbgraders_own_release_and_fetch(tmp_path):
     nbgrader(learner, "fetch_feedback", ASSIGNMENT, exchange=exchange, cache=cache)
     arrived = {p.name: p.read_bytes() for p in (learner / ASSIGNMENT / "feedback").glob("*/*.html")}
     assert arrived == {f"{name}.html": (out / "feedback" / student / f"{name}.html").read_bytes() for name in SENT}
+
+
+@pytest.mark.slow
+def test_the_chinese_edition_as_its_own_assignment_goes_round_through_nbgrader(tmp_path):
+    """The Chinese edition released as its own assignment (course.toml's [course.editions]): a learner fetches
+    both editions, submits a draft in English, then their answers in Chinese; the grader takes the Chinese (the
+    newest) as the course's assignment, in Chinese, names the other, and its page goes back to the Chinese
+    assignment, where ``fetch_feedback`` finds it; the English assignment gets nothing."""
+    zh = dict(Course.load().editions)["zh"]
+    exchange, cache, learner = tmp_path / "exchange", tmp_path / "cache", tmp_path / "learner"
+    for name, folder in ((ASSIGNMENT, RELEASE), (zh, RELEASE / "zh")):
+        outbound = exchange / COURSE_ID / "outbound" / name
+        outbound.mkdir(parents=True)
+        shutil.copy(folder / f"{SENT[0]}.ipynb", outbound / f"{SENT[0]}.ipynb")
+    (exchange / COURSE_ID / "inbound").mkdir()
+    (exchange / COURSE_ID / "feedback").mkdir()
+    learner.mkdir()
+    for name, nb in ((ASSIGNMENT, build(SENT[0], fill=False, edits={"reflection_01_q1": "A draft."})), (zh, build(SENT[0], edition="zh"))):
+        nbgrader(learner, "fetch_assignment", name, exchange=exchange, cache=cache)
+        nbformat.write(nb, learner / name / f"{SENT[0]}.ipynb")
+        nbgrader(learner, "submit", name, exchange=exchange, cache=cache)
+
+    out = tmp_path / "out"
+    graded = run_grade(exchange / COURSE_ID / "inbound", out)
+    student = getpass.getuser()
+    intake = json.loads((out / "intake.json").read_text())
+    assert intake["students"][student]["assignment"] == zh
+    assert any(f"to {ASSIGNMENT}) was not used" in note and "two editions" in note for note in intake["notes"]), intake["notes"]
+    row = next(r for r in (out / "grades.csv").read_text(encoding="utf-8").splitlines() if r.startswith(f"{student},"))
+    assert row.endswith(",zh"), (row, graded.stdout)
+    handback = subprocess.run(
+        [sys.executable, "-m", "autograde", "feedback", str(out), "--format", "exchange"], capture_output=True, text=True, timeout=300
+    )
+    assert handback.returncode == 0, handback.stdout + handback.stderr
+    course_folder = out / "handback" / "exchange"
+    assert nbgrader(course_folder, "release_feedback", zh, exchange=exchange, cache=cache).stderr.count("Feedback released to") == 1
+    assert "Feedback released to" not in nbgrader(course_folder, "release_feedback", ASSIGNMENT, exchange=exchange, cache=cache).stderr
+    nbgrader(learner, "fetch_feedback", zh, exchange=exchange, cache=cache)
+    nbgrader(learner, "fetch_feedback", ASSIGNMENT, exchange=exchange, cache=cache)
+    assert {p.name: p.read_bytes() for p in (learner / zh / "feedback").glob("*/*.html")} == {
+        f"{SENT[0]}.html": (out / "feedback" / student / f"{SENT[0]}.html").read_bytes()
+    }
+    assert not list((learner / ASSIGNMENT).glob("feedback/*/*.html"))  # the English draft was not graded
