@@ -4,15 +4,17 @@ single word included ("whole", "calibrated:", "250 ok, 150 recomputed").
 A word is a run of Latin letters. It is not English to a Chinese reader when it is code or a name
 (each allowed here with its reason):
 
-- code: in backticks or quotes (``'ok'``, ``"x"``), a file's path or name, a URL, a word with a digit
-  or an underscore (``real_cpu``, ``Llama-3-8B``, ``x86_64``, ``P99``, ``64Mi``), a word joined to
-  code by a dot, ``=`` or ``(`` (``torch.cuda``, ``ready=True``, ``check_overlap(...)``), a single
-  letter (``n``, ``q``, ``L``);
+- code: in backticks or quotes (``'ok'``, ``"x"``), a file's path or name, a URL, a call with its
+  arguments (``decide_overlap([], controls)``), a graded idea's id in brackets (``[clip]``), a word
+  with a digit or an underscore (``real_cpu``, ``Llama-3-8B``, ``x86_64``, ``P99``), a unit right
+  after its number (``64Mi``), a word joined to code by a dot, ``=``, ``+``, ``%`` or ``(``
+  (``torch.cuda``, ``ready=True``, ``2.5.1+cpu``, ``%pip``), a single letter but a, A and I;
 - an acronym in capitals (``GPU``, ``TTFT``, ``KV``, ``SMs``, ``TODO``), a name with a capital
   inside (an exception's class, ``ValueError``; a product, ``NVLink``);
 - a term in full-width parentheses after the Chinese word it glosses (``重算策略（recompute）``);
-- ALLOWED_WORDS: units, product and model names, the course's code values a notebook shows as
-  they are, and the terms the glossary keeps in English (``docs/glossary.md``: notebook, payload).
+- ALLOWED_WORDS and ALLOWED_NAMES: units, product and model names, the course's code values a
+  notebook shows as they are (a decision, a verdict's key, a result file's key), and the terms the
+  glossary keeps in English (``docs/glossary.md``: notebook, payload).
 
 Everything else is reported, one entry per run of adjacent English words.
 """

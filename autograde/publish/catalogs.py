@@ -39,7 +39,7 @@ from babel.messages.pofile import PoFileError, read_po, write_po
 from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..errors import GraderError
-from ..judging.ideas import comment_lines, docstrings, is_text, message_nodes, message_template, message_templates, split_hidden, trailing_comments
+from ..judging.ideas import comment_lines, docstrings, message_nodes, message_template, message_templates, split_hidden, trailing_comments
 
 PROJECT = "serving-overlap-course"
 # the runtime's message calls (tools/i18n.py): a template's first argument, looked up where the text is
@@ -206,9 +206,6 @@ def parse(source: str) -> ast.Module:
         return ast.parse(source)
 
 
-_is_text = is_text  # words a person reads, not a key, a colour or a format string
-
-
 def _call_name(node: ast.Call) -> str:
     return node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
 
@@ -355,9 +352,6 @@ def hidden_message_units(hidden: str, where: str) -> list[Unit]:
         comment = "hidden test's failure message (instructor only)" + "".join(f"; {{{i}}}: {code}" for i, code in enumerate(fields))
         units.append(Unit(message_template(node), None, comment, where))
     return units
-
-
-# ---------------------------------------------------------------- the catalogs
 
 
 # ---------------------------------------------------------------- the glossary

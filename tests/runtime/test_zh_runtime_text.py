@@ -176,3 +176,28 @@ def test_a_bold_chinese_title_is_not_drawn_in_the_regular_weight(zh):
         plt.close(fig)
     regular_ink, bold_ink = 1 - images[0], 1 - images[1]
     assert bold_ink > 1.2 * regular_ink, f"bold ink {bold_ink:.4f} against regular {regular_ink:.4f}"
+
+
+def test_the_messages_about_an_earlier_notebook_and_the_check_before_submitting_are_chinese(zh, tmp_path, monkeypatch):
+    """The messages a Chinese learner meets when an earlier notebook is missing or broken, and the
+    submit check's warnings: made in Chinese where they are raised (no English word, the file names
+    and the command kept)."""
+    import json
+
+    from tools import notebook_runtime as nr
+
+    monkeypatch.setattr(nr, "notebook_folders", lambda: [tmp_path])
+    with pytest.raises(nr.LearnerFunctionMissing) as missing:
+        nr.load_learner_functions("02_total_vs_exposed_time", ["estimate_handoff"], [tmp_path])
+    assert str(missing.value).startswith("在本 notebook 旁边找不到你的 notebook 02_total_vs_exposed_time.ipynb") and not english_words(str(missing.value))
+    cell = {"cell_type": "code", "source": "def f(:\n", "metadata": {"nbgrader": {"solution": True, "grade_id": "x"}}}
+    (tmp_path / "02_total_vs_exposed_time.ipynb").write_text(json.dumps({"cells": [cell]}), encoding="utf-8")
+    with pytest.raises(nr.LearnerFunctionMissing) as broken:
+        nr.load_learner_functions("02_total_vs_exposed_time", ["estimate_handoff"], [tmp_path])
+    assert str(broken.value) == "02_total_vs_exposed_time.ipynb 第 1 行有语法错误：请先修正。"
+    (tmp_path / "Copy of 02_total_vs_exposed_time.ipynb").write_text("{}", encoding="utf-8")
+    monkeypatch.setattr(nr, "running_notebook_name", lambda: None)
+    (warning,) = nr._checked_file_warnings("02_total_vs_exposed_time", tmp_path / "02_total_vs_exposed_time.ipynb")
+    assert "中有 2 份这个 notebook 的副本" in warning and 'python -m tools.notebook_runtime "YOUR FILE.ipynb"' in warning
+    names_and_command = ("Copy of 02_total_vs_exposed_time.ipynb", 'python -m tools.notebook_runtime "YOUR FILE.ipynb"')
+    assert english_words(warning.replace(names_and_command[0], "").replace(names_and_command[1], "")) == [], warning
