@@ -15,8 +15,14 @@ c = get_config()  # noqa: F821 (provided by traitlets when the file is loaded)
 c.CourseDirectory.course_id = "serving-overlap"
 c.CourseDirectory.root = os.getcwd()
 
-# Release: the stub a learner sees in place of each solution region.
+# Release: the stub a learner sees in place of each solution region. A translated edition's release
+# (publish/release.py writes its language into the course folder's EDITION file) words the comment and the
+# written-answer prompt in its language; `raise NotImplementedError()` stays (the runtime looks for it).
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+EDITION_STUBS = {"zh": ({"python": "# 在此处编写你的代码\nraise NotImplementedError()"}, "在此处作答")}
+_edition = open("EDITION", encoding="utf-8").read().strip() if os.path.isfile("EDITION") else "en"
+if _edition in EDITION_STUBS:
+    c.ClearSolutions.code_stub, c.ClearSolutions.text_stub = EDITION_STUBS[_edition]
 
 # Autograde: a cell that runs longer than this is interrupted and the notebook goes on.
 c.Execute.timeout = settings.cell_timeout()

@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tools.i18n import english  # noqa: E402
 from tools.overlap import sweep as overlap_sweep  # noqa: E402
 from tools.project_runtime import write_json_atomic  # noqa: E402
 
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     command = f"python benchmarks/record_cpu_curves.py --sweep-mib {args.sweep_mib:g} --bandwidth-max-mib {args.bandwidth_max_mib:g}"
     status = 0
     for kind, result in recordings.items():
+        result["warnings"] = [english(w) for w in result["warnings"]]  # a recording keeps its warnings in English
         if result["warnings"] and not args.force:
             print(f"{kind}: not written, the measurement carries warnings: {result['warnings']}")
             status = 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import settings
-from .i18n import install, localize, tr
+from .i18n import install, tr
 
 
 def grading_mode() -> str | None:
@@ -17,8 +17,7 @@ def grading_mode() -> str | None:
 
 
 def setup_for_grading(summary: dict[str, Any]) -> dict[str, Any]:
-    """The set-up cell under the grader: printed lines in the learner's language (the Chinese
-    edition), figures as their titles, no runtime report and no figure style."""
+    """The set-up cell under the grader: figures as their titles, no runtime report and no figure style."""
     install()
     summary["grading"] = grading_mode()
     show_figures_as_text()
@@ -29,7 +28,7 @@ def figure_placeholder(fig) -> str:
     """What a figure shows where it is not drawn (at grading): its title, never a Python repr."""
     title = fig.get_suptitle()
     title = title or next((ax.get_title() for ax in fig.axes if ax.get_title()), "")
-    title = localize(title.splitlines()[0]) if title else ""
+    title = title.splitlines()[0] if title else ""  # made in the learner's language (tr) where the figure was
     return (
         tr("[figure: {title} (drawn in your notebook, not while grading)]", title=title)
         if title

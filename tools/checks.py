@@ -137,7 +137,13 @@ class PublicChecks:
             return CaseResult(
                 label,
                 ERROR,
-                tr("{error}: {detail} (line {line} of {function})", error=type(exc).__name__, detail=exc, line=where.lineno, function=where.name),
+                tr(
+                    "{error}: {detail} (line {line} of {function})",
+                    error=type(exc).__name__,
+                    detail=localize(str(exc)),
+                    line=where.lineno,
+                    function=where.name,
+                ),
             )
         return CaseResult(label, PASS)
 

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 
 from . import presets, settings
 from .at_grading import grading_mode
-from .i18n import N_, localize, tr
+from .i18n import N_, error_text, say, tr
 from .plotting import NOISE, draw_transfer_timeline, new_figure, readable
 from .presets import MiB
 
@@ -141,9 +141,12 @@ def evaluate(estimate_handoff: Callable, payload_mib: float, gbps: float, latenc
 def readout_text(r: dict) -> str:
     """One line of numbers: ms to 2 decimals, the ratio to 2, noise shown as 0, never -0.00."""
     ms = {key: readable(r[key], 2, fixed=True) for key in ("transfer_ms", "hidden_ms", "exposed_ms")}
-    return localize(
-        f"transfer {ms['transfer_ms']} ms · hidden {ms['hidden_ms']} ms · "
-        f"exposed {ms['exposed_ms']} ms · overlap ratio {readable(r['overlap_ratio'], 2, fixed=True)}"
+    return tr(
+        "transfer {transfer} ms · hidden {hidden} ms · exposed {exposed} ms · overlap ratio {ratio}",
+        transfer=ms["transfer_ms"],
+        hidden=ms["hidden_ms"],
+        exposed=ms["exposed_ms"],
+        ratio=readable(r["overlap_ratio"], 2, fixed=True),
     )
 
 
@@ -170,21 +173,22 @@ def show_live_or_static(
     """What the explorer and notebook 06's panel share: run the learner's functions once on the
     defaults; say what to do when they are unfinished (``unfinished``) or raise (``failed``, with
     ``{error}``); then live widgets where a widget frontend renders them (``build_live(first)``),
-    else the static figure (``draw_static(first)``) after ``static`` and ``describe(first)``.
+    else the static figure (``draw_static(first)``) after ``static`` and ``describe(first)``. The
+    three messages are catalog templates (marked ``N_`` by the caller), printed in the learner's language.
     ``mode='live'|'static'`` decides instead of ``widget_frontend``. Returns the widget or None."""
     if mode not in (None, "live", "static"):
         raise ValueError(f"mode must be 'live', 'static' or None, got {mode!r}")
     try:
         first = first_run()
     except NotImplementedError:
-        print(localize(unfinished))
+        say(unfinished)
         return None
     except Exception as exc:  # a wrong answer must not break the page
-        print(localize(failed).format(error=f"{type(exc).__name__}: {exc}"))
+        say(failed, error=error_text(exc))
         return None
     frontend = widget_frontend() if mode is None else ("jupyter" if mode == "live" else None)
     if frontend is None:
-        print(localize(static) + describe(first))
+        say(static, readout=describe(first))
         draw_static(first)
         return None
     if frontend == "colab":
@@ -199,11 +203,11 @@ def handoff_explorer(estimate_handoff: Callable, mode: str | None = None):
     return show_live_or_static(
         mode,
         lambda: evaluate(estimate_handoff, **DEFAULTS),
-        unfinished="Finish TODO 1 and TODO 2 above: the explorer runs on your own functions.",
-        failed="Your estimate_handoff raised {error}. Fix it, then run this cell again.",
-        static="Static view (the sliders need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): ",
+        unfinished=N_("Finish TODO 1 and TODO 2 above: the explorer runs on your own functions."),
+        failed=N_("Your estimate_handoff raised {error}. Fix it, then run this cell again."),
+        static=N_("Static view (the sliders need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): {readout}"),
         describe=readout_text,
-        draw_static=lambda first: _draw(first, localize(N_("1 GiB over PCIe Gen5, sent after a 250 ms prefill"))),
+        draw_static=lambda first: _draw(first, tr("1 GiB over PCIe Gen5, sent after a 250 ms prefill")),
         build_live=lambda first: _build_widgets(estimate_handoff),
     )
 
@@ -230,33 +234,47 @@ def _make_controls(w) -> dict:
     # Log steps this fine put a step within 0.5 of every whole MiB or Gbit/s in range, so the frontend,
     # which snaps a value to a step, still shows a preset's 640 MiB as 640 (a 0.01 step showed 639).
     c["payload"] = w.FloatLogSlider(
-        value=DEFAULTS["payload_mib"], base=2, min=0, max=16, step=1e-5, description="payload (MiB)", readout_format=".0f", style=style, layout=layout
+        value=DEFAULTS["payload_mib"],
+        base=2,
+        min=0,
+        max=16,
+        step=1e-5,
+        description=tr("payload (MiB)"),
+        readout_format=".0f",
+        style=style,
+        layout=layout,
     )
     c["gbps"] = w.FloatLogSlider(
-        value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=1e-5, description="link (Gbit/s)", readout_format=".0f", style=style, layout=layout
+        value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=1e-5, description=tr("link (Gbit/s)"), readout_format=".0f", style=style, layout=layout
     )
-    c["latency"] = w.FloatSlider(value=DEFAULTS["latency_ms"], min=0, max=5, step=0.05, description="fixed latency (ms)", style=style, layout=layout)
-    c["window"] = w.FloatSlider(value=DEFAULTS["window_ms"], min=0, max=1000, step=5, description="prefill window (ms)", style=style, layout=layout)
+    c["latency"] = w.FloatSlider(
+        value=DEFAULTS["latency_ms"], min=0, max=5, step=0.05, description=tr("fixed latency (ms)"), style=style, layout=layout
+    )
+    c["window"] = w.FloatSlider(
+        value=DEFAULTS["window_ms"], min=0, max=1000, step=5, description=tr("prefill window (ms)"), style=style, layout=layout
+    )
     c["other"] = w.FloatSlider(
-        value=DEFAULTS["other_ms"], min=0, max=500, step=5, description="other requests' work (ms)", style=style, layout=layout
+        value=DEFAULTS["other_ms"], min=0, max=500, step=5, description=tr("other requests' work (ms)"), style=style, layout=layout
     )
-    c["layers"] = w.IntSlider(value=DEFAULTS["layers"], min=1, max=128, description="layers (1 = send after)", style=style, layout=layout)
+    c["layers"] = w.IntSlider(value=DEFAULTS["layers"], min=1, max=128, description=tr("layers (1 = send after)"), style=style, layout=layout)
     c["tokens"] = w.IntSlider(
         value=8192,
         min=512,
         max=131072,
         step=512,
-        description="prompt tokens",
+        description=tr("prompt tokens"),
         style=style,
         layout=layout,
         disabled=True,
-        tooltip=N_("choose a model preset: the payload is then prompt tokens × the model's KV bytes per token"),
+        tooltip=tr("choose a model preset: the payload is then prompt tokens × the model's KV bytes per token"),
     )
     # a toggle button is 148 px wide unless told otherwise, which cuts "PCIe Gen5 (55 GB/s)": each is
     # as wide as its label, and the row wraps where a narrow output has no room for all of them
     buttons = {"button_width": "auto"}
-    c["link_buttons"] = w.ToggleButtons(options=_preset_options(LINK_PRESETS), value="PCIe Gen5 (55 GB/s)", description="link preset", style=buttons)
-    c["model_buttons"] = w.ToggleButtons(options=_preset_options(MODEL_PRESETS), value="custom", description="model preset", style=buttons)
+    c["link_buttons"] = w.ToggleButtons(
+        options=_preset_options(LINK_PRESETS), value="PCIe Gen5 (55 GB/s)", description=tr("link preset"), style=buttons
+    )
+    c["model_buttons"] = w.ToggleButtons(options=_preset_options(MODEL_PRESETS), value="custom", description=tr("model preset"), style=buttons)
     c["readout"] = w.HTML()
     c["readout"].add_class("handoff-readout")
     c["out"] = w.Output()
@@ -276,7 +294,7 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
         try:
             r = evaluate(estimate_handoff, payload.value, gbps.value, c["latency"].value, c["window"].value, c["other"].value, layers.value)
         except Exception as exc:
-            readout.value = f"<b>error</b> from your estimate_handoff: {type(exc).__name__}: {exc}"
+            readout.value = tr("<b>error</b> from your estimate_handoff: {error}", error=error_text(exc))
             return
         readout.value = "<b>" + readout_text(r) + "</b>"
         with out:
@@ -342,19 +360,13 @@ def _preset_options(presets: dict) -> list[tuple[str, str]]:
 
 def _boxed(w, c: dict):
     order = ("link_buttons", "model_buttons", "tokens", "payload", "gbps", "latency", "window", "other", "layers", "readout", "out")
-    return widget_box(w, N_("Handoff explorer"), [c[name] for name in order], c["readout"])
+    return widget_box(w, tr("Handoff explorer"), [c[name] for name in order], c["readout"])
 
 
 def widget_box(w, title: str, children: list, readout):
     """The controls in one box, which prints ``title`` and its readout's text where a frontend
-    cannot show widgets (shared by the explorer and notebook 06's panel)."""
-
-    for child in children:  # the labels in the learner's language
-        if getattr(child, "description", ""):
-            child.description = localize(child.description)
-        if getattr(child, "tooltip", None):
-            child.tooltip = localize(child.tooltip)
-    title = localize(title)
+    cannot show widgets (shared by the explorer and notebook 06's panel). The controls' labels
+    and ``title`` are made in the learner's language (``tr``) by the caller."""
 
     class Box(w.VBox):
         def _repr_mimebundle_(self, **kwargs):  # what a frontend without widget support prints instead

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .i18n import COMMA, LIST, N_, Message, english, joined
 from .project_runtime import find_project_root
 
 # What platforms and Jupyter do to a name: "Copy of X", "X (1)", "X-Copy1", "X copy", "X_copy2".
@@ -28,6 +29,7 @@ def release_stem(stem: str) -> str:
     return stem.lower()
 
 
+UNFINISHED = N_("answer cell '{gid}' still raises NotImplementedError: that exercise is not done yet")
 RELEASE_CELLS = Path(__file__).with_name("release_cells.json")  # written into the learner wheel by the bundle
 NBGRADER_KEYS = ("grade", "solution", "locked", "points")
 
@@ -93,10 +95,18 @@ def identify_notebook(notebook: dict) -> str | None:
 
 
 def submission_problems(notebook: dict, expected: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
-    """(problems that cost points at grading, notes that do not) for a notebook's JSON."""
+    """(problems that cost points at grading, notes that do not) for a notebook's JSON, in English
+    (the grader's validation reads them); ``submission_findings`` keeps them as Messages."""
+    problems, notes = submission_findings(notebook, expected)
+    return [english(p) for p in problems], [english(n) for n in notes]
+
+
+def submission_findings(notebook: dict, expected: list[dict[str, Any]]) -> tuple[list[Message], list[Message]]:
+    """(problems that cost points at grading, notes that do not) for a notebook's JSON, each a
+    Message: the learner's check shows them in the learner's language."""
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list):
-        return ["this file is not a Jupyter notebook (no list of cells)"], []
+        return [Message("this file is not a Jupyter notebook (no list of cells)")], []
     problems, notes = [], []
     found: dict[str, list[dict]] = {}
     for cell in cells:
@@ -105,11 +115,10 @@ def submission_problems(notebook: dict, expected: list[dict[str, Any]]) -> tuple
             found.setdefault(str(meta["grade_id"]), []).append(cell)
     for want in expected:
         gid, answer = want["grade_id"], bool(want["solution"])
-        kind = "answer cell" if answer else "test cell"
         present = found.get(gid, [])
         if not present:
             if not answer:
-                notes.append(f"test cell '{gid}' is gone; the grader puts it back")
+                notes.append(Message("test cell '{gid}' is gone; the grader puts it back", gid=gid))
                 continue
             orphan = [
                 c
@@ -121,18 +130,29 @@ def submission_problems(notebook: dict, expected: list[dict[str, Any]]) -> tuple
             ]
             if orphan:
                 problems.append(
-                    f"the answer cell that defines {', '.join(want['defines'])} lost its grading metadata "
-                    f"(nbgrader grade_id '{gid}'; your platform rewrote it): the grader cannot find your answer. "
-                    "Paste your code into that cell of a fresh copy of the release notebook."
+                    Message(
+                        "the answer cell that defines {names} lost its grading metadata (nbgrader grade_id '{gid}'; your platform "
+                        "rewrote it): the grader cannot find your answer. Paste your code into that cell of a fresh copy of the release notebook.",
+                        names=joined(want["defines"], LIST),
+                        gid=gid,
+                    )
                 )
             else:
                 problems.append(
-                    f"answer cell '{gid}' is missing: the grader finds no answer for it. "
-                    "Take the cell from a fresh copy of the release notebook and put your code back in."
+                    Message(
+                        "answer cell '{gid}' is missing: the grader finds no answer for it. "
+                        "Take the cell from a fresh copy of the release notebook and put your code back in.",
+                        gid=gid,
+                    )
                 )
             continue
         if len(present) > 1:
-            problems.append(f"{kind} '{gid}' appears {len(present)} times (a copied cell): keep one and delete the copies")
+            template = (
+                N_("answer cell '{gid}' appears {count} times (a copied cell): keep one and delete the copies")
+                if answer
+                else N_("test cell '{gid}' appears {count} times (a copied cell): keep one and delete the copies")
+            )
+            problems.append(Message(template, gid=gid, count=len(present)))
         meta = present[0]["metadata"]["nbgrader"]
         changed = [
             f"{key} {want[key]!r} → {meta.get(key)!r}"
@@ -140,12 +160,17 @@ def submission_problems(notebook: dict, expected: list[dict[str, Any]]) -> tuple
             if key in want and want[key] is not None and meta.get(key) != want[key]
         ]
         if changed:
-            problems.append(
-                f"{kind} '{gid}' has changed grading metadata ({', '.join(changed)}): take the cell from a fresh copy of the release notebook"
+            template = (
+                N_("answer cell '{gid}' has changed grading metadata ({changes}): take the cell from a fresh copy of the release notebook")
+                if answer
+                else N_("test cell '{gid}' has changed grading metadata ({changes}): take the cell from a fresh copy of the release notebook")
             )
+            problems.append(Message(template, gid=gid, changes=joined(changed, COMMA)))
         if answer and "raise NotImplementedError()" in "".join(present[0].get("source", "")):
-            notes.append(f"answer cell '{gid}' still raises NotImplementedError: that exercise is not done yet")
+            notes.append(Message(UNFINISHED, gid=gid))
     known = {want["grade_id"] for want in expected}
     for gid in sorted(set(found) - known):
-        problems.append(f"cell '{gid}' is not a graded cell of this notebook (pasted from another one?): remove its metadata or the cell")
+        problems.append(
+            Message("cell '{gid}' is not a graded cell of this notebook (pasted from another one?): remove its metadata or the cell", gid=gid)
+        )
     return problems, notes

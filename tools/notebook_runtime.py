@@ -20,8 +20,8 @@ from typing import Any
 from . import settings
 from .at_grading import grading_mode, setup_for_grading
 from .frontend import running_notebook, running_notebook_name
-from .i18n import install, localize, set_edition, tr
-from .integrity import identify_notebook, release_cells, release_stem, submission_problems
+from .i18n import LIST, error_text, install, joined, say, set_edition, tr
+from .integrity import UNFINISHED, identify_notebook, release_cells, release_stem, submission_findings
 from .project_runtime import find_project_root
 
 __all__ = [  # what the notebooks import from here
@@ -69,12 +69,12 @@ def course_setup(quiet: bool = False, language: str | None = None) -> dict[str, 
     from .plotting import apply_style
 
     apply_style()
-    install()  # the Chinese edition: the course's CJK font, figure text translated as drawn
+    install()  # the Chinese edition: the course's CJK font
     summary["nvidia_driver"] = nvidia_driver_present()
     if not quiet:
         torch = f"torch {summary['torch']}" if summary["torch"] else tr("torch not installed (only notebook 05 needs it)")
         gpu = tr("NVIDIA driver found") if summary["nvidia_driver"] else tr("no NVIDIA GPU (CPU only: every exercise works)")
-        print(localize(f"Python {summary['python']} · {torch} · {gpu}"))
+        say("Python {python} · {torch} · {gpu}", python=summary["python"], torch=torch, gpu=gpu)
     return summary
 
 
@@ -116,9 +116,12 @@ def _notebook_path(notebook: str, search: list[Path] | None) -> Path:
         if renamed:
             return max(renamed, key=lambda p: p.stat().st_mtime)
     raise LearnerFunctionMissing(
-        f"Could not find your notebook {name} next to this one (looked in "
-        f"{', '.join(str(f) for f in dict.fromkeys(Path(f) for f in folders))}). Keep the course notebooks "
-        f"in one folder (on Colab: upload {name} to /content with the Files pane) and finish {name} first."
+        tr(
+            "Could not find your notebook {name} next to this one (looked in {folders}). Keep the course notebooks "
+            "in one folder (on Colab: upload {name} to /content with the Files pane) and finish {name} first.",
+            name=name,
+            folders=joined([str(f) for f in dict.fromkeys(Path(f) for f in folders)], LIST),
+        )
     )
 
 
@@ -164,14 +167,18 @@ def load_learner_functions(notebook: str, names: list[str], search: list[Path] |
             with contextlib.redirect_stdout(io.StringIO()):  # set-up cells print; not wanted here
                 exec(compile(_python_source(source), f"<{path.name}>", "exec"), namespace)
         except SyntaxError as exc:
-            raise LearnerFunctionMissing(f"{path.name} has a syntax error at line {exc.lineno}: fix it first.") from exc
+            raise LearnerFunctionMissing(tr("{file} has a syntax error at line {line}: fix it first.", file=path.name, line=exc.lineno)) from exc
         except Exception as exc:
             raise LearnerFunctionMissing(
-                f"Running the exercise cells of {path.name} failed ({type(exc).__name__}: {exc}). Make that notebook run top to bottom first."
+                tr(
+                    "Running the exercise cells of {file} failed ({error}). Make that notebook run top to bottom first.",
+                    file=path.name,
+                    error=error_text(exc),
+                )
             ) from exc
     missing = [name for name in names if not callable(namespace.get(name))]
     if missing:
-        raise LearnerFunctionMissing(f"{path.name} does not define {', '.join(missing)}: finish it first.")
+        raise LearnerFunctionMissing(tr("{file} does not define {names}: finish it first.", file=path.name, names=joined(missing, LIST)))
     return {name: namespace[name] for name in names}
 
 
@@ -189,13 +196,13 @@ def _colab_notebook() -> dict | None:
 
 
 def _read_notebook(file: Path) -> tuple[dict | None, str]:
-    """(the notebook's JSON, "") or (None, why it cannot be read)."""
+    """(the notebook's JSON, "") or (None, why it cannot be read, in the learner's language)."""
     try:
         return json.loads(file.read_text(encoding="utf-8")), ""
     except FileNotFoundError:
-        return None, f"there is no file {file}"
+        return None, tr("there is no file {file}", file=file)
     except (OSError, ValueError) as exc:
-        return None, f"cannot read {file}: {exc}"
+        return None, tr("cannot read {file}: {error}", file=file, error=exc)
 
 
 def check_submission(notebook: str, path: str | os.PathLike | None = None) -> list[str]:
@@ -222,7 +229,7 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
             try:
                 file = _notebook_path(notebook, None)
             except LearnerFunctionMissing as exc:
-                print(localize(f"✗ {localize(str(exc))}"))
+                say("✗ {problem}", problem=str(exc))
                 return [str(exc)]
             warnings += _checked_file_warnings(notebook, file)
     if data is None:
@@ -231,34 +238,47 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
             try:
                 release_cells(notebook)
             except ValueError:
-                raise ValueError(f"{why}; and {notebook!r} is not a notebook of this course") from None
-            print(localize(f"✗ {localize(why)}"))
+                raise ValueError(tr("{why}; and {notebook} is not a notebook of this course", why=why, notebook=repr(notebook))) from None
+            say("✗ {problem}", problem=why)
             return [why]
         import time
 
-        where = tr("{name}, saved {time} (save first)", name=file.name, time=time.strftime("%H:%M:%S", time.localtime(file.stat().st_mtime)))
+        where = tr(
+            "{name} as saved at {time} (unsaved edits are not checked: save, then run this cell again)",
+            name=file.name,
+            time=time.strftime("%H:%M:%S", time.localtime(file.stat().st_mtime)),
+        )
     try:
         expected = release_cells(notebook)
     except ValueError as exc:
         identified = identify_notebook(data)
         if identified is None:
             raise ValueError(
-                f"{exc}; nor do the cells of {file.name if file else 'the open notebook'} carry the grade ids of one "
-                "(is it a notebook of this course?)"
+                tr(
+                    "{error}; nor do the cells of {file} carry the grade ids of one (is it a notebook of this course?)",
+                    error=exc,
+                    file=file.name if file else tr("the open notebook"),
+                )
             ) from None
         expected = release_cells(identified)
         where += tr(", recognised as {notebook} by its graded cells", notebook=identified)
+    return _report(where, data, expected, warnings)
+
+
+def _report(where: str, data: dict, expected: list[dict], warnings: list[str]) -> list[str]:
+    """Print what check_submission found in ``data`` (the notebook's JSON); returns the problems."""
     for line in warnings:
-        print(localize(f"⚠ {localize(line)}"))
-    problems, notes = submission_problems(data, expected)
+        say("⚠ {warning}", warning=line)
+    problems, notes = submission_findings(data, expected)
     if problems:
-        print(localize(f"✗ {where}: {len(problems)} problem(s) would cost points at grading:"))
+        say("✗ {where}: {count} problem(s) would cost points at grading:", where=where, count=len(problems))
     else:
-        print(localize(f"✓ {where}: all {len(expected)} graded cells are intact; the grader will find every answer."))
+        say("✓ {where}: all {count} graded cells are intact; the grader will find every answer.", where=where, count=len(expected))
     for line in problems:
-        print(localize(f"  ✗ {localize(line)}"))
+        say("  ✗ {problem}", problem=line)
     for line in notes:
-        print(localize(f"  · {localize(line)}"))
+        if line.template != UNFINISHED:  # an unfinished answer is said once, on the line below
+            say("  · {note}", note=line)
     unfinished = [
         cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         for cell in data.get("cells", [])
@@ -267,8 +287,11 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
         and "raise NotImplementedError" in "".join(cell.get("source", ""))
     ]
     if unfinished:  # intact cells are not finished answers: say which still hold the stub
-        print(localize(f"  · still to do (they hold `raise NotImplementedError()`, which earns nothing): {', '.join(map(str, unfinished))}"))
-    return problems
+        say(
+            "  · still to do (they hold `raise NotImplementedError()`, which earns nothing): {cells}",
+            cells=joined([str(gid) for gid in unfinished], LIST),
+        )
+    return [p.english() for p in problems]
 
 
 def _checked_file_warnings(notebook: str, checked: Path) -> list[str]:
@@ -277,16 +300,27 @@ def _checked_file_warnings(notebook: str, checked: Path) -> list[str]:
     running = running_notebook_name()
     if running is not None and Path(running).name != checked.name:
         return [
-            f"CHECKED {checked.name}, BUT THIS NOTEBOOK IS {Path(running).name}: the report below is about "
-            f"{checked.name}. Save this notebook, then check it from a terminal: {terminal}"
+            tr(
+                "CHECKED {checked}, BUT THIS NOTEBOOK IS {running}: the report below is about {checked}. "
+                "Save this notebook, then check it from a terminal: {command}",
+                checked=checked.name,
+                running=Path(running).name,
+                command=terminal,
+            )
         ]
     stem = release_stem(checked.stem)
     copies = sorted(p.name for p in checked.parent.glob("*.ipynb") if release_stem(p.stem) == stem)
     if running is None and len(copies) > 1:
         return [
-            f"{len(copies)} copies of this notebook lie in {checked.parent} ({', '.join(copies)}) and this "
-            f"frontend does not say which one is open: checked {checked.name}. If you work in another "
-            f"one, check it from a terminal: {terminal}"
+            tr(
+                "{count} copies of this notebook lie in {folder} ({names}) and this frontend does not say which one is open: "
+                "checked {checked}. If you work in another one, check it from a terminal: {command}",
+                count=len(copies),
+                folder=checked.parent,
+                names=joined(copies, LIST),
+                checked=checked.name,
+                command=terminal,
+            )
         ]
     return []
 

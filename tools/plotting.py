@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Sequence
 
-from .i18n import N_
+from .i18n import N_, tr
 
 # Okabe & Ito (2008): distinguishable with the common forms of colour-blindness.
 PALETTE = {
@@ -51,6 +51,7 @@ ROLE_LABEL = {
     "wait": N_("waiting"),
 }
 FIGSIZE = (9.0, 3.6)
+TIME_MS = N_("time (ms)")
 NOISE = 1e-9  # below this a value in ms is floating-point noise: 0.1 ns is far below any timing here
 
 
@@ -97,9 +98,14 @@ def apply_style() -> None:
 
 
 def draw_lanes(
-    ax, bars: Iterable[dict], lanes: Sequence[str], title: str = "", xlabel: str = "time (ms)", legend: bool = False, extra_handles: Sequence = ()
+    ax, bars: Iterable[dict], lanes: Sequence[str], title: str = "", xlabel: str | None = None, legend: bool = False, extra_handles: Sequence = ()
 ) -> None:
     """Draw a lane timeline. Each bar: {'lane', 'start', 'end', 'label', 'role'}, times in ms.
+
+    The lanes' names and the bars' labels are catalog keys (marked ``N_`` where they are written),
+    drawn in the learner's language (``tr``); a name the catalog does not know (a work item's id)
+    is drawn as it is. ``title`` and ``xlabel`` are drawn as given (made with ``tr``); the x label
+    is "time (ms)" unless given.
 
     A bar with ``'hatch': True`` is drawn hatched (work that waits for a conflict; a legend says so);
     ``'color'`` overrides the role's colour. Labels go inside their bars when they fit, else beside
@@ -133,21 +139,21 @@ def draw_lanes(
                     bar["end"],
                     y,
                     height,
-                    bar["label"],
+                    tr(bar["label"]),
                     inside_color="white" if light_text else "black",
                     backdrop=(bar.get("color") or ROLE[bar.get("role", "compute")]) if bar.get("hatch") else None,
                 )
             )
-    ax.set_yticks(range(len(lanes)), lanes)
+    ax.set_yticks(range(len(lanes)), [tr(lane) for lane in lanes])
     ax.set_ylim(len(lanes) - 0.4, -0.6)
     ax.set_xlim(0, right * 1.04 if right else 1)
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel(tr(TIME_MS) if xlabel is None else xlabel)
     ax.grid(axis="y", visible=False)
     handles = role_handles([bar.get("role", "compute") for bar in bars if "color" not in bar]) if legend else []
     if any(bar.get("hatch") for bar in bars):
         from matplotlib.patches import Patch
 
-        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label=N_("waited (a conflict)")))
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label=tr("waited (a conflict)")))
     handles += list(extra_handles)
     if handles:
         add_legend(ax, handles)
@@ -163,7 +169,7 @@ def role_handles(roles: Iterable[str]) -> list:
     unknown = used - set(ROLE)
     if unknown:
         raise ValueError(f"unknown role(s) {sorted(unknown)}; expected some of {list(ROLE)}")
-    return [Patch(facecolor=ROLE[role], edgecolor="black", linewidth=0.6, label=ROLE_LABEL[role]) for role in ROLE if role in used]
+    return [Patch(facecolor=ROLE[role], edgecolor="black", linewidth=0.6, label=tr(ROLE_LABEL[role])) for role in ROLE if role in used]
 
 
 def add_legend(ax, handles: Sequence, title: str | None = None):
@@ -182,7 +188,8 @@ def add_legend(ax, handles: Sequence, title: str | None = None):
 
 def color_legend(ax, colors: dict[str, str], title: str | None = None, lines: dict[str, str] | None = None):
     """A legend right of ``ax`` saying what each colour means (``{meaning: colour}``), plus
-    ``lines`` (``{meaning: colour}``) drawn as line markers."""
+    ``lines`` (``{meaning: colour}``) drawn as line markers. The meanings are drawn as given (a
+    decision's code, or text made with ``tr``)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -323,24 +330,24 @@ def draw_transfer_timeline(
             patch = Rectangle((a, 0.15), b - a, 0.7, facecolor=ROLE["hidden"], edgecolor="none")
             ax.add_patch(patch)
             patch.set_clip_path(frame)
-    ax.set_yticks([0.5, 1.45], [N_("transfer"), N_("independent\ncompute")])
+    ax.set_yticks([0.5, 1.45], [tr("transfer"), tr("independent\ncompute")])
     ax.set_ylim(2.0, -0.1)
     ax.set_xlim(lo - pad, hi + pad)
-    ax.set_xlabel("time (ms)")
+    ax.set_xlabel(tr(TIME_MS))
     ax.grid(axis="y", visible=False)
     total = end_ms - start_ms
     ax.legend(
         handles=[
-            Patch(facecolor=ROLE["hidden"], label=f"hidden {readable(hidden_ms)} ms"),
-            Patch(facecolor=ROLE["exposed"], label=f"exposed {readable(exposed_ms)} ms"),
-            Patch(facecolor=ROLE["compute"], label="overlap window"),
+            Patch(facecolor=ROLE["hidden"], label=tr("hidden {ms} ms", ms=readable(hidden_ms))),
+            Patch(facecolor=ROLE["exposed"], label=tr("exposed {ms} ms", ms=readable(exposed_ms))),
+            Patch(facecolor=ROLE["compute"], label=tr("overlap window")),
         ],
         loc="upper left",
         ncols=3,
         frameon=False,
         bbox_to_anchor=(0.0, -0.28),
     )
-    ax.set_title(title or f"transfer {readable(total)} ms", loc="left")
+    ax.set_title(title or tr("transfer {ms} ms", ms=readable(total)), loc="left")
 
 
 def decision_map(
@@ -365,16 +372,24 @@ def decision_map(
         for i, ready in enumerate(ready_at):
             action = decide(ready, deadline)
             if action not in colors:
-                raise ValueError(f"the decision at ready {ready}, deadline {deadline} is {action!r}; expected one of {names}")
+                raise ValueError(
+                    tr(
+                        "the decision at ready {ready}, deadline {deadline} is {action}; expected one of {names}",
+                        ready=ready,
+                        deadline=deadline,
+                        action=repr(action),
+                        names=names,
+                    )
+                )
             grid[j, i] = names.index(action)
     cmap = matplotlib.colors.ListedColormap([colors[n] for n in names])
     ax.pcolormesh(ready_at, deadlines, grid, cmap=cmap, vmin=-0.5, vmax=len(names) - 0.5, shading="nearest")
-    ax.set_xlabel("state ready at (ms)")
-    ax.set_ylabel("decode deadline (ms)")
+    ax.set_xlabel(tr("state ready at (ms)"))
+    ax.set_ylabel(tr("decode deadline (ms)"))
     ax.grid(False)
     drawn = [name for i, name in enumerate(names) if (grid == i).any()]
     if legend:
-        color_legend(ax, {name: colors[name] for name in drawn}, title=N_("action"))
+        color_legend(ax, {name: colors[name] for name in drawn}, title=tr("action"))
     if title:
         ax.set_title(title)
     return drawn

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import settings
-from .i18n import localize, tr
+from .i18n import tr
 
 MARKER = "course.toml"
 ROOT_ENV = settings.PROJECT_ROOT  # the series' override variable
@@ -109,7 +109,7 @@ def where_results_go() -> str:
     """One sentence for the learner: where result files go, and why."""
     path = results_dir()
     if settings.results_dir():
-        return localize(f"Results go to {path} ({RESULTS_ENV} is set).")
+        return tr("Results go to {path} ({variable} is set).", path=path, variable=RESULTS_ENV)
     root = find_project_root()
     if root:
         if settings.project_root():
@@ -120,10 +120,12 @@ def where_results_go() -> str:
             found = tr(
                 "the course folder of the installed course runtime, not next to this notebook (which runs in {folder})", folder=Path.cwd().resolve()
             )
-        return localize(f"Results go to {path}: {found}; set {RESULTS_ENV} to choose another folder.")
-    return localize(
-        f"Results go to {path}: no course folder here, so a {STANDALONE_RESULTS}/ folder next to the notebook "
-        f"(set {RESULTS_ENV} to choose another folder)."
+        return tr("Results go to {path}: {found}; set {variable} to choose another folder.", path=path, found=found, variable=RESULTS_ENV)
+    return tr(
+        "Results go to {path}: no course folder here, so a {folder}/ folder next to the notebook (set {variable} to choose another folder).",
+        path=path,
+        folder=STANDALONE_RESULTS,
+        variable=RESULTS_ENV,
     )
 
 

@@ -39,21 +39,17 @@ from babel.messages.pofile import PoFileError, read_po, write_po
 from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..errors import GraderError
-from ..judging.ideas import comment_lines, docstrings, is_text, message_nodes, message_template, message_templates, split_hidden, trailing_comments
+from ..judging.ideas import comment_lines, docstrings, message_nodes, message_template, message_templates, split_hidden, trailing_comments
 
 PROJECT = "serving-overlap-course"
-# calls whose first string argument a learner reads: figure text and the public checks' label
-TEXT_CALLS = {"set_title", "set_xlabel", "set_ylabel", "suptitle", "PublicChecks", "print", "localize", "append"}
-# keyword arguments that carry learner-facing text wherever they appear (figure text, widget labels)
-TEXT_KEYWORDS = {"title", "xlabel", "ylabel", "description", "label", "unfinished", "failed", "static"}
-# keyword arguments whose string is a setting, never text (matplotlib's coordinate systems and styles)
-SETTING_KEYWORDS = {"textcoords", "xycoords", "coords", "loc", "boxstyle", "arrowstyle", "connectionstyle", "transform", "va", "ha"}
-# matplotlib's own setting values that read like words: never text, wherever they are written
-SETTING_VALUES = {
-    *(f"{frame} {unit}" for frame in ("offset", "axes", "figure", "subfigure") for unit in ("points", "pixels", "fraction", "fontsize")),
-    *(f"{v} {h}" for v in ("upper", "lower", "center") for h in ("left", "right", "center")),
-}
+# the runtime's message calls (tools/i18n.py): a template's first argument, looked up where the text is
+# made (tr, say, Message) or marked where a label is written and translated where it is shown (N_)
+MESSAGE_CALLS = ("tr", "say", "Message", "N_")
+# calls whose first argument is text the runtime did not make, matched against the catalog (localize)
+OUTSIDE_CALLS = ("localize",)
+CONTEXT = "\x04"  # tools.i18n.CONTEXT: "context\x04text", gettext's key of a template with a msgctxt
 PLACEHOLDER = re.compile(r"(?<!\{)\{[^{}]*\}(?!\})")
+LATEX_ARGUMENT = re.compile(r"\\[A-Za-z]+\{[^{}]*\}")
 CODE_SPAN = re.compile(r"(?<!`)`[^`]+`(?!`)")  # may run over a line break, as markdown allows
 SOLUTION = re.compile(r"### BEGIN SOLUTION.*?### END SOLUTION", re.S)
 
@@ -210,73 +206,82 @@ def parse(source: str) -> ast.Module:
         return ast.parse(source)
 
 
-_is_text = is_text  # words a person reads, not a key, a colour or a format string
+def _call_name(node: ast.Call) -> str:
+    return node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+
+
+def _has_text(template: str | None) -> bool:
+    """Whether a template is more than one value: words, punctuation or an order of values that a
+    language words its own way (``{count} {name}`` is ``{name} {count} 个`` in Chinese)."""
+    return bool(template and template.strip()) and not re.fullmatch(r"\{[^{}]*\}", template.strip())
+
+
+def message_calls(tree: ast.AST, names=MESSAGE_CALLS) -> list[ast.Call]:
+    """The calls to ``names`` in ``tree`` that have a first argument."""
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call) and _call_name(node) in names and node.args]
+
+
+def unliteral_templates(source: str) -> list[str]:
+    """Where ``source`` calls tr, say or Message with a first argument that is not a string literal
+    (an f-string, a concatenation): a template the catalog cannot hold. A variable (a label marked
+    ``N_`` where it was written, translated where it is shown) is allowed; an f-string never is."""
+    try:
+        tree = parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
+    except SyntaxError:
+        return []
+    return [
+        f"line {node.lineno}: {_call_name(node)}({ast.unparse(node.args[0])[:60]}...)"
+        for node in message_calls(tree)
+        if isinstance(node.args[0], (ast.JoinedStr, ast.BinOp)) or (_call_name(node) == "N_" and not isinstance(node.args[0], ast.Constant))
+    ]
 
 
 def code_strings(source: str) -> list[str]:
-    """The learner-facing strings of one code cell: public-check labels, case docstrings and
-    assertion messages, figure titles and labels."""
+    """The learner-facing templates of one code cell's code: the first argument of each message call
+    (tr, say, Message, N_: the runtime's one mechanism), each ``localize`` call's text (a scaffold's
+    error, as the template of its f-string), and what a public check prints (each case's label, the
+    suite's title, its failure messages: ``ideas.message_templates``)."""
     try:
         tree = parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
     except SyntaxError:
         return []
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assert) and node.msg is not None:
-            found += [message_template(n) for n in message_nodes(node.msg)] or [_template(node.msg)]
-        elif isinstance(node, ast.FunctionDef) and any("case" in ast.unparse(d) for d in node.decorator_list):
-            found.append(ast.get_docstring(node))
-        elif isinstance(node, ast.Call):
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name in TEXT_CALLS and node.args:
-                found.append(_template(node.args[0]))
-            found += [_template(k.value) for k in node.keywords if k.arg in TEXT_KEYWORDS]
-    return [text for text in found if _is_text(text)]
+    found = [node.args[0].value for node in message_calls(tree) if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)]
+    found = [text.split(CONTEXT, 1)[-1] for text in found if CONTEXT not in text]  # a contextual template: the runtime's own (tools_units)
+    found += [_template(node.args[0]) for node in message_calls(tree, OUTSIDE_CALLS)]
+    if any(_call_name(node) == "PublicChecks" for node in message_calls(tree, ("PublicChecks",))):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and any("case" in ast.unparse(d) for d in node.decorator_list):
+                found.append((ast.get_docstring(node) or node.name).strip().splitlines()[0])
+        found += [_template(node.args[0]) for node in message_calls(tree, ("PublicChecks",))]
+        found += message_templates(tree)
+    return [text for text in dict.fromkeys(found) if _has_text(text)]
 
 
-def shown_strings(source: str) -> list[str]:
-    """Every string of a notebook's code cell that a learner may see printed or drawn (a lane's
-    name in a list, a row label in a table, a message built in a helper): the words of each string
-    literal and f-string, whole (an f-string's pieces are not strings of their own), except
-    docstrings. Translating one is safe: the runtime translates text where it is shown (a figure as
-    it is drawn, a printed line), never a value the code computes with. A setting is not text:
-    matplotlib's coordinate systems and styles (``textcoords='offset points'``: SETTING_KEYWORDS,
-    SETTING_VALUES) stay out of the catalog."""
+def setup_message(source: str) -> str | None:
+    """The set-up cell's message for a missing course runtime (``raise ModuleNotFoundError(...)``),
+    as its catalog template; the release writes its translation into the edition's set-up cell."""
     try:
         tree = parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
     except SyntaxError:
-        return []
-    pieces = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module))
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    settings = {id(k.value) for node in ast.walk(tree) if isinstance(node, ast.Call) for k in node.keywords if k.arg in SETTING_KEYWORDS}
-    found = []
+        return None
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Constant, ast.JoinedStr)) and not {id(node)} & (pieces | docstrings | settings):
-            found.append(_template(node))
-    return [text for text in found if _is_text(text) and not text.lstrip().startswith("#") and text not in SETTING_VALUES]
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and _call_name(node.exc) == "ModuleNotFoundError" and node.exc.args:
+            return message_template(node.exc.args[0])
+    return None
 
 
 def code_units(paths: Iterable[Path]) -> list[Unit]:
-    """The learner-facing strings of every notebook's code cells, without solutions and hidden tests:
-    the public checks' labels and case descriptions (code_strings) and every other shown string; of
-    an answer cell, what its given code says (code_strings: the scaffold's ``localize``d errors)."""
+    """The learner-facing templates of every notebook's code cells, without solutions and hidden
+    tests (code_strings), and the set-up cell's message for a missing runtime (setup_message)."""
     units = []
     for path in paths:
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type != "code":
                 continue
             public = SOLUTION.sub("", split_hidden(cell.source)[0])
-            if cell.metadata.get("nbgrader", {}).get("solution"):  # an answer cell: its given code's messages
-                texts = dict.fromkeys(code_strings(public))
-            else:
-                texts = dict.fromkeys([*code_strings(public), *shown_strings(public)])
+            texts = dict.fromkeys(code_strings(public))
+            if "imports" in cell.metadata.get("tags", []) and setup_message(public):
+                texts[setup_message(public)] = None
             units += [Unit(text, None, "", f"{path.name}:{cell.get('id', '?')}") for text in texts]
     return units
 
@@ -303,20 +308,20 @@ def public_check_texts(paths: Iterable[Path]) -> list[str]:
 
 
 def tools_units(root: Path) -> list[Unit]:
-    """The learner runtime's own strings: ``tr("...")`` and ``N_("...")`` calls (found by Babel's Python extractor),
-    and figure text, widget labels and printed lines (found as in the notebooks' code cells)."""
+    """The learner runtime's own templates: the first argument of each ``tr``, ``say``, ``Message`` and
+    ``N_`` call (found by Babel's Python extractor); ``"context\x04text"`` is a template with a msgctxt."""
     units = []
-    for filename, lineno, message, comments, _context in extract_from_dir(root / "tools", [("**.py", "python")], keywords={"tr": None, "N_": None}):
-        if isinstance(message, str) and message:
-            units.append(Unit(message, None, " ".join(comments), f"tools/{filename}:{lineno}"))
-    for path in sorted((root / "tools").rglob("*.py")):
-        if path.name != "i18n.py":
-            units += [Unit(text, None, "", f"tools/{path.relative_to(root / 'tools')}") for text in code_strings(path.read_text(encoding="utf-8"))]
+    keywords = dict.fromkeys(MESSAGE_CALLS)
+    for filename, lineno, message, comments, _context in extract_from_dir(root / "tools", [("**.py", "python")], keywords=keywords):
+        if isinstance(message, str) and _has_text(message.split(CONTEXT, 1)[-1]):
+            context, _, text = message.rpartition(CONTEXT)
+            units.append(Unit(text, context or None, " ".join(comments), f"tools/{filename}:{lineno}"))
     return units
 
 
-def grader_units(paths: Iterable[Path], feedback_texts: Iterable[str]) -> list[Unit]:
-    """The hidden tests' idea texts (read from the source, never run) and the feedback page's lines."""
+def grader_units(paths: Iterable[Path], feedback_texts: Iterable[str | tuple[str, str]]) -> list[Unit]:
+    """The hidden tests' idea texts (read from the source, never run) and the feedback page's lines
+    (a line that shares its English with another: (English, its msgctxt))."""
     units = []
     for path in paths:
         for cell in nbformat.read(path, as_version=4).cells:
@@ -329,7 +334,10 @@ def grader_units(paths: Iterable[Path], feedback_texts: Iterable[str]) -> list[U
                     idea_id, text = ast.literal_eval(node.args[0]), ast.literal_eval(node.args[2])
                     units.append(Unit(text, f"{meta['grade_id']}:{idea_id}", "idea text (instructor only)", path.name))
             units += hidden_message_units(hidden, f"{path.name}:{meta['grade_id']}")
-    units += [Unit(text, None, "feedback page", "autograde") for text in feedback_texts]
+    units += [
+        Unit(*text, "feedback page", "autograde") if isinstance(text, tuple) else Unit(text, None, "feedback page", "autograde")
+        for text in feedback_texts
+    ]
     return units
 
 
@@ -344,9 +352,6 @@ def hidden_message_units(hidden: str, where: str) -> list[Unit]:
         comment = "hidden test's failure message (instructor only)" + "".join(f"; {{{i}}}: {code}" for i, code in enumerate(fields))
         units.append(Unit(message_template(node), None, comment, where))
     return units
-
-
-# ---------------------------------------------------------------- the catalogs
 
 
 # ---------------------------------------------------------------- the glossary
@@ -413,6 +418,7 @@ class CatalogFile:
     units: list[Unit]
     language: str
     glossary: Path | None = None  # the terms its translations must use (docs/glossary.md); None: not checked
+    refused: tuple[str, ...] = ()  # sources whose text cannot be a unit of it (a template made before the catalog is asked)
 
     @property
     def label(self) -> str:
@@ -433,8 +439,23 @@ def course_catalogs(root: Path, notebooks: list[Path], feedback_texts: Iterable[
         folder, glossary = root / "translations" / lang, root / GLOSSARY
         catalogs += [CatalogFile(folder / f"{path.stem}.po", notebook_units(path), lang, glossary) for path in notebooks]
         catalogs.append(CatalogFile(folder / "grader.po", grader_units(notebooks, feedback_texts), lang, glossary))
-        catalogs.append(CatalogFile(runtime_catalog_path(lang, root / "tools"), [*tools_units(root), *code_units(notebooks)], lang, glossary))
+        runtime = runtime_catalog_path(lang, root / "tools")
+        catalogs.append(CatalogFile(runtime, [*tools_units(root), *code_units(notebooks)], lang, glossary, unliteral_sources(root, notebooks)))
     return catalogs
+
+
+def unliteral_sources(root: Path, notebooks: Iterable[Path]) -> tuple[str, ...]:
+    """Every tr, say, Message or N_ call of the runtime and of the notebooks' code cells whose
+    template is not a string literal (``unliteral_templates``), named by file and line."""
+    found = []
+    for path in sorted((root / "tools").rglob("*.py")):
+        found += [f"tools/{path.relative_to(root / 'tools')} {where}" for where in unliteral_templates(path.read_text(encoding="utf-8"))]
+    for path in notebooks:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                public = SOLUTION.sub("", split_hidden(cell.source)[0])
+                found += [f"{path.name}:{cell.get('id', '?')} {where}" for where in unliteral_templates(public)]
+    return tuple(found)
 
 
 def _read(path: Path, language: str) -> Catalog:
@@ -490,9 +511,21 @@ def update(spec: CatalogFile) -> dict[str, int]:
 
 def _lost(pattern: re.Pattern, english: str, translated: str) -> list[str]:
     """The tokens (placeholders, code spans) of ``english`` missing from ``translated``; a line break
-    inside one counts as a space (a translation may reflow a code span onto one line)."""
-    have = {" ".join(token.split()) for token in pattern.findall(translated)}
-    return [token for token in dict.fromkeys(pattern.findall(english)) if " ".join(token.split()) not in have]
+    inside one counts as a space (a translation may reflow a code span onto one line), and a
+    placeholder counts by its field and conversion (a translation may pad a value differently:
+    ``{name:>9}`` where English aligns a column, ``{name}`` in a sentence)."""
+
+    def key(token: str) -> str:
+        token = " ".join(token.split())
+        return re.sub(r"^\{([^{}:]*?)(![rsa])?(?::[^{}]*)?\}$", r"{\1\2}", token) if pattern is PLACEHOLDER else token
+
+    def tokens(text: str) -> list[str]:
+        if pattern is PLACEHOLDER:  # a LaTeX command's argument (\\text{bytes per token}) is words, not a value
+            text = LATEX_ARGUMENT.sub("", text)
+        return pattern.findall(text)
+
+    have = {key(token) for token in tokens(translated)}
+    return [token for token in dict.fromkeys(tokens(english)) if key(token) not in have]
 
 
 _PO_LINE = re.compile(r'^(?:#.*|(?:#~ )?(?:msgctxt|msgid|msgid_plural|msgstr(?:\[\d+\])?) +"(?:[^"\\]|\\.)*"|(?:#~ )?"(?:[^"\\]|\\.)*"|\s*)$')
@@ -520,13 +553,20 @@ def problems(spec: CatalogFile) -> list[str]:
         catalog = _read(spec.path, spec.language)
     except (PoFileError, UnicodeDecodeError) as exc:
         return [f"{name}: does not parse: {exc}"]
-    found = []
+    found = [
+        f"{name}: {where}: a template must be a string literal, its values passed by name (tr('wrote {{path}}', path=p))" for where in spec.refused
+    ]
     terms: list[Term] = []
     if spec.glossary is not None:
         try:
             terms = read_glossary(spec.glossary)
         except (OSError, ValueError) as exc:
             found.append(f"{name}: its glossary cannot be read ({exc})")
+    wanted = {(unit.msgid, unit.context) for unit in spec.units}
+    for message in catalog:
+        if message.id and (message.id, message.context) not in wanted:
+            what = f"msgctxt {message.context!r}" if message.context else f"msgid {str(message.id)[:60]!r}"
+            found.append(f"{name}: {what} is used by no source (run `python -m autograde translations update`) (line {message.lineno})")
     for unit in spec.units:
         message = catalog.get(unit.msgid, context=unit.context)
         label = f"{name}: {'msgctxt ' + repr(unit.context) if unit.context else 'msgid ' + repr(unit.msgid[:60])} ({unit.where})"

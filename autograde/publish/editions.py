@@ -53,6 +53,10 @@ REPORT_TEXTS = (
     "Class report | 班级报告",
     "{students} student(s), {graded} of {records} notebook(s) graded.",
     "Editions submitted: {editions}.",
+    "{edition} {count}",  # an edition and how many notebooks were submitted in it ("zh 4")
+    "zh",
+    "en",
+    "none",  # a student whose edition the log does not know
     "{first}, {second}",
     "{first}; {second}",
     "Late notebooks: {late} ({points} penalty point(s) in {file}; final totals after it: mean {mean}, median {median}){unknown}.",
@@ -148,8 +152,22 @@ REPORT_TEXTS = (
     "{n} not found in the submission",
 )
 
+# the class report's words that share their English with another's (a column that counts students,
+# a problem's kind): each with a msgctxt of its own, the key the page looks it up by; English shows the English
+REPORT_CONTEXTS = {
+    "report:students with full marks": "full marks",
+    "report:students with part": "part",
+    "report:students with 0": "0",
+    "report:students pending": "pending",
+    "report:students to review": "review",
+    **{
+        f"report:kind:{kind}": kind
+        for kind in (*STATUS_TEXT, "graded_with_notes", "redacted", "matching_note", "needs_review")  # report.OTHER_KINDS
+    },
+}
+
 # The feedback page's own lines, translated in grader.po (run/job.py's ideas_report writes them)
-FEEDBACK_TEXTS: tuple[str, ...] = (
+FEEDBACK_TEXTS: tuple[str | tuple[str, str], ...] = (
     "Graded ideas (hidden tests, run outside your notebook): {score} / {points} points",
     "This TODO still raises NotImplementedError, so it earns no points yet.",
     # the headings of nbgrader's feedback page and the grader's notes on it (record/feedback.html.j2)
@@ -179,6 +197,7 @@ FEEDBACK_TEXTS: tuple[str, ...] = (
     *POLICY_TEXTS,
     # the class report's own text (term/report*.py), its outcomes' descriptions included
     *REPORT_TEXTS,
+    *((english, context) for context, english in REPORT_CONTEXTS.items()),
 )
 
 

@@ -34,6 +34,7 @@ def generate(course: Course, build: Path, strip_hidden: bool = False, language: 
     (editions.edition_source), its code is the same in every edition.
     """
     prepare_course_dir(build)
+    (build / "EDITION").write_text(language, encoding="utf-8")  # nbgrader_config.py gives the edition its own stubs
     source = build / "source" / course.assignment
     source.mkdir(parents=True)
     for path in course.source_paths():

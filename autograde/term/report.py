@@ -322,7 +322,7 @@ def _timing(records: list[dict]) -> dict:
     return {
         **_stats(seconds),
         "total": round(sum(seconds), 2),
-        "p90": round(statistics.quantiles(seconds, n=10)[-1], 3) if len(seconds) >= 2 else None,
+        "p90": round(statistics.quantiles(seconds, n=10, method="inclusive")[-1], 3) if len(seconds) >= 2 else None,
         "slowest": [
             {
                 "student_id": r["student_id"],

@@ -8,7 +8,7 @@ import io
 import warnings
 
 from ..model import PENDING, REVIEW
-from .report_text import mean, say
+from .report_text import kind_name, mean, say
 
 
 def _plain(text: str) -> str:
@@ -152,7 +152,7 @@ def _problems_figure(data: dict, words: dict[str, str]):
     problems = data["problems"]
     fig = Figure(figsize=(7.5, 0.32 * len(problems) + 1.2), layout="constrained")
     ax = fig.add_subplot()
-    ax.barh([_plain(p["kind"]) for p in problems][::-1], [p["count"] for p in problems][::-1], color="#ef6c00")
+    ax.barh([_plain(kind_name(words, p["kind"])) for p in problems][::-1], [p["count"] for p in problems][::-1], color="#ef6c00")
     ax.set_xlabel(say(words, "notebooks (or students, for notes and reviews)"))
     ax.set_title(say(words, "Problems by kind"))
     return fig

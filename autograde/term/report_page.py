@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
+from ..publish.editions import REPORT_CONTEXTS
 from ..record.exporters import add_csp, base_style, html_lang
-from .report_text import mean, num, pct, say, say_detail
+from .report_text import kind_name, mean, num, pct, say, say_detail
 
 SHOWN_PER_KIND = 100  # rows per problem kind on the page (report.json has them all)
 
@@ -42,8 +43,8 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
     ~ "until it is scored the totals leave its points out.", pending=em(tr("pending"))) }}</p>
 {% if figs.get('totals') %}<img alt="{{ tr("histogram of the class's totals") }}" src="{{ figs.totals }}">{% endif %}
 {% if figs.get('exercises') %}<img alt="{{ tr("each exercise's scores") }}" src="{{ figs.exercises }}">{% endif %}
-<table id="exercises"><tr>{{ headers("exercise", "notebook", "kind", "points", "mean", "full marks", "part") }}<th>0</th>
-{{ headers("pending", "review") }}</tr>
+<table id="exercises"><tr>{{ headers("exercise", "notebook", "kind", "points", "mean") }}
+{{ headers(*counts) }}</tr>
 {% for e in s.exercises %}<tr data-exercise="{{ e.grade_id }}"><td>{{ e.grade_id }}</td><td>{{ e.notebook or "" }}</td>
 <td>{{ tr(e.kind) }}</td><td class="n">{{ num(e.points) }}</td><td class="n">{{ mean(e.mean) }}</td><td class="n full">{{ e.full }}</td>
 <td class="n partial">{{ e.partial }}</td><td class="n zero">{{ e.zero }}</td><td class="n pending">{{ e.pending }}</td>
@@ -67,10 +68,10 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 {% if not data.problems %}<p>{{ tr("None: every notebook was graded, with nothing to note.") }}</p>{% endif %}
 {% if figs.get('problems') %}<img alt="{{ tr("problems by kind") }}" src="{{ figs.problems }}">{% endif %}
 {% if data.problems %}<table id="problem-kinds"><tr>{{ headers("kind", "what happened", "count", "students") }}</tr>
-{% for p in data.problems %}<tr data-kind="{{ p.kind }}"><td>{{ p.kind }}</td><td>{{ tr(p.what) }}</td>
+{% for p in data.problems %}<tr data-kind="{{ p.kind }}"><td>{{ kind(p.kind) }}</td><td>{{ tr(p.what) }}</td>
 <td class="n count">{{ p.count }}</td><td class="n students">{{ p.students }}</td></tr>
 {% endfor %}</table>{% endif %}
-{% for p in data.problems %}<details><summary>{{ tr("{kind}: {count} ({what})", kind=p.kind, count=p.count, what=tr(p.what)) }}</summary>
+{% for p in data.problems %}<details><summary>{{ tr("{kind}: {count} ({what})", kind=kind(p.kind), count=p.count, what=tr(p.what)) }}</summary>
 <table><tr>{{ headers("student", "notebook", "detail") }}</tr>
 {% for item in p["items"][:shown] %}<tr><td class="student">{{ item.student_id }}</td><td>{{ item.notebook }}</td>
 <td>{{ detail(item.detail) }}</td></tr>
@@ -86,7 +87,7 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 {% if figs.get('slowest') %}<img alt="{{ tr("the slowest notebooks") }}" src="{{ figs.slowest }}">{% endif %}
 <table id="slowest"><tr>{{ headers("student", "notebook", "seconds", "status", "autograde / judge / feedback (s)") }}</tr>
 {% for r in t.slowest %}<tr><td class="student">{{ r.student_id }}</td><td>{{ r.notebook }}</td><td class="n">{{ num(r.seconds) }}</td>
-<td>{{ r.status }}{% if r.reused %}{{ tr(" (reused)") }}{% endif %}</td>
+<td>{{ kind(r.status) }}{% if r.reused %}{{ tr(" (reused)") }}{% endif %}</td>
 <td class="n">{{ num(r.timings.get('autograde')) }} / {{ num(r.timings.get('judge')) }} / {{ num(r.timings.get('feedback')) }}</td></tr>
 {% endfor %}</table>
 </body></html>
@@ -101,11 +102,14 @@ def render(data: dict, figs: dict[str, str], words: dict[str, str] | None = None
 
     words = words or {}
 
-    def tr(english: str, **values) -> Markup:
-        return Markup(escape(words.get(english, english))).format(**values)  # noqa: S704 (escaped, values escaped by format)
+    def tr(english: str, **values) -> Markup:  # a key of REPORT_CONTEXTS is its msgctxt: English shows its English
+        return Markup(escape(words.get(english, REPORT_CONTEXTS.get(english, english)))).format(**values)  # noqa: S704 (escaped, values escaped by format)
 
-    def listed(pairs) -> str:  # "zh 3, en 1" with the language's list separator
-        return say(words, "{first}, {second}", first="", second="").join(f"{name} {count}" for name, count in pairs)
+    def listed(pairs) -> str:  # "zh 3, en 1" with the language's list separator, each edition by its name
+        named = ((" + ".join(say(words, part) for part in name.split("+")), count) for name, count in pairs)  # "en+zh": both
+        return say(words, "{first}, {second}", first="", second="").join(
+            say(words, "{edition} {count}", edition=name, count=count) for name, count in named
+        )
 
     env = Environment(autoescape=True, undefined=StrictUndefined)
     env.globals.update(
@@ -115,6 +119,8 @@ def render(data: dict, figs: dict[str, str], words: dict[str, str] | None = None
         tr=tr,
         headers=lambda *keys: Markup("").join(Markup("<th>{}</th>").format(tr(key)) for key in keys),  # noqa: S704 (escaped)
         listed=listed,
+        kind=lambda code: kind_name(words, code),
+        counts=[context for context in REPORT_CONTEXTS if context.startswith("report:students")],
         detail=lambda text: say_detail(words, text),
         code=lambda text: Markup("<code>{}</code>").format(text),  # noqa: S704 (the value is escaped)
         em=lambda text: Markup("<em>{}</em>").format(text),  # noqa: S704 (the value is escaped)

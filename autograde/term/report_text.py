@@ -24,6 +24,12 @@ def say(words: dict[str, str], english: str, **values) -> str:
     return words.get(english, english).format(**values)
 
 
+def kind_name(words: dict[str, str], code: str) -> str:
+    """A record's status or a problem's kind in the report's language: its name and code in another
+    language (``缺少 notebook（missing）``), the code in English."""
+    return words.get(f"report:kind:{code}", code)
+
+
 def say_detail(words: dict[str, str], detail: str) -> str:
     """A problem's detail in the report's language: each "; "-separated part that is one of
     ``DETAILS`` (its value kept), the rest as written."""

@@ -70,19 +70,27 @@ def test_a_catalog_that_does_not_parse_is_named_with_its_line(tmp_path):
     assert len(found) == 1 and found[0].startswith("translations/zh/x.po: does not parse") and "line" in found[0], found
 
 
-def test_code_strings_become_templates_and_skip_keys():
-    source = (
+def test_code_strings_are_the_message_calls_and_a_public_checks_texts():
+    grade_cell = (
         "checks = PublicChecks('TODO 9 · thing')\n"
         "@checks.case\n"
         "def f():\n"
-        "    '''The thing works as told'''\n"
+        '    """The thing works as told"""\n'
         "    assert x == 1, f'expected 1, got {x!r} from {y}'\n"
-        "ax.set_title('Serial vs overlapped')\n"
-        "d = {'ready': 1}\n"
+        "    d = {'ready': 1}\n"
     )
-    assert sorted(catalogs.code_strings(source)) == sorted(
-        ["TODO 9 · thing", "The thing works as told", "expected 1, got {0} from {1}", "Serial vs overlapped"]
-    )
+    assert sorted(catalogs.code_strings(grade_cell)) == sorted(["TODO 9 · thing", "The thing works as told", "expected 1, got {0} from {1}"])
+    cell = "ax.set_title(tr('Serial vs overlapped'))\nsay('{n:>5} copies made', n=3)\nLANES = [N_('copy engine'), 'not marked']\n"
+    assert sorted(catalogs.code_strings(cell)) == ["Serial vs overlapped", "copy engine", "{n:>5} copies made"]
+    # text that does not go through the catalog is no unit (test_notebooks_print_and_draw_through_the_catalog refuses it)
+    assert catalogs.code_strings("ax.set_title('Serial vs overlapped')\nprint('a message')") == []
+
+
+def test_a_template_that_is_not_a_literal_is_refused():
+    """An f-string (or a concatenation) as a template is made before the catalog is asked: no
+    catalog can hold it. A variable is allowed (a label marked N_ where it was written)."""
+    found = catalogs.unliteral_templates("say(f'wrote {path}')\ntr('a' + b)\ntr(label)\nN_(f'{x} ms')\nsay('wrote {path}', path=p)")
+    assert [line.split(":")[0] for line in found] == ["line 1", "line 2", "line 4"], found
 
 
 def test_the_feedback_pages_own_headings_are_translated_and_nothing_else():
@@ -125,20 +133,6 @@ def test_the_shipped_font_draws_every_character_of_every_catalog():
         assert fonts.missing_glyphs(texts) == [], spec.label
     # and the check can fail: a character no catalog holds is found missing
     assert fonts.missing_glyphs(["鼹鼠"]) == ["鼠", "鼹"]
-
-
-def test_a_setting_is_not_text_the_catalog_extracts():
-    """matplotlib's coordinate systems and styles read like words but are settings: not extracted
-    as a keyword's value, nor as a known value anywhere; the words beside them still are."""
-    source = (
-        "ax.annotate('ready at 5 ms', (1, 2), xytext=(6, 0), textcoords='offset points')\n"
-        "ax.text(0.5, 0.5, 'the link is busy', transform=ax.transAxes, va='center baseline')\n"
-        "COORDS = 'axes fraction'\n"
-        "ax.legend(loc='upper left', title='what waits')\n"
-    )
-    shown = catalogs.shown_strings(source)
-    assert {"ready at 5 ms", "the link is busy", "what waits"} <= set(shown)
-    assert not {"offset points", "axes fraction", "upper left", "center baseline"} & set(shown), shown
 
 
 CODE_CELL = '''def f(x):
@@ -231,3 +225,64 @@ def test_a_given_functions_docstring_is_a_unit_and_check_reads_past_it():
     assert catalogs.given_docstrings(cell) == []  # a public check's docstring is its label: the runtime translates it
     with pytest.raises(ValueError):
         catalogs.translate_docstrings(source, "c", {"c:docstring:0": {"Twice `x`\n(an int).": 'a "quote"'}})
+
+
+def test_check_refuses_an_entry_no_source_uses_and_a_template_no_catalog_can_hold(tmp_path):
+    """A catalog entry that no code uses any more (a template the matcher could never reach, say)
+    is refused, and so is a tr/say call whose template is made before the catalog is asked (an
+    f-string); the control, the same catalog without either, passes."""
+    spec = _catalog(tmp_path, [Unit("wrote {path}", None)], {"wrote {path}": "已写入 {path}"})
+    assert catalogs.problems(spec) == []
+    catalog = catalogs._read(spec.path, "zh")
+    catalog.add("{0} MiB for {1} tokens", "{0} MiB（{1} 个 token）")
+    catalogs.write_catalog(spec.path, catalog)
+    (dead,) = catalogs.problems(spec)
+    assert "'{0} MiB for {1} tokens' is used by no source" in dead and "(line " in dead
+    refused = CatalogFile(spec.path, spec.units, "zh", refused=("tools/x.py line 3: say(f'wrote {p}'...)",))
+    assert any("tools/x.py line 3" in p and "string literal" in p for p in catalogs.problems(refused))
+
+
+def _runtime_spec():
+    from autograde.course import Course
+    from autograde.publish import editions
+
+    return next(spec for spec in editions.course_catalogs(Course.load()) if spec.path.name == "runtime.po")
+
+
+def test_every_runtime_template_is_used_and_every_template_the_code_uses_is_in_the_catalog():
+    """runtime.po holds exactly the templates the runtime and the notebooks' code cells use: each
+    literal first argument of tr, say, Message and N_ (and each public check's text) is a
+    translated entry, and no entry is left that no code uses (a dead one)."""
+    spec = _runtime_spec()
+    assert catalogs.problems(spec) == []
+    catalog = catalogs._read(spec.path, "zh")
+    entries = {(m.id, m.context) for m in catalog if m.id}
+    units = {(u.msgid, u.context) for u in spec.units}
+    assert entries == units, (sorted(entries - units)[:5], sorted(units - entries)[:5])
+    assert spec.refused == ()
+    # the units are what the code says: a template written in a notebook's cell and one in the runtime
+    assert ("{model:<12} {kib:6.0f} KiB/token   {mib:7.0f} MiB for {tokens} tokens", None) in units
+    assert ("{first}, {second}", "list") in units and ("{name:>9} decisions: {counts}", None) in units
+
+
+def test_every_template_that_localize_matches_reaches_its_line():
+    """The templates with positional values (a public check's f-string message, a scaffold's error,
+    the set-up cell's message): each, filled with values, is found by localize and shown in Chinese.
+    A template the matcher cannot reach (two values apart by spaces only, say) would fail here."""
+    from tools import i18n
+
+    catalog = catalogs._read(_runtime_spec().path, "zh")
+    i18n.set_language("zh")
+    try:
+        unreachable = []
+        for message in catalog:
+            layout = i18n._template_layout(i18n._merge_adjacent_fields(message.id, message.string)[0]) if message.id and not message.context else None
+            if layout is None or not any(isinstance(part, int) for part in layout):
+                continue
+            values = [f"<v{i}>" for i in range(max(p for p in layout if isinstance(p, int)) + 1)]
+            line = message.id.format(*values)
+            if i18n.localize(line) != message.string.format(*values):
+                unreachable.append(message.id)
+        assert unreachable == []
+    finally:
+        i18n.set_language(None)

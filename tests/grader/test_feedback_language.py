@@ -46,7 +46,7 @@ def test_a_hidden_tests_message_is_shown_in_chinese_with_its_values(zh_words):
     assert failed["message"] == english
     assert failed["said"] == {"t": "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got {0} (bits or bytes? seconds or ms?)", "v": ["0.125"]}
     zh = ideas_report(case["result"], case["cell"], zh_words)
-    assert "→ 1 Gbit/s 每 ms 传输 125,000 字节：应为 1.0 ms，实际为 0.125（是 bit 还是字节？是 s 还是 ms？）" in zh
+    assert "→ 1 Gbit/s 每 ms 传输 125,000 字节：应为 1.0 ms，实际为 0.125（是比特还是字节？是秒还是毫秒？）" in zh
     assert "expected" not in zh and "评分要点" in zh
     en = ideas_report(case["result"], case["cell"], {})
     assert f"→ {english}" in en and "应为" not in en
@@ -63,7 +63,7 @@ def test_a_helpers_description_is_translated_inside_the_message(zh_words):
     assert failed["said"]["v"][0]["t"] == "exposed with T_tx {0}, T_prefill {1}, L {2}"
     line = next(x for x in ideas_report(case["result"], case["cell"], zh_words).splitlines() if "→" in x)
     values = failed["said"]["v"][0]["v"] + failed["said"]["v"][1:]
-    assert line.strip() == "→ exposed（T_tx {}，T_prefill {}，L {}）：应为 {}，实际为 {}".format(*values)
+    assert line.strip() == "→ exposed_ms（T_tx {}，T_prefill {}，L {}）：应为 {}，实际为 {}".format(*values)
 
 
 CELL_OPEN = '''

@@ -393,3 +393,48 @@ def test_means_are_shown_with_one_decimal_at_most(small):
     assert "0.667" not in exercises and "0.7" in exercises
     legend = [t.get_text() for t in draw_figures(data)["totals"].axes[0].get_legend().get_texts()]
     assert "mean 13.9" in legend, legend
+
+
+def test_the_chinese_report_names_its_columns_kinds_and_editions_in_words(small, tmp_path):
+    """report --language zh: the totals' maximum is 总分值 and the exercise table's columns count
+    students (满分人数 …), never the same word for two things; a problem's kind and a record's
+    status are named in Chinese with the code after them; an edition is named (英文版 … 份, not
+    "en 5"). The English page keeps the codes and the headers as they were."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(small["out"], out)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "report", str(out), "--language", "zh"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    page = (out / "report.html").read_text(encoding="utf-8")
+    headers = re.findall(r"<th>(.*?)</th>", page)
+    for word in ("总分值", "满分人数", "部分得分人数", "0 分人数", "待评人数", "复核人数"):
+        assert headers.count(word) == 1, (word, headers)
+    assert "满分" not in headers and "0" not in headers
+    assert "<td>缺少 notebook（missing）</td>" in page and "超时停止（timeout）：" in page
+    assert re.search(r"提交的语言版本：未知 \d+ 份", page), re.findall(r"提交的语言版本[^<]*", page)
+    english = small["page"]
+    assert "<th>0</th>" in english and "<th>full marks</th>" in english and "<td>missing</td>" in english
+    assert re.search(r"Editions submitted: none \d+\.", english)
+
+
+def test_the_90th_percentile_never_exceeds_the_slowest_time(tmp_path):
+    """Inclusive quantiles (the rule TODO 8 teaches): with four timed notebooks the 90th percentile
+    lies between the two slowest, where the default exclusive method extrapolated past the slowest."""
+    import statistics
+
+    out = tmp_path / "out"
+    times = {"s1": 9.25, "s2": 10.5, "s3": 11.97, "s4": 13.22}
+    write_out(out, [graded(student, NB[0], seconds=s, edition="zh" if student != "s4" else "en") for student, s in times.items()])
+    assert run_report(out).returncode == 0
+    assert re.search(r"Editions submitted: (en 1, zh 3|zh 3, en 1)\.", (out / "report.html").read_text(encoding="utf-8"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "report", str(out), "--language", "zh"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0 and "提交的语言版本：英文版 1 份，中文版 3 份。" in (out / "report.html").read_text(encoding="utf-8")
+    timing = json.loads((out / "report.json").read_text(encoding="utf-8"))["timing"]
+    seconds = [9.25, 10.5, 11.97, 13.22]
+    assert statistics.quantiles(seconds, n=10)[-1] > max(seconds), "the control: the exclusive method overshoots"
+    assert timing["p90"] == round(statistics.quantiles(seconds, n=10, method="inclusive")[-1], 3) <= timing["max"]

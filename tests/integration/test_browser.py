@@ -200,7 +200,7 @@ def test_simulator_panel_in_jupyterlab(lab, root):
     from playwright.sync_api import expect
 
     with _lab_page(root, "jupyterlab_simulator") as (page, artifacts):
-        readout = _run_all_until(page, lab["simulator_url"], ".sim-readout", "TTFT p50/p95/p99")
+        readout = _run_all_until(page, lab["simulator_url"], ".sim-readout", "TTFT P50/P95/P99")
         assert page.get_by_text("loaded your validate_handoff_state").count() >= 1, "notebooks 03 and 04 were loaded"
         assert page.locator(".widget-slider").count() >= 2, "the panel's sliders render"
         before = readout.inner_text()
@@ -208,7 +208,7 @@ def test_simulator_panel_in_jupyterlab(lab, root):
         layerwise.scroll_into_view_if_needed()
         layerwise.click()
         expect(readout).not_to_have_text(before, timeout=30_000)
-        assert "TTFT p50/p95/p99" in readout.inner_text()
+        assert "TTFT P50/P95/P99" in readout.inner_text()
         page.wait_for_timeout(2000)  # let the last redraw land before the screenshot
         panel = page.locator(".widget-vbox", has=readout).last
         expect(panel.locator("img")).to_have_count(1, timeout=30_000)  # the live figure
@@ -224,8 +224,14 @@ def test_the_chinese_explorer_in_jupyterlab(lab, root):
 
     i18n.set_language("zh")
     try:
-        layers = i18n.localize("layers (1 = send after)")
-        exposed = i18n.localize("transfer 1.00 ms · hidden 0.00 ms · exposed 1.00 ms · overlap ratio 0.00")
+        layers = i18n.tr("layers (1 = send after)")
+        exposed = i18n.tr(
+            "transfer {transfer} ms · hidden {hidden} ms · exposed {exposed} ms · overlap ratio {ratio}",
+            transfer="1.00",
+            hidden="0.00",
+            exposed="1.00",
+            ratio="0.00",
+        )
     finally:
         i18n.set_language(None)
     assert layers != "layers (1 = send after)" and "暴露" in exposed

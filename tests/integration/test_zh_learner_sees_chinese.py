@@ -1,24 +1,25 @@
-"""What a Chinese learner sees is Chinese: the six Chinese notebooks, answered, run headless as a
-learner's Jupyter runs them (widgets live), and every printed line, every rich output, every text
-matplotlib draws (hooked at ``Text.draw``, so a tick label the axis re-sets at draw time is read as
-it is drawn) and every widget's labels and options (the widget state the frontend renders) are
-scanned for English phrases: two or more ordinary English words in a row.
+"""What a Chinese learner sees is Chinese: the six Chinese notebooks run headless as a learner's
+Jupyter runs them (widgets live): answered, unanswered, notebooks 04 and 06 without the earlier ones
+beside them, and notebook 05 measured on a busy machine. Every printed line, every rich output,
+every text matplotlib draws (hooked at ``Text.draw``, so a tick label the axis re-sets at draw time
+is read as it is drawn) and every widget's labels and options (the widget state the frontend
+renders) are scanned for English with the strict finder (``tests/english.py``: a single English
+word counts; code, units, names and the glossary's English terms are allowed, each with its reason).
 
-An ordinary word is lower case or capitalised letters (``copy``, ``Decode``), so identifiers
-(``real_cpu``, ``handoff_step``), acronyms and units (``GPU``, ``SMs``, ``MiB``, ``H2D``) and model
-names with digits (``Llama-3-70B``) are never one. Allowed besides (ALLOWED, each with its reason):
-code in backticks or quotes, a gloss in full-width parentheses (``（prefill）``), and the few names
-a Chinese learner meets in English elsewhere.
+``english_phrases`` below is the looser finder the feedback pages' test still uses (two or more
+ordinary English words in a row).
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
+from english import english_words
 
 from submissions import NOTEBOOKS, build, write
 
@@ -106,16 +107,36 @@ def test_the_finder_reads_a_tables_columns_apart():
     assert english_phrases("run  exposed transfer") == ["exposed transfer"]
 
 
-# ----------------------------------------------------------------- what a real_cpu run prints
+# ----------------------------------------------------------------- the strict finder
+
+
+def test_the_strict_finder_finds_single_english_words_and_allows_code_and_names():
+    assert english_words("KV 发送方式 whole：请求 993～1004") == ["whole"]
+    assert english_words("TTFT P50 505 ms · 250 ok, 150 recomputed · 平均暴露传输") == ["ok", "recomputed"]
+    assert english_words("触发的条件：64 MiB calibrated: 串行 P95") == ["calibrated"]
+    assert english_words("提交的语言版本：zh 4") == ["zh"]
+    assert english_words("运行  ok/rec/fail/rej  TTFT") == ["ok rec fail rej"]
+    allowed = (
+        "ready=True  missing=[] incompatible=[]",
+        "Llama-3-70B 的 KV 缓存：640 MiB，经 PCIe Gen5 传输，4 req/s",
+        "重算策略（recompute）下的决策：ready 5 个，wait 3 个",
+        "已写入 /tmp/x/inf_serving_overlap_default.json",
+        "请运行 `python -m autograde check`，或者 Run All；decide_overlap 抛出了 ValueError：'x'",
+        "notebook 02 的 payload：8192 个 token，t0 = 2.1 µs",
+    )
+    assert [english_words(text) for text in allowed] == [[]] * len(allowed)
+
 
 DECISIONS = ["accept_physical_overlap", "tune_overlap_window", "rerun_on_quiet_machine", "reject_incorrect_path", "reject_instrument_fault"]
 
 
 @pytest.mark.parametrize("decision", DECISIONS)
-def test_each_decisions_reason_is_printed_in_chinese(decision, monkeypatch, root):
-    """Notebook 05 prints the result's decision_reason (English in the file) on a measured run:
-    the reason, what fired with its numbers, and a busy machine's note read in Chinese."""
+def test_each_decisions_reason_is_shown_in_chinese(decision, root):
+    """Notebook 05 shows a measured run's reason: what the rule says, what fired with its numbers,
+    and a busy machine's note, rebuilt in Chinese from the result (its file keeps the English):
+    no English word, and no ASCII ; or . after a Chinese character."""
     import copy
+    import re
 
     from tools import i18n
     from tools.overlap import results
@@ -125,16 +146,19 @@ def test_each_decisions_reason_is_printed_in_chinese(decision, monkeypatch, root
     result["hardware"].update(load_average_1m=3.0, other_cpu_cores=1.5)  # a busy machine: its note is added
     if decision == "tune_overlap_window":
         result["cases"][1]["latency_ratio"] = 0.9  # a calibrated case misses the bar
+    if decision == "rerun_on_quiet_machine":
+        for case in result["cases"]:
+            case["serial_p95_ms"] = 2 * case["serial_median_ms"]  # both noise conditions' neighbours: several joined
     results.finalize(result, lambda cases, controls: decision)
-    english = result["decision_reason"]
-    assert "Busy machine" in english, english
+    assert "Busy machine" in result["decision_reason"]
     i18n.set_language("zh")
     try:
-        shown = i18n.localize_lines(f"{'reason':>15}: {english}")
+        shown = results.explain(result)
     finally:
         i18n.set_language(None)
-    assert english_phrases(shown) == [], shown
-    assert shown.startswith(" " * 9 + "reason: "), "the line keeps its own indentation"
+    assert english_words(shown) == [], shown
+    assert "calibrated" not in shown and not re.search(r"[\u4e00-\u9fff）][;.]", shown), shown
+    assert results.explain(result) == result["decision_reason"], "English is what the file records"
 
 
 # ----------------------------------------------------------------- what the learner sees
@@ -168,8 +192,8 @@ def _output_texts(outputs) -> list[str]:
     for out in outputs:
         if out.get("output_type") == "stream":
             texts.append(out.get("text", ""))
-        elif out.get("output_type") == "error":
-            texts += [out.get("evalue", ""), *out.get("traceback", [])]
+        elif out.get("output_type") == "error":  # its message (the traceback under it is Python's listing of the code)
+            texts.append(f"{out.get('ename', '')}: {out.get('evalue', '')}")
         else:
             data = out.get("data", {})
             if "application/vnd.jupyter.widget-view+json" in data or any(k.startswith("image/") for k in data):
@@ -177,7 +201,7 @@ def _output_texts(outputs) -> list[str]:
             for kind in ("text/html", "text/markdown", "text/plain"):
                 if kind in data:
                     text = "".join(data[kind]) if isinstance(data[kind], list) else data[kind]
-                    texts.append(re.sub(r"<[^>]+>", " ", text) if kind == "text/html" else text)
+                    texts.append(html.unescape(re.sub(r"<[^>]+>", " ", text)) if kind == "text/html" else text)
                     break
     return texts
 
@@ -193,7 +217,7 @@ def _widget_texts(nb) -> list[str]:
             value = fields.get(key)
             texts += [value] if isinstance(value, str) else [v for v in value or () if isinstance(v, str)] if isinstance(value, list) else []
         if model.get("model_name") in WIDGET_VALUE_SHOWN and isinstance(fields.get("value"), str):
-            texts.append(re.sub(r"<[^>]+>", " ", fields["value"]))
+            texts.append(html.unescape(re.sub(r"<[^>]+>", " ", fields["value"])))
         texts += _output_texts(fields.get("outputs", []))
     return texts
 
@@ -204,42 +228,86 @@ def _drawn(log: Path) -> str:
     return "\n".join(" ".join(json.loads(line).split("\n")) for line in lines)
 
 
-def learner_sees_english(folder: Path, tmp_path: Path, monkeypatch) -> dict[str, list[str]]:
-    """Run each answered Chinese notebook in ``folder``; {where: English phrases} of what it showed."""
+BUSY_MACHINE = """
+import os as _os
+_os.getloadavg = lambda: (5.53, 5.0, 4.0)
+import tools.overlap.load as _load
+def _busy_exit(self, *exc):
+    self.other_cores = 1.59
+_load.OtherCpuMeter.__exit__ = _busy_exit
+"""
+
+
+def learner_sees_english(
+    folder: Path, tmp_path: Path, monkeypatch, names=NOTEBOOKS, startup_extra: str = "", seen: dict | None = None
+) -> dict[str, list[str]]:
+    """Run each Chinese notebook of ``names`` in ``folder``; {where: English} of what it showed
+    (``english_words``). ``startup_extra``: code the kernel runs first (a busy machine, faked);
+    ``seen`` gets {where: text} of everything shown."""
     from nbclient import NotebookClient
 
     startup = tmp_path / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True, exist_ok=True)
     (startup / "00-record-drawn-text.py").write_text(STARTUP, encoding="utf-8")
+    (startup / "01-extra.py").write_text(startup_extra, encoding="utf-8")
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    monkeypatch.setenv("LLM_ALGO_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setenv("COURSE_WIDGETS", "live")  # a learner's Jupyter renders the widgets
     monkeypatch.delenv("COURSE_LANG", raising=False)  # the set-up cell names the edition
     monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend shows each figure
     found: dict[str, list[str]] = {}
-    for name in NOTEBOOKS:
+    for name in names:
         drawn = tmp_path / f"{name}.drawn.jsonl"
         monkeypatch.setenv("ZH_SCAN_DRAWN_TEXT", str(drawn))
         nb = nbformat.read(folder / f"{name}.ipynb", 4)
-        NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+        NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(folder)}}).execute()
         shown = {
             **{f"{name} cell {i} output": "\n".join(_output_texts(c.outputs)) for i, c in enumerate(nb.cells) if c.cell_type == "code"},
             f"{name} widgets": "\n".join(_widget_texts(nb)),
             f"{name} figures": _drawn(drawn),
         }
-        assert shown[f"{name} figures"], f"{name}: no figure text was recorded: the scan would pass vacuously"
+        if seen is not None:
+            seen.update(shown)
         for where, text in shown.items():
-            phrases = english_phrases(text)
-            if phrases:
-                found[where] = phrases
+            words = english_words(text)
+            if words:
+                found[where] = words
     return found
 
 
+def _report(found: dict[str, list[str]]) -> str:
+    distinct = {(where.split()[0], word) for where, words in found.items() for word in words}
+    report = "\n".join(f"{where}: {sorted(set(words))}" for where, words in found.items())
+    return f"{len(distinct)} distinct English run(s) a Chinese learner sees (per notebook):\n{report}"
+
+
 @pytest.mark.slow
-def test_a_chinese_learner_sees_no_english_phrase(tmp_path, monkeypatch):
+@pytest.mark.parametrize("variant", ["answered", "unanswered", "alone"])
+def test_a_chinese_learner_sees_no_english(variant, tmp_path, monkeypatch):
+    """Answered, every exercise left as released, and 04 and 06 without the notebooks they load."""
     folder = tmp_path / "learner"
-    for name in NOTEBOOKS:
-        write(folder.parent, folder.name, name, build(name, edition="zh"))
-    found = learner_sees_english(folder, tmp_path, monkeypatch)
-    distinct = {(where.split()[0], phrase) for where, phrases in found.items() for phrase in phrases}
-    report = "\n".join(f"{where}: {sorted(set(phrases))}" for where, phrases in found.items())
-    assert not found, f"{len(distinct)} distinct English phrase(s) a Chinese learner sees (per notebook):\n{report}"
+    names = ["04_decode_start_gate", "06_handoff_simulator"] if variant == "alone" else NOTEBOOKS
+    for name in names:
+        write(folder.parent, folder.name, name, build(name, fill=variant != "unanswered", edition="zh"))
+    seen: dict[str, str] = {}
+    found = learner_sees_english(folder, tmp_path, monkeypatch, names, seen=seen)
+    assert [where for where, text in seen.items() if where.endswith("figures") and text], "no figure text was recorded: the scan would pass vacuously"
+    assert not found, _report(found)
+
+
+@pytest.mark.slow
+def test_a_measured_run_on_a_busy_machine_is_chinese_too(tmp_path, monkeypatch):
+    """Notebook 05 measured (real_cpu) on a machine that other programs keep busy (faked: the meter
+    reads 1.59 other cores and the load average 5.53): the reason, the busy-machine warnings of 5.5
+    and 5.6 and their figures' titles are Chinese. The control: the English run says "busy machine"."""
+    folder = tmp_path / "learner"
+    nb = build("05_cuda_stream_overlap", edition="zh")
+    setup = next(cell for cell in nb.cells if cell.get("id") == "05-05")
+    setup.source = setup.source.replace("RUN_MODE = 'dry_run'", "RUN_MODE = 'real_cpu'").replace("RUN_LABEL = 'default'", "RUN_LABEL = 'zh_busy'")
+    assert "'real_cpu'" in setup.source
+    write(folder.parent, folder.name, "05_cuda_stream_overlap", nb)
+    seen: dict[str, str] = {}
+    found = learner_sees_english(folder, tmp_path, monkeypatch, ["05_cuda_stream_overlap"], BUSY_MACHINE, seen)
+    assert not found, _report(found)
+    text = "\n".join(seen.values())
+    assert "机器负载高：运行期间其他程序平均占用约 1.59 个 CPU" in text and "警告：机器负载高" in text and "原因：" in text, text[-3000:]

@@ -456,7 +456,7 @@ def test_the_summary_table_fits_a_notebook_line(course_steps):
         for label, mode in (("whole", "whole"), ("layerwise", "layerwise"))
     }
     lines = handoff_views.summary_table(runs).splitlines()
-    assert len(lines) == 4 and max(map(len, lines)) <= 90, lines
+    assert len(lines) == 5 and max(map(len, lines)) <= 90, lines
     assert "prefill" in lines[0] and lines[1].split()[0] == "whole"
 
 

@@ -611,7 +611,7 @@ def test_panel_reruns_on_every_control_and_falls_back_to_a_figure(monkeypatch, c
     assert set(controls) == {"arrivals (req/s)", "link", "model", "KV sent", "each fault's rate"}
     readout = next(c for c in panel.children if type(c).__name__ == "HTML")
     first = readout.value
-    assert "TTFT p50/p95/p99" in first and "ok" in first and "link busy" in first and "prefill busy" in first
+    assert "TTFT P50/P95/P99" in first and "ok" in first and "link busy" in first and "prefill busy" in first
     assert hv.PANEL_DEFAULTS["streaming"] == "whole", "the panel opens on the whole send; the learner switches to layerwise"
     controls["KV sent"].value = "layerwise"
     layerwise = readout.value

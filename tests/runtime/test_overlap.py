@@ -776,11 +776,11 @@ def test_fit_quality_and_its_warnings():
     good = overlap_sweep.fit_bandwidth(sizes, [0.002 + b / 15e9 * 1e3 for b in sizes])
     assert good["r2"] == pytest.approx(1.0) and overlap_sweep.fit_warnings("memcpy", good) == []
     flat = overlap_sweep.fit_bandwidth(sizes[2:], [0.0048, 7.97, 7.99, 7.98, 7.97])  # 2 threads on a busy machine, measured
-    warned = " ".join(overlap_sweep.fit_warnings("memcpy", flat))
+    warned = " ".join(w.english() for w in overlap_sweep.fit_warnings("memcpy", flat))
     assert flat["t0_ms"] == 0.0 and "t0 came out 0" in warned and "fits poorly" in warned, warned
     assert overlap_sweep.load_warnings(1.9, 2) and not overlap_sweep.load_warnings(0.2, 2) and not overlap_sweep.load_warnings(None, 2)
     assert not overlap_sweep.load_warnings(1.9, 2, other_cores=0.1), "the cores others used during the sweep decide"
-    assert "kept 0.8 of 2 CPUs busy" in overlap_sweep.load_warnings(0.1, 2, other_cores=0.8)[0]
+    assert "kept 0.8 of 2 CPUs busy" in overlap_sweep.load_warnings(0.1, 2, other_cores=0.8)[0].english()
     assert not overlap_sweep.load_warnings(None, 2, other_cores=0.8, threads=1), "one thread of its own leaves a core free"
 
 
@@ -788,7 +788,7 @@ def test_sweep_warns_when_one_chunk_exposes_far_more_than_the_copy():
     from tools.overlap import sweep as overlap_sweep
 
     sweep = overlap_sweep.summarize_sweep([1, 2, 4], [14.0, 9.0, 8.0], 1.0, 3.4)  # 10.6 ms exposed against a 1 ms copy
-    assert "one chunk exposed 10.60 ms against 1.00 ms" in overlap_sweep.sweep_warnings(sweep)[0]
+    assert "one chunk exposed 10.60 ms against 1.00 ms" in overlap_sweep.sweep_warnings(sweep)[0].english()
     quiet = overlap_sweep.summarize_sweep([1, 2, 4], [4.5, 4.0, 3.8], 1.0, 3.4)
     assert overlap_sweep.sweep_warnings(quiet) == []
 
@@ -844,14 +844,15 @@ def test_reason_names_each_rule_with_its_numbers():
         "compute_correct": False,
         "preconditions_met": True,
     }
-    assert "serial median 9.00 ms is 37% above copy + compute 6.58 ms (> 25%)" in what_fired("rerun_on_quiet_machine", [case], [])
-    tune = what_fired("tune_overlap_window", [case], [])
+    assert "serial median 9.00 ms is 37% above copy + compute 6.58 ms (> 25%)" in what_fired("rerun_on_quiet_machine", [case], []).english()
+    tune = what_fired("tune_overlap_window", [case], []).english()
     assert "ratio 0.77 > 0.75" in tune and "overlapped median 6.90 ms > 1.3 x max(copy, compute) 3.58 ms" in tune, tune
-    assert "compute_correct not true" in what_fired("reject_incorrect_path", [case], [])
-    assert "control one_thread: overlap_confirmed is True" in what_fired(
-        "reject_instrument_fault", [case], [{"name": "one_thread", "overlap_confirmed": True}]
+    assert "compute_correct not true" in what_fired("reject_incorrect_path", [case], []).english()
+    assert (
+        "control one_thread: overlap_confirmed is True"
+        in what_fired("reject_instrument_fault", [case], [{"name": "one_thread", "overlap_confirmed": True}]).english()
     )
-    assert what_fired("reject_instrument_fault", [case], []) == "no negative control ran"
+    assert what_fired("reject_instrument_fault", [case], []).english() == "no negative control ran"
 
 
 def test_evidence_label_states_each_limit():

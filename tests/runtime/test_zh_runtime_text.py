@@ -1,7 +1,8 @@
-"""The runtime's text in the Chinese edition, piece by piece: tick labels that the axis sets again
-at draw time stay translated, values put into translated templates are translated too, printed
-tables keep their columns, widget options show Chinese while keeping their values, and bold Chinese
-is drawn in the shipped bold weight."""
+"""The runtime's text in the Chinese edition, piece by piece: each text is made in the learner's
+language where the runtime makes it (tr), so lane names and tick labels are drawn in Chinese with no
+pass over the figure afterwards, values put into a sentence are in Chinese too, printed tables keep
+their columns, widget options show Chinese while keeping their values, and bold Chinese is drawn
+in the shipped bold weight."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from english import english_words
 
 from tools import i18n
 
@@ -27,38 +29,22 @@ def _drawn(fig) -> list[str]:
     return [text.get_text() for text, _ in _drawn_texts(fig)]
 
 
-def test_tick_labels_the_axis_sets_at_draw_time_are_drawn_translated(zh):
-    """draw_lanes sets its lanes with set_yticks(..., labels): the axis re-applies those labels on
-    every draw, after any earlier pass over the figure's text; they are drawn in Chinese."""
+def test_lane_names_and_tick_labels_are_drawn_in_chinese(zh):
+    """draw_lanes sets its lanes with set_yticks(..., labels), which the axis applies again on every
+    draw: the labels are made in Chinese, so what is drawn is Chinese."""
     from tools.plotting import draw_lanes, draw_transfer_timeline, new_figure
     from tools.timeline import ENGINE_LANES
 
     fig, (top, bottom) = new_figure(rows=2)
     lanes = [ENGINE_LANES["sm"], ENGINE_LANES["copy_h2d"], ENGINE_LANES["nic"]]
-    draw_lanes(top, [{"lane": lane, "start": 0, "end": 5, "role": "compute"} for lane in lanes], lanes)
+    draw_lanes(top, [{"lane": lane, "start": 0, "end": 5, "role": "compute"} for lane in lanes], lanes, legend=True)
     draw_transfer_timeline(bottom, 0.0, 10.0, [(0.0, 6.0)], 6.0, 4.0)
-    i18n.localize_figure(fig)
     drawn = _drawn(fig)
     plt.close(fig)
-    for english in ("GPU SMs", "copy engine H2D", "NIC / network", "transfer", "independent\ncompute"):
+    for english in ("GPU SMs", "copy engine H2D", "NIC / network", "transfer", "independent\ncompute", "time (ms)"):
         assert english not in drawn, f"{english!r} is drawn in English: {drawn}"
-    assert {"拷贝引擎 H2D", "传输"} <= set(drawn), drawn
-
-
-def test_without_translating_as_set_the_axis_draws_its_tick_labels_in_english(zh, monkeypatch):
-    """The control: with matplotlib's own set_text, translating the figure's text before the draw
-    (what the figure's printing did) is undone by the axis, which sets its tick labels again."""
-    from matplotlib.text import Text
-
-    from tools.plotting import draw_lanes, new_figure
-    from tools.timeline import ENGINE_LANES
-
-    monkeypatch.setattr(Text, "set_text", Text.set_text.__wrapped__)
-    fig, ax = new_figure()
-    draw_lanes(ax, [{"lane": ENGINE_LANES["copy_h2d"], "start": 0, "end": 5, "role": "copy"}], [ENGINE_LANES["copy_h2d"]])
-    i18n.localize_figure(fig)
-    assert "copy engine H2D" in _drawn(fig)
-    plt.close(fig)
+    assert {"拷贝引擎 H2D", "传输", "时间（ms）", "隐藏 6 ms"} <= set(drawn), drawn
+    assert [t for t in drawn if english_words(t)] == [], drawn
 
 
 def test_english_figures_are_left_as_they_are():
@@ -68,44 +54,82 @@ def test_english_figures_are_left_as_they_are():
     try:
         fig, ax = new_figure()
         draw_lanes(ax, [{"lane": "copy engine H2D", "start": 0, "end": 5, "role": "copy"}], ["copy engine H2D"])
-        assert "copy engine H2D" in _drawn(fig)
+        assert "copy engine H2D" in _drawn(fig) and "time (ms)" in _drawn(fig)
         plt.close(fig)
     finally:
         i18n.set_language(None)
 
 
-def test_values_put_into_a_translated_template_are_translated(zh):
-    line = (
-        "Nothing measured in this run; showing the reference measurement shipped with the course (x86_64, "
-        "2026-11-30T16:06:00Z, load average 0.25 before the run, other programs on 0.04 cores during it, decision accept).\n"
-    )
-    shown = i18n.localize_lines(line)
-    assert "随课程提供的参考测量" in shown and "运行前平均负载为 0.25" in shown and "0.04" in shown, shown
-    assert "reference measurement" not in shown and "load average" not in shown and "accept" in shown, shown
-    assert i18n.localize_label("real_cpu on cpu · reference measurement shipped with the course") != (
-        "real_cpu on cpu · reference measurement shipped with the course"
-    )
-
-
-def test_a_printed_table_keeps_its_columns(zh):
-    from tools.handoff.views import summary_table
-
-    result = {
+def _summary(outcomes=None):
+    return {
         "summary": {
-            "outcomes": {"ok": 9, "recomputed": 1, "failed": 0, "rejected": 0},
+            "outcomes": outcomes or {"ok": 9, "recomputed": 1, "failed": 0, "rejected": 0},
+            "decisions": {"ready": 5, "wait": 3, "fallback": 1, "recompute": 1, "rejected": 0},
             "ttft": {"p50_ms": 100.0, "p95_ms": 200.0, "p99_ms": 300.0},
             "link_utilization": 0.4,
             "prefill_utilization": 0.6,
         },
         "records": [{"outcome": "ok", "exposed_ms": 1.0, "transfer_ms": 2.0}],
     }
-    lines = summary_table({"whole": result, "layerwise": result}).splitlines()[:3]
-    assert "链路" in lines[0] and "link" not in lines[0], lines[0]
-    assert len({i18n.display_width(line) for line in lines}) == 1, "\n".join(lines)
-    header = " payload     window matmuls balance    copy  compute   serial  overlap  ratio covered copy x  correct/pre/overlap"
-    shown = i18n.localize_lines(header)
-    assert i18n.display_width(shown) == i18n.display_width(header) and "window" not in shown and "延迟比" in shown, shown
-    assert i18n.localize_lines("     fail decisions: 3 ready, 1 wait") == "     fail 的决策：3 ready, 1 wait"
+
+
+def test_a_printed_table_keeps_its_columns_and_names_its_runs_in_chinese(zh):
+    from tools.handoff.views import summary_table
+
+    lines = summary_table({"whole": _summary(), "layerwise": _summary()}).splitlines()
+    assert "链路" in lines[0] and "成功/重算/失败/拒绝" in lines[0] and lines[1].lstrip().startswith("整体发送"), lines
+    assert len({i18n.display_width(line) for line in lines[:3]}) == 1, "\n".join(lines)
+    assert [line for line in lines if english_words(line)] == [], lines
+
+
+def test_counts_and_decisions_are_said_in_chinese_with_their_codes_kept(zh):
+    from tools.handoff.views import decision_counts, summary_text
+
+    text = summary_text(_summary({"ok": 250, "recomputed": 150, "failed": 0, "rejected": 0}))
+    assert "成功 250 个，重算 150 个" in text and "TTFT P50/P95/P99" in text and not english_words(text), text
+    assert (
+        decision_counts("recompute", _summary()) == "重算策略（recompute）下的决策：ready 5 个，wait 3 个，fallback 1 个，recompute 1 个，被拒绝 0 个"
+    )
+    i18n.set_language("en")
+    assert decision_counts("fail", _summary()) == "     fail decisions: 5 ready, 3 wait, 1 fallback, 1 recompute, 0 rejected"
+    assert "250 ok, 150 recomputed" in summary_text(_summary({"ok": 250, "recomputed": 150, "failed": 0, "rejected": 0}))
+
+
+def test_a_reason_is_recorded_in_english_and_shown_in_chinese(zh):
+    """A busy real_cpu run's reason: the result file keeps the English; 5.3 shows it rebuilt in
+    Chinese, each label, joiner and punctuation from the catalog (no 'calibrated', no ASCII ; or .
+    after a Chinese character)."""
+    import copy
+    import json
+    import re
+    from pathlib import Path
+
+    from tools.overlap import results
+
+    root = Path(__file__).resolve().parents[2]
+    reference = json.loads((root / "benchmarks" / "reference" / "inf_serving_overlap_cpu_reference.json").read_text(encoding="utf-8"))
+    result = copy.deepcopy(reference)
+    result["hardware"].update(load_average_1m=5.53, other_cpu_cores=1.59)
+    for case in result["cases"]:
+        if case["window"] == "calibrated":
+            case["serial_p95_ms"] = 1.6 * case["serial_median_ms"]  # both calibrated cases fire the spread condition
+    results.finalize(result, lambda cases, controls: "rerun_on_quiet_machine")
+    assert "64 MiB calibrated: serial P95" in result["decision_reason"] and "Busy machine" in result["decision_reason"]
+    shown = results.explain(result)
+    assert "64 MiB 校准用例：串行 P95" in shown and "机器负载高：运行期间其他程序平均占用约 1.59 个 CPU（共 2 个；运行前平均负载 5.53）" in shown, (
+        shown
+    )
+    assert english_words(shown) == [], shown
+    assert not re.search(r"[\u4e00-\u9fff）][;.]", shown), shown
+
+
+def test_busy_machine_warnings_are_chinese(zh):
+    from tools.overlap import sweep
+
+    (warning,) = sweep.load_warnings(None, 2, other_cores=1.0)
+    assert str(warning).startswith("机器负载高：运行期间其他程序平均占用约 1 个 CPU（共 2 个）。其他程序正在运行") and not english_words(str(warning))
+    assert warning.english().startswith("busy machine: other programs kept 1 of 2 CPUs busy during the run. Other programs")
+    assert sweep.machine_text("x86_64, 2 logical CPUs") == "x86_64（2 个逻辑 CPU）"
 
 
 def test_the_explorer_shows_custom_in_chinese_and_keeps_its_value(zh):
@@ -152,3 +176,28 @@ def test_a_bold_chinese_title_is_not_drawn_in_the_regular_weight(zh):
         plt.close(fig)
     regular_ink, bold_ink = 1 - images[0], 1 - images[1]
     assert bold_ink > 1.2 * regular_ink, f"bold ink {bold_ink:.4f} against regular {regular_ink:.4f}"
+
+
+def test_the_messages_about_an_earlier_notebook_and_the_check_before_submitting_are_chinese(zh, tmp_path, monkeypatch):
+    """The messages a Chinese learner meets when an earlier notebook is missing or broken, and the
+    submit check's warnings: made in Chinese where they are raised (no English word, the file names
+    and the command kept)."""
+    import json
+
+    from tools import notebook_runtime as nr
+
+    monkeypatch.setattr(nr, "notebook_folders", lambda: [tmp_path])
+    with pytest.raises(nr.LearnerFunctionMissing) as missing:
+        nr.load_learner_functions("02_total_vs_exposed_time", ["estimate_handoff"], [tmp_path])
+    assert str(missing.value).startswith("在本 notebook 旁边找不到你的 notebook 02_total_vs_exposed_time.ipynb") and not english_words(str(missing.value))
+    cell = {"cell_type": "code", "source": "def f(:\n", "metadata": {"nbgrader": {"solution": True, "grade_id": "x"}}}
+    (tmp_path / "02_total_vs_exposed_time.ipynb").write_text(json.dumps({"cells": [cell]}), encoding="utf-8")
+    with pytest.raises(nr.LearnerFunctionMissing) as broken:
+        nr.load_learner_functions("02_total_vs_exposed_time", ["estimate_handoff"], [tmp_path])
+    assert str(broken.value) == "02_total_vs_exposed_time.ipynb 第 1 行有语法错误：请先修正。"
+    (tmp_path / "Copy of 02_total_vs_exposed_time.ipynb").write_text("{}", encoding="utf-8")
+    monkeypatch.setattr(nr, "running_notebook_name", lambda: None)
+    (warning,) = nr._checked_file_warnings("02_total_vs_exposed_time", tmp_path / "02_total_vs_exposed_time.ipynb")
+    assert "中有 2 份这个 notebook 的副本" in warning and 'python -m tools.notebook_runtime "YOUR FILE.ipynb"' in warning
+    names_and_command = ("Copy of 02_total_vs_exposed_time.ipynb", 'python -m tools.notebook_runtime "YOUR FILE.ipynb"')
+    assert english_words(warning.replace(names_and_command[0], "").replace(names_and_command[1], "")) == [], warning

@@ -17,7 +17,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .. import presets
 from ..explorer import show_live_or_static, widget_box
-from ..i18n import N_, display_width, localize, tr
+from ..i18n import COMMA, N_, Message, display_width, error_text, joined, tr
 from ..plotting import PALETTE, add_legend, draw_lanes, new_figure, readable
 from . import sim as handoff_sim
 
@@ -71,23 +71,52 @@ def mean_exposed_ms(result: dict) -> float | None:
     return sum(r["exposed_ms"] for r in served) / len(served) if served else None
 
 
+# A run's label is a key of the dictionary of runs a notebook passes (how the KV is sent, the failure
+# policy): its name in the learner's language is the catalog's
+RUN_NAMES = (N_("whole"), N_("layerwise"), N_("recompute"), N_("fail"), N_("this setting"))
+# an outcome as the summary and the lanes name it (the code stays what handoff_step returns)
+OUTCOME_NAMES = {"ok": N_("ok"), "recomputed": N_("recomputed"), "failed": N_("failed"), "rejected": N_("rejected")}
+
+
+def run_name(label: str) -> str:
+    """A run's label in the learner's language (``RUN_NAMES``; another label as it is)."""
+    return tr(label)
+
+
+def counted(counts: dict, names: dict | None = None, zeros: bool = False):
+    """``250 ok, 150 recomputed``: each count (not a zero one, unless ``zeros``) with its name
+    (``names``, else the code as it is), joined in the learner's language (a Message)."""
+    names = names or {}
+    parts = [Message("{count} {name}", count=n, name=tr(names[k]) if k in names else k) for k, n in counts.items() if n or zeros]
+    return joined(parts, COMMA)
+
+
 def summary_text(result: dict) -> str:
     """The panel's readout: TTFT percentiles, outcomes, mean exposed transfer (of the requests served
     from their transfer, as in the table), and how busy the link and the prefill pool were (near 100%
     prefill, queueing for prefill decides the TTFT, not the link)."""
     s = result["summary"]
     ttft = " / ".join("-" if s["ttft"][k] is None else readable(s["ttft"][k], 0, fixed=True) for k in ("p50_ms", "p95_ms", "p99_ms"))
-    outcomes = ", ".join(f"{v} {k}" for k, v in s["outcomes"].items() if v)
     mean = mean_exposed_ms(result)
-    exposed = "-" if mean is None else readable(mean, 2, fixed=True)
-    return localize(
-        f"TTFT p50/p95/p99 {ttft} ms · {outcomes} · mean exposed transfer {exposed} ms · "
-        f"link busy {s['link_utilization']:.0%} · prefill busy {s['prefill_utilization']:.0%}"
+    return tr(
+        "TTFT P50/P95/P99 {ttft} ms · {outcomes} · mean exposed transfer {exposed} ms · link busy {link} · prefill busy {prefill}",
+        ttft=ttft,
+        outcomes=counted(s["outcomes"], OUTCOME_NAMES),
+        exposed="-" if mean is None else readable(mean, 2, fixed=True),
+        link=format(s["link_utilization"], ".0%"),
+        prefill=format(s["prefill_utilization"], ".0%"),
     )
 
 
+def decision_counts(label: str, result: dict) -> str:
+    """One line: how often the gate decided each way in a run (``recompute decisions: 1050 ready,
+    645 wait, ...``); the decisions are the codes handoff_step returns, a rejected request named."""
+    counts = counted(result["summary"]["decisions"], {"rejected": OUTCOME_NAMES["rejected"]}, zeros=True)
+    return tr("{name:>9} decisions: {counts}", name=run_name(label), code=label, counts=counts)
+
+
 # outcome counts (ok / recomputed / failed / rejected), TTFT percentiles, exposed and transfer time
-SUMMARY_COLUMNS = ("ok/rec/fail/rej", "TTFT p50/p95/p99 ms", N_("exposed/transfer ms"), N_("link"), N_("prefill"))
+SUMMARY_COLUMNS = (N_("ok/rec/fail/rej"), N_("TTFT P50/P95/P99 ms"), N_("exposed/transfer ms"), N_("link"), N_("prefill"))
 
 
 def _right(text: str, width: int) -> str:
@@ -99,9 +128,11 @@ def summary_table(results: dict[str, dict]) -> str:
     """One short line per labelled run, under a header, so that nothing wraps in a notebook: outcome
     counts, TTFT percentiles, the mean exposed and transfer time of the requests served from their
     transfer ('ok': a recomputed request's transfer was cut short), link and prefill utilization."""
-    width = max([len(label) for label in results] + [3])
-    widths = (15, 19, 19, 4, 7)
-    lines = [_right(tr("run"), width) + "  " + "  ".join(_right(localize(h), w) for h, w in zip(SUMMARY_COLUMNS, widths))]
+    names = {label: run_name(label) for label in results}
+    header = [tr(h) for h in SUMMARY_COLUMNS]
+    width = max([display_width(name) for name in names.values()] + [display_width(tr("run"))])
+    widths = [max(w, display_width(h)) for w, h in zip((15, 19, 19, 4, 7), header)]
+    lines = [_right(tr("run"), width) + "  " + "  ".join(_right(h, w) for h, w in zip(header, widths))]
     for label, result in results.items():
         s = result["summary"]
         counts = "/".join(str(s["outcomes"][k]) for k in ("ok", "recomputed", "failed", "rejected"))
@@ -111,8 +142,13 @@ def summary_table(results: dict[str, dict]) -> str:
             (f"{sum(r['exposed_ms'] for r in served) / len(served):.2f}/{sum(r['transfer_ms'] for r in served) / len(served):.2f}") if served else "-"
         )
         cells = (counts, ttft, exposed, f"{s['link_utilization']:.0%}", f"{s['prefill_utilization']:.0%}")
-        lines.append(f"{label:>{width}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
-    lines.append(localize("(exposed/transfer: means over the 'ok' requests; link, prefill: how busy each was)"))
+        lines.append(_right(names[label], width) + "  " + "  ".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
+    lines.append(
+        tr(
+            "(ok/rec/fail/rej: requests per outcome, ok / recomputed / failed / rejected;\n"
+            " exposed/transfer: means over the 'ok' requests; link, prefill: how busy each was)"
+        )
+    )
     return "\n".join(lines)
 
 
@@ -131,12 +167,23 @@ def draw_ttft_cdf(ax, results: dict[str, dict], title: str = "") -> None:
         p99 = result["summary"]["ttft"]["p99_ms"]
         ax.axvline(p99, color=color, linestyle="--", linewidth=1)
         handles.append(
-            Line2D([], [], color=color, linewidth=1.8, label=f"{label}: p99 {readable(p99, 0, fixed=True)} ms, {len(values) / n:.0%} served")
+            Line2D(
+                [],
+                [],
+                color=color,
+                linewidth=1.8,
+                label=tr(
+                    "{label}: P99 {p99} ms, {share} served",
+                    label=run_name(label),
+                    p99=readable(p99, 0, fixed=True),
+                    share=format(len(values) / n, ".0%"),
+                ),
+            )
         )
-    handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1, label="dashed: that run's p99"))
+    handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1, label=tr("dashed: that run's P99")))
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel("time to first token (ms)")
-    ax.set_ylabel("fraction of requests")
+    ax.set_xlabel(tr("time to first token (ms)"))
+    ax.set_ylabel(tr("fraction of requests"))
     ax.legend(handles=handles, loc="lower right", fontsize=8)
     if title:
         ax.set_title(title)
@@ -147,7 +194,8 @@ def request_bars(records: list[dict], first: int, count: int) -> tuple[list[dict
     the link, the hidden and the exposed part of the transfer, decode start to first token."""
     bars, lanes = [], []
     for r in records[first : first + count]:
-        lane = f"r{r['id']} · {r['prompt_tokens'] / 1000:.1f}k · {r['outcome']}"
+        outcome = OUTCOME_NAMES.get(r["outcome"], r["outcome"])
+        lane = tr("r{id} · {tokens}k · {outcome}", id=r["id"], tokens=format(r["prompt_tokens"] / 1000, ".1f"), outcome=tr(outcome))
         lanes.append(lane)
         pf_start, pf_end = r["prefill_start_ms"], r["prefill_end_ms"]
         bars.append({"lane": lane, "start": pf_start, "end": pf_end, "role": "compute"})
@@ -169,12 +217,13 @@ def draw_request_lanes(ax, result: dict, first: int = 0, count: int = 12, title:
     """Per-request lanes for a window of consecutive requests (the x axis starts at the first arrival)."""
     records = result["records"]
     if not 0 <= first < len(records):
-        raise ValueError(f"first must lie in [0, {len(records) - 1}], got {first}")
+        raise ValueError(tr("first must lie in [0, {last}], got {first}", last=len(records) - 1, first=first))
     bars, lanes = request_bars(records, first, count)
     origin = min(b["start"] for b in bars)
     shifted = [{**b, "start": b["start"] - origin, "end": b["end"] - origin} for b in bars]
-    extra = [Patch(facecolor=FIRST_TOKEN_COLOR, edgecolor="black", linewidth=0.6, label="decode start to first token")]
-    draw_lanes(ax, shifted, lanes, title=title, xlabel=f"time (ms) from {readable(origin, 0, fixed=True)} ms", legend=True, extra_handles=extra)
+    extra = [Patch(facecolor=FIRST_TOKEN_COLOR, edgecolor="black", linewidth=0.6, label=tr("decode start to first token"))]
+    xlabel = tr("time (ms) from {origin} ms", origin=readable(origin, 0, fixed=True))
+    draw_lanes(ax, shifted, lanes, title=title, xlabel=xlabel, legend=True, extra_handles=extra)
 
 
 def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> None:
@@ -187,7 +236,7 @@ def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> Non
     series = {label: [v for v in vs if v > 1e-6] for label, vs in served.items()}
     values = [v for vs in series.values() for v in vs]
     if not values:
-        ax.text(0.5, 0.5, N_("no request exposed any transfer time"), ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, tr("no request exposed any transfer time"), ha="center", va="center", transform=ax.transAxes)
         return
     low, high = math.log10(min(values)), math.log10(max(values))
     if high - low < 0.5:
@@ -197,7 +246,7 @@ def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> Non
         if vs:
             everyone = served[label]
             mean = readable(sum(everyone) / len(everyone), 2, fixed=True)
-            label = tr("{label}: mean {mean} ms over {count} requests", label=localize(label), mean=mean, count=len(everyone))
+            label = tr("{label}: mean {mean} ms over {count} requests", label=run_name(label), mean=mean, count=len(everyone))
             if len(everyone) > len(vs):
                 label += " " + tr("({zero} at 0 ms, not drawn)", zero=len(everyone) - len(vs))
             ax.hist(vs, bins=bins, color=color, alpha=0.6, edgecolor="black", linewidth=0.4, label=label)
@@ -207,8 +256,8 @@ def draw_exposed_histogram(ax, results: dict[str, dict], title: str = "") -> Non
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("exposed transfer time per request (ms, log scale)")
-    ax.set_ylabel(N_("requests"))
+    ax.set_xlabel(tr("exposed transfer time per request (ms, log scale)"))
+    ax.set_ylabel(tr("requests"))
     add_legend(ax, ax.get_legend_handles_labels()[0])
     if title:
         ax.set_title(title)
@@ -219,7 +268,7 @@ def _draw_panel(result: dict, title: str) -> None:
 
     fig, (left, right) = new_figure(cols=2, height=3.6)
     draw_ttft_cdf(left, {N_("this setting"): result}, title="TTFT")
-    draw_exposed_histogram(right, {N_("this setting"): result}, title="exposed transfer")
+    draw_exposed_histogram(right, {N_("this setting"): result}, title=tr("exposed transfer"))
     right.get_legend().remove()
     fig.suptitle(title, fontsize=11)
     display(fig)  # explicit, so it shows inside an Output widget whatever the backend
@@ -233,7 +282,7 @@ def _title(values: dict) -> str:
         "{model}, {link}, {streaming}, {rate} req/s, {faults}",
         model=values["model"],
         link=values["link"],
-        streaming=values["streaming"],
+        streaming=run_name(values["streaming"]),
         rate=rate,
         faults=faults,
     )
@@ -247,9 +296,9 @@ def simulator_panel(steps: dict, mode: str | None = None):
     return show_live_or_static(
         mode,
         lambda: run_setting(steps, **PANEL_DEFAULTS),
-        unfinished="Finish TODO 6-8 above (and TODO 3 and 4 in notebooks 03 and 04): the panel runs on your functions.",
-        failed="The simulation on your functions raised {error}. Fix it, then run this cell again.",
-        static="Static view (the controls need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): ",
+        unfinished=N_("Finish TODO 6-8 above (and TODO 3 and 4 in notebooks 03 and 04): the panel runs on your functions."),
+        failed=N_("The simulation on your functions raised {error}. Fix it, then run this cell again."),
+        static=N_("Static view (the controls need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): {readout}"),
         describe=summary_text,
         draw_static=lambda first: _draw_panel(first, _title(PANEL_DEFAULTS)),
         build_live=lambda first: _build_widgets(steps, first),
@@ -262,17 +311,26 @@ def _build_widgets(steps: dict, first: dict):
     style = {"description_width": "130px"}
     layout = w.Layout(width="520px")
     rate = w.FloatSlider(
-        value=PANEL_DEFAULTS["rate_per_s"], min=1, max=40, step=1, description="arrivals (req/s)", style=style, layout=layout, continuous_update=False
+        value=PANEL_DEFAULTS["rate_per_s"],
+        min=1,
+        max=40,
+        step=1,
+        description=tr("arrivals (req/s)"),
+        style=style,
+        layout=layout,
+        continuous_update=False,
     )
-    link = w.Dropdown(options=list(presets.LINK_PRESETS), value=PANEL_DEFAULTS["link"], description=N_("link"), style=style)
-    model = w.Dropdown(options=list(presets.MODEL_PRESETS), value=PANEL_DEFAULTS["model"], description=N_("model"), style=style)
-    streaming = w.ToggleButtons(options=["whole", "layerwise"], value=PANEL_DEFAULTS["streaming"], description="KV sent")
+    link = w.Dropdown(options=list(presets.LINK_PRESETS), value=PANEL_DEFAULTS["link"], description=tr("link"), style=style)
+    model = w.Dropdown(options=list(presets.MODEL_PRESETS), value=PANEL_DEFAULTS["model"], description=tr("model"), style=style)
+    streaming = w.ToggleButtons(
+        options=[(run_name(code), code) for code in ("whole", "layerwise")], value=PANEL_DEFAULTS["streaming"], description=tr("KV sent")
+    )
     fault = w.FloatSlider(
         value=PANEL_DEFAULTS["fault_rate"],
         min=0,
         max=0.2,
         step=0.01,
-        description="each fault's rate",
+        description=tr("each fault's rate"),
         readout_format=".0%",
         style=style,
         layout=layout,
@@ -295,7 +353,7 @@ def _build_widgets(steps: dict, first: dict):
         try:
             result = run_setting(steps, **values())
         except Exception as exc:
-            readout.value = f"<b>error</b> from your functions: {type(exc).__name__}: {exc}"
+            readout.value = tr("<b>error</b> from your functions: {error}", error=error_text(exc))
             return
         show(result)
 
@@ -303,7 +361,7 @@ def _build_widgets(steps: dict, first: dict):
         control.observe(rerun, names="value")
     show(first)
 
-    return widget_box(w, N_("Simulator panel"), [rate, link, model, streaming, fault, readout, out], readout)
+    return widget_box(w, tr("Simulator panel"), [rate, link, model, streaming, fault, readout, out], readout)
 
 
 def controls_of(panel) -> dict:

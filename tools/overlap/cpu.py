@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..i18n import tr
 from ..presets import MiB
 from .evidence import BOUND_FACTOR_CPU, MAX_COPY_SLOWDOWN_CPU, negative_controls, overlap_evidence, preconditions_met, summarize
 from .load import OtherCpuMeter, load_average
@@ -250,7 +251,7 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
         src_all = torch.randn(max(elements), generator=gen)
         dst_all = torch.empty_like(src_all)
         steps = len(elements) * 2 * (2 * warmup + 2 * repeats)
-        with progress_factory(steps, "CPU timelines") as bar, meter:
+        with progress_factory(steps, tr("CPU timelines")) as bar, meter:
             plans = []
             for payload, n in zip(wl["payload_mib"], elements):
                 for window in ("fixed", "calibrated"):

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..i18n import N_
+from ..i18n import N_, tr
 from ..presets import MiB
 from .device import DriverError, driver_facts, nvml_facts
 from .evidence import BOUND_FACTOR_GPU, MAX_COPY_SLOWDOWN_GPU, negative_controls, overlap_evidence, preconditions_met, spans_overlap_ms, summarize
@@ -191,7 +191,7 @@ def device_facts(rt: Runtime, index: int) -> dict:
     try:
         facts = rt.driver_facts(index)
     except (DriverError, AttributeError) as exc:
-        raise RuntimeError(N_("cannot read device facts from the CUDA driver: {0}").format(exc)) from exc
+        raise RuntimeError(N_("cannot read device facts from the CUDA driver: {error}").format(error=exc)) from exc
     return {
         "device": props.name,
         "cuda": str(rt.torch.version.cuda),
@@ -236,7 +236,7 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
     repeats, warmup = wl["repeat_steps"], wl["warmup_steps"]
     steps = len(wl["payload_mib"]) * 2 * (2 * max(1, warmup) + 2 * repeats)  # measure_case warms at least once
     best_gbps, last_calibrated = 0.0, None
-    with progress_factory(steps, "GPU timelines") as bar:
+    with progress_factory(steps, tr("GPU timelines")) as bar:
         for payload in wl["payload_mib"]:
             elements = int(payload * MiB) // 2
             host = torch.randn(elements, dtype=torch.bfloat16).pin_memory()  # pinned once, outside the timed loop

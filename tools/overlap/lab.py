@@ -27,10 +27,10 @@ import re
 from collections.abc import Sequence
 
 from ..at_grading import grading_mode
-from ..i18n import N_, tr
+from ..i18n import N_, localize, tr
 from ..presets import MiB
 from .evidence import overlap_evidence, percentile, summarize, timeline_overlap
-from .results import evidence_level, finalize, new_result, progress_bar, result_path, write_result
+from .results import evidence_level, explain, finalize, new_result, progress_bar, result_path, write_result
 from .schema import CPU_ACCEPT, DECISIONS, LEARNER_DECISIONS, RUN_MODES, SCHEMA_VERSION, SEMANTIC_ID, load_schema, validate_result
 
 # The CPU analogue's payloads. The chapter's (16, 64, 128) are host-to-device copies over PCIe; on
@@ -43,16 +43,18 @@ CPU_PAYLOAD_MIB = (64, 128, 256)
 
 def _check_config(run_mode, run_label, payload_mib, matrix_size, warmup_steps, repeat_steps, seed) -> None:
     if run_mode not in RUN_MODES:
-        raise ValueError(f"RUN_MODE must be one of {RUN_MODES}, got {run_mode!r}")
+        raise ValueError(tr("RUN_MODE must be one of {modes}, got {value}", modes=RUN_MODES, value=repr(run_mode)))
     if not isinstance(run_label, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", run_label):
-        raise ValueError(f"RUN_LABEL must be 1-64 letters, digits, '_', '.' or '-' (it names a file), got {run_label!r}")
+        raise ValueError(tr("RUN_LABEL must be 1-64 letters, digits, '_', '.' or '-' (it names a file), got {value}", value=repr(run_label)))
     if not payload_mib or not all(isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0 for p in payload_mib):
-        raise ValueError(f"PAYLOAD_MIB (CPU_PAYLOAD_MIB for real_cpu) must be a non-empty list of positive sizes in MiB, got {payload_mib!r}")
+        raise ValueError(
+            tr("PAYLOAD_MIB (CPU_PAYLOAD_MIB for real_cpu) must be a non-empty list of positive sizes in MiB, got {value}", value=repr(payload_mib))
+        )
     for name, value, low in (("MATRIX_SIZE", matrix_size, 16), ("WARMUP_STEPS", warmup_steps, 0), ("REPEAT_STEPS", repeat_steps, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+            raise ValueError(tr("{name} must be an integer >= {low}, got {value}", name=name, low=low, value=repr(value)))
     if not isinstance(seed, int):
-        raise ValueError(f"SEED must be an integer, got {seed!r}")
+        raise ValueError(tr("SEED must be an integer, got {value}", value=repr(seed)))
 
 
 def run_experiment(
@@ -88,7 +90,7 @@ def run_experiment(
         )
         run_mode = "dry_run"
     if not isinstance(intra_op_threads, int) or intra_op_threads < 1:
-        raise ValueError(f"intra_op_threads must be an integer >= 1, got {intra_op_threads!r}")
+        raise ValueError(tr("{name} must be an integer >= {low}, got {value}", name="intra_op_threads", low=1, value=repr(intra_op_threads)))
     workload = {
         "payload_mib": list(payload_mib),
         "matrix_size": matrix_size,
@@ -118,12 +120,29 @@ def run_experiment(
         result["failure"] = {"type": type(exc).__name__, "message": str(exc)}
         result["evidence_level"] = f"failed_{run_mode}_attempt"
         result["decision"] = "reject_until_environment_fixed"
-        result["decision_reason"] = N_("the run failed before measuring anything: see failure")
+        result["decision_reason"] = FAILED
     return result
+
+
+FAILED = N_("the run failed before measuring anything: see failure")
+SUMMARY_KEYS = ("semantic_id", "run_mode", "run_label", "failure", "evidence_level", "decision")
+
+
+def summary(result: dict) -> dict:
+    """What 5.3 prints of a result, by its key: each field as the file has it, a failure as its
+    error's type and text (the text in the learner's language where the catalog knows it: it came
+    from the device or a library, through an exception)."""
+    shown = {key: result.get(key) for key in SUMMARY_KEYS}
+    failure = result.get("failure")
+    if isinstance(failure, dict):
+        shown["failure"] = f"{failure.get('type')}: {localize(str(failure.get('message')))}"
+    return shown
 
 
 __all__ = [
     "run_experiment",
+    "explain",
+    "summary",
     "finalize",
     "new_result",
     "result_path",

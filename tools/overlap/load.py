@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..i18n import N_
+from ..i18n import Message
 
 # Busy when other programs took more than a quarter of a core beyond the cores the run leaves free.
 BUSY_MARGIN_CORES = 0.25
@@ -89,17 +89,17 @@ def busy_machine(load: float | None, cpus: int | None, other_cores: float | None
     return measure > max(0, cpus - threads) + BUSY_MARGIN_CORES
 
 
-def describe_load(load: float | None, cpus: int | None, other_cores: float | None) -> str:
-    """'other programs kept 0.91 of 2 CPUs busy during the run (load average 1.3 before it)'."""
-    parts = []
-    if other_cores is not None:
-        parts.append(N_("other programs kept {0} of {1} CPUs busy during the run").format(format(other_cores, "g"), cpus))
-    if load is not None:
-        parts.append(
-            N_("load average {0} before it").format(format(load, "g"))
-            if parts
-            else N_("load average {0} on {1} CPUs before the run").format(format(load, "g"), cpus)
+def describe_load(load: float | None, cpus: int | None, other_cores: float | None) -> Message:
+    """'other programs kept 0.91 of 2 CPUs busy during the run (load average 1.3 before it)', a
+    Message (shown in the learner's language, recorded in English)."""
+    others = None if other_cores is None else format(other_cores, "g")
+    average = None if load is None else format(load, "g")
+    if others is not None and average is not None:
+        return Message(
+            "other programs kept {cores} of {cpus} CPUs busy during the run (load average {load} before it)", cores=others, cpus=cpus, load=average
         )
-    if len(parts) == 2:
-        return f"{parts[0]} ({parts[1]})"
-    return parts[0] if parts else N_("load not measured")
+    if others is not None:
+        return Message("other programs kept {cores} of {cpus} CPUs busy during the run", cores=others, cpus=cpus)
+    if average is not None:
+        return Message("load average {load} on {cpus} CPUs before the run", load=average, cpus=cpus)
+    return Message("load not measured")

@@ -3,7 +3,7 @@ one overlapped run per stream."""
 
 from __future__ import annotations
 
-from ..i18n import N_, localize, localize_lines, tr
+from ..i18n import N_, Message, localize, tr
 from ..plotting import PALETTE, ROLE, binary_size, draw_lanes, new_figure
 
 
@@ -14,8 +14,18 @@ def _show() -> None:
     plt.show()
 
 
+def device_name(device: str) -> str:
+    """A device as a figure names it: ``CPU`` for the CPU analogue, a GPU by its own name."""
+    return "CPU" if device == "cpu" else device
+
+
+# where a result shown came from (the notebook's 5.3 names one): translated where it is drawn
+SOURCES = (N_("this run"), N_("reference measurement shipped with the course"))
+
+
 def plot_result(result: dict, source: str = "") -> None:
-    """Three panels from a measured result. ``source`` names where the data came from."""
+    """Three panels from a measured result. ``source`` names where the data came from (a catalog
+    key, ``SOURCES``)."""
     cases = result["cases"]
     if not cases:
         print(tr("No measured cases to plot."))
@@ -24,8 +34,8 @@ def plot_result(result: dict, source: str = "") -> None:
     fig, axes = new_figure(rows=1, cols=2, height=3.8)
     _serial_vs_overlap(axes[0], cases)
     _prediction(axes[1], cases)
-    title = tr("{mode} on {device}", mode=result["run_mode"], device=where)
-    fig.suptitle(title + (" · " + localize(source) if source else ""), fontsize=11)
+    title = tr("{mode} on {device}", mode=result["run_mode"], device=device_name(where))
+    fig.suptitle(tr("{title} · {source}", title=title, source=tr(source)) if source else title, fontsize=11)
     _show()
     balanced = max((c for c in cases if c["window"] == "calibrated"), key=lambda c: c["payload_mib"], default=cases[-1])
     fig, ax = new_figure(height=2.4)
@@ -50,7 +60,11 @@ def plot_result(result: dict, source: str = "") -> None:
             },
         ],
         lanes,
-        title=f"One overlapped run, calibrated window: total {t['total']:.2f} ms (serial median {balanced['serial_median_ms']:.2f} ms)",
+        title=tr(
+            "One overlapped run, calibrated window: total {total} ms (serial median {serial} ms)",
+            total=format(t["total"], ".2f"),
+            serial=format(balanced["serial_median_ms"], ".2f"),
+        ),
     )
     _show()
 
@@ -61,15 +75,15 @@ WINDOW_LABEL = {"fixed": N_("fixed window"), "calibrated": N_("calibrated window
 
 
 def _serial_vs_overlap(ax, cases: list[dict]) -> None:
-    labels = [f"{c['payload_mib']:g} MiB\n{WINDOW_NAME.get(c['window'], c['window'])}" for c in cases]
+    labels = [tr("{mib} MiB\n{window}", mib=format(c["payload_mib"], "g"), window=tr(WINDOW_NAME.get(c["window"], c["window"]))) for c in cases]
     x = range(len(cases))
-    ax.bar([i - 0.2 for i in x], [c["serial_median_ms"] for c in cases], width=0.4, color=ROLE["exposed"], label="serial (median)")
-    ax.bar([i + 0.2 for i in x], [c["overlap_median_ms"] for c in cases], width=0.4, color=ROLE["hidden"], label="overlapped (median)")
+    ax.bar([i - 0.2 for i in x], [c["serial_median_ms"] for c in cases], width=0.4, color=ROLE["exposed"], label=tr("serial (median)"))
+    ax.bar([i + 0.2 for i in x], [c["overlap_median_ms"] for c in cases], width=0.4, color=ROLE["hidden"], label=tr("overlapped (median)"))
     for i, c in enumerate(cases):
         ax.text(i + 0.2, c["overlap_median_ms"], f"{c['latency_ratio']:.2f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(list(x), labels, fontsize=8)
-    ax.set_ylabel("time (ms)")
-    ax.set_title("Serial vs overlapped (label: latency_ratio)")
+    ax.set_ylabel(tr("time (ms)"))
+    ax.set_title(tr("Serial vs overlapped (label: latency_ratio)"))
     ax.legend(frameon=False)
 
 
@@ -82,14 +96,14 @@ def _prediction(ax, cases: list[dict]) -> None:
             [c["predicted_overlap_ms"] for c in sel],
             [c["overlap_median_ms"] for c in sel],
             color=color,
-            label=WINDOW_LABEL[window],
+            label=tr(WINDOW_LABEL[window]),
             zorder=3,
         )
         top = max([top] + [max(c["predicted_overlap_ms"], c["overlap_median_ms"]) for c in sel])
-    ax.plot([0, top * 1.1], [0, top * 1.1], color="black", linewidth=1, linestyle="--", label="measured = predicted")
-    ax.set_xlabel("predicted overlapped time (ms)\nmax(copy alone, compute alone)")
-    ax.set_ylabel("measured overlapped time (ms)")
-    ax.set_title("Model against measurement")
+    ax.plot([0, top * 1.1], [0, top * 1.1], color="black", linewidth=1, linestyle="--", label=tr("measured = predicted"))
+    ax.set_xlabel(tr("predicted overlapped time (ms)\nmax(copy alone, compute alone)"))
+    ax.set_ylabel(tr("measured overlapped time (ms)"))
+    ax.set_title(tr("Model against measurement"))
     ax.legend(frameon=False, fontsize=8)
 
 
@@ -167,10 +181,12 @@ def plot_controls(result: dict) -> None:
     ax.set_yticks(y, [label for label, *_ in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel("work completed inside the other side's interval\n(share of the shorter side, median)")
-    ax.set_title("Evidence: confirmed when most repeats cross the dashed bar\nand the copy stays within its limit; controls must not be", fontsize=10)
+    ax.set_xlabel(tr("work completed inside the other side's interval\n(share of the shorter side, median)"))
+    ax.set_title(
+        tr("Evidence: confirmed when most repeats cross the dashed bar\nand the copy stays within its limit; controls must not be"), fontsize=10
+    )
     drawn = list(dict.fromkeys(verdict for _, _, verdict, _ in rows))
-    handles = [Patch(facecolor=EVIDENCE_COLOURS[v], edgecolor="black", hatch="//" if v.startswith("control") else "", label=v) for v in drawn]
+    handles = [Patch(facecolor=EVIDENCE_COLOURS[v], edgecolor="black", hatch="//" if v.startswith("control") else "", label=tr(v)) for v in drawn]
     fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False, fontsize=8)
     _show()
 
@@ -188,7 +204,7 @@ def sketch_serial_vs_overlapped(copy_ms: float = 10.0, compute_ms: float = 10.0)
             {"lane": lanes[1], "start": copy_ms, "end": serial, "label": N_("compute"), "role": "compute"},
         ],
         lanes,
-        title=f"Serial (one stream): compute waits for the copy, {serial:g} ms",
+        title=tr("Serial (one stream): compute waits for the copy, {ms} ms", ms=format(serial, "g")),
         xlabel="",
     )
     draw_lanes(
@@ -198,7 +214,11 @@ def sketch_serial_vs_overlapped(copy_ms: float = 10.0, compute_ms: float = 10.0)
             {"lane": lanes[1], "start": 0.0, "end": compute_ms, "label": N_("compute"), "role": "compute"},
         ],
         lanes,
-        title=f"Overlapped (two streams): both at once, {overlapped:g} ms (latency ratio {overlapped / serial:.2f})",
+        title=tr(
+            "Overlapped (two streams): both at once, {ms} ms (latency ratio {ratio})",
+            ms=format(overlapped, "g"),
+            ratio=format(overlapped / serial, ".2f"),
+        ),
     )
     axes[0].set_xlim(0, serial * 1.04)  # shared: the overlapped panel keeps the serial scale
     _show()
@@ -229,15 +249,24 @@ def evidence_label(ev: dict) -> str:
 
 
 def _warn(what: dict, fig) -> None:
-    """Print a measurement's warnings before its figure, and mark the figure, so it is never read silently."""
-    for text in what.get("warnings", []):
-        print(tr("WARNING: {warning}", warning=localize_lines(text)))
+    """Print a measurement's warnings before its figure, and mark the figure, so it is never read silently.
+    A warning is a Message (made by ``sweep``), or a recorded file's English text (``localize``)."""
+    from .sweep import machine_text
+
+    for warning in what.get("warnings", []):
+        print(tr("WARNING: {warning}", warning=warning if isinstance(warning, Message) else localize(str(warning))))
     origin = what.get("replayed_from")
     if what.get("warnings"):
-        fig.suptitle(f"Not trustworthy as measured: {len(what['warnings'])} warning(s) printed above", color=PALETTE["vermillion"], fontsize=10)
+        fig.suptitle(
+            tr("Not trustworthy as measured: {count} warning(s) printed above", count=len(what["warnings"])), color=PALETTE["vermillion"], fontsize=10
+        )
     elif origin:  # a dry run's figure is a recording: it says so on the figure itself
         fig.suptitle(
-            f"REPLAYED, not measured here: recorded on {origin['machine']} on {origin['created_at'][:10]}",
+            tr(
+                "REPLAYED, not measured here: recorded on {machine} on {date}",
+                machine=machine_text(origin["machine"]),
+                date=origin["created_at"][:10],
+            ),
             color=PALETTE["black"],
             fontsize=10,
             fontweight="bold",
@@ -249,24 +278,29 @@ def plot_pipeline(sweep: dict) -> None:
     fig, ax = new_figure(height=3.6)
     _warn(sweep, fig)
     n = sweep["chunks"]
-    ax.plot(n, sweep["exposed_ms"], marker="o", color=ROLE["exposed"], label="measured exposed (total - compute alone)")
+    ax.plot(n, sweep["exposed_ms"], marker="o", color=ROLE["exposed"], label=tr("measured exposed (total - compute alone)"))
     ax.plot(
         n,
         sweep["model_exposed_ms"],
         marker="s",
         linestyle="--",
         color=ROLE["copy"],
-        label=f"model: copy / n + n x {sweep['per_chunk_cost_ms']:.3f} ms",
+        label=tr("model: copy / n + n x {ms} ms", ms=format(sweep["per_chunk_cost_ms"], ".3f")),
     )
-    ax.axhline(sweep["copy_alone_ms"], color=ROLE["wait"], linewidth=1, linestyle=":", label="copy alone (nothing hidden)")
-    ax.axvline(sweep["best_chunks"], color=ROLE["hidden"], linewidth=1, label=f"best measured: {sweep['best_chunks']} chunks")
+    ax.axhline(sweep["copy_alone_ms"], color=ROLE["wait"], linewidth=1, linestyle=":", label=tr("copy alone (nothing hidden)"))
+    ax.axvline(sweep["best_chunks"], color=ROLE["hidden"], linewidth=1, label=tr("best measured: {chunks} chunks", chunks=sweep["best_chunks"]))
     ax.set_xscale("log", base=2)
     ax.set_xticks(n, [str(k) for k in n])
-    ax.set_xlabel("chunks (copy chunk i+1 while computing on chunk i)")
-    ax.set_ylabel("exposed time (ms)")
+    ax.set_xlabel(tr("chunks (copy chunk i+1 while computing on chunk i)"))
+    ax.set_ylabel(tr("exposed time (ms)"))
     ax.set_title(
-        f"Pipeline sweep on {sweep['device']}: {sweep['payload_mib']:g} MiB, "
-        f"compute alone {sweep['compute_alone_ms']:.1f} ms, copy alone {sweep['copy_alone_ms']:.1f} ms"
+        tr(
+            "Pipeline sweep on {device}: {mib} MiB, compute alone {compute} ms, copy alone {copy} ms",
+            device=device_name(sweep["device"]),
+            mib=format(sweep["payload_mib"], "g"),
+            compute=format(sweep["compute_alone_ms"], ".1f"),
+            copy=format(sweep["copy_alone_ms"], ".1f"),
+        )
     )
     # beside the axes, not in them: anywhere inside, some sweep puts a line or the best chunk under it
     ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -281,7 +315,15 @@ def plot_bandwidth(curve: dict) -> None:
     for color, (name, s) in zip(colors, curve["series"].items()):
         sizes = s["bytes"]
         fitted = [s["t0_ms"] + b / (s["gbytes_per_s"] * 1e6) for b in sizes]
-        axes[0].loglog(sizes, s["ms"], "o", color=color, label=f"{name}: t0 {s['t0_ms'] * 1e3:.1f} µs, {s['gbytes_per_s']:.1f} GB/s")
+        axes[0].loglog(
+            sizes,
+            s["ms"],
+            "o",
+            color=color,
+            label=tr(
+                "{name}: t0 {t0} µs, {bandwidth} GB/s", name=name, t0=format(s["t0_ms"] * 1e3, ".1f"), bandwidth=format(s["gbytes_per_s"], ".1f")
+            ),
+        )
         axes[0].loglog(sizes, fitted, "-", color=color, linewidth=1)
         axes[1].semilogx(sizes, [b / (t * 1e6) for b, t in zip(sizes, s["ms"])], "o-", color=color, label=name)
     sizes = sorted({b for s in curve["series"].values() for b in s["bytes"]})
@@ -291,11 +333,11 @@ def plot_bandwidth(curve: dict) -> None:
 
     axes[0].yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     axes[0].yaxis.set_minor_formatter(NullFormatter())
-    axes[0].set_ylabel("copy time (ms)")
-    axes[0].set_title("time = t0 + bytes / bandwidth (lines: fit)")
+    axes[0].set_ylabel(tr("copy time (ms)"))
+    axes[0].set_title(tr("time = t0 + bytes / bandwidth (lines: fit)"))
     axes[0].legend(frameon=False, fontsize=7)
-    axes[1].set_ylabel("achieved bandwidth (GB/s)")
-    axes[1].set_title(f"Small copies pay t0 ({curve['device']})")
+    axes[1].set_ylabel(tr("achieved bandwidth (GB/s)"))
+    axes[1].set_title(tr("Small copies pay t0 ({device})", device=device_name(curve["device"])))
     _show()
 
 
@@ -307,4 +349,4 @@ def _copy_size_axis(ax, sizes: list[int]) -> None:
     shown = sizes if len(sizes) <= 8 else sizes[::2]
     ax.set_xticks(shown, [binary_size(b) for b in shown], fontsize=8)
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("copy size (log scale)")
+    ax.set_xlabel(tr("copy size (log scale)"))

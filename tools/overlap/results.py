@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..at_grading import grading_mode
-from ..i18n import N_
+from ..i18n import AND, COMMA, LIST, N_, SEMICOLON, SENTENCES, Message, english, joined, localize, tr
 from ..notebook_runtime import package_version
 from ..project_runtime import results_dir, write_json_atomic
 from .load import busy_machine, describe_load
@@ -55,7 +55,8 @@ REASONS = {
 
 
 STAND_IN_EVIDENCE = "stand_in_timing_model"
-STAND_IN_NOTE = N_("Stand-in for torch.cuda: a timing model, not a measurement. TODO 5's rule on its numbers:") + " "
+STAND_IN = N_("Stand-in for torch.cuda: a timing model, not a measurement. TODO 5's rule on its numbers: {reason}")
+STAND_IN_NOTE = STAND_IN.split("{")[0]  # how a stand-in's reason begins
 
 
 def is_stand_in(result: dict) -> bool:
@@ -115,106 +116,136 @@ BAR_RATIO = 0.75  # rule 4: latency ratio at most 0.75
 # rule 4: overlapped median within the case's bound_factor x max(copy, compute) (1.15 on a GPU, 1.30 on the CPU)
 
 
-def _label(case: dict) -> str:
-    return f"{case['payload_mib']:g} MiB {case.get('window', '?')}"
+# a case's window as a reason names it ("64 MiB calibrated"): translated where it is shown
+WINDOW_NAMES = {"fixed": N_("fixed"), "calibrated": N_("calibrated")}
 
 
-def _calibrated_summary(cases: list[dict]) -> str:
+def case_label(case: dict) -> Message:
+    window = case.get("window", "?")
+    return Message("{mib} MiB {window}", mib=format(case["payload_mib"], "g"), window=Message(WINDOW_NAMES.get(window, window)))
+
+
+def _calibrated_summary(cases: list[dict]):
     parts = []
     for c in cases:
         if c.get("window") == "calibrated":
             bound = max(c["copy_alone_ms"], c["compute_alone_ms"])
             parts.append(
-                N_(
-                    "{0} MiB: ratio {1}, overlapped median / max(copy, compute) {2} (bound {3}), overlapped P95 {4} ms {5} serial median {6} ms"
-                ).format(
-                    format(c["payload_mib"], "g"),
-                    format(c["latency_ratio"], ".2f"),
-                    format(c["overlap_median_ms"] / bound, ".2f"),
-                    format(c["bound_factor"], "g"),
-                    format(c["overlap_p95_ms"], ".2f"),
-                    "<" if c["overlap_p95_ms"] < c["serial_median_ms"] else ">=",
-                    format(c["serial_median_ms"], ".2f"),
+                Message(
+                    "{mib} MiB: ratio {ratio}, overlapped median / max(copy, compute) {share} (bound {bound}), "
+                    "overlapped P95 {p95} ms {sign} serial median {serial} ms",
+                    mib=format(c["payload_mib"], "g"),
+                    ratio=format(c["latency_ratio"], ".2f"),
+                    share=format(c["overlap_median_ms"] / bound, ".2f"),
+                    bound=format(c["bound_factor"], "g"),
+                    p95=format(c["overlap_p95_ms"], ".2f"),
+                    sign="<" if c["overlap_p95_ms"] < c["serial_median_ms"] else ">=",
+                    serial=format(c["serial_median_ms"], ".2f"),
                 )
             )
-    return "; ".join(parts)
+    return joined(parts, SEMICOLON)
 
 
-def noise_conditions(case: dict) -> list[str]:
+def noise_conditions(case: dict) -> list[Message]:
     """Rule 3's conditions that hold for ``case``, each with its numbers (empty on a quiet machine)."""
     out = []
     serial, predicted, p95 = case["serial_median_ms"], case["predicted_serial_ms"], case["serial_p95_ms"]
     off = serial / predicted - 1
     if abs(off) > NOISE_OFF_MODEL:
         template = (
-            N_("serial median {0} ms is {1} above copy + compute {2} ms (> {3})")
+            N_("serial median {serial} ms is {off} above copy + compute {predicted} ms (> {limit})")
             if off > 0
-            else N_("serial median {0} ms is {1} below copy + compute {2} ms (> {3})")
+            else N_("serial median {serial} ms is {off} below copy + compute {predicted} ms (> {limit})")
         )
-        out.append(template.format(format(serial, ".2f"), format(abs(off), ".0%"), format(predicted, ".2f"), format(NOISE_OFF_MODEL, ".0%")))
+        out.append(
+            Message(
+                template,
+                serial=format(serial, ".2f"),
+                off=format(abs(off), ".0%"),
+                predicted=format(predicted, ".2f"),
+                limit=format(NOISE_OFF_MODEL, ".0%"),
+            )
+        )
     if p95 > NOISE_SPREAD * serial:
-        out.append(N_("serial P95 {0} ms > {1} x serial median {2} ms").format(format(p95, ".2f"), format(NOISE_SPREAD, "g"), format(serial, ".2f")))
+        out.append(
+            Message(
+                "serial P95 {p95} ms > {factor} x serial median {serial} ms",
+                p95=format(p95, ".2f"),
+                factor=format(NOISE_SPREAD, "g"),
+                serial=format(serial, ".2f"),
+            )
+        )
     return out
 
 
-def bar_misses(case: dict) -> list[str]:
+def bar_misses(case: dict) -> list[Message]:
     """Rule 4's conditions that ``case`` misses, each with its numbers (empty when it meets the bar)."""
     out = []
     bound = max(case["copy_alone_ms"], case["compute_alone_ms"])
     if not case.get("overlap_confirmed"):
-        out.append(N_("overlap not confirmed"))
+        out.append(Message("overlap not confirmed"))
     if case["latency_ratio"] > BAR_RATIO:
-        out.append(N_("ratio {0} > {1}").format(format(case["latency_ratio"], ".2f"), format(BAR_RATIO, "g")))
+        out.append(Message("ratio {ratio} > {bar}", ratio=format(case["latency_ratio"], ".2f"), bar=format(BAR_RATIO, "g")))
     if case["overlap_median_ms"] > case["bound_factor"] * bound:
         out.append(
-            N_("overlapped median {0} ms > {1} x max(copy, compute) {2} ms").format(
-                format(case["overlap_median_ms"], ".2f"), format(case["bound_factor"], "g"), format(bound, ".2f")
+            Message(
+                "overlapped median {median} ms > {factor} x max(copy, compute) {bound} ms",
+                median=format(case["overlap_median_ms"], ".2f"),
+                factor=format(case["bound_factor"], "g"),
+                bound=format(bound, ".2f"),
             )
         )
     if case["overlap_p95_ms"] >= case["serial_median_ms"]:
         out.append(
-            N_("overlapped P95 {0} ms >= serial median {1} ms").format(format(case["overlap_p95_ms"], ".2f"), format(case["serial_median_ms"], ".2f"))
+            Message(
+                "overlapped P95 {p95} ms >= serial median {serial} ms",
+                p95=format(case["overlap_p95_ms"], ".2f"),
+                serial=format(case["serial_median_ms"], ".2f"),
+            )
         )
     return out
 
 
-def what_fired(decision: str, cases: list[dict], controls: list[dict]) -> str:
-    """The measured conditions behind ``decision``, with their numbers; when none holds, says so
-    (the decision then came from a TODO 5 that does not follow its rule)."""
+def what_fired(decision: str, cases: list[dict], controls: list[dict]):
+    """The measured conditions behind ``decision``, with their numbers (a Message); when none holds,
+    says so (the decision then came from a TODO 5 that does not follow its rule)."""
     calibrated = [c for c in cases if c.get("window") == "calibrated"]
 
-    def listed(found: list[str], rule: int, none: str) -> str:
-        return "; ".join(found) if found else N_("{0}: check TODO 5's rule {1}").format(none, rule)
+    def listed(found: list, rule: int, none: str):
+        return joined(found, SEMICOLON) if found else Message("{what}: check TODO 5's rule {rule}", what=Message(none), rule=rule)
+
+    def named(case: dict, what) -> Message:
+        return Message("{case}: {what}", case=case_label(case), what=what)
 
     if decision == "reject_incorrect_path":
         fields = ("copy_correct", "compute_correct", "preconditions_met")
         found = [
-            f"{_label(c)}: " + N_("{0} not true").format(", ".join(f for f in fields if not c.get(f)))
+            named(c, Message("{fields} not true", fields=joined([f for f in fields if not c.get(f)], LIST)))
             for c in cases
             if not all(c.get(f) for f in fields)
         ]
         return listed(found, 1, N_("every case is correct and on the overlap path"))
     if decision == "reject_instrument_fault":
         if not controls:
-            return N_("no negative control ran")
+            return Message("no negative control ran")
         found = [
-            N_("control {0}: overlap_confirmed is {1}").format(c.get("name", "?"), repr(c.get("overlap_confirmed")))
+            Message("control {name}: overlap_confirmed is {value}", name=c.get("name", "?"), value=repr(c.get("overlap_confirmed")))
             for c in controls
             if c.get("overlap_confirmed") is not False
         ]
         return listed(found, 2, N_("every control came out not confirmed"))
     if decision == "rerun_on_quiet_machine":
-        found = [f"{_label(c)}: {' and '.join(conds)}" for c in calibrated if (conds := noise_conditions(c))]
+        found = [named(c, joined(conds, AND)) for c in calibrated if (conds := noise_conditions(c))]
         return listed(found, 3, N_("no calibrated case meets either noise condition"))
     if decision == "tune_overlap_window":
         if not calibrated:
-            return N_("no calibrated case was measured")
-        found = [f"{_label(c)}: {', '.join(misses)}" for c in calibrated if (misses := bar_misses(c))]
+            return Message("no calibrated case was measured")
+        found = [named(c, joined(misses, COMMA)) for c in calibrated if (misses := bar_misses(c))]
         return listed(found, 4, N_("every calibrated case meets the bar"))
     return _calibrated_summary(cases)
 
 
-def _load_note(result: dict) -> str:
+def _load_note(result: dict) -> Message | None:
     """On the CPU, a busy machine takes the copy thread's core: say so when other programs were busy.
 
     The run's own threads never count: ``load_average_1m`` is sampled before the run starts and
@@ -224,45 +255,68 @@ def _load_note(result: dict) -> str:
     load, cpus, others = hw.get("load_average_1m"), hw.get("logical_cpus"), hw.get("other_cpu_cores")
     threads = result["workload"].get("intra_op_threads", 1) + 1  # the matmul threads and the copy thread
     if result["run_mode"] != "real_cpu" or not busy_machine(load, cpus, others, threads):
-        return ""
-    return ". " + N_(
-        "Busy machine: {0}; other programs were using the cores that the copy thread and the matmul thread need, "
-        "so they take turns instead of overlapping"
-    ).format(describe_load(load, cpus, others))
+        return None
+    return Message(
+        "Busy machine: {load}; other programs were using the cores that the copy thread and the matmul thread need, "
+        "so they take turns instead of overlapping",
+        load=describe_load(load, cpus, others),
+    )
 
 
-# TODO 5 raised or returned something that is not a decision: the measurement is kept, undecided
-UNDECIDED = N_("{0}. The measurement is kept but not decided: fix TODO 5, then run 5.2 again.")
+# TODO 5 raised, returned something that is not a decision, or is not done: the measurement is kept, undecided
+NOT_DONE = N_("TODO 5 is not done yet")
+RAISED = N_("decide_overlap raised {error}. The measurement is kept but not decided: fix TODO 5, then run 5.2 again.")
+RETURNED = N_("decide_overlap returned {value}, not one of {decisions}. The measurement is kept but not decided: fix TODO 5, then run 5.2 again.")
+
+
+def decision_reason(result: dict) -> Message:
+    """Why a decided result got its decision, from its own data (the rule's reason, then the
+    conditions that fired with their numbers, then a busy machine's note): a Message, recorded in
+    English by ``finalize`` and shown in the learner's language by ``explain``."""
+    decision = result["decision"]
+    fired = joined([what_fired(decision, result["cases"], result["controls"]), *filter(None, [_load_note(result)])], SENTENCES)
+    stand_in = is_stand_in(result)
+    head = Message(REASONS[decision])
+    if stand_in:
+        head = Message(STAND_IN, reason=head)
+    if decision in ("accept_physical_overlap", CPU_ACCEPT):
+        return Message(N_("{reason}. Modelled: {fired}") if stand_in else N_("{reason}. Measured: {fired}"), reason=head, fired=fired)
+    return Message("{reason}. What fired: {fired}", reason=head, fired=fired)
+
+
+def explain(result: dict) -> str:
+    """A result's reason in the learner's language: a decided result's rebuilt from its data
+    (``decision_reason``), an undecided one's from the recorded English, whose values (the error
+    your TODO 5 raised) came from outside the runtime (``localize``); "" when it has none."""
+    if result.get("decision") in REASONS and result.get("cases"):
+        return str(decision_reason(result))
+    text = result.get("decision_reason")
+    return localize(text) if text else ""
 
 
 def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:
     """Fill in ``decision`` with the learner's ``decide(cases, controls)`` when cases were measured.
     When ``decide`` raises, or returns something that is not a decision, the measurement is kept
-    with decision ``'not_decided'`` and a reason that names what went wrong."""
+    with decision ``'not_decided'`` and a reason that names what went wrong. The reason is recorded
+    in English (``explain`` shows it in the learner's language)."""
     if result["failure"] is None and result["cases"]:
         try:
             decision = decide(copy.deepcopy(result["cases"]), copy.deepcopy(result["controls"]))
         except NotImplementedError:
-            result["decision"], result["decision_reason"] = "not_decided", N_("TODO 5 is not done yet")
+            result["decision"], result["decision_reason"] = "not_decided", NOT_DONE
             return result
         except Exception as exc:  # a bug in TODO 5 must not lose the measurement: it is kept, undecided
             result["decision"] = "not_decided"
-            result["decision_reason"] = UNDECIDED.format(N_("decide_overlap raised {0}").format(f"{type(exc).__name__}: {exc}"))
+            result["decision_reason"] = RAISED.format(error=f"{type(exc).__name__}: {exc}")
             return result
         if not isinstance(decision, str) or decision not in LEARNER_DECISIONS:
             result["decision"] = "not_decided"
-            returned = N_("decide_overlap returned {0}, not one of {1}").format(repr(decision), ", ".join(LEARNER_DECISIONS))
-            result["decision_reason"] = UNDECIDED.format(returned)
+            result["decision_reason"] = RETURNED.format(value=repr(decision), decisions=", ".join(LEARNER_DECISIONS))
             return result
         if decision == "accept_physical_overlap" and result["run_mode"] == "real_cpu":
             decision = CPU_ACCEPT
         result["decision"] = decision
-        fired = what_fired(decision, result["cases"], result["controls"])
-        stand_in = is_stand_in(result)
-        accepted = decision in ("accept_physical_overlap", CPU_ACCEPT)
-        reason = (N_("{0}. Modelled: {1}") if stand_in else N_("{0}. Measured: {1}")) if accepted else N_("{0}. What fired: {1}")
-        note = STAND_IN_NOTE if stand_in else ""
-        result["decision_reason"] = reason.format(f"{note}{REASONS[decision]}", f"{fired}{_load_note(result)}")
+        result["decision_reason"] = english(decision_reason(result))
     return result
 
 
@@ -317,7 +371,7 @@ def progress_bar(total: int, enabled: bool, desc: str):
             from IPython.display import display
             from tqdm.notebook import tqdm as notebook_tqdm
 
-            bar = notebook_tqdm(total=total, desc=desc, leave=False, display=False)
+            bar = notebook_tqdm(total=total, desc=desc, unit=tr("progress unit\x04run"), leave=False, display=False)
         except (ImportError, ValueError):  # no widgets, or no one to show them to: no bar rather than a stale one
             yield _NoBar()
             return
@@ -331,5 +385,5 @@ def progress_bar(total: int, enabled: bool, desc: str):
         return
     from tqdm import tqdm
 
-    with tqdm(total=total, desc=desc, leave=False) as bar:
+    with tqdm(total=total, desc=desc, unit=tr("progress unit\x04run"), leave=False) as bar:
         yield bar

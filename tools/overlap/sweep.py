@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from ..i18n import N_, localize
+from ..i18n import Message, tr
 from ..presets import KiB, MiB
 from .load import OtherCpuMeter, busy_machine, describe_load, load_average
 
@@ -64,14 +64,14 @@ def fit_bandwidth(sizes_bytes: Sequence[float], times_ms: Sequence[float]) -> di
     as much as the large ones, which carry the bandwidth.
     """
     if any(t <= 0 for t in times_ms):
-        raise ValueError("copy times must be > 0")
+        raise ValueError(tr("copy times must be > 0"))
     weights = [1 / t**2 for t in times_ms]
     t0, slope = fit_line(sizes_bytes, times_ms, weights)  # slope: ms per byte
     if t0 < 0:  # a negative fixed cost is noise: fit through the origin instead
         t0 = 0.0
         slope = sum(w * x * y for w, x, y in zip(weights, sizes_bytes, times_ms)) / sum(w * x * x for w, x in zip(weights, sizes_bytes))
     if slope <= 0:
-        raise ValueError("copy time does not grow with size: no bandwidth can be fitted")
+        raise ValueError(tr("copy time does not grow with size: no bandwidth can be fitted"))
     return {"t0_ms": t0, "gbytes_per_s": 1 / slope / 1e6, "r2": _weighted_r2(sizes_bytes, times_ms, weights, t0, slope)}
 
 
@@ -89,28 +89,39 @@ def machine_load() -> tuple[float | None, int]:
     return load_average(), os.cpu_count() or 1
 
 
-def load_warnings(load: float | None, cpus: int, other_cores: float | None = None, threads: int = 2) -> list[str]:
+def load_warnings(load: float | None, cpus: int, other_cores: float | None = None, threads: int = 2) -> list[Message]:
     """A warning when other programs took cores the measurement needed (``threads`` of its own), else nothing."""
     if not busy_machine(load, cpus, other_cores, threads):
         return []
     return [
-        f"busy machine: {describe_load(load, cpus, other_cores)}. Other programs were running, so these "
-        f"times include waiting for a core and wander from run to run. Close them and run this cell again."
+        Message(
+            "busy machine: {load}. Other programs were running, so these times include waiting for a core "
+            "and wander from run to run. Close them and run this cell again.",
+            load=describe_load(load, cpus, other_cores),
+        )
     ]
 
 
-def fit_warnings(name: str, fit: dict) -> list[str]:
+def fit_warnings(name: str, fit: dict) -> list[Message]:
     """Warnings when a copy-time fit does not hold: no fixed cost found, or a line that fits poorly."""
     out = []
     if fit["t0_ms"] <= 0:
         out.append(
-            f"{name}: t0 came out 0 µs (the fit's fixed cost was negative and set to 0): the small copies "
-            f"were not slower per byte than the large ones, which a quiet machine does not do."
+            Message(
+                "{name}: t0 came out 0 µs (the fit's fixed cost was negative and set to 0): the small copies "
+                "were not slower per byte than the large ones, which a quiet machine does not do.",
+                name=name,
+            )
         )
     if fit["r2"] < MIN_FIT_R2:
         out.append(
-            f"{name}: time = t0 + bytes / bandwidth fits poorly (R² {fit['r2']:.2f} < {MIN_FIT_R2}): the times "
-            f"do not grow along a line with size, so neither t0 nor the bandwidth means much here."
+            Message(
+                "{name}: time = t0 + bytes / bandwidth fits poorly (R² {r2} < {limit}): the times "
+                "do not grow along a line with size, so neither t0 nor the bandwidth means much here.",
+                name=name,
+                r2=format(fit["r2"], ".2f"),
+                limit=MIN_FIT_R2,
+            )
         )
     return out
 
@@ -155,7 +166,7 @@ def pipeline_sweep_cpu(payload_mib: float = 16, chunk_counts: Sequence[int] = CH
     import torch
 
     if payload_mib <= 0 or repeats < 1 or not chunk_counts or min(chunk_counts) < 1:
-        raise ValueError("payload_mib > 0, repeats >= 1 and chunk counts >= 1 are required")
+        raise ValueError(tr("payload_mib > 0, repeats >= 1 and chunk counts >= 1 are required"))
     load, cpus = machine_load()  # before measuring: the sweep's own threads must not count
     threads_before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -195,7 +206,7 @@ def pipeline_sweep_cpu(payload_mib: float = 16, chunk_counts: Sequence[int] = CH
         torch.set_num_threads(threads_before)
 
 
-def sweep_warnings(sweep: dict) -> list[str]:
+def sweep_warnings(sweep: dict) -> list[Message]:
     """A warning when the one-chunk run, which cannot overlap, exposes far more than the copy alone."""
     if 1 not in sweep["chunks"]:
         return []
@@ -204,11 +215,14 @@ def sweep_warnings(sweep: dict) -> list[str]:
     if one <= SERIAL_SLACK * copy_ms:
         return []
     return [
-        N_(
-            "one chunk exposed {0} ms against {1} ms for the copy alone: with one chunk nothing overlaps, so the two should be close "
-            "(within {2}x). The extra time is waiting (on the CPU, for a core that other programs held, to start or wake the copy "
-            "thread); the sweep's shape is not trustworthy."
-        ).format(format(one, ".2f"), format(copy_ms, ".2f"), format(SERIAL_SLACK, "g"))
+        Message(
+            "one chunk exposed {one} ms against {copy} ms for the copy alone: with one chunk nothing overlaps, so the two should be close "
+            "(within {slack}x). The extra time is waiting (on the CPU, for a core that other programs held, to start or wake the copy "
+            "thread); the sweep's shape is not trustworthy.",
+            one=format(one, ".2f"),
+            copy=format(copy_ms, ".2f"),
+            slack=format(SERIAL_SLACK, "g"),
+        )
     ]
 
 
@@ -259,7 +273,7 @@ def bandwidth_curve_cpu(max_mib: float = 16, repeats: int = 5) -> dict:
     import torch
 
     if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats!r}")
+        raise ValueError(tr("repeats must be >= 1, got {repeats}", repeats=repr(repeats)))
     sizes = _sizes(max_mib, CPU_CURVE_START)
     load, cpus = machine_load()
     threads_before = torch.get_num_threads()
@@ -294,7 +308,9 @@ def _sizes(max_mib: float, start: int = GPU_CURVE_START) -> list[int]:
         sizes.append(size)
         size *= 4
     if len(sizes) < 2:
-        raise ValueError(f"max_mib must allow at least two sizes from {start // KiB} KiB (>= {4 * start / MiB:g} MiB)")
+        raise ValueError(
+            tr("max_mib must allow at least two sizes from {start} KiB (>= {least} MiB)", start=start // KiB, least=format(4 * start / MiB, "g"))
+        )
     return sizes
 
 
@@ -424,9 +440,13 @@ def replay(kind: str) -> dict | None:
     return result
 
 
-# how benchmarks/record_cpu_curves.py describes the machine a recording comes from ("x86_64, 2 logical
-# CPUs"): a catalog template, so the description reads in the learner's language where it is shown
-MACHINE_CPUS = N_("{0} logical CPUs")
+def machine_text(machine: str) -> str:
+    """How benchmarks/record_cpu_curves.py described the machine of a recording ("x86_64, 2 logical
+    CPUs"), in the learner's language; another description as it is."""
+    import re
+
+    found = re.fullmatch(r"(.+), (\d+) logical CPUs", machine or "")
+    return tr("{arch}, {cpus} logical CPUs", arch=found.group(1), cpus=found.group(2)) if found else machine
 
 
 def replay_note(result: dict) -> str:
@@ -434,7 +454,9 @@ def replay_note(result: dict) -> str:
     origin = result.get("replayed_from")
     if not origin:
         return ""
-    return localize(
-        f"Replayed, not measured: recorded on {origin['machine']} on {origin['created_at'][:10]} by "
-        f"`{origin['command']}`. Set RUN_MODE = 'real_cpu' in 5.1 to measure your machine."
+    return tr(
+        "Replayed, not measured: recorded on {machine} on {date} by `{command}`. Set RUN_MODE = 'real_cpu' in 5.1 to measure your machine.",
+        machine=machine_text(origin["machine"]),
+        date=origin["created_at"][:10],
+        command=origin["command"],
     )
