@@ -189,7 +189,8 @@ def test_the_messages_about_an_earlier_notebook_and_the_check_before_submitting_
     monkeypatch.setattr(nr, "notebook_folders", lambda: [tmp_path])
     with pytest.raises(nr.LearnerFunctionMissing) as missing:
         nr.load_learner_functions("02_total_vs_exposed_time", ["estimate_handoff"], [tmp_path])
-    assert str(missing.value).startswith("在本 notebook 旁边找不到你的 notebook 02_total_vs_exposed_time.ipynb") and not english_words(str(missing.value))
+    said = str(missing.value)
+    assert said.startswith("在本 notebook 旁边找不到你的 notebook 02_total_vs_exposed_time.ipynb") and not english_words(said)
     cell = {"cell_type": "code", "source": "def f(:\n", "metadata": {"nbgrader": {"solution": True, "grade_id": "x"}}}
     (tmp_path / "02_total_vs_exposed_time.ipynb").write_text(json.dumps({"cells": [cell]}), encoding="utf-8")
     with pytest.raises(nr.LearnerFunctionMissing) as broken:
