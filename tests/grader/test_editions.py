@@ -151,4 +151,4 @@ def test_the_class_report_counts_the_editions_and_speaks_the_instructors_languag
         idea = next(i for i in data["ideas"] if i["grade_id"] == "todo4_plan_decode" and i["idea"] == "deadline_inclusive")
         assert text in idea["text"], idea
     page = (graded["out"] / "report.html").read_text(encoding="utf-8")  # the last one: --language zh, all Chinese
-    assert "提交的语言版本：en 4，zh 5。" in page and "截止时间" in page and "Editions submitted" not in page
+    assert "提交的语言版本：英文版 4 份，中文版 5 份。" in page and "截止时间" in page and "Editions submitted" not in page

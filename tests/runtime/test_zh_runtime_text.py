@@ -202,3 +202,27 @@ def test_the_messages_about_an_earlier_notebook_and_the_check_before_submitting_
     assert "中有 2 份这个 notebook 的副本" in warning and 'python -m tools.notebook_runtime "YOUR FILE.ipynb"' in warning
     names_and_command = ("Copy of 02_total_vs_exposed_time.ipynb", 'python -m tools.notebook_runtime "YOUR FILE.ipynb"')
     assert english_words(warning.replace(names_and_command[0], "").replace(names_and_command[1], "")) == [], warning
+
+
+def test_every_runtime_translation_reads_as_chinese_once_its_values_are_filled():
+    """Each Chinese message of the runtime catalog, its placeholders filled with a number, has no English
+    word a Chinese learner would read (the strict finder of the zh notebook runs, applied to the catalog
+    itself: a new public check's translation that leaves `after` or `outcome` bare is caught here, before
+    any notebook runs)."""
+    import re
+
+    from babel.messages.pofile import read_po
+
+    with open(i18n.runtime_catalog_path("zh"), "rb") as handle:
+        catalog = read_po(handle, locale="zh")
+    placeholder = re.compile(r"\{[^{}]*\}")
+    found = {}
+    for message in catalog:
+        if message.id and message.string and not message.fuzzy:
+            text = message.string
+            while placeholder.search(text):  # inner fields first: {problem:<{width}}
+                text = placeholder.sub("7", text)
+            words = english_words(text)
+            if words:
+                found[message.id[:80]] = words
+    assert not found, found
