@@ -86,7 +86,7 @@ def _term_arguments(grade: argparse.ArgumentParser) -> None:
 
 def _export_arguments(export: argparse.ArgumentParser) -> None:
     """export's options: which gradebook, which table, and the LMS's ids, column and rules."""
-    from .record.late import UNKNOWN_CHOICES
+    from .ledger.late import UNKNOWN_CHOICES
 
     _out_argument(export)
     export.add_argument("--db-url", metavar="URL", help="the gradebook, if not the one OUT records")
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             "translations": cmd_translations,
         }[args.command](course, args)
     except GraderError as exc:  # the instructor's input, a release, a gradebook, a worker: said, not a traceback
-        from .record.gradebook import mask_text
+        from .ledger.gradebook import mask_text
 
         log.error(mask_text(str(exc), getattr(args, "db_url", None)))
         return EXIT_UNUSABLE
@@ -296,7 +296,7 @@ def cmd_grade(course: Course, args) -> int:
     begin = time.monotonic()
     options = grading_options(args)
     executor = executor_for(options)  # chosen once: this machine, or the Dask cluster at --scheduler
-    from .record.late import late_spec
+    from .ledger.late import late_spec
     from .term.intake import check_extensions, take_in
 
     late = late_spec(course.grading, args.deadline, args.late_policy, args.extensions)

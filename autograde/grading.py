@@ -33,15 +33,15 @@ from tools.project_runtime import write_json_atomic
 
 from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs  # noqa: F401 (Exercise: for importers)
 from .errors import GraderError
+from .ledger import gradebook
+from .ledger.late import LateSpec, save_spec, settle
+from .ledger.results import write_tables
+from .ledger.store import cached_record, save_record, signing_key
 from .matching import grade_ids, last_error, match_notebooks, read_graded, read_json, safe_text
 from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, JobOutcome, Options, Record, new_record  # noqa: F401 (the batch's names)
 from .publish.leaks import secret_lines
 from .publish.master import edition_master, grading_master
-from .record import gradebook
-from .record.late import LateSpec, save_spec, settle
 from .record.pages import keep_page_data, note_redactions, page_kept, page_words, write_pages
-from .record.results import write_tables
-from .record.store import cached_record, save_record, signing_key
 from .run.launch import prestart as start_worker_server
 from .run.preprocessors import NeutraliseForDisplay
 from .run.student import INTERRUPTED, SETTINGS, elapsed_since, job_settings, run_student
@@ -349,7 +349,7 @@ def grade_batch(
     ``executor`` runs the students' jobs (:class:`Executor`). The default, :class:`LocalExecutor`,
     runs them in a pool of ``options.workers`` threads here; the command line passes
     ``executors.cluster.ClusterExecutor()`` for ``--scheduler``. ``late``: the deadlines, the late
-    policy and the submission times (record/late.py); penalties are worked out on every run, never
+    policy and the submission times (ledger/late.py); penalties are worked out on every run, never
     cached, so a changed deadline applies to results reused from an earlier run. ``absent``: students
     on the roster who sent nothing (a row of ``missing`` notebooks each)."""
     executor = executor or LocalExecutor()

@@ -104,8 +104,8 @@ NOT_SUBMITTED = ("missing", "invalid_student_id")  # statuses of a notebook nobo
 class Record:
     """One notebook's graded record for one student: what grades.csv, log.jsonl, the gradebook, the
     feedback page and reuse read. Made by :func:`new_record`, filled in by a job's outcome
-    (grading.finish_record), signed and saved as JSON (record.store); ``late`` is worked out on
-    every run (record.late). A field that is None (``cached``: False) is absent from its JSON, as
+    (grading.finish_record), signed and saved as JSON (ledger.store); ``late`` is worked out on
+    every run (ledger.late). A field that is None (``cached``: False) is absent from its JSON, as
     it always was; ``extra`` keeps the keys of a record this version does not know, so a record
     read back is written back as it was."""
 
@@ -127,7 +127,7 @@ class Record:
     seconds: float | None = None
     signature: str | None = None
     cached: bool = False  # reused from an earlier run (never signed, never saved)
-    late: dict | None = None  # record.late.notebook_late's facts
+    late: dict | None = None  # ledger.late.notebook_late's facts
     extra: dict = field(default_factory=dict)
 
     @property
@@ -182,7 +182,7 @@ def new_record(
     """A notebook's record: graded unless ``status`` (a key of STATUS_TEXT) says otherwise, with the
     submitted file's name and fingerprint when it was read. A worker's outcome fills in scores,
     status, detail, timings and ideas (grading.finish_record); the record is saved as signed JSON
-    (record.store.save_record) and read back by reuse, export and report. Every record is made here."""
+    (ledger.store.save_record) and read back by reuse, export and report. Every record is made here."""
     return Record(student, notebook, status, detail, file=file, fingerprint=fingerprint)
 
 

@@ -517,8 +517,8 @@ def _settle_answer(
     from the returned files, then record, feedback page and kept notebooks by grading.finish_record,
     signed and saved here. Yields the saved records."""
     from ..grading import finish_record
+    from ..ledger.store import save_record
     from ..matching import changed_answers, safe_text
-    from ..record.store import save_record
 
     by_name = {item["notebook"]: item for item in answer}
     try:

@@ -287,7 +287,7 @@ def _changing(url: str, what: str):
 
 def record_penalties(url: str, assignment: str, penalties: dict[str, dict[str, float]]) -> int:
     """Set nbgrader's ``late_submission_penalty`` of each (student, notebook) in ``penalties`` to the
-    penalty the score tables settled (record/late.py's ``settle``, on the score a person's grades
+    penalty the score tables settled (ledger/late.py's ``settle``, on the score a person's grades
     included), so that formgrader and ``nbgrader export`` agree with them. Returns how many changed."""
     from nbgrader.api import MissingEntry
 

@@ -21,13 +21,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from ..course import Course, Exercise
+from ..ledger import gradebook
+from ..ledger.late import Policy, late_text
+from ..ledger.tables import cell_value
 from ..matching import read_graded
 from ..model import HIDDEN_NOTE, HIDDEN_NOTE_TEXT, Record
 from ..publish.editions import feedback_translations
-from . import gradebook
 from .exporters import PageView, feedback_exporter, html_lang, number_shown, page_css
-from .late import Policy, late_text
-from .tables import cell_value
 
 PAGE_DATA = ".pages"  # OUT/.pages/<student>/<notebook>.json: a notebook's page data, as the worker's feedback step made it
 MAX_PAGE = 1_000_000  # characters in one feedback page

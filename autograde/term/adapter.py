@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..course import Course, UnusableInput
-from ..record.late import LateSpec, Settled
+from ..ledger.late import LateSpec, Settled
 
 
 @dataclass

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from ..course import Course, UnusableInput
-from ..record.tables import write_csv
+from ..ledger.tables import write_csv
 from .adapter import Adapter, ExportJob, lms_zip, refuse_unmatched, safe
 from .candidates import Candidate, why_not
 from .source import Entry, Source, problem, shown

@@ -21,10 +21,10 @@ import json
 from pathlib import Path
 
 from ..course import Course, UnusableInput, exercises
+from ..ledger import gradebook
+from ..ledger.late import UNKNOWN_CHOICES, LateSpec, Settled, lms_flags, load_spec, unsubmitted
+from ..ledger.tables import cell_value, final_header, late_columns, score_row, write_csv
 from ..model import REVIEW
-from ..record import gradebook
-from ..record.late import UNKNOWN_CHOICES, LateSpec, Settled, lms_flags, load_spec, unsubmitted
-from ..record.tables import cell_value, final_header, late_columns, score_row, write_csv
 from .adapter import ExportJob
 from .registry import PLAIN_EXPORT, export_formats
 

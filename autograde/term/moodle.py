@@ -16,9 +16,9 @@ import re
 from pathlib import Path
 
 from ..course import Course
+from ..ledger.late import LateSpec, Settled, late_text, unsubmitted
+from ..ledger.tables import write_csv
 from ..publish.editions import feedback_translations
-from ..record.late import LateSpec, Settled, late_text, unsubmitted
-from ..record.tables import write_csv
 from .adapter import Adapter, ExportJob, lms_zip, refuse_unmatched, safe
 from .candidates import Candidate, why_not
 from .source import Entry, Source, problem, shown

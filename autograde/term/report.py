@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..course import Course, Exercise, UnusableInput, exercises
+from ..ledger.tables import NOT_EXERCISES
 from ..model import PENDING, REVIEW, STATUS_TEXT
 from ..record.exporters import write_page_and_numbers
-from ..record.tables import NOT_EXERCISES
 from .report_figures import draw_figures, figures
 from .report_page import REPORT_POLICY, render
 from .report_text import report_words, say

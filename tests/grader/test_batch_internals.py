@@ -254,7 +254,7 @@ def test_a_new_gradebook_is_stamped_with_the_migration_head_alembic_names(tmp_pa
     import subprocess
 
     from autograde.course import bin_dir
-    from autograde.record import gradebook
+    from autograde.ledger import gradebook
 
     with gradebook.open_gradebook(f"sqlite:///{tmp_path / 'fresh.db'}") as book:
         assert book.db is not None
@@ -266,7 +266,7 @@ def test_a_new_gradebook_is_stamped_with_the_migration_head_alembic_names(tmp_pa
 
 
 def test_a_gradebook_prepared_in_the_background_still_refuses_before_grading(tmp_path):
-    from autograde.record import gradebook
+    from autograde.ledger import gradebook
 
     writer = gradebook.Writer(f"sqlite:///{tmp_path / 'no' / 'such' / 'folder' / 'g.db'}", tmp_path / "master.db", "a", wait=False)
     with pytest.raises(gradebook.GradebookError, match="cannot"):
@@ -299,7 +299,7 @@ def test_a_worker_reuses_one_engine_per_gradebook_and_reads_a_replaced_one_afres
     import nbgrader.api
     from nbgrader.api import Gradebook
 
-    from autograde.record.gradebook import alembic_head
+    from autograde.ledger.gradebook import alembic_head
     from autograde.run.job import one_engine_per_gradebook
 
     monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)  # put back afterwards

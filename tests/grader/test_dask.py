@@ -271,7 +271,7 @@ def test_a_workers_folders_of_other_course_versions_are_removed_unless_in_use(tm
 def test_tasks_carry_neither_the_signing_key_nor_the_database_password(tmp_path):
     from autograde.executors.cluster import make_task, task_settings
     from autograde.grading import Options
-    from autograde.record.store import signing_key
+    from autograde.ledger.store import signing_key
 
     key = signing_key(tmp_path)
     options = Options(db_url="postgresql://grader:s3cret-Pa55@db.example/course", scheduler="tcp://h:8786")

@@ -22,9 +22,9 @@ import pytest
 
 from autograde import cli
 from autograde.course import Course, UnusableInput, exercises
-from autograde.record import gradebook
-from autograde.record.late import LateSpec, parse_policy, parse_time, penalty_points, save_spec
-from autograde.record.results import write_results
+from autograde.ledger import gradebook
+from autograde.ledger.late import LateSpec, parse_policy, parse_time, penalty_points, save_spec
+from autograde.ledger.results import write_results
 from autograde.term import canvas as export_mod
 from autograde.term.report import build_report
 

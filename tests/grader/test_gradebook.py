@@ -22,8 +22,8 @@ import pytest
 
 from autograde.course import Course
 from autograde.judging.ideas import check_course, check_manual
+from autograde.ledger.gradebook import cell_score, mask_text, mask_url, password_free, read_scores, write_course_config
 from autograde.publish.leaks import secret_lines
-from autograde.record.gradebook import cell_score, mask_text, mask_url, password_free, read_scores, write_course_config
 from autograde.record.pages import finish_page
 
 from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, grade_command, mutate, troubles, write
@@ -268,7 +268,7 @@ def _grades(path: Path) -> dict[str, dict[str, str]]:
 def _counts(url: str) -> dict[str, int]:
     from nbgrader.api import Comment, Grade, Student, SubmittedAssignment, SubmittedNotebook
 
-    from autograde.record.gradebook import open_gradebook
+    from autograde.ledger.gradebook import open_gradebook
 
     with open_gradebook(url) as gb:
         return {model.__name__: gb.db.query(model).count() for model in (Student, SubmittedAssignment, SubmittedNotebook, Grade, Comment)}
@@ -311,7 +311,7 @@ def graded(request, tmp_path_factory):
         after_rerun = _counts(url)
         before_regrade = _grades(out / "grades.csv")
         # a person grades ana's first reflection in formgrader (through the same API)
-        from autograde.record.gradebook import open_gradebook
+        from autograde.ledger.gradebook import open_gradebook
 
         with open_gradebook(url) as gb:
             grade = gb.find_grade("reflection_01_q1", GRADED[0], ASSIGNMENT, "ana")
@@ -542,7 +542,7 @@ def test_an_unreachable_database_is_a_clear_error_without_the_password(tmp_path)
 
 @pytest.mark.slow
 def test_a_manual_score_on_a_changed_answer_is_marked_review_until_a_person_looks_again(tmp_path):
-    from autograde.record.gradebook import open_gradebook
+    from autograde.ledger.gradebook import open_gradebook
 
     name, gid = GRADED[0], REFLECTIONS[GRADED[0]][0]
     subs, out = tmp_path / "subs", tmp_path / "out"

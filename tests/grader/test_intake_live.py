@@ -385,7 +385,7 @@ def test_a_live_class_back_dated_submission_is_late_and_named(live):
 
 
 def test_the_pages_line_on_disagreeing_times_in_each_edition():
-    from autograde.record.late import Policy, late_text
+    from autograde.ledger.late import Policy, late_text
     from autograde.record.pages import page_words
 
     disputed = {"claimed": "2026-12-01T10:00:00+00:00", "arrived": "2026-12-04T10:00:00+00:00", "used": "2026-12-04T10:00:00+00:00"}

@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 
 from autograde.course import UnusableInput
-from autograde.record import late
-from autograde.record.late import LateSpec, notebook_late, parse_policy, parse_time, penalty_points
+from autograde.ledger import late
+from autograde.ledger.late import LateSpec, notebook_late, parse_policy, parse_time, penalty_points
 
 DEADLINE = parse_time("2026-12-20T23:59:00+08:00", "test")
 

@@ -13,7 +13,7 @@ import pytest
 
 from autograde.course import Course, exercises
 from autograde.grading import Options, grade_batch
-from autograde.record.late import LateSpec, parse_policy, parse_time, penalty_points
+from autograde.ledger.late import LateSpec, parse_policy, parse_time, penalty_points
 
 from submissions import build, write
 

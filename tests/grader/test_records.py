@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from autograde.ledger.store import cached_record, save_record
 from autograde.model import JobOutcome, MalformedResult, Record, new_record
-from autograde.record.store import cached_record, save_record
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "records"
 

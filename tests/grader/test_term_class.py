@@ -28,7 +28,7 @@ import pytest
 from test_export_lms import moodle_import
 
 from autograde.course import Course, exercises
-from autograde.record.late import parse_policy, penalty_points
+from autograde.ledger.late import parse_policy, penalty_points
 from autograde.term.report import build_report
 
 from submissions import MISTAKES, RELEASE, build, mutate, run_grade
@@ -268,7 +268,7 @@ def test_the_lms_file_final_grades_and_the_report_carry_the_same_final_score(ter
 def test_nbgraders_gradebook_holds_the_deadline_and_the_extension(term):
     """nbgrader's own API: the assignment's duedate is the deadline (naive UTC), the extended student's
     submission carries the extension, and nbgrader's own lateness says who was late."""
-    from autograde.record import gradebook
+    from autograde.ledger import gradebook
 
     assert _cli("export", str(term["out"])).returncode == 0
     with gradebook.open_gradebook(gradebook.resolve_url(term["out"], None)) as book:
@@ -366,7 +366,7 @@ def test_a_zipped_upload_is_recorded_and_the_exchange_hand_back_names_it(tmp_pat
 def test_the_export_sets_nbgraders_duedate_and_extensions(tmp_path):
     """gradebook.record_duedate through nbgrader's own API: the assignment's duedate (naive UTC), each
     extended student's submission extension, and nbgrader's total_seconds_late computed from them."""
-    from autograde.record import gradebook
+    from autograde.ledger import gradebook
 
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     with gradebook.open_gradebook(url) as book:
