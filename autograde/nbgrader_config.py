@@ -34,7 +34,7 @@ c.IgnorePattern.pattern = r"[\s\S]*"
 # Outputs are cut to a byte budget before the graded notebook is saved.
 # (Code cells keep their whole source here: the judge loads the learner's code from this notebook.)
 # No AssignLatePenalties: a job's gradebook is a scratch copy, and late penalties are the grader's own
-# (ledger/late.py), written into the course gradebook (ledger/gradebook.py).
+# (record/late.py), written into the course gradebook (record/gradebook.py).
 c.Autograde.autograde_preprocessors = [
     CappedExecute,
     IgnorePattern,

@@ -71,9 +71,7 @@ def out_literals(path: Path) -> list[tuple[int, str]]:
             as_path.update(id(side) for side in (node.left, node.right))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PATH_CALLS:
             as_path.update(id(arg) for arg in node.args)
-    for node in ast.walk(tree):  # an f-string's text parts are paths when the f-string is
-        if isinstance(node, ast.JoinedStr) and id(node) in as_path:
-            as_path.update(id(value) for value in node.values)
+    inside = {id(value) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for value in node.values}
     docstrings = {
         id(node.body[0].value)
         for node in ast.walk(tree)
@@ -84,10 +82,16 @@ def out_literals(path: Path) -> list[tuple[int, str]]:
     }
     found = []
     for node in ast.walk(tree):
-        if id(node) in docstrings:
+        if id(node) in docstrings or id(node) in inside:
             continue
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _names_out(node.value, id(node) in as_path):
-            found.append((node.lineno, node.value))
+        if isinstance(node, ast.JoinedStr):  # an f-string as one text, each placeholder as {}
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        if _names_out(text, id(node) in as_path):
+            found.append((node.lineno, text))
     return sorted(set(found))
 
 
@@ -183,6 +187,7 @@ def run_commands(root: Path, work: Path) -> Watch:
 
     sys.path.insert(0, str(root))
     os.environ["LLM_ALGO_PROJECT_ROOT"] = str(root)
+    os.environ["PYTHONPATH"] = str(root)  # the grading workers' autograde too
     from autograde import cli
 
     base = work / "canvas"

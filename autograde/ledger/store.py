@@ -1,5 +1,6 @@
-"""The signed record store: each notebook's record in ``OUT/.state``, signed with a key kept there (readable
-by the instructor only), and reused only when it is for the very same file and its signature verifies."""
+"""The signed record store: each notebook's record in OUT (``Out.record``), signed with a key kept beside
+them (``Out.key``, readable by the instructor only), and reused only when it is for the very same file and
+its signature verifies."""
 
 from __future__ import annotations
 
@@ -12,15 +13,16 @@ from pathlib import Path
 from tools.project_runtime import write_json_atomic
 
 from ..model import Record
+from .layout import Out
 
 _KEYS: dict[Path, bytes] = {}
 
 
 def signing_key(out: Path) -> bytes:
-    """The secret that signs saved records (kept in OUT/.state, readable by the instructor only).
+    """The secret that signs saved records (kept in OUT, readable by the instructor only).
     Made before any worker starts (under the run's lock), then read once."""
     if out not in _KEYS:
-        path = out / ".state" / ".key"
+        path = Out(out).key
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -37,17 +39,17 @@ def _signature(out: Path, data: dict) -> str:
 
 
 def save_record(out: Path, record: Record, seconds: float) -> Record:
-    """``record`` with its seconds and signature, saved in OUT/.state (as JSON: ``Record.to_json``)."""
+    """``record`` with its seconds and signature, saved in OUT (as JSON: ``Record.to_json``)."""
     record = record.but(seconds=round(seconds, 2), signature=None, cached=False)
     record = record.but(signature=_signature(out, record.to_json()))
-    write_json_atomic(out / ".state" / record.student_id / f"{record.notebook}.json", record.to_json())
+    write_json_atomic(Out(out).record(record.student_id, record.notebook), record.to_json())
     return record
 
 
 def cached_record(out: Path, student: str, notebook: str, fingerprint: str) -> Record | None:
     """A saved record, when it is for this very file and its signature verifies (checked on the JSON
     as saved, so a record an earlier version wrote is reused as it is)."""
-    path = out / ".state" / student / f"{notebook}.json"
+    path = Out(out).record(student, notebook)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -5,8 +5,8 @@ Layouts, one adapter each (``registry.py``): ``folders`` and ``pattern`` (``fold
 (``exchange.py``), ``canvas`` (``canvas.py``), ``moodle`` (``moodle.py``); decided for the whole source from
 the names at its top (``layouts.py``) unless ``layout=`` says which. The adapter's reader says whose each
 file is, which notebook and when; this module places the newest file per notebook, unpacks a student's own
-zip, maps the roster's ids and applies the timestamps. ``take_in`` is ``grade``'s whole intake (OUT/intake.json
-and what it says), ``check_extensions`` its check of the extensions file against the students found.
+zip, maps the roster's ids and applies the timestamps. ``take_in`` is ``grade``'s whole intake (its facts,
+kept by the ledger, and what it says), ``check_extensions`` its check of the extensions file against the students found.
 
 Everything read is untrusted (``source.py``: limits, zips, links). Whatever cannot be used is a named
 problem (``Intake.problems``), never a silent skip, and costs only its own student; an input that cannot be
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tools.project_runtime import write_json_atomic
-
 from ..course import Course, UnusableInput
+from ..ledger.facts import IntakeFacts, LmsStudent
+from ..ledger.folder import Ledger
 from ..matching import normalize, walk_notebooks
 from ..model import STUDENT_ID, MiB
 from .candidates import Candidate, exchange_time, why_not
@@ -476,11 +476,23 @@ def read_timestamps(path: Path, notebooks: tuple[str, ...], problems: list[dict]
     return found
 
 
+def facts(intake: Intake) -> IntakeFacts:
+    """What the intake found, as the ledger keeps it for the commands after it."""
+    return IntakeFacts(
+        layout=intake.layout,
+        students={student: LmsStudent.from_json(who) for student, who in intake.students.items()},
+        missing=tuple(intake.missing),
+        late_in_lms={student: tuple(notebooks) for student, notebooks in intake.late.items()},
+        problems=tuple(intake.problems),
+        notes=tuple(intake.notes),
+    )
+
+
 def take_in(
     course: Course,
     submissions: Path,
     dest: Path,
-    out: Path,
+    ledger: Ledger,
     layout: str | None = None,
     pattern: str | None = None,
     roster: Path | None = None,
@@ -488,18 +500,10 @@ def take_in(
     trust_owners: bool = False,
 ) -> Intake:
     """``grade``'s intake: SUBMISSIONS in any layout, as the grader's folders in ``dest``; what the intake
-    found goes to OUT/intake.json, and its layout, problems and notes are said on stdout."""
+    found goes to the ledger (``ledger.intake``: kept in OUT for the commands after it), and its layout,
+    problems and notes are said on stdout."""
     intake = read_submissions(submissions, dest, course.notebooks, course.assignment, layout, pattern, roster, timestamps, trust_owners=trust_owners)
-    out.mkdir(parents=True, exist_ok=True)
-    found = {
-        "layout": intake.layout,
-        "students": intake.students,
-        "missing": intake.missing,
-        "late_in_lms": intake.late,
-        "problems": intake.problems,
-        "notes": intake.notes,
-    }
-    write_json_atomic(out / "intake.json", found)
+    ledger.write_intake(facts(intake))
     if intake.layout != "folders" or intake.problems:
         print(f"intake: {intake.layout} layout, {len(intake.students) or '?'} student(s) named by the LMS, {len(intake.problems)} problem(s)")
     for problem_found in intake.problems:

@@ -22,7 +22,8 @@ import pytest
 
 from autograde.course import Course
 from autograde.judging.ideas import check_course, check_manual
-from autograde.ledger.gradebook import cell_score, mask_text, mask_url, password_free, read_scores, write_course_config
+from autograde.ledger.gradebook import Grade, mask_text, mask_url, password_free, read_book, write_course_config
+from autograde.ledger.layout import Out
 from autograde.publish.leaks import secret_lines
 from autograde.record.pages import finish_page
 
@@ -103,8 +104,8 @@ def test_urls_are_masked_and_stored_without_the_password():
     assert "s3cret-pw" not in mask_url(url) and "***" in mask_url(url)
     assert password_free(url) == "postgresql://grader@db.example:5432/course"
     assert "s3cret-pw" not in mask_text(f"could not connect to {url}: password s3cret-pw rejected", url)
-    assert cell_score({"auto": None, "manual": None, "extra": None}) is None
-    assert cell_score({"auto": 2.0, "manual": 0.5, "extra": 0.25}) == 0.75
+    assert Grade(auto=None, manual=None, extra=None).score is None
+    assert Grade(auto=2.0, manual=0.5, extra=0.25).score == 0.75
 
 
 def test_a_password_in_the_query_is_masked_and_never_stored(tmp_path):
@@ -120,7 +121,7 @@ def test_a_password_in_the_query_is_masked_and_never_stored(tmp_path):
     assert mask_text("a percent-encoded p%40ss, or p@ss", "postgresql://grader:p%40ss@db/c") == "a percent-encoded ***, or ***"
     # the files a graded course keeps hold none of it
     master = tmp_path / ".course"
-    write_course_config(tmp_path, "postgresql://grader:pw-one@dbhost/course?password=pw-two", master, "serving-overlap")
+    write_course_config(Out(tmp_path), "postgresql://grader:pw-one@dbhost/course?password=pw-two", master, "serving-overlap")
     for name in (".gradebook.json", "nbgrader_config.py"):
         text = (tmp_path / name).read_text()
         assert "pw-one" not in text and "pw-two" not in text and "?password" not in text, text
@@ -354,7 +355,7 @@ def graded(request, tmp_path_factory):
             "grades": _grades(out / "grades.csv"),
             "final": _grades(out / "final_grades.csv"),
             "nbgrader": {r["student_id"]: r for r in csv.DictReader(open(nbx, encoding="utf-8"))},
-            "scores": read_scores(url, ASSIGNMENT),
+            "scores": read_book(url, ASSIGNMENT).grades,
             "outputs": outputs,
             "rerun": rerun.stdout,
             "db": db,
@@ -370,7 +371,7 @@ def test_the_gradebook_holds_what_grades_csv_shows(graded):
     assert set(rows) == set(scores) == set(STUDENTS)
     for student, row in rows.items():
         for gid, entry in scores[student].items():
-            score = cell_score(entry)
+            score = entry.score
             assert row[gid] == ("pending" if score is None else f"{score:g}"), (student, gid, entry, row[gid])
     assert rows["ana"]["auto_total"] == "6" and rows["ana"]["pending"] == "3", rows["ana"]  # 01 and 03: 3 + 3
     assert rows["ana"]["reflection_01_q1"] == "0.5" and rows["ana"]["total"] == "6.5"
@@ -565,7 +566,7 @@ def test_a_manual_score_on_a_changed_answer_is_marked_review_until_a_person_look
     _grade(subs, out, [])
     row = _grades(out / "grades.csv")["ana"]
     assert row[gid] == "review" and row["needs_review"] == "1" and float(row["total"]) == total - 1, row
-    assert read_scores(url, ASSIGNMENT)["ana"][gid]["needs_manual_grade"] is True
+    assert read_book(url, ASSIGNMENT).grades["ana"][gid].needs_manual_grade is True
     _grade(subs, out, [])  # a rerun that reuses the record keeps the flag
     assert _grades(out / "grades.csv")["ana"][gid] == "review"
     export = subprocess.run(export_cmd, capture_output=True, text=True, timeout=300)
