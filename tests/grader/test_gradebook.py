@@ -396,7 +396,7 @@ def test_a_regrade_keeps_the_score_a_person_gave(graded):
     before, after = graded["before_regrade"]["ana"], graded["grades"]["ana"]
     assert before["reflection_01_q1"] == "pending" and after["reflection_01_q1"] == "0.5"
     entry = graded["scores"]["ana"]["reflection_01_q1"]
-    assert entry["manual"] == 0.5 and entry["auto"] is None, "the regrade left the manual score alone"
+    assert entry.manual == 0.5 and entry.auto is None, "the regrade left the manual score alone"
     changed = {"reflection_01_q1", "total", "pending", "final_total"}  # no deadline here: final_total is the total
     assert {k: v for k, v in after.items() if k not in changed} == {k: v for k, v in before.items() if k not in changed}
     assert after["final_total"] == after["total"] and after["late_penalty"] == "0"

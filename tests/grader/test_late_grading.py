@@ -207,7 +207,7 @@ def test_a_persons_score_is_in_the_penalty_of_every_table_and_the_gradebook(grad
     with Gradebook(url) as book:
         assert book.find_submission_notebook(NB, course.assignment, "ten_days_late").late_submission_penalty == pytest.approx(penalty)
     summary = grade_batch(course, graded["subs"], out, Options(workers=2, progress=False, db_url=url), late=graded["spec"])
-    assert summary["notebooks_graded"] == len(SUBMITTED) + 1
+    assert summary.notebooks_graded == len(SUBMITTED) + 1
     rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
     assert float(rows["ten_days_late"]["late_penalty"]) == pytest.approx(penalty)
     assert float(rows["ten_days_late"]["final_total"]) == pytest.approx(float(row["final_total"]))
