@@ -317,7 +317,9 @@ def cmd_grade(course: Course, args) -> int:
         )
         check_extensions(late.extensions, intake)
         late.times, late.disputed = intake.times, intake.disputed
-        summary = grade_batch(course, intake.folder, args.out, options, executor=executor, late=late, absent=intake.missing, intake=ledger.intake)
+        summary = grade_batch(
+            course, intake.folder, args.out, options, executor=executor, late=late, absent=intake.missing, intake=ledger.intake, found=intake.found
+        )
     elapsed = time.monotonic() - begin
     print(
         f"graded {summary.students} student(s) in {elapsed:.1f} s "

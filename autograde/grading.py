@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import logging
 import os
 import shutil
-import signal
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -31,7 +31,7 @@ import nbformat
 
 from tools.project_runtime import write_json_atomic
 
-from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs  # noqa: F401 (Exercise: for importers)
+from .course import Course, Exercise, UnusableInput, exercises, install_sigterm, kill_live_runs  # noqa: F401 (Exercise: for importers)
 from .errors import GraderError
 from .ledger import gradebook
 from .ledger.facts import IntakeFacts, Summary
@@ -39,9 +39,9 @@ from .ledger.folder import Ledger
 from .ledger.late import LateSpec, submitted_at
 from .ledger.layout import JobFolder, Out
 from .ledger.results import late_in_gradebook, summarize, write_log, write_summary, write_tables
-from .ledger.store import cached_record, save_record, signing_key
+from .ledger.store import cached_record, fingerprint, save_record, signing_key, submission_digest  # noqa: F401 (for importers)
 from .ledger.tables import grades_table
-from .matching import grade_ids, last_error, match_notebooks, read_graded, read_json, safe_text
+from .matching import Found, grade_ids, last_error, match_notebooks, read_graded, read_json, safe_text
 from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, JobOutcome, LateFacts, Options, Record, new_record  # noqa: F401 (the batch's names)
 from .publish.leaks import secret_lines
 from .publish.master import edition_master, grading_master
@@ -63,43 +63,6 @@ class Item(NamedTuple):
     path: Path
     fingerprint: str
     submission: str
-
-
-def _file_digest(path: Path, max_bytes: int) -> str:
-    """sha256 of a submitted file's bytes (of its size and time when it is over ``max_bytes``: it is
-    refused unread anyway)."""
-    h = hashlib.sha256()
-    stat = path.stat()
-    if stat.st_size > max_bytes:
-        h.update(f"too large|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    else:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
-
-
-def submission_digest(chosen: dict[str, Path | None], max_bytes: int) -> str:
-    """The digest of a student's whole submission: every notebook found for them, by name and bytes.
-    It salts the hidden random inputs of each of their notebooks, so what one grading showed of
-    them is no use in the next once anything in the submission changes, and it is part of every
-    notebook's fingerprint, so a changed submission is graded again whole (the same submission
-    always gets the same inputs and the same grade)."""
-    h = hashlib.sha256()
-    for notebook in sorted(chosen):
-        path = chosen[notebook]
-        h.update(f"{notebook}|{_file_digest(path, max_bytes) if path is not None else '-'}\n".encode())
-    return h.hexdigest()
-
-
-def _fingerprint(path: Path, digest: str, options: Options) -> str:
-    h = hashlib.sha256()
-    h.update(_file_digest(path, options.max_notebook_bytes).encode())
-    h.update(
-        f"{digest}|{options.cell_timeout}|{options.notebook_timeout}|{options.sandbox}|{options.memory_limit}"
-        f"|{options.process_limit}|{options.max_notebook_bytes}".encode()
-    )
-    return h.hexdigest()
 
 
 def read_outcome(job: JobFolder) -> JobOutcome:
@@ -349,6 +312,7 @@ def grade_batch(
     late: LateSpec | None = None,
     absent: list[str] | tuple[str, ...] = (),
     intake: IntakeFacts | None = None,
+    found: dict[str, Found] | None = None,
 ) -> Summary:
     """Grade every student folder under ``submissions``; write grades.csv, feedback/,
     log.jsonl and summary.json under ``out``. Returns the summary.
@@ -360,7 +324,9 @@ def grade_batch(
     cached, so a changed deadline applies to results reused from an earlier run, and once per run,
     on the scores the table counts. ``absent``: students on the roster who sent nothing (a row of
     ``missing`` notebooks each). ``intake``: what this run's intake found (the LMS's late marks);
-    without it, what the last intake left in OUT."""
+    without it, what the last intake left in OUT. ``found``: each student's notebooks as the intake
+    decided them (a download it placed); a student folder it did not decide is read here, once, by
+    ``matching.match_notebooks``."""
     executor = executor or LocalExecutor()
     executor.check(options)
     if not submissions.is_dir():
@@ -378,7 +344,7 @@ def grade_batch(
     if out.resolve() == submissions.resolve() or submissions.resolve() in out.resolve().parents:
         raise UnusableInput("OUT must not be inside SUBMISSIONS")
     with _locked(ledger.out):
-        return _grade_locked(course, submissions, students, ledger, options, executor, late or LateSpec(), absent)
+        return _grade_locked(course, submissions, students, ledger, options, executor, late or LateSpec(), absent, found or {})
 
 
 @contextmanager
@@ -433,7 +399,7 @@ def _refused(folder: Path) -> tuple[str, str] | None:
 
 
 def _intake(
-    course: Course, submissions: Path, students: list[Path], ledger: Ledger, options: Options, digest: str, ids_by_name: dict[str, set[str]]
+    course: Course, submissions: Path, students: list[Path], ledger: Ledger, options: Options, digest: str, found: dict[str, Found]
 ) -> tuple[list[Record], dict[str, list[str]], dict[str, list[Item]]]:
     """Read every student folder: a row for each refused id, missing notebook, unreadable folder and
     reused result; the notebooks left to grade, per student (notebook, file, fingerprint); the
@@ -451,7 +417,8 @@ def _intake(
             records += [new_record(rejected[-1]["student_id"], nb, "invalid_student_id", refused[0]) for nb in course.notebooks]
             continue
         try:
-            chosen, found_notes = match_notebooks(folder, course.notebooks, ids_by_name, max_bytes=options.max_notebook_bytes)
+            decided = found.get(folder.name) or match_notebooks(folder, course.notebooks, _ids(course), max_bytes=options.max_notebook_bytes)
+            chosen, found_notes = decided
             notes[student] = [safe_text(note) for note in found_notes]
             todo, done_here = [], []
             whole = submission_digest(chosen, options.max_notebook_bytes)
@@ -459,14 +426,14 @@ def _intake(
                 if path is None:
                     done_here.append(new_record(student, notebook, "missing", f"{notebook}.ipynb not found in the submission"))
                     continue
-                fingerprint = _fingerprint(path, f"{digest}|{whole}", options)
-                cached = cached_record(ledger.root, student, notebook, fingerprint)
+                print_ = fingerprint(path, f"{digest}|{whole}", options)
+                cached = cached_record(ledger.root, student, notebook, print_)
                 if cached and not page_kept(ledger.out, cached):
                     cached = None  # graded before pages were rendered from their data: graded again, to render its page
                 if cached:
                     done_here.append(cached.but(cached=True))
                 else:
-                    todo.append(Item(notebook, path, fingerprint, whole))
+                    todo.append(Item(notebook, path, print_, whole))
         except Exception as exc:  # whatever a folder holds, it costs its own student, never the class
             why = safe_text(f"{type(exc).__name__}: {exc}")
             records += [new_record(student, nb, "invalid_submission", why) for nb in course.notebooks]
@@ -502,24 +469,28 @@ def _set_up_batch(course: Course, ledger: Ledger, options: Options, executor: Ex
     return master, db_url, writer, sandbox
 
 
-def _grade_locked(course: Course, submissions: Path, students: list[Path], ledger: Ledger, options: Options, executor, late: LateSpec, absent=()):
+@functools.lru_cache(maxsize=4)
+def _ids(course: Course) -> dict[str, set[str]]:
+    """Every grade id (test and exercise cells) of each notebook: how a notebook a platform renamed is known."""
+    return {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
+
+
+def _grade_locked(course: Course, submissions: Path, students: list[Path], ledger: Ledger, options: Options, executor, late: LateSpec, absent, found):
     out = ledger.root
     master, db_url, writer, sandbox = _set_up_batch(course, ledger, options, executor)
     page_words(course)  # read here, once: the workers' threads then share it instead of each reading it at once
     graded_cells = exercises(course)
-    # every grade id (test and exercise cells) identifies a notebook that a platform renamed
-    ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
     digest = course.sources_digest()
     secrets = secret_lines(course)
     signing_key(out)
     gradebook.write_course_config(ledger.out, db_url, master, course.assignment)
     executor.prepare(course, master, out, options)
 
-    records, notes, by_student = _intake(course, submissions, students, ledger, options, digest, ids_by_name)
+    records, notes, by_student = _intake(course, submissions, students, ledger, options, digest, found)
     unseen = sorted(set(absent) - {folder.name for folder in students})
     records += [new_record(s, nb, "missing", "nothing was submitted (on the roster)") for s in unseen for nb in course.notebooks]
 
-    _install_sigterm()
+    install_sigterm()
     from tqdm import tqdm
 
     bar = tqdm(total=sum(len(items) for items in by_student.values()), desc="grading notebooks", unit="nb", disable=not options.progress)
@@ -603,15 +574,3 @@ def rejected_id(name: str) -> str:
     refused folder is not graded. The folder's name itself is kept only with the refused folders."""
     raw = name.encode("utf-8", "surrogateescape")
     return f"rejected:{hashlib.sha256(raw).hexdigest()[:10]}"  # ':' is in no valid id: no folder can take it
-
-
-def _install_sigterm() -> None:
-    """Turn SIGTERM into KeyboardInterrupt so a killed batch stops its nbgrader runs too."""
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    try:
-        signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (a test calling us from a thread)
-        pass

@@ -3,7 +3,7 @@ score-table marks, and the typed records every layer passes on: a notebook's ``R
 worker's ``JobOutcome`` (the one parser of result.json). Standard library only, so that every layer
 can use it (the sandbox's launcher too).
 Every option that can change a grade is hashed into the fingerprint that decides whether a saved result
-may be reused (grading._fingerprint, tested by test_every_grading_limit_is_in_the_fingerprint)."""
+may be reused (ledger.store.fingerprint, tested by test_every_grading_limit_is_in_the_fingerprint)."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ class Record:
     detail: str = ""
     scores: dict = field(default_factory=dict)  # grade id -> the judge's score
     file: str | None = None  # the submitted file's name (None: nothing was read)
-    fingerprint: str | None = None  # what decides reuse (grading._fingerprint)
+    fingerprint: str | None = None  # what decides reuse (ledger.store.fingerprint)
     submission: str | None = None  # the digest of the student's whole submission (the hidden inputs' salt)
     edition: str | None = None  # the language of the edition it was written in
     matching_notes: tuple[str, ...] | None = None  # cells repaired, a notebook found under another name

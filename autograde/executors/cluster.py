@@ -312,7 +312,7 @@ def task_settings(options) -> TaskSettings:
 
 def make_task(student: str, items: list[tuple], digest: str, settings: TaskSettings) -> Task:
     """A student's task: the notebooks' bytes, and the digest of the student's whole submission (the salt of
-    its hidden inputs: grading.submission_digest)."""
+    its hidden inputs: ledger.store.submission_digest)."""
     notebooks = tuple((item[0], item[1].read_bytes()) for item in items)
     return Task(student, digest, settings, notebooks, getattr(items[0], "submission", "") if items else "")
 

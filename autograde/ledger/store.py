@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tools.project_runtime import write_json_atomic
 
-from ..model import Record
+from ..model import Options, Record
 from .layout import Out
 
 _KEYS: dict[Path, bytes] = {}
@@ -62,3 +62,45 @@ def cached_record(out: Path, student: str, notebook: str, fingerprint: str) -> R
         return Record.from_json(data)
     except (TypeError, ValueError):
         return None
+
+
+# ---------------------------------------------------------------- what decides reuse
+
+
+def _file_digest(path: Path, max_bytes: int) -> str:
+    """sha256 of a submitted file's bytes (of its size and time when it is over ``max_bytes``: it is
+    refused unread anyway)."""
+    h = hashlib.sha256()
+    stat = path.stat()
+    if stat.st_size > max_bytes:
+        h.update(f"too large|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    else:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def submission_digest(chosen: dict[str, Path | None], max_bytes: int) -> str:
+    """The digest of a student's whole submission: every notebook found for them, by name and bytes.
+    It salts the hidden random inputs of each of their notebooks, so what one grading showed of
+    them is no use in the next once anything in the submission changes, and it is part of every
+    notebook's fingerprint, so a changed submission is graded again whole (the same submission
+    always gets the same inputs and the same grade)."""
+    h = hashlib.sha256()
+    for notebook in sorted(chosen):
+        path = chosen[notebook]
+        h.update(f"{notebook}|{_file_digest(path, max_bytes) if path is not None else '-'}\n".encode())
+    return h.hexdigest()
+
+
+def fingerprint(path: Path, digest: str, options: Options) -> str:
+    """What decides whether a saved record may be reused: the file, the sources and the whole submission
+    (``digest``), and every grading limit (tested by test_every_grading_limit_is_in_the_fingerprint)."""
+    h = hashlib.sha256()
+    h.update(_file_digest(path, options.max_notebook_bytes).encode())
+    h.update(
+        f"{digest}|{options.cell_timeout}|{options.notebook_timeout}|{options.sandbox}|{options.memory_limit}"
+        f"|{options.process_limit}|{options.max_notebook_bytes}".encode()
+    )
+    return h.hexdigest()

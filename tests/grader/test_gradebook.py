@@ -128,7 +128,8 @@ def test_a_password_in_the_query_is_masked_and_never_stored(tmp_path):
 
 
 def test_a_huge_notebook_is_refused_unread_and_a_crowded_folder_is_capped(tmp_path):
-    from autograde.grading import Options, _fingerprint
+    from autograde.grading import Options
+    from autograde.ledger.store import fingerprint as _fingerprint
     from autograde.matching import NotebookTooLarge, grade_ids, match_notebooks
     from autograde.model import new_record
     from autograde.run.student import _prepare

@@ -386,7 +386,8 @@ def test_hidden_random_inputs_depend_on_the_salt_only_when_grading():
 def test_every_grading_limit_is_in_the_fingerprint(tmp_path):
     import dataclasses
 
-    from autograde.grading import Options, _fingerprint
+    from autograde.grading import Options
+    from autograde.ledger.store import fingerprint as _fingerprint
 
     path = tmp_path / "nb.ipynb"
     path.write_text("{}")
