@@ -328,14 +328,14 @@ def cmd_grade(course: Course, args) -> int:
     print(f"grades: {ledger.out.grades}   feedback: {ledger.out.pages}   log: {ledger.out.log}")
     book = summary.gradebook
     print(
-        f"gradebook: {book.get('db_url')} ({book.get('notebooks_recorded', 0)} notebook(s) recorded); "
+        f"gradebook: {book.db_url} ({book.notebooks_recorded} notebook(s) recorded); "
         f"{summary.manual_pending} written answer(s) wait for a person: formgrader (`jupyter lab` in {args.out}), "
         f"then `python -m autograde export {args.out}`"
     )
     if summary.problems:
         print(f"{len(summary.problems)} notebook(s) need a look (details in {ledger.out.summary}):")
         for p in summary.problems:
-            print(f"  {p['student_id']:<16} {p['notebook']:<28} {p['what_happened']}")
+            print(f"  {p.student_id:<16} {p.notebook:<28} {p.what_happened}")
     for student, notes in summary.matching_notes.items():
         for note in notes:
             print(f"  note {student}: {note}")

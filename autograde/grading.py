@@ -15,13 +15,13 @@ scanned for hidden-test and reference-answer lines before it is written.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import hashlib
 import logging
 import os
 import shutil
-import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,8 +34,8 @@ from tools.project_runtime import write_json_atomic
 from .course import Course, Exercise, UnusableInput, exercises, install_sigterm, kill_live_runs  # noqa: F401 (Exercise: for importers)
 from .errors import GraderError
 from .ledger import gradebook
-from .ledger.facts import IntakeFacts, Summary
-from .ledger.folder import Ledger
+from .ledger.facts import BookInfo, ClusterInfo, IntakeFacts, Summary
+from .ledger.folder import Ledger, keep_fault
 from .ledger.late import LateSpec, submitted_at
 from .ledger.layout import JobFolder, Out
 from .ledger.results import late_in_gradebook, summarize, write_log, write_summary, write_tables
@@ -194,22 +194,15 @@ class GraderFault(GraderError):
         self.kept, self.left, self.cause = kept, left, cause
 
 
-def keep_fault(out: Path, student: str, exc: BaseException, again: bool) -> None:
-    """Append a grader fault's traceback to the student's faults log in OUT (``Out.faults``, for whoever
-    looks into it: the feedback page and grades.csv carry only its one-line summary)."""
-    import traceback
+class Ran(NamedTuple):
+    """What an executor ran: the saved records, and where the jobs ran (summary.json's ``cluster``;
+    None on this machine)."""
 
-    path = Out(out).faults(student)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    then = "graded once more" if again else "its notebooks left are marked error"
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')}: a fault of the grader ({then})\n")
-        handle.write("".join(traceback.format_exception(exc))[-20_000:])
+    records: list[Record]
+    where: ClusterInfo | None = None
 
 
-def grade_locally(
-    course: Course, master: Path, out: Path, by_student: dict, options: Options, done, fault, secrets: dict[str, str]
-) -> tuple[list[Record], None]:
+def grade_locally(course: Course, master: Path, out: Path, by_student: dict, options: Options, done, fault, secrets: dict[str, str]) -> Ran:
     """The local executor: each student's jobs on a pool of ``options.workers`` threads, each
     thread driving its own worker processes. A student whose grading raises (a fault of the
     grader, not of the submission) is graded once more, the notebooks already settled kept; when
@@ -253,7 +246,7 @@ def grade_locally(
             pool.shutdown(wait=False, cancel_futures=True)
             kill_live_runs()
             raise
-    return records, None
+    return Ran(records)
 
 
 class Executor(Protocol):
@@ -275,7 +268,7 @@ class Executor(Protocol):
 
     def run(
         self, course: Course, master: Path, out: Path, by_student: dict[str, list[Item]], options: Options, done, fault, secrets: dict[str, str]
-    ) -> tuple[list[Record], dict | None]:
+    ) -> Ran:
         """Grade ``by_student``: each finished notebook to ``done(record)``, a student whose grading
         failed to ``fault(student, items, exc)``. Returns (the saved records, what summary.json says
         of where they ran, or None)."""
@@ -299,7 +292,7 @@ class LocalExecutor:
         layout = Out(out)
         write_json_atomic(layout.worker_settings, job_settings(course, master, layout.sandbox, options).to_json())
 
-    def run(self, course, master, out, by_student, options, done, fault, secrets) -> tuple[list[Record], None]:
+    def run(self, course, master, out, by_student, options, done, fault, secrets) -> Ran:
         return grade_locally(course, master, out, by_student, options, done, fault, secrets)
 
 
@@ -398,9 +391,19 @@ def _refused(folder: Path) -> tuple[str, str] | None:
     return why, folder.name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+class Sorted(NamedTuple):
+    """The student folders read: a record for each notebook settled without grading (a refused id, a
+    missing notebook, an unreadable folder, a reused result), the matching notes per student, and the
+    notebooks left to grade, per student."""
+
+    records: list[Record]
+    notes: dict[str, list[str]]
+    todo: dict[str, list[Item]]
+
+
 def _intake(
     course: Course, submissions: Path, students: list[Path], ledger: Ledger, options: Options, digest: str, found: dict[str, Found]
-) -> tuple[list[Record], dict[str, list[str]], dict[str, list[Item]]]:
+) -> Sorted:
     """Read every student folder: a row for each refused id, missing notebook, unreadable folder and
     reused result; the notebooks left to grade, per student (notebook, file, fingerprint); the
     matching notes. Writes the refused folders' names (``Out.rejected``). Whatever one folder holds
@@ -445,10 +448,19 @@ def _intake(
         folder = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         rejected.append({"student_id": None, "reason": "a hidden folder (its name starts with '.'): not graded", "folder": folder})
     write_json_atomic(ledger.out.rejected, rejected)
-    return records, notes, by_student
+    return Sorted(records, notes, by_student)
 
 
-def _set_up_batch(course: Course, ledger: Ledger, options: Options, executor: Executor) -> tuple[Path, str, gradebook.Writer, dict]:
+class Batch(NamedTuple):
+    """A batch set up: the grading master, the gradebook's URL and its one writer, the sandbox's settings."""
+
+    master: Path
+    db_url: str
+    writer: gradebook.Writer
+    sandbox: dict
+
+
+def _set_up_batch(course: Course, ledger: Ledger, options: Options, executor: Executor) -> Batch:
     """The grading master in OUT, the gradebook's URL and its writer, and the sandbox's settings.
     The worker server, the gradebook and the sandbox's check start together: each waits on its
     own process or thread, so none waits for another."""
@@ -466,7 +478,7 @@ def _set_up_batch(course: Course, ledger: Ledger, options: Options, executor: Ex
         with contextlib.suppress(gradebook.GradebookError):
             writer.close()
         raise
-    return master, db_url, writer, sandbox
+    return Batch(master, db_url, writer, sandbox)
 
 
 @functools.lru_cache(maxsize=4)
@@ -535,7 +547,7 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], ledge
             gradebook_error = None
         except gradebook.GradebookError as exc:
             gradebook_error = str(exc)
-    book = {"db_url": gradebook.mask_url(db_url), "notebooks_recorded": writer.merged, "error": gradebook_error}
+    book = BookInfo(gradebook.mask_url(db_url), writer.merged, gradebook_error)
     n_students = len(students) + len(unseen)
     return _finish_batch(course, ledger, graded_cells, records, notes, n_students, sandbox, db_url, book, late, where, secrets)
 
@@ -545,16 +557,16 @@ def _finish_batch(course: Course, ledger: Ledger, cells, records, notes, n_stude
     settled once on the scores the table counts, the gradebook given it, the tables written, and every
     page rendered once with a person's scores and its late line."""
     stored = gradebook.Book()
-    if book["error"]:
-        log.warning(f"{book['error']}. The results are kept in {ledger.out.state}; run the same command again to record them.")
+    if book.error:
+        log.warning(f"{book.error}. The results are kept in {ledger.out.state}; run the same command again to record them.")
     else:
         try:
             stored = gradebook.read_book(db_url, course.assignment)
             gradebook.keep_submitted_times(stored, ledger.out)
         except gradebook.GradebookError as exc:
-            book = {**book, "error": str(exc)}
+            book = dataclasses.replace(book, error=str(exc))
     table, records = grades_table(cells, records, stored, late, ledger.intake.late_in_lms)
-    if not book.get("error") and late.active:
+    if not book.error and late.active:
         book = late_in_gradebook(db_url, course.assignment, table, late, book)
     summary = summarize(course, cells, table, records, notes, n_students, sandbox, book, where)
     write_tables(ledger.out, table, records, summary)

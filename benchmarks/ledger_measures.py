@@ -9,7 +9,8 @@ given by ``--root``):
   ``COURSE_FOLDER_NAMES``), counts where the literal is a path: an operand of ``/``, an argument of
   ``joinpath``, ``glob``, ``rglob`` or ``with_name``, or text with a ``/`` in it.
 - **dict-shaped returns** (static): functions in ``autograde/`` with a return annotation, and among them
-  those whose annotation mentions ``dict``.
+  those whose annotation mentions ``dict``; and among those, the ones with an untyped dict in them (``->
+  dict``, ``list[dict]``, ``dict[str, dict]``: a record passed as a dict), apart from typed mappings.
 - **reads of OUT per command** and **settles of the late penalty per command** (``--run``): the mixed
   class of ``benchmarks/term_outputs.py`` (its Canvas download) taken through ``grade``, a person's scores,
   ``grade`` again, ``export`` (csv, canvas, moodle), ``feedback``, ``report`` and ``similarity``, each command
@@ -31,6 +32,7 @@ import ast
 import collections
 import json
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -107,6 +109,9 @@ def named_outside(root: Path) -> dict[str, list[tuple[int, str]]]:
     return found
 
 
+UNTYPED = re.compile(r"\bdict\b(?!\[)")  # a dict whose keys and values say nothing: -> dict, list[dict], dict[str, dict]
+
+
 def dict_returns(root: Path) -> tuple[int, list[str]]:
     """(functions with a return annotation, those whose annotation mentions dict)."""
     total, dicts = 0, []
@@ -117,6 +122,12 @@ def dict_returns(root: Path) -> tuple[int, list[str]]:
                 if "dict" in ast.unparse(node.returns):
                     dicts.append(f"{path.relative_to(root).as_posix()}:{node.lineno} {node.name} -> {ast.unparse(node.returns)}")
     return total, dicts
+
+
+def untyped(dicts: list[str]) -> list[str]:
+    """Of the dict-shaped returns, those with an untyped dict in them (a record as a dict: ``-> dict``,
+    ``list[dict]``, ``dict[str, dict]``), as against a mapping whose values are typed (``dict[str, Grade]``)."""
+    return [line for line in dicts if UNTYPED.search(line.split(" -> ", 1)[1])]
 
 
 # ---------------------------------------------------------------- the commands, watched
@@ -270,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         "annotated returns": total,
         "dict-shaped returns": len(dicts),
         "dict-shaped share": round(len(dicts) / total, 4) if total else 0,
+        "untyped dict returns (-> dict, list[dict], dict[str, dict])": len(untyped(dicts)),
         "dict-shaped": dicts,
     }
     if args.run:

@@ -91,7 +91,7 @@ def grading_problems(rows: dict[str, ScoreRow], summary: Summary, say: Say, lang
     if zero != 0 or int(rows["untouched"].pending):
         problems.append(f"the untouched release earns points or asks a person to grade blank answers: {rows['untouched']}")
     for problem in summary.problems:
-        problems.append(f"{problem['student_id']}/{problem['notebook']}: {problem['what_happened']} {problem['detail']}")
+        problems.append(f"{problem.student_id}/{problem.notebook}: {problem.what_happened} {problem.detail}")
     return problems
 
 

@@ -34,12 +34,15 @@ import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 
 from .. import settings as environment
 from ..course import Course, UnusableInput
 from ..errors import GraderError
+from ..grading import Ran
+from ..ledger.facts import ClusterInfo
 from ..ledger.layout import JobFolder, Out
 from ..model import JobOutcome, MalformedResult, Record, new_record
 from .tasks import Answer, NotebookAnswer, Task, TaskSettings
@@ -317,8 +320,15 @@ def make_task(student: str, items: list[tuple], digest: str, settings: TaskSetti
     return Task(student, digest, settings, notebooks, getattr(items[0], "submission", "") if items else "")
 
 
-def _usable_workers(client, digest: str, settings: TaskSettings, shipped: bytes) -> tuple[list[str], dict[str, str]]:
-    """Ask every worker whether it can grade; returns (usable addresses, {address: why not})."""
+class Workers(NamedTuple):
+    """The workers asked before a batch: those that can grade, and why each other cannot."""
+
+    usable: list[str]
+    refused: dict[str, str]
+
+
+def _usable_workers(client, digest: str, settings: TaskSettings, shipped: bytes) -> Workers:
+    """Ask every worker whether it can grade."""
     try:
         client.wait_for_workers(1, timeout=FIRST_WORKER_SECONDS)
     except TimeoutError:
@@ -349,7 +359,7 @@ def _usable_workers(client, digest: str, settings: TaskSettings, shipped: bytes)
             refused[address] = str(exc) or type(exc).__name__
     if not usable:
         raise UnusableInput("no Dask worker can grade:\n" + "\n".join(f"  {a}: {why}" for a, why in refused.items()))
-    return usable, refused
+    return Workers(usable, refused)
 
 
 def check_outcome(outcome, points: dict[str, float], manual_ids: set[str]) -> JobOutcome:
@@ -386,13 +396,13 @@ class ClusterExecutor:
     def prepare(self, course: Course, master: Path, out: Path, options) -> None:
         pass  # each worker writes its own (grade_task)
 
-    def run(self, course: Course, master: Path, out: Path, by_student: dict, options, done, fault, secrets: dict[str, str]) -> tuple[list, dict]:
+    def run(self, course: Course, master: Path, out: Path, by_student: dict, options, done, fault, secrets: dict[str, str]) -> Ran:
         return grade_on_cluster(course, out, by_student, options, done, fault, secrets, course_digest(course))
 
 
 def grade_on_cluster(
     course: Course, out: Path, by_student: dict[str, list[tuple[str, Path, str]]], options, done, fault, secrets: dict[str, str], digest: str
-) -> tuple[list[Record], dict]:
+) -> Ran:
     """Grade ``by_student`` on the cluster; each notebook is recorded here as its student's task
     returns (``done(record)``), a failed task goes to ``fault(student, items, exc)``. Returns
     (the saved records, what to say about the cluster in summary.json)."""
@@ -440,8 +450,7 @@ def grade_on_cluster(
         except BaseException:
             client.cancel(list(futures))
             raise
-        info = {"scheduler": options.scheduler, "workers": len(usable), "left_out": refused, "tls": options.scheduler.startswith("tls://")}
-        return records, info
+        return Ran(records, ClusterInfo(options.scheduler, len(usable), refused, options.scheduler.startswith("tls://")))
     finally:
         client.close()
 

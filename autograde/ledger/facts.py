@@ -97,6 +97,51 @@ class IntakeFacts:
 
 
 @dataclass(frozen=True)
+class BookInfo:
+    """What a grading run says of the course gradebook: its URL (masked), how many notebooks it
+    recorded, and what could not be written (None: nothing)."""
+
+    db_url: str | None = None
+    notebooks_recorded: int = 0
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return {"db_url": self.db_url, "notebooks_recorded": self.notebooks_recorded, "error": self.error}
+
+    @classmethod
+    def from_json(cls, data) -> BookInfo:
+        data = data if isinstance(data, dict) else {}
+        return cls(data.get("db_url"), int(data.get("notebooks_recorded") or 0), data.get("error"))
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """Where a cluster ran a batch's jobs: the scheduler, how many workers, those left out and why, TLS."""
+
+    scheduler: str
+    workers: int
+    left_out: dict[str, str] = field(default_factory=dict)
+    tls: bool = False
+
+    def to_json(self) -> dict:
+        return {"scheduler": self.scheduler, "workers": self.workers, "left_out": self.left_out, "tls": self.tls}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A notebook that needs a look: whose, which, its status, what that means, and the detail."""
+
+    student_id: str
+    notebook: str
+    status: str
+    what_happened: str
+    detail: str
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
 class Summary:
     """What a grading run says of itself (``summary.json``): how many students and notebooks, the points,
     what waits for a person, the gradebook, the problems, the late problems, the matching notes, the
@@ -111,19 +156,21 @@ class Summary:
     manual_columns: list[str] = field(default_factory=list)
     manual_pending: int = 0
     needs_review: int = 0
-    gradebook: dict = field(default_factory=dict)  # {db_url, notebooks_recorded, error}
-    problems: list[dict] = field(default_factory=list)  # {student_id, notebook, status, what_happened, detail}
+    gradebook: BookInfo = field(default_factory=BookInfo)
+    problems: list[Problem] = field(default_factory=list)
     late_problems: list[dict] = field(default_factory=list)  # {student_id, notebook, problem}
     matching_notes: dict[str, list[str]] = field(default_factory=dict)
     columns: list[str] = field(default_factory=list)
     sandbox: dict = field(default_factory=dict)
     redactions: list[dict] = field(default_factory=list)  # {student_id, notebook, lines}
-    cluster: dict | None = None
+    cluster: ClusterInfo | None = None
 
     def to_json(self) -> dict:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cluster"}
+        data["gradebook"] = self.gradebook.to_json() if self.gradebook != BookInfo() else {}
+        data["problems"] = [p.to_json() for p in self.problems]
         if self.cluster:
-            data["cluster"] = self.cluster
+            data["cluster"] = self.cluster.to_json()
         return data
 
     @classmethod
@@ -131,7 +178,10 @@ class Summary:
         """A summary as any version wrote it. Raises ValueError when it is not one (no list of columns)."""
         if not isinstance(data, dict) or not isinstance(data.get("columns"), list):
             raise ValueError("not the summary `grade` writes (no list of columns)")
-        known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        known = {f.name: data[f.name] for f in fields(cls) if f.name in data and f.name != "cluster"}
         if not isinstance(known.get("matching_notes"), dict):
             known["matching_notes"] = {}
+        known["gradebook"] = BookInfo.from_json(known.get("gradebook"))
+        problems = known.get("problems") if isinstance(known.get("problems"), list) else []
+        known["problems"] = [Problem(**{f.name: str(p.get(f.name, "")) for f in fields(Problem)}) for p in problems if isinstance(p, dict)]
         return cls(**known)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 import zipfile
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -235,6 +236,19 @@ class Ledger:
         tmp.write_text(page, encoding="utf-8")
         os.replace(tmp, target)
         return target, Path(write_json_atomic(numbers, data))
+
+
+def keep_fault(out: Path, student: str, exc: BaseException, again: bool) -> None:
+    """Append a grader fault's traceback to the student's faults log in OUT (``Out.faults``, for whoever
+    looks into it: the feedback page and grades.csv carry only its one-line summary)."""
+    import traceback
+
+    path = Out(out).faults(student)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    then = "graded once more" if again else "its notebooks left are marked error"
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')}: a fault of the grader ({then})\n")
+        handle.write("".join(traceback.format_exception(exc))[-20_000:])
 
 
 def _json(path: Path):

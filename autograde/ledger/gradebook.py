@@ -177,29 +177,23 @@ c.CourseDirectory.release_directory = {str(Path(master.name) / "release")!r}
     tmp.replace(out.config)
 
 
-def sync_structure(gradebook, master_db: Path, assignment: str) -> dict[str, dict[str, dict]]:
-    """Create or update the assignment, its notebooks and their cells from the master course's
-    gradebook. Returns {notebook: {grade_id: {"max_score", "cell_type", "manual"}}}."""
+def sync_structure(gradebook, master_db: Path, assignment: str) -> None:
+    """Create or update the assignment, its notebooks and their cells from the master course's gradebook."""
     from nbgrader.api import Gradebook
 
-    cells: dict[str, dict[str, dict]] = {}
     with Gradebook(f"sqlite:///{master_db}", COURSE_ID) as master:
         source = master.find_assignment(assignment)
         gradebook.update_or_create_assignment(assignment)
         for notebook in source.notebooks:
             gradebook.update_or_create_notebook(notebook.name, assignment)
-            solution_ids = {cell.name for cell in notebook.solution_cells}
-            found = cells.setdefault(notebook.name, {})
             for cell in notebook.grade_cells:
                 gradebook.update_or_create_grade_cell(cell.name, notebook.name, assignment, max_score=cell.max_score, cell_type=cell.cell_type)
-                found[cell.name] = {"max_score": float(cell.max_score), "cell_type": cell.cell_type, "manual": cell.name in solution_ids}
             for cell in notebook.solution_cells:
                 gradebook.update_or_create_solution_cell(cell.name, notebook.name, assignment)
             for cell in notebook.source_cells:
                 gradebook.update_or_create_source_cell(
                     cell.name, notebook.name, assignment, cell_type=cell.cell_type, locked=cell.locked, source=cell.source, checksum=cell.checksum
                 )
-    return cells
 
 
 def merge(gradebook, assignment: str, record: Record) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from tools.project_runtime import write_json_atomic
@@ -12,21 +13,15 @@ from tools.project_runtime import write_json_atomic
 from ..course import Course, Exercise
 from ..model import STATUS_TEXT, Record
 from . import gradebook
-from .facts import Summary
+from .facts import BookInfo, ClusterInfo, Problem, Summary
 from .gradebook import Book
 from .late import LateSpec
 from .layout import Out
 from .tables import ScoreTable, grades_header, grades_table
 
 
-def _problem(record: Record) -> dict:
-    return {
-        "student_id": record.student_id,
-        "notebook": record.notebook,
-        "status": record.status,
-        "what_happened": STATUS_TEXT[record.status],
-        "detail": record.detail,
-    }
+def _problem(record: Record) -> Problem:
+    return Problem(record.student_id, record.notebook, record.status, STATUS_TEXT[record.status], record.detail)
 
 
 def write_log(out: Out, records: list[Record]) -> None:
@@ -37,19 +32,27 @@ def write_log(out: Out, records: list[Record]) -> None:
     os.replace(tmp, out.log)
 
 
-def late_in_gradebook(db_url: str, assignment: str, table: ScoreTable, late: LateSpec, book: dict | None) -> dict | None:
+def late_in_gradebook(db_url: str, assignment: str, table: ScoreTable, late: LateSpec, book: BookInfo) -> BookInfo:
     """nbgrader's own late fields: each notebook's penalty (the one the table settled), the due date and
     the extensions (the ones the table used). A gradebook that cannot be written is noted in ``book``."""
     try:
         gradebook.record_penalties(db_url, assignment, table.penalties())
         gradebook.record_duedate(db_url, assignment, late.one_deadline(), late.extensions)
     except gradebook.GradebookError as exc:
-        book = {**(book or {}), "error": str(exc)}
+        book = replace(book, error=str(exc))
     return book
 
 
 def summarize(
-    course: Course, cells: list[Exercise], table: ScoreTable, records: list[Record], notes, n_students: int, sandbox: dict, book, where
+    course: Course,
+    cells: list[Exercise],
+    table: ScoreTable,
+    records: list[Record],
+    notes,
+    n_students: int,
+    sandbox: dict,
+    book: BookInfo,
+    where: ClusterInfo | None,
 ) -> Summary:
     """summary.json's facts of a graded batch (``where``: where the executor ran the jobs, when it says)."""
     by_student: dict[str, dict[str, Record]] = {}
@@ -68,7 +71,7 @@ def summarize(
         manual_columns=[e.grade_id for e in cells if e.manual],
         manual_pending=sum(row.pending for row in table.rows),
         needs_review=sum(row.needs_review for row in table.rows),
-        gradebook=book or {},
+        gradebook=book,
         problems=problems,
         late_problems=[
             {"student_id": r.student_id, "notebook": r.notebook, "problem": r.late.problem} for r in records if r.late and r.late.problem is not None
@@ -105,7 +108,7 @@ def write_results(
     n_students: int,
     sandbox: dict,
     db_url: str | None = None,
-    book: dict | None = None,
+    book: BookInfo | None = None,
     late: LateSpec | None = None,
 ) -> Summary:
     """A graded OUT's tables from ``records`` (each a record or its JSON, as log.jsonl holds it), as a
@@ -115,15 +118,15 @@ def write_results(
 
     ledger = Ledger(out, course)
     records = [r if isinstance(r, Record) else Record.from_json(r) for r in records]
-    stored = Book()
-    if db_url and not (book or {}).get("error"):
+    stored, book = Book(), book or BookInfo()
+    if db_url and not book.error:
         try:
             stored = gradebook.read_book(db_url, course.assignment)
         except gradebook.GradebookError as exc:
-            book = {**(book or {}), "error": str(exc)}
+            book = replace(book, error=str(exc))
     late = late or ledger.late_spec
     table, records = grades_table(graded_cells, records, stored, late, ledger.intake.late_in_lms)
-    if db_url and not (book or {}).get("error") and late.active:
+    if db_url and not book.error and late.active:
         book = late_in_gradebook(db_url, course.assignment, table, late, book)
     summary = summarize(course, graded_cells, table, records, notes, n_students, sandbox, book, None)
     write_tables(ledger.out, table, records, summary)

@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 
@@ -62,6 +63,21 @@ class WorkerSettings:
     @classmethod
     def from_json(cls, data: dict) -> WorkerSettings:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+class Judged(NamedTuple):
+    """The judge's result for each grade cell of a notebook, and the errors met loading its code."""
+
+    results: dict
+    load_errors: list
+
+
+class Scored(NamedTuple):
+    """The judge's score of each automatic cell, and the answers a person grades (None: written, 0: left
+    as released)."""
+
+    scores: dict[str, float]
+    manual: dict[str, float | None]
 
 
 class Worker:
@@ -220,7 +236,7 @@ class Worker:
         submitted = JobFolder(jobdir, "").submission_digest.read_text(encoding="utf-8").strip()
         return hashlib.sha256(f"{self.spec_digest}|{submitted}".encode()).hexdigest()
 
-    def _judge(self, jobdir: Path, path: Path) -> tuple[dict, list[dict]]:
+    def _judge(self, jobdir: Path, path: Path) -> Judged:
         from tools import checks
 
         notebook = path.stem
@@ -238,9 +254,9 @@ class Worker:
                 words = self.spec.get("translations", {}).get(edition_of(jobdir), {})
                 cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=ideas_report(results[gid], gid, words)))
         nbformat.write(nb, path)
-        return results, load_errors
+        return Judged(results, load_errors)
 
-    def _record(self, jobdir: Path, notebook: str, results: dict) -> tuple[dict[str, float], dict[str, float | None]]:
+    def _record(self, jobdir: Path, notebook: str, results: dict) -> Scored:
         """Replace nbgrader's scores (public checks only) by the judge's, in the gradebook.
         Returns (the judge's scores, the answers a person grades: None when written, 0 when
         left as released, as nbgrader's autograde recorded them)."""
@@ -260,7 +276,7 @@ class Worker:
                     grade.auto_score = 0.0  # a grade cell the judge has no tests for earns nothing
             gradebook.db.commit()
             scores = {g.name: float(g.auto_score or 0.0) for g in submitted.grades if g.cell.max_score and g.name not in manual_ids}
-            return scores, manual
+            return Scored(scores, manual)
 
 
 def ideas_report(result: dict, grade_id: str = "", words: dict[str, str] | None = None) -> str:

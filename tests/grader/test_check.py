@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from autograde.authoring.check import answer, edition_problems, grading_problems
-from autograde.ledger.facts import Summary
+from autograde.ledger.facts import Problem, Summary
 from autograde.ledger.tables import ScoreRow
 
 SUMMARY = Summary(max_auto=20.0, max_manual=4.0, manual_columns=["r1", "r2"], problems=[])
@@ -36,7 +36,7 @@ def test_each_way_the_sources_or_the_release_can_go_wrong_is_named():
     said: list[str] = []
     found = grading_problems(
         rows(solutions={"auto_total": 19.0, "pending": 1.0}, untouched={"total": 1.0}),
-        dataclasses.replace(SUMMARY, problems=[{"student_id": "untouched", "notebook": "03", "what_happened": "timed out", "detail": "cell 4"}]),
+        dataclasses.replace(SUMMARY, problems=[Problem("untouched", "03", "timeout", "timed out", "cell 4")]),
         said.append,
         ["zh"],
     )
