@@ -118,7 +118,7 @@ class ScoreRow:
         """The row's cells under the header ``fields``."""
         return [self.value(name) for name in fields]
 
-    def settle(self, settled: Settled, accept_unknown: bool = False) -> None:
+    def charge(self, settled: Settled, accept_unknown: bool = False) -> None:
         """``late_penalty`` and ``final_total`` from the penalty settled on this row's scores."""
         self.late_penalty = settled.shown(accept_unknown)
         self.final_total = round(self.total - settled.penalty, 6)
@@ -176,7 +176,7 @@ def settle_rows(cells: list, rows: list[ScoreRow], spec: LateSpec, submitted, fl
     table = ScoreTable(cells, rows)
     for row in rows:
         found = settle(spec, row.student_id, notebook_scores(row, cells, submitted(row.student_id)), flags.get(row.student_id, ()))
-        row.settle(found, accept_unknown)
+        row.charge(found, accept_unknown)
         table.settled[row.student_id] = found
     return table
 

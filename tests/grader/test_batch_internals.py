@@ -444,17 +444,17 @@ def test_a_notebook_cut_short_by_stopping_the_batch_is_left_for_the_next_run(tmp
     monkeypatch.setattr(student_run, "_prepare", fake_prepare)
     monkeypatch.setattr(student_run, "start_worker", lambda *args: KilledMidNotebook())
     for stopping in (True, False):
-        settled = []
+        taken = []
         student_run.INTERRUPTED.clear()
         if stopping:
             student_run.INTERRUPTED.set()
         entries = [(new_record("s1", "a", "pending", ""), Path("a.ipynb"))]
         try:
-            settle = lambda r, *a, into=settled: into.append(r)  # noqa: E731
-            student_run.run_student(None, tmp_path, tmp_path / str(stopping), "s1", entries, Options(), settle, lambda r: None)
+            finished = lambda r, *a, into=taken: into.append(r)  # noqa: E731
+            student_run.run_student(None, tmp_path, tmp_path / str(stopping), "s1", entries, Options(), finished, lambda r: None)
         finally:
             student_run.INTERRUPTED.clear()
-        assert [r.notebook for r in settled] == ([] if stopping else ["a"]), (stopping, settled)
+        assert [r.notebook for r in taken] == ([] if stopping else ["a"]), (stopping, taken)
 
 
 def _kernel_and_client():
