@@ -13,6 +13,7 @@ from tools.i18n import EDITIONS
 
 from .course import Course, UnusableInput
 from .errors import GraderError
+from .ledger.layout import Out
 from .model import GiB, MiB, Options
 from .term import registry
 
@@ -86,7 +87,7 @@ def _term_arguments(grade: argparse.ArgumentParser) -> None:
 
 def _export_arguments(export: argparse.ArgumentParser) -> None:
     """export's options: which gradebook, which table, and the LMS's ids, column and rules."""
-    from .record.late import UNKNOWN_CHOICES
+    from .ledger.late import UNKNOWN_CHOICES
 
     _out_argument(export)
     export.add_argument("--db-url", metavar="URL", help="the gradebook, if not the one OUT records")
@@ -189,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     feedback = sub.add_parser("feedback", help="hand the feedback pages back: a zip per student, or the LMS's or nbgrader's upload layout")
     _out_argument(feedback)
     feedback.add_argument("--format", choices=tuple(registry.handback_formats()), default="zip")
-    report = sub.add_parser("report", help="the class report: OUT/report.html (figures, per-idea pass rates, problems) and OUT/report.json")
+    report = sub.add_parser("report", help=f"the class report: OUT/{Out.REPORT}.html (figures, per-idea pass rates, problems) and its .json")
     _out_argument(report)
     report.add_argument("--language", choices=EDITIONS, default=EDITIONS[0], help="the language of the graded ideas' texts (default %(default)s)")
     sub.add_parser("rules", help="the graded rules no public check stands behind, each with a wrong answer that shows it")
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             "translations": cmd_translations,
         }[args.command](course, args)
     except GraderError as exc:  # the instructor's input, a release, a gradebook, a worker: said, not a traceback
-        from .record.gradebook import mask_text
+        from .ledger.gradebook import mask_text
 
         log.error(mask_text(str(exc), getattr(args, "db_url", None)))
         return EXIT_UNUSABLE
@@ -295,16 +296,18 @@ def cmd_grade(course: Course, args) -> int:
     begin = time.monotonic()
     options = grading_options(args)
     executor = executor_for(options)  # chosen once: this machine, or the Dask cluster at --scheduler
-    from .record.late import late_spec
+    from .ledger.folder import Ledger
+    from .ledger.late import late_spec
     from .term.intake import check_extensions, take_in
 
     late = late_spec(course.grading, args.deadline, args.late_policy, args.extensions)
+    ledger = Ledger(args.out, course)
     with tempfile.TemporaryDirectory(prefix="course-intake-") as scratch:
         intake = take_in(
             course,
             args.submissions,
             Path(scratch) / "submissions",
-            args.out,
+            ledger,
             args.layout,
             args.pattern,
             args.roster,
@@ -313,27 +316,29 @@ def cmd_grade(course: Course, args) -> int:
         )
         check_extensions(late.extensions, intake)
         late.times, late.disputed = intake.times, intake.disputed
-        summary = grade_batch(course, intake.folder, args.out, options, executor=executor, late=late, absent=intake.missing)
+        summary = grade_batch(
+            course, intake.folder, args.out, options, executor=executor, late=late, absent=intake.missing, intake=ledger.intake, found=intake.found
+        )
     elapsed = time.monotonic() - begin
     print(
-        f"graded {summary['students']} student(s) in {elapsed:.1f} s "
-        f"({summary['notebooks_graded']} notebooks graded, {summary['notebooks_reused']} reused from an earlier run)"
+        f"graded {summary.students} student(s) in {elapsed:.1f} s "
+        f"({summary.notebooks_graded} notebooks graded, {summary.notebooks_reused} reused from an earlier run)"
     )
-    print(f"grades: {args.out / 'grades.csv'}   feedback: {args.out / 'feedback'}   log: {args.out / 'log.jsonl'}")
-    book = summary["gradebook"]
+    print(f"grades: {ledger.out.grades}   feedback: {ledger.out.pages}   log: {ledger.out.log}")
+    book = summary.gradebook
     print(
-        f"gradebook: {book.get('db_url')} ({book.get('notebooks_recorded', 0)} notebook(s) recorded); "
-        f"{summary['manual_pending']} written answer(s) wait for a person: formgrader (`jupyter lab` in {args.out}), "
+        f"gradebook: {book.db_url} ({book.notebooks_recorded} notebook(s) recorded); "
+        f"{summary.manual_pending} written answer(s) wait for a person: formgrader (`jupyter lab` in {args.out}), "
         f"then `python -m autograde export {args.out}`"
     )
-    if summary["problems"]:
-        print(f"{len(summary['problems'])} notebook(s) need a look (details in {args.out / 'summary.json'}):")
-        for p in summary["problems"]:
-            print(f"  {p['student_id']:<16} {p['notebook']:<28} {p['what_happened']}")
-    for student, notes in summary["matching_notes"].items():
+    if summary.problems:
+        print(f"{len(summary.problems)} notebook(s) need a look (details in {ledger.out.summary}):")
+        for p in summary.problems:
+            print(f"  {p.student_id:<16} {p.notebook:<28} {p.what_happened}")
+    for student, notes in summary.matching_notes.items():
         for note in notes:
             print(f"  note {student}: {note}")
-    for item in summary.get("late_problems", []):
+    for item in summary.late_problems:
         print(f"  late {item['student_id']}/{item['notebook']}: {item['problem']}")
     return EXIT_OK
 
@@ -361,20 +366,20 @@ def cmd_export(course: Course, args) -> int:
         late_unknown=args.late_unknown,
         omit_unmatched=args.omit_unmatched,
     )
-    written = " and ".join(str(path) for path in info["written"])
-    print(f"wrote {written}: {info['students']} student(s) from {info['db_url']}, {info['pending']} written answer(s) still pending")
-    if info["omitted"]:
-        log.warning(f"left out of the LMS file (no LMS id): {', '.join(info['omitted'])}")
-    for warning in info["warnings"]:
+    written = " and ".join(str(path) for path in info.written)
+    print(f"wrote {written}: {info.students} student(s) from {info.db_url}, {info.pending} written answer(s) still pending")
+    if info.omitted:
+        log.warning(f"left out of the LMS file (no LMS id): {', '.join(info.omitted)}")
+    for warning in info.warnings:
         log.warning(warning)
-    if info["least_penalty"]:
-        log.info(f"note: the least late penalty was taken for {', '.join(info['least_penalty'])} (their lateness is unknown)")
+    if info.least_penalty:
+        log.info(f"note: the least late penalty was taken for {', '.join(info.least_penalty)} (their lateness is unknown)")
     if args.format == "canvas" and args.assignment_id == "new":
         log.warning("no assignment id: Canvas's import will create a NEW assignment")
-    if info["needs_review"]:
-        shown = ", ".join(info["needs_review"][:10]) + (" ..." if len(info["needs_review"]) > 10 else "")
+    if info.needs_review:
+        shown = ", ".join(info.needs_review[:10]) + (" ..." if len(info.needs_review) > 10 else "")
         log.warning(
-            f"{len(info['needs_review'])} score(s) a person gave are marked `review` and not counted: the "
+            f"{len(info.needs_review)} score(s) a person gave are marked `review` and not counted: the "
             f"answer changed since it was scored ({shown}). Score them again in formgrader, then export again."
         )
     return EXIT_OK
@@ -384,9 +389,9 @@ def cmd_feedback(course: Course, args) -> int:
     from .term.handback import hand_back
 
     where, info = hand_back(course, args.out, args.format)
-    print(f"wrote {where}: {info['pages']} page(s) of {info['students']} student(s)")
-    zipped = set(info.get("zipped", []))
-    others = [s for s in info["unmatched"] if s not in zipped]
+    print(f"wrote {where}: {info.pages} page(s) of {info.students} student(s)")
+    zipped = set(info.zipped)
+    others = [s for s in info.unmatched if s not in zipped]
     if others:
         log.warning(f"not in the {args.format} layout (their files did not come from that LMS): {', '.join(others)}")
     if zipped:

@@ -6,6 +6,7 @@ import functools
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -241,3 +242,15 @@ def exercises(course: Course) -> list[Exercise]:
             if meta.get("grade"):
                 found.append(Exercise(path.stem, meta["grade_id"], float(meta["points"]), bool(meta.get("solution"))))
     return found
+
+
+def install_sigterm() -> None:
+    """Turn SIGTERM into KeyboardInterrupt so a killed batch stops its nbgrader runs too."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (a test calling us from a thread)
+        pass

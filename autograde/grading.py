@@ -15,13 +15,13 @@ scanned for hidden-test and reference-answer lines before it is written.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
+import functools
 import hashlib
 import logging
 import os
 import shutil
-import signal
-import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,20 +31,24 @@ import nbformat
 
 from tools.project_runtime import write_json_atomic
 
-from .course import Course, Exercise, UnusableInput, exercises, kill_live_runs  # noqa: F401 (Exercise: for importers)
+from .course import Course, Exercise, UnusableInput, exercises, install_sigterm, kill_live_runs  # noqa: F401 (Exercise: for importers)
 from .errors import GraderError
-from .matching import grade_ids, last_error, match_notebooks, read_graded, read_json, safe_text
-from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, JobOutcome, Options, Record, new_record  # noqa: F401 (the batch's names)
+from .ledger import gradebook
+from .ledger.facts import BookInfo, ClusterInfo, IntakeFacts, Summary
+from .ledger.folder import Ledger, keep_fault
+from .ledger.late import LateSpec, submitted_at
+from .ledger.layout import JobFolder, Out
+from .ledger.results import late_in_gradebook, summarize, write_log, write_summary, write_tables
+from .ledger.store import cached_record, fingerprint, save_record, signing_key, submission_digest  # noqa: F401 (for importers)
+from .ledger.tables import grades_table
+from .matching import Found, grade_ids, last_error, match_notebooks, read_graded, read_json, safe_text
+from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, JobOutcome, LateFacts, Options, Record, new_record  # noqa: F401 (the batch's names)
 from .publish.leaks import secret_lines
 from .publish.master import edition_master, grading_master
-from .record import gradebook
-from .record.late import LateSpec, save_spec, settle
 from .record.pages import keep_page_data, note_redactions, page_kept, page_words, write_pages
-from .record.results import write_tables
-from .record.store import cached_record, save_record, signing_key
 from .run.launch import prestart as start_worker_server
 from .run.preprocessors import NeutraliseForDisplay
-from .run.student import INTERRUPTED, SETTINGS, elapsed_since, job_settings, run_student
+from .run.student import INTERRUPTED, elapsed_since, job_settings, run_student
 
 log = logging.getLogger(__name__)  # warnings, to stderr as the command line configures it
 
@@ -61,46 +65,9 @@ class Item(NamedTuple):
     submission: str
 
 
-def _file_digest(path: Path, max_bytes: int) -> str:
-    """sha256 of a submitted file's bytes (of its size and time when it is over ``max_bytes``: it is
-    refused unread anyway)."""
-    h = hashlib.sha256()
-    stat = path.stat()
-    if stat.st_size > max_bytes:
-        h.update(f"too large|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    else:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
-
-
-def submission_digest(chosen: dict[str, Path | None], max_bytes: int) -> str:
-    """The digest of a student's whole submission: every notebook found for them, by name and bytes.
-    It salts the hidden random inputs of each of their notebooks, so what one grading showed of
-    them is no use in the next once anything in the submission changes, and it is part of every
-    notebook's fingerprint, so a changed submission is graded again whole (the same submission
-    always gets the same inputs and the same grade)."""
-    h = hashlib.sha256()
-    for notebook in sorted(chosen):
-        path = chosen[notebook]
-        h.update(f"{notebook}|{_file_digest(path, max_bytes) if path is not None else '-'}\n".encode())
-    return h.hexdigest()
-
-
-def _fingerprint(path: Path, digest: str, options: Options) -> str:
-    h = hashlib.sha256()
-    h.update(_file_digest(path, options.max_notebook_bytes).encode())
-    h.update(
-        f"{digest}|{options.cell_timeout}|{options.notebook_timeout}|{options.sandbox}|{options.memory_limit}"
-        f"|{options.process_limit}|{options.max_notebook_bytes}".encode()
-    )
-    return h.hexdigest()
-
-
-def read_outcome(job: Path) -> JobOutcome:
-    """A local job's result.json, through the one parser (``{}``: none was written, or one too large)."""
-    return JobOutcome.from_json(read_json(job / "result.json", MAX_RESULT_BYTES))
+def read_outcome(job: JobFolder) -> JobOutcome:
+    """A local job's outcome, through its one parser (``{}``: none was written, or one too large)."""
+    return JobOutcome.from_json(read_json(job.result, MAX_RESULT_BYTES))
 
 
 def finish_record(
@@ -109,12 +76,11 @@ def finish_record(
     """A job folder's outcome as the record (scores, ideas, status, feedback page) and the kept notebooks."""
     student, notebook = record.student_id, record.notebook
     text = outcome.log() + log
-    graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
-    kept = out / "autograded" / student / course.assignment / f"{notebook}.ipynb"  # what formgrader shows
+    job, kept_in = JobFolder(job, course.assignment), Out(out, course.assignment)
+    graded = job.autograded(student, notebook)
+    kept = kept_in.autograded(student, notebook)  # what formgrader shows
     kept.unlink(missing_ok=True)
-    _keep(
-        job / "submitted" / student / course.assignment / f"{notebook}.ipynb", out / "submitted" / student / course.assignment / f"{notebook}.ipynb"
-    )  # formgrader counts submissions there
+    _keep(job.submitted(student, notebook), kept_in.submitted(student, notebook))  # formgrader counts submissions there
     if killed:
         record = record.but(status="timeout", detail=f"killed after {options.notebook_timeout} s")
     elif outcome.out_of_memory and outcome.scores is None:
@@ -124,16 +90,18 @@ def finish_record(
         # whose detail is the last error line of its logs (a status is never read from log text)
         record = record.but(status=outcome.status or "error", detail=(outcome.detail or last_error(text))[:300])
     else:
-        record = _graded_record(course, out, record, job, outcome, options, secrets)
-        _keep_for_display(graded, kept, edition_master(out / ".course", record.edition or "en"), course.assignment)
+        record = _graded_record(course, kept_in, record, job, outcome, options, secrets)
+        _keep_for_display(graded, kept, edition_master(kept_in.master, record.edition or "en"), course.assignment)
     if record.status != "graded":
-        log_copy = out / "logs" / student / f"{notebook}.log"
+        log_copy = kept_in.notebook_log(student, notebook)
         log_copy.parent.mkdir(parents=True, exist_ok=True)
         log_copy.write_text(text[-200_000:], encoding="utf-8")
     return record
 
 
-def _graded_record(course: Course, out: Path, record: Record, job: Path, outcome: JobOutcome, options: Options, secrets: dict[str, str]) -> Record:
+def _graded_record(
+    course: Course, out: Out, record: Record, job: JobFolder, outcome: JobOutcome, options: Options, secrets: dict[str, str]
+) -> Record:
     """A graded notebook's record: the judge's scores and ideas, the notes on it, its feedback page's data kept."""
     student, notebook = record.student_id, record.notebook
     record = record.but(scores=outcome.scores, manual=outcome.manual, timings=outcome.timings, ideas=outcome.ideas())
@@ -143,9 +111,8 @@ def _graded_record(course: Course, out: Path, record: Record, job: Path, outcome
     if outcome.load_errors:
         notes.append(f"{len(outcome.load_errors)} cell(s) of its code failed when loaded for the judge")
     # the page's data: the page itself is rendered once the batch knows its late line (write_pages)
-    graded = job / "autograded" / student / course.assignment / f"{notebook}.ipynb"
-    if not keep_page_data(job / "feedback" / student / course.assignment / f"{notebook}.json", out, student, notebook, graded, secrets):
-        (out / "feedback" / student / f"{notebook}.html").unlink(missing_ok=True)  # an earlier run's page
+    if not keep_page_data(job.feedback(student, notebook, ".json"), out, student, notebook, job.autograded(student, notebook), secrets):
+        out.page(student, notebook).unlink(missing_ok=True)  # an earlier run's page
         notes.append("feedback could not be generated: " + last_error(outcome.feedback_log()))
     return record.but(detail="; ".join(notes))
 
@@ -198,10 +165,11 @@ def grade_student(
     turned into its record, feedback page and kept notebooks under ``out``, signed and saved."""
     records = []
 
-    def settle(record: Record, job: Path, killed: bool = False, log: str = "") -> None:
+    def finished(record: Record, job: Path, killed: bool = False, log: str = "") -> None:
         """Record one finished (or stopped) notebook at once, so an interruption keeps it."""
         seconds = elapsed_since(job)
-        record = finish_record(course, out, record, job, read_outcome(job), killed, log, options, secrets or {})
+        outcome = read_outcome(JobFolder(job, course.assignment))
+        record = finish_record(course, out, record, job, outcome, killed, log, options, secrets or {})
         records.append(save_record(out, record, seconds))
         on_done(records[-1])
         shutil.rmtree(job, ignore_errors=True)
@@ -214,34 +182,27 @@ def grade_student(
     for item in items:
         record = new_record(student, item.notebook, file=safe_text(item.path.name), fingerprint=item.fingerprint)
         entries.append((record.but(submission=item.submission), item.path))
-    run_student(course, master, out, student, entries, options, settle, fail)
+    run_student(course, master, out, student, entries, options, finished, fail)
     return records
 
 
 class GraderFault(GraderError):
-    """A student's grading raised twice: ``settled`` records were kept, ``left`` items were not graded."""
+    """A student's grading raised twice: ``kept`` records were kept, ``left`` items were not graded."""
 
-    def __init__(self, settled: list[Record], left: list, cause: BaseException):
+    def __init__(self, kept: list[Record], left: list, cause: BaseException):
         super().__init__(str(cause))
-        self.settled, self.left, self.cause = settled, left, cause
+        self.kept, self.left, self.cause = kept, left, cause
 
 
-def keep_fault(out: Path, student: str, exc: BaseException, again: bool) -> None:
-    """Append a grader fault's traceback to OUT/logs/<student>/grader-faults.log (for whoever
-    looks into it: the feedback page and grades.csv carry only its one-line summary)."""
-    import traceback
+class Ran(NamedTuple):
+    """What an executor ran: the saved records, and where the jobs ran (summary.json's ``cluster``;
+    None on this machine)."""
 
-    path = out / "logs" / student / "grader-faults.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    then = "graded once more" if again else "its notebooks left are marked error"
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')}: a fault of the grader ({then})\n")
-        handle.write("".join(traceback.format_exception(exc))[-20_000:])
+    records: list[Record]
+    where: ClusterInfo | None = None
 
 
-def grade_locally(
-    course: Course, master: Path, out: Path, by_student: dict, options: Options, done, fault, secrets: dict[str, str]
-) -> tuple[list[Record], None]:
+def grade_locally(course: Course, master: Path, out: Path, by_student: dict, options: Options, done, fault, secrets: dict[str, str]) -> Ran:
     """The local executor: each student's jobs on a pool of ``options.workers`` threads, each
     thread driving its own worker processes. A student whose grading raises (a fault of the
     grader, not of the submission) is graded once more, the notebooks already settled kept; when
@@ -249,14 +210,14 @@ def grade_locally(
     records: list[Record] = []
 
     def attempt(student: str, items: list) -> list[Record]:
-        settled: list[Record] = []
+        kept: list[Record] = []
 
         def on_done(record: Record) -> None:
-            settled.append(record)
+            kept.append(record)
             done(record)
 
         def left() -> list:
-            return [item for item in items if item[0] not in {r.notebook for r in settled}]
+            return [item for item in items if item[0] not in {r.notebook for r in kept}]
 
         for tries in (1, 2):
             try:
@@ -265,8 +226,8 @@ def grade_locally(
             except Exception as exc:
                 keep_fault(out, student, exc, again=tries == 1)
                 if tries == 2:
-                    raise GraderFault(settled, left(), exc) from exc
-        return settled
+                    raise GraderFault(kept, left(), exc) from exc
+        return kept
 
     INTERRUPTED.clear()
     with ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
@@ -276,7 +237,7 @@ def grade_locally(
                 try:
                     records.extend(future.result())
                 except GraderFault as failed:  # the rest goes on
-                    records.extend(failed.settled)
+                    records.extend(failed.kept)
                     fault(futures[future][0], failed.left, failed.cause)
                 except Exception as exc:
                     fault(*futures[future], exc)
@@ -285,7 +246,7 @@ def grade_locally(
             pool.shutdown(wait=False, cancel_futures=True)
             kill_live_runs()
             raise
-    return records, None
+    return Ran(records)
 
 
 class Executor(Protocol):
@@ -307,8 +268,8 @@ class Executor(Protocol):
 
     def run(
         self, course: Course, master: Path, out: Path, by_student: dict[str, list[Item]], options: Options, done, fault, secrets: dict[str, str]
-    ) -> tuple[list[Record], dict | None]:
-        """Grade ``by_student``: each settled notebook to ``done(record)``, a student whose grading
+    ) -> Ran:
+        """Grade ``by_student``: each finished notebook to ``done(record)``, a student whose grading
         failed to ``fault(student, items, exc)``. Returns (the saved records, what summary.json says
         of where they ran, or None)."""
 
@@ -328,9 +289,10 @@ class LocalExecutor:
         return sandbox_settings(out, options)
 
     def prepare(self, course: Course, master: Path, out: Path, options: Options) -> None:
-        write_json_atomic(out / ".work" / SETTINGS, job_settings(course, master, out / ".sandbox", options))
+        layout = Out(out)
+        write_json_atomic(layout.worker_settings, job_settings(course, master, layout.sandbox, options).to_json())
 
-    def run(self, course, master, out, by_student, options, done, fault, secrets) -> tuple[list[Record], None]:
+    def run(self, course, master, out, by_student, options, done, fault, secrets) -> Ran:
         return grade_locally(course, master, out, by_student, options, done, fault, secrets)
 
 
@@ -342,16 +304,22 @@ def grade_batch(
     executor: Executor | None = None,
     late: LateSpec | None = None,
     absent: list[str] | tuple[str, ...] = (),
-) -> dict:
+    intake: IntakeFacts | None = None,
+    found: dict[str, Found] | None = None,
+) -> Summary:
     """Grade every student folder under ``submissions``; write grades.csv, feedback/,
     log.jsonl and summary.json under ``out``. Returns the summary.
 
     ``executor`` runs the students' jobs (:class:`Executor`). The default, :class:`LocalExecutor`,
     runs them in a pool of ``options.workers`` threads here; the command line passes
     ``executors.cluster.ClusterExecutor()`` for ``--scheduler``. ``late``: the deadlines, the late
-    policy and the submission times (record/late.py); penalties are worked out on every run, never
-    cached, so a changed deadline applies to results reused from an earlier run. ``absent``: students
-    on the roster who sent nothing (a row of ``missing`` notebooks each)."""
+    policy and the submission times (ledger/late.py); penalties are worked out on every run, never
+    cached, so a changed deadline applies to results reused from an earlier run, and once per run,
+    on the scores the table counts. ``absent``: students on the roster who sent nothing (a row of
+    ``missing`` notebooks each). ``intake``: what this run's intake found (the LMS's late marks);
+    without it, what the last intake left in OUT. ``found``: each student's notebooks as the intake
+    decided them (a download it placed); a student folder it did not decide is read here, once, by
+    ``matching.match_notebooks``."""
     executor = executor or LocalExecutor()
     executor.check(options)
     if not submissions.is_dir():
@@ -359,28 +327,29 @@ def grade_batch(
     students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not students and not absent:
         raise UnusableInput(f"{submissions} holds no student folders (expected SUBMISSIONS/<student_id>/<notebook>.ipynb)")
+    ledger = Ledger(out, course, intake)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / ".probe").write_text("ok")
-        (out / ".probe").unlink()
+        ledger.out.probe.write_text("ok")
+        ledger.out.probe.unlink()
     except OSError as exc:
         raise UnusableInput(f"cannot write to {out}: {exc}") from exc
     if out.resolve() == submissions.resolve() or submissions.resolve() in out.resolve().parents:
         raise UnusableInput("OUT must not be inside SUBMISSIONS")
-    with _locked(out):
-        return _grade_locked(course, submissions, students, out, options, executor, late or LateSpec(), absent)
+    with _locked(ledger.out):
+        return _grade_locked(course, submissions, students, ledger, options, executor, late or LateSpec(), absent, found or {})
 
 
 @contextmanager
-def _locked(out: Path):
+def _locked(out: Out):
     """One grading run per OUT folder at a time."""
-    handle = open(out / ".lock", "a+")
+    handle = open(out.lock, "a+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         handle.close()
         raise UnusableInput(
-            f"another grading run is using {out} (it holds {out / '.lock'}); wait for it to finish, or grade into another folder"
+            f"another grading run is using {out.root} (it holds {out.lock}); wait for it to finish, or grade into another folder"
         ) from None
     try:
         yield
@@ -400,44 +369,59 @@ def sandbox_settings(out: Path, options: Options) -> dict:
     from .run.sandbox import Limits, Sandbox, probe
 
     limits = Limits(options.memory_limit, options.process_limit)
-    why = probe(out / ".sandbox", limits)
+    home = Out(out).sandbox
+    why = probe(home, limits)
     if why:
         raise UnusableInput(
             f"the grading sandbox cannot run here: {why}. Submissions are untrusted code; grade on "
             "Linux with user namespaces (bubblewrap), or pass --no-sandbox to grade code you trust."
         )
-    box = Sandbox(out / ".sandbox", limits)
+    box = Sandbox(home, limits)
     try:
         return box.describe()
     finally:
         box.close()
 
 
+def _refused(folder: Path) -> tuple[str, str] | None:
+    """(why, the folder's name as shown) when a folder's name cannot be a student id."""
+    if STUDENT_ID.fullmatch(folder.name) and not folder.is_symlink():
+        return None
+    why = "a student folder may not be a symbolic link" if folder.is_symlink() else "use letters, digits, '_', '.', '@', '+' or '-'"
+    return why, folder.name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+class Sorted(NamedTuple):
+    """The student folders read: a record for each notebook settled without grading (a refused id, a
+    missing notebook, an unreadable folder, a reused result), the matching notes per student, and the
+    notebooks left to grade, per student."""
+
+    records: list[Record]
+    notes: dict[str, list[str]]
+    todo: dict[str, list[Item]]
+
+
 def _intake(
-    course: Course, submissions: Path, students: list[Path], out: Path, options: Options, digest: str, ids_by_name: dict[str, set[str]]
-) -> tuple[list[Record], dict[str, list[str]], dict[str, list[Item]]]:
+    course: Course, submissions: Path, students: list[Path], ledger: Ledger, options: Options, digest: str, found: dict[str, Found]
+) -> Sorted:
     """Read every student folder: a row for each refused id, missing notebook, unreadable folder and
     reused result; the notebooks left to grade, per student (notebook, file, fingerprint); the
-    matching notes. Writes ``OUT/rejected_ids.json``. Whatever one folder holds costs only its student."""
+    matching notes. Writes the refused folders' names (``Out.rejected``). Whatever one folder holds
+    costs only its student."""
     records: list[Record] = []
     notes: dict[str, list[str]] = {}
     by_student: dict[str, list[Item]] = {}  # the notebooks to grade now
     rejected = []
     for folder in students:
         student = safe_text(folder.name)
-        if not STUDENT_ID.fullmatch(folder.name) or folder.is_symlink():
-            why = "a student folder may not be a symbolic link" if folder.is_symlink() else "use letters, digits, '_', '.', '@', '+' or '-'"
-            rejected.append(
-                {
-                    "student_id": rejected_id(folder.name),
-                    "reason": why,
-                    "folder": folder.name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"),
-                }
-            )
-            records += [new_record(rejected[-1]["student_id"], nb, "invalid_student_id", why) for nb in course.notebooks]
+        refused = _refused(folder)
+        if refused:
+            rejected.append({"student_id": rejected_id(folder.name), "reason": refused[0], "folder": refused[1]})
+            records += [new_record(rejected[-1]["student_id"], nb, "invalid_student_id", refused[0]) for nb in course.notebooks]
             continue
         try:
-            chosen, found_notes = match_notebooks(folder, course.notebooks, ids_by_name, max_bytes=options.max_notebook_bytes)
+            decided = found.get(folder.name) or match_notebooks(folder, course.notebooks, _ids(course), max_bytes=options.max_notebook_bytes)
+            chosen, found_notes = decided
             notes[student] = [safe_text(note) for note in found_notes]
             todo, done_here = [], []
             whole = submission_digest(chosen, options.max_notebook_bytes)
@@ -445,14 +429,14 @@ def _intake(
                 if path is None:
                     done_here.append(new_record(student, notebook, "missing", f"{notebook}.ipynb not found in the submission"))
                     continue
-                fingerprint = _fingerprint(path, f"{digest}|{whole}", options)
-                cached = cached_record(out, student, notebook, fingerprint)
-                if cached and not page_kept(out, cached):
+                print_ = fingerprint(path, f"{digest}|{whole}", options)
+                cached = cached_record(ledger.root, student, notebook, print_)
+                if cached and not page_kept(ledger.out, cached):
                     cached = None  # graded before pages were rendered from their data: graded again, to render its page
                 if cached:
                     done_here.append(cached.but(cached=True))
                 else:
-                    todo.append(Item(notebook, path, fingerprint, whole))
+                    todo.append(Item(notebook, path, print_, whole))
         except Exception as exc:  # whatever a folder holds, it costs its own student, never the class
             why = safe_text(f"{type(exc).__name__}: {exc}")
             records += [new_record(student, nb, "invalid_submission", why) for nb in course.notebooks]
@@ -461,28 +445,32 @@ def _intake(
         if todo:
             by_student[student] = todo
     for name in sorted(p.name for p in submissions.iterdir() if p.name.startswith(".") and p.is_dir()):
-        rejected.append(
-            {
-                "student_id": None,
-                "reason": "a hidden folder (its name starts with '.'): not graded",
-                "folder": name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"),
-            }
-        )
-    write_json_atomic(out / "rejected_ids.json", rejected)
-    return records, notes, by_student
+        folder = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        rejected.append({"student_id": None, "reason": "a hidden folder (its name starts with '.'): not graded", "folder": folder})
+    write_json_atomic(ledger.out.rejected, rejected)
+    return Sorted(records, notes, by_student)
 
 
-def _set_up_batch(course: Course, out: Path, options: Options, executor: Executor) -> tuple[Path, str, gradebook.Writer, dict]:
+class Batch(NamedTuple):
+    """A batch set up: the grading master, the gradebook's URL and its one writer, the sandbox's settings."""
+
+    master: Path
+    db_url: str
+    writer: gradebook.Writer
+    sandbox: dict
+
+
+def _set_up_batch(course: Course, ledger: Ledger, options: Options, executor: Executor) -> Batch:
     """The grading master in OUT, the gradebook's URL and its writer, and the sandbox's settings.
     The worker server, the gradebook and the sandbox's check start together: each waits on its
     own process or thread, so none waits for another."""
     executor.prestart()
-    master = grading_master(course, out)
-    db_url = gradebook.resolve_url(out, options.db_url)
+    master = grading_master(course, ledger.root)
+    db_url = gradebook.resolve_url(ledger.out, options.db_url)
     # the course gradebook, written by this process only (one writer thread), prepared meanwhile
-    writer = gradebook.Writer(db_url, master / "gradebook.db", course.assignment, wait=False)
+    writer = gradebook.Writer(db_url, master / Out.GRADEBOOK, course.assignment, wait=False)
     try:
-        sandbox = executor.sandbox(out, options)
+        sandbox = executor.sandbox(ledger.root, options)
         writer.ready()
     except gradebook.GradebookError as exc:
         raise UnusableInput(str(exc)) from None
@@ -490,40 +478,45 @@ def _set_up_batch(course: Course, out: Path, options: Options, executor: Executo
         with contextlib.suppress(gradebook.GradebookError):
             writer.close()
         raise
-    return master, db_url, writer, sandbox
+    return Batch(master, db_url, writer, sandbox)
 
 
-def _grade_locked(course: Course, submissions: Path, students: list[Path], out: Path, options: Options, executor, late: LateSpec, absent=()) -> dict:
-    master, db_url, writer, sandbox = _set_up_batch(course, out, options, executor)
+@functools.lru_cache(maxsize=4)
+def _ids(course: Course) -> dict[str, set[str]]:
+    """Every grade id (test and exercise cells) of each notebook: how a notebook a platform renamed is known."""
+    return {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
+
+
+def _grade_locked(course: Course, submissions: Path, students: list[Path], ledger: Ledger, options: Options, executor, late: LateSpec, absent, found):
+    out = ledger.root
+    master, db_url, writer, sandbox = _set_up_batch(course, ledger, options, executor)
     page_words(course)  # read here, once: the workers' threads then share it instead of each reading it at once
     graded_cells = exercises(course)
-    # every grade id (test and exercise cells) identifies a notebook that a platform renamed
-    ids_by_name = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}
     digest = course.sources_digest()
     secrets = secret_lines(course)
     signing_key(out)
-    gradebook.write_course_config(out, db_url, master, course.assignment)
+    gradebook.write_course_config(ledger.out, db_url, master, course.assignment)
     executor.prepare(course, master, out, options)
 
-    records, notes, by_student = _intake(course, submissions, students, out, options, digest, ids_by_name)
+    records, notes, by_student = _intake(course, submissions, students, ledger, options, digest, found)
     unseen = sorted(set(absent) - {folder.name for folder in students})
     records += [new_record(s, nb, "missing", "nothing was submitted (on the roster)") for s in unseen for nb in course.notebooks]
 
-    _install_sigterm()
+    install_sigterm()
     from tqdm import tqdm
 
-    total = sum(len(items) for items in by_student.values())
-    bar = tqdm(total=total, desc="grading notebooks", unit="nb", disable=not options.progress)
-
-    save_spec(out, late)
-    max_points = {nb: sum(e.points for e in graded_cells if e.notebook == nb) for nb in course.notebooks}
+    bar = tqdm(total=sum(len(items) for items in by_student.values()), desc="grading notebooks", unit="nb", disable=not options.progress)
+    ledger.save_late_spec(late)
 
     def record_in_gradebook(record: Record) -> None:
+        """Each finished notebook into the gradebook at once, with its submission time; its penalty is
+        settled once the batch is done, on the score the table counts (a person's too)."""
         if record.status == "invalid_student_id":
             return
         if not record.graded:  # no autograded notebook left from an earlier run
-            (out / "autograded" / record.student_id / course.assignment / f"{record.notebook}.ipynb").unlink(missing_ok=True)
-        writer.put(record.but(late=late_of(late, record, max_points)))
+            ledger.out.autograded(record.student_id, record.notebook).unlink(missing_ok=True)
+        when = submitted_at(late, record.student_id, record.notebook) if record.submitted else None
+        writer.put(record.but(late=LateFacts(submitted_at=when.isoformat()) if when else None))
 
     for record in records:  # reused and missing ones: a new or changed gradebook gets them too
         record_in_gradebook(record)
@@ -535,8 +528,8 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
 
     def fault(student: str, items: list, exc: BaseException) -> None:
         """A grader fault for one student: a row for each notebook (not saved: the next run grades them again)."""
-        kept = out / "logs" / student / "grader-faults.log"
-        where = f" (traceback: logs/{student}/grader-faults.log)" if kept.is_file() else ""
+        kept = ledger.out.faults(student)
+        where = f" (traceback: {ledger.out.shown(kept)})" if kept.is_file() else ""
         for notebook, *_rest in items:
             records.append(new_record(student, notebook, "error", safe_text(f"a fault of the grader: {type(exc).__name__}: {exc}"[:400] + where)))
             record_in_gradebook(records[-1])
@@ -554,47 +547,42 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], out: 
             gradebook_error = None
         except gradebook.GradebookError as exc:
             gradebook_error = str(exc)
-    if gradebook_error:
-        log.warning(f"{gradebook_error}. The results are kept in {out / '.state'}; run the same command again to record them.")
-    else:
-        with contextlib.suppress(gradebook.GradebookError):
-            gradebook.keep_submitted_times(db_url, course.assignment, out)
-    book = {"db_url": gradebook.mask_url(db_url), "notebooks_recorded": writer.merged, "error": gradebook_error}
-    records = [record.but(late=late_of(late, record, max_points)) for record in records]
+    book = BookInfo(gradebook.mask_url(db_url), writer.merged, gradebook_error)
     n_students = len(students) + len(unseen)
-    summary, records = write_tables(course, out, graded_cells, records, notes, n_students, sandbox, db_url, book, late, where=where)
-    # every page rendered once: a person's scores from the gradebook, the late line of the penalty write_tables settled
-    removed = write_pages(out, course, graded_cells, records, secrets, late.policy, None if gradebook_error else db_url)
+    return _finish_batch(course, ledger, graded_cells, records, notes, n_students, sandbox, db_url, book, late, where, secrets)
+
+
+def _finish_batch(course: Course, ledger: Ledger, cells, records, notes, n_students, sandbox, db_url, book, late, where, secrets) -> Summary:
+    """After the batch: the gradebook read once (a person's scores, the submissions' times), the penalty
+    settled once on the scores the table counts, the gradebook given it, the tables written, and every
+    page rendered once with a person's scores and its late line."""
+    stored = gradebook.Book()
+    if book.error:
+        log.warning(f"{book.error}. The results are kept in {ledger.out.state}; run the same command again to record them.")
+    else:
+        try:
+            stored = gradebook.read_book(db_url, course.assignment)
+            gradebook.keep_submitted_times(stored, ledger.out)
+        except gradebook.GradebookError as exc:
+            book = dataclasses.replace(book, error=str(exc))
+    table, records = grades_table(cells, records, stored, late, ledger.intake.late_in_lms)
+    if not book.error and late.active:
+        book = late_in_gradebook(db_url, course.assignment, table, late, book)
+    summary = summarize(course, cells, table, records, notes, n_students, sandbox, book, where)
+    write_tables(ledger.out, table, records, summary)
+    # every page rendered once: a person's scores from the gradebook, the late line of the penalty the table settled
+    removed = write_pages(ledger.out, course, cells, records, secrets, late.policy, stored)
     noted = note_redactions(records, removed)
-    if noted != records:  # a page quoted the grader's secrets (rare): the tables say so too
-        summary, records = write_tables(course, out, graded_cells, noted, notes, n_students, sandbox, db_url, book, late, where=where)
+    if noted != records:  # a page quoted the grader's secrets (rare): the log and the summary say so too
+        summary = summarize(course, cells, table, noted, notes, n_students, sandbox, book, where)
+        write_log(ledger.out, noted)
+        write_summary(ledger.out, summary)
     return summary
 
 
 def rejected_id(name: str) -> str:
     """A stand-in id for a folder whose name is refused: safe in a spreadsheet, the same on every
     run, and never a valid id (a folder named like it is refused itself). It names no file: a
-    refused folder is not graded. The folder's name itself is kept only in rejected_ids.json."""
+    refused folder is not graded. The folder's name itself is kept only with the refused folders."""
     raw = name.encode("utf-8", "surrogateescape")
     return f"rejected:{hashlib.sha256(raw).hexdigest()[:10]}"  # ':' is in no valid id: no folder can take it
-
-
-def _install_sigterm() -> None:
-    """Turn SIGTERM into KeyboardInterrupt so a killed batch stops its nbgrader runs too."""
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    try:
-        signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (a test calling us from a thread)
-        pass
-
-
-def late_of(spec: LateSpec, record: Record, max_points: dict[str, float]) -> dict:
-    """A notebook's late facts (``late.settle``) from its automatic score, for the gradebook while the
-    batch runs; ``write_tables`` settles the penalty again on the score grades.csv counts (a person's too)."""
-    if not record.submitted:
-        return {"penalty": 0.0}  # nothing was submitted: nothing was late
-    scores = {record.notebook: (record.total(), max_points.get(record.notebook, 0.0))}
-    return settle(spec, record.student_id, scores).facts[record.notebook]

@@ -10,6 +10,7 @@ import os
 import time
 from collections import deque
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 
@@ -46,6 +47,14 @@ def check_nodes(raw: bytes, max_nodes: int = MAX_JSON_NODES) -> None:
         )
 
 
+class Found(NamedTuple):
+    """A student's notebooks as found, once: each course notebook's file (None: not sent), and notes on
+    what was guessed (a file renamed, one matched by its graded cells, one ignored)."""
+
+    files: dict[str, Path | None]
+    notes: list[str]
+
+
 def grade_ids(path: Path, max_bytes: int | None = None) -> set[str]:
     """The nbgrader grade ids in a notebook (empty when it cannot be read, or is over ``max_bytes``)."""
     try:
@@ -64,10 +73,18 @@ def grade_ids(path: Path, max_bytes: int | None = None) -> set[str]:
     return ids
 
 
+def by_cells(path: Path, names: tuple[str, ...], ids_by_name: dict[str, set[str]], max_bytes: int) -> str | None:
+    """The one course notebook whose graded cells the file holds (None: none, or more than one)."""
+    held = grade_ids(path, max_bytes)
+    hits = [name for name in names if held & ids_by_name.get(name, set())]
+    return hits[0] if len(hits) == 1 else None
+
+
 def match_notebooks(
     student_dir: Path, names: tuple[str, ...], ids_by_name: dict[str, set[str]], max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES
-) -> tuple[dict[str, Path | None], list[str]]:
-    """Map each release name to one file of the student's, with notes on what was guessed.
+) -> Found:
+    """Map each release name to one file of the student's, with notes on what was guessed: how a folder in
+    the grader's own layout, used as it is, is read (a download the intake placed was decided there).
 
     By name first (exact, then normalized); a file whose name matches nothing is matched
     by the grade ids it contains (unless it is over ``max_bytes``). Several candidates: the
@@ -101,9 +118,7 @@ def match_notebooks(
             notes.append(f"ignored {path.relative_to(student_dir)}: over the {max_bytes / 2**20:g} MB size limit")
             continue
         if guess is None:
-            held = grade_ids(path, max_bytes)
-            hits = [name for name in names if held & ids_by_name.get(name, set())]
-            guess = hits[0] if len(hits) == 1 else None
+            guess = by_cells(path, names, ids_by_name, max_bytes)
             how = "matched by its graded cells"
         if guess is None:
             notes.append(f"ignored {path.relative_to(student_dir)}: not a notebook of this course")
@@ -120,7 +135,7 @@ def match_notebooks(
         chosen[name] = options[0][2] if options else None
         if len(options) > 1:
             notes.append(f"{len(options)} files for {name}.ipynb; graded {options[0][2].relative_to(student_dir)}")
-    return chosen, notes
+    return Found(chosen, notes)
 
 
 def walk_notebooks(

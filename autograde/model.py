@@ -3,7 +3,7 @@ score-table marks, and the typed records every layer passes on: a notebook's ``R
 worker's ``JobOutcome`` (the one parser of result.json). Standard library only, so that every layer
 can use it (the sandbox's launcher too).
 Every option that can change a grade is hashed into the fingerprint that decides whether a saved result
-may be reused (grading._fingerprint, tested by test_every_grading_limit_is_in_the_fingerprint)."""
+may be reused (ledger.store.fingerprint, tested by test_every_grading_limit_is_in_the_fingerprint)."""
 
 from __future__ import annotations
 
@@ -101,11 +101,44 @@ NOT_SUBMITTED = ("missing", "invalid_student_id")  # statuses of a notebook nobo
 
 
 @dataclass(frozen=True)
+class LateFacts:
+    """One notebook's lateness as the late rule settled it (``ledger.late.notebook_late``): its penalty, the
+    deadline that applied, when it was submitted and how late, how that was known (``basis``: ``time``,
+    ``lms_flag``, ``unknown``), the LMS's late mark, a problem (lateness unknown), and what its times
+    said when they disagreed. A record's ``late``; its JSON holds the facts that apply, in this order."""
+
+    penalty: float = 0.0
+    deadline: str | None = None
+    submitted_at: str | None = None
+    late_seconds: float | None = None
+    basis: str | None = None
+    lms_late: bool = False
+    problem: str | None = None
+    disputed: dict | None = None  # {claimed, arrived, used}
+
+    def to_json(self) -> dict:
+        data: dict = {"penalty": self.penalty}
+        for key in ("deadline", "submitted_at", "late_seconds", "basis", "lms_late", "problem", "disputed"):
+            value = getattr(self, key)
+            if value is not None and value is not False:
+                data[key] = value
+        return data
+
+    @classmethod
+    def from_json(cls, data) -> LateFacts | None:
+        """The facts as a log.jsonl line holds them (None when they are not an object)."""
+        if not isinstance(data, dict):
+            return None
+        known = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
+        return cls(**known)
+
+
+@dataclass(frozen=True)
 class Record:
     """One notebook's graded record for one student: what grades.csv, log.jsonl, the gradebook, the
     feedback page and reuse read. Made by :func:`new_record`, filled in by a job's outcome
-    (grading.finish_record), signed and saved as JSON (record.store); ``late`` is worked out on
-    every run (record.late). A field that is None (``cached``: False) is absent from its JSON, as
+    (grading.finish_record), signed and saved as JSON (ledger.store); ``late`` is worked out on
+    every run (ledger.late). A field that is None (``cached``: False) is absent from its JSON, as
     it always was; ``extra`` keeps the keys of a record this version does not know, so a record
     read back is written back as it was."""
 
@@ -115,7 +148,7 @@ class Record:
     detail: str = ""
     scores: dict = field(default_factory=dict)  # grade id -> the judge's score
     file: str | None = None  # the submitted file's name (None: nothing was read)
-    fingerprint: str | None = None  # what decides reuse (grading._fingerprint)
+    fingerprint: str | None = None  # what decides reuse (ledger.store.fingerprint)
     submission: str | None = None  # the digest of the student's whole submission (the hidden inputs' salt)
     edition: str | None = None  # the language of the edition it was written in
     matching_notes: tuple[str, ...] | None = None  # cells repaired, a notebook found under another name
@@ -127,7 +160,7 @@ class Record:
     seconds: float | None = None
     signature: str | None = None
     cached: bool = False  # reused from an earlier run (never signed, never saved)
-    late: dict | None = None  # record.late.notebook_late's facts
+    late: LateFacts | None = None  # the late rule's facts, settled on every run
     extra: dict = field(default_factory=dict)
 
     @property
@@ -154,6 +187,8 @@ class Record:
             value = getattr(self, key)
             if key in ("file", "fingerprint") and self.file is None and self.fingerprint is None:
                 continue
+            if isinstance(value, LateFacts):
+                value = value.to_json()
             if key in ("student_id", "notebook", "scores", "status", "detail") or (value is not None and value is not False):
                 data[key] = list(value) if isinstance(value, tuple) else value
         return {**data, **self.extra}
@@ -173,6 +208,8 @@ class Record:
         known["status"] = known.get("status") if isinstance(known.get("status"), str) else "error"
         known["detail"] = known.get("detail") if isinstance(known.get("detail"), str) else ""
         known["cached"] = bool(known.get("cached", False))
+        if "late" in known:
+            known["late"] = LateFacts.from_json(known["late"])
         return cls(**known, extra={k: v for k, v in data.items() if k not in RECORD_KEYS})
 
 
@@ -182,7 +219,7 @@ def new_record(
     """A notebook's record: graded unless ``status`` (a key of STATUS_TEXT) says otherwise, with the
     submitted file's name and fingerprint when it was read. A worker's outcome fills in scores,
     status, detail, timings and ideas (grading.finish_record); the record is saved as signed JSON
-    (record.store.save_record) and read back by reuse, export and report. Every record is made here."""
+    (ledger.store.save_record) and read back by reuse, export and report. Every record is made here."""
     return Record(student, notebook, status, detail, file=file, fingerprint=fingerprint)
 
 
@@ -203,8 +240,8 @@ class JobOutcome:
     autograde and feedback steps (their logs), the judge's results and scores, the answers a person
     grades, timings, whether memory ran out, and, where it caught it, why the notebook stopped
     (``status`` and ``detail``, the JSON's ``outcome``). ``scores`` is None when the judge never
-    scored it. :meth:`from_json` is the one parser of result.json: the local executor and the
-    cluster's both read it through it."""
+    scored it. The grading process writes result.json through :meth:`to_json`; :meth:`from_json` is its
+    one parser: the local executor and the cluster's both read it through it."""
 
     autograde: dict = field(default_factory=dict)
     feedback: dict = field(default_factory=dict)
@@ -232,7 +269,16 @@ class JobOutcome:
             for gid, result in self.judge.items()
         }
 
+    def cut(self, limit: int) -> JobOutcome:
+        """This outcome with each of nbgrader's logs cut to its last ``limit`` characters."""
+
+        def cut(part: dict) -> dict:
+            return {k: v[-limit:] if k in ("log", "error") and isinstance(v, str) else v for k, v in part.items()}
+
+        return replace(self, autograde=cut(self.autograde), feedback=cut(self.feedback))
+
     def to_json(self) -> dict:
+        """result.json as the grading process writes it (run/job.py), read back by :meth:`from_json`."""
         data = {"autograde": self.autograde, "timings": self.timings}
         if self.feedback:
             data["feedback"] = self.feedback

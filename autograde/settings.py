@@ -115,7 +115,7 @@ def search_path() -> str:
 
 @dataclass(frozen=True)
 class TermChoice:
-    """The term's rules as chosen from their sources (``choose``), before record/late.py reads them."""
+    """The term's rules as chosen from their sources (``choose``), before ledger/late.py reads them."""
 
     deadline: str | None
     late_policy: str

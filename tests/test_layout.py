@@ -97,3 +97,85 @@ def test_every_function_fits_on_a_screen():
     assert long_functions(sorted((ROOT / "autograde").rglob("*.py"))) == []
     assert long_functions(sorted((ROOT / "tools").rglob("*.py"))) == []
     assert long_functions([ROOT / "tests" / "test_layout.py"], limit=5), "the check can fail"
+
+
+# ---------------------------------------------------------------- OUT has one owner: the ledger
+
+# a module outside the ledger that names a course folder of nbgrader's own that is not OUT, and why
+NOT_OUT = {
+    "autograde/course.py": "the nbgrader configuration copied into the course folders the release and the master are built in",
+}
+PATH_CALLS = {"joinpath", "glob", "rglob", "with_name"}
+
+
+def out_names(path: Path, own: frozenset[str], course_folder: frozenset[str]) -> list[str]:
+    """Each literal of ``path`` (docstrings aside) that names an OUT file or folder: one of the grader's
+    own names (``own``) wherever a literal holds it as a path part (an f-string read as one text), and
+    one of nbgrader's course-folder names (``course_folder``) where the literal is a path: an operand of
+    ``/``, an argument of joinpath, glob, rglob or with_name, or text with a ``/`` in it."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    as_path: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            as_path.update(id(side) for side in (node.left, node.right))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PATH_CALLS:
+            as_path.update(id(arg) for arg in node.args)
+    skipped = {id(value) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for value in node.values}
+    skipped |= {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        parts = [part for part in text.split("/") if part]
+        mine = any(part in own or any(part.endswith(name) for name in own if name.startswith("_")) for part in parts)
+        theirs = (id(node) in as_path or "/" in text) and any(part in course_folder for part in parts)
+        if mine or theirs:
+            found.append((node.lineno, f"{_shown(path)}:{node.lineno}: {text[:80]!r}"))
+    return [line for _, line in sorted(found)]
+
+
+def test_no_module_outside_the_ledger_names_an_out_file():
+    """Every OUT path is named in autograde/ledger/ (layout.py) and nowhere else: the commands, the
+    executors, the workers and the adapters take their paths from there."""
+    from autograde.ledger.layout import Out
+
+    found = []
+    for path in sorted((ROOT / "autograde").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("autograde/ledger/") or relative in NOT_OUT:
+            continue
+        found += out_names(path, Out.own_names(), Out.course_folder_names())
+    assert found == []
+
+
+def test_the_out_scan_finds_each_way_of_naming_an_out_file(tmp_path):
+    """The scan can fail: a table's name, a dotted folder in an f-string, an LMS zip's suffix and a
+    course folder's name in a path are each found; the same words as a dict key, a docstring or a
+    command's name are not."""
+    from autograde.ledger.layout import Out
+
+    module = tmp_path / "m.py"
+    module.write_text(
+        '"""writes grades.csv"""\n'
+        'a = out / "grades.csv"\n'
+        'b = f"{out}/.state/{student}.json"\n'
+        'c = target / f"{system}_feedback.zip"\n'
+        'd = job / "autograded" / student\n'
+        'e = {"feedback": 1, "report": 2}\n'
+        'f = parser.add_parser("feedback")\n'
+    )
+    found = out_names(module, Out.own_names(), Out.course_folder_names())
+    assert [line.split(":")[1] for line in found] == ["2", "3", "4", "5"], found

@@ -7,7 +7,7 @@ for the command to list."""
 
 from __future__ import annotations
 
-import csv
+import dataclasses
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -18,6 +18,9 @@ import nbformat
 from ..course import Course
 from ..grading import Options, grade_batch
 from ..judging.ideas import check_course
+from ..ledger.facts import Summary
+from ..ledger.folder import Ledger
+from ..ledger.tables import ScoreRow
 from ..publish import catalogs, editions, fonts
 from ..publish.leaks import scan_learner_tree
 from ..publish.release import release_differences
@@ -25,7 +28,7 @@ from .rules import rule_problems
 from .translations import drawn_texts
 
 Say = Callable[[str], None]
-IGNORED_BY_EDITION = ("student_id", "edition")  # the grades.csv columns an edition may change
+IGNORED_BY_EDITION = {"student_id": "", "edition": ""}  # the grades.csv columns an edition may change
 
 
 def answer(say: Say, question: str, problems: list[str]) -> list[str]:
@@ -44,7 +47,7 @@ def catalog_problems(course: Course) -> list[str]:
     return problems
 
 
-def grade_sources(course: Course, workers: int) -> tuple[dict[str, dict], dict]:
+def grade_sources(course: Course, workers: int) -> tuple[dict[str, ScoreRow], Summary]:
     """grades.csv's rows and the batch's summary for three students: ``solutions`` (the sources),
     ``untouched`` (the release) and ``solutions_<lang>`` (the sources in each translated edition)."""
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
@@ -58,38 +61,37 @@ def grade_sources(course: Course, workers: int) -> tuple[dict[str, dict], dict]:
             for path in course.source_paths():
                 nbformat.write(editions.edition_source(path, lang, course), subs / f"solutions_{lang}" / path.name)
         summary = grade_batch(course, subs, Path(tmp) / "out", Options(workers=workers, progress=False))
-        with open(Path(tmp) / "out" / "grades.csv", encoding="utf-8") as handle:
-            rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+        rows = {row.student_id: row for row in Ledger(Path(tmp) / "out", course).scores_sheet().rows}
     return rows, summary
 
 
-def edition_problems(rows: dict[str, dict], languages: list[str]) -> list[str]:
+def edition_problems(rows: dict[str, ScoreRow], languages: list[str]) -> list[str]:
     """A translated edition of the sources that grades otherwise than the English one."""
-    english = {k: v for k, v in rows["solutions"].items() if k not in IGNORED_BY_EDITION}
+    english = dataclasses.replace(rows["solutions"], **IGNORED_BY_EDITION)
     return [
         f"the {lang} edition of the sources grades differently: {rows[f'solutions_{lang}']}"
         for lang in languages
-        if {k: v for k, v in rows[f"solutions_{lang}"].items() if k not in IGNORED_BY_EDITION} != english
+        if dataclasses.replace(rows[f"solutions_{lang}"], **IGNORED_BY_EDITION) != english
     ]
 
 
-def grading_problems(rows: dict[str, dict], summary: dict, say: Say, languages: list[str]) -> list[str]:
+def grading_problems(rows: dict[str, ScoreRow], summary: Summary, say: Say, languages: list[str]) -> list[str]:
     """The sources must score every automatic point and leave each written answer for a person, in
     every edition; the untouched release must score nothing; no notebook may need a look."""
-    full, zero = float(rows["solutions"]["auto_total"]), float(rows["untouched"]["total"])
-    waiting = int(rows["solutions"]["pending"])
+    full, zero = rows["solutions"].auto_total, rows["untouched"].total
+    waiting = int(rows["solutions"].pending)
     say(
-        f"instructor sources score {full:g}/{summary['max_auto']:g} automatic points, {waiting} answer(s) "
-        f"({summary['max_manual']:g} points) left for a person; untouched release scores {zero:g}"
+        f"instructor sources score {full:g}/{summary.max_auto:g} automatic points, {waiting} answer(s) "
+        f"({summary.max_manual:g} points) left for a person; untouched release scores {zero:g}"
     )
-    problems = [f"the sources lose points: {rows['solutions']}"] if full != summary["max_auto"] else []
+    problems = [f"the sources lose points: {rows['solutions']}"] if full != summary.max_auto else []
     problems += answer(say, "each translated edition of the sources grades the same", edition_problems(rows, languages))
-    if waiting != len(summary["manual_columns"]):
+    if waiting != len(summary.manual_columns):
         problems.append(f"the sources' written answers are not all left for a person: {rows['solutions']}")
-    if zero != 0 or int(rows["untouched"]["pending"]):
+    if zero != 0 or int(rows["untouched"].pending):
         problems.append(f"the untouched release earns points or asks a person to grade blank answers: {rows['untouched']}")
-    for problem in summary["problems"]:
-        problems.append(f"{problem['student_id']}/{problem['notebook']}: {problem['what_happened']} {problem['detail']}")
+    for problem in summary.problems:
+        problems.append(f"{problem.student_id}/{problem.notebook}: {problem.what_happened} {problem.detail}")
     return problems
 
 

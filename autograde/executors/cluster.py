@@ -26,7 +26,6 @@ import hashlib
 import io
 import json
 import logging
-import math
 import os
 import shutil
 import socket
@@ -35,20 +34,20 @@ import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
-
-from tools.i18n import EDITIONS
 
 from .. import settings as environment
 from ..course import Course, UnusableInput
 from ..errors import GraderError
+from ..grading import Ran
+from ..ledger.facts import ClusterInfo
+from ..ledger.layout import JobFolder, Out
 from ..model import JobOutcome, MalformedResult, Record, new_record
+from .tasks import Answer, NotebookAnswer, Task, TaskSettings
 
 log = logging.getLogger(__name__)  # warnings, to stderr as the command line configures it
-# the grading limits a worker needs; nothing else of the instructor's options leaves this machine
-TASK_OPTIONS = ("cell_timeout", "notebook_timeout", "sandbox", "memory_limit", "process_limit", "max_notebook_bytes")
-STATUSES_BEFORE_RUN = {"invalid_notebook", "error"}  # what a notebook that never ran may come back as
 MAX_LOG = 200_000  # characters of a grading log sent back
 CONNECT_SECONDS = 30
 FIRST_WORKER_SECONDS = 120
@@ -66,16 +65,6 @@ def course_digest(course: Course) -> str:
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:20]
-
-
-def _job_files(student: str, assignment: str, notebook: str) -> dict[str, str]:
-    """The files of a job folder that travel back, by the name they travel under."""
-    return {
-        "result": "result.json",
-        "autograded": f"autograded/{student}/{assignment}/{notebook}.ipynb",
-        "submitted": f"submitted/{student}/{assignment}/{notebook}.ipynb",
-        "feedback": f"feedback/{student}/{assignment}/{notebook}.json",  # the page's data (exporters.PageDataExporter)
-    }
 
 
 # ---------------------------------------------------------------- worker side
@@ -108,7 +97,7 @@ def _where() -> str:
         return socket.gethostname()
 
 
-def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = None) -> tuple[Path, Path]:
+def _ready(course: Course, digest: str, settings: TaskSettings, shipped: bytes | None = None) -> tuple[Path, Path]:
     """Check this worker can grade (same course and grader, sandbox working unless the
     instructor turned it off), have the grading master for this course version (the one the
     instructor's machine built, ``shipped`` as a tar.gz before the batch, kept when it verifies
@@ -126,16 +115,16 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
         )
     base = _worker_base(digest)
     _remove_other_versions(base)
-    with _flock(base / ".lock"):
-        if shipped and not (base / ".course.digest").is_file():
+    with _flock(Out(base).lock):
+        if shipped and not Out(base).master_digest.is_file():
             with tarfile.open(fileobj=io.BytesIO(shipped), mode="r:gz") as archive:
                 archive.extractall(base, filter="data")
         master = grading_master(course, base)  # verifies sources and tree digests; rebuilds when they differ
-        if settings["sandbox"]:
-            limits = Limits(settings["memory_limit"], settings["process_limit"])
+        if settings.sandbox:
+            limits = Limits(settings.memory_limit, settings.process_limit)
             key = (str(base), limits, environment.bwrap())
             if key not in _PROBED:
-                _PROBED[key] = probe(base / ".sandbox", limits)
+                _PROBED[key] = probe(Out(base).sandbox, limits)
             if _PROBED[key]:
                 raise WorkerRefused(
                     f"worker {_where()} cannot run the grading sandbox: {_PROBED[key]}. It refuses to "
@@ -154,7 +143,7 @@ def _ready(course: Course, digest: str, settings: dict, shipped: bytes | None = 
 def _unused(folder: Path):
     """True when nobody holds ``folder/.lock`` (held here, then, for the block), else False."""
     try:
-        handle = open(folder / ".lock", "a+")
+        handle = open(Out(folder).lock, "a+")
     except OSError:
         yield False
         return
@@ -171,7 +160,7 @@ def _remove(folder: Path) -> None:
     """Remove a worker folder, first what the sandboxes recorded in it left elsewhere."""
     from ..run.sandbox import sweep
 
-    for ledger in folder.rglob("sandbox.ledger"):
+    for ledger in folder.rglob(Out.SANDBOX_LEDGER):
         sweep(ledger)
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -192,19 +181,20 @@ def _is_unused(folder: Path) -> bool:
         return free
 
 
-def worker_check(digest: str, settings: dict, shipped: bytes | None = None) -> dict:
-    """Run on each worker before a batch: raises WorkerRefused when it cannot grade."""
+def worker_check(digest: str, settings: TaskSettings, shipped: bytes | None = None) -> str:
+    """Run on each worker before a batch: raises WorkerRefused when it cannot grade. Returns the worker."""
     course = Course.load()
     _ready(course, digest, settings, shipped)
-    return {"worker": _where(), "sandbox": bool(settings["sandbox"])}
+    return _where()
 
 
 def pack_master(out: Path) -> bytes:
-    """The instructor's grading master (OUT/.course and its digest record) as a tar.gz."""
+    """The instructor's grading master (in OUT, with its digest record) as a tar.gz, laid out as in OUT."""
     buffer = io.BytesIO()
+    layout = Out(out)
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        archive.add(out / ".course", arcname=".course")
-        archive.add(out / ".course.digest", arcname=".course.digest")
+        archive.add(layout.master, arcname=Out.MASTER)
+        archive.add(layout.master_digest, arcname=Out.MASTER_DIGEST)
     return buffer.getvalue()
 
 
@@ -226,74 +216,55 @@ def _called_off():
     return stop
 
 
-def grade_task(task: dict) -> dict:
-    """Grade one student on this worker. ``task``: student, course digest, limits and the
-    notebooks' bytes. Returns {"student", "worker", "notebooks": [...]}: per notebook, whether
-    it ran, its record fields decided here (status and detail of one that did not run,
-    notes on repaired cells), the kill flag, the grading log, seconds, and the job's files."""
+def grade_task(task: Task) -> dict:
+    """Grade one student on this worker (``task``: the student, the course version, the limits and the
+    notebooks' bytes). Returns its ``Answer`` as plain data (``Answer.to_wire``): per notebook, whether
+    it ran, its record fields decided here (status and detail of one that did not run, notes on repaired
+    cells), the kill flag, the grading log, seconds, and the job's files."""
     from ..matching import MAX_GRADED_BYTES
     from ..model import Options
-    from ..run.student import SETTINGS, elapsed_since, job_settings, run_student
+    from ..run.student import elapsed_since, job_settings, run_student
 
     course = Course.load()
-    settings = task["settings"]
-    base, master = _ready(course, task["digest"], settings)
-    student = task["student"]
-    with _flock(base / ".lock"):  # made and locked under the base lock: a sweep never takes a live task's folder
+    settings = task.settings
+    base, master = _ready(course, task.digest, settings)
+    student = task.student
+    with _flock(Out(base).lock):  # made and locked under the base lock: a sweep never takes a live task's folder
         folder = base / "tasks" / uuid.uuid4().hex
         folder.mkdir(parents=True)
-        lock = open(folder / ".lock", "a+")
+        lock = open(Out(folder).lock, "a+")
         fcntl.flock(lock, fcntl.LOCK_EX)
-    options = Options(workers=1, progress=False, **{k: settings[k] for k in TASK_OPTIONS})
+    options = Options(workers=1, progress=False, **vars(settings))
+    layout = Out(folder, course.assignment)  # the task's folder, laid out as OUT
     try:
-        work = folder / ".work"
-        work.mkdir()
-        (work / SETTINGS).write_text(json.dumps(job_settings(course, master, base / ".sandbox", options)))
+        layout.work.mkdir()
+        layout.worker_settings.write_text(json.dumps(job_settings(course, master, Out(base).sandbox, options).to_json()))
         entries = []
-        for item in task["notebooks"]:
-            path = folder / "in" / f"{item['notebook']}.ipynb"
+        for notebook, data in task.notebooks:
+            path = folder / "in" / f"{notebook}.ipynb"
             path.parent.mkdir(exist_ok=True)
-            path.write_bytes(item["data"])
-            record = new_record(student, item["notebook"])
-            if isinstance(task.get("submission"), str) and task["submission"]:
-                record = record.but(submission=task["submission"])
-            entries.append((record, path))
-        (work / student).mkdir()
-        returned = []
+            path.write_bytes(data)
+            entries.append((new_record(student, notebook).but(submission=task.submission or None), path))
+        layout.work_of(student).mkdir()
+        answer = Answer(student, _where())
 
-        def settle(record: Record, job: Path, killed: bool = False, log: str = "") -> None:
+        def finished(record: Record, job: Path, killed: bool = False, log: str = "") -> None:
             files = {}
-            for name, relative in _job_files(student, course.assignment, record.notebook).items():
+            for name, relative in JobFolder(job, course.assignment).returned(student, record.notebook).items():
                 path = job / relative
                 # a file over the size the parent would read anyway is not sent (the parent reports it missing)
                 files[name] = path.read_bytes() if path.is_file() and path.stat().st_size <= MAX_GRADED_BYTES else None
-            returned.append(
-                {
-                    "notebook": record.notebook,
-                    "ran": True,
-                    "killed": bool(killed),
-                    "log": log[-MAX_LOG:],
-                    "seconds": elapsed_since(job),
-                    "matching_notes": list(record.matching_notes or ()),
-                    "edition": record.edition or "en",
-                    "files": files,
-                }
-            )
+            notes = tuple(record.matching_notes or ())
+            item = NotebookAnswer(record.notebook, True, bool(killed), log[-MAX_LOG:], elapsed_since(job), notes, record.edition or "en", files)
+            answer.notebooks.append(item)
             shutil.rmtree(job, ignore_errors=True)
 
         def fail(record: Record) -> None:
-            returned.append(
-                {
-                    "notebook": record.notebook,
-                    "ran": False,
-                    "status": record.status,
-                    "detail": record.detail,
-                    "matching_notes": list(record.matching_notes or ()),
-                }
-            )
+            notes = tuple(record.matching_notes or ())
+            answer.notebooks.append(NotebookAnswer(record.notebook, False, matching_notes=notes, status=record.status, detail=record.detail))
 
-        run_student(course, master, folder, student, entries, options, settle, fail, _called_off())
-        return {"student": student, "worker": _where(), "notebooks": returned}
+        run_student(course, master, folder, student, entries, options, finished, fail, _called_off())
+        return answer.to_wire()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         lock.close()
@@ -338,23 +309,26 @@ def connect(options):
         ) from None
 
 
-def task_settings(options) -> dict:
-    return {key: getattr(options, key) for key in TASK_OPTIONS}
+def task_settings(options) -> TaskSettings:
+    return TaskSettings.of(options)
 
 
-def make_task(student: str, items: list[tuple], digest: str, settings: dict) -> dict:
-    return {
-        "student": student,
-        "digest": digest,
-        "settings": settings,
-        "notebooks": [{"notebook": item[0], "data": item[1].read_bytes()} for item in items],
-        # the digest of the student's whole submission: the salt of its hidden inputs (grading.submission_digest)
-        "submission": getattr(items[0], "submission", "") if items else "",
-    }
+def make_task(student: str, items: list[tuple], digest: str, settings: TaskSettings) -> Task:
+    """A student's task: the notebooks' bytes, and the digest of the student's whole submission (the salt of
+    its hidden inputs: ledger.store.submission_digest)."""
+    notebooks = tuple((item[0], item[1].read_bytes()) for item in items)
+    return Task(student, digest, settings, notebooks, getattr(items[0], "submission", "") if items else "")
 
 
-def _usable_workers(client, digest: str, settings: dict, shipped: bytes) -> tuple[list[str], dict[str, str]]:
-    """Ask every worker whether it can grade; returns (usable addresses, {address: why not})."""
+class Workers(NamedTuple):
+    """The workers asked before a batch: those that can grade, and why each other cannot."""
+
+    usable: list[str]
+    refused: dict[str, str]
+
+
+def _usable_workers(client, digest: str, settings: TaskSettings, shipped: bytes) -> Workers:
+    """Ask every worker whether it can grade."""
     try:
         client.wait_for_workers(1, timeout=FIRST_WORKER_SECONDS)
     except TimeoutError:
@@ -385,11 +359,7 @@ def _usable_workers(client, digest: str, settings: dict, shipped: bytes) -> tupl
             refused[address] = str(exc) or type(exc).__name__
     if not usable:
         raise UnusableInput("no Dask worker can grade:\n" + "\n".join(f"  {a}: {why}" for a, why in refused.items()))
-    return usable, refused
-
-
-def _number(value, low: float = -math.inf, high: float = math.inf) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and low - 1e-9 <= value <= high + 1e-9
+    return Workers(usable, refused)
 
 
 def check_outcome(outcome, points: dict[str, float], manual_ids: set[str]) -> JobOutcome:
@@ -399,33 +369,9 @@ def check_outcome(outcome, points: dict[str, float], manual_ids: set[str]) -> Jo
     return JobOutcome.from_json(outcome, points, manual_ids)
 
 
-def check_result(result, student: str, names: set[str], file_limit: int) -> list[dict]:
+def check_result(result, student: str, names: set[str], file_limit: int) -> list[NotebookAnswer]:
     """The notebooks of a worker's answer, once its shape is what grade_task returns (else MalformedResult)."""
-
-    def need(ok: bool, what: str) -> None:
-        if not ok:
-            raise MalformedResult(f"the worker's answer for {student}: {what}")
-
-    need(isinstance(result, dict) and result.get("student") == student, "not an answer for this student")
-    items = result.get("notebooks")
-    need(isinstance(items, list) and all(isinstance(i, dict) for i in items), "no list of notebooks")
-    need(sorted(str(i.get("notebook")) for i in items) == sorted(names), "not one entry per notebook sent")
-    for item in items:
-        notes = item.get("matching_notes", [])
-        need(isinstance(notes, list) and all(isinstance(n, str) for n in notes), "matching notes")
-        if item.get("ran") is False:
-            need(item.get("status") in STATUSES_BEFORE_RUN and isinstance(item.get("detail"), str), "status")
-            continue
-        need(
-            item.get("ran") is True and isinstance(item.get("killed"), bool) and isinstance(item.get("log"), str) and _number(item.get("seconds"), 0),
-            "run fields",
-        )
-        need(item.get("edition", "en") in EDITIONS, "edition")
-        files = item.get("files")
-        need(isinstance(files, dict) and set(files) == {"result", "autograded", "submitted", "feedback"}, "files")
-        for name, data in files.items():
-            need(data is None or (isinstance(data, bytes) and len(data) <= file_limit), f"file {name}")
-    return items
+    return Answer.read(result, student, names, file_limit).notebooks
 
 
 class ClusterExecutor:
@@ -450,14 +396,14 @@ class ClusterExecutor:
     def prepare(self, course: Course, master: Path, out: Path, options) -> None:
         pass  # each worker writes its own (grade_task)
 
-    def run(self, course: Course, master: Path, out: Path, by_student: dict, options, done, fault, secrets: dict[str, str]) -> tuple[list, dict]:
+    def run(self, course: Course, master: Path, out: Path, by_student: dict, options, done, fault, secrets: dict[str, str]) -> Ran:
         return grade_on_cluster(course, out, by_student, options, done, fault, secrets, course_digest(course))
 
 
 def grade_on_cluster(
     course: Course, out: Path, by_student: dict[str, list[tuple[str, Path, str]]], options, done, fault, secrets: dict[str, str], digest: str
-) -> tuple[list[Record], dict]:
-    """Grade ``by_student`` on the cluster; each notebook is settled here as its student's task
+) -> Ran:
+    """Grade ``by_student`` on the cluster; each notebook is recorded here as its student's task
     returns (``done(record)``), a failed task goes to ``fault(student, items, exc)``. Returns
     (the saved records, what to say about the cluster in summary.json)."""
     from distributed import as_completed
@@ -489,76 +435,73 @@ def grade_on_cluster(
                 student, items = futures[future]
                 try:
                     answer = check_result(future.result(), student, {item[0] for item in items}, file_limit)
-                    outcomes = {item["notebook"]: check_outcome(_load_outcome(item), points, manual_ids) for item in answer}
+                    outcomes = {item.notebook: check_outcome(_load_outcome(item), points, manual_ids) for item in answer}
                 except Exception as exc:  # the task failed, or its answer is malformed: not saved, graded next run
                     fault(student, items, exc)
                     continue
-                settled = set()
+                kept = set()
                 try:
-                    for record in _settle_answer(course, out, student, items, answer, outcomes, options, secrets):
-                        settled.add(record.notebook)
+                    for record in _records_of(course, out, student, items, answer, outcomes, options, secrets):
+                        kept.add(record.notebook)
                         records.append(record)
                         done(record)
                 except Exception as exc:  # a fault here, as one in a local grading thread: the rest get error rows
-                    fault(student, [i for i in items if i[0] not in settled], exc)
+                    fault(student, [i for i in items if i[0] not in kept], exc)
         except BaseException:
             client.cancel(list(futures))
             raise
-        info = {"scheduler": options.scheduler, "workers": len(usable), "left_out": refused, "tls": options.scheduler.startswith("tls://")}
-        return records, info
+        return Ran(records, ClusterInfo(options.scheduler, len(usable), refused, options.scheduler.startswith("tls://")))
     finally:
         client.close()
 
 
-def _settle_answer(
-    course: Course, out: Path, student: str, items: list[tuple], answer: list[dict], outcomes: dict[str, JobOutcome], options, secrets: dict[str, str]
+def _records_of(
+    course: Course, out: Path, student: str, items: list[tuple], answer: list[NotebookAnswer], outcomes: dict[str, JobOutcome], options, secrets
 ):
-    """Each notebook of a checked answer as a local run settles it: the job folder rebuilt
+    """Each notebook of a checked answer as a local run records it: the job folder rebuilt
     from the returned files, then record, feedback page and kept notebooks by grading.finish_record,
     signed and saved here. Yields the saved records."""
     from ..grading import finish_record
+    from ..ledger.store import save_record
     from ..matching import changed_answers, safe_text
-    from ..record.store import save_record
 
-    by_name = {item["notebook"]: item for item in answer}
+    layout = Out(out, course.assignment)
+    by_name = {item.notebook: item for item in answer}
     try:
         for notebook, path, fingerprint, *whole in items:
             item = by_name[notebook]
             record = new_record(student, notebook, file=safe_text(path.name), fingerprint=fingerprint)
             record = record.but(
                 submission=whole[0] if whole else None,
-                matching_notes=tuple(safe_text(note) for note in item["matching_notes"]) or None,
-                edition=item.get("edition", "en"),  # the edition the worker graded it in (check_result checked it)
+                matching_notes=tuple(safe_text(note) for note in item.matching_notes) or None,
+                edition=item.edition,  # the edition the worker graded it in (check_result checked it)
             )
-            if not item["ran"]:
-                yield save_record(out, record.but(status=item["status"], detail=safe_text(item["detail"])), 0.0)
+            if not item.ran:
+                yield save_record(out, record.but(status=item.status, detail=safe_text(item.detail or "")), 0.0)
                 continue
-            files = _job_files(student, course.assignment, notebook)
-            job = out / ".work" / student / notebook
-            shutil.rmtree(job, ignore_errors=True)
-            for name, relative in files.items():
-                if item["files"][name] is not None:
-                    (job / relative).parent.mkdir(parents=True, exist_ok=True)
-                    (job / relative).write_bytes(item["files"][name])
+            job = layout.job(student, notebook)
+            shutil.rmtree(job.root, ignore_errors=True)
+            for name, relative in job.returned(student, notebook).items():
+                if item.files[name] is not None:
+                    (job.root / relative).parent.mkdir(parents=True, exist_ok=True)
+                    (job.root / relative).write_bytes(item.files[name])
             try:  # answers changed since the copy graded last time (a person's score on one is flagged)
-                changed = changed_answers(
-                    out / "submitted" / student / course.assignment / f"{notebook}.ipynb", nbformat.read(job / files["submitted"], as_version=4)
-                )
+                changed = changed_answers(layout.submitted(student, notebook), nbformat.read(job.submitted(student, notebook), as_version=4))
             except Exception:
                 changed = None
             if changed is not None:
                 record = record.but(changed_answers=tuple(changed))
-            record = finish_record(course, out, record, job, outcomes[notebook], item["killed"], item["log"], options, secrets)
-            yield save_record(out, record, float(item["seconds"]))
-            shutil.rmtree(job, ignore_errors=True)
+            record = finish_record(course, out, record, job.root, outcomes[notebook], item.killed, item.log, options, secrets)
+            yield save_record(out, record, float(item.seconds))
+            shutil.rmtree(job.root, ignore_errors=True)
     finally:
-        shutil.rmtree(out / ".work" / student, ignore_errors=True)
+        shutil.rmtree(layout.work_of(student), ignore_errors=True)
 
 
-def _load_outcome(item: dict):
-    if not item.get("ran"):
+def _load_outcome(item: NotebookAnswer):
+    if not item.ran:
         return {}
-    data = item["files"]["result"]
+    data = item.files["result"]
     if data is None:
         return {}  # no result.json: the notebook is reported as not graded, from its log
     try:

@@ -227,12 +227,12 @@ class Runner:
 
     def preload(self, cells: list[str], cell_timeout: float) -> None:
         """Ask the runner to load ``cells`` (trusted set-up code) without waiting for it: it
-        imports what they import while the judge has other work. ``settle`` collects the reply."""
+        imports what they import while the judge has other work. ``collect_preload`` takes the reply."""
         self.send({"op": "load", "cells": cells, "cell_timeout": cell_timeout})
         self._pending = cell_timeout * max(1, len(cells)) + 10
 
-    def settle(self) -> None:
-        """Collect a preload's reply. Whatever went wrong in it (the runner then no longer runs)
+    def collect_preload(self) -> None:
+        """Take a preload's reply. Whatever went wrong in it (the runner then no longer runs)
         is left to the next load, which starts a new runner."""
         if self._pending is not None:
             timeout, self._pending = self._pending, None
@@ -242,7 +242,7 @@ class Runner:
                 pass
 
     def load(self, cells: list[str], cell_timeout: float) -> list[dict]:
-        self.settle()
+        self.collect_preload()
         self.send({"op": "load", "cells": cells, "cell_timeout": cell_timeout})
         reply = self.receive(cell_timeout * max(1, len(cells)) + 10)
         if reply.get("op") != "loaded":
@@ -329,7 +329,7 @@ class Session:
     def ready(self, cells: list[str]) -> tuple[Runner, list[dict]]:
         errors: list[dict] = []
         if self.runner is not None:
-            self.runner.settle()
+            self.runner.collect_preload()
         if self.runner is None or not self.runner.alive():
             self.runner = self.start()
         if self.runner.loaded != cells:

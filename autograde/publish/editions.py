@@ -184,7 +184,7 @@ FEEDBACK_TEXTS: tuple[str | tuple[str, str], ...] = (
     "Pending: a person grades it ({points} point(s))",
     "{points} point(s) wait for a person's grading",
     "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} point(s) ({policy}).",
-    # a submission whose own times and its arrival on the exchange disagreed (record/late.py late_text)
+    # a submission whose own times and its arrival on the exchange disagreed (ledger/late.py late_text)
     "This submission gives {claimed} as its time, but it reached the exchange at {arrived}: the latest, {used}, counts.",
     "The times this submission gives disagree ({claimed} and {used}): the later counts.",
     # the page's score lines and grade-cell labels (exporters.LABELS), and the line its visible checks
@@ -193,7 +193,7 @@ FEEDBACK_TEXTS: tuple[str | tuple[str, str], ...] = (
     HIDDEN_NOTE_TEXT,
     # the judge's own failure messages, {0}, {1}... their values (judge.MESSAGES)
     *MESSAGES,
-    # a late line's policy (record/late.py late_text)
+    # a late line's policy (ledger/late.py late_text)
     *POLICY_TEXTS,
     # the class report's own text (term/report*.py), its outcomes' descriptions included
     *REPORT_TEXTS,

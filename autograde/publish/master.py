@@ -19,6 +19,7 @@ from tools.project_runtime import write_json_atomic
 
 from ..course import Course
 from ..judging.ideas import course_tests
+from ..ledger.layout import Out
 from .editions import feedback_translations
 from .release import generate
 
@@ -31,7 +32,7 @@ def _tree_digest(folder: Path) -> str:
 
 
 def grading_master(course: Course, out: Path) -> Path:
-    """The course folder generated from the sources without their hidden tests (its
+    """In ``out`` (OUT, or a cluster worker's folder laid out as OUT): the course folder generated from the sources without their hidden tests (its
     gradebook restores the public test cells), plus ``judge.json``: the hidden tests,
     reference answers and given cells the trusted judge needs. Rebuilt when the sources
     or the config changed, and whenever its files no longer match their recorded digest.
@@ -39,8 +40,7 @@ def grading_master(course: Course, out: Path) -> Path:
     It is built once per state of the sources (copy_shared_master) and copied into each OUT: a
     second OUT graded from the same sources saves the two ``nbgrader generate_assignment`` runs
     (benchmarks/bench_caches.py: built 10.7 s, copied 0.01 s, 15-25% of a class of 6's first grading)."""
-    master = out / ".course"
-    record = out / ".course.digest"
+    master, record = Out(out).master, Out(out).master_digest
     digest = course.sources_digest()
     try:
         stamp = json.loads(record.read_text())

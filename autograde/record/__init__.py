@@ -1,2 +1,2 @@
-"""What grading leaves: feedback pages (exporters), the course gradebook, the score tables, the final
-export and the class report."""
+"""What grading leaves for the learner: each notebook's feedback page (its data, rendered once), its
+exporters and template, and the markup on it."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -468,14 +467,3 @@ def base_style(width: str) -> str:
         "table { border-collapse: collapse; margin: 0.5em 0 1.5em; } td, th { border: 1px solid #ccc; padding: 0.2em 0.5em; }\n"
         "th { background: #f2f2f2; text-align: left; } td.n { text-align: right; font-variant-numeric: tabular-nums; }"
     )
-
-
-def write_page_and_numbers(out: Path, name: str, page: str, data: dict) -> tuple[Path, Path]:
-    """OUT/<name>.html and OUT/<name>.json, each written whole or not at all. Returns their paths."""
-    from tools.project_runtime import write_json_atomic
-
-    target = out / f"{name}.html"
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, target)
-    return target, Path(write_json_atomic(out / f"{name}.json", data))

@@ -2,7 +2,7 @@
 
 The worker's feedback step writes a notebook's page data (``exporters.PageDataExporter``: the
 notebook as nbgrader's feedback preprocessors leave it, and its scores); the grader keeps it in
-``OUT/.pages`` and renders the page after the batch, when everything the page says is known: the
+OUT (``Out.page_data``) and renders the page after the batch, when everything the page says is known: the
 answers that wait for a person, a person's scores from the gradebook, the submission's language
 and the late line (the penalty ``late.settle`` took on the score the table counts). They come in as
 data (:class:`PageView`) to the template's blocks (``feedback.html.j2``); nothing is patched into
@@ -21,15 +21,15 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from ..course import Course, Exercise
+from ..ledger.gradebook import Book, Grade
+from ..ledger.late import Policy, late_text
+from ..ledger.layout import Out
+from ..ledger.tables import cell_value
 from ..matching import read_graded
 from ..model import HIDDEN_NOTE, HIDDEN_NOTE_TEXT, Record
 from ..publish.editions import feedback_translations
-from . import gradebook
 from .exporters import PageView, feedback_exporter, html_lang, number_shown, page_css
-from .late import Policy, late_text
-from .tables import cell_value
 
-PAGE_DATA = ".pages"  # OUT/.pages/<student>/<notebook>.json: a notebook's page data, as the worker's feedback step made it
 MAX_PAGE = 1_000_000  # characters in one feedback page
 CUT_NOTE = "\n<p>[the page was cut at 1 MB]</p></body></html>\n"
 REMOVED_LINE = "<span>[line removed from this page: it quoted the grader's tests or answers]</span>"
@@ -44,11 +44,7 @@ def page_words(course: Course) -> dict[str, dict[str, str]]:
 # -------------------------------------------------------------- the page data
 
 
-def page_data_path(out: Path, student: str, notebook: str) -> Path:
-    return out / PAGE_DATA / student / f"{notebook}.json"
-
-
-def keep_page_data(source: Path, out: Path, student: str, notebook: str, graded: Path, secrets: dict[str, str]) -> bool:
+def keep_page_data(source: Path, out: Out, student: str, notebook: str, graded: Path, secrets: dict[str, str]) -> bool:
     """Keep the page data a worker wrote (``source``) in OUT, with the lines of the grader's secrets
     that the learner's own answers hold (``graded``: the graded notebook; those lines stay on the
     page). False when there is none, or it cannot be read."""
@@ -64,7 +60,7 @@ def keep_page_data(source: Path, out: Path, student: str, notebook: str, graded:
         line.strip() for cell in (nb.cells if nb else []) if cell.metadata.get("nbgrader", {}).get("solution") for line in cell.source.splitlines()
     }
     data["own_secret_lines"] = sorted(line for line in own if line in secrets)
-    target = page_data_path(out, student, notebook)
+    target = out.page_data(student, notebook)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
@@ -72,9 +68,9 @@ def keep_page_data(source: Path, out: Path, student: str, notebook: str, graded:
     return True
 
 
-def read_page_data(out: Path, student: str, notebook: str) -> dict | None:
+def read_page_data(out: Out, student: str, notebook: str) -> dict | None:
     try:
-        data = json.loads(page_data_path(out, student, notebook).read_text(encoding="utf-8"))
+        data = json.loads(out.page_data(student, notebook).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("notebook"), dict) else None
@@ -126,14 +122,14 @@ def finish_page(text: str, secrets: dict[str, str], own: set[str] | frozenset[st
     return safe_links("\n".join(lines)), removed
 
 
-def write_feedback(out: Path, record: Record, secrets: dict[str, str], words: dict[str, str], person=None, late_line: str = "") -> int | None:
-    """Render a notebook's page from its kept data into OUT/feedback/<student>/<notebook>.html.
+def write_feedback(out: Out, record: Record, secrets: dict[str, str], words: dict[str, str], person=None, late_line: str = "") -> int | None:
+    """Render a notebook's page from its kept data into its place in OUT (``Out.page``).
     Returns how many lines were removed, or None when the notebook has no page data."""
     data = read_page_data(out, record.student_id, record.notebook)
     if data is None:
         return None
     text, removed = finish_page(render_page(data, words, record.edition or "en", person, late_line), secrets, set(data.get("own_secret_lines", [])))
-    target = out / "feedback" / record.student_id / f"{record.notebook}.html"
+    target = out.page(record.student_id, record.notebook)
     try:
         if target.read_text(encoding="utf-8") == text:
             return removed  # the same page: left as it was (a rerun that changes nothing writes nothing)
@@ -146,39 +142,36 @@ def write_feedback(out: Path, record: Record, secrets: dict[str, str], words: di
     return removed
 
 
-def person_values(cells: list[Exercise], stored: dict, record: Record) -> dict[str, object]:
+def person_values(cells: list[Exercise], stored: dict[str, Grade], record: Record) -> dict[str, object]:
     """{grade id: its value as the score table counts it} of a notebook's answers that a person
-    grades (``stored``: the student's gradebook entries, ``gradebook.read_scores``)."""
+    grades (``stored``: the student's grades in the gradebook, ``gradebook.Book.of``)."""
     return {e.grade_id: cell_value(e, stored.get(e.grade_id), record) for e in cells if e.manual and e.notebook == record.notebook}
 
 
-def write_pages(out: Path, course: Course, cells: list[Exercise], records: list[Record], secrets: dict[str, str], policy: Policy, db_url: str | None):
+def write_pages(out: Out, course: Course, cells: list[Exercise], records: list[Record], secrets: dict[str, str], policy: Policy, book: Book):
     """Every graded notebook's page, rendered once after the batch: with a person's scores from the
-    gradebook, and the late line of the penalty the tables settled (each record's ``late``).
+    gradebook (``book``, as the batch read it; empty when it could not be: a page then shows the
+    record's own values), and the late line of the penalty the table settled (each record's ``late``).
     Returns {(student, notebook): lines removed} for the pages that removed any."""
-    try:
-        stored = gradebook.read_scores(db_url, course.assignment) if db_url else {}
-    except gradebook.GradebookError:
-        stored = {}  # the tables say why; a page then shows the record's own values
     words = page_words(course)
     removed = {}
     for record in records:
         if not record.graded:
             continue
         said = words.get(record.edition or "en", {})
-        person = person_values(cells, stored.get(record.student_id, {}), record)
-        lines = write_feedback(out, record, secrets, said, person, late_text(record.late or {}, policy, said))
+        person = person_values(cells, book.of(record.student_id), record)
+        lines = write_feedback(out, record, secrets, said, person, late_text(record.late, policy, said))
         if lines:
             removed[(record.student_id, record.notebook)] = lines
     return removed
 
 
-def page_kept(out: Path, record: Record) -> bool:
+def page_kept(out: Out, record: Record) -> bool:
     """Whether a saved record's page can be rendered: it was not graded, or its page data is kept
     (a record from before pages were rendered from their data has its page only)."""
-    if not record.graded or page_data_path(out, record.student_id, record.notebook).is_file():
+    if not record.graded or out.page_data(record.student_id, record.notebook).is_file():
         return True
-    return not (out / "feedback" / record.student_id / f"{record.notebook}.html").is_file()
+    return not out.page(record.student_id, record.notebook).is_file()
 
 
 def note_redactions(records: list[Record], removed: dict[tuple[str, str], int]) -> list[Record]:

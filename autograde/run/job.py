@@ -19,12 +19,15 @@ notebook runs past the wall-clock limit; when the parent itself dies, this proce
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 
@@ -32,26 +35,64 @@ from tools.i18n import EDITIONS
 
 from .. import settings as environment
 from ..judging import judge
+from ..ledger.layout import JobFolder, Out
+from ..model import JobOutcome
 from .sandbox import Limits, Sandbox
 
 RUNNER = Path(__file__).resolve().parents[1] / "judging" / "runner.py"  # the untrusted side, bound read-only into the sandbox
-SUBMISSION_DIGEST = "submission.sha256"  # in a job folder: the digest of the file as the student sent it
-EDITION_FILE = "edition"  # in a job folder: the language of the edition the submission was written in
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a grading process reads (``Out.worker_settings``, or a cluster task's folder): the assignment,
+    the judge's spec (the hidden tests and answers), the sandbox and its home, the limits. Made from the
+    grading options each run (``run.student.job_settings``), never read back into them."""
+
+    assignment: str
+    judge: str
+    sandbox: bool
+    home: str
+    memory_limit: int
+    process_limit: int
+    cell_timeout: int
+    worker_memory_limit: int = 0
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> WorkerSettings:
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+class Judged(NamedTuple):
+    """The judge's result for each grade cell of a notebook, and the errors met loading its code."""
+
+    results: dict
+    load_errors: list
+
+
+class Scored(NamedTuple):
+    """The judge's score of each automatic cell, and the answers a person grades (None: written, 0: left
+    as released)."""
+
+    scores: dict[str, float]
+    manual: dict[str, float | None]
 
 
 class Worker:
-    def __init__(self, settings: dict, student: str, ledger: Path):
+    def __init__(self, settings: WorkerSettings, student: str, ledger: Path):
         self.settings, self.student = settings, student
-        spec = Path(settings["judge"]).read_bytes()
+        spec = Path(settings.judge).read_bytes()
         self.spec = json.loads(spec)
         self.spec_digest = hashlib.sha256(spec).hexdigest()  # the hidden tests and answers: learners have neither
         self.box = None
-        if settings["sandbox"]:
-            self.box = Sandbox(Path(settings["home"]), Limits(settings["memory_limit"], settings["process_limit"]), ledger)
+        if settings.sandbox:
+            self.box = Sandbox(Path(settings.home), Limits(settings.memory_limit, settings.process_limit), ledger)
             os.environ["JUPYTER_PATH"] = str(self.box.write_kernelspec())
             os.environ[environment.SANDBOX] = "1"
         self._runner_job = None
-        self.session = judge.Session(self._start_runner, float(settings["cell_timeout"]))
+        self.session = judge.Session(self._start_runner, float(settings.cell_timeout))
         self.runner_out_of_memory = False
         self.kernel = None
 
@@ -72,7 +113,7 @@ class Worker:
         """The set-up cells (tagged ``imports``) of the course's own source of the notebook in
         ``jobdir``: the runner runs them as it boots, so that the course runtime's imports (and
         IPython's, which the runner uses to read cells) are done before the first judge."""
-        source = jobdir / "source" / self.settings["assignment"] / f"{jobdir.name}.ipynb"
+        source = jobdir / "source" / self.settings.assignment / f"{jobdir.name}.ipynb"
         try:
             nb = nbformat.read(source, as_version=4)
         except (OSError, ValueError):
@@ -87,7 +128,7 @@ class Worker:
         if self.box:
             self._runner_job = self.box.job(f"{os.getpid()}-runner-{time.monotonic_ns()}", read_only=[str(RUNNER)])
             argv, env, cwd = self.box.command(argv), {**os.environ, **self._runner_job.env}, str(self._runner_job.scratch)
-        return judge.Runner(argv, env, cwd, float(self.settings["cell_timeout"]))
+        return judge.Runner(argv, env, cwd, float(self.settings.cell_timeout))
 
     def _finish_runner_job(self) -> None:
         if self.box and self._runner_job:
@@ -104,62 +145,77 @@ class Worker:
         if self.box:
             self.box.close()
 
-    def grade(self, jobdir: Path) -> dict:
+    def grade(self, jobdir: Path) -> JobOutcome:
         from nbgrader.apps import NbGraderAPI
         from nbgrader.coursedir import CourseDirectory
         from traitlets.config.loader import PyFileConfigLoader
 
         from .preprocessors import CappedExecute
 
-        assignment, student = self.settings["assignment"], self.student
+        assignment, student = self.settings.assignment, self.student
+        job = JobFolder(jobdir, assignment)
         os.chdir(jobdir)
         os.environ[environment.LANGUAGE] = edition_of(jobdir)  # a kernel nbgrader starts itself inherits it
         if self.kernel is not None:
             self.kernel.start(jobdir)  # a no-op when it runs (the runtime folder nbgrader's config names)
             self.kernel.use_language(edition_of(jobdir))  # the public checks speak the submission's language
-        config = PyFileConfigLoader("nbgrader_config.py", path=str(jobdir)).load_config()
+        config = PyFileConfigLoader(job.config.name, path=str(jobdir)).load_config()
         api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
         clock = time.monotonic()
-        result: dict = {"autograde": api.autograde(assignment, student, force=True, create=True), "timings": {}}
+        timings: dict = {}
+        autograded = api.autograde(assignment, student, force=True, create=True)
         over_output_limit = (CappedExecute.failure or {}).get("status") == "output_limit"
         if (
             self.kernel is not None
             and self.kernel.reused
             and not over_output_limit
-            and (not result["autograde"].get("success") or self.kernel.out_of_memory() or self.kernel.oom_noted)
+            and (not autograded.get("success") or self.kernel.out_of_memory() or self.kernel.oom_noted)
         ):
             # it failed in a kernel an earlier notebook had used: what that notebook left (in a
             # module, say) must not cost this one, so it runs again, in a fresh kernel, as if alone
             self.kernel.stop()
             self.kernel.oom_noted = False
             self.kernel.start(jobdir)
-            result["autograde"] = api.autograde(assignment, student, force=True, create=True)
-            result["timings"]["retried_in_fresh_kernel"] = 1
-        if CappedExecute.failure is not None:  # what stopped it, said where it was caught (grading reads it)
-            result["outcome"] = dict(CappedExecute.failure)
-        result["timings"]["autograde"] = round(time.monotonic() - clock, 3)
+            autograded = api.autograde(assignment, student, force=True, create=True)
+            timings["retried_in_fresh_kernel"] = 1
+        stopped = dict(CappedExecute.failure or {})  # what stopped it, said where it was caught (grading reads it)
+        outcome = JobOutcome(autograded, timings=timings, status=stopped.get("status"), detail=stopped.get("detail"))
+        timings["autograde"] = round(time.monotonic() - clock, 3)
         if self.kernel is not None:
             # kernels started for this student up to the one that ran this notebook (not the next one's)
-            result["timings"]["kernel_starts"] = self.kernel.starts
+            timings["kernel_starts"] = self.kernel.starts
             later = self.jobdirs[self.jobdirs.index(jobdir) + 1 :] if jobdir in self.jobdirs else []
-            result["out_of_memory"] = self.kernel.after_notebook(later[0] if later else None)
-        notebooks = sorted((jobdir / "autograded" / student / assignment).glob("*.ipynb"))
-        if result["autograde"].get("success") and len(notebooks) == 1:
-            self.runner_out_of_memory = False
-            clock = time.monotonic()
-            result["judge"], result["load_errors"] = self._judge(jobdir, notebooks[0])
-            # each notebook is judged in a runner of its own (started while it ran in its kernel);
-            # a runner that fails is restarted, and a restart reports whether it ran out of memory
-            result["runner_out_of_memory"] = self.runner_out_of_memory or bool(
-                self.box and self._runner_job and self.box.groups.out_of_memory(self._runner_job.name)
-            )
-            result["scores"], result["manual"] = self._record(jobdir, notebooks[0].stem, result["judge"])
-            self._fresh_runner(jobdir)
-            result["timings"]["judge"] = round(time.monotonic() - clock, 3)
-            clock = time.monotonic()
-            result["feedback"] = api.generate_feedback(assignment, student, force=True)
-            result["timings"]["feedback"] = round(time.monotonic() - clock, 3)
-        return result
+            outcome = dataclasses.replace(outcome, out_of_memory=self.kernel.after_notebook(later[0] if later else None))
+        notebooks = sorted(job.autograded(student).glob("*.ipynb"))
+        if autograded.get("success") and len(notebooks) == 1:
+            outcome = self._judged(api, job, notebooks[0], outcome)
+        return outcome
+
+    def _judged(self, api, job: JobFolder, notebook: Path, outcome: JobOutcome) -> JobOutcome:
+        """The judge's results and scores of an autograded notebook, then nbgrader's feedback step."""
+        self.runner_out_of_memory = False
+        clock = time.monotonic()
+        results, load_errors = self._judge(job.root, notebook)
+        # each notebook is judged in a runner of its own (started while it ran in its kernel);
+        # a runner that fails is restarted, and a restart reports whether it ran out of memory
+        runner_out_of_memory = self.runner_out_of_memory or bool(
+            self.box and self._runner_job and self.box.groups.out_of_memory(self._runner_job.name)
+        )
+        scores, manual = self._record(job.root, notebook.stem, results)
+        self._fresh_runner(job.root)
+        outcome.timings["judge"] = round(time.monotonic() - clock, 3)
+        clock = time.monotonic()
+        feedback = api.generate_feedback(job.assignment, self.student, force=True)
+        outcome.timings["feedback"] = round(time.monotonic() - clock, 3)
+        return dataclasses.replace(
+            outcome,
+            feedback=feedback,
+            runner_out_of_memory=runner_out_of_memory,
+            judge=results,
+            load_errors=tuple(load_errors),
+            scores=scores,
+            manual=manual,
+        )
 
     def _fresh_runner(self, jobdir: Path) -> None:
         """A new runner for the student's next notebook, booting while that notebook runs in its
@@ -177,10 +233,10 @@ class Worker:
         wrote it), and of the hidden tests. The same submission always gets the same inputs; any
         change to any of its notebooks, a re-save included, other inputs for all of them; and
         without the hidden tests nobody can work out which."""
-        submitted = (jobdir / SUBMISSION_DIGEST).read_text(encoding="utf-8").strip()
+        submitted = JobFolder(jobdir, "").submission_digest.read_text(encoding="utf-8").strip()
         return hashlib.sha256(f"{self.spec_digest}|{submitted}".encode()).hexdigest()
 
-    def _judge(self, jobdir: Path, path: Path) -> tuple[dict, list[dict]]:
+    def _judge(self, jobdir: Path, path: Path) -> Judged:
         from tools import checks
 
         notebook = path.stem
@@ -198,16 +254,16 @@ class Worker:
                 words = self.spec.get("translations", {}).get(edition_of(jobdir), {})
                 cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=ideas_report(results[gid], gid, words)))
         nbformat.write(nb, path)
-        return results, load_errors
+        return Judged(results, load_errors)
 
-    def _record(self, jobdir: Path, notebook: str, results: dict) -> tuple[dict[str, float], dict[str, float | None]]:
+    def _record(self, jobdir: Path, notebook: str, results: dict) -> Scored:
         """Replace nbgrader's scores (public checks only) by the judge's, in the gradebook.
         Returns (the judge's scores, the answers a person grades: None when written, 0 when
         left as released, as nbgrader's autograde recorded them)."""
         from nbgrader.api import Gradebook
 
-        assignment = self.settings["assignment"]
-        with Gradebook(f"sqlite:///{jobdir / 'gradebook.db'}") as gradebook:
+        assignment = self.settings.assignment
+        with Gradebook(f"sqlite:///{JobFolder(jobdir, assignment).gradebook}") as gradebook:
             submitted = gradebook.find_submission_notebook(notebook, assignment, self.student)
             manual_ids = {cell.name for cell in submitted.notebook.solution_cells}
             manual = {}
@@ -220,7 +276,7 @@ class Worker:
                     grade.auto_score = 0.0  # a grade cell the judge has no tests for earns nothing
             gradebook.db.commit()
             scores = {g.name: float(g.auto_score or 0.0) for g in submitted.grades if g.cell.max_score and g.name not in manual_ids}
-            return scores, manual
+            return Scored(scores, manual)
 
 
 def ideas_report(result: dict, grade_id: str = "", words: dict[str, str] | None = None) -> str:
@@ -252,7 +308,7 @@ MAX_KERNEL_MESSAGE = 64 << 20
 def edition_of(jobdir: Path) -> str:
     """The edition run.student._prepare recorded for this job (English when it recorded none)."""
     try:
-        language = (jobdir / EDITION_FILE).read_text(encoding="utf-8").strip()
+        language = JobFolder(jobdir, "").edition.read_text(encoding="utf-8").strip()
     except OSError:
         return "en"
     return language if language in EDITIONS else "en"
@@ -349,38 +405,36 @@ def one_engine_per_gradebook() -> None:
 
 def main(argv: list[str]) -> int:
     _die_with_parent()
-    settings = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    _limit_memory(int(settings.get("worker_memory_limit", 0)))
+    settings = WorkerSettings.from_json(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
+    _limit_memory(int(settings.worker_memory_limit))
     student, jobdirs = argv[1], [Path(p).resolve() for p in argv[2:]]
     _cap_messages()
     scratch_gradebooks()
     one_engine_per_gradebook()
-    worker = Worker(settings, student, jobdirs[0].parent / "sandbox.ledger")
+    worker = Worker(settings, student, jobdirs[0].parent / Out.SANDBOX_LEDGER)
     try:
         worker.lend_kernel(jobdirs)
         for jobdir in jobdirs:
-            (jobdir / "started.tmp").write_text(repr(time.time()))
-            os.replace(jobdir / "started.tmp", jobdir / "started")
+            job = JobFolder(jobdir, settings.assignment)
+            started = job.started.with_name(job.STARTED + ".tmp")
+            started.write_text(repr(time.time()))
+            os.replace(started, job.started)
             try:
-                result = worker.grade(jobdir)
+                outcome = worker.grade(jobdir)
             except MemoryError:  # this process, not the kernel: the notebook's output did not fit
-                result = {"outcome": {"status": "out_of_memory", "detail": "the grading process ran out of memory on this notebook's output"}}
-                _write_result(jobdir, result)
+                _write_result(job, JobOutcome(status="out_of_memory", detail="the grading process ran out of memory on this notebook's output"))
                 raise
-            for step in ("autograde", "feedback"):  # nbgrader's logs quote the notebook: the parent reads a bounded part
-                for key in ("log", "error"):
-                    if isinstance(result.get(step, {}).get(key), str):
-                        result[step][key] = result[step][key][-MAX_LOG:]
-            _write_result(jobdir, result)
+            _write_result(job, outcome.cut(MAX_LOG))  # nbgrader's logs quote the notebook: the parent reads a bounded part
     finally:
         worker.close()
     return 0
 
 
-def _write_result(jobdir: Path, result: dict) -> None:
-    tmp = jobdir / "result.json.tmp"
-    tmp.write_text(json.dumps(result), encoding="utf-8")
-    os.replace(tmp, jobdir / "result.json")
+def _write_result(job: JobFolder, outcome: JobOutcome) -> None:
+    """The job's outcome, written by its type (``JobOutcome.to_json``), whole or not at all."""
+    tmp = job.result.with_name(job.RESULT + ".tmp")
+    tmp.write_text(json.dumps(outcome.to_json()), encoding="utf-8")
+    os.replace(tmp, job.result)
 
 
 if __name__ == "__main__":

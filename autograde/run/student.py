@@ -17,14 +17,12 @@ import nbformat
 from .. import settings
 from ..course import Course, kill_tree, reap
 from ..errors import GraderError
+from ..ledger.layout import JobFolder, Out
 from ..matching import changed_answers, grade_ids, last_error, read_notebook, read_tail, repair_cells
 from ..model import MAX_NOTEBOOK_BYTES, GiB, Options, Record
 from ..publish.master import edition_master, submission_edition
-from .job import EDITION_FILE, SUBMISSION_DIGEST
+from .job import WorkerSettings
 from .launch import start_worker
-
-# the grader's own files beside the students' folders start with a dot, which no student id can
-SETTINGS = ".settings.json"  # in OUT/.work: what each grading process reads
 
 # a grading process's address space, at least (its soft limit, and above the kernel's; the kernel and
 # the runner have their own, in the sandbox): it holds nbgrader, one notebook and its capped outputs
@@ -45,28 +43,30 @@ def _prepare(
     edition = submission_edition(nb, master, course.assignment, notebook)
     master = edition_master(master, edition)
     repairs = repair_cells(nb, grade_ids(master / "source" / course.assignment / f"{notebook}.ipynb"))
-    changed = changed_answers(out / "submitted" / student / course.assignment / f"{notebook}.ipynb", nb)
+    base = Out(out, course.assignment)
+    changed = changed_answers(base.submitted(student, notebook), nb)
     record = record.but(
         edition=edition, matching_notes=tuple(repairs) if repairs else None, changed_answers=tuple(changed) if changed is not None else None
     )
-    job = out / ".work" / student / notebook
-    if job.exists():
-        shutil.rmtree(job)
-    job.mkdir(parents=True)
+    job = base.job(student, notebook)
+    if job.root.exists():
+        shutil.rmtree(job.root)
+    job.root.mkdir(parents=True)
     # the salt of its hidden random inputs (job.py): the student's whole submission as sent (every notebook's
     # bytes before nbformat rewrites them), or this file's bytes where no submission digest is known
     salt = record.submission or hashlib.sha256(path.read_bytes()).hexdigest()
-    (job / SUBMISSION_DIGEST).write_text(salt)
-    (job / EDITION_FILE).write_text(edition)  # the language its kernel and feedback page use (job.py)
-    shutil.copy(master / "nbgrader_config.py", job / "nbgrader_config.py")
+    job.submission_digest.write_text(salt)
+    job.edition.write_text(edition)  # the language its kernel and feedback page use (job.py)
+    master_folder = JobFolder(master, course.assignment)
+    shutil.copy(master_folder.config, job.config)
     # the job folder is the project root for the graded notebook: files it writes stay in the job
-    shutil.copy(course.root / "course.toml", job / "course.toml")
-    shutil.copy(master / "gradebook.db", job / "gradebook.db")
-    shutil.copytree(master / "source", job / "source")
-    submitted = job / "submitted" / student / course.assignment
-    submitted.mkdir(parents=True)
-    nbformat.write(nb, submitted / f"{notebook}.ipynb")
-    return record, job
+    shutil.copy(course.root / "course.toml", job.root / "course.toml")
+    shutil.copy(master_folder.gradebook, job.gradebook)
+    shutil.copytree(master / "source", job.root / "source")
+    submitted = job.submitted(student, notebook)
+    submitted.parent.mkdir(parents=True)
+    nbformat.write(nb, submitted)
+    return record, job.root
 
 
 # Set while the batch is being stopped (Ctrl-C, SIGTERM): its workers are killed, and a notebook
@@ -79,14 +79,16 @@ class Stopped(GraderError):
 
 
 def run_student(
-    course: Course, master: Path, out: Path, student: str, entries: list[tuple[Record, Path]], options: Options, settle, fail, stop=None
+    course: Course, master: Path, out: Path, student: str, entries: list[tuple[Record, Path]], options: Options, finished, fail, stop=None
 ) -> None:
     """Grade a student's notebooks (``entries``: (record, submitted file)): one worker process
-    runs them one after the other, each in its own course folder under ``out/.work``. A notebook
-    past the wall-clock limit has the worker and its kernel killed; a new worker then takes the
-    notebooks that are left. Each notebook ends in ``settle(record, job folder, killed, log)``
-    or, when it never ran, ``fail(record)``. The same loop runs on a cluster's worker (cluster.py),
-    which passes ``stop``: when it returns True the grading process is killed and Stopped raised."""
+    runs them one after the other, each in its own course folder (``Out.job``: ``out`` is OUT, or a
+    cluster task's folder laid out as OUT). A notebook past the wall-clock limit has the worker and its
+    kernel killed; a new worker then takes the notebooks that are left. Each notebook ends in
+    ``finished(record, job folder, killed, log)`` or, when it never ran, ``fail(record)``. The same loop
+    runs on a cluster's worker (cluster.py), which passes ``stop``: when it returns True the grading
+    process is killed and Stopped raised."""
+    base = Out(out)
     pending = []
     for record, path in entries:
         try:
@@ -99,23 +101,23 @@ def run_student(
     try:
         while pending:
             before = len(pending)
-            log_path = out / ".work" / student / "worker.log"
+            log_path = base.worker_log(student)
             with open(log_path, "w", encoding="utf-8") as log:
                 proc = start_worker(
-                    [str(out / ".work" / SETTINGS), student, *[str(job) for _, job in pending]], out / ".work" / student, env, log_path, log
+                    [str(base.worker_settings), student, *[str(job) for _, job in pending]], base.work_of(student), env, log_path, log
                 )
                 try:
-                    current, killed = _watch(proc, pending, options.notebook_timeout, settle, stop)
+                    current, killed = _watch(proc, pending, options.notebook_timeout, finished, stop)
                 finally:
                     reap(proc)
-                    _sweep(out / ".work" / student / "sandbox.ledger")
+                    _sweep(base.sandbox_ledger(student))
             worker_log = read_tail(log_path, MAX_LOG_BYTES)
-            _settle_finished(pending, settle)  # any that finished after the last poll
+            _take_finished(pending, finished)  # any that finished after the last poll
             if INTERRUPTED.is_set():  # the batch is stopping (Ctrl-C, SIGTERM): what it cut short is
                 return  # not recorded, so that the next run grades it
             stopped = [(record, job) for record, job in pending if job == current]
             for record, job in stopped:  # killed at the limit, or the worker broke during it
-                settle(record, job, killed, worker_log)
+                finished(record, job, killed, worker_log)
                 pending.remove((record, job))
             if len(pending) == before:  # the worker died before starting anything (no learner code ran yet)
                 false_starts += 1
@@ -125,7 +127,7 @@ def run_student(
                     fail(record.but(status="error", detail=last_error(worker_log)))
                 break
     finally:
-        shutil.rmtree(out / ".work" / student, ignore_errors=True)
+        shutil.rmtree(base.work_of(student), ignore_errors=True)
 
 
 def _sweep(ledger: Path) -> None:
@@ -137,19 +139,19 @@ def _sweep(ledger: Path) -> None:
         ledger.unlink(missing_ok=True)
 
 
-def _settle_finished(pending: list, settle) -> None:
+def _take_finished(pending: list, finished) -> None:
     for record, job in list(pending):
-        if (job / "result.json").is_file():
-            settle(record, job)
+        if JobFolder(job, "").result.is_file():
+            finished(record, job)
             pending.remove((record, job))
 
 
-def _watch(proc, pending: list, limit: float, settle, stop=None) -> tuple[Path | None, bool]:
-    """Wait for the worker, settling each notebook as it finishes. Returns (the job it was
+def _watch(proc, pending: list, limit: float, finished, stop=None) -> tuple[Path | None, bool]:
+    """Wait for the worker, taking each notebook as it finishes. Returns (the job it was
     on when it stopped, whether it was killed at the wall-clock limit)."""
     while True:
-        _settle_finished(pending, settle)
-        current = next((job for _, job in pending if (job / "started").is_file()), None)
+        _take_finished(pending, finished)
+        current = next((job for _, job in pending if JobFolder(job, "").started.is_file()), None)
         if proc.poll() is not None:
             return current, False
         if current is not None and elapsed_since(current) > limit:
@@ -173,21 +175,21 @@ def _pause(proc, seconds: float) -> None:
 def elapsed_since(job: Path) -> float:
     """Seconds since the worker started ``job`` (0 while the marker is being written)."""
     try:
-        return max(0.0, time.time() - float((job / "started").read_text()))
+        return max(0.0, time.time() - float(JobFolder(job, "").started.read_text()))
     except (OSError, ValueError):
         return 0.0
 
 
-def job_settings(course: Course, master: Path, home: Path, options: Options) -> dict:
-    """What a grading process (job.py) reads from .work/.settings.json: made from ``options`` each run, never
+def job_settings(course: Course, master: Path, home: Path, options: Options) -> WorkerSettings:
+    """What a grading process (job.py) reads (``Out.worker_settings``): made from ``options`` each run, never
     read back into them (which source wins: settings.choose)."""
-    return {
-        "assignment": course.assignment,
-        "judge": str(master / "judge.json"),
-        "sandbox": options.sandbox,
-        "home": str(home),
-        "memory_limit": options.memory_limit,
-        "process_limit": options.process_limit,
-        "cell_timeout": options.cell_timeout,
-        "worker_memory_limit": max(WORKER_MEMORY, options.memory_limit + GiB),
-    }
+    return WorkerSettings(
+        assignment=course.assignment,
+        judge=str(master / "judge.json"),
+        sandbox=options.sandbox,
+        home=str(home),
+        memory_limit=options.memory_limit,
+        process_limit=options.process_limit,
+        cell_timeout=options.cell_timeout,
+        worker_memory_limit=max(WORKER_MEMORY, options.memory_limit + GiB),
+    )

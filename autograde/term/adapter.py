@@ -9,9 +9,13 @@ An adapter knows that system's naming, ids, times and output formats:
 - ``read``: whose each listed file is, which notebook, when (``Candidate``s; what cannot be used is a
   named problem of the source);
 - ``id_kind``: what id its download names students by, said when a roster matches too few of them;
-- ``handback``: how feedback pages go back through it (a ``HandBack``), under ``handback_format``; an
-  LMS's ``page_name``: the name a page goes back under;
-- ``export``: how grades go into it (the files written, the students left out), under ``export_format``.
+- ``handback``: how feedback pages go back through it (a ``HandBackJob`` in, a ``HandBack`` out), under
+  ``handback_format``; an LMS's ``page_name``: the name a page goes back under;
+- ``export``: how grades go into it (an ``ExportJob`` in; the files written, the students left out),
+  under ``export_format``.
+
+An adapter reads no OUT file: the commands give it the ledger's objects (the pages, the intake's facts,
+the score table) and OUT's layout to write into.
 
 The shared machinery stays outside the adapters: ``source.py`` (zips and folders within limits),
 ``candidates.py`` (a file that may be a notebook), ``intake.py`` (placement, roster, times),
@@ -24,11 +28,15 @@ import datetime as dt
 import re
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..course import Course, UnusableInput
-from ..record.late import LateSpec, Settled
+from ..ledger.facts import LmsStudent
+from ..ledger.folder import Page
+from ..ledger.late import LateSpec
+from ..ledger.layout import Out
+from ..ledger.tables import ScoreTable
 
 
 @dataclass
@@ -42,16 +50,56 @@ class HandBack:
 
 
 @dataclass
-class ExportJob:
-    """What an LMS export is given: the final table's rows (``final_total`` settled), what the download
-    and the roster say of each student (``people``), and the instructor's options."""
+class HandBackJob:
+    """What a hand-back is given: the course, OUT's layout (where it writes), every student's pages
+    (the ledger's), and what each student's download said of them (the intake's facts)."""
 
     course: Course
-    out: Path
-    rows: list[dict]
-    people: dict[str, dict]
+    out: Out
+    pages: dict[str, list[Page]]
+    names: dict[str, LmsStudent]
+
+
+@dataclass(frozen=True)
+class Person:
+    """What the LMS and the roster say of a student, for an LMS's grade file: the system their download
+    came from and its id for them, their name, email, section, login, SIS id and ID number, and the
+    roster's LMS id (``roster_lms_id``) where it gives one."""
+
+    layout: str = ""
+    lms_id: str = ""
+    name: str = ""
+    email: str = ""
+    section: str = ""
+    login: str = ""
+    sis_user_id: str = ""
+    id_number: str = ""
+    roster_lms_id: str = ""
+
+    @classmethod
+    def seen(cls, who: LmsStudent) -> Person:
+        """A student as their download named them."""
+        return cls(who.layout, who.lms_id or "", who.name or "")
+
+    def with_roster(self, row: dict) -> Person:
+        """The roster's non-empty columns over what the download said."""
+        given = {k: str(v) for k, v in row.items() if v and k in self.__dataclass_fields__}
+        return replace(self, **given, roster_lms_id=str(row.get("lms_id") or self.roster_lms_id))
+
+
+@dataclass
+class ExportJob:
+    """What an LMS export is given: the final table (its penalty settled once), what the download and
+    the roster say of each student (``people``), the late spec, who sent anything (``sent``), the
+    edition each wrote in (``editions``), and the instructor's options."""
+
+    course: Course
+    out: Out
+    table: ScoreTable
+    people: dict[str, Person]
     spec: LateSpec
-    settled: dict[str, Settled]
+    sent: set[str] = field(default_factory=set)
+    editions: dict[str, str] = field(default_factory=dict)
     target: Path | None = None
     column: str | None = None
     assignment_id: str | None = None
@@ -68,8 +116,8 @@ class Adapter:
     unnamed: Callable[[dict[str, set[str]], str], tuple[str, ...] | None] | None = None  # a top naming no layout: its own?
     id_kind: str = ""  # what its download names students by ('' for no roster check)
     handback_format: str = ""  # feedback --format
-    handback: Callable[[Course, Path, dict[str, list[Path]], Path, dict[str, dict]], HandBack] | None = None
-    page_name: Callable[[dict, Path], str] | None = None  # (what its download called a student, a page) -> its name handed back
+    handback: Callable[[HandBackJob], HandBack] | None = None
+    page_name: Callable[[LmsStudent, Page], str] | None = None  # (what its download called a student, a page) -> its name handed back
     export_format: str = ""  # export --format
     export: Callable[[ExportJob], tuple[list[Path], list[str]]] | None = None  # -> (files written, students left out)
 
@@ -79,30 +127,31 @@ def safe(text: str) -> str:
     return re.sub(r"[^\w.@+-]+", "_", str(text)).strip("_") or "_"
 
 
-def write_zip(path: Path, entries: list[tuple[str, Path]]) -> None:
+def write_zip(path: Path, entries: list[tuple[str, Page]]) -> None:
     tmp = path.with_suffix(".zip.tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for name, page in entries:
-            zf.write(page, name)
+            page.zip_into(zf, name)
     tmp.replace(path)
 
 
-def lms_zip(system: str, name_of: Callable[[dict, Path], str], out: Path, pages: dict[str, list[Path]], target: Path, names: dict) -> HandBack:
+def lms_zip(system: str, name_of: Callable[[LmsStudent, Page], str], job: HandBackJob) -> HandBack:
     """One zip of every page, each named as the LMS ``system`` named its download (``name_of``); a student
     who did not come from that LMS is listed, not guessed. None of them: refused (wrong format)."""
     entries, unmatched = [], []
-    for student, files in pages.items():
-        lms = names.get(student, {})
-        if lms.get("layout") != system:
+    for student, files in job.pages.items():
+        lms = job.names.get(student, LmsStudent())
+        if lms.layout != system:
             unmatched.append(student)
             continue
         entries += [(name_of(lms, page), page) for page in files]
     if not entries:
         raise UnusableInput(
-            f"no student of {out} came from a {system} download (the intake saw: "
-            f"{', '.join(sorted({n.get('layout', '?') for n in names.values()})) or 'no LMS'}): use the format of the LMS they came from"
+            f"no student of {job.out.root} came from a {system} download (the intake saw: "
+            f"{', '.join(sorted({n.layout or '?' for n in job.names.values()})) or 'no LMS'}): use the format of the LMS they came from"
         )
-    where = target / f"{system}_feedback.zip"
+    where = job.out.lms_feedback(system)
     write_zip(where, entries)
     return HandBack(where, unmatched)
 

@@ -12,8 +12,10 @@ import re
 from pathlib import Path
 
 from ..course import Course, UnusableInput
-from ..record.tables import write_csv
-from .adapter import Adapter, ExportJob, lms_zip, refuse_unmatched, safe
+from ..ledger.facts import LmsStudent
+from ..ledger.folder import Page
+from ..ledger.tables import ScoreRow, write_csv
+from .adapter import Adapter, ExportJob, HandBack, HandBackJob, Person, lms_zip, refuse_unmatched, safe
 from .candidates import Candidate, why_not
 from .source import Entry, Source, problem, shown
 
@@ -132,20 +134,20 @@ def read_canvas(files: Source, entries: list[Entry], context: dict) -> list[Cand
 # -- handing back --------------------------------------------------------------------------------------------------------
 
 
-def page_name(lms: dict, page: Path) -> str:
+def page_name(lms: LmsStudent, page: Page) -> str:
     """A page's name as Canvas's re-upload reads it (from the names its download used)."""
     # Canvas's re-upload attaches a file as a comment under the submission attachment its name gives: each
     # page goes under the file the student sent for that notebook (the newest file's id where none is known)
-    attachment = (lms.get("attachments") or {}).get(page.stem) or lms.get("submission_id", "0")
+    attachment = lms.attachments.get(page.stem) or lms.submission_id or "0"
     # the re-upload takes the FIRST two all-digit fields: a sortable name that holds one ("lory_1001", as
     # Canvas's own download writes it) would give the page to user 1001; the name is only a label, so its
     # all-digit fields are left out
-    name = "_".join(part for part in safe(lms["name"]).split("_") if not part.isdigit()) or "student"
-    return f"{name}_{safe(lms['lms_id'])}_{safe(attachment)}_feedback_{page.name}"
+    name = "_".join(part for part in safe(lms.name).split("_") if not part.isdigit()) or "student"
+    return f"{name}_{safe(lms.lms_id)}_{safe(attachment)}_feedback_{page.name}"
 
 
-def hand_back(course: Course, out: Path, pages: dict[str, list[Path]], target: Path, names: dict[str, dict]):
-    return lms_zip("canvas", page_name, out, pages, target, names)
+def hand_back(job: HandBackJob) -> HandBack:
+    return lms_zip("canvas", page_name, job)
 
 
 # -- grades --------------------------------------------------------------------------------------------------------------
@@ -171,37 +173,30 @@ def _canvas_column(course: Course, column: str | None, assignment_id: str | None
     return f"{title} ({found})"
 
 
-def _canvas_table(rows: list[dict], people: dict[str, dict], column: str, omit_unmatched: bool) -> tuple[list[str], list[dict], list[str]]:
-    """(header, rows, students left out) of Canvas's gradebook import: the final total per student
-    under their Canvas user id (the roster's lms_id, else the id the Canvas download named them by);
-    a student without one is refused (or left out, with omit_unmatched). SIS User ID only from the
-    roster's sis_user_id: never a Canvas id."""
+def _canvas_table(rows: list[ScoreRow], people: dict[str, Person], omit_unmatched: bool) -> tuple[list[list], list[str]]:
+    """(rows, students left out) of Canvas's gradebook import (``CANVAS_COLUMNS``, then the grade): the
+    final total per student under their Canvas user id (the roster's lms_id, else the id the Canvas
+    download named them by); a student without one is refused (or left out, with omit_unmatched). SIS
+    User ID only from the roster's sis_user_id: never a Canvas id."""
     table, unmatched = [], []
     for row in rows:
-        who = people.get(row["student_id"], {})
-        canvas_id = who.get("roster_lms_id") or (who.get("lms_id", "") if who.get("layout") == "canvas" else "")
+        who = people.get(row.student_id, Person())
+        canvas_id = who.roster_lms_id or (who.lms_id if who.layout == "canvas" else "")
         if not canvas_id:
-            unmatched.append(row["student_id"])
+            unmatched.append(row.student_id)
             continue
-        table.append(
-            {
-                "Student": who.get("name", ""),
-                "ID": canvas_id,
-                "SIS User ID": who.get("sis_user_id", ""),
-                "SIS Login ID": who.get("login", ""),
-                "Section": who.get("section", ""),
-                column: row["final_total"],
-            }
-        )
+        table.append([who.name, canvas_id, who.sis_user_id, who.login, who.section, row.final_total])
     refuse_unmatched(unmatched, "Canvas user id", "the roster's lms_id (the ID column of Canvas's gradebook export)", omit_unmatched)
-    return [*CANVAS_COLUMNS, column], table, unmatched
+    return table, unmatched
 
 
 def export(job: ExportJob) -> tuple[list[Path], list[str]]:
-    """``OUT/canvas_grades.csv`` (or ``job.target``): the final totals under the assignment's ``Title (id)``."""
-    target = job.target or job.out / "canvas_grades.csv"
-    header, table, omitted = _canvas_table(job.rows, job.people, _canvas_column(job.course, job.column, job.assignment_id), job.omit_unmatched)
-    write_csv(target, header, table)
+    """Canvas's gradebook import (``job.target``, else OUT's ``Out.CANVAS_GRADES``): the final totals under
+    the assignment's ``Title (id)``."""
+    target = job.target or job.out.canvas_grades
+    column = _canvas_column(job.course, job.column, job.assignment_id)
+    table, omitted = _canvas_table(job.table.rows, job.people, job.omit_unmatched)
+    write_csv(target, [*CANVAS_COLUMNS, column], table)
     return [target], omitted
 
 

@@ -28,10 +28,11 @@ import pwd
 import re
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-from ..course import Course, assignment_names
-from .adapter import Adapter, HandBack
+from ..course import assignment_names
+from ..ledger.facts import LmsStudent
+from ..ledger.layout import CourseFolder
+from .adapter import Adapter, HandBack, HandBackJob
 from .candidates import Candidate, exchange_time, why_not
 from .source import Entry, Listed, Refused, Source, problem, shown
 
@@ -293,33 +294,35 @@ def _handback_files(files: Source, stamp: Entry | None, secret: Entry | None) ->
     return kept
 
 
-def hand_back(course: Course, out: Path, pages: dict[str, list[Path]], target: Path, names: dict[str, dict]) -> HandBack:
+def hand_back(job: HandBackJob) -> HandBack:
     """The pages in the course-folder layout nbgrader's ``release_feedback`` reads, beside each submission's
     ``timestamp.txt`` and ``submission_secret.txt``."""
     unmatched: list[str] = []
     unreachable: dict[str, list[str]] = {}
-    own = course.assignment_names()
-    for student, files in pages.items():
-        sent = names.get(student, {})
+    released = job.out.exchange_feedback
+    own = job.course.assignment_names()
+    for student, files in job.pages.items():
+        sent = job.names.get(student, LmsStudent())
         # under the assignment (or edition's assignment) the graded submission was made to: `nbgrader
         # release_feedback <that name>` hands it out, and the learner's Fetch Feedback there finds it
-        to = sent.get("assignment") if sent.get("assignment") in own else course.assignment
-        folder = target / "exchange" / "feedback" / student / to
+        to = sent.assignment if sent.assignment in own else job.course.assignment
+        given = released if to == released.assignment else CourseFolder(released.root, to)
+        folder = given.feedback(student)
         folder.mkdir(parents=True, exist_ok=True)
         for page in files:
-            (folder / page.name).write_bytes(page.read_bytes())
+            (folder / page.name).write_bytes(page.data())
         # release_feedback reads both beside the pages; fetch_feedback finds a page by the secret's hash
         # fetch_feedback finds a page by the hash of the secret and a .ipynb the learner's own submission holds:
         # a notebook that came in a zip has none, so its page can be released but never fetched
-        zipped = sorted(set(sent.get("zipped") or []) & {p.stem for p in files})
+        zipped = sorted(set(sent.zipped) & {p.stem for p in files})
         if zipped:
             unreachable[student] = zipped
-        if sent.get("layout") == "exchange" and sent.get("secret") and sent.get("timestamp"):
-            (folder / "timestamp.txt").write_text(sent["timestamp"], encoding="utf-8")
-            (folder / "submission_secret.txt").write_text(sent["secret"], encoding="utf-8")
-        if zipped or not (sent.get("layout") == "exchange" and sent.get("secret") and sent.get("timestamp")):
+        if sent.layout == "exchange" and sent.secret and sent.timestamp:
+            given.timestamp(student, given.FEEDBACK).write_text(sent.timestamp, encoding="utf-8")
+            given.secret(student).write_text(sent.secret, encoding="utf-8")
+        if zipped or not (sent.layout == "exchange" and sent.secret and sent.timestamp):
             unmatched.append(student)
-    return HandBack(target / "exchange", unmatched, unreachable)
+    return HandBack(released.root, unmatched, unreachable)
 
 
 ADAPTER = Adapter("exchange", read_exchange, claims=claims, start=start, unnamed=unnamed, handback_format="exchange", handback=hand_back)

@@ -17,8 +17,8 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..course import Course, UnusableInput
-from .adapter import Adapter, HandBack, write_zip
+from ..course import UnusableInput
+from .adapter import Adapter, HandBack, HandBackJob, write_zip
 from .candidates import Candidate, exchange_time, unreadable, why_not
 from .source import Entry, Source, problem, shown
 
@@ -37,11 +37,11 @@ def read_folders(files: Source, entries: list[Entry], context: dict) -> list[Can
     return found
 
 
-def hand_back(course: Course, out: Path, pages: dict[str, list[Path]], target: Path, names: dict[str, dict]) -> HandBack:
+def hand_back(job: HandBackJob) -> HandBack:
     """One zip per student, holding that student's pages."""
-    for student, files in pages.items():
-        write_zip(target / f"{student}.zip", [(f"{student}/{p.name}", p) for p in files])
-    return HandBack(target)
+    for student, files in job.pages.items():
+        write_zip(job.out.student_zip(student), [(f"{student}/{p.name}", p) for p in files])
+    return HandBack(job.out.handback)
 
 
 # -- a pattern of the instructor's ---------------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ Layouts, one adapter each (``registry.py``): ``folders`` and ``pattern`` (``fold
 (``exchange.py``), ``canvas`` (``canvas.py``), ``moodle`` (``moodle.py``); decided for the whole source from
 the names at its top (``layouts.py``) unless ``layout=`` says which. The adapter's reader says whose each
 file is, which notebook and when; this module places the newest file per notebook, unpacks a student's own
-zip, maps the roster's ids and applies the timestamps. ``take_in`` is ``grade``'s whole intake (OUT/intake.json
-and what it says), ``check_extensions`` its check of the extensions file against the students found.
+zip, maps the roster's ids and applies the timestamps. ``take_in`` is ``grade``'s whole intake (its facts,
+kept by the ledger, and what it says), ``check_extensions`` its check of the extensions file against the students found.
 
 Everything read is untrusted (``source.py``: limits, zips, links). Whatever cannot be used is a named
 problem (``Intake.problems``), never a silent skip, and costs only its own student; an input that cannot be
@@ -28,10 +28,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tools.project_runtime import write_json_atomic
-
 from ..course import Course, UnusableInput
-from ..matching import normalize, walk_notebooks
+from ..ledger.facts import IntakeFacts, LmsStudent
+from ..ledger.folder import Ledger
+from ..matching import Found, by_cells, grade_ids, normalize, walk_notebooks
 from ..model import STUDENT_ID, MiB
 from .candidates import Candidate, exchange_time, why_not
 from .folders import pattern_time
@@ -71,6 +71,7 @@ class Intake:
     late: dict[str, list[str]] = field(default_factory=dict)  # student -> notebooks the LMS marked late
     students: dict[str, dict] = field(default_factory=dict)  # student -> what the LMS called them (canvas, moodle)
     disputed: dict[str, dict[str, dict]] = field(default_factory=dict)  # student -> notebook -> {"claimed", "arrived", "used"}: its times disagreed
+    found: dict[str, Found] = field(default_factory=dict)  # student -> their notebooks as the intake decided them (placed layouts)
 
 
 def read_submissions(
@@ -85,13 +86,17 @@ def read_submissions(
     *,
     limits: Limits = Limits(),
     trust_owners: bool = False,
+    ids_by_name: dict[str, set[str]] | None = None,
 ) -> Intake:
     """Read ``source`` (a folder or a zip) in ``layout`` (recognised when None) into ``dest`` in the
     grader's layout. ``source`` is returned as it is (``Intake.folder``) when it already is in that
     layout and no roster id needs a folder renamed; otherwise ``dest`` is filled (it must be new, empty,
     or an earlier intake's, which is replaced). ``roster``: a CSV of ``student_id`` [, ``lms_id``,
     ``name``...]; ``timestamps``: a CSV of ``student_id`` [, ``notebook``], ``submitted_at``.
-    ``trust_owners``: take exchange folders owned by someone other than the student they name."""
+    ``trust_owners``: take exchange folders owned by someone other than the student they name.
+    ``ids_by_name``: each notebook's grade ids; with them the intake decides which file is each placed
+    student's notebook (``Intake.found``), a file named like no notebook by its graded cells, and grading
+    takes that decision as it is (a folder used as it is is read once, by grading)."""
     source, dest = Path(source), Path(dest)
     if layout is not None:
         adapter(layout)  # UnusableInput when no adapter has that name
@@ -132,7 +137,7 @@ def read_submissions(
             candidates = unpack_zips(files, candidates, Path(scratch), opened, spent)
             _fresh_dest(dest)
             intake = Intake(dest, found, problems=files.problems + problems, roster=people, notes=files.notes)
-            _place(files, candidates, notebooks, people, lms_ids, intake, spent)
+            _place(files, candidates, notebooks, people, lms_ids, intake, spent, ids_by_name)
     _apply_stamps(intake, stamps, lms_ids)
     submitted = {p.name for p in dest.iterdir() if p.is_dir()}
     intake.missing = sorted(set(people) - submitted)
@@ -276,9 +281,12 @@ def newest(group: list[Candidate]) -> tuple[Candidate, str]:
     return max(group, key=lambda c: (c.order, c.entry.name)), group[0].basis
 
 
-def _place(files: Source, candidates: list[Candidate], notebooks, people: dict, lms_ids: dict, intake: Intake, spent: dict[str, int]) -> None:
+def _place(
+    files: Source, candidates: list[Candidate], notebooks, people: dict, lms_ids: dict, intake: Intake, spent: dict[str, int], ids_by_name=None
+) -> None:
     """Write each student's newest file for each notebook into ``intake.folder``, noting what was chosen;
-    a student whose chosen files come to more than their budget gets none copied (``_over_budget``)."""
+    a student whose chosen files come to more than their budget gets none copied (``_over_budget``). With
+    ``ids_by_name``, which file is each notebook is decided here, once (``_identify``)."""
     _check_roster_ids(intake.layout, {item.raw_id for item in candidates}, people, lms_ids)
     groups: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
     told: set[str] = set()
@@ -308,13 +316,45 @@ def _place(files: Source, candidates: list[Candidate], notebooks, people: dict, 
     for student, picks in picked.items():
         if _over_budget(student, picks, scratch[student], files.limits, intake):
             continue
+        placed = []
         for stem, chosen in picks:
             try:
                 (chosen.source or files).copy(chosen.entry, intake.folder / student / f"{stem}.ipynb")
             except Refused as exc:
                 intake.problems.append(problem(shown(chosen.entry.name), student, str(exc)))
                 continue
-            _record(intake, student, stem, chosen, notebook_name(chosen.filename, notebooks)[1])
+            how = notebook_name(chosen.filename, notebooks)[1]
+            _record(intake, student, stem, chosen, how)
+            placed.append((stem, chosen, how))
+        if ids_by_name is not None:
+            intake.found[student] = _identify(intake, student, placed, notebooks, ids_by_name, files.limits.file_bytes)
+
+
+def _identify(intake: Intake, student: str, placed: list, notebooks, ids_by_name: dict[str, set[str]], max_bytes: int) -> Found:
+    """Which placed file is each of ``student``'s notebooks, decided once: a file named like a notebook is
+    it; one named like none is the notebook whose graded cells it holds (or, holding no one notebook's,
+    none: ignored); of two files for one notebook the newest is kept, as for two files of one name."""
+    folder = intake.folder / student
+    files: dict[str, tuple[Path, Candidate]] = {}
+    notes: list[str] = []
+    for stem, chosen, how in placed:
+        path, notebook = folder / f"{stem}.ipynb", stem
+        if how == "unknown":
+            notebook = by_cells(path, notebooks, ids_by_name, max_bytes)
+            if notebook is None:
+                notes.append(f"ignored {path.name}: not a notebook of this course")
+                continue
+            notes.append(f"{path.name} matched by its graded cells → {notebook}.ipynb")
+        if notebook in files:
+            kept, basis = newest([files[notebook][1], chosen])
+            other = path if kept is files[notebook][1] else files[notebook][0]
+            notes.append(f"2 files for {notebook}.ipynb; graded {(path if kept is chosen else files[notebook][0]).name} (newest by {basis})")
+            if kept is chosen:
+                files[notebook] = (path, chosen)
+            intake.notes.append(f"{student}: {other.name} not graded: a newer file is {notebook}.ipynb")
+            continue
+        files[notebook] = (path, chosen)
+    return Found({name: files[name][0] if name in files else None for name in notebooks}, notes)
 
 
 def _over_budget(student: str, picks: list[tuple[str, Candidate]], scratch: int, limits: Limits, intake: Intake) -> bool:
@@ -476,11 +516,23 @@ def read_timestamps(path: Path, notebooks: tuple[str, ...], problems: list[dict]
     return found
 
 
+def facts(intake: Intake) -> IntakeFacts:
+    """What the intake found, as the ledger keeps it for the commands after it."""
+    return IntakeFacts(
+        layout=intake.layout,
+        students={student: LmsStudent.from_json(who) for student, who in intake.students.items()},
+        missing=tuple(intake.missing),
+        late_in_lms={student: tuple(notebooks) for student, notebooks in intake.late.items()},
+        problems=tuple(intake.problems),
+        notes=tuple(intake.notes),
+    )
+
+
 def take_in(
     course: Course,
     submissions: Path,
     dest: Path,
-    out: Path,
+    ledger: Ledger,
     layout: str | None = None,
     pattern: str | None = None,
     roster: Path | None = None,
@@ -488,18 +540,13 @@ def take_in(
     trust_owners: bool = False,
 ) -> Intake:
     """``grade``'s intake: SUBMISSIONS in any layout, as the grader's folders in ``dest``; what the intake
-    found goes to OUT/intake.json, and its layout, problems and notes are said on stdout."""
-    intake = read_submissions(submissions, dest, course.notebooks, course.assignment, layout, pattern, roster, timestamps, trust_owners=trust_owners)
-    out.mkdir(parents=True, exist_ok=True)
-    found = {
-        "layout": intake.layout,
-        "students": intake.students,
-        "missing": intake.missing,
-        "late_in_lms": intake.late,
-        "problems": intake.problems,
-        "notes": intake.notes,
-    }
-    write_json_atomic(out / "intake.json", found)
+    found goes to the ledger (``ledger.intake``: kept in OUT for the commands after it), and its layout,
+    problems and notes are said on stdout."""
+    ids = {name: grade_ids(course.solutions / f"{name}.ipynb") for name in course.notebooks}  # every grade id, test cells too
+    intake = read_submissions(
+        submissions, dest, course.notebooks, course.assignment, layout, pattern, roster, timestamps, trust_owners=trust_owners, ids_by_name=ids
+    )
+    ledger.write_intake(facts(intake))
     if intake.layout != "folders" or intake.problems:
         print(f"intake: {intake.layout} layout, {len(intake.students) or '?'} student(s) named by the LMS, {len(intake.problems)} problem(s)")
     for problem_found in intake.problems:

@@ -11,15 +11,16 @@ and ``Last modified (grade)``. The download holds no submission times.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from pathlib import Path
 
-from ..course import Course
+from ..ledger.facts import LmsStudent
+from ..ledger.folder import Page
+from ..ledger.late import late_text
+from ..ledger.layout import Out
+from ..ledger.tables import ScoreRow, write_csv
 from ..publish.editions import feedback_translations
-from ..record.late import LateSpec, Settled, late_text, unsubmitted
-from ..record.tables import write_csv
-from .adapter import Adapter, ExportJob, lms_zip, refuse_unmatched, safe
+from .adapter import Adapter, ExportJob, HandBack, HandBackJob, Person, lms_zip, refuse_unmatched, safe
 from .candidates import Candidate, why_not
 from .source import Entry, Source, problem, shown
 
@@ -46,7 +47,6 @@ WORKSHEET_COLUMNS = (
     "Feedback comments",
 )
 PARTICIPANT = "Participant "  # Moodle's get_string('hiddenuser', 'assign'): the importer strips it, the rest is the id
-WORKSHEET_FILE = "moodle_worksheet.csv"
 ID_KIND = (
     "Moodle's download names each participant by the assignment's participant id (the N of 'Participant N' "
     "in the offline grading worksheet), not the user id"
@@ -82,36 +82,29 @@ def read_moodle(files: Source, entries: list[Entry], context: dict) -> list[Cand
 # -- handing back --------------------------------------------------------------------------------------------------------
 
 
-def page_name(lms: dict, page: Path) -> str:
+def page_name(lms: LmsStudent, page: Page) -> str:
     """A page's name as Moodle's feedback zip import reads it (a folder per participant, as its download names it)."""
     # Moodle's importer (feedback/file/importziplib.php) splits a path's first part on "_" and needs the
     # participant id second: the name may hold spaces, never "_" (nor a path), as Moodle's own download writes it
-    name = re.sub(r"[\x00-\x1f\x7f_/\\:*?\"<>|]+", " ", str(lms["name"])).strip(" .") or "Participant"
-    return f"{name}_{safe(lms['lms_id'])}_assignsubmission_file/{page.name}"
+    name = re.sub(r"[\x00-\x1f\x7f_/\\:*?\"<>|]+", " ", str(lms.name)).strip(" .") or "Participant"
+    return f"{name}_{safe(lms.lms_id)}_assignsubmission_file/{page.name}"
 
 
-def hand_back(course: Course, out: Path, pages: dict[str, list[Path]], target: Path, names: dict[str, dict]):
-    return lms_zip("moodle", page_name, out, pages, target, names)
+def hand_back(job: HandBackJob) -> HandBack:
+    return lms_zip("moodle", page_name, job)
 
 
 # -- grades --------------------------------------------------------------------------------------------------------------
 
 
-def _moodle_table(rows: list[dict], people: dict[str, dict], column: str) -> tuple[list[str], list[dict]]:
-    """(header, rows) of Moodle's gradebook CSV import: ID number (the roster's id_number, else the
-    student id), name, email, and the final total."""
+def _moodle_table(rows: list[ScoreRow], people: dict[str, Person]) -> list[list]:
+    """The rows of Moodle's gradebook CSV import (``MOODLE_COLUMNS``, then the grade): ID number (the
+    roster's id_number, else the student id), name, email, and the final total."""
     table = []
     for row in rows:
-        who = people.get(row["student_id"], {})
-        table.append(
-            {
-                "ID number": who.get("id_number") or row["student_id"],
-                "Full name": who.get("name", ""),
-                "Email address": who.get("email", ""),
-                column: row["final_total"],
-            }
-        )
-    return [*MOODLE_COLUMNS, column], table
+        who = people.get(row.student_id, Person())
+        table.append([who.id_number or row.student_id, who.name, who.email, row.final_total])
+    return table
 
 
 def moodle_time(when: dt.datetime) -> str:
@@ -130,70 +123,54 @@ def moodle_time(when: dt.datetime) -> str:
     return f"{when:%A}, {when.day} {when:%B %Y}, {when.hour % 12 or 12}:{when:%M} {'AM' if when.hour < 12 else 'PM'} UTC"
 
 
-def _worksheet(
-    course: Course, out: Path, rows: list[dict], people: dict, spec: LateSpec, settled: dict[str, Settled], omit: bool, now: dt.datetime
-) -> tuple[list[dict], list[str]]:
-    """The rows of Moodle's offline grading worksheet: each student as "Participant N" (the participant id
-    of the Moodle download, else the roster's lms_id), the final total of the maximum, the time of this
-    export as the grade's last change, and the feedback page's late lines as comments, in the student's
-    edition."""
+def _worksheet(job: ExportJob) -> tuple[list[list], list[str]]:
+    """The rows of Moodle's offline grading worksheet (``WORKSHEET_COLUMNS``): each student as
+    "Participant N" (the participant id of the Moodle download, else the roster's lms_id), the final
+    total of the maximum, the time of this export as the grade's last change, and the feedback page's
+    late lines as comments, in the student's edition (English when mixed or unknown)."""
     words: dict[str, dict[str, str]] = {}
-    editions = _editions(out)
-    absent = unsubmitted(out)
+    spec = job.spec
     sheet, unmatched = [], []
-    for row in rows:
-        student = row["student_id"]
-        who = people.get(student, {})
-        participant = (who.get("lms_id") if who.get("layout") == "moodle" else "") or who.get("roster_lms_id", "")
+    for row in job.table.rows:
+        student = row.student_id
+        who = job.people.get(student, Person())
+        participant = (who.lms_id if who.layout == "moodle" else "") or who.roster_lms_id
         if not participant.isdigit():
             unmatched.append(student)
             continue
         times = list(spec.times.get(student, {}).values())
-        edition = editions.get(student, "en")
-        if edition != "en" and not words and any(f.get("late_seconds") for f in settled[student].facts.values()):
-            words = feedback_translations(course)  # read once, and only when a translated line is needed
+        edition = job.editions.get(student, "en")
+        facts = job.table.settled[student].facts
+        if edition != "en" and not words and any(f.late_seconds for f in facts.values()):
+            words = feedback_translations(job.course)  # read once, and only when a translated line is needed
         page_words = words.get(edition, {})
-        comments = [f"{nb}: {line}" for nb, facts in sorted(settled[student].facts.items()) if (line := late_text(facts, spec.policy, page_words))]
-        sent = any((student, nb) not in absent for nb in course.notebooks)
+        comments = [f"{nb}: {line}" for nb, found in sorted(facts.items()) if (line := late_text(found, spec.policy, page_words))]
         sheet.append(
-            {
-                "Identifier": f"{PARTICIPANT}{participant}",
-                "Full name": who.get("name", ""),
-                "Email address": who.get("email", ""),
-                "Status": "Submitted for grading" if sent else "No submission",
-                "Grade": row["final_total"],
-                "Maximum Grade": row["max_total"],
-                "Grade can be changed": "Yes",
-                "Last modified (submission)": moodle_time(max(times)) if times else "",
-                "Last modified (grade)": moodle_time(now),
-                "Feedback comments": " ".join(comments),
-            }
+            [
+                f"{PARTICIPANT}{participant}",
+                who.name,
+                who.email,
+                "Submitted for grading" if student in job.sent else "No submission",
+                row.final_total,
+                row.max_total,
+                "Yes",
+                moodle_time(max(times)) if times else "",
+                moodle_time(job.now),
+                " ".join(comments),
+            ]
         )
-    refuse_unmatched(unmatched, "Moodle participant id", "the roster's lms_id (the N of 'Participant N'; the Moodle download names each by it)", omit)
+    why = "the roster's lms_id (the N of 'Participant N'; the Moodle download names each by it)"
+    refuse_unmatched(unmatched, "Moodle participant id", why, job.omit_unmatched)
     return sheet, unmatched
 
 
-def _editions(out: Path) -> dict[str, str]:
-    """{student: the edition their notebooks were written in} from OUT/log.jsonl (English when mixed or unknown)."""
-    found: dict[str, set] = {}
-    try:
-        with open(out / "log.jsonl", encoding="utf-8") as handle:
-            for line in handle:
-                record = json.loads(line)
-                if record.get("edition"):
-                    found.setdefault(record["student_id"], set()).add(record["edition"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    return {s: next(iter(e)) for s, e in found.items() if len(e) == 1}
-
-
 def export(job: ExportJob) -> tuple[list[Path], list[str]]:
-    """``OUT/moodle_grades.csv`` (or ``job.target``) and ``moodle_worksheet.csv`` beside it."""
-    target = job.target or job.out / "moodle_grades.csv"
-    header, table = _moodle_table(job.rows, job.people, job.column or job.course.assignment)
-    write_csv(target, header, table)
-    worksheet = target.with_name(WORKSHEET_FILE)
-    sheet, omitted = _worksheet(job.course, job.out, job.rows, job.people, job.spec, job.settled, job.omit_unmatched, job.now)
+    """Moodle's gradebook import (``job.target``, else OUT's ``Out.MOODLE_GRADES``) and its worksheet
+    (``Out.MOODLE_WORKSHEET``) beside it."""
+    target = job.target or job.out.moodle_grades
+    write_csv(target, [*MOODLE_COLUMNS, job.column or job.course.assignment], _moodle_table(job.table.rows, job.people))
+    worksheet = target.with_name(Out.MOODLE_WORKSHEET)
+    sheet, omitted = _worksheet(job)
     write_csv(worksheet, list(WORKSHEET_COLUMNS), sheet)
     return [target, worksheet], omitted
 

@@ -1,10 +1,10 @@
 """``python -m autograde report OUT``: the class report, one self-contained HTML page
 (``OUT/report.html``) and the same numbers in ``OUT/report.json``.
 
-It reads what ``grade`` wrote: the scores from ``grades.csv`` (or from ``final_grades.csv``
-when ``export`` wrote it after the last grading run, so that a person's scores count),
-each notebook's record from ``log.jsonl`` (its status, the judge's result for every idea, its
-time) and ``summary.json``. Idea texts and the points of each exercise come from the course's
+It reads what ``grade`` wrote through the ledger: the latest score table (``grades.csv``, or
+``final_grades.csv`` when ``export`` wrote it after the last grading run, so that a person's scores
+count), each notebook's record (its status, the judge's result for every idea, its time) and the
+summary. Idea texts and the points of each exercise come from the course's
 own sources. Everything read from OUT is data: nothing in it is run, and every text from it
 (student ids, messages) is escaped in the page, which also forbids scripts outright.
 
@@ -15,17 +15,17 @@ first, the problems by kind with the students they hit, and the slowest notebook
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..course import Course, Exercise, UnusableInput, exercises
-from ..model import PENDING, REVIEW, STATUS_TEXT
-from ..record.exporters import write_page_and_numbers
-from ..record.tables import NOT_EXERCISES
+from ..ledger.facts import Summary
+from ..ledger.folder import Ledger, unusable
+from ..ledger.layout import Out
+from ..ledger.tables import ScoreRow
+from ..model import PENDING, REVIEW, STATUS_TEXT, LateFacts, Record
 from .report_figures import draw_figures, figures
 from .report_page import REPORT_POLICY, render
 from .report_text import report_words, say
@@ -50,108 +50,7 @@ UNKNOWN_COLUMNS = "{file} has column(s) the course does not have: {columns}"
 UNKNOWN_KIND = "an outcome this report does not know"
 
 
-def _unusable(out: Path, why: str) -> UnusableInput:
-    return UnusableInput(f"{out} is not a graded course folder: {why} (run `python -m autograde grade SUBMISSIONS --out {out}` first)")
-
-
-# ---------------------------------------------------------------- reading OUT (data only)
-
-
-def _read_summary(out: Path) -> dict:
-    path = out / "summary.json"
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except OSError:
-        raise _unusable(out, "it has no summary.json") from None
-    except ValueError as exc:
-        raise _unusable(out, f"summary.json is not JSON ({exc})") from None
-    if not isinstance(summary, dict) or not isinstance(summary.get("columns"), list):
-        raise _unusable(out, "summary.json is not the summary `grade` writes (no list of columns)")
-    return summary
-
-
-def _scores_file(out: Path) -> Path:
-    """final_grades.csv when `export` wrote it after the last grading run, else grades.csv."""
-    grades, final = out / "grades.csv", out / "final_grades.csv"
-    if not grades.is_file():
-        raise _unusable(out, "it has no grades.csv")
-    if final.is_file() and final.stat().st_mtime >= grades.stat().st_mtime:
-        return final
-    return grades
-
-
-def _number(text: str, where: str) -> float:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise UnusableInput(f"{where}: {text!r} is not a score") from None
-    if not math.isfinite(value):
-        raise UnusableInput(f"{where}: {text!r} is not a score")
-    return value
-
-
-def _read_scores(out: Path, path: Path) -> tuple[list[str], list[dict]]:
-    """(the exercise columns, one row per student: a float, 'pending' or 'review' per column)."""
-    with open(path, newline="", encoding="utf-8", errors="replace") as handle:
-        reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        absent = [name for name in NEEDED if name not in header]
-        if absent:
-            raise _unusable(out, f"{path.name} has no {', '.join(absent)} column(s)")
-        columns = [name for name in header if name not in NOT_EXERCISES]
-        rows = []
-        for line, raw in enumerate(reader, start=2):
-            where = f"{path.name} line {line}"
-            row = {"student_id": str(raw["student_id"] or ""), "edition": str(raw.get("edition") or "")}
-            for name in columns:
-                value = raw.get(name)
-                row[name] = value if value in (PENDING, REVIEW) else _number(value, f"{where}, column {name}")
-            for name in ("total", "max_total", "pending", "needs_review"):
-                row[name] = _number(raw.get(name), f"{where}, column {name}")
-            # the final score as the table settled it (tables.late_columns): the report never works a penalty out itself
-            final = raw.get("final_total")
-            row["final_total"] = _number(final, f"{where}, column final_total") if final not in (None, "") else row["total"]
-            row["late_penalty"] = raw.get("late_penalty") or ""
-            rows.append(row)
-    return columns, rows
-
-
 IDEA_STATUSES = ("passed", "failed", "error", "not_started", "skipped")
-
-
-def _read_log(out: Path) -> list[dict]:
-    """log.jsonl: one record per (student, notebook), as the grader wrote it."""
-    path = out / "log.jsonl"
-    if not path.is_file():
-        raise _unusable(out, "it has no log.jsonl")
-    records = []
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path} line {number}"
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise UnusableInput(f"{where} is not JSON; grade again to rewrite the log") from None
-            if not (
-                isinstance(record, dict)
-                and isinstance(record.get("student_id"), str)
-                and isinstance(record.get("notebook"), str)
-                and isinstance(record.get("status"), str)
-            ):
-                raise UnusableInput(f"{where} is not a record the grader writes (student_id, notebook, status)")
-            ideas = record.get("ideas", {})
-            if not isinstance(ideas, dict) or not all(
-                isinstance(items, list)
-                and all(isinstance(i, dict) and isinstance(i.get("id"), str) and isinstance(i.get("status"), str) for i in items)
-                for items in ideas.values()
-            ):
-                raise UnusableInput(f"{where}: its ideas are not the judge's results (grade cell -> list of ideas)")
-            seconds = record.get("seconds")
-            record["seconds"] = float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
-            records.append(record)
-    return records
 
 
 @dataclass(frozen=True)
@@ -201,9 +100,9 @@ def _histogram(values: list[float], top: float) -> dict:
     return {"edges": [round(float(e), 4) for e in edges], "counts": [int(c) for c in counts]}
 
 
-def _exercise(name: str, info: Exercise | None, rows: list[dict]) -> dict:
+def _exercise(name: str, info: Exercise | None, rows: list[ScoreRow]) -> dict:
     points = info.points if info else None
-    values = [row[name] for row in rows]
+    values = [row.cells[name] for row in rows]
     numbers = [v for v in values if not isinstance(v, str)]
     counts = {"full": 0, "partial": 0, "zero": 0, PENDING: values.count(PENDING), REVIEW: values.count(REVIEW)}
     for v in numbers:
@@ -223,7 +122,7 @@ def _exercise(name: str, info: Exercise | None, rows: list[dict]) -> dict:
     }
 
 
-def _idea_rates(course: Course, records: list[dict], n_students: int, words: dict[str, str] | None = None) -> list[dict]:
+def _idea_rates(course: Course, records: list[Record], n_students: int, words: dict[str, str] | None = None) -> list[dict]:
     """Each idea's results over the notebooks the judge ran, the most missed first; each idea's text
     in the report's language (``words``: that edition's feedback translations, empty for English)."""
     known = course_ideas(course)
@@ -239,14 +138,14 @@ def _idea_rates(course: Course, records: list[dict], n_students: int, words: dic
             "order": info.order,
         }
     for record in records:
-        if record["status"] != "graded":
+        if record.status != "graded":
             continue
-        for grade_id, items in record.get("ideas", {}).items():
+        for grade_id, items in (record.ideas or {}).items():
             for item in items:
                 key = (grade_id, item["id"])
                 if key not in tally:  # an idea the sources no longer have
                     tally[key] = {
-                        "notebook": record["notebook"],
+                        "notebook": record.notebook,
                         "grade_id": grade_id,
                         "idea": item["id"],
                         "text": None,
@@ -277,7 +176,7 @@ def _idea_rates(course: Course, records: list[dict], n_students: int, words: dic
     return ideas
 
 
-def _problems(records: list[dict], summary: dict, rows: list[dict]) -> list[dict]:
+def _problems(records: list[Record], summary: Summary, rows: list[ScoreRow]) -> list[dict]:
     """The problems by kind (the commonest first), each with its students."""
     kinds: dict[str, list[dict]] = {}
 
@@ -285,20 +184,20 @@ def _problems(records: list[dict], summary: dict, rows: list[dict]) -> list[dict
         kinds.setdefault(kind, []).append({"student_id": student, "notebook": notebook, "detail": str(detail)[:500]})
 
     for record in records:
-        student, notebook, status = record["student_id"], record["notebook"], record["status"]
+        student, notebook, status = record.student_id, record.notebook, record.status
         if status != "graded":
-            add(status, student, notebook, record.get("detail", ""))
-        elif record.get("detail"):
-            add("graded_with_notes", student, notebook, record["detail"])
-        if isinstance(record.get("redacted_lines"), int) and record["redacted_lines"] > 0:
-            add("redacted", student, notebook, f"{record['redacted_lines']} line(s) removed from the feedback page")
-    notes = summary.get("matching_notes") if isinstance(summary.get("matching_notes"), dict) else {}
+            add(status, student, notebook, record.detail)
+        elif record.detail:
+            add("graded_with_notes", student, notebook, record.detail)
+        if isinstance(record.redacted_lines, int) and record.redacted_lines > 0:
+            add("redacted", student, notebook, f"{record.redacted_lines} line(s) removed from the feedback page")
+    notes = summary.matching_notes
     for student, found in notes.items():
         for note in found if isinstance(found, list) else []:
             add("matching_note", str(student), "", note)
     for row in rows:
-        if row["needs_review"] > 0:
-            add("needs_review", row["student_id"], "", f"{row['needs_review']:g} score(s) to look at again")
+        if row.needs_review > 0:
+            add("needs_review", row.student_id, "", f"{row.needs_review:g} score(s) to look at again")
     problems = [
         {
             "kind": kind,
@@ -314,29 +213,37 @@ def _problems(records: list[dict], summary: dict, rows: list[dict]) -> list[dict
     return problems
 
 
-def _timing(records: list[dict]) -> dict:
+def _timing(records: list[Record]) -> dict:
     """Seconds per notebook: statistics, the total, P90 and the slowest."""
-    timed = [r for r in records if r["seconds"] is not None]
-    seconds = [r["seconds"] for r in timed]
-    slowest = sorted(timed, key=lambda r: (-r["seconds"], r["student_id"], r["notebook"]))[:SLOWEST]
+    timed = [r for r in records if r.seconds is not None]
+    seconds = [r.seconds for r in timed]
+    slowest = sorted(timed, key=lambda r: (-r.seconds, r.student_id, r.notebook))[:SLOWEST]
     return {
         **_stats(seconds),
         "total": round(sum(seconds), 2),
         "p90": round(statistics.quantiles(seconds, n=10, method="inclusive")[-1], 3) if len(seconds) >= 2 else None,
         "slowest": [
             {
-                "student_id": r["student_id"],
-                "notebook": r["notebook"],
-                "seconds": r["seconds"],
-                "status": r["status"],
-                "reused": bool(r.get("cached")),
-                "timings": {k: v for k, v in r.get("timings", {}).items() if isinstance(v, (int, float))}
-                if isinstance(r.get("timings"), dict)
-                else {},
+                "student_id": r.student_id,
+                "notebook": r.notebook,
+                "seconds": r.seconds,
+                "status": r.status,
+                "reused": bool(r.cached),
+                "timings": {k: v for k, v in r.timings.items() if isinstance(v, (int, float))} if isinstance(r.timings, dict) else {},
             }
             for r in slowest
         ],
     }
+
+
+def _records(ledger: Ledger) -> list[Record]:
+    """Every record of the last grading; the report stops at a line that is not one."""
+    log = ledger.log
+    if not log.present:
+        raise unusable(ledger.root, f"it has no {Out.LOG}")
+    if log.problem:
+        raise UnusableInput(log.problem)
+    return log.records
 
 
 def build_report(course: Course, out: Path, language: str = "en") -> dict:
@@ -344,56 +251,54 @@ def build_report(course: Course, out: Path, language: str = "en") -> dict:
     ideas' texts in ``language`` (an edition of the course)."""
     if not out.is_dir():
         raise UnusableInput(f"{out} is not a folder (run `python -m autograde grade SUBMISSIONS --out {out}` first)")
-    summary = _read_summary(out)
-    scores_path = _scores_file(out)
-    columns, rows = _read_scores(out, scores_path)
-    records = _read_log(out)
+    ledger = Ledger(out, course)
+    summary = ledger.summary
+    sheet = ledger.scores_sheet()
+    columns, rows = sheet.columns, sheet.rows
+    records = _records(ledger)
     words = report_words(course, language)
     warnings = []
-    try:
-        stamp = json.loads((out / ".course.digest").read_text(encoding="utf-8"))
-        if isinstance(stamp, dict) and stamp.get("sources") != course.sources_digest():
-            warnings.append(say(words, SOURCES_CHANGED))
-    except (OSError, ValueError):
-        pass
+    graded = ledger.graded_sources()
+    if graded is not None and graded != course.sources_digest():
+        warnings.append(say(words, SOURCES_CHANGED))
 
     cells = {e.grade_id: e for e in exercises(course)}
     unknown = [c for c in columns if c not in cells]
     if unknown:
-        warnings.append(say(words, UNKNOWN_COLUMNS, file=scores_path.name, columns=", ".join(unknown)))
+        warnings.append(say(words, UNKNOWN_COLUMNS, file=sheet.name, columns=", ".join(unknown)))
     per_exercise = [_exercise(name, cells.get(name), rows) for name in columns]
-    max_total = max((row["max_total"] for row in rows), default=float(summary.get("max_total") or 0))
-    totals = [row["total"] for row in rows]
-    pending_points = sum(cells[c].points for row in rows for c in columns if row[c] == PENDING and c in cells)
+    max_total = max((row.max_total for row in rows), default=float(summary.max_total or 0))
+    totals = [row.total for row in rows]
+    pending_points = sum(cells[c].points for row in rows for c in columns if row.cells[c] == PENDING and c in cells)
     score_section = {
-        "from": scores_path.name,
+        "from": sheet.name,
         "max_total": max_total,
         "total": {**_stats(totals), "histogram": _histogram(totals, max_total)},
-        "pending_answers": int(sum(row["pending"] for row in rows)),
+        "pending_answers": int(sum(row.pending for row in rows)),
         "pending_points": pending_points,
-        "students_with_pending": sum(row["pending"] > 0 for row in rows),
-        "review_answers": int(sum(row["needs_review"] for row in rows)),
+        "students_with_pending": sum(row.pending > 0 for row in rows),
+        "review_answers": int(sum(row.needs_review for row in rows)),
         "exercises": per_exercise,
     }
 
     n_students = len(rows)
     ideas = _idea_rates(course, records, n_students, words)
-    lates = [r.get("late", {}) for r in records]
+    lates = [r.late or LateFacts() for r in records]
     late = {
-        "late_notebooks": sum(bool(x.get("late_seconds") or x.get("lms_late")) for x in lates),
+        "late_notebooks": sum(bool(x.late_seconds or x.lms_late) for x in lates),
         # the scores file's own penalty (total less final_total), so the report and the table agree
-        "penalty_points": round(sum(row["total"] - row["final_total"] for row in rows), 6),
-        "unknown_times": sum("problem" in x for x in lates),
-        "students_unknown": sum(row["late_penalty"] == "unknown" for row in rows),
+        "penalty_points": round(sum(row.total - row.final_total for row in rows), 6),
+        "unknown_times": sum(x.problem is not None for x in lates),
+        "students_unknown": sum(row.late_penalty == "unknown" for row in rows),
     }
-    score_section["final"] = _stats([row["final_total"] for row in rows])
+    score_section["final"] = _stats([row.final_total for row in rows])
     written: dict[str, set] = {}  # the editions from the log, as grades.csv has them (final_grades.csv has none)
     for record in records:
-        if isinstance(record.get("edition"), str) and record["edition"]:
-            written.setdefault(record["student_id"], set()).add(record["edition"])
+        if isinstance(record.edition, str) and record.edition:
+            written.setdefault(record.student_id, set()).add(record.edition)
     editions: dict[str, int] = {}
     for row in rows:
-        edition = "+".join(sorted(written.get(row["student_id"], ()))) or row["edition"] or "none"
+        edition = "+".join(sorted(written.get(row.student_id, ()))) or row.edition or "none"
         editions[edition] = editions.get(edition, 0) + 1
     problems = _problems(records, summary, rows)
     timing = _timing(records)
@@ -406,7 +311,7 @@ def build_report(course: Course, out: Path, language: str = "en") -> dict:
         "late": late,
         "notebooks": list(course.notebooks),
         "records": len(records),
-        "notebooks_graded": sum(r["status"] == "graded" for r in records),
+        "notebooks_graded": sum(r.status == "graded" for r in records),
         "scores": score_section,
         "ideas": ideas,
         "problems": problems,
@@ -420,5 +325,5 @@ def write_report(course: Course, out: Path, language: str = "en") -> tuple[Path,
     data = build_report(course, out, language)
     words = report_words(course, language)
     page = render(data, figures(data, words), words)
-    target, numbers = write_page_and_numbers(out, "report", page, data)
+    target, numbers = Ledger(out, course).write_page_and_numbers(Out.REPORT, page, data)
     return target, numbers, data

@@ -1,7 +1,7 @@
 """``python -m autograde similarity OUT``: which students handed in the same code for a TODO, one
 self-contained HTML page (``OUT/similarity.html``) and the same findings in ``OUT/similarity.json``.
 
-It reads the notebooks ``grade`` kept, ``OUT/submitted/<student>/<assignment>/<notebook>.ipynb``,
+It reads the notebooks ``grade`` kept in OUT (through the ledger: ``kept_notebook``),
 as JSON data within the grader's limits (nothing in them is run or imported), and compares every
 pair of students' answers to each TODO: the code cells whose ``metadata.nbgrader.solution`` is true,
 by their grade id.
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +42,9 @@ from pathlib import Path
 import nbformat
 
 from ..course import Course, UnusableInput
+from ..ledger.folder import Ledger
+from ..ledger.layout import Out
 from ..matching import MAX_BYTES, check_nodes
-from ..record.exporters import write_page_and_numbers
 from .fingerprints import WINDOW, K, Token, canonical_order, given_lines, kgram_hashes, line_key, normalized, plain_lines, token_ids, winnow
 from .similarity_page import SIMILARITY_POLICY, render
 
@@ -72,10 +72,6 @@ LISTED = 2000  # flagged pairs per TODO in similarity.json (the count covers the
 MAX_ANSWER_CHARS = 20_000  # of one answer compared (a longer one is cut)
 MAX_SHOWN_CHARS = 6_000  # of one answer shown on the page
 MAX_STUDENTS = 5_000  # student folders read
-
-
-def _unusable(out: Path, why: str) -> UnusableInput:
-    return UnusableInput(f"{out} is not a graded course folder: {why} (run `python -m autograde grade SUBMISSIONS --out {out}` first)")
 
 
 # ---------------------------------------------------------------- the course's TODOs and the class's answers
@@ -116,17 +112,16 @@ def _source(value) -> str | None:
     return None
 
 
-def answer_cells(path: Path) -> dict[str, str] | None:
+def answer_cells(raw: bytes | None) -> dict[str, str] | None:
     """{grade id: source} of a notebook's answer cells (code cells with ``nbgrader.solution``), read
-    as JSON within the grader's limits; cells that share a grade id are joined. None when the file
-    is missing, a link, over the size limit, or not a notebook."""
+    as JSON within the grader's limits; cells that share a grade id are joined. None when there is no
+    notebook (``raw`` None: missing, a link, over the size limit) or it is not one."""
+    if raw is None:
+        return None
     try:
-        if path.is_symlink() or path.parent.is_symlink() or not path.is_file() or path.stat().st_size > MAX_BYTES:
-            return None
-        raw = path.read_bytes()
         check_nodes(raw)
         nb = json.loads(raw)
-    except (OSError, ValueError, RecursionError):  # TooManyObjects is a ValueError
+    except (ValueError, RecursionError):  # TooManyObjects is a ValueError
         return None
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list):
@@ -141,19 +136,6 @@ def answer_cells(path: Path) -> dict[str, str] | None:
         if isinstance(gid, str) and source is not None:
             found[gid] = f"{found[gid]}\n\n{source}" if gid in found else source
     return found
-
-
-def students(out: Path) -> list[str]:
-    """The student folders under OUT/submitted (links and hidden folders left out), sorted."""
-    folder = out / "submitted"
-    if not folder.is_dir() or folder.is_symlink():
-        raise _unusable(out, "it has no submitted/ folder")
-    try:
-        with os.scandir(folder) as entries:
-            names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
-    except OSError as exc:
-        raise _unusable(out, f"its submitted/ folder cannot be read ({type(exc).__name__})") from None
-    return names[:MAX_STUDENTS]
 
 
 @dataclass
@@ -317,14 +299,12 @@ def build_similarity(course: Course, out: Path, threshold: float = THRESHOLD) ->
         raise UnusableInput(f"{out} is not a folder (run `python -m autograde grade SUBMISSIONS --out {out}` first)")
     if not 0 < threshold <= 1:
         raise UnusableInput(f"the threshold is a share of fingerprints, above 0 and at most 1, not {threshold}")
-    names = students(out)
+    ledger = Ledger(out, course)
+    names = ledger.kept_students(MAX_STUDENTS)
     warnings = [f"only the first {MAX_STUDENTS:,} student folders were read"] if len(names) >= MAX_STUDENTS else []
     cache: dict[str, int] = {}
     todos = course_todos(course, cache)
-    cells = {
-        student: {nb: answer_cells(out / "submitted" / student / course.assignment / f"{nb}.ipynb") for nb in {t.notebook for t in todos}}
-        for student in names
-    }
+    cells = {student: {nb: answer_cells(ledger.kept_notebook(student, nb, MAX_BYTES)) for nb in {t.notebook for t in todos}} for student in names}
     sections, views = [], []
     for todo in todos:
         section, view = todo_section(todo, {s: (cells[s][todo.notebook] or {}).get(todo.grade_id) for s in names}, threshold, cache)
@@ -398,5 +378,5 @@ def write_similarity(course: Course, out: Path, threshold: float | None = None) 
     """
     data, views = build_similarity(course, out, THRESHOLD if threshold is None else threshold)
     page = render(data, views)
-    target, numbers = write_page_and_numbers(out, "similarity", page, data)
+    target, numbers = Ledger(out, course).write_page_and_numbers(Out.SIMILARITY, page, data)
     return target, numbers, data

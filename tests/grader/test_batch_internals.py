@@ -254,7 +254,7 @@ def test_a_new_gradebook_is_stamped_with_the_migration_head_alembic_names(tmp_pa
     import subprocess
 
     from autograde.course import bin_dir
-    from autograde.record import gradebook
+    from autograde.ledger import gradebook
 
     with gradebook.open_gradebook(f"sqlite:///{tmp_path / 'fresh.db'}") as book:
         assert book.db is not None
@@ -266,7 +266,7 @@ def test_a_new_gradebook_is_stamped_with_the_migration_head_alembic_names(tmp_pa
 
 
 def test_a_gradebook_prepared_in_the_background_still_refuses_before_grading(tmp_path):
-    from autograde.record import gradebook
+    from autograde.ledger import gradebook
 
     writer = gradebook.Writer(f"sqlite:///{tmp_path / 'no' / 'such' / 'folder' / 'g.db'}", tmp_path / "master.db", "a", wait=False)
     with pytest.raises(gradebook.GradebookError, match="cannot"):
@@ -299,7 +299,7 @@ def test_a_worker_reuses_one_engine_per_gradebook_and_reads_a_replaced_one_afres
     import nbgrader.api
     from nbgrader.api import Gradebook
 
-    from autograde.record.gradebook import alembic_head
+    from autograde.ledger.gradebook import alembic_head
     from autograde.run.job import one_engine_per_gradebook
 
     monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)  # put back afterwards
@@ -444,17 +444,17 @@ def test_a_notebook_cut_short_by_stopping_the_batch_is_left_for_the_next_run(tmp
     monkeypatch.setattr(student_run, "_prepare", fake_prepare)
     monkeypatch.setattr(student_run, "start_worker", lambda *args: KilledMidNotebook())
     for stopping in (True, False):
-        settled = []
+        taken = []
         student_run.INTERRUPTED.clear()
         if stopping:
             student_run.INTERRUPTED.set()
         entries = [(new_record("s1", "a", "pending", ""), Path("a.ipynb"))]
         try:
-            settle = lambda r, *a, into=settled: into.append(r)  # noqa: E731
-            student_run.run_student(None, tmp_path, tmp_path / str(stopping), "s1", entries, Options(), settle, lambda r: None)
+            finished = lambda r, *a, into=taken: into.append(r)  # noqa: E731
+            student_run.run_student(None, tmp_path, tmp_path / str(stopping), "s1", entries, Options(), finished, lambda r: None)
         finally:
             student_run.INTERRUPTED.clear()
-        assert [r.notebook for r in settled] == ([] if stopping else ["a"]), (stopping, settled)
+        assert [r.notebook for r in taken] == ([] if stopping else ["a"]), (stopping, taken)
 
 
 def _kernel_and_client():

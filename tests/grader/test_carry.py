@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograde.grading import submission_digest
+from autograde.ledger.store import submission_digest
 
 from submissions import NOTEBOOKS, answer, build, insert_after, run_grade, solution_ids, troubles, write
 

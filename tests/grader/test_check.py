@@ -3,19 +3,23 @@ command runs in tests/grader/test_grading.py::test_check_command_passes."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from autograde.authoring.check import answer, edition_problems, grading_problems
+from autograde.ledger.facts import Problem, Summary
+from autograde.ledger.tables import ScoreRow
 
-SUMMARY = {"max_auto": 20.0, "max_manual": 4.0, "manual_columns": ["r1", "r2"], "problems": []}
+SUMMARY = Summary(max_auto=20.0, max_manual=4.0, manual_columns=["r1", "r2"], problems=[])
 
 
-def rows(**changes: dict) -> dict[str, dict]:
+def rows(**changes: dict) -> dict[str, ScoreRow]:
     base = {
-        "solutions": {"student_id": "solutions", "edition": "en", "auto_total": "20", "total": "20", "pending": "2"},
-        "untouched": {"student_id": "untouched", "edition": "en", "auto_total": "0", "total": "0", "pending": "0"},
-        "solutions_zh": {"student_id": "solutions_zh", "edition": "zh", "auto_total": "20", "total": "20", "pending": "2"},
+        "solutions": ScoreRow("solutions", edition="en", auto_total=20.0, total=20.0, pending=2.0),
+        "untouched": ScoreRow("untouched", edition="en", auto_total=0.0, total=0.0, pending=0.0),
+        "solutions_zh": ScoreRow("solutions_zh", edition="zh", auto_total=20.0, total=20.0, pending=2.0),
     }
     for student, values in changes.items():
-        base[student] = {**base[student], **values}
+        base[student] = dataclasses.replace(base[student], **values)
     return base
 
 
@@ -31,8 +35,8 @@ def test_full_marks_zero_and_the_same_in_every_edition_pass():
 def test_each_way_the_sources_or_the_release_can_go_wrong_is_named():
     said: list[str] = []
     found = grading_problems(
-        rows(solutions={"auto_total": "19", "pending": "1"}, untouched={"total": "1"}),
-        {**SUMMARY, "problems": [{"student_id": "untouched", "notebook": "03", "what_happened": "timed out", "detail": "cell 4"}]},
+        rows(solutions={"auto_total": 19.0, "pending": 1.0}, untouched={"total": 1.0}),
+        dataclasses.replace(SUMMARY, problems=[Problem("untouched", "03", "timeout", "timed out", "cell 4")]),
         said.append,
         ["zh"],
     )
@@ -48,7 +52,7 @@ def test_each_way_the_sources_or_the_release_can_go_wrong_is_named():
 
 def test_an_edition_differs_only_by_its_scores_not_its_name():
     assert edition_problems(rows(), ["zh"]) == []
-    assert edition_problems(rows(solutions_zh={"pending": "1"}), ["zh"])[0].startswith("the zh edition of the sources grades differently")
+    assert edition_problems(rows(solutions_zh={"pending": 1.0}), ["zh"])[0].startswith("the zh edition of the sources grades differently")
 
 
 def test_a_question_is_answered_yes_or_no():

@@ -271,7 +271,7 @@ def test_a_workers_folders_of_other_course_versions_are_removed_unless_in_use(tm
 def test_tasks_carry_neither_the_signing_key_nor_the_database_password(tmp_path):
     from autograde.executors.cluster import make_task, task_settings
     from autograde.grading import Options
-    from autograde.record.store import signing_key
+    from autograde.ledger.store import signing_key
 
     key = signing_key(tmp_path)
     options = Options(db_url="postgresql://grader:s3cret-Pa55@db.example/course", scheduler="tcp://h:8786")
@@ -280,7 +280,7 @@ def test_tasks_carry_neither_the_signing_key_nor_the_database_password(tmp_path)
     payload = pickle.dumps(make_task("a", [(NOTEBOOKS[0], notebook, "f" * 64)], "digest", task_settings(options)))
     assert key not in payload and key.hex().encode() not in payload
     assert b"s3cret" not in payload and b"postgresql" not in payload and b"tcp://h" not in payload
-    assert set(task_settings(options)) == {"cell_timeout", "notebook_timeout", "sandbox", "memory_limit", "process_limit", "max_notebook_bytes"}
+    assert set(vars(task_settings(options))) == {"cell_timeout", "notebook_timeout", "sandbox", "memory_limit", "process_limit", "max_notebook_bytes"}
 
 
 def _answer(outcome: dict | None = None, **fields) -> dict:
@@ -323,7 +323,7 @@ def test_a_workers_malformed_answer_is_refused():
     from autograde.executors.cluster import MalformedResult, check_result
 
     names = {NOTEBOOKS[3]}
-    assert check_result(_answer(), "a", names, 1 << 20)[0]["notebook"] == NOTEBOOKS[3]
+    assert check_result(_answer(), "a", names, 1 << 20)[0].notebook == NOTEBOOKS[3]
     bad = [
         (_answer(), "b", names),  # another student's answer
         (_answer(), "a", {NOTEBOOKS[3], NOTEBOOKS[0]}),  # a notebook missing

@@ -120,20 +120,26 @@ def test_a_folder_in_someone_elses_name_fails_the_owner_check_in_either_edition(
 
 
 def test_feedback_goes_back_under_the_assignment_submitted_to(tmp_path):
-    out = tmp_path / "out"
+    from autograde.ledger.facts import LmsStudent
+    from autograde.ledger.folder import Page
+    from autograde.ledger.layout import Out
+    from autograde.term.adapter import HandBackJob
+
+    out = Out(tmp_path / "out", ASSIGNMENT)
     pages = {}
     for student in ("alice", "bob", "mallory"):
-        (out / "feedback" / student).mkdir(parents=True)
-        page = out / "feedback" / student / f"{NB1}.html"
+        (out.pages / student).mkdir(parents=True)
+        page = out.pages / student / f"{NB1}.html"
         page.write_text(f"<p>{student}</p>")
-        pages[student] = [page]
+        pages[student] = [Page(student, page)]
     sent = {"layout": "exchange", "timestamp": "2026-12-01 10:00:00.000000 UTC", "secret": "abc"}
     names = {
-        "alice": {**sent, "assignment": ASSIGNMENT},
-        "bob": {**sent, "assignment": ZH},
-        "mallory": {**sent, "assignment": "../../../escaped"},  # an intake.json edited by hand: no path is taken from it
+        "alice": LmsStudent.from_json({**sent, "assignment": ASSIGNMENT}),
+        "bob": LmsStudent.from_json({**sent, "assignment": ZH}),
+        # an intake.json edited by hand: no path is taken from it
+        "mallory": LmsStudent.from_json({**sent, "assignment": "../../../escaped"}),
     }
-    done = exchange.hand_back(COURSE, out, pages, out / "handback", names)
+    done = exchange.hand_back(HandBackJob(COURSE, out, pages, names))
     feedback = done.where / "feedback"
     assert sorted(str(p.relative_to(feedback)) for p in feedback.rglob("*.html")) == [
         f"alice/{ASSIGNMENT}/{NB1}.html",

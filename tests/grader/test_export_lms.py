@@ -6,7 +6,7 @@ student without the LMS's id; Canvas's column carries the assignment's id; Moodl
 worksheet is read here as Moodle's importer reads it.
 
 OUT is written by the grader's own writers (``grading._report``, ``export``, ``report``); the
-gradebook is the one thing stood in for: its scores (as ``gradebook.read_scores`` returns them, a
+gradebook is the one thing stood in for: its scores (as ``gradebook.read_book`` returns them, a
 person's reflection scores included) and the penalties written back to it."""
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ import pytest
 
 from autograde import cli
 from autograde.course import Course, UnusableInput, exercises
-from autograde.record import gradebook
-from autograde.record.late import LateSpec, parse_policy, parse_time, penalty_points, save_spec
-from autograde.record.results import write_results
+from autograde.ledger import gradebook
+from autograde.ledger.folder import Ledger
+from autograde.ledger.late import LateSpec, parse_policy, parse_time, penalty_points
+from autograde.ledger.results import write_results
 from autograde.term import canvas as export_mod
 from autograde.term.report import build_report
 
@@ -48,16 +49,16 @@ def _record(student: str, notebook: str, edition: str = "en") -> dict:
     return record | {"edition": edition}
 
 
-def _stored(scored: dict[str, bool]) -> dict:
+def _stored(scored: dict[str, bool]) -> gradebook.Book:
     """The gradebook's scores: the judge's for the automatic cells, a person's full marks on the
     reflections of each student with ``scored`` true (pending otherwise)."""
     found = {}
     for student, person in scored.items():
-        per = {gid: {"auto": pts, "manual": None, "extra": None, "needs_manual_grade": False} for gid, pts in AUTO.items()}
+        per = {gid: gradebook.Grade(auto=pts) for gid, pts in AUTO.items()}
         for e in MANUAL:
-            per[e.grade_id] = {"auto": None, "manual": e.points if person else None, "extra": None, "needs_manual_grade": not person}
+            per[e.grade_id] = gradebook.Grade(manual=e.points if person else None, needs_manual_grade=not person)
         found[student] = per
-    return found
+    return gradebook.Book(found)
 
 
 def _class(tmp_path, monkeypatch, policy: str, times: dict, scored: dict, flagged=None, people=None, editions=None):
@@ -66,10 +67,10 @@ def _class(tmp_path, monkeypatch, policy: str, times: dict, scored: dict, flagge
     out.mkdir()
     stored = _stored(scored)
     given: dict = {}
-    monkeypatch.setattr(gradebook, "read_scores", lambda url, assignment: stored)
+    monkeypatch.setattr(gradebook, "read_book", lambda url, assignment: stored)
     monkeypatch.setattr(gradebook, "record_penalties", lambda url, assignment, penalties: given.update(penalties) or 0)
     spec = LateSpec(parse_policy(policy), DEADLINE, times={s: {NB: t} for s, t in times.items()})
-    save_spec(out, spec)
+    Ledger(out).save_late_spec(spec)
     (out / "intake.json").write_text(json.dumps({"layout": "canvas", "students": people or {}, "late_in_lms": flagged or {}}), encoding="utf-8")
     records = [_record(s, nb, (editions or {}).get(s, "en")) for s in scored for nb in COURSE.notebooks]
     write_results(COURSE, out, CELLS, records, {}, len(scored), {"enabled": False}, FAKE_URL, {}, spec)

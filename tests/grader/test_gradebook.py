@@ -22,8 +22,9 @@ import pytest
 
 from autograde.course import Course
 from autograde.judging.ideas import check_course, check_manual
+from autograde.ledger.gradebook import Grade, mask_text, mask_url, password_free, read_book, write_course_config
+from autograde.ledger.layout import Out
 from autograde.publish.leaks import secret_lines
-from autograde.record.gradebook import cell_score, mask_text, mask_url, password_free, read_scores, write_course_config
 from autograde.record.pages import finish_page
 
 from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, grade_command, mutate, troubles, write
@@ -103,8 +104,8 @@ def test_urls_are_masked_and_stored_without_the_password():
     assert "s3cret-pw" not in mask_url(url) and "***" in mask_url(url)
     assert password_free(url) == "postgresql://grader@db.example:5432/course"
     assert "s3cret-pw" not in mask_text(f"could not connect to {url}: password s3cret-pw rejected", url)
-    assert cell_score({"auto": None, "manual": None, "extra": None}) is None
-    assert cell_score({"auto": 2.0, "manual": 0.5, "extra": 0.25}) == 0.75
+    assert Grade(auto=None, manual=None, extra=None).score is None
+    assert Grade(auto=2.0, manual=0.5, extra=0.25).score == 0.75
 
 
 def test_a_password_in_the_query_is_masked_and_never_stored(tmp_path):
@@ -120,14 +121,15 @@ def test_a_password_in_the_query_is_masked_and_never_stored(tmp_path):
     assert mask_text("a percent-encoded p%40ss, or p@ss", "postgresql://grader:p%40ss@db/c") == "a percent-encoded ***, or ***"
     # the files a graded course keeps hold none of it
     master = tmp_path / ".course"
-    write_course_config(tmp_path, "postgresql://grader:pw-one@dbhost/course?password=pw-two", master, "serving-overlap")
+    write_course_config(Out(tmp_path), "postgresql://grader:pw-one@dbhost/course?password=pw-two", master, "serving-overlap")
     for name in (".gradebook.json", "nbgrader_config.py"):
         text = (tmp_path / name).read_text()
         assert "pw-one" not in text and "pw-two" not in text and "?password" not in text, text
 
 
 def test_a_huge_notebook_is_refused_unread_and_a_crowded_folder_is_capped(tmp_path):
-    from autograde.grading import Options, _fingerprint
+    from autograde.grading import Options
+    from autograde.ledger.store import fingerprint as _fingerprint
     from autograde.matching import NotebookTooLarge, grade_ids, match_notebooks
     from autograde.model import new_record
     from autograde.run.student import _prepare
@@ -268,7 +270,7 @@ def _grades(path: Path) -> dict[str, dict[str, str]]:
 def _counts(url: str) -> dict[str, int]:
     from nbgrader.api import Comment, Grade, Student, SubmittedAssignment, SubmittedNotebook
 
-    from autograde.record.gradebook import open_gradebook
+    from autograde.ledger.gradebook import open_gradebook
 
     with open_gradebook(url) as gb:
         return {model.__name__: gb.db.query(model).count() for model in (Student, SubmittedAssignment, SubmittedNotebook, Grade, Comment)}
@@ -311,7 +313,7 @@ def graded(request, tmp_path_factory):
         after_rerun = _counts(url)
         before_regrade = _grades(out / "grades.csv")
         # a person grades ana's first reflection in formgrader (through the same API)
-        from autograde.record.gradebook import open_gradebook
+        from autograde.ledger.gradebook import open_gradebook
 
         with open_gradebook(url) as gb:
             grade = gb.find_grade("reflection_01_q1", GRADED[0], ASSIGNMENT, "ana")
@@ -354,7 +356,7 @@ def graded(request, tmp_path_factory):
             "grades": _grades(out / "grades.csv"),
             "final": _grades(out / "final_grades.csv"),
             "nbgrader": {r["student_id"]: r for r in csv.DictReader(open(nbx, encoding="utf-8"))},
-            "scores": read_scores(url, ASSIGNMENT),
+            "scores": read_book(url, ASSIGNMENT).grades,
             "outputs": outputs,
             "rerun": rerun.stdout,
             "db": db,
@@ -370,7 +372,7 @@ def test_the_gradebook_holds_what_grades_csv_shows(graded):
     assert set(rows) == set(scores) == set(STUDENTS)
     for student, row in rows.items():
         for gid, entry in scores[student].items():
-            score = cell_score(entry)
+            score = entry.score
             assert row[gid] == ("pending" if score is None else f"{score:g}"), (student, gid, entry, row[gid])
     assert rows["ana"]["auto_total"] == "6" and rows["ana"]["pending"] == "3", rows["ana"]  # 01 and 03: 3 + 3
     assert rows["ana"]["reflection_01_q1"] == "0.5" and rows["ana"]["total"] == "6.5"
@@ -395,7 +397,7 @@ def test_a_regrade_keeps_the_score_a_person_gave(graded):
     before, after = graded["before_regrade"]["ana"], graded["grades"]["ana"]
     assert before["reflection_01_q1"] == "pending" and after["reflection_01_q1"] == "0.5"
     entry = graded["scores"]["ana"]["reflection_01_q1"]
-    assert entry["manual"] == 0.5 and entry["auto"] is None, "the regrade left the manual score alone"
+    assert entry.manual == 0.5 and entry.auto is None, "the regrade left the manual score alone"
     changed = {"reflection_01_q1", "total", "pending", "final_total"}  # no deadline here: final_total is the total
     assert {k: v for k, v in after.items() if k not in changed} == {k: v for k, v in before.items() if k not in changed}
     assert after["final_total"] == after["total"] and after["late_penalty"] == "0"
@@ -542,7 +544,7 @@ def test_an_unreachable_database_is_a_clear_error_without_the_password(tmp_path)
 
 @pytest.mark.slow
 def test_a_manual_score_on_a_changed_answer_is_marked_review_until_a_person_looks_again(tmp_path):
-    from autograde.record.gradebook import open_gradebook
+    from autograde.ledger.gradebook import open_gradebook
 
     name, gid = GRADED[0], REFLECTIONS[GRADED[0]][0]
     subs, out = tmp_path / "subs", tmp_path / "out"
@@ -565,7 +567,7 @@ def test_a_manual_score_on_a_changed_answer_is_marked_review_until_a_person_look
     _grade(subs, out, [])
     row = _grades(out / "grades.csv")["ana"]
     assert row[gid] == "review" and row["needs_review"] == "1" and float(row["total"]) == total - 1, row
-    assert read_scores(url, ASSIGNMENT)["ana"][gid]["needs_manual_grade"] is True
+    assert read_book(url, ASSIGNMENT).grades["ana"][gid].needs_manual_grade is True
     _grade(subs, out, [])  # a rerun that reuses the record keeps the flag
     assert _grades(out / "grades.csv")["ana"][gid] == "review"
     export = subprocess.run(export_cmd, capture_output=True, text=True, timeout=300)

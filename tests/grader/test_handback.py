@@ -41,6 +41,6 @@ def test_each_canvas_page_goes_under_the_file_the_student_sent_for_it(tmp_path):
     with zipfile.ZipFile(where) as zf:
         read = {name.split("_feedback_")[1]: canvas_reupload(name) for name in zf.namelist()}
     assert read == {f"{NB1}.html": ("1001", "9001"), f"{NB2}.html": ("1001", "9002")}
-    assert info["unmatched"] == []
+    assert info.unmatched == []
     with pytest.raises(UnusableInput, match="no student .* came from a moodle download"):
         hand_back(Course.load(), out, "moodle")

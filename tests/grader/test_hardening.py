@@ -252,7 +252,7 @@ def test_deep_json_is_not_a_notebook_and_raises_nothing(tmp_path):
 
 
 def test_spreadsheet_cells_are_neutralised(tmp_path):
-    from autograde.record.tables import spreadsheet_safe, write_csv
+    from autograde.ledger.tables import spreadsheet_safe, write_csv
 
     for bad in ("=1+1", "+1", "-1", "@SUM(A1)", "\t=1", "\r=1"):
         assert spreadsheet_safe(bad) == "'" + bad
@@ -386,7 +386,8 @@ def test_hidden_random_inputs_depend_on_the_salt_only_when_grading():
 def test_every_grading_limit_is_in_the_fingerprint(tmp_path):
     import dataclasses
 
-    from autograde.grading import Options, _fingerprint
+    from autograde.grading import Options
+    from autograde.ledger.store import fingerprint as _fingerprint
 
     path = tmp_path / "nb.ipynb"
     path.write_text("{}")

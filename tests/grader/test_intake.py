@@ -470,3 +470,37 @@ def test_not_a_zip_and_a_dest_of_someone_elses_files(tmp_path):
     assert tree(again.folder) == {CANVAS_IDS[s][1]: files for s, files in EXPECTED.items()}
     with pytest.raises(UnusableInput, match="outside"):
         read_submissions(tmp_path, tmp_path / "inside", NOTEBOOKS, ASSIGNMENT, layout="canvas")
+
+
+def test_the_intake_decides_each_notebook_once_and_grading_takes_it(tmp_path, monkeypatch):
+    """One identity per notebook: a file named like no notebook is known at the intake by its graded cells,
+    and of two files for one notebook the newest is kept, as of two files of one name; grading takes that
+    decision as it is and runs no matching of its own on a download the intake placed."""
+    from autograde import grading
+    from autograde.grading import Options
+    from autograde.ledger.folder import Ledger
+    from autograde.matching import grade_ids
+
+    release = (ROOT / "notebooks" / f"{NB1}.ipynb").read_bytes()
+    ids = {name: grade_ids(ROOT / "solutions" / f"{name}.ipynb") for name in NOTEBOOKS}
+    members = {f"alice/{NB1}.ipynb": release, "alice/my work.ipynb": release + b"\n", "bob/notes.ipynb": notebook("bob", NB2)}
+    dates = {f"alice/{NB1}.ipynb": (2026, 1, 1, 10, 0, 0), "alice/my work.ipynb": (2026, 1, 2, 10, 0, 0), "bob/notes.ipynb": (2026, 1, 1, 10, 0, 0)}
+    found = read_submissions(write_zip(tmp_path / "d.zip", members, dates), tmp_path / "dest", NOTEBOOKS, COURSE.assignment, ids_by_name=ids)
+    alice, bob = found.found["alice"], found.found["bob"]
+    assert alice.files[NB1].read_bytes() == release + b"\n", "the newest of the two files for the notebook"
+    assert f"my_work.ipynb matched by its graded cells → {NB1}.ipynb" in alice.notes
+    assert any(note.startswith(f"2 files for {NB1}.ipynb; graded my_work.ipynb") for note in alice.notes)
+    assert set(bob.files.values()) == {None} and bob.notes == ["ignored notes.ipynb: not a notebook of this course"]
+    # without the grade ids (the intake's own tests) nothing is decided: grading reads the folder itself
+    assert read_submissions(write_zip(tmp_path / "e.zip", members, dates), tmp_path / "dest2", NOTEBOOKS, COURSE.assignment).found == {}
+
+    def refused(*args, **kwargs):
+        raise AssertionError("grading decided a placed download's notebooks again")
+
+    monkeypatch.setattr(grading, "match_notebooks", refused)
+    (tmp_path / "out").mkdir()
+    students = sorted(p for p in found.folder.iterdir() if p.is_dir())
+    records, notes, todo = grading._intake(COURSE, found.folder, students, Ledger(tmp_path / "out", COURSE), Options(), "d", found.found)
+    assert [(item.notebook, item.path.name) for item in todo["alice"]] == [(NB1, "my_work.ipynb")]
+    assert notes["alice"] == alice.notes and "bob" not in todo
+    assert {r.notebook for r in records if r.student_id == "bob" and r.status == "missing"} == set(NOTEBOOKS)

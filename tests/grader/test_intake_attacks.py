@@ -302,10 +302,12 @@ def moodle_participant(path: str) -> str | None:
 
 @pytest.mark.parametrize("name", ["Ada Lovelace", "Ann_Lee", "..\\..\\evil", "../../x"])
 def test_moodle_handback_names_reach_their_participant(name):
+    from autograde.ledger.facts import LmsStudent
+    from autograde.ledger.folder import Page
     from autograde.term.handback import lms_name as _lms_name
 
     for folder in ("", f"{name}_501_assignsubmission_file"):
-        path = _lms_name("moodle", {"layout": "moodle", "lms_id": "501", "name": name, "folder": folder}, Path("01.html"))
+        path = _lms_name("moodle", LmsStudent("moodle", "501", name, folder=folder), Page("s", Path("01.html")))
         assert moodle_participant(path) == "501", path
         assert ".." not in path.split("/") and "\\" not in path and path.endswith("/01.html")
 

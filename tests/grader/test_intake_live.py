@@ -17,6 +17,7 @@ grades and the exit status."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import html
 import json
 import os
@@ -385,16 +386,17 @@ def test_a_live_class_back_dated_submission_is_late_and_named(live):
 
 
 def test_the_pages_line_on_disagreeing_times_in_each_edition():
-    from autograde.record.late import Policy, late_text
+    from autograde.ledger.late import Policy, late_text
+    from autograde.model import LateFacts
     from autograde.record.pages import page_words
 
     disputed = {"claimed": "2026-12-01T10:00:00+00:00", "arrived": "2026-12-04T10:00:00+00:00", "used": "2026-12-04T10:00:00+00:00"}
-    facts = {"late_seconds": 86_400.0, "deadline": "2026-12-03T10:00:00+00:00", "penalty": 2.0, "disputed": disputed}
+    facts = LateFacts(2.0, "2026-12-03T10:00:00+00:00", late_seconds=86_400.0, disputed=disputed)
     english = late_text(facts, Policy("zero"))
     assert english.startswith("This submission gives 2026-12-01 10:00:00 UTC as its time, but it reached the exchange at 2026-12-04 10:00:00 UTC")
     assert "Submitted 24.00 hour(s) after the deadline" in english
     chinese = late_text(facts, Policy("zero"), page_words(Course.load())["zh"])
     assert "到达交换区" in chinese and "2026-12-01 10:00:00 UTC" in chinese and "迟交扣 2 分" in chinese
-    on_time = late_text({**facts, "late_seconds": 0.0}, Policy("zero"))  # on time, but its times disagreed: still said
+    on_time = late_text(dataclasses.replace(facts, late_seconds=0.0), Policy("zero"))  # on time, but its times disagreed: still said
     assert on_time.startswith("This submission gives") and "after the deadline" not in on_time
-    assert late_text({**facts, "disputed": {}}, Policy("zero")).startswith("Submitted")  # agreed: the late line alone
+    assert late_text(dataclasses.replace(facts, disputed={}), Policy("zero")).startswith("Submitted")  # agreed: the late line alone

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pytest
 
 from autograde.course import UnusableInput
-from autograde.record import late
-from autograde.record.late import LateSpec, notebook_late, parse_policy, parse_time, penalty_points
+from autograde.ledger import late
+from autograde.ledger.late import LateSpec, notebook_late, parse_policy, parse_time, penalty_points
 
 DEADLINE = parse_time("2026-12-20T23:59:00+08:00", "test")
 
@@ -41,13 +42,13 @@ def test_a_notebooks_late_facts_and_an_extension():
     one_second = DEADLINE + dt.timedelta(seconds=1)
     spec = _spec("deduct:10%/day", alice=on_time, bob=one_second, carol=one_second)
     spec.extensions["carol"] = DEADLINE + dt.timedelta(days=2)
-    assert notebook_late(spec, "alice", "04_decode_start_gate", 5.0, 10.0)["penalty"] == 0.0
+    assert notebook_late(spec, "alice", "04_decode_start_gate", 5.0, 10.0).penalty == 0.0
     bob = notebook_late(spec, "bob", "04_decode_start_gate", 5.0, 10.0)
-    assert bob["penalty"] == 1.0 and bob["late_seconds"] == 1.0 and bob["submitted_at"].startswith("2026-12-20T15:59:01")
-    assert notebook_late(spec, "carol", "04_decode_start_gate", 5.0, 10.0)["penalty"] == 0.0
+    assert bob.penalty == 1.0 and bob.late_seconds == 1.0 and bob.submitted_at.startswith("2026-12-20T15:59:01")
+    assert notebook_late(spec, "carol", "04_decode_start_gate", 5.0, 10.0).penalty == 0.0
     unknown = notebook_late(spec, "dave", "04_decode_start_gate", 5.0, 10.0)
-    assert unknown["penalty"] == 0.0 and "no submission time" in unknown["problem"]  # never on time by default
-    assert notebook_late(LateSpec(), "dave", "04_decode_start_gate", 5.0, 10.0) == {"penalty": 0.0}
+    assert unknown.penalty == 0.0 and "no submission time" in unknown.problem  # never on time by default
+    assert notebook_late(LateSpec(), "dave", "04_decode_start_gate", 5.0, 10.0).to_json() == {"penalty": 0.0}
 
 
 def test_a_feedback_line_says_how_late_and_what_it_cost():
@@ -55,7 +56,7 @@ def test_a_feedback_line_says_how_late_and_what_it_cost():
     facts = notebook_late(spec, "bob", "04_decode_start_gate", 8.0, 10.0)
     line = late.late_text(facts, spec.policy)
     assert line.startswith("Submitted 3.00 hour(s) after the deadline") and "late penalty 1 point(s)" in line and "10% of the maximum per day" in line
-    assert late.late_text(notebook_late(spec, "bob", "04_decode_start_gate", 8.0, 10.0) | {"late_seconds": 0}, spec.policy) == ""
+    assert late.late_text(dataclasses.replace(notebook_late(spec, "bob", "04_decode_start_gate", 8.0, 10.0), late_seconds=0), spec.policy) == ""
 
 
 @pytest.mark.parametrize("bad", ["deduct:10%", "deduct:10/day", "minus:10%/day", "deduct:150%/day", "deduct:10%/week"])
@@ -89,11 +90,10 @@ def test_the_lms_late_mark_is_the_least_penalty_and_a_time_wins_over_it():
     cost more; a known time wins over the mark; without either, nothing is taken and it is unknown."""
     scores = {"04_decode_start_gate": (8.0, 10.0)}
     zero = late.settle(_spec("zero"), "cy", scores, flagged=["04_decode_start_gate"])
-    assert zero.penalty == 8.0 and zero.unknown == [] and zero.facts["04_decode_start_gate"]["basis"] == "lms_flag"
+    assert zero.penalty == 8.0 and zero.unknown == [] and zero.facts["04_decode_start_gate"].basis == "lms_flag"
     deduct = late.settle(_spec("deduct:10%/day"), "cy", scores, flagged=["04_decode_start_gate"])
     assert deduct.penalty == 1.0 and deduct.unknown == ["04_decode_start_gate"]
-    assert deduct.columns(8.0) == {"late_penalty": "unknown", "final_total": 7.0}
-    assert deduct.columns(8.0, accept_unknown=True) == {"late_penalty": 1.0, "final_total": 7.0}
+    assert deduct.shown() == "unknown" and deduct.shown(accept_unknown=True) == 1.0
     assert deduct.basis(accept_unknown=True) == "04_decode_start_gate=lms_flag(least)"
     floored = late.settle(_spec("deduct:10%/day,floor:75%"), "cy", scores, flagged=["04_decode_start_gate"])
     assert floored.penalty == 0.5 and floored.unknown == []  # one day already reaches the floor: how late no longer matters

@@ -8,12 +8,14 @@ import datetime as dt
 import html
 import json
 import re
+from collections import Counter
+from contextlib import contextmanager
 
 import pytest
 
 from autograde.course import Course, exercises
 from autograde.grading import Options, grade_batch
-from autograde.record.late import LateSpec, parse_policy, parse_time, penalty_points
+from autograde.ledger.late import LateSpec, parse_policy, parse_time, penalty_points
 
 from submissions import build, write
 
@@ -27,6 +29,24 @@ SUBMITTED = {
 }
 
 
+@contextmanager
+def counting_settles():
+    """Each time the late rule works a notebook's penalty out (``late.notebook_late``), by (student, notebook)."""
+    from autograde.ledger import late
+
+    rule, counted = late.notebook_late, Counter()
+
+    def counting(spec, student, notebook, *args, **kwargs):
+        counted[(student, notebook)] += 1
+        return rule(spec, student, notebook, *args, **kwargs)
+
+    late.notebook_late = counting
+    try:
+        yield counted
+    finally:
+        late.notebook_late = rule
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     subs = tmp_path_factory.mktemp("subs")
@@ -34,9 +54,24 @@ def graded(tmp_path_factory):
     for student in [*SUBMITTED, "no_time"]:
         write(subs, student, NB, build(NB))
     spec = LateSpec(parse_policy("deduct:10%/day,floor:20%"), DEADLINE, times={s: {NB: t} for s, t in SUBMITTED.items()})
-    summary = grade_batch(Course.load(), subs, out, Options(workers=2, progress=False), late=spec)
+    with counting_settles() as settled:
+        summary = grade_batch(Course.load(), subs, out, Options(workers=2, progress=False), late=spec)
     rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
-    return {"out": out, "rows": rows, "summary": summary, "spec": spec, "subs": subs}
+    return {"out": out, "rows": rows, "summary": summary.to_json(), "spec": spec, "subs": subs, "settled": settled}
+
+
+def test_the_penalty_is_settled_once_per_command(graded, tmp_path):
+    """``grade`` works each submitted notebook's penalty out once, after the batch, on the score its table
+    counts (the gradebook, the tables and the pages all take it from there), and ``export`` once again on
+    today's scores: never once per table or per reader."""
+    from autograde.term.export import export
+
+    assert set(graded["settled"]) == {(s, NB) for s in [*SUBMITTED, "no_time"]}
+    assert set(graded["settled"].values()) == {1}, graded["settled"]
+    for format in ("csv", "moodle"):
+        with counting_settles() as settled:
+            export(Course.load(), graded["out"], target=tmp_path / f"{format}.csv", format=format, late_unknown="least-penalty", omit_unmatched=True)
+        assert set(settled) == set(graded["settled"]) and set(settled.values()) == {1}, (format, settled)
 
 
 def _expected(rows: dict, student: str, seconds: float) -> float:
@@ -172,7 +207,7 @@ def test_a_persons_score_is_in_the_penalty_of_every_table_and_the_gradebook(grad
     with Gradebook(url) as book:
         assert book.find_submission_notebook(NB, course.assignment, "ten_days_late").late_submission_penalty == pytest.approx(penalty)
     summary = grade_batch(course, graded["subs"], out, Options(workers=2, progress=False, db_url=url), late=graded["spec"])
-    assert summary["notebooks_graded"] == len(SUBMITTED) + 1
+    assert summary.notebooks_graded == len(SUBMITTED) + 1
     rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
     assert float(rows["ten_days_late"]["late_penalty"]) == pytest.approx(penalty)
     assert float(rows["ten_days_late"]["final_total"]) == pytest.approx(float(row["final_total"]))

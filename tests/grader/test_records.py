@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from autograde.ledger.store import cached_record, save_record
 from autograde.model import JobOutcome, MalformedResult, Record, new_record
-from autograde.record.store import cached_record, save_record
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "records"
 
@@ -36,7 +36,7 @@ def test_the_fields_of_a_graded_record_are_typed():
     assert record.manual == {"reflection_01_q1": None, "reflection_01_q2": None}
     assert record.edition == "en" and isinstance(record.seconds, float) and record.signature
     late = Record.from_json(_saved("logged_late.json"))
-    assert late.late["basis"] == "time" and late.late["penalty"] > 0
+    assert late.late.basis == "time" and late.late.penalty > 0
     missing = Record.from_json(_saved("logged_missing.json"))
     assert not missing.submitted and missing.total() == 0.0 and missing.file is None
 

@@ -23,7 +23,7 @@ import pytest
 
 from autograde import grading
 from autograde.course import Course
-from autograde.record.results import write_results
+from autograde.ledger.results import write_results
 from autograde.term.report import course_ideas
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,6 +14,8 @@ from test_intake import NB1, NB2, NOTEBOOKS, notebook, tree, write_zip
 
 from autograde import cli
 from autograde.course import Course, UnusableInput
+from autograde.ledger.facts import LmsStudent
+from autograde.ledger.folder import Page
 from autograde.term import export as export_mod
 from autograde.term import registry
 from autograde.term.adapter import Adapter, ExportJob, lms_zip
@@ -44,16 +46,16 @@ def _read(files, entries, context) -> list[Candidate]:
     return found
 
 
-def _page_name(lms: dict, page: Path) -> str:
-    return f"{lms['lms_id']}__{page.name}"
+def _page_name(lms: LmsStudent, page) -> str:
+    return f"{lms.lms_id}__{page.name}"
 
 
 def _export(job: ExportJob) -> tuple[list[Path], list[str]]:
-    target = job.target or job.out / "toy_grades.csv"
+    target = job.target or job.out.root / "toy_grades.csv"
     with open(target, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["user", "grade"])
-        writer.writerows((job.people.get(r["student_id"], {}).get("lms_id", r["student_id"]), r["final_total"]) for r in job.rows)
+        writer.writerows((job.people[r.student_id].lms_id if r.student_id in job.people else r.student_id, r.final_total) for r in job.table.rows)
     return [target], []
 
 
@@ -63,7 +65,7 @@ TOY = Adapter(
     claims=_claims,
     id_kind="the toy system names each student by its user number",
     handback_format="toy",
-    handback=lambda course, out, pages, target, names: lms_zip("toy", _page_name, out, pages, target, names),
+    handback=lambda job: lms_zip("toy", _page_name, job),
     page_name=_page_name,
     export_format="toy",
     export=_export,
@@ -108,12 +110,12 @@ def test_hand_back_and_export_use_a_registered_system(tmp_path, monkeypatch, toy
         (out / "feedback" / student).mkdir(parents=True, exist_ok=True)
         (out / "feedback" / student / f"{NB1}.html").write_text(f"<p>{student}</p>", encoding="utf-8")
     where, info = hand_back(COURSE, out, "toy")
-    assert where == out / "handback" / "toy_feedback.zip" and info["unmatched"] == ["bob"]
-    assert zipfile.ZipFile(where).namelist() == [f"101__{NB1}.html"] == [lms_name("toy", {"lms_id": "101"}, Path(f"{NB1}.html"))]
+    assert where == out / "handback" / "toy_feedback.zip" and info.unmatched == ["bob"]
+    assert zipfile.ZipFile(where).namelist() == [f"101__{NB1}.html"] == [lms_name("toy", LmsStudent(lms_id="101"), Page("ada", Path(f"{NB1}.html")))]
     target, info = export_mod.export(COURSE, out, FAKE_URL, format="toy")
     with open(target, encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
-    assert target == out / "toy_grades.csv" and info["written"] == [target]
+    assert target == out / "toy_grades.csv" and info.written == [target]
     assert [r["user"] for r in rows] == ["101", "bob"] and all(float(r["grade"]) > 0 for r in rows)
 
 

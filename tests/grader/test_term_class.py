@@ -28,7 +28,8 @@ import pytest
 from test_export_lms import moodle_import
 
 from autograde.course import Course, exercises
-from autograde.record.late import parse_policy, penalty_points
+from autograde.ledger.late import parse_policy, penalty_points
+from autograde.ledger.layout import Out
 from autograde.term.report import build_report
 
 from submissions import MISTAKES, RELEASE, build, mutate, run_grade
@@ -268,10 +269,10 @@ def test_the_lms_file_final_grades_and_the_report_carry_the_same_final_score(ter
 def test_nbgraders_gradebook_holds_the_deadline_and_the_extension(term):
     """nbgrader's own API: the assignment's duedate is the deadline (naive UTC), the extended student's
     submission carries the extension, and nbgrader's own lateness says who was late."""
-    from autograde.record import gradebook
+    from autograde.ledger import gradebook
 
     assert _cli("export", str(term["out"])).returncode == 0
-    with gradebook.open_gradebook(gradebook.resolve_url(term["out"], None)) as book:
+    with gradebook.open_gradebook(gradebook.resolve_url(Out(term["out"]), None)) as book:
         found = book.find_assignment(ASSIGNMENT)
         assert found.duedate == term["deadline"].astimezone(dt.UTC).replace(tzinfo=None)
         extended = book.find_submission(ASSIGNMENT, STUDENTS["extended"])
@@ -359,14 +360,14 @@ def test_a_zipped_upload_is_recorded_and_the_exchange_hand_back_names_it(tmp_pat
     sent = {"layout": "exchange", "secret": "s3cret", "timestamp": "2026-12-20 15:00:00.000000 UTC"}
     (out / "intake.json").write_text(json.dumps({"layout": "exchange", "students": {"alice": {**sent, "zipped": [NB1]}, "bob": sent}}))
     where, info = hand_back(COURSE, out, "exchange")
-    assert info["unmatched"] == ["alice"] and info["zipped"] == {"alice": [NB1]} and info["students"] == 1
+    assert info.unmatched == ["alice"] and info.zipped == {"alice": [NB1]} and info.students == 1
     assert (where / "feedback" / "bob" / ASSIGNMENT / "submission_secret.txt").read_text() == "s3cret"
 
 
 def test_the_export_sets_nbgraders_duedate_and_extensions(tmp_path):
     """gradebook.record_duedate through nbgrader's own API: the assignment's duedate (naive UTC), each
     extended student's submission extension, and nbgrader's total_seconds_late computed from them."""
-    from autograde.record import gradebook
+    from autograde.ledger import gradebook
 
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     with gradebook.open_gradebook(url) as book:
@@ -405,4 +406,4 @@ def test_a_canvas_name_ending_in_digits_hands_back_to_its_own_user(tmp_path):
         read = sorted(canvas_reupload(name) for name in zf.namelist())
     victim = json.loads((out / "intake.json").read_text())["students"]["1001"]["attachments"][NB4]
     assert [r for r in read if r[0] == "1002"] == [("1002", "5001"), ("1002", "5002")]
-    assert [r for r in read if r[0] == "1001"] == [("1001", victim)] and info["unmatched"] == []
+    assert [r for r in read if r[0] == "1001"] == [("1001", victim)] and info.unmatched == []

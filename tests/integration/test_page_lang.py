@@ -11,8 +11,8 @@ import pytest
 
 from autograde import grading
 from autograde.course import Course
+from autograde.ledger.results import write_results
 from autograde.record import exporters
-from autograde.record.results import write_results
 from autograde.term import report
 
 

@@ -164,11 +164,12 @@ def test_the_pages_pending_answers_and_nbgraders_late_line_are_chinese(root):
 
 def test_the_late_lines_policy_is_said_in_the_pages_language(root):
     from autograde.course import Course
+    from autograde.ledger.late import late_text, parse_policy
+    from autograde.model import LateFacts
     from autograde.publish.editions import feedback_translations
-    from autograde.record.late import late_text, parse_policy
 
     words = feedback_translations(Course.load(root))["zh"]
-    late = {"late_seconds": 7200, "deadline": "2026-12-20T15:59:00+00:00", "penalty": 0.5}
+    late = LateFacts(0.5, "2026-12-20T15:59:00+00:00", late_seconds=7200)
     for policy, said in (
         ("deduct:10%/hour,floor:40%", "每迟交一小时扣满分的 10%，最低保留 40%"),
         ("deduct:5%/day", "每迟交一天扣满分的 5%"),

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import json
 import math
 import re
 from collections.abc import Iterable
@@ -36,11 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..course import UnusableInput
+from ..model import LateFacts
 from ..settings import choose
 
 UNITS = {"day": 86_400, "hour": 3_600}
 POLICY = re.compile(r"^deduct:(?P<percent>\d+(?:\.\d+)?)%/(?P<unit>day|hour)(?:,floor:(?P<floor>\d+(?:\.\d+)?)%)?$")
-SPEC_FILE = ".late.json"  # in OUT: the policy the last grading used (export and report read it)
 
 
 @dataclass(frozen=True)
@@ -173,43 +172,44 @@ def penalty_points(policy: Policy, late_seconds: float, score: float, max_points
 FOREVER = 1e12  # seconds: late past any deduction's reach
 
 
-def notebook_late(spec: LateSpec, student: str, notebook: str, score: float, max_points: float, flagged: bool = False) -> dict:
+def notebook_late(spec: LateSpec, student: str, notebook: str, score: float, max_points: float, flagged: bool = False) -> LateFacts:
     """The late facts of one notebook scored ``score`` (as the table counts it) of ``max_points``:
     submitted_at, deadline, seconds late, penalty and its ``basis``, or a problem. ``flagged``: the
     LMS marked the submission late (used only when no time is known)."""
     deadline = spec.deadline_for(student, notebook)
     if not spec.active or deadline is None:
-        return {"penalty": 0.0}
+        return LateFacts()
     submitted = spec.times.get(student, {}).get(notebook) or spec.times.get(student, {}).get("*")
     if submitted is None and flagged:
         least, most = penalty_points(spec.policy, 1, score, max_points), penalty_points(spec.policy, FOREVER, score, max_points)
-        facts = {"penalty": least, "deadline": deadline.isoformat(), "basis": "lms_flag", "lms_late": True}
+        problem = None
         if most > least:  # how late decides how much: the least is only a lower bound
             unit = "hour" if spec.policy.unit_seconds == UNITS["hour"] else "day"
-            facts["problem"] = (
+            problem = (
                 f"marked late by the LMS, not how late: at least {least:g} point(s) (one started {unit}), up to {most:g}; "
                 "give the submission time in a timestamps CSV"
             )
-        return facts
+        return LateFacts(least, deadline.isoformat(), basis="lms_flag", lms_late=True, problem=problem)
     if submitted is None:
-        return {
-            "penalty": 0.0,
-            "deadline": deadline.isoformat(),
-            "basis": "unknown",
-            "problem": "no submission time is known: give it in a timestamps CSV",
-        }
+        return LateFacts(0.0, deadline.isoformat(), basis="unknown", problem="no submission time is known: give it in a timestamps CSV")
     late = (submitted - deadline).total_seconds()
-    facts = {
-        "penalty": penalty_points(spec.policy, late, score, max_points),
-        "deadline": deadline.isoformat(),
-        "submitted_at": submitted.isoformat(),
-        "late_seconds": max(0.0, late),
-        "basis": "time",
-    }
-    disputed = spec.disputed.get(student, {}).get(notebook)
-    if disputed:  # its own times and its arrival disagreed: the latest counts, and the page says so
-        facts["disputed"] = disputed
-    return facts
+    disputed = spec.disputed.get(student, {}).get(notebook)  # its own times and its arrival disagreed: the latest counts
+    return LateFacts(
+        penalty_points(spec.policy, late, score, max_points),
+        deadline.isoformat(),
+        submitted.isoformat(),
+        max(0.0, late),
+        "time",
+        disputed=disputed or None,
+    )
+
+
+def submitted_at(spec: LateSpec, student: str, notebook: str) -> dt.datetime | None:
+    """When ``student`` submitted ``notebook``, where a deadline applies to it (nbgrader's gradebook
+    keeps the time: ``timestamp.txt`` for formgrader); no penalty is worked out."""
+    if not spec.active or spec.deadline_for(student, notebook) is None:
+        return None
+    return spec.times.get(student, {}).get(notebook) or spec.times.get(student, {}).get("*")
 
 
 UNKNOWN_CHOICES = ("refuse", "least-penalty")  # what an LMS export does with a lateness nobody knows
@@ -220,15 +220,14 @@ class Settled:
     """One student's late penalty: each submitted notebook's facts, the penalty taken (the least
     one where lateness is unknown) and the notebooks whose lateness is unknown."""
 
-    facts: dict[str, dict]
+    facts: dict[str, LateFacts]
     penalty: float
     unknown: list[str]
 
-    def columns(self, total: float, accept_unknown: bool = False) -> dict:
-        """``late_penalty`` (``unknown`` while a notebook's lateness is, unless the instructor
-        accepted the least penalty) and ``final_total``: the total less the penalty taken."""
-        shown = "unknown" if self.unknown and not accept_unknown else self.penalty
-        return {"late_penalty": shown, "final_total": round(total - self.penalty, 6)}
+    def shown(self, accept_unknown: bool = False) -> float | str:
+        """The table's ``late_penalty``: ``unknown`` while a notebook's lateness is, unless the instructor
+        accepted the least penalty; else the penalty taken (the table's ``final_total`` is its total less it)."""
+        return "unknown" if self.unknown and not accept_unknown else self.penalty
 
     def basis(self, accept_unknown: bool = False) -> str:
         """How each notebook's penalty was decided, for the table: ``notebook=time`` (a submission
@@ -236,9 +235,9 @@ class Settled:
         the instructor accepted the least penalty for one whose lateness is unknown."""
         parts = []
         for notebook, facts in sorted(self.facts.items()):
-            if "basis" in facts:
+            if facts.basis is not None:
                 accepted = "(least)" if accept_unknown and notebook in self.unknown else ""
-                parts.append(f"{notebook}={facts['basis']}{accepted}")
+                parts.append(f"{notebook}={facts.basis}{accepted}")
         return " ".join(parts)
 
 
@@ -249,46 +248,8 @@ def settle(spec: LateSpec, student: str, scores: dict[str, tuple[float, float]],
     gradebook, the feedback page, the class report) takes its penalty from here."""
     flagged = set(flagged)
     facts = {nb: notebook_late(spec, student, nb, score, top, nb in flagged) for nb, (score, top) in scores.items()}
-    penalty = round(sum(f["penalty"] for f in facts.values()), 6)
-    return Settled(facts, penalty, sorted(nb for nb, f in facts.items() if "problem" in f))
-
-
-def lms_flags(out: Path) -> dict[str, list[str]]:
-    """{student: notebooks the LMS marked late} as the last intake found them (OUT/intake.json)."""
-    try:
-        found = json.loads((out / "intake.json").read_text(encoding="utf-8")).get("late_in_lms") or {}
-    except (OSError, ValueError, AttributeError):
-        return {}
-    return {str(s): [str(nb) for nb in nbs] for s, nbs in found.items() if isinstance(nbs, list)} if isinstance(found, dict) else {}
-
-
-def unsubmitted(out: Path) -> set[tuple[str, str]]:
-    """(student, notebook) pairs the last grading found nothing for (OUT/log.jsonl): never late."""
-    from ..model import Record
-
-    found = set()
-    try:
-        with open(out / "log.jsonl", encoding="utf-8") as handle:
-            for line in handle:
-                record = Record.from_json(json.loads(line))
-                if not record.submitted:
-                    found.add((record.student_id, record.notebook))
-    except (OSError, ValueError, TypeError):
-        pass
-    return found
-
-
-def save_spec(out: Path, spec: LateSpec) -> None:
-    from tools.project_runtime import write_json_atomic
-
-    write_json_atomic(out / SPEC_FILE, spec.to_json())
-
-
-def load_spec(out: Path) -> LateSpec:
-    try:
-        return LateSpec.from_json(json.loads((out / SPEC_FILE).read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError):
-        return LateSpec()
+    penalty = round(sum(f.penalty for f in facts.values()), 6)
+    return Settled(facts, penalty, sorted(nb for nb, f in facts.items() if f.problem is not None))
 
 
 LATE_LINE = "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} point(s) ({policy})."
@@ -307,15 +268,16 @@ def _said_policy(policy: Policy, words: dict[str, str]) -> str:
     return words.get(english, english).format(percent=f"{policy.percent:g}", floor=f"{policy.floor:g}")
 
 
-def late_text(late: dict, policy: Policy, words: dict[str, str] | None = None) -> str:
+def late_text(late: LateFacts | None, policy: Policy, words: dict[str, str] | None = None) -> str:
     """The late line for a feedback page, in the page's language, after the sentence saying which time
     counted when the submission's times disagreed (empty when on time, agreed, or without a deadline)."""
-    seconds = late.get("late_seconds", 0)
+    late = late or LateFacts()
+    seconds = late.late_seconds or 0
     words = words or {}
-    said = _disputed_text(late.get("disputed") or {}, words)
+    said = _disputed_text(late.disputed or {}, words)
     if not seconds:
         return said
-    values = {"hours": f"{seconds / 3600:.2f}", "deadline": late["deadline"], "points": f"{late['penalty']:g}", "policy": _said_policy(policy, words)}
+    values = {"hours": f"{seconds / 3600:.2f}", "deadline": late.deadline, "points": f"{late.penalty:g}", "policy": _said_policy(policy, words)}
     return " ".join(t for t in (said, words.get(LATE_LINE, LATE_LINE).format(**values)) if t)
 
 

@@ -17,27 +17,29 @@ written to a file or a log: URLs are masked, and the config holds the URL withou
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import functools
 import json
 import queue
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.project_runtime import write_json_atomic
 
 from ..errors import GraderError
-from ..model import Record
+from ..model import LateFacts, Record
+from .layout import CourseFolder, Out
 
-COURSE_ID = "serving-overlap"  # as in nbgrader_config.py
-URL_FILE = ".gradebook.json"  # OUT/.gradebook.json: the URL in use, without its password
+COURSE_ID = "serving-overlap"  # as in the course folder's nbgrader configuration (autograde/nbgrader_config.py)
 
 
 class GradebookError(GraderError, RuntimeError):
     """The course gradebook cannot be opened or written (its message never holds a password)."""
 
 
-def default_url(out: Path) -> str:
-    return f"sqlite:///{(out / 'gradebook.db').resolve()}"
+def default_url(out: Out) -> str:
+    return f"sqlite:///{out.gradebook.resolve()}"
 
 
 def _parse(url: str):
@@ -116,14 +118,15 @@ def mask_text(text: str, url: str | None) -> str:
     return text
 
 
-def resolve_url(out: Path, db_url: str | None) -> str:
-    """The URL to use: the one given, else the one this OUT used before, else SQLite in OUT."""
+def resolve_url(out: Out, db_url: str | None) -> str:
+    """The URL to use: the one given, else the one this OUT used before (``Out.gradebook_url``: the URL in
+    use, without its password), else SQLite in OUT."""
     if db_url:
         _parse(db_url)
         return db_url
     try:
-        return json.loads((out / URL_FILE).read_text(encoding="utf-8"))["db_url"]
-    except (OSError, ValueError, KeyError):
+        return json.loads(out.gradebook_url.read_text(encoding="utf-8"))["db_url"]
+    except (OSError, ValueError, KeyError, TypeError):
         return default_url(out)
 
 
@@ -154,49 +157,43 @@ def open_gradebook(url: str):
         raise GradebookError(f"cannot open the gradebook {mask_url(url)}: {type(exc).__name__}: {mask_text(str(exc), url)[:500]}") from None
 
 
-def write_course_config(out: Path, url: str, master: Path, assignment: str) -> None:
+def write_course_config(out: Out, url: str, master: Path, assignment: str) -> None:
     """Make OUT an nbgrader course folder that formgrader and ``nbgrader export`` understand."""
     stored = password_free(url)
-    write_json_atomic(out / URL_FILE, {"db_url": stored, "assignment": assignment})
+    write_json_atomic(out.gradebook_url, {"db_url": stored, "assignment": assignment})
     text = f"""# nbgrader configuration of this graded course (written by `python -m autograde grade`).
 # formgrader (`jupyter lab` started here) and `nbgrader export --to FILE` read the course gradebook below.
 # The database password is never stored: set PGPASSWORD or use ~/.pgpass.
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = {COURSE_ID!r}
-c.CourseDirectory.root = {str(out.resolve())!r}
+c.CourseDirectory.root = {str(out.root.resolve())!r}
 c.CourseDirectory.db_url = {stored!r}
 # the master course built from the instructor sources (without hidden tests)
 c.CourseDirectory.source_directory = {str(Path(master.name) / "source")!r}
 c.CourseDirectory.release_directory = {str(Path(master.name) / "release")!r}
 """
-    tmp = out / "nbgrader_config.py.tmp"
+    tmp = out.config.with_name(out.config.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out / "nbgrader_config.py")
+    tmp.replace(out.config)
 
 
-def sync_structure(gradebook, master_db: Path, assignment: str) -> dict[str, dict[str, dict]]:
-    """Create or update the assignment, its notebooks and their cells from the master course's
-    gradebook. Returns {notebook: {grade_id: {"max_score", "cell_type", "manual"}}}."""
+def sync_structure(gradebook, master_db: Path, assignment: str) -> None:
+    """Create or update the assignment, its notebooks and their cells from the master course's gradebook."""
     from nbgrader.api import Gradebook
 
-    cells: dict[str, dict[str, dict]] = {}
     with Gradebook(f"sqlite:///{master_db}", COURSE_ID) as master:
         source = master.find_assignment(assignment)
         gradebook.update_or_create_assignment(assignment)
         for notebook in source.notebooks:
             gradebook.update_or_create_notebook(notebook.name, assignment)
-            solution_ids = {cell.name for cell in notebook.solution_cells}
-            found = cells.setdefault(notebook.name, {})
             for cell in notebook.grade_cells:
                 gradebook.update_or_create_grade_cell(cell.name, notebook.name, assignment, max_score=cell.max_score, cell_type=cell.cell_type)
-                found[cell.name] = {"max_score": float(cell.max_score), "cell_type": cell.cell_type, "manual": cell.name in solution_ids}
             for cell in notebook.solution_cells:
                 gradebook.update_or_create_solution_cell(cell.name, notebook.name, assignment)
             for cell in notebook.source_cells:
                 gradebook.update_or_create_source_cell(
                     cell.name, notebook.name, assignment, cell_type=cell.cell_type, locked=cell.locked, source=cell.source, checksum=cell.checksum
                 )
-    return cells
 
 
 def merge(gradebook, assignment: str, record: Record) -> None:
@@ -244,18 +241,16 @@ def merge(gradebook, assignment: str, record: Record) -> None:
             # under a person's score the answer changed, was removed, or could not be graded: they review it
             grade.needs_manual_grade = True
         grade.auto_score = auto
-    _record_late(submission, submitted, record.late or {})
+    _record_late(submission, submitted, record.late or LateFacts())
     db.commit()
 
 
-def _record_late(submission, submitted, late: dict) -> None:
+def _record_late(submission, submitted, late: LateFacts) -> None:
     """nbgrader's own fields for lateness: the notebook's penalty, the submission's time (the latest
     of its notebooks'; nbgrader keeps naive UTC)."""
-    import datetime as dt
-
-    submitted.late_submission_penalty = late.get("penalty") or None
-    if late.get("submitted_at"):
-        when = dt.datetime.fromisoformat(late["submitted_at"]).astimezone(dt.UTC).replace(tzinfo=None)
+    submitted.late_submission_penalty = late.penalty or None
+    if late.submitted_at:
+        when = dt.datetime.fromisoformat(late.submitted_at).astimezone(dt.UTC).replace(tzinfo=None)
         if submission.timestamp is None or when > submission.timestamp:
             submission.timestamp = when
 
@@ -287,7 +282,7 @@ def _changing(url: str, what: str):
 
 def record_penalties(url: str, assignment: str, penalties: dict[str, dict[str, float]]) -> int:
     """Set nbgrader's ``late_submission_penalty`` of each (student, notebook) in ``penalties`` to the
-    penalty the score tables settled (record/late.py's ``settle``, on the score a person's grades
+    penalty the score tables settled (ledger/late.py's ``settle``, on the score a person's grades
     included), so that formgrader and ``nbgrader export`` agree with them. Returns how many changed."""
     from nbgrader.api import MissingEntry
 
@@ -311,8 +306,6 @@ def record_duedate(url: str, assignment: str, deadline, extensions: dict | None 
     UTC) and each listed student's submission ``extension`` to their own deadline less it, so that
     formgrader and nbgrader's own lateness (``total_seconds_late``) use the deadline the tables used.
     ``deadline`` None leaves the duedate as it is. Returns whether anything changed."""
-    import datetime as dt
-
     if deadline is None or (url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file()):
         return False  # no deadline, or a gradebook that was never written (nothing to date)
     due = deadline.astimezone(dt.UTC).replace(tzinfo=None)
@@ -332,68 +325,90 @@ def record_duedate(url: str, assignment: str, deadline, extensions: dict | None 
     return changed
 
 
-def keep_submitted_times(url: str, assignment: str, out: Path) -> int:
-    """Write each submission's time, as the gradebook holds it, into ``OUT/submitted/<student>/<assignment>/
-    timestamp.txt`` (and remove one where it holds none): nbgrader's formgrader takes a submission as autograded
-    only when that file says the time the gradebook says. Returns how many were written."""
+@dataclass(frozen=True)
+class Grade:
+    """One graded cell of a student's submission as the gradebook holds it: the judge's score (``auto``),
+    a person's (``manual``), extra credit, the cell's points, whether it is an answer a person grades,
+    its notebook, and whether nbgrader flags it for a person."""
 
-    written = 0
-    with open_gradebook(url) as gradebook:
-        found = _assignment(gradebook, assignment)
-        if found is None:
-            return 0
-        for submission in found.submissions:
-            folder = out / "submitted" / submission.student.id / assignment
-            if not folder.is_dir():
-                continue
-            stamp = folder / "timestamp.txt"
-            if submission.timestamp is None:
-                stamp.unlink(missing_ok=True)
-            else:  # nbgrader's own format (Exchange.timestamp_format), read back by its parse_utc
-                stamp.write_text(submission.timestamp.strftime("%Y-%m-%d %H:%M:%S.%f UTC"), encoding="utf-8")
-                written += 1
-    return written
+    auto: float | None = None
+    manual: float | None = None
+    extra: float | None = None
+    max: float = 0.0
+    manual_cell: bool = False
+    notebook: str = ""
+    needs_manual_grade: bool = False
+
+    @property
+    def score(self) -> float | None:
+        """The score as nbgrader counts it: the manual score if a person gave one, else the automatic
+        one, plus any extra credit; None while nobody has scored it."""
+        base = self.manual if self.manual is not None else self.auto
+        if base is None:
+            return None
+        return float(base) + float(self.extra or 0.0)
+
+    @property
+    def needs_review(self) -> bool:
+        """A score a person gave that no longer stands: the answer changed (or went) since, so
+        nbgrader flags the cell for a manual grade again. Shown as ``review``, not counted."""
+        return self.manual is not None and self.needs_manual_grade
 
 
-def read_scores(url: str, assignment: str) -> dict[str, dict[str, dict]]:
-    """{student: {grade_id: {"auto", "manual", "extra", "max", "manual_cell", "notebook", "needs_manual_grade"}}}
-    for the assignment."""
+@dataclass(frozen=True)
+class Book:
+    """What the course gradebook holds of an assignment, read in one session: each student's grades
+    (grade id -> :class:`Grade`) and each submission's time (naive UTC, as nbgrader keeps it)."""
 
-    found: dict[str, dict[str, dict]] = {}
+    grades: dict[str, dict[str, Grade]] = field(default_factory=dict)
+    times: dict[str, dt.datetime | None] = field(default_factory=dict)
+
+    def of(self, student: str) -> dict[str, Grade]:
+        return self.grades.get(student, {})
+
+
+def read_book(url: str, assignment: str) -> Book:
+    """The assignment's grades and submission times (an empty book when nothing was graded into it)."""
+    grades: dict[str, dict[str, Grade]] = {}
+    times: dict[str, dt.datetime | None] = {}
     with open_gradebook(url) as gradebook:
         assignment_row = _assignment(gradebook, assignment)
         if assignment_row is None:
-            return found
+            return Book()
         for submission in assignment_row.submissions:
-            per = found.setdefault(submission.student.id, {})
+            times[submission.student.id] = submission.timestamp
+            per = grades.setdefault(submission.student.id, {})
             for notebook in submission.notebooks:
                 solution_ids = {cell.name for cell in notebook.notebook.solution_cells}
                 for grade in notebook.grades:
-                    per[grade.name] = {
-                        "auto": grade.auto_score,
-                        "manual": grade.manual_score,
-                        "extra": grade.extra_credit,
-                        "max": float(grade.max_score or 0.0),
-                        "manual_cell": grade.name in solution_ids,
-                        "notebook": notebook.name,
-                        "needs_manual_grade": bool(grade.needs_manual_grade),
-                    }
-    return found
+                    per[grade.name] = Grade(
+                        grade.auto_score,
+                        grade.manual_score,
+                        grade.extra_credit,
+                        float(grade.max_score or 0.0),
+                        grade.name in solution_ids,
+                        notebook.name,
+                        bool(grade.needs_manual_grade),
+                    )
+    return Book(grades, times)
 
 
-def needs_review(entry: dict | None) -> bool:
-    """A score a person gave that no longer stands: the answer changed (or went) since, so
-    nbgrader flags the cell for a manual grade again. Shown as ``review``, not counted."""
-    return bool(entry) and entry.get("manual") is not None and bool(entry.get("needs_manual_grade"))
-
-
-def cell_score(entry: dict) -> float | None:
-    """A grade's score as nbgrader counts it: the manual score if a person gave one, else the
-    automatic one, plus any extra credit; None while nobody has scored it."""
-    base = entry["manual"] if entry["manual"] is not None else entry["auto"]
-    if base is None:
-        return None
-    return float(base) + float(entry["extra"] or 0.0)
+def keep_submitted_times(book: Book, out: CourseFolder) -> int:
+    """Write each submission's time, as the gradebook holds it (``book``), beside the submission nbgrader's
+    formgrader reads (``CourseFolder.timestamp``; one is removed where the gradebook holds none):
+    formgrader takes a submission as autograded only when that file says the time the gradebook says.
+    Returns how many were written."""
+    written = 0
+    for student, when in book.times.items():
+        stamp = out.timestamp(student)
+        if not stamp.parent.is_dir():
+            continue
+        if when is None:
+            stamp.unlink(missing_ok=True)
+        else:  # nbgrader's own format (Exchange.timestamp_format), read back by its parse_utc
+            stamp.write_text(when.strftime("%Y-%m-%d %H:%M:%S.%f UTC"), encoding="utf-8")
+            written += 1
+    return written
 
 
 class Writer:

@@ -1,0 +1,188 @@
+"""What the commands hand each other through OUT, typed: what the intake found (``intake.json``: the
+layout, each student's names in their LMS, who sent nothing, the LMS's late marks, problems and notes)
+and what a grading run says of itself (``summary.json``). Each has one writer and one reader, here
+(``to_json``, ``from_json``); the JSON is what earlier versions wrote, key for key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+# an LMS student's keys in the order the intake has always written them
+_LMS_KEYS = ("layout", "lms_id", "name", "submission_id", "folder", "timestamp", "secret", "assignment", "attachments", "zipped")
+
+
+@dataclass(frozen=True)
+class LmsStudent:
+    """What a download said of one student: the system (``layout``), its id and name for them, and
+    what handing their pages back through it needs: Canvas's submission and each notebook's attachment
+    ids, Moodle's folder, the exchange's ``timestamp.txt``, secret and assignment name, and the notebooks that came in
+    the student's own zip. ``extra``: keys this version does not know (kept as they were)."""
+
+    layout: str = ""
+    lms_id: str | None = None
+    name: str | None = None
+    submission_id: str | None = None
+    folder: str | None = None
+    timestamp: str | None = None
+    secret: str | None = None
+    assignment: str | None = None  # the exchange: the nbgrader assignment (or edition's) submitted to
+    attachments: dict[str, str] = field(default_factory=dict)  # notebook -> the attachment id its file came as
+    zipped: tuple[str, ...] = ()
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        data: dict = {}
+        for key in _LMS_KEYS:
+            value = getattr(self, key)
+            if key == "layout" or (value is not None and value != {} and value != ()):
+                data[key] = list(value) if isinstance(value, tuple) else value
+        return {**data, **self.extra}
+
+    @classmethod
+    def from_json(cls, data) -> LmsStudent:
+        if not isinstance(data, dict):
+            return cls()
+        known = {key: data[key] for key in _LMS_KEYS if key in data}
+        known = {k: (str(v) if v is not None and k not in ("attachments", "zipped") else v) for k, v in known.items()}
+        attachments = known.pop("attachments", None)
+        zipped = known.pop("zipped", None)
+        return cls(
+            **known,
+            attachments={str(k): str(v) for k, v in attachments.items()} if isinstance(attachments, dict) else {},
+            zipped=tuple(str(nb) for nb in zipped) if isinstance(zipped, list) else (),
+            extra={k: v for k, v in data.items() if k not in _LMS_KEYS},
+        )
+
+
+@dataclass(frozen=True)
+class IntakeFacts:
+    """What ``grade``'s intake found (``intake.json``): the layout, each student's names in their LMS,
+    who is on the roster and sent nothing, the notebooks the LMS marked late, the problems and notes."""
+
+    layout: str = ""
+    students: dict[str, LmsStudent] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
+    late_in_lms: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    problems: tuple[dict, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {
+            "layout": self.layout,
+            "students": {s: who.to_json() for s, who in self.students.items()},
+            "missing": list(self.missing),
+            "late_in_lms": {s: list(nbs) for s, nbs in self.late_in_lms.items()},
+            "problems": list(self.problems),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_json(cls, data) -> IntakeFacts:
+        """The facts as any version wrote them; what is not of their shape is left out."""
+        data = data if isinstance(data, dict) else {}
+        students = data.get("students") if isinstance(data.get("students"), dict) else {}
+        late = data.get("late_in_lms") if isinstance(data.get("late_in_lms"), dict) else {}
+
+        def listed(key: str) -> list:
+            value = data.get(key)
+            return value if isinstance(value, list) else []
+
+        return cls(
+            layout=str(data.get("layout") or ""),
+            students={str(s): LmsStudent.from_json(who) for s, who in students.items() if isinstance(who, dict)},
+            missing=tuple(str(s) for s in listed("missing")),
+            late_in_lms={str(s): tuple(str(nb) for nb in nbs) for s, nbs in late.items() if isinstance(nbs, list)},
+            problems=tuple(p for p in listed("problems") if isinstance(p, dict)),
+            notes=tuple(str(n) for n in listed("notes")),
+        )
+
+
+@dataclass(frozen=True)
+class BookInfo:
+    """What a grading run says of the course gradebook: its URL (masked), how many notebooks it
+    recorded, and what could not be written (None: nothing)."""
+
+    db_url: str | None = None
+    notebooks_recorded: int = 0
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return {"db_url": self.db_url, "notebooks_recorded": self.notebooks_recorded, "error": self.error}
+
+    @classmethod
+    def from_json(cls, data) -> BookInfo:
+        data = data if isinstance(data, dict) else {}
+        return cls(data.get("db_url"), int(data.get("notebooks_recorded") or 0), data.get("error"))
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """Where a cluster ran a batch's jobs: the scheduler, how many workers, those left out and why, TLS."""
+
+    scheduler: str
+    workers: int
+    left_out: dict[str, str] = field(default_factory=dict)
+    tls: bool = False
+
+    def to_json(self) -> dict:
+        return {"scheduler": self.scheduler, "workers": self.workers, "left_out": self.left_out, "tls": self.tls}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A notebook that needs a look: whose, which, its status, what that means, and the detail."""
+
+    student_id: str
+    notebook: str
+    status: str
+    what_happened: str
+    detail: str
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a grading run says of itself (``summary.json``): how many students and notebooks, the points,
+    what waits for a person, the gradebook, the problems, the late problems, the matching notes, the
+    grades table's columns, the sandbox, the redactions and, on a cluster, where the jobs ran."""
+
+    students: int = 0
+    notebooks_graded: int = 0
+    notebooks_reused: int = 0
+    max_total: float = 0.0
+    max_auto: float = 0.0
+    max_manual: float = 0.0
+    manual_columns: list[str] = field(default_factory=list)
+    manual_pending: int = 0
+    needs_review: int = 0
+    gradebook: BookInfo = field(default_factory=BookInfo)
+    problems: list[Problem] = field(default_factory=list)
+    late_problems: list[dict] = field(default_factory=list)  # {student_id, notebook, problem}
+    matching_notes: dict[str, list[str]] = field(default_factory=dict)
+    columns: list[str] = field(default_factory=list)
+    sandbox: dict = field(default_factory=dict)
+    redactions: list[dict] = field(default_factory=list)  # {student_id, notebook, lines}
+    cluster: ClusterInfo | None = None
+
+    def to_json(self) -> dict:
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cluster"}
+        data["gradebook"] = self.gradebook.to_json() if self.gradebook != BookInfo() else {}
+        data["problems"] = [p.to_json() for p in self.problems]
+        if self.cluster:
+            data["cluster"] = self.cluster.to_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data) -> Summary:
+        """A summary as any version wrote it. Raises ValueError when it is not one (no list of columns)."""
+        if not isinstance(data, dict) or not isinstance(data.get("columns"), list):
+            raise ValueError("not the summary `grade` writes (no list of columns)")
+        known = {f.name: data[f.name] for f in fields(cls) if f.name in data and f.name != "cluster"}
+        if not isinstance(known.get("matching_notes"), dict):
+            known["matching_notes"] = {}
+        known["gradebook"] = BookInfo.from_json(known.get("gradebook"))
+        problems = known.get("problems") if isinstance(known.get("problems"), list) else []
+        known["problems"] = [Problem(**{f.name: str(p.get(f.name, "")) for f in fields(Problem)}) for p in problems if isinstance(p, dict)]
+        return cls(**known)
