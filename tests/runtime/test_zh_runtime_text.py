@@ -6,6 +6,8 @@ in the shipped bold weight."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
@@ -15,6 +17,8 @@ from english import english_words
 from tools import i18n
 
 from figure_text import _drawn_texts
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -226,3 +230,47 @@ def test_every_runtime_translation_reads_as_chinese_once_its_values_are_filled()
             if words:
                 found[message.id[:80]] = words
     assert not found, found
+
+
+def _column_ends(line: str) -> list[int]:
+    """The display column where each space-separated field of a printed table row ends."""
+    ends, column, inside = [], 0, False
+    for ch in line + " ":
+        if ch == " " and inside:
+            ends.append(column)
+        inside = ch != " "
+        column += i18n.display_width(ch)
+    return ends
+
+
+def test_the_case_table_of_notebook_05_keeps_each_chinese_header_over_its_values(zh, capsys):
+    """05's case table (the released Chinese cell's own show_cases): each header ends in the column where its
+    values end, a four-character Chinese header included (矩阵乘次数 once pushed every header after it 3 columns right)."""
+    import ast
+    import json
+
+    nb = json.loads((ROOT / "notebooks" / "zh" / "05_cuda_stream_overlap.ipynb").read_text(encoding="utf-8"))
+    source = next("".join(c["source"]) for c in nb["cells"] if "def show_cases" in "".join(c["source"]))
+    tree = ast.parse(source)
+    namespace = {"tr": i18n.tr, "say": i18n.say, "display_width": i18n.display_width}
+    exec(compile(ast.Module([n for n in tree.body if getattr(n, "name", "") == "show_cases"], []), "05", "exec"), namespace)
+    case = {
+        "payload_mib": 64,
+        "window": "calibrated",
+        "matmul_count": 12,
+        "compute_copy_balance": 1.1,
+        "copy_alone_ms": 9.5,
+        "compute_alone_ms": 10.4,
+        "serial_median_ms": 20.1,
+        "overlap_median_ms": 12.3,
+        "latency_ratio": 0.61,
+        "copy_correct": True,
+        "compute_correct": True,
+        "preconditions_met": True,
+        "overlap_confirmed": True,
+        "overlap_evidence": {"covered_fraction_median": 0.8, "copy_slowdown": 1.2},
+    }
+    namespace["show_cases"]([case], [])
+    head, _rule, row = capsys.readouterr().out.splitlines()[:3]
+    assert "矩阵乘次数" in head, head
+    assert _column_ends(head)[:11] == _column_ends(row)[:11], f"\n{head}\n{row}"
