@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "grader")]  # test_dask.Cluster
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "grader" / "executors")]  # test_dask.Cluster
 
 from submissions import NOTEBOOKS, build, write  # noqa: E402
 

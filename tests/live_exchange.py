@@ -1,5 +1,5 @@
 """A learner's live folder in the exchange's inbound/, raced against the intake as a learner on a hub can
-race it: tests/grader/test_intake_live.py.
+race it: tests/grader/term/test_intake_live.py.
 
 - ``Watcher``: inotify on a folder (the kernel's own notice that a file in it was opened; any user may
   watch their own folder), through ctypes, so that the learner's side reacts to the intake reading it.

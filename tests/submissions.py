@@ -126,7 +126,7 @@ def write(folder: Path, student: str, name: str, nb, filename: str | None = None
 
 
 # Plausible single mistakes, one per learner: (student, grade cell, solution cell, old, new, the
-# hidden ideas it must lose). Each loses its own idea and no other (tests/grader/test_idea_isolation.py
+# hidden ideas it must lose). Each loses its own idea and no other (tests/grader/judging/test_idea_isolation.py
 # checks every row in-process); the rows named in GRADED_MISTAKES also go through the whole grading
 # pipeline in tests/grader/test_grading.py, which checks the points.
 MISTAKES = [

@@ -179,3 +179,25 @@ def test_the_out_scan_finds_each_way_of_naming_an_out_file(tmp_path):
     )
     found = out_names(module, Out.own_names(), Out.course_folder_names())
     assert [line.split(":")[1] for line in found] == ["2", "3", "4", "5"], found
+
+
+# ---------------------------------------------------------------- the grader's tests mirror its packages
+
+
+def unmirrored(tests: Path, code: Path) -> list[str]:
+    """Each folder under ``tests`` that holds a test file but is no package at the same path under ``code``
+    (tests/grader/ledger/test_late.py tests autograde/ledger/; a test file directly in ``tests`` tests a
+    top-level module, such as grading.py or cli.py)."""
+    folders = {path.parent.relative_to(tests) for path in tests.rglob("test_*.py")} - {Path(".")}
+    return sorted(str(folder) for folder in folders if not (code / folder / "__init__.py").is_file())
+
+
+def test_the_graders_tests_mirror_its_packages(tmp_path):
+    assert unmirrored(ROOT / "tests" / "grader", ROOT / "autograde") == []
+    # the check can fail: a test folder named for no package, and one whose namesake is a plain folder
+    for folder in ("tests/ledger", "tests/legder", "tests/record/pages", "code/ledger", "code/record/pages"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "code" / "ledger" / "__init__.py").write_text("")
+    for test in ("ledger/test_late.py", "legder/test_late_2.py", "record/pages/test_pages.py", "test_cli.py"):
+        (tmp_path / "tests" / test).write_text("")
+    assert unmirrored(tmp_path / "tests", tmp_path / "code") == ["legder", "record/pages"]

@@ -118,7 +118,7 @@ def moodle_time(when: dt.datetime) -> str:
     ``strtotime``, and locallib.php's ``process_import_grades`` skips a row whose grade changed in Moodle
     more than 60 s after that time. Without a zone strtotime reads the time in the server's zone (4:30 PM
     read in Shanghai is 08:30 UTC); with the trailing "UTC" it reads the same instant on any server
-    (tests/grader/test_export_lms.py runs PHP's own strtotime on it)."""
+    (tests/grader/term/test_export_lms.py runs PHP's own strtotime on it)."""
     when = when.astimezone(dt.UTC)
     return f"{when:%A}, {when.day} {when:%B %Y}, {when.hour % 12 or 12}:{when:%M} {'AM' if when.hour < 12 else 'PM'} UTC"
 

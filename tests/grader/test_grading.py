@@ -67,7 +67,7 @@ MANUAL = [
 ]  # reflections, 1 point each
 
 # The plausible wrong answers graded through the whole pipeline (the full list, with the ideas each
-# must lose, is tests/submissions.py's MISTAKES; tests/grader/test_idea_isolation.py checks every one in-process).
+# must lose, is tests/submissions.py's MISTAKES; tests/grader/judging/test_idea_isolation.py checks every one in-process).
 WRONG = [m for m in MISTAKES if m[0] in GRADED_MISTAKES]
 
 

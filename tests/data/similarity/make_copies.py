@@ -15,7 +15,7 @@ For every TODO folder here and every independent answer in it (``v1`` ... ``v5``
 - ``all``: every one of the above, in that order.
 
 The program is deterministic (each file's random choices are seeded by its name) and every copy
-it writes must still pass every hidden idea of its TODO (``tests/grader/test_similarity.py``).
+it writes must still pass every hidden idea of its TODO (``tests/grader/term/test_similarity.py``).
 
     python tests/data/similarity/make_copies.py          # rewrites the generated/ folders
     python tests/data/similarity/make_copies.py --check  # exits 1 if a stored file differs

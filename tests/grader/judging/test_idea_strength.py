@@ -14,7 +14,7 @@ import pytest
 
 from autograde.judging.ideas import course_tests, load
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DECISIONS = ("reject_incorrect_path", "reject_instrument_fault", "rerun_on_quiet_machine", "accept_physical_overlap", "tune_overlap_window")
 # what the released scaffold already does (raise on no cases, touch nothing): any stub passes these
 SCAFFOLD_IDEAS = {"empty_raises", "inputs_unchanged"}

@@ -26,7 +26,7 @@ from autograde.course import Course
 from autograde.ledger.results import write_results
 from autograde.term.report import course_ideas
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COURSE = Course.load()
 CELLS = grading.exercises(COURSE)
 IDEAS = course_ideas(COURSE)

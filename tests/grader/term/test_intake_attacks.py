@@ -19,7 +19,7 @@ from autograde.course import UnusableInput
 from autograde.term.canvas import canvas_files
 from autograde.term.intake import Limits, choose_layout, exchange_time, pattern_time, zip_directory
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NB4, NB6 = NOTEBOOKS[3], NOTEBOOKS[5]
 
 

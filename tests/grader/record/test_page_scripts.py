@@ -25,7 +25,7 @@ from autograde.run.preprocessors import SafeOutputMetadata
 
 from page_attacks import CHROMIUM, PAYLOAD_CELLS, PAYLOAD_MARKDOWN, PNG, mark, scripts_ran
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 browser = pytest.mark.browser
 
 

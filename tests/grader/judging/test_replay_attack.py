@@ -5,7 +5,7 @@ values recorded (here: by running them once against the course's answer). An ans
 each call up in that table passes every public check: the notebook shows all green. The judge runs
 those same checks, but only as part of ideas whose hidden asserts call with other inputs, so the
 table must earn no idea that a do-nothing answer (the same functions returning None) does not earn.
-tests/grader/test_security.py grades the same attack on TODO 3 through ``autograde grade``."""
+tests/grader/run/test_security.py grades the same attack on TODO 3 through ``autograde grade``."""
 
 from __future__ import annotations
 

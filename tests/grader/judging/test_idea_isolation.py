@@ -4,7 +4,7 @@ the hidden ideas listed for it and no other.
 The hidden ideas run in-process, the way the judge runs them but without the sandbox: the course's
 answer with one mistake in it is defined in the ideas' namespace (with the course's answers standing
 in for the functions the hidden tests replace, as the judge does), and each idea is called.
-Run this file as a script (``python tests/grader/test_idea_isolation.py``) to print the table "wrong answer -> ideas lost" for every TODO.
+Run this file as a script (``python tests/grader/judging/test_idea_isolation.py``) to print the table "wrong answer -> ideas lost" for every TODO.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 if __name__ == "__main__":  # run as a script: the course and the tests' helpers on the path, as pytest puts them
-    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
+    sys.path[:0] = [str(Path(__file__).resolve().parents[3]), str(Path(__file__).resolve().parents[2])]
 
 from autograde.judging.ideas import course_tests, load  # noqa: E402
 

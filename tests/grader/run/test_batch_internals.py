@@ -288,7 +288,7 @@ def test_only_a_workers_scratch_gradebooks_skip_waiting_for_the_disk(tmp_path):
         "from autograde.run.job import scratch_gradebooks; scratch_gradebooks()\n"
         "print(before, pragmas())"
     )
-    printed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2]).stdout
+    printed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[3]).stdout
     assert printed.strip() == "[2, 'delete'] [0, 'memory']"
 
 
@@ -322,7 +322,7 @@ def test_a_worker_reuses_one_engine_per_gradebook_and_reads_a_replaced_one_afres
         assert [s.id for s in last.students] == ["bo"]
 
 
-RUNNER = Path(__file__).parents[2] / "autograde" / "judging" / "runner.py"
+RUNNER = Path(__file__).parents[3] / "autograde" / "judging" / "runner.py"
 
 
 def _session(tmp_path, **extra):
@@ -330,7 +330,7 @@ def _session(tmp_path, **extra):
 
     from autograde.judging import judge
 
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), **extra}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3]), **extra}
     return judge.Session(lambda: judge.Runner([sys.executable, "-I", str(RUNNER)], env, str(tmp_path), 5.0), 5.0)
 
 

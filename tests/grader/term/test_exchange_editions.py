@@ -15,7 +15,7 @@ from test_intake import ASSIGNMENT, COURSE, NB1, intake, just_now, nbgrader_time
 from autograde.course import Course, UnusableInput
 from autograde.term import exchange
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ZH = dict(COURSE.editions)["zh"]  # the Chinese edition's assignment
 
 

@@ -21,7 +21,7 @@ from autograde.judging import ideas, judge
 
 from submissions import course_cells, judge_in_process, lost_in_judge, mutate, public_failures
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RUNNER = ROOT / "autograde" / "judging" / "runner.py"
 
 # an answer that fails a public check and used to keep every hidden point

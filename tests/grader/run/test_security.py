@@ -267,7 +267,7 @@ def attacked(tmp_path_factory):
     base = tmp_path_factory.mktemp("attacks")
     subs, out, rerun = base / "submissions", base / "out", base / "rerun"
     listener = Listener()
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     for student in ("honest_a", "honest_z"):
         for name in NOTEBOOKS:
             write(subs, student, name, build(name))
@@ -357,7 +357,7 @@ def attacked(tmp_path_factory):
 FULL = {
     c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
     for n in NOTEBOOKS
-    for c in nbformat.read(Path(__file__).resolve().parents[2] / "solutions" / f"{n}.ipynb", 4).cells
+    for c in nbformat.read(Path(__file__).resolve().parents[3] / "solutions" / f"{n}.ipynb", 4).cells
     if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")
 }
 

@@ -29,7 +29,7 @@ from autograde.record.pages import finish_page
 
 from submissions import NOTEBOOKS, RELEASE, SOLUTIONS, build, grade_command, mutate, troubles, write
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ASSIGNMENT = Course.load(ROOT).assignment
 REFLECTIONS = {
     n: [

@@ -19,7 +19,7 @@ from autograde.course import Course, UnusableInput
 from autograde.model import MAX_NOTEBOOK_BYTES
 from autograde.term.intake import MARKER, Limits, Source, choose_layout, exchange_time, read_roster, read_submissions, zip_directory
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COURSE = Course.load(ROOT)
 NOTEBOOKS = COURSE.notebooks
 ASSIGNMENT = COURSE.assignment

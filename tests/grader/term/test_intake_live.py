@@ -39,7 +39,7 @@ from autograde.term import exchange
 from autograde.term.intake import Limits
 from autograde.term.source import Folder, Listed, Source
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NB4 = NOTEBOOKS[3]
 GIANT_ZIP = 2_100_000_000  # the review's sparse notes.zip
 GIANT_NOTEBOOK = 19_900_000  # under the 20 MiB a notebook may be: three of them

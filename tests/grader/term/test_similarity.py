@@ -40,7 +40,7 @@ from autograde.term import similarity
 from submissions import MISTAKES, NOTEBOOKS, RELEASE, SOLUTIONS, answer, build, drop_cell
 
 COURSE = Course.load()
-DATA = Path(__file__).resolve().parents[1] / "data" / "similarity"
+DATA = Path(__file__).resolve().parents[2] / "data" / "similarity"
 TODOS = sorted(p.name for p in DATA.iterdir() if p.is_dir())
 NOTEBOOK_OF = {
     c.metadata["nbgrader"]["grade_id"]: name
@@ -105,7 +105,7 @@ def _course() -> dict:
 
 def failed_ideas(todo: str, source: str) -> dict[str, str]:
     """The hidden ideas of ``todo`` that ``source`` fails, run in-process as the judge runs them
-    (tests/grader/test_idea_isolation.py), with the course's answers standing in where the judge's do."""
+    (tests/grader/judging/test_idea_isolation.py), with the course's answers standing in where the judge's do."""
     test = _course()["tests"][_course()["cell_of"][todo]]
     spec = load(test["hidden"], test["grade_id"], test["points"])
     for source_id in spec.stand_ins.values():
