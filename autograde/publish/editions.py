@@ -21,6 +21,7 @@ from ..course import Course
 from ..errors import GraderError
 from ..judging.ideas import code_only, message_template
 from ..judging.judge import MESSAGES
+from ..ledger.late import DEADLINE_SHOWN
 from ..model import HIDDEN_NOTE_TEXT, STATUS_TEXT
 from . import catalogs
 
@@ -187,6 +188,8 @@ FEEDBACK_TEXTS: tuple[str | tuple[str, str], ...] = (
     "Pending: a person grades it ({points} point(s))",
     "{points} point(s) wait for a person's grading",
     "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} point(s) ({policy}).",
+    # the late line's deadline, as the instructor gave it: its date and time, then its UTC offset (late.DEADLINE_SHOWN)
+    DEADLINE_SHOWN,
     # a submission whose own times and its arrival on the exchange disagreed (ledger/late.py late_text)
     "This submission gives {claimed} as its time, but it reached the exchange at {arrived}: the latest, {used}, counts.",
     "The times this submission gives disagree ({claimed} and {used}): the later counts.",
