@@ -23,11 +23,16 @@ from markdown_it import MarkdownIt
 from submissions import build, mutate, run_grade, troubles, write
 
 NB = "01_what_can_overlap"
+NB06 = "06_handoff_simulator"  # graded alone, as its page says in the learner's language; zh_full submits it too
 DEADLINE = "2026-12-20T23:59:00+08:00"
 # student -> (the edits to the answered notebook, submitted at)
 ZH_ANSWERS = {  # written reflections in Chinese: a learner's own text is not the grader's to translate
     "reflection_01_q1": "*问题 1 的回答：*\n\n批次 N+1 的 CPU 准备需要批次 N 在 GPU 上采样的 token，所以要等它。",
     "reflection_01_q2": "*问题 2 的回答：*\n\n两者共用同一方向的拷贝引擎，通常只能轮流执行。",
+}
+ZH_ANSWERS_06 = {
+    "reflection_06_q1": "*问题 1 的回答：*\n\n逐层发送让传输与预填充重叠，链路上的排队少了，尾部的 TTFT 下降得比平均暴露时间多。",
+    "reflection_06_q2": "*问题 2 的回答：*\n\n失败的请求没有 TTFT，去掉它们会让 P99 看起来更好；应同时报告成功与失败的比例。",
 }
 CLASS = {
     "zh_full": (ZH_ANSWERS, "2026-12-20T20:00:00+08:00"),
@@ -74,8 +79,8 @@ def course_phrases() -> set[str]:
     checked on their own (tests/integration/test_chinese_edition.py), this scan is of the grader."""
     from submissions import RELEASE
 
-    nb = nbformat.read(RELEASE / "zh" / f"{NB}.ipynb", 4)
-    return {p for cell in nb.cells if cell.cell_type == "markdown" for p in english_phrases(page_text(markdown(cell.source)))}
+    cells = [cell for name in (NB, NB06) for cell in nbformat.read(RELEASE / "zh" / f"{name}.ipynb", 4).cells]
+    return {p for cell in cells if cell.cell_type == "markdown" for p in english_phrases(page_text(markdown(cell.source)))}
 
 
 def page_text(page: str) -> str:
@@ -109,6 +114,8 @@ def graded(tmp_path_factory):
     for student, (edits, when) in CLASS.items():
         write(subs, student, NB, build(NB, edits, fill=edits is not None, edition="zh"))
         rows.append(f"{student},{NB},{when}")
+    write(subs, "zh_full", NB06, build(NB06, ZH_ANSWERS_06, edition="zh"))
+    rows.append(f"zh_full,{NB06},{CLASS['zh_full'][1]}")
     times.write_text("\n".join(rows) + "\n", encoding="utf-8")
     run_grade(subs, out, "--deadline", DEADLINE, "--late-policy", "deduct:10%/day", "--timestamps", str(times))
     proc = subprocess.run([sys.executable, "-m", "autograde", "report", str(out), "--language", "zh"], capture_output=True, text=True, timeout=600)
@@ -118,12 +125,14 @@ def graded(tmp_path_factory):
 
 def test_the_class_was_graded_as_meant(graded):
     log = (graded / "log.jsonl").read_text(encoding="utf-8")
-    assert log.count('"status": "graded"') == len(CLASS), troubles(graded)
+    assert log.count('"status": "graded"') == len(CLASS) + 1, troubles(graded)
     late = (graded / "feedback" / "zh_late_wrong" / f"{NB}.html").read_text(encoding="utf-8")
     assert 'class="late-note"' in late  # the late line is on the page the scan reads
     assert "在截止时间（2026-12-20 23:59，UTC+08:00）之后" in late  # the deadline as the instructor gave it
     blank = (graded / "feedback" / "zh_blank" / f"{NB}.html").read_text(encoding="utf-8")
     assert blank.count("<b>评语：</b> <p>未作答。</p>") == 3  # nbgrader's comment on each answer left as released, in Chinese
+    alone = (graded / "feedback" / "zh_full" / f"{NB06}.html").read_text(encoding="utf-8")
+    assert "评分时跳过公开检查" in alone  # 06 graded without 03 and 04 beside it says so, in Chinese
     broken = (graded / "feedback" / "zh_broken" / f"{NB}.html").read_text(encoding="utf-8")
     assert "SyntaxError" in broken  # the load error is on the page the scan reads
 
@@ -138,7 +147,7 @@ def test_no_feedback_page_has_english(graded):
             found[f"{page.parent.name}/{page.name}"] = sorted(set(phrases))
         if marks := re.findall(r"[\u4e00-\u9fff][:;]", text):  # a Chinese label or sentence takes full-width ones (评语：)
             found[f"{page.parent.name}/{page.name}: half-width punctuation"] = sorted(set(marks))
-    assert len(list((graded / "feedback").glob("*/*.html"))) == len(CLASS)
+    assert len(list((graded / "feedback").glob("*/*.html"))) == len(CLASS) + 1
     assert not found, found
 
 
