@@ -103,9 +103,10 @@ NOT_SUBMITTED = ("missing", "invalid_student_id")  # statuses of a notebook nobo
 @dataclass(frozen=True)
 class LateFacts:
     """One notebook's lateness as the late rule settled it (``ledger.late.notebook_late``): its penalty, the
-    deadline that applied, when it was submitted and how late, how that was known (``basis``: ``time``,
-    ``lms_flag``, ``unknown``), the LMS's late mark, a problem (lateness unknown), and what its times
-    said when they disagreed. A record's ``late``; its JSON holds the facts that apply, in this order."""
+    deadline that applied (in UTC, the UTC offset it was given at beside it), when it was submitted and
+    how late, how that was known (``basis``: ``time``, ``lms_flag``, ``unknown``), the LMS's late mark,
+    a problem (lateness unknown), and what its times said when they disagreed. A record's ``late``; its
+    JSON holds the facts that apply, in this order."""
 
     penalty: float = 0.0
     deadline: str | None = None
@@ -115,10 +116,11 @@ class LateFacts:
     lms_late: bool = False
     problem: str | None = None
     disputed: dict | None = None  # {claimed, arrived, used}
+    deadline_offset: str | None = None  # the UTC offset the deadline was given at ("+08:00"): the late line shows it there
 
     def to_json(self) -> dict:
         data: dict = {"penalty": self.penalty}
-        for key in ("deadline", "submitted_at", "late_seconds", "basis", "lms_late", "problem", "disputed"):
+        for key in ("deadline", "submitted_at", "late_seconds", "basis", "lms_late", "problem", "disputed", "deadline_offset"):
             value = getattr(self, key)
             if value is not None and value is not False:
                 data[key] = value

@@ -356,10 +356,19 @@ def _has_letters(text: str) -> bool:
 
 def localize(text: str) -> str:
     """Text the runtime did not make (an assertion's message, an exception's), in the learner's
-    language: the catalog's exact entry, else the template entry whose literal text matches it,
-    its values kept as they are; the text unchanged when nothing matches."""
+    language: the catalog's exact entry, else the template entry whose literal text matches it, its
+    values kept as they are but a value that is a description of its own (``_described``); the text
+    unchanged when nothing matches."""
     if not text or language() == "en" or not _has_letters(text):
         return text
+    found = _looked_up(text)
+    return text if found is None else found
+
+
+def _looked_up(text: str, nested: bool = False) -> str | None:
+    """``text`` from the catalog (its exact entry, or a template whose literal text matches it), or
+    None. ``nested``: ``text`` is a value inside a matched message, so a template of punctuation
+    alone (a joiner such as ``{0} ({1})``) is no match: a value is split only by a sentence."""
     exact, templates = _catalog(language())
     if text in exact:
         return exact[text]
@@ -367,8 +376,11 @@ def localize(text: str) -> str:
     if stripped != text and stripped in exact:
         return text.replace(stripped, exact[stripped])
     for layout, translated in templates:
+        if nested and not any(isinstance(part, str) and _is_phrase(part) for part in layout):
+            continue
         values = _match(layout, text)
         if values is not None:
+            values = {key: _described(value) for key, value in values.items()}
             numbered = [key for key in values if isinstance(key, int)]
             try:
                 return translated.format(
@@ -377,7 +389,23 @@ def localize(text: str) -> str:
                 )
             except (IndexError, KeyError, ValueError):
                 return text
-    return text
+    return None
+
+
+def _is_phrase(text: str) -> bool:
+    """Words a person reads: a word of three letters or more, and a space."""
+    return " " in text.strip() and any(len(word) >= 3 and word.isascii() and word.isalpha() for word in text.split())
+
+
+def _described(value: str) -> str:
+    """A value of a matched message in the learner's language when it is a description the catalog
+    knows as text of its own (a public check's ``what``: ``end (prefill end + exposed)``, nested in
+    ``{0}: expected {1} ms, got {2}``); anything else as it is: a number, a code value such as
+    ``wait``, a learner's repr."""
+    if not _is_phrase(value):
+        return value
+    found = _looked_up(value, nested=True)
+    return value if found is None else found
 
 
 # ---------------------------------------------------------------- the font

@@ -70,7 +70,9 @@ def parse_policy(text: str) -> Policy:
 
 
 def parse_time(text: str, what: str) -> dt.datetime:
-    """An ISO 8601 time with its zone (a time without one is refused: whose midnight would it be?)."""
+    """An ISO 8601 time with its zone (a time without one is refused: whose midnight would it be?),
+    kept at the UTC offset it was written with: a deadline is compared as an instant, and shown to
+    people as the instructor gave it (``deadline_shown``)."""
     try:
         value = dt.datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
     except ValueError:
@@ -78,9 +80,10 @@ def parse_time(text: str, what: str) -> dt.datetime:
     if value.tzinfo is None:
         raise UnusableInput(f"{what}: {text!r} has no time zone (write it with +08:00, Z, ...)")
     try:
-        return value.astimezone(dt.UTC)
+        value.astimezone(dt.UTC)
     except OverflowError:  # 0001-01-01 east of UTC, 9999-12-31 west of it
         raise UnusableInput(f"{what}: {text!r} is outside the times UTC can hold (years 1 to 9999)") from None
+    return value
 
 
 def read_extensions(path: Path) -> dict[str, dt.datetime]:
@@ -172,13 +175,23 @@ def penalty_points(policy: Policy, late_seconds: float, score: float, max_points
 FOREVER = 1e12  # seconds: late past any deduction's reach
 
 
+def offset_text(when: dt.datetime) -> str:
+    """An aware time's UTC offset as ISO 8601 writes it: ``+08:00``, ``-05:00``, ``+00:00``."""
+    offset = when.utcoffset() or dt.timedelta(0)
+    sign, offset = ("-", -offset) if offset < dt.timedelta(0) else ("+", offset)
+    minutes, seconds = divmod(int(offset.total_seconds()), 60)
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}" + (f":{seconds:02d}" if seconds else "")
+
+
 def notebook_late(spec: LateSpec, student: str, notebook: str, score: float, max_points: float, flagged: bool = False) -> LateFacts:
     """The late facts of one notebook scored ``score`` (as the table counts it) of ``max_points``:
-    submitted_at, deadline, seconds late, penalty and its ``basis``, or a problem. ``flagged``: the
-    LMS marked the submission late (used only when no time is known)."""
-    deadline = spec.deadline_for(student, notebook)
-    if not spec.active or deadline is None:
+    submitted_at, deadline (in UTC, with the offset it was given at beside it), seconds late, penalty
+    and its ``basis``, or a problem. ``flagged``: the LMS marked the submission late (used only when
+    no time is known)."""
+    given = spec.deadline_for(student, notebook)
+    if not spec.active or given is None:
         return LateFacts()
+    deadline, offset = given.astimezone(dt.UTC), offset_text(given)
     submitted = spec.times.get(student, {}).get(notebook) or spec.times.get(student, {}).get("*")
     if submitted is None and flagged:
         least, most = penalty_points(spec.policy, 1, score, max_points), penalty_points(spec.policy, FOREVER, score, max_points)
@@ -189,18 +202,20 @@ def notebook_late(spec: LateSpec, student: str, notebook: str, score: float, max
                 f"marked late by the LMS, not how late: at least {least:g} point(s) (one started {unit}), up to {most:g}; "
                 "give the submission time in a timestamps CSV"
             )
-        return LateFacts(least, deadline.isoformat(), basis="lms_flag", lms_late=True, problem=problem)
+        return LateFacts(least, deadline.isoformat(), basis="lms_flag", lms_late=True, problem=problem, deadline_offset=offset)
     if submitted is None:
-        return LateFacts(0.0, deadline.isoformat(), basis="unknown", problem="no submission time is known: give it in a timestamps CSV")
+        problem = "no submission time is known: give it in a timestamps CSV"
+        return LateFacts(0.0, deadline.isoformat(), basis="unknown", problem=problem, deadline_offset=offset)
     late = (submitted - deadline).total_seconds()
     disputed = spec.disputed.get(student, {}).get(notebook)  # its own times and its arrival disagreed: the latest counts
     return LateFacts(
         penalty_points(spec.policy, late, score, max_points),
         deadline.isoformat(),
-        submitted.isoformat(),
+        submitted.astimezone(dt.UTC).isoformat(),
         max(0.0, late),
         "time",
         disputed=disputed or None,
+        deadline_offset=offset,
     )
 
 
@@ -253,6 +268,7 @@ def settle(spec: LateSpec, student: str, scores: dict[str, tuple[float, float]],
 
 
 LATE_LINE = "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} point(s) ({policy})."
+DEADLINE_SHOWN = "{time}, {zone}"  # the late line's deadline: 2026-12-20 23:59, UTC+08:00
 # a submission whose own times (timestamp.txt, its folder's name) and its arrival on the exchange disagreed (term/exchange.py)
 DISPUTED_LINE = "This submission gives {claimed} as its time, but it reached the exchange at {arrived}: the latest, {used}, counts."
 DISPUTED_CLAIMS_LINE = "The times this submission gives disagree ({claimed} and {used}): the later counts."
@@ -277,8 +293,32 @@ def late_text(late: LateFacts | None, policy: Policy, words: dict[str, str] | No
     said = _disputed_text(late.disputed or {}, words)
     if not seconds:
         return said
-    values = {"hours": f"{seconds / 3600:.2f}", "deadline": late.deadline, "points": f"{late.penalty:g}", "policy": _said_policy(policy, words)}
+    values = {
+        "hours": f"{seconds / 3600:.2f}",
+        "deadline": deadline_shown(late, words),
+        "points": f"{late.penalty:g}",
+        "policy": _said_policy(policy, words),
+    }
     return " ".join(t for t in (said, words.get(LATE_LINE, LATE_LINE).format(**values)) if t)
+
+
+def deadline_shown(late: LateFacts, words: dict[str, str] | None = None) -> str:
+    """The deadline for people, as the instructor gave it: its date and time at the UTC offset it was
+    written with (``late.deadline_offset``; the time's own without one), then that offset, in the
+    language of ``words``: ``2026-12-20 23:59, UTC+08:00`` (seconds only when there are any; a deadline
+    given in UTC says ``UTC``). The deadline as stored when it cannot be read."""
+    try:
+        when = dt.datetime.fromisoformat(str(late.deadline))
+        if late.deadline_offset:
+            when = when.astimezone(dt.datetime.fromisoformat("2000-01-01T00:00:00" + late.deadline_offset).tzinfo)
+    except (ValueError, OverflowError):
+        return str(late.deadline)
+    if when.tzinfo is None:
+        return str(late.deadline)
+    offset = offset_text(when)
+    zone = "UTC" if offset == "+00:00" else f"UTC{offset}"
+    shown = when.strftime("%Y-%m-%d %H:%M" + (":%S" if when.second else ""))
+    return (words or {}).get(DEADLINE_SHOWN, DEADLINE_SHOWN).format(time=shown, zone=zone)
 
 
 def _disputed_text(disputed: dict, words: dict[str, str]) -> str:

@@ -21,6 +21,7 @@ from ..course import Course
 from ..errors import GraderError
 from ..judging.ideas import code_only, message_template
 from ..judging.judge import MESSAGES
+from ..ledger.late import DEADLINE_SHOWN
 from ..model import HIDDEN_NOTE_TEXT, STATUS_TEXT
 from . import catalogs
 
@@ -35,7 +36,11 @@ TEST_CELL = "Test cell: {todo}"  # a test cell in the page's list, named by its 
 TOP = "(Top)"
 PENDING_IN_PARENS = " (pending: a person grades it, {points} point(s))"  # a pending answer in the page's list (exporters.PageView)
 LATE_PENALTY = "Late submission penalty (Score: -{points})"  # nbgrader's late line in the page's list
-LABELS = (SCORE_IN_PARENS, SCORE_WITH_PENDING, SCORE, GRADE_CELL, TEST_CELL, TOP, PENDING_IN_PARENS, LATE_PENALTY)
+COMMENTS = "Comments:"  # the label before a cell's comment, its colon with it (Chinese: 评语：)
+# nbgrader's own comment on an answer left as released (preprocessors/saveautogrades.py's auto_comment):
+# the page shows it in its language (exporters.PageView.comment); a person's comment as they wrote it
+NO_RESPONSE = "No response."
+LABELS = (SCORE_IN_PARENS, SCORE_WITH_PENDING, SCORE, GRADE_CELL, TEST_CELL, TOP, PENDING_IN_PARENS, LATE_PENALTY, COMMENTS, NO_RESPONSE)
 
 # a late policy as a late line says it (late.Policy.describe's English)
 POLICY_TEXTS = (
@@ -177,13 +182,14 @@ FEEDBACK_TEXTS: tuple[str | tuple[str, str], ...] = (
     "Written response",
     "Task",
     "Comment",
-    "Comments",
     "Student's answer",
     "Top",
     "pending: a person grades it, {points} point(s)",
     "Pending: a person grades it ({points} point(s))",
     "{points} point(s) wait for a person's grading",
     "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} point(s) ({policy}).",
+    # the late line's deadline, as the instructor gave it: its date and time, then its UTC offset (late.DEADLINE_SHOWN)
+    DEADLINE_SHOWN,
     # a submission whose own times and its arrival on the exchange disagreed (ledger/late.py late_text)
     "This submission gives {claimed} as its time, but it reached the exchange at {arrived}: the latest, {used}, counts.",
     "The times this submission gives disagree ({claimed} and {used}): the later counts.",

@@ -289,6 +289,13 @@ class PageView:
         """A heading of nbgrader's template (``Test cell``, ``Student's answer``) in the page's language."""
         return html.escape(self.words.get(text, text), quote=False)
 
+    def comment(self, text: str) -> str:
+        """A cell's comment as the page shows it (markdown, rendered by the template): nbgrader's own
+        comment on an answer left as released in the page's language; a person's as they wrote it."""
+        from ..publish.editions import NO_RESPONSE
+
+        return self.words.get(NO_RESPONSE, NO_RESPONSE) if text == NO_RESPONSE else text
+
     @staticmethod
     def _after_space(said: str) -> str:
         return " " + said if said.startswith("(") else said  # no space before a full-width parenthesis

@@ -6,8 +6,8 @@ is read as it is drawn) and every widget's labels and options (the widget state 
 renders) are scanned for English with the strict finder (``tests/english.py``: a single English
 word counts; code, units, names and the glossary's English terms are allowed, each with its reason).
 
-``english_phrases`` below is the looser finder the feedback pages' test still uses (two or more
-ordinary English words in a row).
+``english_phrases`` below is the older, looser finder (two or more ordinary English words in a
+row), kept with its own tests; no scan uses it now (the feedback pages' test reads with the strict one).
 """
 
 from __future__ import annotations
