@@ -129,6 +129,40 @@ class ClusterInfo:
 
 
 @dataclass(frozen=True)
+class SandboxInfo:
+    """How a grading run isolated the learners' code (summary.json's ``sandbox``): bubblewrap here, with
+    the limits and what enforces them (``run.sandbox.Sandbox.describe``); bubblewrap on every worker of a
+    cluster; or nothing (``--no-sandbox``: ``enabled`` False and the ``warning``). What a run did not
+    say is absent from its JSON, except the CPU limit, which a local description states even when none."""
+
+    enabled: bool = False
+    warning: str | None = None
+    isolation: str | None = None
+    bwrap: str | None = None
+    limits_by: str | None = None  # cgroup-v1, cgroup-v2 or rlimit (None: not described here)
+    memory_limit_bytes: int | None = None
+    process_limit: int | None = None
+    process_limit_enforced: bool | None = None
+    cpu_limit_cores: float | None = None
+    disk_limit_bytes: int | None = None
+
+    def to_json(self) -> dict:
+        data: dict = {"enabled": self.enabled}
+        for f in fields(self)[1:]:
+            value = getattr(self, f.name)
+            if value is not None or (f.name == "cpu_limit_cores" and self.limits_by is not None):
+                data[f.name] = value
+        return data
+
+    @classmethod
+    def from_json(cls, data) -> SandboxInfo | None:
+        """The description as any version wrote it (None: there is none, ``{}``)."""
+        if not isinstance(data, dict) or not data:
+            return None
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
 class Problem:
     """A notebook that needs a look: whose, which, its status, what that means, and the detail."""
 
@@ -162,7 +196,7 @@ class Summary:
     late_problems: list[dict] = field(default_factory=list)  # {student_id, notebook, problem}
     matching_notes: dict[str, list[str]] = field(default_factory=dict)
     columns: list[str] = field(default_factory=list)
-    sandbox: dict = field(default_factory=dict)
+    sandbox: SandboxInfo | None = None
     redactions: list[dict] = field(default_factory=list)  # {student_id, notebook, lines}
     cluster: ClusterInfo | None = None
 
@@ -170,6 +204,7 @@ class Summary:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cluster"}
         data["gradebook"] = self.gradebook.to_json() if self.gradebook != BookInfo() else {}
         data["problems"] = [p.to_json() for p in self.problems]
+        data["sandbox"] = self.sandbox.to_json() if self.sandbox else {}
         if self.cluster:
             data["cluster"] = self.cluster.to_json()
         return data
@@ -183,6 +218,7 @@ class Summary:
         if not isinstance(known.get("matching_notes"), dict):
             known["matching_notes"] = {}
         known["gradebook"] = BookInfo.from_json(known.get("gradebook"))
+        known["sandbox"] = SandboxInfo.from_json(known.get("sandbox"))
         problems = known.get("problems") if isinstance(known.get("problems"), list) else []
         known["problems"] = [Problem(**{f.name: str(p.get(f.name, "")) for f in fields(Problem)}) for p in problems if isinstance(p, dict)]
         return cls(**known)

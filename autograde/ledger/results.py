@@ -13,7 +13,7 @@ from tools.project_runtime import write_json_atomic
 from ..course import Course, Exercise
 from ..model import STATUS_TEXT, Record
 from . import gradebook
-from .facts import BookInfo, ClusterInfo, Problem, Summary
+from .facts import BookInfo, ClusterInfo, Problem, SandboxInfo, Summary
 from .gradebook import Book
 from .late import LateSpec
 from .layout import Out
@@ -50,7 +50,7 @@ def summarize(
     records: list[Record],
     notes,
     n_students: int,
-    sandbox: dict,
+    sandbox: SandboxInfo | None,
     book: BookInfo,
     where: ClusterInfo | None,
 ) -> Summary:
@@ -106,7 +106,7 @@ def write_results(
     records: list[Record | dict],
     notes: dict[str, list[str]],
     n_students: int,
-    sandbox: dict,
+    sandbox: SandboxInfo | None,
     db_url: str | None = None,
     book: BookInfo | None = None,
     late: LateSpec | None = None,

@@ -134,7 +134,7 @@ class Worker:
         if self.box and self._runner_job:
             if self.session.runner is not None:
                 self.session.runner.kill()
-            self.runner_out_of_memory |= self.box.finish(self._runner_job)["out_of_memory"]
+            self.runner_out_of_memory |= self.box.finish(self._runner_job)
             self._runner_job = None
 
     def close(self) -> None:

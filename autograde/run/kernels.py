@@ -279,7 +279,7 @@ class StudentKernel:
                     pass
             self.km = None
         if self.box and self.job is not None:
-            out_of_memory = self.box.finish(self.job)["out_of_memory"]
+            out_of_memory = self.box.finish(self.job)
             self.job = None
         if self.runtime is not None:
             shutil.rmtree(self.runtime, ignore_errors=True)

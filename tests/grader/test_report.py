@@ -23,6 +23,7 @@ import pytest
 
 from autograde import grading
 from autograde.course import Course
+from autograde.ledger.facts import SandboxInfo
 from autograde.ledger.results import write_results
 from autograde.term.report import course_ideas
 
@@ -82,7 +83,9 @@ def write_out(out: Path, records: list[dict], notes: dict[str, list[str]] | None
     """Write OUT's files with the grader's own writer."""
     out.mkdir(parents=True, exist_ok=True)
     n_students = len({r["student_id"] for r in records})
-    return write_results(COURSE, out, graded_cells=CELLS, records=records, notes=notes or {}, n_students=n_students, sandbox={"enabled": False})
+    return write_results(
+        COURSE, out, graded_cells=CELLS, records=records, notes=notes or {}, n_students=n_students, sandbox=SandboxInfo(enabled=False)
+    )
 
 
 def run_report(out: Path) -> subprocess.CompletedProcess:

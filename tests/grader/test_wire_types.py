@@ -1,0 +1,41 @@
+"""The types that replaced records passed as dicts: each writes the JSON the grader has always written,
+key for key and in its order, and reads back what earlier versions wrote."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autograde.ledger.facts import SandboxInfo, Summary
+
+# summary.json's sandbox, as each kind of run has written it
+SANDBOXES = [
+    {
+        "enabled": True,
+        "isolation": "bubblewrap",
+        "bwrap": "/usr/bin/bwrap",
+        "limits_by": "rlimit",
+        "memory_limit_bytes": 4294967296,
+        "process_limit": 256,
+        "process_limit_enforced": True,
+        "cpu_limit_cores": None,
+        "disk_limit_bytes": 1073741824,
+    },
+    {"enabled": True, "isolation": "bubblewrap on every worker (each checked before the batch)"},
+    {"enabled": False, "warning": "graded with --no-sandbox: submissions were not isolated"},
+]
+
+
+@pytest.mark.parametrize("written", SANDBOXES)
+def test_a_sandbox_description_reads_back_as_it_was_written(written):
+    info = SandboxInfo.from_json(written)
+    assert json.dumps(info.to_json()) == json.dumps(written)
+    assert info.enabled is written["enabled"]
+
+
+def test_a_summary_without_a_sandbox_keeps_its_empty_object():
+    summary = Summary.from_json({"columns": ["student_id"], "sandbox": {}})
+    assert summary.sandbox is None and summary.to_json()["sandbox"] == {}
+    described = Summary.from_json({"columns": [], "sandbox": SANDBOXES[0]})
+    assert described.sandbox.limits_by == "rlimit" and described.to_json()["sandbox"] == SANDBOXES[0]
