@@ -234,6 +234,83 @@ def _number(value, low: float = -math.inf, high: float = math.inf) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and low - 1e-9 <= value <= high + 1e-9
 
 
+# ---------------------------------------------------------------- the judge's results
+
+
+@dataclass(frozen=True)
+class IdeaResult:
+    """One graded idea as the judge decided it (``judging.judge.score_ideas``): its id, the text the learner
+    reads, its points and what it earned, its status (passed, failed, error, not_started, skipped), the
+    message in English and, as ``said``, the same message as catalog keys and values (``ideas.Said.to_json``)
+    for a page in another language (None: a message of no catalog's, or none)."""
+
+    id: str
+    text: str
+    points: float
+    earned: float = 0.0
+    status: str = "passed"
+    message: str = ""
+    said: dict | None = None
+
+    def but(self, **changes) -> IdeaResult:
+        return replace(self, **changes)
+
+    def to_json(self) -> dict:
+        data = {"id": self.id, "text": self.text, "points": self.points, "earned": self.earned, "status": self.status, "message": self.message}
+        return data if self.said is None else {**data, "said": self.said}
+
+    @classmethod
+    def from_json(cls, data: dict) -> IdeaResult:
+        """An idea as result.json holds it (its id, status, earned and points checked by ``JobOutcome.from_json``)."""
+        said = data.get("said")
+        return cls(
+            data["id"],
+            str(data.get("text", "")),
+            data["points"],
+            data["earned"],
+            data["status"],
+            str(data.get("message", "")),
+            said if isinstance(said, dict) else None,
+        )
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """The judge's result for one grade cell: its score (0 while the TODO is unfinished), its points, its
+    status (graded, not_started, or error when the code could not be loaded) and each idea's result."""
+
+    score: float
+    points: float
+    status: str
+    ideas: tuple[IdeaResult, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"score": self.score, "points": self.points, "status": self.status, "ideas": [i.to_json() for i in self.ideas]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> CellResult:
+        """A cell's result as result.json holds it (its ideas checked by ``JobOutcome.from_json``)."""
+        score, points = (data.get(key) if _number(data.get(key)) else 0.0 for key in ("score", "points"))
+        return cls(score, points, str(data.get("status", "")), tuple(IdeaResult.from_json(i) for i in data["ideas"]))
+
+
+@dataclass(frozen=True)
+class LoadError:
+    """A cell of the learner's code that failed as the judge's runner loaded it: its index and the error."""
+
+    cell: int
+    error: str
+
+    def to_json(self) -> dict:
+        return {"cell": self.cell, "error": self.error}
+
+    @classmethod
+    def from_json(cls, data) -> LoadError:
+        data = data if isinstance(data, dict) else {}
+        cell = data.get("cell")
+        return cls(cell if isinstance(cell, int) and not isinstance(cell, bool) else -1, str(data.get("error", "")))
+
+
 @dataclass(frozen=True)
 class JobOutcome:
     """What a grading worker (run/job.py) says of one notebook in its result.json: nbgrader's
@@ -248,8 +325,8 @@ class JobOutcome:
     timings: dict = field(default_factory=dict)
     out_of_memory: bool = False
     runner_out_of_memory: bool = False
-    judge: dict = field(default_factory=dict)
-    load_errors: tuple = ()
+    judge: dict[str, CellResult] = field(default_factory=dict)  # grade id -> the judge's result
+    load_errors: tuple[LoadError, ...] = ()
     scores: dict | None = None
     manual: dict = field(default_factory=dict)
     status: str | None = None  # why it stopped, as the worker caught it (a key of STATUS_TEXT)
@@ -265,7 +342,7 @@ class JobOutcome:
     def ideas(self) -> dict[str, list[dict]]:
         """Each graded cell's ideas as a record keeps them: id, status, earned, points."""
         return {
-            gid: [{"id": i["id"], "status": i["status"], "earned": i["earned"], "points": i["points"]} for i in result["ideas"]]
+            gid: [{"id": i.id, "status": i.status, "earned": i.earned, "points": i.points} for i in result.ideas]
             for gid, result in self.judge.items()
         }
 
@@ -288,7 +365,8 @@ class JobOutcome:
             if getattr(self, key):
                 data[key] = True
         if self.scores is not None:
-            data.update(judge=self.judge, load_errors=list(self.load_errors), scores=self.scores, manual=self.manual)
+            judge = {gid: result.to_json() for gid, result in self.judge.items()}
+            data.update(judge=judge, load_errors=[e.to_json() for e in self.load_errors], scores=self.scores, manual=self.manual)
         return data
 
     @classmethod
@@ -341,8 +419,8 @@ class JobOutcome:
             timings=timings,
             out_of_memory=data.get("out_of_memory", False),
             runner_out_of_memory=data.get("runner_out_of_memory", False),
-            judge=judge,
-            load_errors=tuple(data.get("load_errors", [])),
+            judge={gid: CellResult.from_json(result) for gid, result in judge.items()},
+            load_errors=tuple(LoadError.from_json(e) for e in data.get("load_errors", [])),
             scores=scores,
             manual=manual,
             status=said.get("status") if said.get("status") in STATUS_TEXT else None,

@@ -36,7 +36,7 @@ from tools.i18n import EDITIONS
 from .. import settings as environment
 from ..judging import judge
 from ..ledger.layout import JobFolder, Out
-from ..model import JobOutcome
+from ..model import CellResult, JobOutcome
 from .sandbox import Limits, Sandbox
 
 RUNNER = Path(__file__).resolve().parents[1] / "judging" / "runner.py"  # the untrusted side, bound read-only into the sandbox
@@ -63,13 +63,6 @@ class WorkerSettings:
     @classmethod
     def from_json(cls, data: dict) -> WorkerSettings:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
-
-
-class Judged(NamedTuple):
-    """The judge's result for each grade cell of a notebook, and the errors met loading its code."""
-
-    results: dict
-    load_errors: list
 
 
 class Scored(NamedTuple):
@@ -236,7 +229,7 @@ class Worker:
         submitted = JobFolder(jobdir, "").submission_digest.read_text(encoding="utf-8").strip()
         return hashlib.sha256(f"{self.spec_digest}|{submitted}".encode()).hexdigest()
 
-    def _judge(self, jobdir: Path, path: Path) -> Judged:
+    def _judge(self, jobdir: Path, path: Path) -> judge.Judged:
         from tools import checks
 
         notebook = path.stem
@@ -245,18 +238,19 @@ class Worker:
         cells = judge.learner_cells(nb, set(spec["given"]))
         checks.set_input_salt(self.input_salt(jobdir))
         try:
-            results, load_errors = judge.judge_notebook(spec["tests"], self.spec["solutions"], self.session, cells)
+            judged = judge.judge_notebook(spec["tests"], self.spec["solutions"], self.session, cells)
         finally:
             checks.set_input_salt(None)
+        results = judged.results
         for cell in nb.cells:  # the ideas' results, under each test cell, for the feedback page
             gid = cell.metadata.get("nbgrader", {}).get("grade_id")
             if gid in results and cell.cell_type == "code":
                 words = self.spec.get("translations", {}).get(edition_of(jobdir), {})
                 cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=ideas_report(results[gid], gid, words)))
         nbformat.write(nb, path)
-        return Judged(results, load_errors)
+        return judged
 
-    def _record(self, jobdir: Path, notebook: str, results: dict) -> Scored:
+    def _record(self, jobdir: Path, notebook: str, results: dict[str, CellResult]) -> Scored:
         """Replace nbgrader's scores (public checks only) by the judge's, in the gradebook.
         Returns (the judge's scores, the answers a person grades: None when written, 0 when
         left as released, as nbgrader's autograde recorded them)."""
@@ -271,7 +265,7 @@ class Worker:
                 if grade.name in manual_ids:  # a written answer: formgrader's, never the judge's
                     manual[grade.name] = None if grade.auto_score is None else float(grade.auto_score)
                 elif grade.name in results:
-                    grade.auto_score = results[grade.name]["score"]
+                    grade.auto_score = results[grade.name].score
                 elif grade.cell.max_score:
                     grade.auto_score = 0.0  # a grade cell the judge has no tests for earns nothing
             gradebook.db.commit()
@@ -279,7 +273,7 @@ class Worker:
             return Scored(scores, manual)
 
 
-def ideas_report(result: dict, grade_id: str = "", words: dict[str, str] | None = None) -> str:
+def ideas_report(result: CellResult, grade_id: str = "", words: dict[str, str] | None = None) -> str:
     """What a learner reads under a test cell: each graded idea, passed or not, and why, in the
     submission's language (``words``: the feedback translations of its edition, empty for English).
     A failure message is rendered from its catalog keys and values (the judge's ``said``), so a
@@ -289,14 +283,14 @@ def ideas_report(result: dict, grade_id: str = "", words: dict[str, str] | None 
     words = words or {}
     marks = {"passed": "✓", "failed": "✗", "error": "✗", "not_started": "…", "skipped": "·"}
     head = "Graded ideas (hidden tests, run outside your notebook): {score} / {points} points"
-    lines = [words.get(head, head).format(score=f"{result['score']:g}", points=f"{result['points']:g}")]
-    for idea in result["ideas"]:
-        text = words.get(f"{grade_id}:{idea['id']}", idea["text"])
-        lines.append(f"  {marks.get(idea['status'], '?')} {text} [{idea['earned']:g}/{idea['points']:g}]")
-        if idea["message"] and idea["status"] != "passed":
-            message = judge.shorten(render_message(idea["said"], words, judge.MAX_TEXT)) if words and idea.get("said") else idea["message"]
+    lines = [words.get(head, head).format(score=f"{result.score:g}", points=f"{result.points:g}")]
+    for idea in result.ideas:
+        text = words.get(f"{grade_id}:{idea.id}", idea.text)
+        lines.append(f"  {marks.get(idea.status, '?')} {text} [{idea.earned:g}/{idea.points:g}]")
+        if idea.message and idea.status != "passed":
+            message = judge.shorten(render_message(idea.said, words, judge.MAX_TEXT)) if words and idea.said else idea.message
             lines.append(f"      → {message}")
-    if result["status"] == "not_started":
+    if result.status == "not_started":
         stub = "This TODO still raises NotImplementedError, so it earns no points yet."
         lines.append("  " + words.get(stub, stub))
     return "\n".join(lines) + "\n"

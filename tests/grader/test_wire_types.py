@@ -39,3 +39,27 @@ def test_a_summary_without_a_sandbox_keeps_its_empty_object():
     assert summary.sandbox is None and summary.to_json()["sandbox"] == {}
     described = Summary.from_json({"columns": [], "sandbox": SANDBOXES[0]})
     assert described.sandbox.limits_by == "rlimit" and described.to_json()["sandbox"] == SANDBOXES[0]
+
+
+# the judge's result for a grade cell, as result.json has always held it
+CELL = {
+    "score": 1.0,
+    "points": 2.0,
+    "status": "graded",
+    "ideas": [
+        {"id": "first", "text": "t1", "points": 1.0, "earned": 1.0, "status": "passed", "message": ""},
+        {"id": "second", "text": "t2", "points": 1.0, "earned": 0.0, "status": "failed", "message": "m", "said": {"t": "m", "v": []}},
+    ],
+}
+
+
+def test_the_judges_result_reads_back_as_it_was_written():
+    from autograde.model import CellResult, JobOutcome, LoadError
+
+    result = CellResult.from_json(CELL)
+    assert json.dumps(result.to_json()) == json.dumps(CELL)
+    assert [i.status for i in result.ideas] == ["passed", "failed"] and result.ideas[1].said == {"t": "m", "v": []}
+    written = {"autograde": {}, "timings": {}, "judge": {"todo": CELL}, "load_errors": [{"cell": 3, "error": "NameError"}], "scores": {"todo": 1.0}}
+    outcome = JobOutcome.from_json(written)
+    assert outcome.judge["todo"] == result and outcome.load_errors == (LoadError(3, "NameError"),)
+    assert outcome.to_json()["judge"] == {"todo": CELL} and outcome.to_json()["load_errors"] == written["load_errors"]
