@@ -416,8 +416,8 @@ def cmd_report(course: Course, args) -> int:
 
     page, numbers, data = write_report(course, args.out, args.language)
     print(
-        f"wrote {page} and {numbers}: {data['students']} student(s), {len(data['ideas'])} graded idea(s), "
-        f"{sum(p['count'] for p in data['problems'])} problem(s) in {len(data['problems'])} kind(s)"
+        f"wrote {page} and {numbers}: {data.students} student(s), {len(data.ideas)} graded idea(s), "
+        f"{sum(p.count for p in data.problems)} problem(s) in {len(data.problems)} kind(s)"
     )
     return EXIT_OK
 

@@ -7,6 +7,7 @@ from markupsafe import Markup
 
 from ..publish.editions import REPORT_CONTEXTS
 from ..record.exporters import add_csp, base_style, html_lang
+from .report_numbers import Report
 from .report_text import kind_name, mean, num, pct, say, say_detail
 
 SHOWN_PER_KIND = 100  # rows per problem kind on the page (report.json has them all)
@@ -27,9 +28,9 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
         students=data.students, graded=data.notebooks_graded, records=data.records) }}
 {{ tr("Editions submitted: {editions}.", editions=listed(data.editions|dictsort)) }}
 {{ tr("Late notebooks: {late} ({points} penalty point(s) in {file}; final totals after it: mean {mean}, median {median}){unknown}.",
-      late=data.late.late_notebooks, points=num(data.late.penalty_points), file=code(s.from), mean=mean(s.final.mean), median=mean(s.final.median),
+      late=data.late.late_notebooks, points=num(data.late.penalty_points), file=code(s.source), mean=mean(s.final.mean), median=mean(s.final.median),
       unknown=tr("; {count} without a known submission time", count=data.late.unknown_times) if data.late.unknown_times else "") }}
-{{ tr("Scores from {file}.", file=code(s.from)) }}</p>
+{{ tr("Scores from {file}.", file=code(s.source)) }}</p>
 {% for w in data.warnings %}<p class="warn">{{ w }}</p>{% endfor %}
 
 <h2 id="scores">{{ tr("Score distribution | 分数分布") }}</h2>
@@ -73,10 +74,10 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 {% endfor %}</table>{% endif %}
 {% for p in data.problems %}<details><summary>{{ tr("{kind}: {count} ({what})", kind=kind(p.kind), count=p.count, what=tr(p.what)) }}</summary>
 <table><tr>{{ headers("student", "notebook", "detail") }}</tr>
-{% for item in p["items"][:shown] %}<tr><td class="student">{{ item.student_id }}</td><td>{{ item.notebook }}</td>
+{% for item in p.items[:shown] %}<tr><td class="student">{{ item.student_id }}</td><td>{{ item.notebook }}</td>
 <td>{{ detail(item.detail) }}</td></tr>
-{% endfor %}</table>{% if p["items"]|length > shown %}
-<p>{{ tr("… and {count} more (all in report.json)", count=p["items"]|length - shown) }}</p>{% endif %}
+{% endfor %}</table>{% if p.items|length > shown %}
+<p>{{ tr("… and {count} more (all in report.json)", count=p.items|length - shown) }}</p>{% endif %}
 </details>
 {% endfor %}
 
@@ -94,7 +95,7 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 """
 
 
-def render(data: dict, figs: dict[str, str], words: dict[str, str] | None = None) -> str:
+def render(data: Report, figs: dict[str, str], words: dict[str, str] | None = None) -> str:
     """The report's page, its own text in the language of ``words`` (the edition's feedback
     translations; English without). Every value put into a text is escaped."""
     from jinja2 import Environment, StrictUndefined
@@ -127,7 +128,5 @@ def render(data: dict, figs: dict[str, str], words: dict[str, str] | None = None
     )
     template = env.from_string(PAGE)
     style = Markup(base_style("72em"))  # noqa: S704 (the course's own constant styles)
-    page = template.render(
-        data=data, s=data["scores"], t=data["timing"], figs=figs, shown=SHOWN_PER_KIND, base_style=style, lang=html_lang(data.get("language", "en"))
-    )
+    page = template.render(data=data, s=data.scores, t=data.timing, figs=figs, shown=SHOWN_PER_KIND, base_style=style, lang=html_lang(data.language))
     return add_csp(page, REPORT_POLICY)

@@ -132,10 +132,10 @@ def test_one_penalty_one_total_in_every_table(tmp_path, monkeypatch, policy):
     assert {s: sum(per.values()) for s, per in given.items()} == pytest.approx(penalties)  # the gradebook's penalty, after the export
 
     report = build_report(COURSE, out)
-    assert report["scores"]["from"] == "final_grades.csv"
-    assert report["late"]["penalty_points"] == pytest.approx(sum(penalties.values()))
-    assert report["scores"]["final"]["mean"] == pytest.approx(round(sum(expected.values()) / 3, 3))
-    assert report["editions"] == {"en": 3}  # from the log: final_grades.csv has no edition column
+    assert report.scores.source == "final_grades.csv"
+    assert report.late.penalty_points == pytest.approx(sum(penalties.values()))
+    assert report.scores.final.mean == pytest.approx(round(sum(expected.values()) / 3, 3))
+    assert report.editions == {"en": 3}  # from the log: final_grades.csv has no edition column
 
 
 def test_an_unknown_lateness_stops_an_lms_file_until_the_instructor_says(tmp_path, monkeypatch, capsys):

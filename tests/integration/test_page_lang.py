@@ -55,5 +55,5 @@ def test_the_class_report_carries_its_language(language, lang, tmp_path):
     cells = grading.exercises(course)
     write_results(course, tmp_path, graded_cells=cells, records=[], notes={}, n_students=0, sandbox=SandboxInfo(enabled=False))
     page, _, data = report.write_report(course, tmp_path, language)
-    assert data["language"] == language
+    assert data.language == language
     assert page_lang(page.read_text(encoding="utf-8")) == lang
