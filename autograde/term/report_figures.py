@@ -6,10 +6,14 @@ from __future__ import annotations
 import base64
 import io
 import warnings
+from typing import TYPE_CHECKING
 
 from ..model import PENDING, REVIEW
-from .report_numbers import Report
+from .report_numbers import Figures, Report
 from .report_text import kind_name, mean, say
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _plain(text: str) -> str:
@@ -34,12 +38,12 @@ def _svg(fig) -> str:
 COLOURS = {"full": "#2e7d32", "partial": "#f9a825", "zero": "#c62828", PENDING: "#90a4ae", REVIEW: "#6a1b9a"}
 
 
-def figures(data: Report, words: dict[str, str] | None = None) -> dict[str, str]:
-    """The report's figures as data: URIs of SVG images, by name."""
-    return {name: _svg(fig) for name, fig in draw_figures(data, words).items()}
+def figures(data: Report, words: dict[str, str] | None = None) -> Figures[str]:
+    """The report's figures as data: URIs of SVG images."""
+    return Figures(**{name: _svg(fig) for name, fig in draw_figures(data, words).shown()})
 
 
-def draw_figures(data: Report, words: dict[str, str] | None = None) -> dict:
+def draw_figures(data: Report, words: dict[str, str] | None = None) -> Figures[Figure]:
     """The report's matplotlib figures by name (drawn apart from their encoding, so that their
     text can be checked), their text in the language of ``words`` (the edition's feedback
     translations; English without); a figure with nothing to show is left out."""
@@ -51,14 +55,13 @@ def draw_figures(data: Report, words: dict[str, str] | None = None) -> dict:
             from tools.i18n import use_course_font
 
             use_course_font()
-        drawn = {
-            "totals": _totals_figure(data, words),
-            "exercises": _exercises_figure(data, words),
-            "ideas": _ideas_figure(data, words),
-            "problems": _problems_figure(data, words),
-            "slowest": _slowest_figure(data, words),
-        }
-    return {name: fig for name, fig in drawn.items() if fig is not None}
+        return Figures(
+            totals=_totals_figure(data, words),
+            exercises=_exercises_figure(data, words),
+            ideas=_ideas_figure(data, words),
+            problems=_problems_figure(data, words),
+            slowest=_slowest_figure(data, words),
+        )
 
 
 def _totals_figure(data: Report, words: dict[str, str]):

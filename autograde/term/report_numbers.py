@@ -1,13 +1,13 @@
 """The class report's numbers, typed: what ``report.build_report`` works out and the page, its figures and
-``OUT/report.json`` show. Each field is a key of report.json, in its order; :meth:`Report.to_json` is its one
+``OUT/report.json`` show; and the page's figures (``Figures``). Each field is a key of report.json, in its order; :meth:`Report.to_json` is its one
 writer (the JSON is what earlier versions wrote, key for key)."""
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
-from dataclasses import dataclass, field
-from typing import Self
+from dataclasses import dataclass, field, fields
+from typing import Generic, Self, TypeVar
 
 
 @dataclass(frozen=True)
@@ -179,3 +179,22 @@ class Report:
         scores = data["scores"]
         data["scores"] = {"from": scores.pop("source"), **scores}
         return data
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Figures(Generic[T]):
+    """The report's figures, each drawn (a matplotlib ``Figure``) or encoded (a data: URI of an SVG image);
+    None where it has nothing to show."""
+
+    totals: T | None = None
+    exercises: T | None = None
+    ideas: T | None = None
+    problems: T | None = None
+    slowest: T | None = None
+
+    def shown(self) -> list[tuple[str, T]]:
+        """(name, figure) of each figure there is, in the page's order."""
+        return [(f.name, getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None]

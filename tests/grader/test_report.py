@@ -366,8 +366,8 @@ def test_no_report_figure_clips_its_text(small):
     from figure_text import text_problems
 
     figs = draw_figures(small["report"])
-    assert {"totals", "exercises", "ideas", "problems", "slowest"} <= set(figs)
-    problems = [f"{name}: {p}" for name, fig in figs.items() for p in text_problems(_drawn(fig))]
+    assert [name for name, _ in figs.shown()] == ["totals", "exercises", "ideas", "problems", "slowest"]
+    problems = [f"{name}: {p}" for name, fig in figs.shown() for p in text_problems(_drawn(fig))]
     assert not problems, "\n".join(problems)
 
 
@@ -375,7 +375,7 @@ def test_the_histogram_counts_whole_students(small):
     """A count of students has no half: the histogram's y ticks are whole numbers."""
     from autograde.term.report import draw_figures
 
-    ax = _drawn(draw_figures(small["report"])["totals"]).axes[0]
+    ax = _drawn(draw_figures(small["report"]).totals).axes[0]
     low, high = ax.get_ylim()
     ticks = [t for t in ax.get_yticks() if low <= t <= high]
     assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
@@ -386,16 +386,17 @@ def test_means_are_shown_with_one_decimal_at_most(small):
     from dataclasses import replace
 
     from autograde.term.report import draw_figures, render
+    from autograde.term.report_numbers import Figures
 
     scores = small["report"].scores
     exercises = [replace(exercise, mean=0.667) for exercise in scores.exercises]
     data = replace(small["report"], scores=replace(scores, total=replace(scores.total, mean=13.917), exercises=exercises))
-    page = render(data, {})
+    page = render(data, Figures())
     totals = re.search(r'<table id="totals">.*?</table>', page, re.S).group(0)
     assert [html.unescape(c) for c in re.findall(r'<td class="n">(.*?)</td>', totals)][1] == "13.9"
     exercises = re.search(r'<table id="exercises">.*?</table>', page, re.S).group(0)
     assert "0.667" not in exercises and "0.7" in exercises
-    legend = [t.get_text() for t in draw_figures(data)["totals"].axes[0].get_legend().get_texts()]
+    legend = [t.get_text() for t in draw_figures(data).totals.axes[0].get_legend().get_texts()]
     assert "mean 13.9" in legend, legend
 
 
