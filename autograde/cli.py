@@ -406,8 +406,8 @@ def cmd_similarity(course: Course, args) -> int:
     from .term.similarity import write_similarity
 
     page, numbers, data = write_similarity(course, args.out, args.threshold)
-    flagged = sum(todo["pairs_above_threshold"] for todo in data["todos"])
-    print(f"wrote {page} and {numbers}: {flagged} pair(s) at or above {data['threshold']:g} over {len(data['todos'])} TODO(s)")
+    flagged = sum(todo.pairs_above_threshold for todo in data.todos)
+    print(f"wrote {page} and {numbers}: {flagged} pair(s) at or above {data.threshold:g} over {len(data.todos)} TODO(s)")
     return EXIT_OK
 
 
