@@ -348,12 +348,13 @@ def cmd_export(course: Course, args) -> int:
 
     roster = None
     if args.roster:
+        from .ledger.facts import IntakeProblem
         from .term.intake import read_roster
 
-        problems: list[dict] = []
+        problems: list[IntakeProblem] = []
         roster = read_roster(args.roster, problems)  # the rows grade accepted, the same rows named
         for problem in problems:
-            log.warning(f"roster problem: {problem['file']}: {problem['problem']}")
+            log.warning(f"roster problem: {problem.file}: {problem.problem}")
     target, info = export(
         course,
         args.out,

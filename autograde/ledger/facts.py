@@ -55,6 +55,24 @@ class LmsStudent:
 
 
 @dataclass(frozen=True)
+class IntakeProblem:
+    """What the intake could not use, named: the file (as the source names it, or a roster's or a times
+    file's ``file:line``), whose it is (None: nobody's it can tell), and why."""
+
+    file: str
+    student_id: str | None
+    problem: str
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "student_id": self.student_id, "problem": self.problem}
+
+    @classmethod
+    def from_json(cls, data: dict) -> IntakeProblem:
+        student = data.get("student_id")
+        return cls(str(data.get("file", "")), None if student is None else str(student), str(data.get("problem", "")))
+
+
+@dataclass(frozen=True)
 class IntakeFacts:
     """What ``grade``'s intake found (``intake.json``): the layout, each student's names in their LMS,
     who is on the roster and sent nothing, the notebooks the LMS marked late, the problems and notes."""
@@ -63,7 +81,7 @@ class IntakeFacts:
     students: dict[str, LmsStudent] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
     late_in_lms: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    problems: tuple[dict, ...] = ()
+    problems: tuple[IntakeProblem, ...] = ()
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
@@ -72,7 +90,7 @@ class IntakeFacts:
             "students": {s: who.to_json() for s, who in self.students.items()},
             "missing": list(self.missing),
             "late_in_lms": {s: list(nbs) for s, nbs in self.late_in_lms.items()},
-            "problems": list(self.problems),
+            "problems": [p.to_json() for p in self.problems],
             "notes": list(self.notes),
         }
 
@@ -92,7 +110,7 @@ class IntakeFacts:
             students={str(s): LmsStudent.from_json(who) for s, who in students.items() if isinstance(who, dict)},
             missing=tuple(str(s) for s in listed("missing")),
             late_in_lms={str(s): tuple(str(nb) for nb in nbs) for s, nbs in late.items() if isinstance(nbs, list)},
-            problems=tuple(p for p in listed("problems") if isinstance(p, dict)),
+            problems=tuple(IntakeProblem.from_json(p) for p in listed("problems") if isinstance(p, dict)),
             notes=tuple(str(n) for n in listed("notes")),
         )
 

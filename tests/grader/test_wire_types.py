@@ -63,3 +63,19 @@ def test_the_judges_result_reads_back_as_it_was_written():
     outcome = JobOutcome.from_json(written)
     assert outcome.judge["todo"] == result and outcome.load_errors == (LoadError(3, "NameError"),)
     assert outcome.to_json()["judge"] == {"todo": CELL} and outcome.to_json()["load_errors"] == written["load_errors"]
+
+
+def test_the_intakes_problems_read_back_as_they_were_written():
+    from autograde.ledger.facts import IntakeFacts, IntakeProblem
+
+    written = {
+        "layout": "canvas",
+        "students": {},
+        "missing": ["s07"],
+        "late_in_lms": {},
+        "problems": [{"file": "readme.txt", "student_id": None, "problem": "not used"}, {"file": "a.ipynb", "student_id": "s01", "problem": "x"}],
+        "notes": [],
+    }
+    facts = IntakeFacts.from_json(written)
+    assert facts.problems == (IntakeProblem("readme.txt", None, "not used"), IntakeProblem("a.ipynb", "s01", "x"))
+    assert json.dumps(facts.to_json()) == json.dumps(written)
