@@ -157,7 +157,7 @@ class Worker:
         clock = time.monotonic()
         timings: dict = {}
         autograded = api.autograde(assignment, student, force=True, create=True)
-        over_output_limit = (CappedExecute.failure or {}).get("status") == "output_limit"
+        over_output_limit = CappedExecute.failure is not None and CappedExecute.failure.status == "output_limit"
         if (
             self.kernel is not None
             and self.kernel.reused
@@ -171,8 +171,10 @@ class Worker:
             self.kernel.start(jobdir)
             autograded = api.autograde(assignment, student, force=True, create=True)
             timings["retried_in_fresh_kernel"] = 1
-        stopped = dict(CappedExecute.failure or {})  # what stopped it, said where it was caught (grading reads it)
-        outcome = JobOutcome(autograded, timings=timings, status=stopped.get("status"), detail=stopped.get("detail"))
+        stopped = CappedExecute.failure  # what stopped it, said where it was caught (grading reads it)
+        outcome = JobOutcome(autograded, timings=timings)
+        if stopped is not None:
+            outcome = dataclasses.replace(outcome, status=stopped.status, detail=stopped.detail)
         timings["autograde"] = round(time.monotonic() - clock, 3)
         if self.kernel is not None:
             # kernels started for this student up to the one that ran this notebook (not the next one's)
