@@ -79,3 +79,15 @@ def test_the_intakes_problems_read_back_as_they_were_written():
     facts = IntakeFacts.from_json(written)
     assert facts.problems == (IntakeProblem("readme.txt", None, "not used"), IntakeProblem("a.ipynb", "s01", "x"))
     assert json.dumps(facts.to_json()) == json.dumps(written)
+
+
+def test_a_kernels_counts_are_read_from_its_execute_reply():
+    from autograde.run.kernels import KernelCounts
+
+    def reply(status: str, threads="3", hooks="1") -> dict:
+        said = {name: {"status": "ok", "data": {"text/plain": value}} for name, value in (("threads", threads), ("hooks", hooks))}
+        return {"content": {"status": status, "user_expressions": said}}
+
+    assert KernelCounts.of(reply("ok")) == KernelCounts(3, 1)
+    assert KernelCounts.of(reply("error")) == KernelCounts() and KernelCounts.of(None) == KernelCounts()
+    assert KernelCounts.of(reply("ok", hooks="not a number")) == KernelCounts(3, None)
