@@ -383,7 +383,7 @@ def judge_cell(test: dict, solutions: dict[str, str], session: Session, cells: l
     stand_ins = _stand_ins(spec, solutions)
     proxies = {name: _Proxy(name, session, cells, stand_ins) for name in spec.uses}
     spec.namespace.update(proxies)
-    public, _ = idea_format.load_public(test.get("public", ""), test["grade_id"], {**stand_ins, **proxies})
+    public = idea_format.load_public(test.get("public", ""), test["grade_id"], {**stand_ins, **proxies})
     return score_ideas(spec, public, test["points"])
 
 

@@ -96,7 +96,7 @@ def _():
 def _score(double, open_part=CELL_OPEN, hidden=CELL_HIDDEN) -> dict:
     spec = ideas.load(hidden, "todo9", 1.0)
     spec.namespace["double"] = double
-    public, _ = ideas.load_public(open_part, "todo9", {"double": double})
+    public = ideas.load_public(open_part, "todo9", {"double": double})
     return judge.score_ideas(spec, public, 1.0).ideas[0]
 
 
