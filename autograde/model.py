@@ -234,6 +234,33 @@ def _number(value, low: float = -math.inf, high: float = math.inf) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and low - 1e-9 <= value <= high + 1e-9
 
 
+@dataclass(frozen=True)
+class StepLog:
+    """What one of nbgrader's steps (autograde, feedback) said, as its API returns it: whether it succeeded,
+    the traceback of an error and its captured log (None: not said; ``StepLog()``: the step did not run)."""
+
+    success: bool | None = None
+    error: str | None = None
+    log: str | None = None
+
+    def text(self) -> str:
+        """The step's log, then its error."""
+        return (self.log or "") + (self.error or "")
+
+    def cut(self, limit: int) -> StepLog:
+        """The step with its log and error cut to their last ``limit`` characters."""
+        return replace(self, error=None if self.error is None else self.error[-limit:], log=None if self.log is None else self.log[-limit:])
+
+    def to_json(self) -> dict:
+        return {key: getattr(self, key) for key in ("success", "error", "log") if getattr(self, key) is not None}
+
+    @classmethod
+    def from_json(cls, data: dict) -> StepLog:
+        """A step as nbgrader's API returns it (or result.json keeps it: log and error checked by ``JobOutcome``)."""
+        success = data.get("success")
+        return cls(success if isinstance(success, bool) else None, data.get("error"), data.get("log"))
+
+
 # ---------------------------------------------------------------- the judge's results
 
 
@@ -320,8 +347,8 @@ class JobOutcome:
     scored it. The grading process writes result.json through :meth:`to_json`; :meth:`from_json` is its
     one parser: the local executor and the cluster's both read it through it."""
 
-    autograde: dict = field(default_factory=dict)
-    feedback: dict = field(default_factory=dict)
+    autograde: StepLog = field(default_factory=StepLog)
+    feedback: StepLog = field(default_factory=StepLog)
     timings: dict = field(default_factory=dict)
     out_of_memory: bool = False
     runner_out_of_memory: bool = False
@@ -334,10 +361,10 @@ class JobOutcome:
 
     def log(self) -> str:
         """nbgrader's autograde log and error, as the worker kept them."""
-        return self.autograde.get("log", "") + self.autograde.get("error", "")
+        return self.autograde.text()
 
     def feedback_log(self) -> str:
-        return self.feedback.get("log", "") + self.feedback.get("error", "")
+        return self.feedback.text()
 
     def ideas(self) -> dict[str, list[dict]]:
         """Each graded cell's ideas as a record keeps them: id, status, earned, points."""
@@ -348,17 +375,13 @@ class JobOutcome:
 
     def cut(self, limit: int) -> JobOutcome:
         """This outcome with each of nbgrader's logs cut to its last ``limit`` characters."""
-
-        def cut(part: dict) -> dict:
-            return {k: v[-limit:] if k in ("log", "error") and isinstance(v, str) else v for k, v in part.items()}
-
-        return replace(self, autograde=cut(self.autograde), feedback=cut(self.feedback))
+        return replace(self, autograde=self.autograde.cut(limit), feedback=self.feedback.cut(limit))
 
     def to_json(self) -> dict:
         """result.json as the grading process writes it (run/job.py), read back by :meth:`from_json`."""
-        data = {"autograde": self.autograde, "timings": self.timings}
-        if self.feedback:
-            data["feedback"] = self.feedback
+        data = {"autograde": self.autograde.to_json(), "timings": self.timings}
+        if self.feedback != StepLog():
+            data["feedback"] = self.feedback.to_json()
         if self.status is not None:
             data["outcome"] = {"status": self.status, "detail": self.detail or ""}
         for key in ("out_of_memory", "runner_out_of_memory"):
@@ -414,8 +437,8 @@ class JobOutcome:
         said = data.get("outcome", {}) or {}
         need(isinstance(said, dict) and all(isinstance(said.get(k, ""), str) for k in ("status", "detail")), "outcome malformed")
         return cls(
-            autograde=parts["autograde"],
-            feedback=parts["feedback"],
+            autograde=StepLog.from_json(parts["autograde"]),
+            feedback=StepLog.from_json(parts["feedback"]),
             timings=timings,
             out_of_memory=data.get("out_of_memory", False),
             runner_out_of_memory=data.get("runner_out_of_memory", False),

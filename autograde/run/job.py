@@ -36,7 +36,7 @@ from tools.i18n import EDITIONS
 from .. import settings as environment
 from ..judging import judge
 from ..ledger.layout import JobFolder, Out
-from ..model import CellResult, JobOutcome
+from ..model import CellResult, JobOutcome, StepLog
 from .sandbox import Limits, Sandbox
 
 RUNNER = Path(__file__).resolve().parents[1] / "judging" / "runner.py"  # the untrusted side, bound read-only into the sandbox
@@ -156,20 +156,20 @@ class Worker:
         api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
         clock = time.monotonic()
         timings: dict = {}
-        autograded = api.autograde(assignment, student, force=True, create=True)
+        autograded = StepLog.from_json(api.autograde(assignment, student, force=True, create=True))
         over_output_limit = CappedExecute.failure is not None and CappedExecute.failure.status == "output_limit"
         if (
             self.kernel is not None
             and self.kernel.reused
             and not over_output_limit
-            and (not autograded.get("success") or self.kernel.out_of_memory() or self.kernel.oom_noted)
+            and (not autograded.success or self.kernel.out_of_memory() or self.kernel.oom_noted)
         ):
             # it failed in a kernel an earlier notebook had used: what that notebook left (in a
             # module, say) must not cost this one, so it runs again, in a fresh kernel, as if alone
             self.kernel.stop()
             self.kernel.oom_noted = False
             self.kernel.start(jobdir)
-            autograded = api.autograde(assignment, student, force=True, create=True)
+            autograded = StepLog.from_json(api.autograde(assignment, student, force=True, create=True))
             timings["retried_in_fresh_kernel"] = 1
         stopped = CappedExecute.failure  # what stopped it, said where it was caught (grading reads it)
         outcome = JobOutcome(autograded, timings=timings)
@@ -182,7 +182,7 @@ class Worker:
             later = self.jobdirs[self.jobdirs.index(jobdir) + 1 :] if jobdir in self.jobdirs else []
             outcome = dataclasses.replace(outcome, out_of_memory=self.kernel.after_notebook(later[0] if later else None))
         notebooks = sorted(job.autograded(student).glob("*.ipynb"))
-        if autograded.get("success") and len(notebooks) == 1:
+        if autograded.success and len(notebooks) == 1:
             outcome = self._judged(api, job, notebooks[0], outcome)
         return outcome
 
@@ -200,7 +200,7 @@ class Worker:
         self._fresh_runner(job.root)
         outcome.timings["judge"] = round(time.monotonic() - clock, 3)
         clock = time.monotonic()
-        feedback = api.generate_feedback(job.assignment, self.student, force=True)
+        feedback = StepLog.from_json(api.generate_feedback(job.assignment, self.student, force=True))
         outcome.timings["feedback"] = round(time.monotonic() - clock, 3)
         return dataclasses.replace(
             outcome,

@@ -91,3 +91,14 @@ def test_a_kernels_counts_are_read_from_its_execute_reply():
     assert KernelCounts.of(reply("ok")) == KernelCounts(3, 1)
     assert KernelCounts.of(reply("error")) == KernelCounts() and KernelCounts.of(None) == KernelCounts()
     assert KernelCounts.of(reply("ok", hooks="not a number")) == KernelCounts(3, None)
+
+
+@pytest.mark.parametrize("said", [{"success": True, "log": "[INFO] done"}, {"success": False, "error": "Traceback ...", "log": "[ERROR] x"}, {}])
+def test_an_nbgrader_steps_log_is_written_as_nbgrader_returned_it(said):
+    from autograde.model import JobOutcome, StepLog
+
+    step = StepLog.from_json(said)
+    assert json.dumps(step.to_json()) == json.dumps(said)
+    written = JobOutcome(autograde=step, feedback=step).cut(5).to_json()
+    assert written["autograde"] == {k: v[-5:] if isinstance(v, str) else v for k, v in said.items()}
+    assert ("feedback" in written) == bool(said), "a step that did not run is left out, as before"
