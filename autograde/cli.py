@@ -339,7 +339,7 @@ def cmd_grade(course: Course, args) -> int:
         for note in notes:
             print(f"  note {student}: {note}")
     for item in summary.late_problems:
-        print(f"  late {item['student_id']}/{item['notebook']}: {item['problem']}")
+        print(f"  late {item.student_id}/{item.notebook}: {item.problem}")
     return EXIT_OK
 
 

@@ -5,7 +5,7 @@ and what a grading run says of itself (``summary.json``). Each has one writer an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 
 # an LMS student's keys in the order the intake has always written them
 _LMS_KEYS = ("layout", "lms_id", "name", "submission_id", "folder", "timestamp", "secret", "assignment", "attachments", "zipped")
@@ -195,6 +195,29 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class LateProblem:
+    """A notebook whose lateness the late rule could not settle: whose, which, and why."""
+
+    student_id: str
+    notebook: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """A feedback page with lines removed (they quoted the grader's tests or answers): whose, which, how many."""
+
+    student_id: str
+    notebook: str
+    lines: int
+
+
+def _listed(value) -> list:
+    """The objects of a JSON list (nothing, when it is not one)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+@dataclass(frozen=True)
 class Summary:
     """What a grading run says of itself (``summary.json``): how many students and notebooks, the points,
     what waits for a person, the gradebook, the problems, the late problems, the matching notes, the
@@ -211,17 +234,19 @@ class Summary:
     needs_review: int = 0
     gradebook: BookInfo = field(default_factory=BookInfo)
     problems: list[Problem] = field(default_factory=list)
-    late_problems: list[dict] = field(default_factory=list)  # {student_id, notebook, problem}
+    late_problems: list[LateProblem] = field(default_factory=list)
     matching_notes: dict[str, list[str]] = field(default_factory=dict)
     columns: list[str] = field(default_factory=list)
     sandbox: SandboxInfo | None = None
-    redactions: list[dict] = field(default_factory=list)  # {student_id, notebook, lines}
+    redactions: list[Redaction] = field(default_factory=list)
     cluster: ClusterInfo | None = None
 
     def to_json(self) -> dict:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cluster"}
         data["gradebook"] = self.gradebook.to_json() if self.gradebook != BookInfo() else {}
         data["problems"] = [p.to_json() for p in self.problems]
+        data["late_problems"] = [asdict(p) for p in self.late_problems]
+        data["redactions"] = [asdict(r) for r in self.redactions]
         data["sandbox"] = self.sandbox.to_json() if self.sandbox else {}
         if self.cluster:
             data["cluster"] = self.cluster.to_json()
@@ -239,4 +264,12 @@ class Summary:
         known["sandbox"] = SandboxInfo.from_json(known.get("sandbox"))
         problems = known.get("problems") if isinstance(known.get("problems"), list) else []
         known["problems"] = [Problem(**{f.name: str(p.get(f.name, "")) for f in fields(Problem)}) for p in problems if isinstance(p, dict)]
+        known["late_problems"] = [
+            LateProblem(str(p.get("student_id", "")), str(p.get("notebook", "")), str(p.get("problem", "")))
+            for p in _listed(known.get("late_problems"))
+        ]
+        known["redactions"] = [
+            Redaction(str(r.get("student_id", "")), str(r.get("notebook", "")), r["lines"] if isinstance(r.get("lines"), int) else 0)
+            for r in _listed(known.get("redactions"))
+        ]
         return cls(**known)

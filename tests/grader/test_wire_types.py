@@ -102,3 +102,17 @@ def test_an_nbgrader_steps_log_is_written_as_nbgrader_returned_it(said):
     written = JobOutcome(autograde=step, feedback=step).cut(5).to_json()
     assert written["autograde"] == {k: v[-5:] if isinstance(v, str) else v for k, v in said.items()}
     assert ("feedback" in written) == bool(said), "a step that did not run is left out, as before"
+
+
+def test_a_summarys_late_problems_and_redactions_read_back_as_they_were_written():
+    from autograde.ledger.facts import LateProblem, Redaction
+
+    written = {
+        "columns": ["student_id"],
+        "late_problems": [{"student_id": "s08", "notebook": "01", "problem": "no submission time"}],
+        "redactions": [{"student_id": "s01", "notebook": "04", "lines": 2}],
+    }
+    summary = Summary.from_json(written)
+    assert summary.late_problems == [LateProblem("s08", "01", "no submission time")] and summary.redactions == [Redaction("s01", "04", 2)]
+    again = summary.to_json()
+    assert again["late_problems"] == written["late_problems"] and again["redactions"] == written["redactions"]
