@@ -339,7 +339,7 @@ def cmd_grade(course: Course, args) -> int:
         for note in notes:
             print(f"  note {student}: {note}")
     for item in summary.late_problems:
-        print(f"  late {item['student_id']}/{item['notebook']}: {item['problem']}")
+        print(f"  late {item.student_id}/{item.notebook}: {item.problem}")
     return EXIT_OK
 
 
@@ -348,12 +348,13 @@ def cmd_export(course: Course, args) -> int:
 
     roster = None
     if args.roster:
+        from .ledger.facts import IntakeProblem
         from .term.intake import read_roster
 
-        problems: list[dict] = []
+        problems: list[IntakeProblem] = []
         roster = read_roster(args.roster, problems)  # the rows grade accepted, the same rows named
         for problem in problems:
-            log.warning(f"roster problem: {problem['file']}: {problem['problem']}")
+            log.warning(f"roster problem: {problem.file}: {problem.problem}")
     target, info = export(
         course,
         args.out,
@@ -406,8 +407,8 @@ def cmd_similarity(course: Course, args) -> int:
     from .term.similarity import write_similarity
 
     page, numbers, data = write_similarity(course, args.out, args.threshold)
-    flagged = sum(todo["pairs_above_threshold"] for todo in data["todos"])
-    print(f"wrote {page} and {numbers}: {flagged} pair(s) at or above {data['threshold']:g} over {len(data['todos'])} TODO(s)")
+    flagged = sum(todo.pairs_above_threshold for todo in data.todos)
+    print(f"wrote {page} and {numbers}: {flagged} pair(s) at or above {data.threshold:g} over {len(data.todos)} TODO(s)")
     return EXIT_OK
 
 
@@ -416,8 +417,8 @@ def cmd_report(course: Course, args) -> int:
 
     page, numbers, data = write_report(course, args.out, args.language)
     print(
-        f"wrote {page} and {numbers}: {data['students']} student(s), {len(data['ideas'])} graded idea(s), "
-        f"{sum(p['count'] for p in data['problems'])} problem(s) in {len(data['problems'])} kind(s)"
+        f"wrote {page} and {numbers}: {data.students} student(s), {len(data.ideas)} graded idea(s), "
+        f"{sum(p.count for p in data.problems)} problem(s) in {len(data.problems)} kind(s)"
     )
     return EXIT_OK
 

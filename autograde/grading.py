@@ -34,7 +34,7 @@ from tools.project_runtime import write_json_atomic
 from .course import Course, Exercise, UnusableInput, exercises, install_sigterm, kill_live_runs  # noqa: F401 (Exercise: for importers)
 from .errors import GraderError
 from .ledger import gradebook
-from .ledger.facts import BookInfo, ClusterInfo, IntakeFacts, Summary
+from .ledger.facts import BookInfo, ClusterInfo, IntakeFacts, SandboxInfo, Summary
 from .ledger.folder import Ledger, keep_fault
 from .ledger.late import LateSpec, submitted_at
 from .ledger.layout import JobFolder, Out
@@ -260,7 +260,7 @@ class Executor(Protocol):
     def prestart(self) -> None:
         """Start, while the batch sets up, what its workers need (nothing, where there is none)."""
 
-    def sandbox(self, out: Path, options: Options) -> dict:
+    def sandbox(self, out: Path, options: Options) -> SandboxInfo:
         """The sandbox's settings (summary.json), checked where the learner's code will run."""
 
     def prepare(self, course: Course, master: Path, out: Path, options: Options) -> None:
@@ -285,7 +285,7 @@ class LocalExecutor:
     def prestart(self) -> None:
         start_worker_server()  # it imports what workers need while the rest of the set-up runs
 
-    def sandbox(self, out: Path, options: Options) -> dict:
+    def sandbox(self, out: Path, options: Options) -> SandboxInfo:
         return sandbox_settings(out, options)
 
     def prepare(self, course: Course, master: Path, out: Path, options: Options) -> None:
@@ -358,14 +358,14 @@ def _locked(out: Out):
         handle.close()
 
 
-def sandbox_settings(out: Path, options: Options) -> dict:
+def sandbox_settings(out: Path, options: Options) -> SandboxInfo:
     """Check that the sandbox runs here (or that the instructor chose to go without)."""
     if not options.sandbox:
         log.warning(
             "grading WITHOUT the sandbox (--no-sandbox): submissions run with your rights, can read "
             "and change your files, and can reach the network. Use this only for code you trust."
         )
-        return {"enabled": False, "warning": "graded with --no-sandbox: submissions were not isolated"}
+        return SandboxInfo(enabled=False, warning="graded with --no-sandbox: submissions were not isolated")
     from .run.sandbox import Limits, Sandbox, probe
 
     limits = Limits(options.memory_limit, options.process_limit)
@@ -457,7 +457,7 @@ class Batch(NamedTuple):
     master: Path
     db_url: str
     writer: gradebook.Writer
-    sandbox: dict
+    sandbox: SandboxInfo
 
 
 def _set_up_batch(course: Course, ledger: Ledger, options: Options, executor: Executor) -> Batch:

@@ -237,6 +237,110 @@ def _number(value, low: float = -math.inf, high: float = math.inf) -> bool:
 
 
 @dataclass(frozen=True)
+class StepLog:
+    """What one of nbgrader's steps (autograde, feedback) said, as its API returns it: whether it succeeded,
+    the traceback of an error and its captured log (None: not said; ``StepLog()``: the step did not run)."""
+
+    success: bool | None = None
+    error: str | None = None
+    log: str | None = None
+
+    def text(self) -> str:
+        """The step's log, then its error."""
+        return (self.log or "") + (self.error or "")
+
+    def cut(self, limit: int) -> StepLog:
+        """The step with its log and error cut to their last ``limit`` characters."""
+        return replace(self, error=None if self.error is None else self.error[-limit:], log=None if self.log is None else self.log[-limit:])
+
+    def to_json(self) -> dict:
+        return {key: getattr(self, key) for key in ("success", "error", "log") if getattr(self, key) is not None}
+
+    @classmethod
+    def from_json(cls, data: dict) -> StepLog:
+        """A step as nbgrader's API returns it (or result.json keeps it: log and error checked by ``JobOutcome``)."""
+        success = data.get("success")
+        return cls(success if isinstance(success, bool) else None, data.get("error"), data.get("log"))
+
+
+# ---------------------------------------------------------------- the judge's results
+
+
+@dataclass(frozen=True)
+class IdeaResult:
+    """One graded idea as the judge decided it (``judging.judge.score_ideas``): its id, the text the learner
+    reads, its points and what it earned, its status (passed, failed, error, not_started, skipped), the
+    message in English and, as ``said``, the same message as catalog keys and values (``ideas.Said.to_json``)
+    for a page in another language (None: a message of no catalog's, or none)."""
+
+    id: str
+    text: str
+    points: float
+    earned: float = 0.0
+    status: str = "passed"
+    message: str = ""
+    said: dict | None = None
+
+    def but(self, **changes) -> IdeaResult:
+        return replace(self, **changes)
+
+    def to_json(self) -> dict:
+        data = {"id": self.id, "text": self.text, "points": self.points, "earned": self.earned, "status": self.status, "message": self.message}
+        return data if self.said is None else {**data, "said": self.said}
+
+    @classmethod
+    def from_json(cls, data: dict) -> IdeaResult:
+        """An idea as result.json holds it (its id, status, earned and points checked by ``JobOutcome.from_json``)."""
+        said = data.get("said")
+        return cls(
+            data["id"],
+            str(data.get("text", "")),
+            data["points"],
+            data["earned"],
+            data["status"],
+            str(data.get("message", "")),
+            said if isinstance(said, dict) else None,
+        )
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """The judge's result for one grade cell: its score (0 while the TODO is unfinished), its points, its
+    status (graded, not_started, or error when the code could not be loaded) and each idea's result."""
+
+    score: float
+    points: float
+    status: str
+    ideas: tuple[IdeaResult, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"score": self.score, "points": self.points, "status": self.status, "ideas": [i.to_json() for i in self.ideas]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> CellResult:
+        """A cell's result as result.json holds it (its ideas checked by ``JobOutcome.from_json``)."""
+        score, points = (data.get(key) if _number(data.get(key)) else 0.0 for key in ("score", "points"))
+        return cls(score, points, str(data.get("status", "")), tuple(IdeaResult.from_json(i) for i in data["ideas"]))
+
+
+@dataclass(frozen=True)
+class LoadError:
+    """A cell of the learner's code that failed as the judge's runner loaded it: its index and the error."""
+
+    cell: int
+    error: str
+
+    def to_json(self) -> dict:
+        return {"cell": self.cell, "error": self.error}
+
+    @classmethod
+    def from_json(cls, data) -> LoadError:
+        data = data if isinstance(data, dict) else {}
+        cell = data.get("cell")
+        return cls(cell if isinstance(cell, int) and not isinstance(cell, bool) else -1, str(data.get("error", "")))
+
+
+@dataclass(frozen=True)
 class JobOutcome:
     """What a grading worker (run/job.py) says of one notebook in its result.json: nbgrader's
     autograde and feedback steps (their logs), the judge's results and scores, the answers a person
@@ -245,13 +349,13 @@ class JobOutcome:
     scored it. The grading process writes result.json through :meth:`to_json`; :meth:`from_json` is its
     one parser: the local executor and the cluster's both read it through it."""
 
-    autograde: dict = field(default_factory=dict)
-    feedback: dict = field(default_factory=dict)
+    autograde: StepLog = field(default_factory=StepLog)
+    feedback: StepLog = field(default_factory=StepLog)
     timings: dict = field(default_factory=dict)
     out_of_memory: bool = False
     runner_out_of_memory: bool = False
-    judge: dict = field(default_factory=dict)
-    load_errors: tuple = ()
+    judge: dict[str, CellResult] = field(default_factory=dict)  # grade id -> the judge's result
+    load_errors: tuple[LoadError, ...] = ()
     scores: dict | None = None
     manual: dict = field(default_factory=dict)
     status: str | None = None  # why it stopped, as the worker caught it (a key of STATUS_TEXT)
@@ -259,38 +363,35 @@ class JobOutcome:
 
     def log(self) -> str:
         """nbgrader's autograde log and error, as the worker kept them."""
-        return self.autograde.get("log", "") + self.autograde.get("error", "")
+        return self.autograde.text()
 
     def feedback_log(self) -> str:
-        return self.feedback.get("log", "") + self.feedback.get("error", "")
+        return self.feedback.text()
 
     def ideas(self) -> dict[str, list[dict]]:
         """Each graded cell's ideas as a record keeps them: id, status, earned, points."""
         return {
-            gid: [{"id": i["id"], "status": i["status"], "earned": i["earned"], "points": i["points"]} for i in result["ideas"]]
+            gid: [{"id": i.id, "status": i.status, "earned": i.earned, "points": i.points} for i in result.ideas]
             for gid, result in self.judge.items()
         }
 
     def cut(self, limit: int) -> JobOutcome:
         """This outcome with each of nbgrader's logs cut to its last ``limit`` characters."""
-
-        def cut(part: dict) -> dict:
-            return {k: v[-limit:] if k in ("log", "error") and isinstance(v, str) else v for k, v in part.items()}
-
-        return replace(self, autograde=cut(self.autograde), feedback=cut(self.feedback))
+        return replace(self, autograde=self.autograde.cut(limit), feedback=self.feedback.cut(limit))
 
     def to_json(self) -> dict:
         """result.json as the grading process writes it (run/job.py), read back by :meth:`from_json`."""
-        data = {"autograde": self.autograde, "timings": self.timings}
-        if self.feedback:
-            data["feedback"] = self.feedback
+        data = {"autograde": self.autograde.to_json(), "timings": self.timings}
+        if self.feedback != StepLog():
+            data["feedback"] = self.feedback.to_json()
         if self.status is not None:
             data["outcome"] = {"status": self.status, "detail": self.detail or ""}
         for key in ("out_of_memory", "runner_out_of_memory"):
             if getattr(self, key):
                 data[key] = True
         if self.scores is not None:
-            data.update(judge=self.judge, load_errors=list(self.load_errors), scores=self.scores, manual=self.manual)
+            judge = {gid: result.to_json() for gid, result in self.judge.items()}
+            data.update(judge=judge, load_errors=[e.to_json() for e in self.load_errors], scores=self.scores, manual=self.manual)
         return data
 
     @classmethod
@@ -338,13 +439,13 @@ class JobOutcome:
         said = data.get("outcome", {}) or {}
         need(isinstance(said, dict) and all(isinstance(said.get(k, ""), str) for k in ("status", "detail")), "outcome malformed")
         return cls(
-            autograde=parts["autograde"],
-            feedback=parts["feedback"],
+            autograde=StepLog.from_json(parts["autograde"]),
+            feedback=StepLog.from_json(parts["feedback"]),
             timings=timings,
             out_of_memory=data.get("out_of_memory", False),
             runner_out_of_memory=data.get("runner_out_of_memory", False),
-            judge=judge,
-            load_errors=tuple(data.get("load_errors", [])),
+            judge={gid: CellResult.from_json(result) for gid, result in judge.items()},
+            load_errors=tuple(LoadError.from_json(e) for e in data.get("load_errors", [])),
             scores=scores,
             manual=manual,
             status=said.get("status") if said.get("status") in STATUS_TEXT else None,

@@ -156,9 +156,9 @@ def pair_scores(course: Course) -> dict[tuple[str, str, str], dict]:
     found: dict[tuple[str, str, str], dict] = {}
     for gid in sorted(p.name for p in DATA.iterdir() if p.is_dir()):
         for sources in measurement_classes(gid).values():
-            section, _ = similarity.todo_section(todos[gid], sources, 1e-9, cache)  # every pair that shares a fingerprint
-            scores = {(p["a"], p["b"]): p["score"] for p in section["pairs"]}
-            short = set(section["left_out"]["too_short"])
+            section = similarity.todo_section(todos[gid], sources, 1e-9, cache)  # every pair that shares a fingerprint
+            scores = {(p.a, p.b): p.score for p in section.pairs}
+            short = set(section.left_out.too_short)
             for a, b in itertools.combinations(sorted(sources), 2):
                 if is_generated(a) and is_generated(b) and origin(a) != origin(b):
                     continue
@@ -231,10 +231,10 @@ def speed(course: Course, students: int, seed: int) -> None:
         size = page.stat().st_size
     print(f"class of {students} built in {built:.1f} s")
     print(f"{'TODO':<16} {'compared':>8} {'too short':>9} {'unanswered':>10} {'missing':>7} {'distinct':>8} {'flagged pairs':>13}")
-    for t in data["todos"]:
+    for t in data.todos:
         print(
-            f"{t['grade_id']:<16} {t['compared']:>8} {t['too_short']:>9} {t['unanswered']:>10} {t['missing']:>7} "
-            f"{t['distinct_answers']:>8} {t['pairs_above_threshold']:>13}"
+            f"{t.grade_id:<16} {t.compared:>8} {t.too_short:>9} {t.unanswered:>10} {t.missing:>7} "
+            f"{t.distinct_answers:>8} {t.pairs_above_threshold:>13}"
         )
     print(f"page: {size / 1e6:.1f} MB")
     print(f"write_similarity: {seconds:.1f} s for {students} students")

@@ -10,7 +10,9 @@ given by ``--root``):
   ``joinpath``, ``glob``, ``rglob`` or ``with_name``, or text with a ``/`` in it.
 - **dict-shaped returns** (static): functions in ``autograde/`` with a return annotation, and among them
   those whose annotation mentions ``dict``; and among those, the ones with an untyped dict in them (``->
-  dict``, ``list[dict]``, ``dict[str, dict]``: a record passed as a dict), apart from typed mappings.
+  dict``, ``list[dict]``, ``dict[str, dict]``: a record passed as a dict), apart from typed mappings. Also
+  the same share with each type's own serialiser set aside (in both counts): a ``to_json`` or ``to_wire``
+  method defined in a class, annotated ``-> dict`` (the JSON of that type, written by the type itself).
 - **reads of OUT per command** and **settles of the late penalty per command** (``--run``): the mixed
   class of ``benchmarks/term_outputs.py`` (its Canvas download) taken through ``grade``, a person's scores,
   ``grade`` again, ``export`` (csv, canvas, moodle), ``feedback``, ``report`` and ``similarity``, each command
@@ -122,6 +124,24 @@ def dict_returns(root: Path) -> tuple[int, list[str]]:
                 if "dict" in ast.unparse(node.returns):
                     dicts.append(f"{path.relative_to(root).as_posix()}:{node.lineno} {node.name} -> {ast.unparse(node.returns)}")
     return total, dicts
+
+
+SERIALISERS = {"to_json", "to_wire"}
+
+
+def serialisers(root: Path) -> list[str]:
+    """The dict-shaped returns (as ``dict_returns`` names them) that are a type's own serialiser: a method
+    named in SERIALISERS, defined in a class body, annotated ``-> dict``."""
+    found = []
+    for path in sorted((root / "autograde").rglob("*.py")):
+        for cls in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            for node in cls.body:
+                own = isinstance(node, ast.FunctionDef) and node.name in SERIALISERS
+                if own and node.returns is not None and ast.unparse(node.returns) == "dict":
+                    found.append(f"{path.relative_to(root).as_posix()}:{node.lineno} {node.name} -> dict")
+    return found
 
 
 def untyped(dicts: list[str]) -> list[str]:
@@ -274,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     root = args.root.resolve()
     named = named_outside(root)
     total, dicts = dict_returns(root)
+    own = serialisers(root)
+    other = [line for line in dicts if line not in own]
     found: dict = {
         "OUT literals outside the ledger": sum(len(v) for v in named.values()),
         "modules naming OUT outside the ledger": len(named),
@@ -282,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         "dict-shaped returns": len(dicts),
         "dict-shaped share": round(len(dicts) / total, 4) if total else 0,
         "untyped dict returns (-> dict, list[dict], dict[str, dict])": len(untyped(dicts)),
+        "types' own serialisers (to_json, to_wire -> dict)": len(own),
+        "dict-shaped returns, serialisers aside": f"{len(other)} of {total - len(own)}",
+        "dict-shaped share, serialisers aside": round(len(other) / (total - len(own)), 4) if total > len(own) else 0,
         "dict-shaped": dicts,
     }
     if args.run:

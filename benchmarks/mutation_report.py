@@ -116,9 +116,9 @@ def judge_mutant(solution: str, code: str) -> dict:
     alone = judge_in_process(cell, answers, public=False)
 
     def lost(result):
-        if result["status"] == "not_started":
+        if result.status == "not_started":
             return {"(not started)"}
-        return {i["id"] for i in result["ideas"] if i["earned"] < i["points"]}
+        return {i.id for i in result.ideas if i.earned < i.points}
 
     return {"public": public, "named": named, "judge": lost(full), "hidden": lost(alone)}
 

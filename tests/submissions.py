@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 
 from autograde.judging import judge
+from autograde.model import CellResult
 from tools.handoff.sim import STEPS
 from tools.notebook_runtime import load_learner_functions
 
@@ -513,7 +514,7 @@ def course_cells() -> tuple[dict, dict]:
     return tests, solutions
 
 
-def judge_in_process(cell: str, answers: dict[str, str], public: bool = True) -> dict:
+def judge_in_process(cell: str, answers: dict[str, str], public: bool = True) -> CellResult:
     """judge.judge_cell's result for the grade cell ``cell`` against ``answers`` ({solution cell id:
     source}, defined on top of the course's answers), run in this process (above); ``public=False``
     runs the hidden ideas alone."""
@@ -528,7 +529,7 @@ def judge_in_process(cell: str, answers: dict[str, str], public: bool = True) ->
 def lost_in_judge(cell: str, answers: dict[str, str], public: bool = True) -> set[str]:
     """The ideas of ``cell`` that ``answers`` do not earn in the judge (judge_in_process)."""
     result = judge_in_process(cell, answers, public)
-    return {i["id"] for i in result["ideas"] if i["earned"] < i["points"]}
+    return {i.id for i in result.ideas if i.earned < i.points}
 
 
 def public_failures(cell: str, answers: dict[str, str], wrap=None) -> list[dict]:

@@ -86,6 +86,24 @@ class CaseResult:
     message: str = ""
 
 
+@dataclass(frozen=True)
+class SuiteReport:
+    """One suite's run as it is reported to ``COURSE_CHECK_REPORT`` (one JSON line each, which ``validate``
+    reads back): its title, how many of its cases passed, how many there are, and each case's result."""
+
+    title: str
+    passed: int
+    total: int
+    cases: tuple[CaseResult, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"title": self.title, "passed": self.passed, "total": self.total, "cases": [c.__dict__ for c in self.cases]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> SuiteReport:
+        return cls(data["title"], data["passed"], data["total"], tuple(CaseResult(**case) for case in data["cases"]))
+
+
 @dataclass
 class PublicChecks:
     """A named group of public checks for one exercise."""
@@ -206,14 +224,9 @@ class PublicChecks:
         target = settings.check_report()
         if not target:
             return
-        record = {
-            "title": self.title,
-            "passed": passed,
-            "total": len(results),
-            "cases": [r.__dict__ for r in results],
-        }
+        record = SuiteReport(self.title, passed, len(results), tuple(results))
         with open(target, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            handle.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
 
 
 # ---------------------------------------------------------------- hidden tests

@@ -243,7 +243,7 @@ def load_cell(test: dict, solutions: dict[str, str]) -> Cell:
     literals = frozenset().union(*(_literals(source) for source in sources))
     probes = {name: Probe(name, scope[name], literals, asks_kind(sources)) for name in spec.uses}
     spec.namespace.update({**stand_ins, **probes})
-    public, _ = load_public(test.get("public", ""), test["grade_id"], {**stand_ins, **probes})
+    public = load_public(test.get("public", ""), test["grade_id"], {**stand_ins, **probes})
     return Cell(test["grade_id"], spec, public, probes)
 
 

@@ -17,6 +17,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+from tools.checks import SuiteReport
 from tools.integrity import release_cells, submission_problems
 
 from .. import settings
@@ -44,22 +45,22 @@ def validate_notebook(path: Path, timeout: int = 120) -> tuple[bool, list[str]]:
     if stopped:
         lines.append(f"✗ {stopped}")
     for suite in suites:
-        mark = "✓" if suite["passed"] == suite["total"] else "✗"
-        lines.append(f"{mark} {suite['title']}: public checks {suite['passed']}/{suite['total']} passed")
-        for case in suite["cases"]:
-            if case["status"] != "pass":
-                lines.append(f"    ✗ {case['name']}: {case['message']}")
-        passed_all &= suite["passed"] == suite["total"]
+        mark = "✓" if suite.passed == suite.total else "✗"
+        lines.append(f"{mark} {suite.title}: public checks {suite.passed}/{suite.total} passed")
+        for case in suite.cases:
+            if case.status != "pass":
+                lines.append(f"    ✗ {case.name}: {case.message}")
+        passed_all &= suite.passed == suite.total
     if len(suites) < expected:
         passed_all = False
         lines.append(f"✗ {expected - len(suites)} test cell(s) stopped before running their checks: open the notebook and read the error")
-    passed, total = sum(s["passed"] for s in suites), sum(s["total"] for s in suites)
+    passed, total = sum(s.passed for s in suites), sum(s.total for s in suites)
     ended = "; the run stopped early (above)" if stopped else ""
     lines.append(f"{path}: public checks {passed}/{total} passed{ended}; hidden tests run at grading")
     return passed_all, lines
 
 
-def _execute(nb, path: Path, timeout: int) -> tuple[list[dict], str | None]:
+def _execute(nb, path: Path, timeout: int) -> tuple[list[SuiteReport], str | None]:
     """Run ``nb`` in ``path``'s folder, its result files kept apart; return (the check suites reported,
     why the run stopped early or None)."""
     with tempfile.TemporaryDirectory(prefix="course-validate-") as tmp:
@@ -85,7 +86,7 @@ def _execute(nb, path: Path, timeout: int) -> tuple[list[dict], str | None]:
                 stopped = f"the kernel died in {_where(nb)} (out of memory, or a call that ended the process?)"
             except RuntimeError as exc:  # the kernel did not start or answer
                 stopped = f"the notebook's kernel could not run it: {exc}"
-        suites = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()] if report.exists() else []
+        suites = [SuiteReport.from_json(json.loads(line)) for line in report.read_text(encoding="utf-8").splitlines()] if report.exists() else []
     return suites, stopped
 
 

@@ -42,7 +42,7 @@ from .. import settings as environment
 from ..course import Course, UnusableInput
 from ..errors import GraderError
 from ..grading import Ran
-from ..ledger.facts import ClusterInfo
+from ..ledger.facts import ClusterInfo, SandboxInfo
 from ..ledger.layout import JobFolder, Out
 from ..model import JobOutcome, MalformedResult, Record, new_record
 from .tasks import Answer, NotebookAnswer, Task, TaskSettings
@@ -386,9 +386,9 @@ class ClusterExecutor:
     def prestart(self) -> None:
         pass  # the workers are the cluster's
 
-    def sandbox(self, out: Path, options) -> dict:
+    def sandbox(self, out: Path, options) -> SandboxInfo:
         if options.sandbox:
-            return {"enabled": True, "isolation": "bubblewrap on every worker (each checked before the batch)"}
+            return SandboxInfo(enabled=True, isolation="bubblewrap on every worker (each checked before the batch)")
         from ..grading import sandbox_settings
 
         return sandbox_settings(out, options)  # the warning that submissions run unsandboxed

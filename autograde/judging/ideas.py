@@ -379,11 +379,11 @@ def load(source: str, grade_id: str = "?", points: float = 0.0) -> HiddenTests:
     return spec
 
 
-def load_public(source: str, grade_id: str = "?", given: dict | None = None) -> tuple[list[PublicCase], dict]:
+def load_public(source: str, grade_id: str = "?", given: dict | None = None) -> list[PublicCase]:
     """Run a grade cell's open part (its hidden regions removed) the way the judge does: ``given``
     (the learner's functions as the judge calls them, and their stand-ins) is put in its namespace
     first; ``PublicChecks.case`` hands each case here and ``PublicChecks.run`` runs nothing.
-    Returns (the cases, in the cell's order; the namespace)."""
+    Returns the cases, in the cell's order."""
     from tools import checks
 
     cases: list[PublicCase] = []
@@ -404,7 +404,7 @@ def load_public(source: str, grade_id: str = "?", given: dict | None = None) -> 
     scope = cell_scope(f"public_checks_{grade_id}", **(given or {}))
     with checks.collecting(Collector()):
         exec(compile_cell(source, f"<public checks of {grade_id}>"), scope)
-    return cases, scope
+    return cases
 
 
 def free_names(source: str) -> set[str]:
@@ -438,7 +438,7 @@ def check_public(spec: HiddenTests, public: str) -> list[str]:
         return [f"{where}: read {sorted(outside)} from the notebook: import them in the cell, so the judge can run it"]
     dummies = {name: _not_called for name in [*spec.uses, *spec.stand_ins]}
     try:
-        cases, _ = load_public(public, spec.grade_id, dummies)
+        cases = load_public(public, spec.grade_id, dummies)
     except Exception as exc:
         return [f"{where}: do not run as the judge runs them ({type(exc).__name__}: {exc})"]
     graded = {item.id for item in spec.ideas}

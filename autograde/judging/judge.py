@@ -24,9 +24,10 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import GraderError
+from ..model import CellResult, IdeaResult, LoadError
 from . import ideas as idea_format
 from .ideas import Said, said
 
@@ -241,7 +242,7 @@ class Runner:
             except RunnerFailed:
                 pass
 
-    def load(self, cells: list[str], cell_timeout: float) -> list[dict]:
+    def load(self, cells: list[str], cell_timeout: float) -> list[LoadError]:
         self.collect_preload()
         self.send({"op": "load", "cells": cells, "cell_timeout": cell_timeout})
         reply = self.receive(cell_timeout * max(1, len(cells)) + 10)
@@ -250,7 +251,7 @@ class Runner:
             raise RunnerFailed(said(NOT_LOADED))
         self.loaded = cells
         errors = reply.get("errors")
-        return [e for e in errors if isinstance(e, dict)][:50] if isinstance(errors, list) else []
+        return [LoadError.from_json(e) for e in errors if isinstance(e, dict)][:50] if isinstance(errors, list) else []
 
     def call(self, name: str, args: tuple, kwargs: dict, stand_ins: dict[str, Callable]) -> Any:
         encoded_args, encoded_kwargs = encode(list(args)), encode(dict(kwargs))
@@ -326,8 +327,8 @@ class Session:
     cell_timeout: float
     runner: Runner | None = None
 
-    def ready(self, cells: list[str]) -> tuple[Runner, list[dict]]:
-        errors: list[dict] = []
+    def ready(self, cells: list[str]) -> tuple[Runner, list[LoadError]]:
+        errors: list[LoadError] = []
         if self.runner is not None:
             self.runner.collect_preload()
         if self.runner is None or not self.runner.alive():
@@ -375,28 +376,27 @@ def _stand_ins(spec: idea_format.HiddenTests, solutions: dict[str, str]) -> dict
     return found
 
 
-def judge_cell(test: dict, solutions: dict[str, str], session: Session, cells: list[str]) -> dict:
+def judge_cell(test: dict, solutions: dict[str, str], session: Session, cells: list[str]) -> CellResult:
     """Run one grade cell's ideas, each with the public checks that name it, against the learner's
     functions. Returns its result."""
     spec = idea_format.load(test["hidden"], test["grade_id"], test["points"])
     stand_ins = _stand_ins(spec, solutions)
     proxies = {name: _Proxy(name, session, cells, stand_ins) for name in spec.uses}
     spec.namespace.update(proxies)
-    public, _ = idea_format.load_public(test.get("public", ""), test["grade_id"], {**stand_ins, **proxies})
+    public = idea_format.load_public(test.get("public", ""), test["grade_id"], {**stand_ins, **proxies})
     return score_ideas(spec, public, test["points"])
 
 
-def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCase], points: float) -> dict:
+def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCase], points: float) -> CellResult:
     """Run each idea of ``spec``: its hidden asserts (whose messages are written for the feedback),
     then the public checks that name it, the learner's functions already bound in both namespaces.
     Returns the cell's result: each idea's ``message`` in English and, as ``said``, the same message
     as catalog keys and values (``ideas.Said.to_json``) for a page in another language."""
     results, unfinished, broken = [], False, None
     for item in spec.ideas:
-        entry = {"id": item.id, "text": item.text, "points": item.points, "earned": 0.0, "status": "passed", "message": ""}
+        entry = IdeaResult(item.id, item.text, item.points)
         if broken:
-            _tell(entry, "skipped", said(NOT_RUN, broken))
-            results.append(entry)
+            results.append(_told(entry, "skipped", said(NOT_RUN, broken)))
             continue
         label = None  # which check failed: a public one is named by its label, as the learner saw it
         try:
@@ -404,23 +404,22 @@ def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCa
             for case in (c for c in public if c.idea == item.id):
                 label = case.label
                 case.check()
-            entry["earned"] = item.points
+            entry = entry.but(earned=item.points)
         except NotImplementedError:
             unfinished = True
-            _tell(entry, "not_started", said(UNFINISHED))
+            entry = _told(entry, "not_started", said(UNFINISHED))
         except AssertionError as exc:
-            _tell(entry, "failed", _where(label, _assertion_message(exc)))
+            entry = _told(entry, "failed", _where(label, _assertion_message(exc)))
         except RunnerFailed as exc:
             broken = _message(exc)
-            _tell(entry, "error", broken)
+            entry = _told(entry, "error", broken)
         except LearnerError as exc:
-            _tell(entry, "error", _where(label, said(RAISED, shorten(exc))))
+            entry = _told(entry, "error", _where(label, said(RAISED, shorten(exc))))
         except Exception as exc:  # the learner's value broke the check (a missing key, a wrong type)
-            _tell(entry, "error", _where(label, _raised_as(exc)))
+            entry = _told(entry, "error", _where(label, _raised_as(exc)))
         results.append(entry)
-    earned = 0.0 if unfinished else sum(r["earned"] for r in results)
-    status = "not_started" if unfinished else "graded"
-    return {"score": round(earned, 6), "points": points, "status": status, "ideas": results}
+    earned = 0.0 if unfinished else sum(r.earned for r in results)
+    return CellResult(round(earned, 6), points, "not_started" if unfinished else "graded", tuple(results))
 
 
 def _assertion_message(exc: AssertionError) -> Said | str:
@@ -460,45 +459,45 @@ def _where(label: str | None, message: Said | str) -> Said | str:
     return message if label is None else Said(PUBLIC, (Said(label, plain=True), message))
 
 
-def _tell(entry: dict, status: str, message: Said | str) -> None:
-    entry.update(status=status, message=shorten(message))
-    if type(message) is Said:
-        entry["said"] = message.to_json()
+def _told(entry: IdeaResult, status: str, message: Said | str) -> IdeaResult:
+    """``entry`` with ``status`` and ``message`` (and, for a ``Said``, its catalog keys and values)."""
+    return entry.but(status=status, message=shorten(message), said=message.to_json() if type(message) is Said else entry.said)
 
 
-def judge_notebook(tests: list[dict], solutions: dict[str, str], session: Session, cells: list[str]) -> tuple[dict, list[dict]]:
-    """Every grade cell of one notebook: ({grade_id: result}, errors met loading the code).
+class Judged(NamedTuple):
+    """The judge's result for each grade cell of a notebook (grade id -> result), and the errors met loading its code."""
+
+    results: dict[str, CellResult]
+    load_errors: list[LoadError]
+
+
+def judge_notebook(tests: list[dict], solutions: dict[str, str], session: Session, cells: list[str]) -> Judged:
+    """Every grade cell of one notebook: each one's result, and the errors met loading the code.
 
     A runner that served an earlier notebook and stops by itself (exits, crashes, runs out of
     memory) while serving this one is not trusted with it: the notebook is judged again in a
     fresh runner, so what an earlier notebook left in a module cannot cost this one points."""
     runner = session.runner
     inherited = runner if runner is not None and runner.alive() and runner.loaded not in (None, cells) else None
-    results, errors = _judge_notebook(tests, solutions, session, cells)
+    judged = _judge_notebook(tests, solutions, session, cells)
     if inherited is not None and inherited.died:
         session.close()
-        results, errors = _judge_notebook(tests, solutions, session, cells)
-    return results, errors
+        judged = _judge_notebook(tests, solutions, session, cells)
+    return judged
 
 
-def _judge_notebook(tests: list[dict], solutions: dict[str, str], session: Session, cells: list[str]) -> tuple[dict, list[dict]]:
+def _judge_notebook(tests: list[dict], solutions: dict[str, str], session: Session, cells: list[str]) -> Judged:
     try:
         _, load_errors = session.ready(cells)
     except RunnerFailed as exc:  # the notebook's code never finished loading: nothing can be judged
         why = said(UNLOADABLE, _message(exc))
         results = {}
-        skipped = {"earned": 0.0, "status": "skipped", "message": shorten(why), "said": why.to_json()}
         for test in tests:
             spec = idea_format.load(test["hidden"], test["grade_id"], test["points"])
-            results[test["grade_id"]] = {
-                "score": 0.0,
-                "points": test["points"],
-                "status": "error",
-                "ideas": [{"id": i.id, "text": i.text, "points": i.points, **skipped} for i in spec.ideas],
-            }
-        return results, [{"cell": -1, "error": shorten(why)}]
-    results = {test["grade_id"]: judge_cell(test, solutions, session, cells) for test in tests}
-    return results, load_errors
+            skipped = tuple(_told(IdeaResult(i.id, i.text, i.points), "skipped", why) for i in spec.ideas)
+            results[test["grade_id"]] = CellResult(0.0, test["points"], "error", skipped)
+        return Judged(results, [LoadError(-1, shorten(why))])
+    return Judged({test["grade_id"]: judge_cell(test, solutions, session, cells) for test in tests}, load_errors)
 
 
 def learner_cells(notebook, given: set[str]) -> list[str]:

@@ -5,7 +5,7 @@ and what a grading run says of itself (``summary.json``). Each has one writer an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 
 # an LMS student's keys in the order the intake has always written them
 _LMS_KEYS = ("layout", "lms_id", "name", "submission_id", "folder", "timestamp", "secret", "assignment", "attachments", "zipped")
@@ -55,6 +55,24 @@ class LmsStudent:
 
 
 @dataclass(frozen=True)
+class IntakeProblem:
+    """What the intake could not use, named: the file (as the source names it, or a roster's or a times
+    file's ``file:line``), whose it is (None: nobody's it can tell), and why."""
+
+    file: str
+    student_id: str | None
+    problem: str
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "student_id": self.student_id, "problem": self.problem}
+
+    @classmethod
+    def from_json(cls, data: dict) -> IntakeProblem:
+        student = data.get("student_id")
+        return cls(str(data.get("file", "")), None if student is None else str(student), str(data.get("problem", "")))
+
+
+@dataclass(frozen=True)
 class IntakeFacts:
     """What ``grade``'s intake found (``intake.json``): the layout, each student's names in their LMS,
     who is on the roster and sent nothing, the notebooks the LMS marked late, the problems and notes."""
@@ -63,7 +81,7 @@ class IntakeFacts:
     students: dict[str, LmsStudent] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
     late_in_lms: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    problems: tuple[dict, ...] = ()
+    problems: tuple[IntakeProblem, ...] = ()
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
@@ -72,7 +90,7 @@ class IntakeFacts:
             "students": {s: who.to_json() for s, who in self.students.items()},
             "missing": list(self.missing),
             "late_in_lms": {s: list(nbs) for s, nbs in self.late_in_lms.items()},
-            "problems": list(self.problems),
+            "problems": [p.to_json() for p in self.problems],
             "notes": list(self.notes),
         }
 
@@ -92,7 +110,7 @@ class IntakeFacts:
             students={str(s): LmsStudent.from_json(who) for s, who in students.items() if isinstance(who, dict)},
             missing=tuple(str(s) for s in listed("missing")),
             late_in_lms={str(s): tuple(str(nb) for nb in nbs) for s, nbs in late.items() if isinstance(nbs, list)},
-            problems=tuple(p for p in listed("problems") if isinstance(p, dict)),
+            problems=tuple(IntakeProblem.from_json(p) for p in listed("problems") if isinstance(p, dict)),
             notes=tuple(str(n) for n in listed("notes")),
         )
 
@@ -129,6 +147,40 @@ class ClusterInfo:
 
 
 @dataclass(frozen=True)
+class SandboxInfo:
+    """How a grading run isolated the learners' code (summary.json's ``sandbox``): bubblewrap here, with
+    the limits and what enforces them (``run.sandbox.Sandbox.describe``); bubblewrap on every worker of a
+    cluster; or nothing (``--no-sandbox``: ``enabled`` False and the ``warning``). What a run did not
+    say is absent from its JSON, except the CPU limit, which a local description states even when none."""
+
+    enabled: bool = False
+    warning: str | None = None
+    isolation: str | None = None
+    bwrap: str | None = None
+    limits_by: str | None = None  # cgroup-v1, cgroup-v2 or rlimit (None: not described here)
+    memory_limit_bytes: int | None = None
+    process_limit: int | None = None
+    process_limit_enforced: bool | None = None
+    cpu_limit_cores: float | None = None
+    disk_limit_bytes: int | None = None
+
+    def to_json(self) -> dict:
+        data: dict = {"enabled": self.enabled}
+        for f in fields(self)[1:]:
+            value = getattr(self, f.name)
+            if value is not None or (f.name == "cpu_limit_cores" and self.limits_by is not None):
+                data[f.name] = value
+        return data
+
+    @classmethod
+    def from_json(cls, data) -> SandboxInfo | None:
+        """The description as any version wrote it (None: there is none, ``{}``)."""
+        if not isinstance(data, dict) or not data:
+            return None
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
 class Problem:
     """A notebook that needs a look: whose, which, its status, what that means, and the detail."""
 
@@ -140,6 +192,29 @@ class Problem:
 
     def to_json(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class LateProblem:
+    """A notebook whose lateness the late rule could not settle: whose, which, and why."""
+
+    student_id: str
+    notebook: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """A feedback page with lines removed (they quoted the grader's tests or answers): whose, which, how many."""
+
+    student_id: str
+    notebook: str
+    lines: int
+
+
+def _listed(value) -> list:
+    """The objects of a JSON list (nothing, when it is not one)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 @dataclass(frozen=True)
@@ -159,17 +234,20 @@ class Summary:
     needs_review: int = 0
     gradebook: BookInfo = field(default_factory=BookInfo)
     problems: list[Problem] = field(default_factory=list)
-    late_problems: list[dict] = field(default_factory=list)  # {student_id, notebook, problem}
+    late_problems: list[LateProblem] = field(default_factory=list)
     matching_notes: dict[str, list[str]] = field(default_factory=dict)
     columns: list[str] = field(default_factory=list)
-    sandbox: dict = field(default_factory=dict)
-    redactions: list[dict] = field(default_factory=list)  # {student_id, notebook, lines}
+    sandbox: SandboxInfo | None = None
+    redactions: list[Redaction] = field(default_factory=list)
     cluster: ClusterInfo | None = None
 
     def to_json(self) -> dict:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cluster"}
         data["gradebook"] = self.gradebook.to_json() if self.gradebook != BookInfo() else {}
         data["problems"] = [p.to_json() for p in self.problems]
+        data["late_problems"] = [asdict(p) for p in self.late_problems]
+        data["redactions"] = [asdict(r) for r in self.redactions]
+        data["sandbox"] = self.sandbox.to_json() if self.sandbox else {}
         if self.cluster:
             data["cluster"] = self.cluster.to_json()
         return data
@@ -183,6 +261,15 @@ class Summary:
         if not isinstance(known.get("matching_notes"), dict):
             known["matching_notes"] = {}
         known["gradebook"] = BookInfo.from_json(known.get("gradebook"))
+        known["sandbox"] = SandboxInfo.from_json(known.get("sandbox"))
         problems = known.get("problems") if isinstance(known.get("problems"), list) else []
         known["problems"] = [Problem(**{f.name: str(p.get(f.name, "")) for f in fields(Problem)}) for p in problems if isinstance(p, dict)]
+        known["late_problems"] = [
+            LateProblem(str(p.get("student_id", "")), str(p.get("notebook", "")), str(p.get("problem", "")))
+            for p in _listed(known.get("late_problems"))
+        ]
+        known["redactions"] = [
+            Redaction(str(r.get("student_id", "")), str(r.get("notebook", "")), r["lines"] if isinstance(r.get("lines"), int) else 0)
+            for r in _listed(known.get("redactions"))
+        ]
         return cls(**known)

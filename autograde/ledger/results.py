@@ -13,7 +13,7 @@ from tools.project_runtime import write_json_atomic
 from ..course import Course, Exercise
 from ..model import STATUS_TEXT, Record
 from . import gradebook
-from .facts import BookInfo, ClusterInfo, Problem, Summary
+from .facts import BookInfo, ClusterInfo, LateProblem, Problem, Redaction, SandboxInfo, Summary
 from .gradebook import Book
 from .late import LateSpec
 from .layout import Out
@@ -50,7 +50,7 @@ def summarize(
     records: list[Record],
     notes,
     n_students: int,
-    sandbox: dict,
+    sandbox: SandboxInfo | None,
     book: BookInfo,
     where: ClusterInfo | None,
 ) -> Summary:
@@ -73,13 +73,11 @@ def summarize(
         needs_review=sum(row.needs_review for row in table.rows),
         gradebook=book,
         problems=problems,
-        late_problems=[
-            {"student_id": r.student_id, "notebook": r.notebook, "problem": r.late.problem} for r in records if r.late and r.late.problem is not None
-        ],
+        late_problems=[LateProblem(r.student_id, r.notebook, r.late.problem) for r in records if r.late and r.late.problem is not None],
         matching_notes={s: n for s, n in notes.items() if n},
         columns=grades_header(cells),
         sandbox=sandbox,
-        redactions=[{"student_id": r.student_id, "notebook": r.notebook, "lines": r.redacted_lines} for r in records if r.redacted_lines],
+        redactions=[Redaction(r.student_id, r.notebook, r.redacted_lines) for r in records if r.redacted_lines],
         cluster=where or None,
     )
 
@@ -106,7 +104,7 @@ def write_results(
     records: list[Record | dict],
     notes: dict[str, list[str]],
     n_students: int,
-    sandbox: dict,
+    sandbox: SandboxInfo | None,
     db_url: str | None = None,
     book: BookInfo | None = None,
     late: LateSpec | None = None,

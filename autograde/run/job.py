@@ -36,7 +36,7 @@ from tools.i18n import EDITIONS
 from .. import settings as environment
 from ..judging import judge
 from ..ledger.layout import JobFolder, Out
-from ..model import JobOutcome
+from ..model import CellResult, JobOutcome, StepLog
 from .sandbox import Limits, Sandbox
 
 RUNNER = Path(__file__).resolve().parents[1] / "judging" / "runner.py"  # the untrusted side, bound read-only into the sandbox
@@ -63,13 +63,6 @@ class WorkerSettings:
     @classmethod
     def from_json(cls, data: dict) -> WorkerSettings:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
-
-
-class Judged(NamedTuple):
-    """The judge's result for each grade cell of a notebook, and the errors met loading its code."""
-
-    results: dict
-    load_errors: list
 
 
 class Scored(NamedTuple):
@@ -134,7 +127,7 @@ class Worker:
         if self.box and self._runner_job:
             if self.session.runner is not None:
                 self.session.runner.kill()
-            self.runner_out_of_memory |= self.box.finish(self._runner_job)["out_of_memory"]
+            self.runner_out_of_memory |= self.box.finish(self._runner_job)
             self._runner_job = None
 
     def close(self) -> None:
@@ -163,23 +156,25 @@ class Worker:
         api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
         clock = time.monotonic()
         timings: dict = {}
-        autograded = api.autograde(assignment, student, force=True, create=True)
-        over_output_limit = (CappedExecute.failure or {}).get("status") == "output_limit"
+        autograded = StepLog.from_json(api.autograde(assignment, student, force=True, create=True))
+        over_output_limit = CappedExecute.failure is not None and CappedExecute.failure.status == "output_limit"
         if (
             self.kernel is not None
             and self.kernel.reused
             and not over_output_limit
-            and (not autograded.get("success") or self.kernel.out_of_memory() or self.kernel.oom_noted)
+            and (not autograded.success or self.kernel.out_of_memory() or self.kernel.oom_noted)
         ):
             # it failed in a kernel an earlier notebook had used: what that notebook left (in a
             # module, say) must not cost this one, so it runs again, in a fresh kernel, as if alone
             self.kernel.stop()
             self.kernel.oom_noted = False
             self.kernel.start(jobdir)
-            autograded = api.autograde(assignment, student, force=True, create=True)
+            autograded = StepLog.from_json(api.autograde(assignment, student, force=True, create=True))
             timings["retried_in_fresh_kernel"] = 1
-        stopped = dict(CappedExecute.failure or {})  # what stopped it, said where it was caught (grading reads it)
-        outcome = JobOutcome(autograded, timings=timings, status=stopped.get("status"), detail=stopped.get("detail"))
+        stopped = CappedExecute.failure  # what stopped it, said where it was caught (grading reads it)
+        outcome = JobOutcome(autograded, timings=timings)
+        if stopped is not None:
+            outcome = dataclasses.replace(outcome, status=stopped.status, detail=stopped.detail)
         timings["autograde"] = round(time.monotonic() - clock, 3)
         if self.kernel is not None:
             # kernels started for this student up to the one that ran this notebook (not the next one's)
@@ -187,7 +182,7 @@ class Worker:
             later = self.jobdirs[self.jobdirs.index(jobdir) + 1 :] if jobdir in self.jobdirs else []
             outcome = dataclasses.replace(outcome, out_of_memory=self.kernel.after_notebook(later[0] if later else None))
         notebooks = sorted(job.autograded(student).glob("*.ipynb"))
-        if autograded.get("success") and len(notebooks) == 1:
+        if autograded.success and len(notebooks) == 1:
             outcome = self._judged(api, job, notebooks[0], outcome)
         return outcome
 
@@ -205,7 +200,7 @@ class Worker:
         self._fresh_runner(job.root)
         outcome.timings["judge"] = round(time.monotonic() - clock, 3)
         clock = time.monotonic()
-        feedback = api.generate_feedback(job.assignment, self.student, force=True)
+        feedback = StepLog.from_json(api.generate_feedback(job.assignment, self.student, force=True))
         outcome.timings["feedback"] = round(time.monotonic() - clock, 3)
         return dataclasses.replace(
             outcome,
@@ -236,7 +231,7 @@ class Worker:
         submitted = JobFolder(jobdir, "").submission_digest.read_text(encoding="utf-8").strip()
         return hashlib.sha256(f"{self.spec_digest}|{submitted}".encode()).hexdigest()
 
-    def _judge(self, jobdir: Path, path: Path) -> Judged:
+    def _judge(self, jobdir: Path, path: Path) -> judge.Judged:
         from tools import checks
 
         notebook = path.stem
@@ -245,18 +240,19 @@ class Worker:
         cells = judge.learner_cells(nb, set(spec["given"]))
         checks.set_input_salt(self.input_salt(jobdir))
         try:
-            results, load_errors = judge.judge_notebook(spec["tests"], self.spec["solutions"], self.session, cells)
+            judged = judge.judge_notebook(spec["tests"], self.spec["solutions"], self.session, cells)
         finally:
             checks.set_input_salt(None)
+        results = judged.results
         for cell in nb.cells:  # the ideas' results, under each test cell, for the feedback page
             gid = cell.metadata.get("nbgrader", {}).get("grade_id")
             if gid in results and cell.cell_type == "code":
                 words = self.spec.get("translations", {}).get(edition_of(jobdir), {})
                 cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=ideas_report(results[gid], gid, words)))
         nbformat.write(nb, path)
-        return Judged(results, load_errors)
+        return judged
 
-    def _record(self, jobdir: Path, notebook: str, results: dict) -> Scored:
+    def _record(self, jobdir: Path, notebook: str, results: dict[str, CellResult]) -> Scored:
         """Replace nbgrader's scores (public checks only) by the judge's, in the gradebook.
         Returns (the judge's scores, the answers a person grades: None when written, 0 when
         left as released, as nbgrader's autograde recorded them)."""
@@ -271,7 +267,7 @@ class Worker:
                 if grade.name in manual_ids:  # a written answer: formgrader's, never the judge's
                     manual[grade.name] = None if grade.auto_score is None else float(grade.auto_score)
                 elif grade.name in results:
-                    grade.auto_score = results[grade.name]["score"]
+                    grade.auto_score = results[grade.name].score
                 elif grade.cell.max_score:
                     grade.auto_score = 0.0  # a grade cell the judge has no tests for earns nothing
             gradebook.db.commit()
@@ -279,7 +275,7 @@ class Worker:
             return Scored(scores, manual)
 
 
-def ideas_report(result: dict, grade_id: str = "", words: dict[str, str] | None = None) -> str:
+def ideas_report(result: CellResult, grade_id: str = "", words: dict[str, str] | None = None) -> str:
     """What a learner reads under a test cell: each graded idea, passed or not, and why, in the
     submission's language (``words``: the feedback translations of its edition, empty for English).
     A failure message is rendered from its catalog keys and values (the judge's ``said``), so a
@@ -289,14 +285,14 @@ def ideas_report(result: dict, grade_id: str = "", words: dict[str, str] | None 
     words = words or {}
     marks = {"passed": "✓", "failed": "✗", "error": "✗", "not_started": "…", "skipped": "·"}
     head = "Graded ideas (hidden tests, run outside your notebook): {score} / {points} points"
-    lines = [words.get(head, head).format(score=f"{result['score']:g}", points=f"{result['points']:g}")]
-    for idea in result["ideas"]:
-        text = words.get(f"{grade_id}:{idea['id']}", idea["text"])
-        lines.append(f"  {marks.get(idea['status'], '?')} {text} [{idea['earned']:g}/{idea['points']:g}]")
-        if idea["message"] and idea["status"] != "passed":
-            message = judge.shorten(render_message(idea["said"], words, judge.MAX_TEXT)) if words and idea.get("said") else idea["message"]
+    lines = [words.get(head, head).format(score=f"{result.score:g}", points=f"{result.points:g}")]
+    for idea in result.ideas:
+        text = words.get(f"{grade_id}:{idea.id}", idea.text)
+        lines.append(f"  {marks.get(idea.status, '?')} {text} [{idea.earned:g}/{idea.points:g}]")
+        if idea.message and idea.status != "passed":
+            message = judge.shorten(render_message(idea.said, words, judge.MAX_TEXT)) if words and idea.said else idea.message
             lines.append(f"      → {message}")
-    if result["status"] == "not_started":
+    if result.status == "not_started":
         stub = "This TODO still raises NotImplementedError, so it earns no points yet."
         lines.append("  " + words.get(stub, stub))
     return "\n".join(lines) + "\n"

@@ -25,6 +25,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty
 
@@ -279,7 +280,7 @@ class StudentKernel:
                     pass
             self.km = None
         if self.box and self.job is not None:
-            out_of_memory = self.box.finish(self.job)["out_of_memory"]
+            out_of_memory = self.box.finish(self.job)
             self.job = None
         if self.runtime is not None:
             shutil.rmtree(self.runtime, ignore_errors=True)
@@ -298,8 +299,8 @@ class StudentKernel:
         self.reused = self.resets > 0
         self.budget.reset()
         if self.threads is None:
-            reply = self._run("", STARTUP_TIMEOUT)
-            self.threads, self.hooks = self._count(reply, "threads"), self._count(reply, "hooks")
+            counts = self._run("", STARTUP_TIMEOUT)
+            self.threads, self.hooks = counts.threads, counts.hooks
             self.processes = self._processes()
         return self.km
 
@@ -330,8 +331,8 @@ class StudentKernel:
         """Reset the namespace, figures and working folder; False when the kernel did not
         answer in time, reported an error, runs more threads than when it was fresh, or no longer
         answers the readiness check that nbclient makes before the next notebook."""
-        reply = self._run(_RESET.format(cwd=str(self.cwd)), RESET_TIMEOUT)
-        threads, hooks = self._count(reply, "threads"), self._count(reply, "hooks")
+        counts = self._run(_RESET.format(cwd=str(self.cwd)), RESET_TIMEOUT)
+        threads, hooks = counts.threads, counts.hooks
         return (
             None not in (threads, hooks, self.threads, self.hooks)
             and threads <= self.threads
@@ -364,31 +365,45 @@ class StudentKernel:
         except (AttributeError, psutil.Error):
             return 1 << 30  # unknown: never reuse
 
-    def _run(self, code: str, timeout: float) -> dict | None:
-        """Run ``code`` in the kernel (no history, no execution count when empty) and return
-        the reply, with the thread count it then runs; None after ``timeout`` seconds, or when
-        the kernel went over its message budget meanwhile (it was killed)."""
+    def _run(self, code: str, timeout: float) -> KernelCounts:
+        """Run ``code`` in the kernel (no history, no execution count when empty) and return the
+        thread and hook counts it then reports; none after ``timeout`` seconds, or when the kernel
+        went over its message budget meanwhile (it was killed)."""
         kc = self.km.client()
         kc.start_channels()
         try:
             msg_id = kc.execute(
                 code, silent=not code, store_history=False, user_expressions={"threads": _THREADS, "hooks": _HOOKS}, allow_stdin=False
             )
-            return run_sync(_reply)(kc, msg_id, timeout)
+            return KernelCounts.of(run_sync(_reply)(kc, msg_id, timeout))
         except OutputLimitExceeded:  # it flooded while being reset: as a kernel that did not answer (replaced)
-            return None
+            return KernelCounts()
         finally:
             kc.stop_channels()
 
-    @staticmethod
-    def _count(reply: dict | None, name: str) -> int | None:
-        if reply is None or reply["content"].get("status") != "ok":
-            return None
-        value = reply["content"].get("user_expressions", {}).get(name, {})
-        try:
-            return int(value.get("data", {}).get("text/plain", ""))
-        except (AttributeError, ValueError):
-            return None
+
+@dataclass(frozen=True)
+class KernelCounts:
+    """How many threads a kernel runs and hooks it has, as it said after running code (None: it did not
+    answer in time, answered with an error, or not with a number)."""
+
+    threads: int | None = None
+    hooks: int | None = None
+
+    @classmethod
+    def of(cls, reply) -> KernelCounts:
+        """The counts an execute reply carries (its ``user_expressions``; None: no reply)."""
+
+        def count(name: str) -> int | None:
+            if reply is None or reply["content"].get("status") != "ok":
+                return None
+            value = reply["content"].get("user_expressions", {}).get(name, {})
+            try:
+                return int(value.get("data", {}).get("text/plain", ""))
+            except (AttributeError, ValueError):
+                return None
+
+        return cls(count("threads"), count("hooks"))
 
 
 async def _reply(kc, msg_id: str, timeout: float):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 import nbformat
 from nbconvert.preprocessors.sanitize import SanitizeHTML
@@ -60,9 +61,9 @@ class CappedExecute(Execute):
     # each of a student's notebooks in turn; None: start and shut down a kernel per notebook
     shared_kernel = None
 
-    # why the last notebook's run stopped, as the place that caught it knows it ({"status", "detail"}; None:
-    # it ran to its end): the worker writes it into result.json, and the record's status is read from there
-    failure: dict | None = None
+    # why the last notebook's run stopped, as the place that caught it knows it (None: it ran to its end):
+    # the worker writes it into result.json, and the record's status is read from there
+    failure: Stopped | None = None
 
     def preprocess(self, nb, resources=None, km=None):
         CappedExecute.failure = None
@@ -144,22 +145,31 @@ class CappedExecute(Execute):
         return super().process_message(msg, cell, cell_index)
 
 
-def failure_of(exc: BaseException, cell_timeout) -> dict:
+@dataclass(frozen=True)
+class Stopped:
+    """Why a notebook's run stopped, as the place that caught it knows it: the record's status (a key of
+    model.STATUS_TEXT) and its detail."""
+
+    status: str
+    detail: str
+
+
+def failure_of(exc: BaseException, cell_timeout) -> Stopped:
     """A record's status and detail for what stopped a notebook's run (model.STATUS_TEXT's keys)."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     text = " ".join(str(exc).split())[:300]
     if isinstance(exc, OutputLimitExceeded):
-        return {"status": "output_limit", "detail": text.removeprefix("OutputLimitExceeded: ")}
+        return Stopped("output_limit", text.removeprefix("OutputLimitExceeded: "))
     if isinstance(exc, DeadKernelError) or "Kernel died" in text:
-        return {"status": "kernel_died", "detail": text or "the kernel died"}
+        return Stopped("kernel_died", text or "the kernel died")
     if isinstance(exc, CellTimeoutError) and "IOPub" in text:
-        return {"status": "timeout", "detail": "a cell's output did not arrive in time after it finished (a machine too busy?)"}
+        return Stopped("timeout", "a cell's output did not arrive in time after it finished (a machine too busy?)")
     if isinstance(exc, CellTimeoutError):
-        return {"status": "timeout", "detail": f"a cell ran past {cell_timeout} s and ignored the interrupt"}
+        return Stopped("timeout", f"a cell ran past {cell_timeout} s and ignored the interrupt")
     if isinstance(exc, MemoryError):
-        return {"status": "out_of_memory", "detail": "the grading process ran out of memory on this notebook's output"}
-    return {"status": "error", "detail": f"{type(exc).__name__}: {text}"}
+        return Stopped("out_of_memory", "the grading process ran out of memory on this notebook's output")
+    return Stopped("error", f"{type(exc).__name__}: {text}")
 
 
 class CapOutputs(NbGraderPreprocessor):

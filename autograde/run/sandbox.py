@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .. import settings
 from ..errors import GraderError
+from ..ledger.facts import SandboxInfo
 from ..model import GiB
 
 CONFIG_ENV = settings.SANDBOX_CONFIG
@@ -321,32 +322,33 @@ class Sandbox:
         path.write_text(json.dumps(config))
         return Job(name, path, runtime, scratch)
 
-    def finish(self, job: Job) -> dict:
-        """Remove a job's groups and folders; report whether it ran out of memory."""
-        report = {"out_of_memory": self.groups.out_of_memory(job.name)}
+    def finish(self, job: Job) -> bool:
+        """Remove a job's groups and folders; return whether it ran out of memory."""
+        out_of_memory = self.groups.out_of_memory(job.name)
         self.groups.remove(job.name)
         remove_tree(job.runtime)
         remove_tree(job.scratch)
         job.config.unlink(missing_ok=True)
-        return report
+        return out_of_memory
 
     @staticmethod
     def command(argv: list[str]) -> list[str]:
         """The launcher command that runs ``argv`` sandboxed (with a job's env set)."""
         return [sys.executable, "-m", "autograde.run.sandbox", "--", *argv]
 
-    def describe(self) -> dict:
-        return {
-            "enabled": True,
-            "isolation": "bubblewrap",
-            "bwrap": self.bwrap,
-            "limits_by": self.groups.mechanism,
-            "memory_limit_bytes": self.limits.memory_bytes,
-            "process_limit": self.limits.process_limit,
-            "process_limit_enforced": self.groups.mechanism != "rlimit" or os.geteuid() != 0,
-            "cpu_limit_cores": self.limits.cpus if "cpu" in self.groups._bases or self.groups.mechanism == "cgroup-v2" else None,
-            "disk_limit_bytes": self.limits.disk_bytes,
-        }
+    def describe(self) -> SandboxInfo:
+        """This sandbox as summary.json states it: bubblewrap, its limits and what enforces them."""
+        return SandboxInfo(
+            enabled=True,
+            isolation="bubblewrap",
+            bwrap=self.bwrap,
+            limits_by=self.groups.mechanism,
+            memory_limit_bytes=self.limits.memory_bytes,
+            process_limit=self.limits.process_limit,
+            process_limit_enforced=self.groups.mechanism != "rlimit" or os.geteuid() != 0,
+            cpu_limit_cores=self.limits.cpus if "cpu" in self.groups._bases or self.groups.mechanism == "cgroup-v2" else None,
+            disk_limit_bytes=self.limits.disk_bytes,
+        )
 
     def close(self) -> None:
         remove_tree(self._short)

@@ -9,6 +9,7 @@ submission: ``name_userid_submissionid_file``), and the grades as its gradebook 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..course import Course, UnusableInput
@@ -38,7 +39,19 @@ NEW_ASSIGNMENT = "new"  # --assignment-id new: let Canvas create the assignment,
 ID_KIND = "Canvas names each student by their Canvas user id (the ID column of Canvas's gradebook export)"
 
 
-def canvas_splits(name: str) -> list[dict]:
+@dataclass(frozen=True)
+class CanvasName:
+    """A flat file's name read as Canvas writes it: the student's sortable name ('' in an anonymous download),
+    Canvas's late mark, the user id, the attachment id, and the file's own name."""
+
+    name: str
+    late: bool
+    user: str
+    attachment: str
+    file: str
+
+
+def canvas_splits(name: str) -> list[CanvasName]:
     """Every way a flat file's name can be read as Canvas writes it: ``<name>_[LATE_]<user>_<attachment>_<file>``."""
     fields = name.split("_")
     found = []
@@ -50,7 +63,7 @@ def canvas_splits(name: str) -> list[dict]:
         late = bool(head) and head[-1].lower() == "late"
         slug = "_".join(head[:-1] if late else head)
         if CANVAS_NAME.fullmatch(slug):
-            found.append({"name": slug, "late": late, "user": user, "attachment": attachment, "file": file})
+            found.append(CanvasName(slug, late, user, attachment, file))
     return found
 
 
@@ -59,7 +72,7 @@ def claims(name: str, folder: bool, assignment: str) -> bool:
     return not folder and bool(CANVAS_ANON.fullmatch(name) or canvas_splits(name) or CANVAS_TEXT.fullmatch(name))
 
 
-def canvas_files(names: list[str]) -> tuple[dict[str, dict], dict[str, str]]:
+def canvas_files(names: list[str]) -> tuple[dict[str, CanvasName], dict[str, str]]:
     """Whose each of a Canvas download's file names is: ({name: its reading}, {name: why none}).
 
     A name may allow several readings (a sortable name ending in ``_<digits>`` looks like an id, and so may
@@ -69,17 +82,17 @@ def canvas_files(names: list[str]) -> tuple[dict[str, dict], dict[str, str]]:
     dropped, until nothing changes. A name left with more than one reading is nobody's (a named problem):
     it is never given to a guessed student. A learner can make only their own file's name ambiguous."""
     anonymous = bool(names) and all(CANVAS_ANON.fullmatch(n) for n in names)
-    readings: dict[str, list[dict]] = {}
+    readings: dict[str, list[CanvasName]] = {}
     for name in names:
         splits = [] if anonymous else canvas_splits(name)
         if CANVAS_ANON.fullmatch(name) and not splits:  # a named file always has its true split: this one is anonymous
             m = CANVAS_ANON.fullmatch(name)
-            readings[name] = [{"name": "", "late": bool(m["late"]), "user": m["user"], "attachment": m["attachment"], "file": m["file"]}]
+            readings[name] = [CanvasName("", bool(m["late"]), m["user"], m["attachment"], m["file"])]
         else:
             readings[name] = splits
     fixed_name: dict[str, str] = {}
     fixed_attachment: dict[str, str] = {}
-    chosen: dict[str, dict] = {}
+    chosen: dict[str, CanvasName] = {}
     why: dict[str, str] = {}
     changed = True
     while changed:
@@ -87,18 +100,16 @@ def canvas_files(names: list[str]) -> tuple[dict[str, dict], dict[str, str]]:
         for name in sorted(readings):
             if name in chosen or name in why:
                 continue
-            left = [
-                r for r in readings[name] if fixed_name.get(r["user"], r["name"]) == r["name"] and fixed_attachment.get(r["attachment"], name) == name
-            ]
+            left = [r for r in readings[name] if fixed_name.get(r.user, r.name) == r.name and fixed_attachment.get(r.attachment, name) == name]
             if len(left) == 1:
                 chosen[name] = left[0]
-                fixed_name[left[0]["user"]], fixed_attachment[left[0]["attachment"]] = left[0]["name"], name
+                fixed_name[left[0].user], fixed_attachment[left[0].attachment] = left[0].name, name
                 changed = True
             elif not left:
                 why[name] = "not named like a file of Canvas's download (name_userid_fileid_filename): not used"
     for name in readings:
         if name not in chosen and name not in why:
-            users = " or ".join(sorted({r["user"] for r in readings[name]}))
+            users = " or ".join(sorted({r.user for r in readings[name]}))
             why[name] = (
                 f"its name can be read as the file of Canvas user {users}, and nothing else in the download tells which: "
                 "not used (the learner's own name or file name looks like an id; rename it as Canvas would and run again)"
@@ -121,13 +132,12 @@ def read_canvas(files: Source, entries: list[Entry], context: dict) -> list[Cand
             reason = why.get(name, "inside a folder, not a file of Canvas's download (name_userid_fileid_filename): not used")
             files.problems.append(problem(shown(entry.name), None, reason))
             continue
-        reason = why_not(entry, context["limits"], match["file"])
+        reason = why_not(entry, context["limits"], match.file)
         if reason:
-            files.problems.append(problem(shown(entry.name), match["user"], reason))
+            files.problems.append(problem(shown(entry.name), match.user, reason))
             continue
-        lms = {"layout": "canvas", "lms_id": match["user"], "name": match["name"], "submission_id": match["attachment"]}
-        order = int(match["attachment"])
-        found.append(Candidate(match["user"], entry, match["file"], order=order, basis="Canvas file id", late=match["late"], lms=lms))
+        lms = {"layout": "canvas", "lms_id": match.user, "name": match.name, "submission_id": match.attachment}
+        found.append(Candidate(match.user, entry, match.file, order=int(match.attachment), basis="Canvas file id", late=match.late, lms=lms))
     return found
 
 

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..course import Course, UnusableInput
-from ..ledger.facts import IntakeFacts, LmsStudent
+from ..ledger.facts import IntakeFacts, IntakeProblem, LmsStudent
 from ..ledger.folder import Ledger
 from ..matching import Found, by_cells, grade_ids, normalize, walk_notebooks
 from ..model import STUDENT_ID, MiB
@@ -64,7 +64,7 @@ class Intake:
     folder: Path  # SUBMISSIONS in the grader's layout
     layout: str
     times: dict[str, dict[str, datetime]] = field(default_factory=dict)  # student -> notebook ("*": any) -> submitted at (UTC)
-    problems: list[dict] = field(default_factory=list)  # {"file", "student_id", "problem"}
+    problems: list[IntakeProblem] = field(default_factory=list)
     roster: dict[str, dict] = field(default_factory=dict)  # student -> {"lms_id", "name", other roster columns}
     missing: list[str] = field(default_factory=list)  # roster students who submitted nothing
     notes: list[str] = field(default_factory=list)
@@ -106,7 +106,7 @@ def read_submissions(
         raise UnusableInput("the pattern layout needs a pattern: a regular expression with a (?P<student_id>...) group")
     if not source.is_dir() and not source.is_file():
         raise UnusableInput(f"{source}: no such folder or zip file")
-    problems: list[dict] = []
+    problems: list[IntakeProblem] = []
     people = read_roster(roster, problems) if roster else {}
     lms_ids = {who["lms_id"]: student for student, who in people.items() if who.get("lms_id")}
     stamps = read_timestamps(timestamps, notebooks, problems) if timestamps else []
@@ -141,7 +141,7 @@ def read_submissions(
     _apply_stamps(intake, stamps, lms_ids)
     submitted = {p.name for p in dest.iterdir() if p.is_dir()}
     intake.missing = sorted(set(people) - submitted)
-    marker = {"layout": found, "students": len(submitted), "problems": intake.problems, "notes": intake.notes}
+    marker = {"layout": found, "students": len(submitted), "problems": [p.to_json() for p in intake.problems], "notes": intake.notes}
     (dest / MARKER).write_text(json.dumps(marker, indent=1, ensure_ascii=False), encoding="utf-8")
     return intake
 
@@ -169,7 +169,7 @@ def unpack_zips(files: Source, candidates: list[Candidate], scratch: Path, opene
             continue
         files.notes.append(f"{shown(item.raw_id)}: {shown(item.filename)} unpacked ({len(inner.entries)} files)")
         for bad in inner.problems:
-            files.problems.append(problem(f"{shown(item.entry.name)}/{bad['file']}", shown(item.raw_id), bad["problem"]))
+            files.problems.append(problem(f"{shown(item.entry.name)}/{bad.file}", shown(item.raw_id), bad.problem))
         for entry in inner.entries:
             named = entry.named((*item.entry.parts, *entry.parts))
             why = why_not(entry, files.limits) or ("a zip inside a zip: not opened" if entry.parts[-1].lower().endswith(".zip") else "")
@@ -206,7 +206,7 @@ def _renamed(source: Path, lms_ids: dict[str, str]) -> bool:
     return any(lms_ids.get(p.name, p.name) != p.name for p in source.iterdir() if p.is_dir())
 
 
-def _as_it_is(source: Path, notebooks, people: dict, lms_ids: dict, stamps: list, problems: list[dict]) -> Intake:
+def _as_it_is(source: Path, notebooks, people: dict, lms_ids: dict, stamps: list, problems: list[IntakeProblem]) -> Intake:
     """The grader's layout already: ``source`` is used as it is; the roster and times are checked against it."""
     intake = Intake(source, "folders", problems=problems, roster=people)
     folders = sorted(p for p in source.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -463,7 +463,7 @@ def csv_rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str,
     return rows
 
 
-def read_roster(path: Path, problems: list[dict] | None = None) -> dict[str, dict]:
+def read_roster(path: Path, problems: list[IntakeProblem] | None = None) -> dict[str, dict]:
     """{student_id: {"lms_id", "name", and the roster's other columns}} from a CSV with a ``student_id``
     column (and ``lms_id``, ``name``, ...). A row that cannot be used is added to ``problems``, or
     raises UnusableInput when no list is given."""
@@ -491,7 +491,7 @@ def read_roster(path: Path, problems: list[dict] | None = None) -> dict[str, dic
     return roster
 
 
-def read_timestamps(path: Path, notebooks: tuple[str, ...], problems: list[dict]) -> list[tuple[str, str, str | None, datetime]]:
+def read_timestamps(path: Path, notebooks: tuple[str, ...], problems: list[IntakeProblem]) -> list[tuple[str, str, str | None, datetime]]:
     """(where, student, notebook or None, submitted at in UTC) for each row of a CSV with the columns
     ``student_id``, ``submitted_at`` (ISO 8601 with its zone) and, optionally, ``notebook``. A row that
     cannot be used is a problem."""
@@ -550,7 +550,7 @@ def take_in(
     if intake.layout != "folders" or intake.problems:
         print(f"intake: {intake.layout} layout, {len(intake.students) or '?'} student(s) named by the LMS, {len(intake.problems)} problem(s)")
     for problem_found in intake.problems:
-        print(f"  intake problem: {problem_found.get('file') or problem_found.get('student_id')}: {problem_found['problem']}")
+        print(f"  intake problem: {problem_found.file or problem_found.student_id}: {problem_found.problem}")
     for note in intake.notes:
         print(f"  intake note: {note}")
     return intake

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from collections import Counter, defaultdict
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..course import Course, Exercise, UnusableInput, exercises
@@ -27,10 +28,24 @@ from ..ledger.layout import Out
 from ..ledger.tables import ScoreRow
 from ..model import PENDING, REVIEW, STATUS_TEXT, LateFacts, Record
 from .report_figures import draw_figures, figures
+from .report_numbers import (
+    ExerciseStats,
+    Histogram,
+    IdeaRate,
+    LateSection,
+    ProblemItem,
+    ProblemKind,
+    Report,
+    ScoreSection,
+    SlowNotebook,
+    Stats,
+    Timing,
+    TotalStats,
+)
 from .report_page import REPORT_POLICY, render
 from .report_text import report_words, say
 
-__all__ = ["REPORT_POLICY", "build_report", "course_ideas", "draw_figures", "render", "write_report"]
+__all__ = ["REPORT_POLICY", "Report", "build_report", "course_ideas", "draw_figures", "render", "write_report"]
 
 NEEDED = ("student_id", "total", "max_total", "pending", "needs_review")
 SLOWEST = 15
@@ -79,109 +94,75 @@ def course_ideas(course: Course) -> list[IdeaInfo]:
 # ---------------------------------------------------------------- the numbers
 
 
-def _stats(values: list[float]) -> dict:
-    if not values:
-        return {"count": 0, "mean": None, "median": None, "min": None, "max": None}
-    return {
-        "count": len(values),
-        "mean": round(statistics.fmean(values), 3),
-        "median": round(statistics.median(values), 3),
-        "min": min(values),
-        "max": max(values),
-    }
-
-
-def _histogram(values: list[float], top: float) -> dict:
+def _histogram(values: list[float], top: float) -> Histogram:
     """Equal bins from 0 to ``top`` (a full score falls in the last bin)."""
     import numpy
 
     bins = max(1, math.ceil(top) if top <= 40 else 20)  # one point wide, up to 40 points
     counts, edges = numpy.histogram(values, bins=bins, range=(0.0, top if top > 0 else 1.0))
-    return {"edges": [round(float(e), 4) for e in edges], "counts": [int(c) for c in counts]}
+    return Histogram([round(float(e), 4) for e in edges], [int(c) for c in counts])
 
 
-def _exercise(name: str, info: Exercise | None, rows: list[ScoreRow]) -> dict:
+def _exercise(name: str, info: Exercise | None, rows: list[ScoreRow]) -> ExerciseStats:
     points = info.points if info else None
     values = [row.cells[name] for row in rows]
     numbers = [v for v in values if not isinstance(v, str)]
-    counts = {"full": 0, "partial": 0, "zero": 0, PENDING: values.count(PENDING), REVIEW: values.count(REVIEW)}
+    counts = {"full": 0, "partial": 0, "zero": 0}
     for v in numbers:
         counts["zero" if v <= 0 else "full" if points is not None and v >= points else "partial"] += 1
     scores: dict[str, int] = {}
     for v in sorted(numbers):
         scores[f"{v:g}"] = scores.get(f"{v:g}", 0) + 1
-    return {
-        "grade_id": name,
-        "notebook": info.notebook if info else None,
-        "points": points,
-        "kind": "manual" if info and info.manual else "auto" if info else "unknown",
-        "scored": len(numbers),
+    return ExerciseStats(
+        grade_id=name,
+        notebook=info.notebook if info else None,
+        points=points,
+        kind="manual" if info and info.manual else "auto" if info else "unknown",
+        scored=len(numbers),
         **counts,
-        "mean": round(statistics.fmean(numbers), 3) if numbers else None,
-        "scores": scores,
-    }
+        pending=values.count(PENDING),
+        review=values.count(REVIEW),
+        mean=round(statistics.fmean(numbers), 3) if numbers else None,
+        scores=scores,
+    )
 
 
-def _idea_rates(course: Course, records: list[Record], n_students: int, words: dict[str, str] | None = None) -> list[dict]:
+def _idea_rates(course: Course, records: list[Record], n_students: int, words: dict[str, str] | None = None) -> list[IdeaRate]:
     """Each idea's results over the notebooks the judge ran, the most missed first; each idea's text
     in the report's language (``words``: that edition's feedback translations, empty for English)."""
-    known = course_ideas(course)
     words = words or {}
-    tally: dict[tuple[str, str], dict] = {}
-    for info in known:
-        tally[(info.grade_id, info.id)] = {
-            "notebook": info.notebook,
-            "grade_id": info.grade_id,
-            "idea": info.id,
-            "text": words.get(f"{info.grade_id}:{info.id}", info.text),
-            "points": info.points,
-            "order": info.order,
-        }
+    rows = {
+        (info.grade_id, info.id): IdeaRate(info.notebook, info.grade_id, info.id, words.get(f"{info.grade_id}:{info.id}", info.text), info.points)
+        for info in course_ideas(course)
+    }
+    tally: dict[tuple[str, str], Counter] = defaultdict(Counter)
     for record in records:
         if record.status != "graded":
             continue
         for grade_id, items in (record.ideas or {}).items():
             for item in items:
                 key = (grade_id, item["id"])
-                if key not in tally:  # an idea the sources no longer have
-                    tally[key] = {
-                        "notebook": record.notebook,
-                        "grade_id": grade_id,
-                        "idea": item["id"],
-                        "text": None,
-                        "points": item.get("points"),
-                        "order": len(tally),
-                    }
-                entry = tally[key]
-                status = item["status"] if item["status"] in IDEA_STATUSES else "error"
-                entry[status] = entry.get(status, 0) + 1
+                if key not in rows:  # an idea the sources no longer have
+                    rows[key] = IdeaRate(record.notebook, grade_id, item["id"], None, item.get("points"))
+                tally[key][item["status"] if item["status"] in IDEA_STATUSES else "error"] += 1
     ideas = []
-    for entry in tally.values():
-        counts = {s: entry.pop(s, 0) for s in IDEA_STATUSES}
+    for order, (key, row) in enumerate(rows.items()):
+        counts = {s: tally[key][s] for s in IDEA_STATUSES}
         judged = sum(counts.values())
+        rate = round(counts["passed"] / judged, 4) if judged else None
         ideas.append(
-            {
-                **entry,
-                **counts,
-                "judged": judged,
-                "missed": judged - counts["passed"],
-                "not_judged": max(0, n_students - judged),
-                "pass_rate": round(counts["passed"] / judged, 4) if judged else None,
-            }
+            (replace(row, **counts, judged=judged, missed=judged - counts["passed"], not_judged=max(0, n_students - judged), pass_rate=rate), order)
         )
-    ideas.sort(key=lambda i: (i["pass_rate"] is None, i["pass_rate"] if i["pass_rate"] is not None else 0, i["order"]))
-    for i in ideas:
-        del i["order"]
-
-    return ideas
+    ideas.sort(key=lambda pair: (pair[0].pass_rate is None, pair[0].pass_rate if pair[0].pass_rate is not None else 0, pair[1]))
+    return [idea for idea, _ in ideas]
 
 
-def _problems(records: list[Record], summary: Summary, rows: list[ScoreRow]) -> list[dict]:
+def _problems(records: list[Record], summary: Summary, rows: list[ScoreRow]) -> list[ProblemKind]:
     """The problems by kind (the commonest first), each with its students."""
-    kinds: dict[str, list[dict]] = {}
+    kinds: dict[str, list[ProblemItem]] = {}
 
     def add(kind: str, student: str, notebook: str, detail: str) -> None:
-        kinds.setdefault(kind, []).append({"student_id": student, "notebook": notebook, "detail": str(detail)[:500]})
+        kinds.setdefault(kind, []).append(ProblemItem(student, notebook, str(detail)[:500]))
 
     for record in records:
         student, notebook, status = record.student_id, record.notebook, record.status
@@ -199,41 +180,34 @@ def _problems(records: list[Record], summary: Summary, rows: list[ScoreRow]) -> 
         if row.needs_review > 0:
             add("needs_review", row.student_id, "", f"{row.needs_review:g} score(s) to look at again")
     problems = [
-        {
-            "kind": kind,
-            "what": STATUS_TEXT.get(kind) or OTHER_KINDS.get(kind) or UNKNOWN_KIND,
-            "count": len(items),
-            "students": len({i["student_id"] for i in items}),
-            "items": items,
-        }
+        ProblemKind(kind, STATUS_TEXT.get(kind) or OTHER_KINDS.get(kind) or UNKNOWN_KIND, len(items), len({i.student_id for i in items}), items)
         for kind, items in kinds.items()
     ]
-    problems.sort(key=lambda p: (-p["count"], p["kind"]))
-
+    problems.sort(key=lambda p: (-p.count, p.kind))
     return problems
 
 
-def _timing(records: list[Record]) -> dict:
+def _timing(records: list[Record]) -> Timing:
     """Seconds per notebook: statistics, the total, P90 and the slowest."""
     timed = [r for r in records if r.seconds is not None]
     seconds = [r.seconds for r in timed]
     slowest = sorted(timed, key=lambda r: (-r.seconds, r.student_id, r.notebook))[:SLOWEST]
-    return {
-        **_stats(seconds),
-        "total": round(sum(seconds), 2),
-        "p90": round(statistics.quantiles(seconds, n=10, method="inclusive")[-1], 3) if len(seconds) >= 2 else None,
-        "slowest": [
-            {
-                "student_id": r.student_id,
-                "notebook": r.notebook,
-                "seconds": r.seconds,
-                "status": r.status,
-                "reused": bool(r.cached),
-                "timings": {k: v for k, v in r.timings.items() if isinstance(v, (int, float))} if isinstance(r.timings, dict) else {},
-            }
+    return Timing.of(
+        seconds,
+        total=round(sum(seconds), 2),
+        p90=round(statistics.quantiles(seconds, n=10, method="inclusive")[-1], 3) if len(seconds) >= 2 else None,
+        slowest=[
+            SlowNotebook(
+                r.student_id,
+                r.notebook,
+                r.seconds,
+                r.status,
+                bool(r.cached),
+                {k: v for k, v in r.timings.items() if isinstance(v, (int, float))} if isinstance(r.timings, dict) else {},
+            )
             for r in slowest
         ],
-    }
+    )
 
 
 def _records(ledger: Ledger) -> list[Record]:
@@ -246,7 +220,7 @@ def _records(ledger: Ledger) -> list[Record]:
     return log.records
 
 
-def build_report(course: Course, out: Path, language: str = "en") -> dict:
+def build_report(course: Course, out: Path, language: str = "en") -> Report:
     """Read a graded folder and compute the report's numbers (what report.json holds); the graded
     ideas' texts in ``language`` (an edition of the course)."""
     if not out.is_dir():
@@ -266,32 +240,27 @@ def build_report(course: Course, out: Path, language: str = "en") -> dict:
     unknown = [c for c in columns if c not in cells]
     if unknown:
         warnings.append(say(words, UNKNOWN_COLUMNS, file=sheet.name, columns=", ".join(unknown)))
-    per_exercise = [_exercise(name, cells.get(name), rows) for name in columns]
     max_total = max((row.max_total for row in rows), default=float(summary.max_total or 0))
     totals = [row.total for row in rows]
-    pending_points = sum(cells[c].points for row in rows for c in columns if row.cells[c] == PENDING and c in cells)
-    score_section = {
-        "from": sheet.name,
-        "max_total": max_total,
-        "total": {**_stats(totals), "histogram": _histogram(totals, max_total)},
-        "pending_answers": int(sum(row.pending for row in rows)),
-        "pending_points": pending_points,
-        "students_with_pending": sum(row.pending > 0 for row in rows),
-        "review_answers": int(sum(row.needs_review for row in rows)),
-        "exercises": per_exercise,
-    }
-
-    n_students = len(rows)
-    ideas = _idea_rates(course, records, n_students, words)
+    score_section = ScoreSection(
+        source=sheet.name,
+        max_total=max_total,
+        total=TotalStats.of(totals, histogram=_histogram(totals, max_total)),
+        pending_answers=int(sum(row.pending for row in rows)),
+        pending_points=sum(cells[c].points for row in rows for c in columns if row.cells[c] == PENDING and c in cells),
+        students_with_pending=sum(row.pending > 0 for row in rows),
+        review_answers=int(sum(row.needs_review for row in rows)),
+        exercises=[_exercise(name, cells.get(name), rows) for name in columns],
+        final=Stats.of([row.final_total for row in rows]),
+    )
     lates = [r.late or LateFacts() for r in records]
-    late = {
-        "late_notebooks": sum(bool(x.late_seconds or x.lms_late) for x in lates),
+    late = LateSection(
+        late_notebooks=sum(bool(x.late_seconds or x.lms_late) for x in lates),
         # the scores file's own penalty (total less final_total), so the report and the table agree
-        "penalty_points": round(sum(row.total - row.final_total for row in rows), 6),
-        "unknown_times": sum(x.problem is not None for x in lates),
-        "students_unknown": sum(row.late_penalty == "unknown" for row in rows),
-    }
-    score_section["final"] = _stats([row.final_total for row in rows])
+        penalty_points=round(sum(row.total - row.final_total for row in rows), 6),
+        unknown_times=sum(x.problem is not None for x in lates),
+        students_unknown=sum(row.late_penalty == "unknown" for row in rows),
+    )
     written: dict[str, set] = {}  # the editions from the log, as grades.csv has them (final_grades.csv has none)
     for record in records:
         if isinstance(record.edition, str) and record.edition:
@@ -300,30 +269,27 @@ def build_report(course: Course, out: Path, language: str = "en") -> dict:
     for row in rows:
         edition = "+".join(sorted(written.get(row.student_id, ()))) or row.edition or "none"
         editions[edition] = editions.get(edition, 0) + 1
-    problems = _problems(records, summary, rows)
-    timing = _timing(records)
-
-    return {
-        "assignment": course.assignment,
-        "students": n_students,
-        "language": language,
-        "editions": editions,
-        "late": late,
-        "notebooks": list(course.notebooks),
-        "records": len(records),
-        "notebooks_graded": sum(r.status == "graded" for r in records),
-        "scores": score_section,
-        "ideas": ideas,
-        "problems": problems,
-        "timing": timing,
-        "warnings": warnings,
-    }
+    return Report(
+        assignment=course.assignment,
+        students=len(rows),
+        language=language,
+        editions=editions,
+        late=late,
+        notebooks=list(course.notebooks),
+        records=len(records),
+        notebooks_graded=sum(r.status == "graded" for r in records),
+        scores=score_section,
+        ideas=_idea_rates(course, records, len(rows), words),
+        problems=_problems(records, summary, rows),
+        timing=_timing(records),
+        warnings=warnings,
+    )
 
 
-def write_report(course: Course, out: Path, language: str = "en") -> tuple[Path, Path, dict]:
+def write_report(course: Course, out: Path, language: str = "en") -> tuple[Path, Path, Report]:
     """Write OUT/report.html and OUT/report.json. Returns (page, numbers file, numbers)."""
-    data = build_report(course, out, language)
+    report = build_report(course, out, language)
     words = report_words(course, language)
-    page = render(data, figures(data, words), words)
-    target, numbers = Ledger(out, course).write_page_and_numbers(Out.REPORT, page, data)
-    return target, numbers, data
+    page = render(report, figures(report, words), words)
+    target, numbers = Ledger(out, course).write_page_and_numbers(Out.REPORT, page, report.to_json())
+    return target, numbers, report

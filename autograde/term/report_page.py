@@ -7,6 +7,7 @@ from markupsafe import Markup
 
 from ..publish.editions import REPORT_CONTEXTS
 from ..record.exporters import add_csp, base_style, html_lang
+from .report_numbers import Figures, Report
 from .report_text import kind_name, mean, num, pct, say, say_detail
 
 SHOWN_PER_KIND = 100  # rows per problem kind on the page (report.json has them all)
@@ -27,9 +28,9 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
         students=data.students, graded=data.notebooks_graded, records=data.records) }}
 {{ tr("Editions submitted: {editions}.", editions=listed(data.editions|dictsort)) }}
 {{ tr("Late notebooks: {late} ({points} penalty point(s) in {file}; final totals after it: mean {mean}, median {median}){unknown}.",
-      late=data.late.late_notebooks, points=num(data.late.penalty_points), file=code(s.from), mean=mean(s.final.mean), median=mean(s.final.median),
+      late=data.late.late_notebooks, points=num(data.late.penalty_points), file=code(s.source), mean=mean(s.final.mean), median=mean(s.final.median),
       unknown=tr("; {count} without a known submission time", count=data.late.unknown_times) if data.late.unknown_times else "") }}
-{{ tr("Scores from {file}.", file=code(s.from)) }}</p>
+{{ tr("Scores from {file}.", file=code(s.source)) }}</p>
 {% for w in data.warnings %}<p class="warn">{{ w }}</p>{% endfor %}
 
 <h2 id="scores">{{ tr("Score distribution | 分数分布") }}</h2>
@@ -41,8 +42,8 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 <td class="n">{{ s.review_answers }}</td></tr></table>
 <p class="pending">{{ tr("A written answer that waits for a person is shown as {pending}, not as 0; "
     ~ "until it is scored the totals leave its points out.", pending=em(tr("pending"))) }}</p>
-{% if figs.get('totals') %}<img alt="{{ tr("histogram of the class's totals") }}" src="{{ figs.totals }}">{% endif %}
-{% if figs.get('exercises') %}<img alt="{{ tr("each exercise's scores") }}" src="{{ figs.exercises }}">{% endif %}
+{% if figs.totals %}<img alt="{{ tr("histogram of the class's totals") }}" src="{{ figs.totals }}">{% endif %}
+{% if figs.exercises %}<img alt="{{ tr("each exercise's scores") }}" src="{{ figs.exercises }}">{% endif %}
 <table id="exercises"><tr>{{ headers("exercise", "notebook", "kind", "points", "mean") }}
 {{ headers(*counts) }}</tr>
 {% for e in s.exercises %}<tr data-exercise="{{ e.grade_id }}"><td>{{ e.grade_id }}</td><td>{{ e.notebook or "" }}</td>
@@ -54,7 +55,7 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 <h2 id="ideas">{{ tr("Graded ideas: which did learners miss? | 评分要点:哪些没有掌握?") }}</h2>
 <p>{{ tr("Each TODO's hidden tests are named ideas. The pass rate counts the notebooks the judge ran "
     ~ "(a missing or stopped notebook is not judged); most missed first.") }}</p>
-{% if figs.get('ideas') %}<img alt="{{ tr("pass rate of each graded idea") }}" src="{{ figs.ideas }}">{% endif %}
+{% if figs.ideas %}<img alt="{{ tr("pass rate of each graded idea") }}" src="{{ figs.ideas }}">{% endif %}
 <table id="idea-table"><tr>{{ headers("exercise · idea", "what it checks", "points", "passed", "judged") }}
 {{ headers("pass rate", "failed", "error", "not started", "skipped", "not judged") }}</tr>
 {% for i in data.ideas %}<tr data-idea="{{ i.grade_id }}/{{ i.idea }}"><td>{{ i.grade_id }} · {{ i.idea }}</td>
@@ -66,17 +67,17 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 
 <h2 id="problems">{{ tr("Problems | 问题") }}</h2>
 {% if not data.problems %}<p>{{ tr("None: every notebook was graded, with nothing to note.") }}</p>{% endif %}
-{% if figs.get('problems') %}<img alt="{{ tr("problems by kind") }}" src="{{ figs.problems }}">{% endif %}
+{% if figs.problems %}<img alt="{{ tr("problems by kind") }}" src="{{ figs.problems }}">{% endif %}
 {% if data.problems %}<table id="problem-kinds"><tr>{{ headers("kind", "what happened", "count", "students") }}</tr>
 {% for p in data.problems %}<tr data-kind="{{ p.kind }}"><td>{{ kind(p.kind) }}</td><td>{{ tr(p.what) }}</td>
 <td class="n count">{{ p.count }}</td><td class="n students">{{ p.students }}</td></tr>
 {% endfor %}</table>{% endif %}
 {% for p in data.problems %}<details><summary>{{ tr("{kind}: {count} ({what})", kind=kind(p.kind), count=p.count, what=tr(p.what)) }}</summary>
 <table><tr>{{ headers("student", "notebook", "detail") }}</tr>
-{% for item in p["items"][:shown] %}<tr><td class="student">{{ item.student_id }}</td><td>{{ item.notebook }}</td>
+{% for item in p.items[:shown] %}<tr><td class="student">{{ item.student_id }}</td><td>{{ item.notebook }}</td>
 <td>{{ detail(item.detail) }}</td></tr>
-{% endfor %}</table>{% if p["items"]|length > shown %}
-<p>{{ tr("… and {count} more (all in report.json)", count=p["items"]|length - shown) }}</p>{% endif %}
+{% endfor %}</table>{% if p.items|length > shown %}
+<p>{{ tr("… and {count} more (all in report.json)", count=p.items|length - shown) }}</p>{% endif %}
 </details>
 {% endfor %}
 
@@ -84,7 +85,7 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 <p>{{ tr("{count} notebook(s) timed: median {median} s, 90th percentile {p90} s, slowest {max} s, {total} s in all "
         ~ "(a reused result keeps the time of the run that graded it).",
         count=t.count, median=num(t.median), p90=num(t.p90), max=num(t.max), total=num(t.total)) }}</p>
-{% if figs.get('slowest') %}<img alt="{{ tr("the slowest notebooks") }}" src="{{ figs.slowest }}">{% endif %}
+{% if figs.slowest %}<img alt="{{ tr("the slowest notebooks") }}" src="{{ figs.slowest }}">{% endif %}
 <table id="slowest"><tr>{{ headers("student", "notebook", "seconds", "status", "autograde / judge / feedback (s)") }}</tr>
 {% for r in t.slowest %}<tr><td class="student">{{ r.student_id }}</td><td>{{ r.notebook }}</td><td class="n">{{ num(r.seconds) }}</td>
 <td>{{ kind(r.status) }}{% if r.reused %}{{ tr(" (reused)") }}{% endif %}</td>
@@ -94,7 +95,7 @@ img { max-width: 100%; } .warn { background: #fff3cd; padding: 0.5em; border: 1p
 """
 
 
-def render(data: dict, figs: dict[str, str], words: dict[str, str] | None = None) -> str:
+def render(data: Report, figs: Figures[str], words: dict[str, str] | None = None) -> str:
     """The report's page, its own text in the language of ``words`` (the edition's feedback
     translations; English without). Every value put into a text is escaped."""
     from jinja2 import Environment, StrictUndefined
@@ -127,7 +128,5 @@ def render(data: dict, figs: dict[str, str], words: dict[str, str] | None = None
     )
     template = env.from_string(PAGE)
     style = Markup(base_style("72em"))  # noqa: S704 (the course's own constant styles)
-    page = template.render(
-        data=data, s=data["scores"], t=data["timing"], figs=figs, shown=SHOWN_PER_KIND, base_style=style, lang=html_lang(data.get("language", "en"))
-    )
+    page = template.render(data=data, s=data.scores, t=data.timing, figs=figs, shown=SHOWN_PER_KIND, base_style=style, lang=html_lang(data.language))
     return add_csp(page, REPORT_POLICY)

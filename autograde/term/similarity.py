@@ -46,6 +46,7 @@ from ..ledger.folder import Ledger
 from ..ledger.layout import Out
 from ..matching import MAX_BYTES, check_nodes
 from .fingerprints import WINDOW, K, Token, canonical_order, given_lines, kgram_hashes, line_key, normalized, plain_lines, token_ids, winnow
+from .similarity_findings import LeftOut, Method, PairFound, PairShown, Similarity, TodoView
 from .similarity_page import SIMILARITY_POLICY, render
 
 __all__ = [
@@ -148,20 +149,20 @@ class Answer:
     prints: frozenset[int] = frozenset()  # its fingerprints, as compared
 
 
-def class_answers(todo: Todo, sources: dict[str, str | None], cache: dict[str, int]) -> tuple[list[Answer], dict[str, list[str]]]:
-    """The answers to ``todo`` that can be compared, and the students left out by why: 'missing'
-    (no notebook or no such cell), 'unanswered' (nothing but the release's lines), 'too_short'."""
-    left: dict[str, list[str]] = {"missing": [], "unanswered": [], "too_short": []}
+def class_answers(todo: Todo, sources: dict[str, str | None], cache: dict[str, int]) -> tuple[list[Answer], LeftOut]:
+    """The answers to ``todo`` that can be compared, and the students left out by why: missing (no
+    notebook or no such cell), unanswered (nothing but the release's lines), too short."""
+    left = LeftOut()
     answers = []
     for student, source in sources.items():
         if source is None:
-            left["missing"].append(student)
+            left.missing.append(student)
             continue
         source = plain_lines(source[:MAX_ANSWER_CHARS])
         given = given_lines(source, todo.release)
         tokens = canonical_order(source, normalized(source, given))
         if not tokens:
-            left["unanswered"].append(student)
+            left.unanswered.append(student)
             continue
         hashes = kgram_hashes(token_ids(tokens, cache))
         answers.append(Answer(student, source, given, tokens, hashes, frozenset(winnow(hashes) - todo.boilerplate)))
@@ -172,7 +173,7 @@ def class_answers(todo: Todo, sources: dict[str, str | None], cache: dict[str, i
         if len(a.prints) >= MIN_FINGERPRINTS:
             kept.append(a)
         else:
-            left["too_short"].append(a.student)
+            left.too_short.append(a.student)
     return kept, left
 
 
@@ -230,7 +231,7 @@ def group_answers(answers: list[Answer]) -> list[list[Answer]]:
     return sorted(by_prints.values(), key=lambda group: group[0].student)
 
 
-def student_pairs(groups: list[list[Answer]], matches: list[Match], threshold: float) -> tuple[int, list[dict], set[str]]:
+def student_pairs(groups: list[list[Answer]], matches: list[Match], threshold: float) -> tuple[int, list[PairFound], set[str]]:
     """(how many pairs of students are flagged, the first LISTED of them, the students flagged)."""
     total, listed, flagged = 0, [], set()
     for m in matches:
@@ -242,57 +243,57 @@ def student_pairs(groups: list[list[Answer]], matches: list[Match], threshold: f
         flagged.update(x.student for pair in pairs for x in pair)
         for x, y in pairs[: max(0, LISTED - len(listed))]:
             x, y = sorted((x, y), key=lambda answer: answer.student)
-            listed.append({"a": x.student, "b": y.student, "score": m.score, "shared": m.shared, "fingerprints": [len(x.prints), len(y.prints)]})
+            listed.append(PairFound(x.student, y.student, m.score, m.shared, [len(x.prints), len(y.prints)]))
     return total, listed, flagged
 
 
 # ---------------------------------------------------------------- the numbers
 
 
-def _entry(groups: list[list[Answer]], m: Match, threshold: float) -> dict:
+def _entry(groups: list[list[Answer]], m: Match, threshold: float) -> PairShown:
     """One pair as the page shows it: the two answers side by side, the code they share marked."""
     first, second = groups[m.first], groups[m.second]
     a, b = (first[0], first[1]) if m.first == m.second else (first[0], second[0])
     shared = a.prints & b.prints
     also_a, also_b = (first[2:], []) if m.first == m.second else (first[1:], second[1:])
-    return {
-        "score": m.score,
-        "shared": m.shared,
-        "flagged": m.score >= threshold,
-        "a": a.student,
-        "b": b.student,
-        "a_also": [x.student for x in also_a],
-        "b_also": [x.student for x in also_b],
-        "a_code": segments(a, shared),
-        "b_code": segments(b, shared),
-    }
+    return PairShown(
+        score=m.score,
+        shared=m.shared,
+        flagged=m.score >= threshold,
+        a=a.student,
+        b=b.student,
+        a_also=[x.student for x in also_a],
+        b_also=[x.student for x in also_b],
+        a_code=segments(a, shared),
+        b_code=segments(b, shared),
+    )
 
 
-def todo_section(todo: Todo, sources: dict[str, str | None], threshold: float, cache: dict[str, int]) -> tuple[dict, dict]:
-    """One TODO's findings (for similarity.json) and its view (the page's pairs, with their code)."""
+def todo_section(todo: Todo, sources: dict[str, str | None], threshold: float, cache: dict[str, int]) -> TodoView:
+    """One TODO's findings (``findings()``: for similarity.json) and the page's pairs, with their code."""
     answers, left = class_answers(todo, sources, cache)
     groups = group_answers(answers)
     matches = compare(groups, max(0.0, threshold - NEAR))
     total, listed, flagged = student_pairs(groups, matches, threshold)
-    section = {
-        "grade_id": todo.grade_id,
-        "notebook": todo.notebook,
-        "students": len(sources),
-        "compared": len(answers),
-        "too_short": len(left["too_short"]),
-        "unanswered": len(left["unanswered"]),
-        "missing": len(left["missing"]),
-        "distinct_answers": len(groups),
-        "pairs_above_threshold": total,
-        "pairs_listed": len(listed),
-        "students_flagged": len(flagged),
-        "pairs": listed,
-        "left_out": {why: sorted(names) for why, names in left.items()},  # the students not compared, by why
-    }
-    return section, {**section, "entries": [_entry(groups, m, threshold) for m in matches[:SHOWN]]}
+    return TodoView(
+        grade_id=todo.grade_id,
+        notebook=todo.notebook,
+        students=len(sources),
+        compared=len(answers),
+        too_short=len(left.too_short),
+        unanswered=len(left.unanswered),
+        missing=len(left.missing),
+        distinct_answers=len(groups),
+        pairs_above_threshold=total,
+        pairs_listed=len(listed),
+        students_flagged=len(flagged),
+        pairs=listed,
+        left_out=LeftOut(sorted(left.missing), sorted(left.unanswered), sorted(left.too_short)),  # the students not compared
+        entries=[_entry(groups, m, threshold) for m in matches[:SHOWN]],
+    )
 
 
-def build_similarity(course: Course, out: Path, threshold: float = THRESHOLD) -> tuple[dict, list[dict]]:
+def build_similarity(course: Course, out: Path, threshold: float = THRESHOLD) -> tuple[Similarity, list[TodoView]]:
     """Read a graded folder and compare the class's answers: (what similarity.json holds, the
     page's view of each TODO)."""
     if not out.is_dir():
@@ -305,28 +306,17 @@ def build_similarity(course: Course, out: Path, threshold: float = THRESHOLD) ->
     cache: dict[str, int] = {}
     todos = course_todos(course, cache)
     cells = {student: {nb: answer_cells(ledger.kept_notebook(student, nb, MAX_BYTES)) for nb in {t.notebook for t in todos}} for student in names}
-    sections, views = [], []
-    for todo in todos:
-        section, view = todo_section(todo, {s: (cells[s][todo.notebook] or {}).get(todo.grade_id) for s in names}, threshold, cache)
-        sections.append(section)
-        views.append(view)
-    data = {
-        "assignment": course.assignment,
-        "students": len(names),
-        "threshold": threshold,
-        "method": {
-            "score": "shared fingerprints / fingerprints of the smaller answer",
-            "order": "statements that do not depend on each other read in one canonical order",
-            "k": K,
-            "window": WINDOW,
-            "min_fingerprints": MIN_FINGERPRINTS,
-            "common_share": COMMON_SHARE,
-            "common_min": COMMON_MIN,
-        },
-        "todos": sections,
-        "warnings": warnings,
-    }
-    return data, views
+    views = [todo_section(todo, {s: (cells[s][todo.notebook] or {}).get(todo.grade_id) for s in names}, threshold, cache) for todo in todos]
+    method = Method(
+        score="shared fingerprints / fingerprints of the smaller answer",
+        order="statements that do not depend on each other read in one canonical order",
+        k=K,
+        window=WINDOW,
+        min_fingerprints=MIN_FINGERPRINTS,
+        common_share=COMMON_SHARE,
+        common_min=COMMON_MIN,
+    )
+    return Similarity(course.assignment, len(names), threshold, method, [view.findings() for view in views], warnings), views
 
 
 def segments(answer: Answer, shared: frozenset[int]) -> list[tuple[str, str]]:
@@ -363,7 +353,7 @@ def segments(answer: Answer, shared: frozenset[int]) -> list[tuple[str, str]]:
     return pieces
 
 
-def write_similarity(course: Course, out: Path, threshold: float | None = None) -> tuple[Path, Path, dict]:
+def write_similarity(course: Course, out: Path, threshold: float | None = None) -> tuple[Path, Path, Similarity]:
     """Write OUT/similarity.html and OUT/similarity.json. Returns (page, findings file, findings).
 
     ``threshold`` (default THRESHOLD, 0.7) is the share of the smaller answer's fingerprints that
@@ -376,7 +366,7 @@ def write_similarity(course: Course, out: Path, threshold: float | None = None) 
     or whose loops were rewritten score from 0.22 up, so some of them are missed at any threshold
     that flags no independent pair; a lower threshold flags answers that follow the same hint.
     """
-    data, views = build_similarity(course, out, THRESHOLD if threshold is None else threshold)
-    page = render(data, views)
-    target, numbers = Ledger(out, course).write_page_and_numbers(Out.SIMILARITY, page, data)
-    return target, numbers, data
+    found, views = build_similarity(course, out, THRESHOLD if threshold is None else threshold)
+    page = render(found, views)
+    target, numbers = Ledger(out, course).write_page_and_numbers(Out.SIMILARITY, page, found.to_json())
+    return target, numbers, found

@@ -8,6 +8,7 @@ import math
 from markupsafe import Markup
 
 from ..record.exporters import add_csp, base_style
+from .similarity_findings import Similarity, TodoView
 
 # the page is one self-contained file: its own styles, no scripts, no images
 SIMILARITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
@@ -68,7 +69,7 @@ def _pct(value) -> str:
     return "–" if value is None else f"{math.floor(1000 * value + 1e-9) / 10:g}%"
 
 
-def render(data: dict, views: list[dict]) -> str:
+def render(data: Similarity, views: list[TodoView]) -> str:
     from jinja2 import Environment, StrictUndefined
 
     env = Environment(autoescape=True, undefined=StrictUndefined)

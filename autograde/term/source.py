@@ -34,6 +34,7 @@ from struct import error as struct_error
 
 from ..course import UnusableInput
 from ..errors import GraderError
+from ..ledger.facts import IntakeProblem
 from ..matching import MAX_FILES as MAX_NOTEBOOKS_PER_STUDENT
 from ..model import MAX_NOTEBOOK_BYTES, MiB
 
@@ -123,8 +124,9 @@ class Refused(GraderError, ValueError):
     """A member that cannot be extracted (corrupt, changed since it was listed, or more data than it declared)."""
 
 
-def problem(file: str, student: str | None, text: str) -> dict:
-    return {"file": file, "student_id": student, "problem": text}
+def problem(file: str, student: str | None, text: str) -> IntakeProblem:
+    """A file the intake cannot use: which, whose (None: nobody's it can tell), and why."""
+    return IntakeProblem(file, student, text)
 
 
 def shown(name: str, limit: int = 300) -> str:
@@ -163,7 +165,7 @@ class Source:
         self.top: int | None = None  # a folder source's handle on its top folder, taken once
         self.handle, self.listed = handle, listed
         self.near: tuple[tuple[Folder, ...], int] | None = None  # the folder last reached (checked) and a handle on it
-        self.problems: list[dict] = []
+        self.problems: list[IntakeProblem] = []
         if handle is not None:
             try:
                 self.archive = open_zip(handle, limits, label)
@@ -379,7 +381,7 @@ def unsafe_name(name: str) -> str:
     return ""
 
 
-def zip_entries(archive: zipfile.ZipFile, limits: Limits) -> tuple[list[Entry], list[dict], list[str]]:
+def zip_entries(archive: zipfile.ZipFile, limits: Limits) -> tuple[list[Entry], list[IntakeProblem], list[str]]:
     """The zip's files, each checked by name and kind; refused names are problems, refused kinds
     (links, devices, encrypted) are entries marked refused, so that whose they are can be told."""
     entries, problems, skipped = [], [], 0

@@ -11,6 +11,7 @@ import pytest
 
 from autograde import grading
 from autograde.course import Course
+from autograde.ledger.facts import SandboxInfo
 from autograde.ledger.results import write_results
 from autograde.record import exporters
 from autograde.term import report
@@ -52,7 +53,7 @@ def test_a_feedback_page_carries_its_editions_language(edition, lang, monkeypatc
 def test_the_class_report_carries_its_language(language, lang, tmp_path):
     course = Course.load()
     cells = grading.exercises(course)
-    write_results(course, tmp_path, graded_cells=cells, records=[], notes={}, n_students=0, sandbox={"enabled": False})
+    write_results(course, tmp_path, graded_cells=cells, records=[], notes={}, n_students=0, sandbox=SandboxInfo(enabled=False))
     page, _, data = report.write_report(course, tmp_path, language)
-    assert data["language"] == language
+    assert data.language == language
     assert page_lang(page.read_text(encoding="utf-8")) == lang

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from autograde.judging import ideas, judge
+from autograde.model import CellResult
 from autograde.publish import catalogs, editions
 from autograde.run.job import ideas_report
 
@@ -40,11 +41,11 @@ def _mistake(name: str) -> dict:
 
 def test_a_hidden_tests_message_is_shown_in_chinese_with_its_values(zh_words):
     case = _mistake("w2_bits_as_bytes")
-    failed = next(i for i in case["result"]["ideas"] if i["status"] == "failed")
-    assert failed["id"] in case["lost"]
+    failed = next(i for i in case["result"].ideas if i.status == "failed")
+    assert failed.id in case["lost"]
     english = "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got 0.125 (bits or bytes? seconds or ms?)"
-    assert failed["message"] == english
-    assert failed["said"] == {"t": "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got {0} (bits or bytes? seconds or ms?)", "v": ["0.125"]}
+    assert failed.message == english
+    assert failed.said == {"t": "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got {0} (bits or bytes? seconds or ms?)", "v": ["0.125"]}
     zh = ideas_report(case["result"], case["cell"], zh_words)
     assert "→ 1 Gbit/s 每 ms 传输 125,000 字节：应为 1.0 ms，实际为 0.125（是比特还是字节？是秒还是毫秒？）" in zh
     assert "expected" not in zh and "评分要点" in zh
@@ -58,11 +59,11 @@ def test_a_helpers_description_is_translated_inside_the_message(zh_words):
     """notebook 06's helper takes what it checks as a text ('exposed with T_tx ...'): that text is a
     catalog key of its own, nested in the assert's message."""
     case = _mistake("w6_no_last_layer")
-    failed = next(i for i in case["result"]["ideas"] if i["status"] == "failed")
-    assert failed["said"]["t"] == "{0}: expected {1}, got {2}"
-    assert failed["said"]["v"][0]["t"] == "exposed with T_tx {0}, T_prefill {1}, L {2}"
+    failed = next(i for i in case["result"].ideas if i.status == "failed")
+    assert failed.said["t"] == "{0}: expected {1}, got {2}"
+    assert failed.said["v"][0]["t"] == "exposed with T_tx {0}, T_prefill {1}, L {2}"
     line = next(x for x in ideas_report(case["result"], case["cell"], zh_words).splitlines() if "→" in x)
-    values = failed["said"]["v"][0]["v"] + failed["said"]["v"][1:]
+    values = failed.said["v"][0]["v"] + failed.said["v"][1:]
     assert line.strip() == "→ exposed_ms（T_tx {}，T_prefill {}，L {}）：应为 {}，实际为 {}".format(*values)
 
 
@@ -95,31 +96,31 @@ def _():
 def _score(double, open_part=CELL_OPEN, hidden=CELL_HIDDEN) -> dict:
     spec = ideas.load(hidden, "todo9", 1.0)
     spec.namespace["double"] = double
-    public, _ = ideas.load_public(open_part, "todo9", {"double": double})
-    return judge.score_ideas(spec, public, 1.0)["ideas"][0]
+    public = ideas.load_public(open_part, "todo9", {"double": double})
+    return judge.score_ideas(spec, public, 1.0).ideas[0]
 
 
 def test_a_public_checks_failure_names_its_label_in_the_learners_language():
     entry = _score(lambda x: 2 * x if x < 2 else 5)  # the hidden inputs 0 and 1 pass; the public check's 2 does not
-    assert entry["status"] == "failed" and entry["earned"] == 0
-    assert entry["message"] == "public check “double(2) is 4”: double(2): expected 4, got 5"
+    assert entry.status == "failed" and entry.earned == 0
+    assert entry.message == "public check “double(2) is 4”: double(2): expected 4, got 5"
     words = {
         judge.PUBLIC: "公开检查“{0}”：{1}",
         "double(2) is 4": "double(2) 等于 4",
         "double(2): expected 4, got {0}": "double(2)：应为 4，实际为 {0}",
     }
-    assert ideas.render_message(entry["said"], words) == "公开检查“double(2) 等于 4”：double(2)：应为 4，实际为 5"
-    assert ideas.render_message(entry["said"], {}) == entry["message"]
+    assert ideas.render_message(entry.said, words) == "公开检查“double(2) 等于 4”：double(2)：应为 4，实际为 5"
+    assert ideas.render_message(entry.said, {}) == entry.message
     # a translation that lost a field shows the English, never an error
-    assert ideas.render_message(entry["said"], {judge.PUBLIC: "公开检查"}) == entry["message"]
+    assert ideas.render_message(entry.said, {judge.PUBLIC: "公开检查"}) == entry.message
 
 
 def test_a_nested_description_keeps_its_own_key_and_values():
     entry = _score(lambda x: x)  # double(1) returns 1
-    assert entry["message"] == "double of 1: expected 2, got 1"
-    assert entry["said"] == {"t": "{0}: expected {1}, got {2}", "v": [{"t": "double of {0}", "v": ["1"]}, "2", "1"]}
+    assert entry.message == "double of 1: expected 2, got 1"
+    assert entry.said == {"t": "{0}: expected {1}, got {2}", "v": [{"t": "double of {0}", "v": ["1"]}, "2", "1"]}
     words = {"{0}: expected {1}, got {2}": "{0}：应为 {1}，实际为 {2}", "double of {0}": "{0} 的两倍"}
-    assert ideas.render_message(entry["said"], words) == "1 的两倍：应为 2，实际为 1"
+    assert ideas.render_message(entry.said, words) == "1 的两倍：应为 2，实际为 1"
 
 
 def test_what_the_learners_code_raises_is_never_looked_up():
@@ -130,17 +131,17 @@ def test_what_the_learners_code_raises_is_never_looked_up():
         raise AssertionError("{0}: expected {1}, got {2}")
 
     entry = _score(sly)
-    assert entry["status"] == "failed" and "said" not in entry
-    assert entry["message"] == "{0}: expected {1}, got {2}"
-    result = {"score": 0.0, "points": 1.0, "status": "graded", "ideas": [entry]}
+    assert entry.status == "failed" and entry.said is None
+    assert entry.message == "{0}: expected {1}, got {2}"
+    result = CellResult(0.0, 1.0, "graded", (entry,))
     assert "→ {0}: expected {1}, got {2}" in ideas_report(result, "todo9", {"{0}: expected {1}, got {2}": "{0}：应为 {1}，实际为 {2}"})
 
 
 def test_a_values_length_is_capped_as_the_english_message_is():
     entry = _score(lambda x: "x" * 5000 if x else 0)
-    value = entry["said"]["v"][2]
-    assert len(value) <= judge.MAX_TEXT and len(entry["message"]) <= judge.MAX_TEXT
-    result = {"score": 0.0, "points": 1.0, "status": "graded", "ideas": [entry]}
+    value = entry.said["v"][2]
+    assert len(value) <= judge.MAX_TEXT and len(entry.message) <= judge.MAX_TEXT
+    result = CellResult(0.0, 1.0, "graded", (entry,))
     line = next(x for x in ideas_report(result, "todo9", {"{0}: expected {1}, got {2}": "{0}：应为 {1}，实际为 {2}"}).splitlines() if "→" in x)
     assert len(line.strip()) <= judge.MAX_TEXT + 2 and "应为 2" in line
 
@@ -154,10 +155,10 @@ def test_the_judges_own_messages_are_translated():
         raise runner_failed
 
     spec.namespace["double"] = stuck
-    entry = judge.score_ideas(spec, [], 1.0)["ideas"][0]
-    assert entry["status"] == "error" and entry["message"] == str(runner_failed)
+    entry = judge.score_ideas(spec, [], 1.0).ideas[0]
+    assert entry.status == "error" and entry.message == str(runner_failed)
     words = {judge.TIMED_OUT: "你的代码没有按时返回（每次调用限 {0} s）"}
-    assert ideas.render_message(entry["said"], words) == "你的代码没有按时返回（每次调用限 20 s）"
+    assert ideas.render_message(entry.said, words) == "你的代码没有按时返回（每次调用限 20 s）"
 
 
 def test_a_function_the_runner_did_not_find_is_named_in_the_learners_language(zh_words):
@@ -169,11 +170,11 @@ def test_a_function_the_runner_did_not_find_is_named_in_the_learners_language(zh
     assert type(raised.value.args[0]) is ideas.Said and raised.value.args[0].template == judge.UNDEFINED
     spec = ideas.load(CELL_HIDDEN, "todo9", 1.0)
     spec.namespace["double"] = lambda x: runner.call("double", (x,), {}, {})
-    entry = judge.score_ideas(spec, [], 1.0)["ideas"][0]
-    assert entry["status"] == "error"
-    assert entry["message"] == "NameError: name 'double' is not defined: the cell that defines it did not run to the end"
-    assert ideas.render_message(entry["said"], zh_words) == "NameError：名称 'double' 未定义：定义它的单元格没有运行完"
-    assert ideas.render_message(entry["said"], {}) == entry["message"]
+    entry = judge.score_ideas(spec, [], 1.0).ideas[0]
+    assert entry.status == "error"
+    assert entry.message == "NameError: name 'double' is not defined: the cell that defines it did not run to the end"
+    assert ideas.render_message(entry.said, zh_words) == "NameError：名称 'double' 未定义：定义它的单元格没有运行完"
+    assert ideas.render_message(entry.said, {}) == entry.message
 
 
 def test_a_name_error_of_the_learners_own_code_is_never_looked_up():
@@ -183,9 +184,9 @@ def test_a_name_error_of_the_learners_own_code_is_never_looked_up():
     runner = InProcessRunner({"__name__": "__main__", "double": broken})
     spec = ideas.load(CELL_HIDDEN, "todo9", 1.0)
     spec.namespace["double"] = lambda x: runner.call("double", (x,), {}, {})
-    entry = judge.score_ideas(spec, [], 1.0)["ideas"][0]
-    assert entry["status"] == "error" and "said" not in entry
-    assert entry["message"] == "NameError: name 'undefined_helper' is not defined"
+    entry = judge.score_ideas(spec, [], 1.0).ideas[0]
+    assert entry.status == "error" and entry.said is None
+    assert entry.message == "NameError: name 'undefined_helper' is not defined"
 
 
 def test_every_failure_message_has_a_chinese_translation(course):
@@ -223,7 +224,8 @@ def test_check_refuses_a_message_the_catalog_cannot_hold():
 
 def test_the_results_said_is_plain_json():
     case = _mistake("w7_fail_recomputes")
-    assert json.loads(json.dumps(case["result"])) == case["result"]
+    written = case["result"].to_json()
+    assert json.loads(json.dumps(written)) == written and CellResult.from_json(written) == case["result"]
 
 
 def test_the_pages_labels_and_score_lines_are_in_chinese_with_full_width_punctuation(zh_words):

@@ -62,12 +62,12 @@ def test_an_answer_that_fails_a_public_check_loses_that_idea(name, tmp_path):
     failing = public_failures(cell, answers)
     assert failing, "the slip fails a public check in the learner's notebook"
     result = _real_judge(cell, answers, tmp_path)
-    assert result["score"] < result["points"]
-    assert {i["id"] for i in result["ideas"] if i["earned"] < i["points"]} == lost
+    assert result.score < result.points
+    assert {i.id for i in result.ideas if i.earned < i.points} == lost
     named = {f["name"].rsplit("[", 1)[1].rstrip("]") for f in failing}
     assert named == lost, "the failing public checks name the idea lost, and only it"
-    failed = next(i for i in result["ideas"] if i["id"] in lost)
-    assert failed["message"], failed
+    failed = next(i for i in result.ideas if i.id in lost)
+    assert failed.message, failed
     # the judge run in this process (the mutation report's) gives the same result as the real runner
     assert judge_in_process(cell, answers) == result
     # and the hidden asserts alone see the slip as well
@@ -79,9 +79,9 @@ def test_the_course_answers_keep_full_marks_with_the_public_checks(tmp_path):
     for cell in tests:
         assert public_failures(cell, {}) == [], cell
         result = judge_in_process(cell, {})
-        assert result["score"] == result["points"], (cell, [i for i in result["ideas"] if i["status"] != "passed"])
+        assert result.score == result.points, (cell, [i for i in result.ideas if i.status != "passed"])
     result = _real_judge("todo0_check_overlap", {}, tmp_path)  # WORK's items are in the cell: it runs outside the notebook
-    assert result["score"] == result["points"], result
+    assert result.score == result.points, result
 
 
 def test_a_public_check_the_judge_runs_comes_from_the_course_not_the_learner(tmp_path):
@@ -92,7 +92,7 @@ def test_a_public_check_the_judge_runs_comes_from_the_course_not_the_learner(tmp
     answers = mutate(solution, old, new)
     answers["todo1_exposed_interval"] = "def chapter_example():\n    pass\n"  # a learner's own 'check' defined in a cell
     result = _real_judge(cell, answers, tmp_path)
-    assert {i["id"] for i in result["ideas"] if i["earned"] < i["points"]} == lost
+    assert {i.id for i in result.ideas if i.earned < i.points} == lost
 
 
 def test_mutmut_mutants_of_two_answers_agree_both_ways():

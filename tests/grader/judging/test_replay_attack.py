@@ -16,8 +16,8 @@ from submissions import course_cells, do_nothing_answer, judge_in_process, publi
 CELLS = sorted(course_cells()[0])
 
 
-def _earned(result: dict) -> set[str]:
-    return {idea["id"] for idea in result["ideas"] if idea["earned"] >= idea["points"] > 0}
+def _earned(result) -> set[str]:
+    return {idea.id for idea in result.ideas if idea.earned >= idea.points > 0}
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -28,4 +28,4 @@ def test_replaying_the_public_checks_earns_nothing_a_stub_does_not(cell):
     assert public_failures(cell, {solution: stub}), "the control fails public checks, so the replay is what passes them"
     cheat, control = judge_in_process(cell, {solution: replay}), judge_in_process(cell, {solution: stub})
     assert _earned(cheat) <= _earned(control), f"the table alone earned {sorted(_earned(cheat) - _earned(control))}"
-    assert cheat["score"] <= control["score"] < cheat["points"]
+    assert cheat.score <= control.score < cheat.points

@@ -630,8 +630,8 @@ def test_a_stopped_notebooks_status_is_said_where_it_was_caught():
         "out_of_memory": failure_of(MemoryError(), 30),
         "error": failure_of(ValueError("a log that mentions DeadKernelError and OutputLimitExceeded"), 30),
     }
-    assert {status: found["status"] for status, found in said.items()} == {status: status for status in said}
-    assert said["output_limit"]["detail"] == "the notebook sent more than 64 MiB"
-    assert said["timeout"]["detail"] == "a cell ran past 30 s and ignored the interrupt"
+    assert {status: found.status for status, found in said.items()} == {status: status for status in said}
+    assert said["output_limit"].detail == "the notebook sent more than 64 MiB"
+    assert said["timeout"].detail == "a cell ran past 30 s and ignored the interrupt"
     late_output = failure_of(CellTimeoutError("A cell timed out ... The message was: Timeout waiting for IOPub output."), 30)
-    assert late_output["status"] == "timeout" and "did not arrive in time" in late_output["detail"]
+    assert late_output.status == "timeout" and "did not arrive in time" in late_output.detail

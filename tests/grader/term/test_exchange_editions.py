@@ -34,7 +34,7 @@ def inbound_of(tmp_path: Path) -> Path:
 
 
 def problems_of(result, student: str) -> list[str]:
-    return [p["problem"] for p in result.problems if p["student_id"] == student]
+    return [p.problem for p in result.problems if p.student_id == student]
 
 
 def test_the_course_names_its_editions_assignments():

@@ -23,6 +23,7 @@ import pytest
 from autograde import cli
 from autograde.course import Course, UnusableInput, exercises
 from autograde.ledger import gradebook
+from autograde.ledger.facts import SandboxInfo
 from autograde.ledger.folder import Ledger
 from autograde.ledger.late import LateSpec, parse_policy, parse_time, penalty_points
 from autograde.ledger.results import write_results
@@ -73,7 +74,7 @@ def _class(tmp_path, monkeypatch, policy: str, times: dict, scored: dict, flagge
     Ledger(out).save_late_spec(spec)
     (out / "intake.json").write_text(json.dumps({"layout": "canvas", "students": people or {}, "late_in_lms": flagged or {}}), encoding="utf-8")
     records = [_record(s, nb, (editions or {}).get(s, "en")) for s in scored for nb in COURSE.notebooks]
-    write_results(COURSE, out, CELLS, records, {}, len(scored), {"enabled": False}, FAKE_URL, {}, spec)
+    write_results(COURSE, out, CELLS, records, {}, len(scored), SandboxInfo(enabled=False), FAKE_URL, {}, spec)
     return out, given
 
 
@@ -131,10 +132,10 @@ def test_one_penalty_one_total_in_every_table(tmp_path, monkeypatch, policy):
     assert {s: sum(per.values()) for s, per in given.items()} == pytest.approx(penalties)  # the gradebook's penalty, after the export
 
     report = build_report(COURSE, out)
-    assert report["scores"]["from"] == "final_grades.csv"
-    assert report["late"]["penalty_points"] == pytest.approx(sum(penalties.values()))
-    assert report["scores"]["final"]["mean"] == pytest.approx(round(sum(expected.values()) / 3, 3))
-    assert report["editions"] == {"en": 3}  # from the log: final_grades.csv has no edition column
+    assert report.scores.source == "final_grades.csv"
+    assert report.late.penalty_points == pytest.approx(sum(penalties.values()))
+    assert report.scores.final.mean == pytest.approx(round(sum(expected.values()) / 3, 3))
+    assert report.editions == {"en": 3}  # from the log: final_grades.csv has no edition column
 
 
 def test_an_unknown_lateness_stops_an_lms_file_until_the_instructor_says(tmp_path, monkeypatch, capsys):

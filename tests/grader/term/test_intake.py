@@ -129,7 +129,7 @@ def test_moodle_zip_both_folder_names_and_flat_files(tmp_path):
     result = intake(write_zip(tmp_path / "moodle.zip", members), tmp_path, roster=roster)
     assert result.layout == "moodle"
     assert tree(result.folder) == EXPECTED
-    assert [(p["student_id"], p["file"]) for p in result.problems] == [("502", "Bob Roe_502_assignsubmission_onlinetext/onlinetext.html")]
+    assert [(p.student_id, p.file) for p in result.problems] == [("502", "Bob Roe_502_assignsubmission_onlinetext/onlinetext.html")]
     assert result.students["alice"] == {"layout": "moodle", "lms_id": "501", "name": "Alice Doe", "folder": "Alice Doe_501_assignsubmission_file_"}
 
 
@@ -202,7 +202,7 @@ def test_pattern_named_folder_through_nbgraders_collector(tmp_path):
     pattern = r"(?P<student_id>[a-z]+)__(?P<file_id>\w+)__(?P<timestamp>[0-9TZ-]+)"
     result = intake(folder, tmp_path, pattern=pattern)
     assert result.layout == "pattern" and tree(result.folder) == EXPECTED
-    assert sorted((p["file"], p["problem"].split(" (")[0].split(":")[0]) for p in result.problems) == [
+    assert sorted((p.file, p.problem.split(" (")[0].split(":")[0]) for p in result.problems) == [
         ("notes.txt", "not a notebook"),
         ("stray.ipynb", "does not match the pattern"),
     ]
@@ -240,7 +240,7 @@ def test_canvas_resubmission_newest_file_wins_and_late_is_flagged(tmp_path):
     assert any(note.startswith(f"newest of 2 files for 1001/{NB1} kept") and "Canvas file id" in note for note in result.notes)
     assert result.late == {"1001": [NB1], "anon_Xy12Z": [NB2]}
     assert sum("marked late" in note for note in result.notes) == 2
-    assert sorted((p["file"], p["student_id"]) for p in result.problems) == [("doealice_1001_text.html", "1001"), ("readme.txt", None)]
+    assert sorted((p.file, p.student_id) for p in result.problems) == [("doealice_1001_text.html", "1001"), ("readme.txt", None)]
 
 
 def test_duplicates_by_date_and_by_timestamp(tmp_path):
@@ -269,8 +269,8 @@ def test_roster_missing_unknown_and_invalid_ids(tmp_path):
     result = intake(write_zip(tmp_path / "canvas.zip", members), tmp_path, roster=roster)
     assert sorted(tree(result.folder)) == ["1009", "alice", "bob"]  # an LMS id the roster lacks is kept, and named
     assert result.missing == ["carol"]
-    assert [(p["file"], p["student_id"]) for p in result.problems] == [("roster.csv:5", None), (f"x_1009_9999_{NB1}.ipynb", "1009")]
-    assert "not on the roster" in result.problems[1]["problem"]
+    assert [(p.file, p.student_id) for p in result.problems] == [("roster.csv:5", None), (f"x_1009_9999_{NB1}.ipynb", "1009")]
+    assert "not on the roster" in result.problems[1].problem
     with pytest.raises(UnusableInput, match="line 5"):
         read_roster(roster)  # without a list for its problems, a bad row is an error
 
@@ -278,7 +278,7 @@ def test_roster_missing_unknown_and_invalid_ids(tmp_path):
     folder.mkdir()
     (folder / f"bad!id__{NB1}.ipynb").write_bytes(notebook("x", NB1))
     result = read_submissions(folder, tmp_path / "dest2", NOTEBOOKS, ASSIGNMENT, pattern=r"(?P<student_id>[^_]+)__(?P<file_id>\w+)")
-    assert tree(result.folder) == {} and "cannot be a student id" in result.problems[0]["problem"]
+    assert tree(result.folder) == {} and "cannot be a student id" in result.problems[0].problem
 
 
 def test_roster_renames_lms_id_folders_and_lists_missing(tmp_path):
@@ -307,8 +307,8 @@ def test_timestamps_csv_fills_the_times(tmp_path):
     result = intake(today(tmp_path), tmp_path, timestamps=stamps)
     assert result.folder == tmp_path / "today"  # times alone rewrite nothing
     assert result.times == {"alice": {NB1: datetime(2026, 12, 1, 10, 0, tzinfo=UTC)}, "bob": {"*": datetime(2026, 12, 2, 9, 30, tzinfo=UTC)}}
-    assert [p["file"] for p in result.problems] == ["times.csv:4", "times.csv:5", "times.csv:6"]
-    assert "no time zone" in result.problems[0]["problem"]
+    assert [p.file for p in result.problems] == ["times.csv:4", "times.csv:5", "times.csv:6"]
+    assert "no time zone" in result.problems[0].problem
 
 
 def test_exchange_times_through_nbgrader():
@@ -325,7 +325,7 @@ def test_a_bad_timestamp_file_is_named(tmp_path):
     (course / "submitted" / "bob" / ASSIGNMENT / "timestamp.txt").write_text("next tuesday")
     result = intake(course, tmp_path)
     assert "bob" not in result.times and tree(result.folder) == EXPECTED
-    assert [(p["file"], p["student_id"]) for p in result.problems] == [(f"bob/{ASSIGNMENT}/timestamp.txt", "bob")]
+    assert [(p.file, p.student_id) for p in result.problems] == [(f"bob/{ASSIGNMENT}/timestamp.txt", "bob")]
 
 
 def test_files_named_like_no_notebook_are_kept_for_the_grader_to_match(tmp_path):
@@ -356,7 +356,7 @@ def test_hostile_members_are_refused_and_named(tmp_path):
         archive.writestr("bob/inner.zip", (tmp_path / "class.zip").read_bytes()[:100])
     result = intake(path, tmp_path)
     assert tree(result.folder) == {"alice": {f"{NB1}.ipynb": notebook("alice", NB1)}}
-    found = {p["file"]: (p["student_id"], p["problem"]) for p in result.problems}
+    found = {p.file: (p.student_id, p.problem) for p in result.problems}
     assert "climbs out" in found["../escaped.ipynb"][1]
     assert "absolute" in found["/etc/cron.d/escaped.ipynb"][1] and "absolute" in found["C:\\Windows\\escaped.ipynb"][1]
     assert found[f"alice/{NB2}.ipynb"] == ("alice", "a symbolic link: refused (submissions must be plain files)")
@@ -373,7 +373,7 @@ def test_symlinks_and_pipes_in_a_folder_are_refused(tmp_path):
     (folder / "1001").mkdir()  # an LMS id the roster maps: the folder is rewritten, and so read file by file
     result = intake(folder, tmp_path, roster=roster)
     assert tree(result.folder) == EXPECTED
-    found = {p["file"]: p["problem"] for p in result.problems}
+    found = {p.file: p.problem for p in result.problems}
     assert "symbolic link" in found["alice/link.ipynb"] and "not a plain file" in found["bob/pipe.ipynb"]
 
 
@@ -382,10 +382,10 @@ def test_bomb_by_declared_size_costs_only_its_student(tmp_path):
     assert path.stat().st_size < 30_000
     result = intake(path, tmp_path, limits=Limits(student_bytes=2 << 20))  # over alice's budget: her problem alone
     assert tree(result.folder) == {"bob": {f"{NB1}.ipynb": notebook("bob", NB1)}}
-    [why] = [p["problem"] for p in result.problems if p["student_id"] == "alice"]
+    [why] = [p.problem for p in result.problems if p.student_id == "alice"]
     assert "3.0 MiB" in why and "more than the 2 MiB one learner's submission may take" in why
     result = intake(path, tmp_path / "b", limits=Limits(file_bytes=1 << 20))  # under the budget, over the per-file cap: named
-    assert set(tree(result.folder)) == {"bob"} and "over the 1 MB limit" in result.problems[0]["problem"]
+    assert set(tree(result.folder)) == {"bob"} and "over the 1 MB limit" in result.problems[0].problem
 
 
 def test_the_default_limits():
@@ -411,7 +411,7 @@ def test_bomb_by_a_lying_size_header_is_stopped(tmp_path):
         assert archive.getinfo(f"alice/{NB1}.ipynb").file_size == 1000
     result = intake(path, tmp_path, limits=Limits(file_bytes=4096))
     assert tree(result.folder) == {}
-    assert result.problems[0]["student_id"] == "alice" and "could not be extracted" in result.problems[0]["problem"]
+    assert result.problems[0].student_id == "alice" and "could not be extracted" in result.problems[0].problem
 
 
 @pytest.mark.parametrize("change", ["grow", "shrink", "rewrite", "replace"])

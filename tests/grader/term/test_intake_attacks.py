@@ -24,7 +24,7 @@ NB4, NB6 = NOTEBOOKS[3], NOTEBOOKS[5]
 
 
 def problems_of(result, student: str | None = None) -> list[str]:
-    return [p["problem"] for p in result.problems if student is None or p["student_id"] == student]
+    return [p.problem for p in result.problems if student is None or p.student_id == student]
 
 
 # -- 1. Canvas: a sortable name ending in _<user id of another learner> ------------------------------------------------
@@ -61,8 +61,8 @@ def test_canvas_a_name_that_nothing_disambiguates_is_nobodys(tmp_path):
     }
     result = intake(write_zip(tmp_path / "canvas.zip", members), tmp_path)
     assert tree(result.folder) == {"1001": {f"{NB4}.ipynb": notebook("victim", NB4)}}
-    [why] = [p for p in result.problems if p["file"].startswith("lory_1001_1002")]
-    assert why["student_id"] is None and "1001 or 1002" in why["problem"] and "not used" in why["problem"]
+    [why] = [p for p in result.problems if p.file.startswith("lory_1001_1002")]
+    assert why.student_id is None and "1001 or 1002" in why.problem and "not used" in why.problem
     # with the victim absent from the download, the same file is still nobody's
     alone = intake(write_zip(tmp_path / "alone.zip", {f"lory_1001_1002_5001_{NB6}.ipynb": notebook("attacker", NB6)}), tmp_path / "a")
     assert tree(alone.folder) == {} and "nothing else in the download tells which" in problems_of(alone)[0]
@@ -70,15 +70,15 @@ def test_canvas_a_name_that_nothing_disambiguates_is_nobodys(tmp_path):
 
 def test_canvas_readings_follow_the_download_not_the_first_digits():
     chosen, why = canvas_files([f"x_5_y_1004_9003_{NB3}.ipynb", f"ann_1005_9004_{NB1}.ipynb"])
-    assert why == {} and chosen[f"x_5_y_1004_9003_{NB3}.ipynb"]["name"] == "x_5_y"
+    assert why == {} and chosen[f"x_5_y_1004_9003_{NB3}.ipynb"].name == "x_5_y"
     # the course's own file names start with a zero, which no Canvas id has: "9004" + "01_..." is the only reading
-    assert chosen[f"ann_1005_9004_{NB1}.ipynb"]["file"] == f"{NB1}.ipynb"
+    assert chosen[f"ann_1005_9004_{NB1}.ipynb"].file == f"{NB1}.ipynb"
     # a name ending in _<digits> with no file to fix it allows two users: each file is named, neither is guessed
     chosen, why = canvas_files([f"doe_2024_1001_9001_{NB1}.ipynb", f"doe_2024_1001_9002_{NB2}.ipynb"])
     assert chosen == {} and all("1001 or 2024" in text for text in why.values())
     # a file of user 2024 under another name fixes that user: the files are user 1001's
     chosen, why = canvas_files([f"doe_2024_1001_9001_{NB1}.ipynb", f"doe_2024_1001_9002_{NB2}.ipynb", "smith_2024_7000_notes.ipynb"])
-    assert why == {} and [c["user"] for c in chosen.values()].count("1001") == 2
+    assert why == {} and [c.user for c in chosen.values()].count("1001") == 2
 
 
 # -- 2. Moodle without folders: a learner's own file name shaped like Moodle's ---------------------------------------------
@@ -169,7 +169,7 @@ def test_a_folder_named_submitted_in_inbound_reads_nobody_in_anyones_place(tmp_p
     result = intake(pick(inbound), tmp_path, layout=layout)
     expected = intake(pick(control), tmp_path / "c", layout=layout)
     assert tree(result.folder) == tree(expected.folder) == {s: {f"{NB1}.ipynb": notebook(s, NB1)} for s in ("alice", "bob")}
-    assert {p["file"].split("/")[0] for p in result.problems} == {"submitted", "alice"}
+    assert {p.file.split("/")[0] for p in result.problems} == {"submitted", "alice"}
 
 
 # -- 5. times out of range -------------------------------------------------------------------------------------------------
@@ -356,7 +356,7 @@ def test_a_students_zip_of_notebooks_is_unpacked_with_the_lms_zips_limits(tmp_pa
         "1001": {f"{NB1}.ipynb": notebook("alice", NB1), f"{NB2}.ipynb": notebook("alice", NB2)},
         "1002": {f"{NB1}.ipynb": notebook("bob", NB1)},
     }
-    bob = dict((p["file"], p["problem"]) for p in result.problems if p["student_id"] == "1002")
+    bob = dict((p.file, p.problem) for p in result.problems if p.student_id == "1002")
     assert bob == {
         "roebob_1002_9003_nested.zip/again.zip": "a zip inside a zip: not opened",
         "roebob_1002_9003_nested.zip/../up.ipynb": "a path that climbs out of the archive (..): refused",

@@ -46,7 +46,7 @@ GIANT_NOTEBOOK = 19_900_000  # under the 20 MiB a notebook may be: three of them
 
 
 def problems_of(result, student: str) -> list[str]:
-    return [p["problem"] for p in result.problems if p["student_id"] == student]
+    return [p.problem for p in result.problems if p.student_id == student]
 
 
 def submit(inbound: Path, student: str, files: dict[str, bytes], when: datetime, stamp: datetime | None = None) -> Path:
@@ -206,7 +206,7 @@ def test_an_invisible_character_in_a_folder_name_is_that_learners_problem_saying
     submit(inbound, f"alice{odd}", {f"{NB1}.ipynb": notebook("alice", NB1)}, now)
     result = intake(inbound, tmp_path)
     assert set(tree(result.folder)) == {"bob"} and not problems_of(result, "bob")
-    [why] = [p["problem"] for p in result.problems if p["student_id"] and p["student_id"].startswith("alice")]
+    [why] = [p.problem for p in result.problems if p.student_id and p.student_id.startswith("alice")]
     assert f'{said} after "alice"' in why and "cannot be a student id" in why
     control = tmp_path / "control" / "inbound"
     submit(control, "alice", {f"{NB1}.ipynb": notebook("alice", NB1)}, now)

@@ -23,8 +23,9 @@ import pytest
 
 from autograde import grading
 from autograde.course import Course
+from autograde.ledger.facts import SandboxInfo
 from autograde.ledger.results import write_results
-from autograde.term.report import course_ideas
+from autograde.term.report import build_report, course_ideas
 
 ROOT = Path(__file__).resolve().parents[3]
 COURSE = Course.load()
@@ -82,7 +83,9 @@ def write_out(out: Path, records: list[dict], notes: dict[str, list[str]] | None
     """Write OUT's files with the grader's own writer."""
     out.mkdir(parents=True, exist_ok=True)
     n_students = len({r["student_id"] for r in records})
-    return write_results(COURSE, out, graded_cells=CELLS, records=records, notes=notes or {}, n_students=n_students, sandbox={"enabled": False})
+    return write_results(
+        COURSE, out, graded_cells=CELLS, records=records, notes=notes or {}, n_students=n_students, sandbox=SandboxInfo(enabled=False)
+    )
 
 
 def run_report(out: Path) -> subprocess.CompletedProcess:
@@ -161,6 +164,7 @@ def small(tmp_path_factory):
         "rows": {r["student_id"]: r for r in rows},
         "manual": manual,
         "data": json.loads((out / "report.json").read_text(encoding="utf-8")),
+        "report": build_report(COURSE, out),
         "page": (out / "report.html").read_text(encoding="utf-8"),
         "stdout": proc.stdout,
     }
@@ -333,7 +337,8 @@ def test_a_class_with_nobody_graded_yet_still_gets_a_page(tmp_path):
 
     write_out(tmp_path, [])
     (tmp_path / ".course.digest").write_text(json.dumps({"sources": "an older digest", "tree": "x"}))
-    page, numbers, data = write_report(COURSE, tmp_path)
+    page, numbers, report = write_report(COURSE, tmp_path)
+    data = report.to_json()
     assert data["warnings"] and "sources changed since this folder was graded" in data["warnings"][0]
     assert data["students"] == 0 and data["timing"]["count"] == 0 and data["problems"] == []
     assert all(i["judged"] == 0 and i["pass_rate"] is None for i in data["ideas"])
@@ -360,9 +365,9 @@ def test_no_report_figure_clips_its_text(small):
 
     from figure_text import text_problems
 
-    figs = draw_figures(small["data"])
-    assert {"totals", "exercises", "ideas", "problems", "slowest"} <= set(figs)
-    problems = [f"{name}: {p}" for name, fig in figs.items() for p in text_problems(_drawn(fig))]
+    figs = draw_figures(small["report"])
+    assert [name for name, _ in figs.shown()] == ["totals", "exercises", "ideas", "problems", "slowest"]
+    problems = [f"{name}: {p}" for name, fig in figs.shown() for p in text_problems(_drawn(fig))]
     assert not problems, "\n".join(problems)
 
 
@@ -370,7 +375,7 @@ def test_the_histogram_counts_whole_students(small):
     """A count of students has no half: the histogram's y ticks are whole numbers."""
     from autograde.term.report import draw_figures
 
-    ax = _drawn(draw_figures(small["data"])["totals"]).axes[0]
+    ax = _drawn(draw_figures(small["report"]).totals).axes[0]
     low, high = ax.get_ylim()
     ticks = [t for t in ax.get_yticks() if low <= t <= high]
     assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
@@ -378,20 +383,20 @@ def test_the_histogram_counts_whole_students(small):
 
 def test_means_are_shown_with_one_decimal_at_most(small):
     """The class mean is read as a score: 13.9, not 13.917 (report.json keeps the exact number)."""
-    import copy
+    from dataclasses import replace
 
     from autograde.term.report import draw_figures, render
+    from autograde.term.report_numbers import Figures
 
-    data = copy.deepcopy(small["data"])
-    data["scores"]["total"]["mean"] = 13.917
-    for exercise in data["scores"]["exercises"]:
-        exercise["mean"] = 0.667
-    page = render(data, {})
+    scores = small["report"].scores
+    exercises = [replace(exercise, mean=0.667) for exercise in scores.exercises]
+    data = replace(small["report"], scores=replace(scores, total=replace(scores.total, mean=13.917), exercises=exercises))
+    page = render(data, Figures())
     totals = re.search(r'<table id="totals">.*?</table>', page, re.S).group(0)
     assert [html.unescape(c) for c in re.findall(r'<td class="n">(.*?)</td>', totals)][1] == "13.9"
     exercises = re.search(r'<table id="exercises">.*?</table>', page, re.S).group(0)
     assert "0.667" not in exercises and "0.7" in exercises
-    legend = [t.get_text() for t in draw_figures(data)["totals"].axes[0].get_legend().get_texts()]
+    legend = [t.get_text() for t in draw_figures(data).totals.axes[0].get_legend().get_texts()]
     assert "mean 13.9" in legend, legend
 
 

@@ -86,8 +86,8 @@ def graded_class(tmp_path_factory) -> dict:
     names = sorted(variants(TODOS[0]))
     answers = {student: {todo: variants(todo)[student] for todo in TODOS} for student in names}
     out = write_class(tmp_path_factory.mktemp("class") / "out", answers)
-    page, numbers, data = similarity.write_similarity(COURSE, out)
-    return {"out": out, "page": page.read_text(encoding="utf-8"), "data": data, "numbers": numbers}
+    page, numbers, found = similarity.write_similarity(COURSE, out)
+    return {"out": out, "page": page.read_text(encoding="utf-8"), "data": found.to_json(), "numbers": numbers}
 
 
 # ------------------------------------------------------------------ the test class is what it claims
@@ -236,9 +236,9 @@ def measured() -> dict:
     for gid in TODOS:
         for kind in KINDS:
             sources = {**variants(gid), **generated(gid, kind)}
-            section, _ = similarity.todo_section(todos[gid], sources, 1e-9, cache)  # lists every pair sharing a fingerprint
-            scores = {(p["a"], p["b"]): p["score"] for p in section["pairs"]}
-            short = set(section["left_out"]["too_short"])
+            section = similarity.todo_section(todos[gid], sources, 1e-9, cache)  # lists every pair sharing a fingerprint
+            scores = {(p.a, p.b): p.score for p in section.pairs}
+            short = set(section.left_out.too_short)
             for a, b in itertools.combinations(sorted(set(sources) - short), 2):
                 score = scores.get((a, b), 0.0)
                 if {a, b} == {origin(a), f"{kind}_of_{origin(a)}"}:  # a copy and its original
@@ -319,16 +319,16 @@ def test_unanswered_and_missing_answers_are_not_compared(tmp_path):
     nbformat.write(drop_cell(build("06_handoff_simulator", {}, fill=True), "todo7_solution"), partial / "06_handoff_simulator.ipynb")
     (partial / "01_what_can_overlap.ipynb").write_text("not a notebook {", encoding="utf-8")
     (partial / "05_cuda_stream_overlap.ipynb").write_text("[" * 400_000, encoding="utf-8")
-    _, _, data = similarity.write_similarity(COURSE, out)
-    todos = {t["grade_id"]: t for t in data["todos"]}
+    _, _, found = similarity.write_similarity(COURSE, out)
+    todos = {t.grade_id: t for t in found.todos}
     for todo in todos.values():
-        assert todo["left_out"]["unanswered"] == ["blank1", "blank2"], todo
-        assert "gone" in todo["left_out"]["missing"]
-        assert all("blank" not in p["a"] + p["b"] for p in todo["pairs"])
+        assert todo.left_out.unanswered == ["blank1", "blank2"], todo
+        assert "gone" in todo.left_out.missing
+        assert all("blank" not in p.a + p.b for p in todo.pairs)
     for gid in ("todo0_solution", "todo5_solution", "todo7_solution"):
-        assert "partial" in todos[gid]["left_out"]["missing"], gid
-    assert "partial" not in todos["todo6_solution"]["left_out"]["missing"], "its other cells are read"
-    assert {(p["a"], p["b"]) for p in todos["todo0_solution"]["pairs"]} == {("copied", "done")}
+        assert "partial" in todos[gid].left_out.missing, gid
+    assert "partial" not in todos["todo6_solution"].left_out.missing, "its other cells are read"
+    assert {(p.a, p.b) for p in todos["todo0_solution"].pairs} == {("copied", "done")}
 
 
 def test_a_copy_of_the_scaffold_is_not_code_of_ones_own():
@@ -358,10 +358,10 @@ def test_a_hostile_name_and_code_stay_inert(tmp_path):
     )
     answers = {HOSTILE: {"todo7_solution": evil_code}, 'q"uote&amp': {"todo7_solution": evil_code}}
     out = write_class(tmp_path / "out", answers)
-    page_path, _, data = similarity.write_similarity(COURSE, out)
+    page_path, _, found = similarity.write_similarity(COURSE, out)
     page = page_path.read_text(encoding="utf-8")
-    todo7 = next(t for t in data["todos"] if t["grade_id"] == "todo7_solution")
-    assert [(p["a"], p["b"], p["score"]) for p in todo7["pairs"]] == [(HOSTILE, 'q"uote&amp', 1.0)], "the two are on the page"
+    todo7 = next(t for t in found.todos if t.grade_id == "todo7_solution")
+    assert [(p.a, p.b, p.score) for p in todo7.pairs] == [(HOSTILE, 'q"uote&amp', 1.0)], "the two are on the page"
     lowered = page.lower()
     assert "<script" not in lowered and "<img" not in lowered and "<b onmouseover" not in lowered
     assert html.escape(HOSTILE, quote=False) in page and "&lt;/script&gt;&lt;script&gt;alert(1)" in page

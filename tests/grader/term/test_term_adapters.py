@@ -84,7 +84,7 @@ def test_the_intake_recognises_and_reads_a_registered_system(tmp_path, toy):
     assert found.layout == "toy"
     assert tree(found.folder) == {"101": {f"{NB1}.ipynb": notebook("a", NB1)}, "102": {f"{NB2}.ipynb": notebook("b", NB2)}}
     assert found.students["101"]["layout"] == "toy"
-    assert [p["file"] for p in found.problems] == ["readme.txt"], "what the toy reader cannot use is named"
+    assert [p.file for p in found.problems] == ["readme.txt"], "what the toy reader cannot use is named"
 
 
 def test_a_roster_that_matches_none_of_its_ids_stops_with_its_id_kind(tmp_path, toy):

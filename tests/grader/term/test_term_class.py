@@ -260,10 +260,10 @@ def test_the_lms_file_final_grades_and_the_report_carry_the_same_final_score(ter
         proc = _cli("export", str(out), "--format", "canvas", "--assignment-id", "77", "--roster", roster)
         assert proc.returncode == 2 and "Canvas user id" in proc.stderr  # the exchange gave no Canvas ids: named, not guessed
     report = build_report(COURSE, out)
-    assert report["scores"]["from"] == "final_grades.csv"
-    assert report["scores"]["final"]["mean"] == pytest.approx(round(sum(expected.values()) / len(expected), 3))
+    assert report.scores.source == "final_grades.csv"
+    assert report.scores.final.mean == pytest.approx(round(sum(expected.values()) / len(expected), 3))
     grades = _grades(out)
-    assert report["late"]["penalty_points"] == pytest.approx(sum(float(r["total"]) - expected[s] for s, r in grades.items()))
+    assert report.late.penalty_points == pytest.approx(sum(float(r["total"]) - expected[s] for s, r in grades.items()))
 
 
 def test_nbgraders_gradebook_holds_the_deadline_and_the_extension(term):
