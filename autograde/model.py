@@ -10,9 +10,45 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 
 from .errors import GraderError
+
+# a field's metadata: left out of its type's JSON while it holds the field's default
+OMIT_DEFAULT = {"omit": "default"}
+
+
+def omitted(default=None):
+    """A field left out of its type's JSON (``JsonRecord.to_json``) while it holds ``default``."""
+    return field(default=default, metadata=OMIT_DEFAULT)
+
+
+def _json_value(value):
+    """A field's value as JSON: a dataclass by its own ``to_json``, a tuple as a list, mappings and lists
+    item by item, anything else as it is."""
+    if is_dataclass(value) and hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, (tuple, list)):
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _json_value(item) for key, item in value.items()}
+    return value
+
+
+class JsonRecord:
+    """The JSON codec of a frozen dataclass whose JSON is its fields: each field in order under its name,
+    a nested record by its own ``to_json``, a tuple as a list, a field made by ``omitted`` left out while
+    it holds its default. A type whose JSON is that and no more takes its ``to_json`` from here."""
+
+    def to_json(self) -> dict:
+        data = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.metadata.get("omit") == "default" and f.default is not MISSING and value == f.default:
+                continue
+            data[f.name] = _json_value(value)
+        return data
+
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -101,7 +137,25 @@ NOT_SUBMITTED = ("missing", "invalid_student_id")  # statuses of a notebook nobo
 
 
 @dataclass(frozen=True)
-class LateFacts:
+class Disputed(JsonRecord):
+    """A submission's times that disagreed (its own against its arrival): the earliest it gave itself (None:
+    none), when it arrived (None: not known) and the time counted, the latest (ISO times)."""
+
+    claimed: str | None
+    arrived: str | None
+    used: str
+
+    @classmethod
+    def from_json(cls, data) -> Disputed | None:
+        """The times as the late spec and the records keep them (None when they say nothing to show)."""
+        if not isinstance(data, dict) or not data.get("used"):
+            return None
+        claimed, arrived = (data.get(key) for key in ("claimed", "arrived"))
+        return cls(None if claimed is None else str(claimed), None if arrived is None else str(arrived), str(data["used"]))
+
+
+@dataclass(frozen=True)
+class LateFacts(JsonRecord):
     """One notebook's lateness as the late rule settled it (``ledger.late.notebook_late``): its penalty, the
     deadline that applied (in UTC, the UTC offset it was given at beside it), when it was submitted and
     how late, how that was known (``basis``: ``time``, ``lms_flag``, ``unknown``), the LMS's late mark,
@@ -109,22 +163,14 @@ class LateFacts:
     JSON holds the facts that apply, in this order."""
 
     penalty: float = 0.0
-    deadline: str | None = None
-    submitted_at: str | None = None
-    late_seconds: float | None = None
-    basis: str | None = None
-    lms_late: bool = False
-    problem: str | None = None
-    disputed: dict | None = None  # {claimed, arrived, used}
-    deadline_offset: str | None = None  # the UTC offset the deadline was given at ("+08:00"): the late line shows it there
-
-    def to_json(self) -> dict:
-        data: dict = {"penalty": self.penalty}
-        for key in ("deadline", "submitted_at", "late_seconds", "basis", "lms_late", "problem", "disputed", "deadline_offset"):
-            value = getattr(self, key)
-            if value is not None and value is not False:
-                data[key] = value
-        return data
+    deadline: str | None = omitted()
+    submitted_at: str | None = omitted()
+    late_seconds: float | None = omitted()
+    basis: str | None = omitted()
+    lms_late: bool = omitted(False)
+    problem: str | None = omitted()
+    disputed: Disputed | None = omitted()
+    deadline_offset: str | None = omitted()  # the UTC offset the deadline was given at ("+08:00"): the late line shows it there
 
     @classmethod
     def from_json(cls, data) -> LateFacts | None:
@@ -132,6 +178,8 @@ class LateFacts:
         if not isinstance(data, dict):
             return None
         known = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
+        if "disputed" in known:
+            known["disputed"] = Disputed.from_json(known["disputed"])
         return cls(**known)
 
 
@@ -237,13 +285,13 @@ def _number(value, low: float = -math.inf, high: float = math.inf) -> bool:
 
 
 @dataclass(frozen=True)
-class StepLog:
+class StepLog(JsonRecord):
     """What one of nbgrader's steps (autograde, feedback) said, as its API returns it: whether it succeeded,
     the traceback of an error and its captured log (None: not said; ``StepLog()``: the step did not run)."""
 
-    success: bool | None = None
-    error: str | None = None
-    log: str | None = None
+    success: bool | None = omitted()
+    error: str | None = omitted()
+    log: str | None = omitted()
 
     def text(self) -> str:
         """The step's log, then its error."""
@@ -252,9 +300,6 @@ class StepLog:
     def cut(self, limit: int) -> StepLog:
         """The step with its log and error cut to their last ``limit`` characters."""
         return replace(self, error=None if self.error is None else self.error[-limit:], log=None if self.log is None else self.log[-limit:])
-
-    def to_json(self) -> dict:
-        return {key: getattr(self, key) for key in ("success", "error", "log") if getattr(self, key) is not None}
 
     @classmethod
     def from_json(cls, data: dict) -> StepLog:
@@ -267,7 +312,7 @@ class StepLog:
 
 
 @dataclass(frozen=True)
-class IdeaResult:
+class IdeaResult(JsonRecord):
     """One graded idea as the judge decided it (``judging.judge.score_ideas``): its id, the text the learner
     reads, its points and what it earned, its status (passed, failed, error, not_started, skipped), the
     message in English and, as ``said``, the same message as catalog keys and values (``ideas.Said.to_json``)
@@ -279,14 +324,10 @@ class IdeaResult:
     earned: float = 0.0
     status: str = "passed"
     message: str = ""
-    said: dict | None = None
+    said: dict | None = omitted()
 
     def but(self, **changes) -> IdeaResult:
         return replace(self, **changes)
-
-    def to_json(self) -> dict:
-        data = {"id": self.id, "text": self.text, "points": self.points, "earned": self.earned, "status": self.status, "message": self.message}
-        return data if self.said is None else {**data, "said": self.said}
 
     @classmethod
     def from_json(cls, data: dict) -> IdeaResult:
@@ -304,7 +345,7 @@ class IdeaResult:
 
 
 @dataclass(frozen=True)
-class CellResult:
+class CellResult(JsonRecord):
     """The judge's result for one grade cell: its score (0 while the TODO is unfinished), its points, its
     status (graded, not_started, or error when the code could not be loaded) and each idea's result."""
 
@@ -312,9 +353,6 @@ class CellResult:
     points: float
     status: str
     ideas: tuple[IdeaResult, ...] = ()
-
-    def to_json(self) -> dict:
-        return {"score": self.score, "points": self.points, "status": self.status, "ideas": [i.to_json() for i in self.ideas]}
 
     @classmethod
     def from_json(cls, data: dict) -> CellResult:
@@ -324,14 +362,11 @@ class CellResult:
 
 
 @dataclass(frozen=True)
-class LoadError:
+class LoadError(JsonRecord):
     """A cell of the learner's code that failed as the judge's runner loaded it: its index and the error."""
 
     cell: int
     error: str
-
-    def to_json(self) -> dict:
-        return {"cell": self.cell, "error": self.error}
 
     @classmethod
     def from_json(cls, data) -> LoadError:

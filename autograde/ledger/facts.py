@@ -5,7 +5,9 @@ and what a grading run says of itself (``summary.json``). Each has one writer an
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
+
+from ..model import JsonRecord
 
 # an LMS student's keys in the order the intake has always written them
 _LMS_KEYS = ("layout", "lms_id", "name", "submission_id", "folder", "timestamp", "secret", "assignment", "attachments", "zipped")
@@ -55,16 +57,13 @@ class LmsStudent:
 
 
 @dataclass(frozen=True)
-class IntakeProblem:
+class IntakeProblem(JsonRecord):
     """What the intake could not use, named: the file (as the source names it, or a roster's or a times
     file's ``file:line``), whose it is (None: nobody's it can tell), and why."""
 
     file: str
     student_id: str | None
     problem: str
-
-    def to_json(self) -> dict:
-        return {"file": self.file, "student_id": self.student_id, "problem": self.problem}
 
     @classmethod
     def from_json(cls, data: dict) -> IntakeProblem:
@@ -73,7 +72,7 @@ class IntakeProblem:
 
 
 @dataclass(frozen=True)
-class IntakeFacts:
+class IntakeFacts(JsonRecord):
     """What ``grade``'s intake found (``intake.json``): the layout, each student's names in their LMS,
     who is on the roster and sent nothing, the notebooks the LMS marked late, the problems and notes."""
 
@@ -83,16 +82,6 @@ class IntakeFacts:
     late_in_lms: dict[str, tuple[str, ...]] = field(default_factory=dict)
     problems: tuple[IntakeProblem, ...] = ()
     notes: tuple[str, ...] = ()
-
-    def to_json(self) -> dict:
-        return {
-            "layout": self.layout,
-            "students": {s: who.to_json() for s, who in self.students.items()},
-            "missing": list(self.missing),
-            "late_in_lms": {s: list(nbs) for s, nbs in self.late_in_lms.items()},
-            "problems": [p.to_json() for p in self.problems],
-            "notes": list(self.notes),
-        }
 
     @classmethod
     def from_json(cls, data) -> IntakeFacts:
@@ -116,16 +105,13 @@ class IntakeFacts:
 
 
 @dataclass(frozen=True)
-class BookInfo:
+class BookInfo(JsonRecord):
     """What a grading run says of the course gradebook: its URL (masked), how many notebooks it
     recorded, and what could not be written (None: nothing)."""
 
     db_url: str | None = None
     notebooks_recorded: int = 0
     error: str | None = None
-
-    def to_json(self) -> dict:
-        return {"db_url": self.db_url, "notebooks_recorded": self.notebooks_recorded, "error": self.error}
 
     @classmethod
     def from_json(cls, data) -> BookInfo:
@@ -134,16 +120,13 @@ class BookInfo:
 
 
 @dataclass(frozen=True)
-class ClusterInfo:
+class ClusterInfo(JsonRecord):
     """Where a cluster ran a batch's jobs: the scheduler, how many workers, those left out and why, TLS."""
 
     scheduler: str
     workers: int
     left_out: dict[str, str] = field(default_factory=dict)
     tls: bool = False
-
-    def to_json(self) -> dict:
-        return {"scheduler": self.scheduler, "workers": self.workers, "left_out": self.left_out, "tls": self.tls}
 
 
 @dataclass(frozen=True)
@@ -181,7 +164,7 @@ class SandboxInfo:
 
 
 @dataclass(frozen=True)
-class Problem:
+class Problem(JsonRecord):
     """A notebook that needs a look: whose, which, its status, what that means, and the detail."""
 
     student_id: str
@@ -190,12 +173,9 @@ class Problem:
     what_happened: str
     detail: str
 
-    def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
 
 @dataclass(frozen=True)
-class LateProblem:
+class LateProblem(JsonRecord):
     """A notebook whose lateness the late rule could not settle: whose, which, and why."""
 
     student_id: str
@@ -204,7 +184,7 @@ class LateProblem:
 
 
 @dataclass(frozen=True)
-class Redaction:
+class Redaction(JsonRecord):
     """A feedback page with lines removed (they quoted the grader's tests or answers): whose, which, how many."""
 
     student_id: str
@@ -245,8 +225,8 @@ class Summary:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cluster"}
         data["gradebook"] = self.gradebook.to_json() if self.gradebook != BookInfo() else {}
         data["problems"] = [p.to_json() for p in self.problems]
-        data["late_problems"] = [asdict(p) for p in self.late_problems]
-        data["redactions"] = [asdict(r) for r in self.redactions]
+        data["late_problems"] = [p.to_json() for p in self.late_problems]
+        data["redactions"] = [r.to_json() for r in self.redactions]
         data["sandbox"] = self.sandbox.to_json() if self.sandbox else {}
         if self.cluster:
             data["cluster"] = self.cluster.to_json()

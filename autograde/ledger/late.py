@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..course import UnusableInput
-from ..model import LateFacts
+from ..model import Disputed, LateFacts
 from ..settings import choose
 
 UNITS = {"day": 86_400, "hour": 3_600}
@@ -120,7 +120,7 @@ class LateSpec:
     deadlines: dict[str, dt.datetime] = field(default_factory=dict)  # notebook -> its own deadline
     extensions: dict[str, dt.datetime] = field(default_factory=dict)  # student -> their deadline
     times: dict[str, dict[str, dt.datetime]] = field(default_factory=dict)  # student -> notebook -> submitted at
-    disputed: dict[str, dict[str, dict]] = field(default_factory=dict)  # student -> notebook -> {claimed, arrived, used}: its times disagreed
+    disputed: dict[str, dict[str, Disputed]] = field(default_factory=dict)  # student -> notebook -> its times, which disagreed
 
     @property
     def active(self) -> bool:
@@ -144,7 +144,7 @@ class LateSpec:
             "deadlines": {k: iso(v) for k, v in self.deadlines.items()},
             "extensions": {k: iso(v) for k, v in self.extensions.items()},
             "times": {s: {n: iso(t) for n, t in per.items()} for s, per in self.times.items()},
-            "disputed": self.disputed,
+            "disputed": {s: {n: d.to_json() for n, d in per.items()} for s, per in self.disputed.items()},
         }
 
     @classmethod
@@ -156,7 +156,7 @@ class LateSpec:
             {k: when(v) for k, v in data.get("deadlines", {}).items()},
             {k: when(v) for k, v in data.get("extensions", {}).items()},
             {s: {n: when(t) for n, t in per.items()} for s, per in data.get("times", {}).items()},
-            {s: dict(per) for s, per in (data.get("disputed") or {}).items()},
+            {s: {n: d for n, v in per.items() if (d := Disputed.from_json(v))} for s, per in (data.get("disputed") or {}).items()},
         )
 
 
@@ -214,7 +214,7 @@ def notebook_late(spec: LateSpec, student: str, notebook: str, score: float, max
         submitted.astimezone(dt.UTC).isoformat(),
         max(0.0, late),
         "time",
-        disputed=disputed or None,
+        disputed=disputed,
         deadline_offset=offset,
     )
 
@@ -290,7 +290,7 @@ def late_text(late: LateFacts | None, policy: Policy, words: dict[str, str] | No
     late = late or LateFacts()
     seconds = late.late_seconds or 0
     words = words or {}
-    said = _disputed_text(late.disputed or {}, words)
+    said = _disputed_text(late.disputed, words)
     if not seconds:
         return said
     values = {
@@ -321,14 +321,14 @@ def deadline_shown(late: LateFacts, words: dict[str, str] | None = None) -> str:
     return (words or {}).get(DEADLINE_SHOWN, DEADLINE_SHOWN).format(time=shown, zone=zone)
 
 
-def _disputed_text(disputed: dict, words: dict[str, str]) -> str:
+def _disputed_text(disputed: Disputed | None, words: dict[str, str]) -> str:
     def said(iso: str | None) -> str:
         try:
             return dt.datetime.fromisoformat(str(iso)).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         except ValueError:
             return "?"
 
-    if not disputed.get("used") or not disputed.get("claimed"):
+    if disputed is None or not disputed.used or not disputed.claimed:
         return ""
-    line = DISPUTED_LINE if disputed.get("arrived") else DISPUTED_CLAIMS_LINE
-    return words.get(line, line).format(claimed=said(disputed["claimed"]), arrived=said(disputed.get("arrived")), used=said(disputed["used"]))
+    line = DISPUTED_LINE if disputed.arrived else DISPUTED_CLAIMS_LINE
+    return words.get(line, line).format(claimed=said(disputed.claimed), arrived=said(disputed.arrived), used=said(disputed.used))

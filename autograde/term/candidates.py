@@ -17,6 +17,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from ..model import Disputed
 from .source import Entry, Limits, Source, odd_characters, shown
 
 ARCHIVES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar")
@@ -40,7 +41,7 @@ class Candidate:
     late: bool = False
     lms: dict = field(default_factory=dict)  # what the LMS called the student
     source: Source | None = None  # where ``entry`` is read from when not the source itself (a student's own zip)
-    disputed: dict = field(default_factory=dict)  # its times disagreed: {"claimed": the earliest it gave, "used": the time counted}
+    disputed: Disputed | None = None  # its times, when they disagreed
 
 
 def why_not(entry: Entry, limits: Limits, filename: str | None = None) -> str:

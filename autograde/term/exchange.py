@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from ..course import assignment_names
 from ..ledger.facts import LmsStudent
 from ..ledger.layout import CourseFolder
+from ..model import Disputed
 from .adapter import Adapter, HandBack, HandBackJob
 from .candidates import Candidate, exchange_time, why_not
 from .source import Entry, Listed, Refused, Source, problem, shown
@@ -118,18 +119,18 @@ def _said(when: datetime) -> str:
 
 def submission_time(
     files: Source, student: str, folder: str, stamp: datetime | None, named: datetime | None, arrived: datetime | None
-) -> tuple[datetime | None, dict]:
-    """A submission's time, and what the page says when its times disagree ({} when they agree). Its own
+) -> tuple[datetime | None, Disputed | None]:
+    """A submission's time, and what the page says when its times disagree (None when they agree). Its own
     times, which the learner writes (timestamp.txt, as nbgrader reads it, else its folder's name), count
     while they and its arrival agree within ``TOLERANCE``; past it the latest counts, and the disagreement
     is the student's named problem."""
     claimed = stamp if stamp is not None else named
     known = [t for t in (stamp, named, arrived) if t is not None]
     if not known:
-        return None, {}
+        return None, None
     latest = max(known)
     if latest - min(known) <= TOLERANCE:
-        return (claimed if claimed is not None else arrived), {}
+        return (claimed if claimed is not None else arrived), None
     said = [f"timestamp.txt says {_said(stamp)}" if stamp else "", f"its folder's name says {_said(named)}" if named else ""]
     if arrived is not None:
         said.append(
@@ -145,7 +146,7 @@ def submission_time(
         )
     )
     earliest = min(t for t in (stamp, named) if t is not None) if claimed is not None else None
-    return latest, {"claimed": earliest and earliest.isoformat(), "arrived": arrived and arrived.isoformat(), "used": latest.isoformat()}
+    return latest, Disputed(earliest and earliest.isoformat(), arrived and arrived.isoformat(), latest.isoformat())
 
 
 def foreign_owner(uid: int | None, student: str) -> str:

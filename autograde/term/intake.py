@@ -32,7 +32,7 @@ from ..course import Course, UnusableInput
 from ..ledger.facts import IntakeFacts, IntakeProblem, LmsStudent
 from ..ledger.folder import Ledger
 from ..matching import Found, by_cells, grade_ids, normalize, walk_notebooks
-from ..model import STUDENT_ID, MiB
+from ..model import STUDENT_ID, Disputed, MiB
 from .candidates import Candidate, exchange_time, why_not
 from .folders import pattern_time
 from .layouts import choose_layout
@@ -70,7 +70,7 @@ class Intake:
     notes: list[str] = field(default_factory=list)
     late: dict[str, list[str]] = field(default_factory=dict)  # student -> notebooks the LMS marked late
     students: dict[str, dict] = field(default_factory=dict)  # student -> what the LMS called them (canvas, moodle)
-    disputed: dict[str, dict[str, dict]] = field(default_factory=dict)  # student -> notebook -> {"claimed", "arrived", "used"}: its times disagreed
+    disputed: dict[str, dict[str, Disputed]] = field(default_factory=dict)  # student -> notebook -> its times, which disagreed
     found: dict[str, Found] = field(default_factory=dict)  # student -> their notebooks as the intake decided them (placed layouts)
 
 

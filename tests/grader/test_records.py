@@ -142,3 +142,21 @@ def test_both_executors_answer_the_batchs_protocol_and_the_options_choose_one():
         ClusterExecutor().check(Options())
     with pytest.raises(ValueError, match="ClusterExecutor"):
         LocalExecutor().check(Options(scheduler="tcp://127.0.0.1:1"))
+
+
+def test_the_shared_codec_writes_fields_in_order_and_leaves_out_omitted_defaults():
+    from autograde.model import CellResult, Disputed, IdeaResult, LateFacts, StepLog
+
+    assert StepLog().to_json() == {} and StepLog(False, None, "x").to_json() == {"success": False, "log": "x"}
+    late = LateFacts(1.5, "2026-12-03T10:00:00+00:00", lms_late=False, disputed=Disputed(None, "a", "b"))
+    assert json.dumps(late.to_json()) == (
+        '{"penalty": 1.5, "deadline": "2026-12-03T10:00:00+00:00", "disputed": {"claimed": null, "arrived": "a", "used": "b"}}'
+    )
+    assert LateFacts.from_json(late.to_json()) == late and LateFacts.from_json({"penalty": 0, "disputed": {}}).disputed is None
+    cell = CellResult(3.0, 3.0, "graded", (IdeaResult("a", "t", 3.0, 3.0), IdeaResult("b", "u", 0.0, said={"t": "x"})))
+    assert list(cell.to_json()) == ["score", "points", "status", "ideas"]
+    assert [list(i) for i in cell.to_json()["ideas"]] == [
+        ["id", "text", "points", "earned", "status", "message"],
+        [*"id text points earned status message said".split()],
+    ]
+    assert CellResult.from_json(json.loads(json.dumps(cell.to_json()))) == cell

@@ -250,7 +250,7 @@ def test_a_back_dated_submission_is_timed_by_its_arrival_and_named(tmp_path):
         [why] = problems_of(result, student)
         assert "times disagree by more than 2 minutes" in why and "it arrived on the exchange at" in why and "no learner can set back" in why
         assert f"timestamp.txt says {days_ago:%Y-%m-%d %H:%M:%S} UTC" in why
-        assert result.disputed[student][NB1]["claimed"] == days_ago.isoformat()
+        assert result.disputed[student][NB1].claimed == days_ago.isoformat()
 
 
 def listed(ctime: int, folders: list[int], parts: int) -> Listed:
@@ -387,10 +387,10 @@ def test_a_live_class_back_dated_submission_is_late_and_named(live):
 
 def test_the_pages_line_on_disagreeing_times_in_each_edition():
     from autograde.ledger.late import Policy, late_text
-    from autograde.model import LateFacts
+    from autograde.model import Disputed, LateFacts
     from autograde.record.pages import page_words
 
-    disputed = {"claimed": "2026-12-01T10:00:00+00:00", "arrived": "2026-12-04T10:00:00+00:00", "used": "2026-12-04T10:00:00+00:00"}
+    disputed = Disputed("2026-12-01T10:00:00+00:00", "2026-12-04T10:00:00+00:00", "2026-12-04T10:00:00+00:00")
     facts = LateFacts(2.0, "2026-12-03T10:00:00+00:00", late_seconds=86_400.0, disputed=disputed)
     english = late_text(facts, Policy("zero"))
     assert english.startswith("This submission gives 2026-12-01 10:00:00 UTC as its time, but it reached the exchange at 2026-12-04 10:00:00 UTC")
@@ -399,4 +399,4 @@ def test_the_pages_line_on_disagreeing_times_in_each_edition():
     assert "到达交换区" in chinese and "2026-12-01 10:00:00 UTC" in chinese and "迟交扣 2 分" in chinese
     on_time = late_text(dataclasses.replace(facts, late_seconds=0.0), Policy("zero"))  # on time, but its times disagreed: still said
     assert on_time.startswith("This submission gives") and "after the deadline" not in on_time
-    assert late_text(dataclasses.replace(facts, disputed={}), Policy("zero")).startswith("Submitted")  # agreed: the late line alone
+    assert late_text(dataclasses.replace(facts, disputed=None), Policy("zero")).startswith("Submitted")  # agreed: the late line alone
