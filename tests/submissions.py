@@ -5,6 +5,7 @@ the simulator's reference steps (the instructor's TODO 3, 4 and 6-8)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -509,8 +510,8 @@ def course_cells() -> tuple[dict, dict]:
     from autograde.judging.ideas import course_tests
 
     found = course_tests([SOLUTIONS / f"{name}.ipynb" for name in NOTEBOOKS])
-    tests = {t["grade_id"]: t for nb in found.values() for t in nb["tests"]}
-    solutions = {sid: source for nb in found.values() for sid, source in nb["solutions"].items() if not sid.startswith("reflection_")}
+    tests = found.cells
+    solutions = {sid: source for sid, source in found.solutions.items() if not sid.startswith("reflection_")}
     return tests, solutions
 
 
@@ -522,7 +523,7 @@ def judge_in_process(cell: str, answers: dict[str, str], public: bool = True) ->
     namespace = {"__name__": "__main__"}
     for source in {**solutions, **answers}.values():
         exec(compile(source, "<answer>", "exec"), namespace)  # noqa: S102 - the course's answers, or one with a mutation
-    test = tests[cell] if public else {**tests[cell], "public": ""}
+    test = tests[cell] if public else dataclasses.replace(tests[cell], public="")
     return judge.judge_cell(test, solutions, _InProcessSession(InProcessRunner(namespace)), [])
 
 
@@ -557,7 +558,7 @@ def public_failures(cell: str, answers: dict[str, str], wrap=None) -> list[dict]
         try:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 try:
-                    exec(compile(tests[cell]["public"], f"<public checks of {cell}>", "exec"), namespace)  # noqa: S102
+                    exec(compile(tests[cell].public, f"<public checks of {cell}>", "exec"), namespace)  # noqa: S102
                 except checks.PublicChecksFailed:
                     pass
         finally:

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..judging.ideas import HiddenTests, PublicCase, course_tests, load, load_public
+from ..judging.ideas import GradeCellTests, HiddenTests, PublicCase, course_tests, load, load_public
 from .rule_classes import ANY, Classes, Outcome, asks_kind, copied, learn, said_fact
 
 MAX_EXAMPLE = 160  # characters of an example call in a report
@@ -227,11 +227,11 @@ def _literals(source: str) -> frozenset[str]:
         return frozenset()
 
 
-def load_cell(test: dict, solutions: dict[str, str]) -> Cell:
+def load_cell(test: GradeCellTests, solutions: dict[str, str]) -> Cell:
     """A grade cell's ideas and public cases, the learner's functions the instructor's answers (each
     behind a probe), the stand-ins the instructor's answers too, as the judge binds them."""
-    spec = load(test["hidden"], test["grade_id"], test["points"])
-    scope: dict[str, Any] = {"__name__": f"reference_{test['grade_id']}"}
+    spec = load(test.hidden, test.grade_id, test.points)
+    scope: dict[str, Any] = {"__name__": f"reference_{test.grade_id}"}
     for source_id in dict.fromkeys(spec.stand_ins.values()):
         exec(compile(solutions[source_id], f"<reference {source_id}>", "exec"), scope)  # noqa: S102 - the course's own answer
     stand_ins = {name: scope[name] for name in spec.stand_ins}
@@ -243,8 +243,8 @@ def load_cell(test: dict, solutions: dict[str, str]) -> Cell:
     literals = frozenset().union(*(_literals(source) for source in sources))
     probes = {name: Probe(name, scope[name], literals, asks_kind(sources)) for name in spec.uses}
     spec.namespace.update({**stand_ins, **probes})
-    public = load_public(test.get("public", ""), test["grade_id"], {**stand_ins, **probes})
-    return Cell(test["grade_id"], spec, public, probes)
+    public = load_public(test.public, test.grade_id, {**stand_ins, **probes})
+    return Cell(test.grade_id, spec, public, probes)
 
 
 def _fails(check: Callable[[], None]) -> str | None:
@@ -420,14 +420,13 @@ def check_cell(cell: Cell) -> CellReport:
 def course_reports(paths: list[Path]) -> list[CellReport]:
     """Every grade cell's report, in course order."""
     found = course_tests(paths)
-    solutions = {gid: source for notebook in found.values() for gid, source in notebook["solutions"].items()}
     reports = []
-    for notebook in found.values():
-        for test in notebook["tests"]:
+    for notebook in found.notebooks.values():
+        for test in notebook.tests:
             try:
-                cell = load_cell(test, solutions)
+                cell = load_cell(test, found.solutions)
             except Exception as exc:
-                reports.append(CellReport(test["grade_id"], problems=[f"{test['grade_id']}: cannot be loaded ({type(exc).__name__}: {exc})"]))
+                reports.append(CellReport(test.grade_id, problems=[f"{test.grade_id}: cannot be loaded ({type(exc).__name__}: {exc})"]))
                 continue
             reports.append(check_cell(cell))
     return reports

@@ -55,6 +55,8 @@ from pathlib import Path
 
 import nbformat
 
+from ..model import JsonRecord
+
 HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
 IDEA_ID = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
 
@@ -482,13 +484,42 @@ def validate(spec: HiddenTests) -> list[str]:
     return problems
 
 
-def course_tests(paths: list[Path]) -> dict[str, dict]:
-    """Every grade cell's hidden tests and every solution cell, from the instructor sources.
+@dataclass(frozen=True)
+class GradeCellTests(JsonRecord):
+    """One grade cell's tests, as the judge runs them (``judge.json`` keeps them so): its grade id, its
+    points, its hidden tests and its open part, the public checks."""
 
-    Returns {notebook stem: {"tests": [{grade_id, points, hidden, public}], "solutions": {grade_id: source}}}
-    (``public``: the open part of the grade cell, its public checks).
-    """
-    found = {}
+    grade_id: str
+    points: float
+    hidden: str
+    public: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict) -> GradeCellTests:
+        return cls(str(data["grade_id"]), float(data["points"]), str(data["hidden"]), str(data.get("public", "")))
+
+
+@dataclass(frozen=True)
+class NotebookTests:
+    """One instructor notebook's grade cells' tests, in order, and its solution cells' sources by grade id."""
+
+    tests: tuple[GradeCellTests, ...]
+    solutions: dict[str, str]
+
+
+@dataclass(frozen=True)
+class CourseTests:
+    """Every notebook's tests (by notebook stem, in course order), and, of the whole course, every grade
+    cell's tests and every solution cell's source, by grade id."""
+
+    notebooks: dict[str, NotebookTests]
+    cells: dict[str, GradeCellTests]
+    solutions: dict[str, str]
+
+
+def course_tests(paths: list[Path]) -> CourseTests:
+    """Every grade cell's hidden tests and public checks and every solution cell, from the instructor sources."""
+    notebooks = {}
     for path in paths:
         tests, solutions = [], {}
         for cell in nbformat.read(path, as_version=4).cells:
@@ -497,9 +528,37 @@ def course_tests(paths: list[Path]) -> dict[str, dict]:
                 solutions[meta["grade_id"]] = cell.source
             elif meta.get("grade"):
                 public, hidden = split_hidden(cell.source)
-                tests.append({"grade_id": meta["grade_id"], "points": float(meta["points"]), "hidden": hidden, "public": public})
-        found[path.stem] = {"tests": tests, "solutions": solutions}
-    return found
+                tests.append(GradeCellTests(meta["grade_id"], float(meta["points"]), hidden, public))
+        notebooks[path.stem] = NotebookTests(tuple(tests), solutions)
+    cells = {test.grade_id: test for notebook in notebooks.values() for test in notebook.tests}
+    return CourseTests(notebooks, cells, {gid: source for notebook in notebooks.values() for gid, source in notebook.solutions.items()})
+
+
+@dataclass(frozen=True)
+class NotebookSpec(JsonRecord):
+    """What the judge needs of one notebook: its grade cells' tests and the code cells the release gives."""
+
+    tests: tuple[GradeCellTests, ...]
+    given: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JudgeSpec(JsonRecord):
+    """``judge.json``, what the trusted judge is given (written with the grading master, read by each grading
+    worker): each notebook's tests and given cells, every solution cell's source by grade id, and each
+    edition's feedback translations."""
+
+    notebooks: dict[str, NotebookSpec]
+    solutions: dict[str, str]
+    translations: dict[str, dict[str, str]]
+
+    @classmethod
+    def from_json(cls, data: dict) -> JudgeSpec:
+        notebooks = {
+            name: NotebookSpec(tuple(GradeCellTests.from_json(t) for t in spec["tests"]), tuple(spec["given"]))
+            for name, spec in data["notebooks"].items()
+        }
+        return cls(notebooks, dict(data["solutions"]), dict(data.get("translations", {})))
 
 
 def check_manual(paths: list[Path]) -> list[str]:
@@ -528,22 +587,20 @@ def check_course(paths: list[Path]) -> list[str]:
     every public check names one of its cell's ideas and can run in the judge (check_public);
     answers graded by a person have none (check_manual)."""
     problems = check_manual(paths)
-    tests = course_tests(paths)
-    solution_ids = {gid for nb in tests.values() for gid in nb["solutions"]}
-    for notebook in tests.values():
-        for test in notebook["tests"]:
-            try:
-                spec = load(test["hidden"], test["grade_id"], test["points"])
-            except Exception as exc:
-                problems.append(f"hidden tests of {test['grade_id']}: do not run ({type(exc).__name__}: {exc})")
-                continue
-            problems += validate(spec)
-            problems += check_public(spec, test["public"])
-            problems += message_problems(test["hidden"], f"hidden tests of {test['grade_id']}")
-            problems += message_problems(test["public"], f"public checks of {test['grade_id']}")
-            for name, source_id in spec.stand_ins.items():
-                if source_id not in solution_ids:
-                    problems.append(f"hidden tests of {test['grade_id']}: stand-in {name} names no solution cell {source_id!r}")
+    found = course_tests(paths)
+    for test in (test for notebook in found.notebooks.values() for test in notebook.tests):
+        try:
+            spec = load(test.hidden, test.grade_id, test.points)
+        except Exception as exc:
+            problems.append(f"hidden tests of {test.grade_id}: do not run ({type(exc).__name__}: {exc})")
+            continue
+        problems += validate(spec)
+        problems += check_public(spec, test.public)
+        problems += message_problems(test.hidden, f"hidden tests of {test.grade_id}")
+        problems += message_problems(test.public, f"public checks of {test.grade_id}")
+        for name, source_id in spec.stand_ins.items():
+            if source_id not in found.solutions:
+                problems.append(f"hidden tests of {test.grade_id}: stand-in {name} names no solution cell {source_id!r}")
     return problems
 
 

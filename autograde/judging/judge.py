@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from ..errors import GraderError
 from ..model import CellResult, IdeaResult, LoadError
 from . import ideas as idea_format
-from .ideas import Said, said
+from .ideas import GradeCellTests, Said, said
 
 # The judge's own failure messages, keys of the feedback catalog (translations/<lang>/grader.po):
 # ``{0}``, ``{1}``... are their values. A page renders one in the submission's language
@@ -376,15 +376,15 @@ def _stand_ins(spec: idea_format.HiddenTests, solutions: dict[str, str]) -> dict
     return found
 
 
-def judge_cell(test: dict, solutions: dict[str, str], session: Session, cells: list[str]) -> CellResult:
+def judge_cell(test: GradeCellTests, solutions: dict[str, str], session: Session, cells: list[str]) -> CellResult:
     """Run one grade cell's ideas, each with the public checks that name it, against the learner's
     functions. Returns its result."""
-    spec = idea_format.load(test["hidden"], test["grade_id"], test["points"])
+    spec = idea_format.load(test.hidden, test.grade_id, test.points)
     stand_ins = _stand_ins(spec, solutions)
     proxies = {name: _Proxy(name, session, cells, stand_ins) for name in spec.uses}
     spec.namespace.update(proxies)
-    public = idea_format.load_public(test.get("public", ""), test["grade_id"], {**stand_ins, **proxies})
-    return score_ideas(spec, public, test["points"])
+    public = idea_format.load_public(test.public, test.grade_id, {**stand_ins, **proxies})
+    return score_ideas(spec, public, test.points)
 
 
 def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCase], points: float) -> CellResult:
@@ -471,7 +471,7 @@ class Judged(NamedTuple):
     load_errors: list[LoadError]
 
 
-def judge_notebook(tests: list[dict], solutions: dict[str, str], session: Session, cells: list[str]) -> Judged:
+def judge_notebook(tests: tuple[GradeCellTests, ...], solutions: dict[str, str], session: Session, cells: list[str]) -> Judged:
     """Every grade cell of one notebook: each one's result, and the errors met loading the code.
 
     A runner that served an earlier notebook and stops by itself (exits, crashes, runs out of
@@ -486,18 +486,18 @@ def judge_notebook(tests: list[dict], solutions: dict[str, str], session: Sessio
     return judged
 
 
-def _judge_notebook(tests: list[dict], solutions: dict[str, str], session: Session, cells: list[str]) -> Judged:
+def _judge_notebook(tests: tuple[GradeCellTests, ...], solutions: dict[str, str], session: Session, cells: list[str]) -> Judged:
     try:
         _, load_errors = session.ready(cells)
     except RunnerFailed as exc:  # the notebook's code never finished loading: nothing can be judged
         why = said(UNLOADABLE, _message(exc))
         results = {}
         for test in tests:
-            spec = idea_format.load(test["hidden"], test["grade_id"], test["points"])
+            spec = idea_format.load(test.hidden, test.grade_id, test.points)
             skipped = tuple(_told(IdeaResult(i.id, i.text, i.points), "skipped", why) for i in spec.ideas)
-            results[test["grade_id"]] = CellResult(0.0, test["points"], "error", skipped)
+            results[test.grade_id] = CellResult(0.0, test.points, "error", skipped)
         return Judged(results, [LoadError(-1, shorten(why))])
-    return Judged({test["grade_id"]: judge_cell(test, solutions, session, cells) for test in tests}, load_errors)
+    return Judged({test.grade_id: judge_cell(test, solutions, session, cells) for test in tests}, load_errors)
 
 
 def learner_cells(notebook, given: set[str]) -> list[str]:

@@ -18,7 +18,7 @@ from tools.i18n import EDITIONS, notebook_language
 from tools.project_runtime import write_json_atomic
 
 from ..course import Course
-from ..judging.ideas import course_tests
+from ..judging.ideas import JudgeSpec, NotebookSpec, course_tests
 from ..ledger.layout import Out
 from .editions import feedback_translations
 from .release import generate
@@ -118,16 +118,16 @@ def build_master(course: Course, master: Path) -> None:
     for lang in EDITIONS[1:]:  # each translated edition's own master: its read-only cells are in its language
         generate(course, edition_master(master, lang), strip_hidden=True, language=lang)
     tests = course_tests(course.source_paths())
-    spec = {"notebooks": {}, "solutions": {}, "translations": feedback_translations(course)}
+    notebooks, solutions = {}, {}
     for name in course.notebooks:
         given = []
         for cell in nbformat.read(released / f"{name}.ipynb", as_version=4).cells:
             meta = cell.metadata.get("nbgrader", {})
             if cell.cell_type == "code" and not meta.get("solution") and "imports" not in cell.metadata.get("tags", []):
                 given.append(cell.source.strip())
-        spec["notebooks"][name] = {"tests": tests[name]["tests"], "given": given}
-        spec["solutions"].update(tests[name]["solutions"])
-    write_json_atomic(master / "judge.json", spec)
+        notebooks[name] = NotebookSpec(tests.notebooks[name].tests, tuple(given))
+        solutions.update(tests.notebooks[name].solutions)
+    write_json_atomic(master / "judge.json", JudgeSpec(notebooks, solutions, feedback_translations(course)).to_json())
 
 
 def edition_master(master: Path, language: str) -> Path:

@@ -35,6 +35,7 @@ from tools.i18n import EDITIONS
 
 from .. import settings as environment
 from ..judging import judge
+from ..judging.ideas import JudgeSpec
 from ..ledger.layout import JobFolder, Out
 from ..model import CellResult, JobOutcome, StepLog
 from .sandbox import Limits, Sandbox
@@ -77,7 +78,7 @@ class Worker:
     def __init__(self, settings: WorkerSettings, student: str, ledger: Path):
         self.settings, self.student = settings, student
         spec = Path(settings.judge).read_bytes()
-        self.spec = json.loads(spec)
+        self.spec = JudgeSpec.from_json(json.loads(spec))
         self.spec_digest = hashlib.sha256(spec).hexdigest()  # the hidden tests and answers: learners have neither
         self.box = None
         if settings.sandbox:
@@ -235,19 +236,19 @@ class Worker:
         from tools import checks
 
         notebook = path.stem
-        spec = self.spec["notebooks"][notebook]
+        spec = self.spec.notebooks[notebook]
         nb = nbformat.read(path, as_version=4)
-        cells = judge.learner_cells(nb, set(spec["given"]))
+        cells = judge.learner_cells(nb, set(spec.given))
         checks.set_input_salt(self.input_salt(jobdir))
         try:
-            judged = judge.judge_notebook(spec["tests"], self.spec["solutions"], self.session, cells)
+            judged = judge.judge_notebook(spec.tests, self.spec.solutions, self.session, cells)
         finally:
             checks.set_input_salt(None)
         results = judged.results
         for cell in nb.cells:  # the ideas' results, under each test cell, for the feedback page
             gid = cell.metadata.get("nbgrader", {}).get("grade_id")
             if gid in results and cell.cell_type == "code":
-                words = self.spec.get("translations", {}).get(edition_of(jobdir), {})
+                words = self.spec.translations.get(edition_of(jobdir), {})
                 cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=ideas_report(results[gid], gid, words)))
         nbformat.write(nb, path)
         return judged

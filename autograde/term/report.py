@@ -84,10 +84,10 @@ def course_ideas(course: Course) -> list[IdeaInfo]:
     from ..judging.ideas import course_tests, load
 
     found = []
-    for notebook, tests in course_tests(course.source_paths()).items():
-        for test in tests["tests"]:
-            for item in load(test["hidden"], test["grade_id"], test["points"]).ideas:
-                found.append(IdeaInfo(notebook, test["grade_id"], item.id, item.points, item.text, len(found)))
+    for notebook, tests in course_tests(course.source_paths()).notebooks.items():
+        for test in tests.tests:
+            for item in load(test.hidden, test.grade_id, test.points).ideas:
+                found.append(IdeaInfo(notebook, test.grade_id, item.id, item.points, item.text, len(found)))
     return found
 
 

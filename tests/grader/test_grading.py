@@ -580,8 +580,8 @@ def test_public_checks_catch_every_wrong_answer(tmp_path):
     mistake loses among the checks of its own exercise, so one slip reads as one problem."""
     from autograde.judging.ideas import course_tests, load
 
-    tests = {t["grade_id"]: t for nb in course_tests([SOLUTIONS / f"{n}.ipynb" for n in NOTEBOOKS]).values() for t in nb["tests"]}
-    ideas_of = {gid: {i.id for i in load(t["hidden"], gid, t["points"]).ideas} for gid, t in tests.items()}
+    tests = course_tests([SOLUTIONS / f"{n}.ipynb" for n in NOTEBOOKS]).cells
+    ideas_of = {gid: {i.id for i in load(t.hidden, gid, t.points).ideas} for gid, t in tests.items()}
     files = []
     for student, cell, solution, old, new, _ in MISTAKES:
         files.append(write(tmp_path, student, NB_OF[cell], build(NB_OF[cell], mutate(solution, old, new))))

@@ -411,10 +411,9 @@ def course_steps():
 
     found = course_tests(sorted((Path(__file__).resolve().parents[2] / "solutions").glob("*.ipynb")))
     namespace: dict = {}
-    for nb in found.values():
-        for sid, source in nb["solutions"].items():
-            if sid in ("todo3_solution", "todo4_solution", "todo6_solution", "todo7_solution", "todo8_solution"):
-                exec(source, namespace)  # noqa: S102 - the course's own answers
+    for sid, source in found.solutions.items():
+        if sid in ("todo3_solution", "todo4_solution", "todo6_solution", "todo7_solution", "todo8_solution"):
+            exec(source, namespace)  # noqa: S102 - the course's own answers
     return {k: namespace[k] for k in ("stream_layers", "handoff_step", "ttft_percentiles")}
 
 

@@ -8,6 +8,7 @@ are cut (``rule_classes.py``) is tested refinement by refinement, each beside it
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from autograde.authoring import rules
 from autograde.authoring.rule_classes import Classes, Outcome
 from autograde.course import Course
-from autograde.judging.ideas import course_tests
+from autograde.judging.ideas import GradeCellTests, course_tests
 
 # a small TODO: a layer count must be a whole number >= 1 (4.0 is one)
 SOLUTION = """def count(layers):
@@ -58,7 +59,7 @@ checks.run()
 
 
 def _report(public_float: str, hidden: str = HIDDEN, solution: str = SOLUTION) -> rules.CellReport:
-    test = {"grade_id": "todo9_count", "points": 1.0, "hidden": hidden, "public": PUBLIC.replace("CHECK_A_FLOAT", public_float)}
+    test = GradeCellTests("todo9_count", 1.0, hidden, PUBLIC.replace("CHECK_A_FLOAT", public_float))
     return rules.check_cell(rules.load_cell(test, {"todo9_solution": solution}))
 
 
@@ -109,7 +110,7 @@ def _toy(solution: str, hidden: str, public: str, uses: str) -> rules.CellReport
     hidden_src = f"from tools.checks import idea, uses\nuses('{uses}')\n\n@idea('rule', 1.0, 'The rule')\ndef _():\n{indent(hidden)}"
     public_src = (f"from tools.checks import PublicChecks\nchecks = PublicChecks('TODO 9')\n\n@checks.case(idea='rule')\n"
                   f"def the_rule():\n    \"\"\"The rule\"\"\"\n{indent(public)}\nchecks.run()\n")  # fmt: skip
-    test = {"grade_id": "todo9_toy", "points": 1.0, "hidden": hidden_src, "public": public_src}
+    test = GradeCellTests("todo9_toy", 1.0, hidden_src, public_src)
     report = rules.check_cell(rules.load_cell(test, {"todo9_solution": solution}))
     assert report.problems == [] and report.tried > 0 and report.graded > 0
     return report
@@ -312,16 +313,16 @@ FLOAT_LAYERS = ("todo6_stream_layers", "valid_input", "args[3] is a float >= 0")
 @functools.cache
 def _course() -> tuple[dict[str, dict], dict[str, str]]:
     found = course_tests(Course.load().source_paths())
-    tests = {test["grade_id"]: test for notebook in found.values() for test in notebook["tests"]}
-    return tests, {gid: source for notebook in found.values() for gid, source in notebook["solutions"].items()}
+    tests = found.cells
+    return tests, found.solutions
 
 
 def _gaps(grade_id: str, undone: bool) -> list[rules.Gap]:
     tests, solutions = _course()
-    test = dict(tests[grade_id])
+    test = tests[grade_id]
     for before, after in BEFORE_THE_PUBLIC_CASES[grade_id] if undone else []:
-        assert test["public"].count(after) == 1, f"the public case added to {grade_id} changed since: {after[:80]!r}"
-        test["public"] = test["public"].replace(after, before)
+        assert test.public.count(after) == 1, f"the public case added to {grade_id} changed since: {after[:80]!r}"
+        test = dataclasses.replace(test, public=test.public.replace(after, before))
     report = rules.check_cell(rules.load_cell(test, solutions))
     assert report.problems == []
     return report.gaps

@@ -26,8 +26,8 @@ from submissions import MISTAKES, SOLUTIONS, lost_in_judge, mutate  # noqa: E402
 @functools.cache
 def _course() -> dict:
     found = course_tests(sorted(SOLUTIONS.glob("*.ipynb")))
-    tests = {t["grade_id"]: t for nb in found.values() for t in nb["tests"]}
-    solutions = {sid: source for nb in found.values() for sid, source in nb["solutions"].items()}
+    tests = found.cells
+    solutions = found.solutions
     return {"tests": tests, "solutions": solutions}
 
 
@@ -35,7 +35,7 @@ def idea_results(cell: str, answers: dict[str, str]) -> dict[str, str | None]:
     """{idea id: None if passed, else the first line of its failure} for the hidden ideas of ``cell``
     against ``answers`` ({solution grade id: source})."""
     test = _course()["tests"][cell]
-    spec = load(test["hidden"], test["grade_id"], test["points"])
+    spec = load(test.hidden, test.grade_id, test.points)
     for source_id in spec.stand_ins.values():
         exec(_course()["solutions"][source_id], spec.namespace)  # noqa: S102 - the course's own answer
     for source in answers.values():
@@ -109,7 +109,7 @@ def test_an_answer_that_does_nothing_earns_at_most_a_quarter(cell):
     constant answer pass: it earns only what the scaffold already does, at most 0.75 of 3 points."""
     solution, old, new = _STUBS[cell]
     test = _course()["tests"][cell]
-    spec = load(test["hidden"], test["grade_id"], test["points"])
+    spec = load(test.hidden, test.grade_id, test.points)
     points = {i.id: i.points for i in spec.ideas}
     earned = [idea for idea, failure in idea_results(cell, mutate(solution, old, new)).items() if not failure]
     assert sum(points[i] for i in earned) <= 0.75, earned
@@ -133,7 +133,7 @@ def table() -> str:
     lines = ["| TODO | wrong answer | ideas lost | points lost |", "|---|---|---|---|"]
     for row in MISTAKES:
         test = _course()["tests"][row[1]]
-        spec = load(test["hidden"], test["grade_id"], test["points"])
+        spec = load(test.hidden, test.grade_id, test.points)
         points = {i.id: i.points for i in spec.ideas}
         lost = sorted(lost_ideas(row))
         lines.append(f"| {row[1]} | {row[0]} | {', '.join(lost) or '(none)'} | {sum(points[i] for i in lost):g} of {test['points']} |")

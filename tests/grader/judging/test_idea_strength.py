@@ -21,15 +21,15 @@ SCAFFOLD_IDEAS = {"empty_raises", "inputs_unchanged"}
 
 
 def _todo5():
-    found = course_tests([ROOT / "solutions" / "05_cuda_stream_overlap.ipynb"])["05_cuda_stream_overlap"]
-    test = next(t for t in found["tests"] if t["grade_id"] == "todo5_decide_overlap")
-    return test, found["solutions"]["todo5_solution"]
+    found = course_tests([ROOT / "solutions" / "05_cuda_stream_overlap.ipynb"]).notebooks["05_cuda_stream_overlap"]
+    test = next(t for t in found.tests if t.grade_id == "todo5_decide_overlap")
+    return test, found.solutions["todo5_solution"]
 
 
 def passed_ideas(fn) -> set[str]:
     """The ids of the hidden ideas of TODO 5 that ``fn`` passes."""
     test, _ = _todo5()
-    spec = load(test["hidden"], test["grade_id"], test["points"])
+    spec = load(test.hidden, test.grade_id, test.points)
     spec.namespace["decide_overlap"] = fn
     passed = set()
     for idea in spec.ideas:
@@ -58,7 +58,7 @@ def _reference():
 
 def test_the_reference_passes_every_idea():
     test, _ = _todo5()
-    spec = load(test["hidden"], test["grade_id"], test["points"])
+    spec = load(test.hidden, test.grade_id, test.points)
     assert passed_ideas(_reference()) == {idea.id for idea in spec.ideas}
 
 
@@ -106,9 +106,9 @@ def test_a_bound_of_its_own_loses_the_bar(factor):
 
 def _ideas_06(grade_id: str, name: str, fn, extra: dict | None = None) -> set[str]:
     """The ids of a notebook 06 cell's hidden ideas that ``fn`` (standing for ``name``) passes."""
-    found = course_tests([ROOT / "solutions" / "06_handoff_simulator.ipynb"])["06_handoff_simulator"]
-    test = next(t for t in found["tests"] if t["grade_id"] == grade_id)
-    spec = load(test["hidden"], test["grade_id"], test["points"])
+    found = course_tests([ROOT / "solutions" / "06_handoff_simulator.ipynb"]).notebooks["06_handoff_simulator"]
+    test = next(t for t in found.tests if t.grade_id == grade_id)
+    spec = load(test.hidden, test.grade_id, test.points)
     spec.namespace.update({name: fn, **(extra or {})})
     passed = set()
     for item in spec.ideas:

@@ -152,6 +152,6 @@ def test_todo0_checks_hold_the_same_work_items_as_the_notebook():
     cells = nbformat.read(ROOT / "solutions" / "01_what_can_overlap.ipynb", as_version=4).cells
     given = next(c.source for c in cells if c.cell_type == "code" and c.source.startswith("WORK = ["))
     work = next(ast.literal_eval(n.value) for n in ast.parse(given).body if isinstance(n, ast.Assign) and n.targets[0].id == "WORK")
-    public = course_cells()[0]["todo0_check_overlap"]["public"]
+    public = course_cells()[0]["todo0_check_overlap"].public
     raw = next(n.value for n in ast.parse(public).body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "_raw")
     assert ast.literal_eval(raw.generators[0].iter) == work

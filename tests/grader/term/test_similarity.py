@@ -97,8 +97,8 @@ def graded_class(tmp_path_factory) -> dict:
 def _course() -> dict:
     found = course_tests(sorted(SOLUTIONS.glob("*.ipynb")))
     return {
-        "tests": {t["grade_id"]: t for nb in found.values() for t in nb["tests"]},
-        "solutions": {sid: source for nb in found.values() for sid, source in nb["solutions"].items()},
+        "tests": found.cells,
+        "solutions": found.solutions,
         "cell_of": {row[2]: row[1] for row in MISTAKES},  # solution cell -> its grade cell
     }
 
@@ -107,7 +107,7 @@ def failed_ideas(todo: str, source: str) -> dict[str, str]:
     """The hidden ideas of ``todo`` that ``source`` fails, run in-process as the judge runs them
     (tests/grader/judging/test_idea_isolation.py), with the course's answers standing in where the judge's do."""
     test = _course()["tests"][_course()["cell_of"][todo]]
-    spec = load(test["hidden"], test["grade_id"], test["points"])
+    spec = load(test.hidden, test.grade_id, test.points)
     for source_id in spec.stand_ins.values():
         exec(_course()["solutions"][source_id], spec.namespace)  # noqa: S102 - the course's own answer
     exec(source, spec.namespace)  # noqa: S102 - an answer of the test class, written for this test
@@ -209,7 +209,7 @@ def test_short_answers_are_not_compared(graded_class):
     """TODO 2 and 4 are one or two lines: every answer is too short to compare, copies included,
     and the page says so. The course's answer to TODO 1 and the usual way to write it are the same
     tokens, written apart: they are not compared either."""
-    todos = {t["grade_id"]: t for t in graded_class["data"]["todos"]}
+    todos = {t.grade_id: t for t in graded_class["data"]["todos"]}
     for gid in ("todo2_solution", "todo4_solution"):
         assert todos[gid]["compared"] == 0 and todos[gid]["pairs"] == [], todos[gid]
         assert todos[gid]["too_short"] == len(variants(gid))
@@ -390,7 +390,7 @@ def test_the_json_has_every_todo_with_its_counts_and_pairs(graded_class):
     assert data["assignment"] == COURSE.assignment and data["students"] == len(variants(TODOS[0]))
     assert data["threshold"] == similarity.THRESHOLD and data["warnings"] == []
     assert set(data["method"]) == {"score", "order", "k", "window", "min_fingerprints", "common_share", "common_min"}
-    assert [t["grade_id"] for t in data["todos"]] == TODOS
+    assert [t.grade_id for t in data["todos"]] == TODOS
     for todo in data["todos"]:
         assert todo["notebook"] == NOTEBOOK_OF[todo["grade_id"]]
         left = todo["left_out"]
