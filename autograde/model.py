@@ -436,43 +436,21 @@ class JobOutcome:
         ranges: scores only for the course's automatic cells, within their points (a cluster
         worker's answer is checked so)."""
 
-        def need(ok: bool, what: str) -> None:
-            if not ok:
-                raise MalformedResult(f"result.json: {what}")
-
-        need(isinstance(data, dict), "not an object")
+        _need(isinstance(data, dict), "not an object")
         parts = {key: data.get(key, {}) for key in ("autograde", "feedback")}
         for key, part in parts.items():
-            need(isinstance(part, dict) and all(isinstance(part.get(k, ""), str) for k in ("log", "error")), f"{key} malformed")
+            _need(isinstance(part, dict) and all(isinstance(part.get(k, ""), str) for k in ("log", "error")), f"{key} malformed")
         for key in ("out_of_memory", "runner_out_of_memory"):
-            need(isinstance(data.get(key, False), bool), f"{key} not a boolean")
+            _need(isinstance(data.get(key, False), bool), f"{key} not a boolean")
         scores, manual = data.get("scores"), data.get("manual", {})
-        need(scores is None or isinstance(scores, dict), "scores not an object")
-        need(isinstance(manual, dict), "manual not an object")
-        if points is not None:
-            manual_ids = manual_ids or set()
-            for gid, score in (scores or {}).items():
-                need(gid in points and gid not in manual_ids and _number(score, 0, points[gid]), f"score {gid!r}={score!r}")
-            for gid, score in manual.items():
-                need(gid in manual_ids and (score is None or _number(score, 0, points[gid])), f"manual score {gid!r}={score!r}")
+        _check_scores(scores, manual, points, manual_ids)
         timings = data.get("timings", {})
-        need(isinstance(timings, dict) and all(isinstance(k, str) and _number(v) for k, v in timings.items()), "timings")
+        _need(isinstance(timings, dict) and all(isinstance(k, str) and _number(v) for k, v in timings.items()), "timings")
         judge = data.get("judge", {})
-        need(isinstance(judge, dict), "judge not an object")
-        for gid, result in judge.items():
-            need((points is None or gid in points) and isinstance(result, dict) and isinstance(result.get("ideas"), list), f"judge {gid!r}")
-            for idea in result["ideas"]:
-                need(
-                    isinstance(idea, dict)
-                    and isinstance(idea.get("id"), str)
-                    and isinstance(idea.get("status"), str)
-                    and _number(idea.get("earned"))
-                    and _number(idea.get("points")),
-                    f"an idea of {gid!r}",
-                )
-        need(isinstance(data.get("load_errors", []), list), "load_errors not a list")
+        _check_judge(judge, points)
+        _need(isinstance(data.get("load_errors", []), list), "load_errors not a list")
         said = data.get("outcome", {}) or {}
-        need(isinstance(said, dict) and all(isinstance(said.get(k, ""), str) for k in ("status", "detail")), "outcome malformed")
+        _need(isinstance(said, dict) and all(isinstance(said.get(k, ""), str) for k in ("status", "detail")), "outcome malformed")
         return cls(
             autograde=StepLog.from_json(parts["autograde"]),
             feedback=StepLog.from_json(parts["feedback"]),
@@ -486,3 +464,40 @@ class JobOutcome:
             status=said.get("status") if said.get("status") in STATUS_TEXT else None,
             detail=said.get("detail") or None,
         )
+
+
+def _need(ok: bool, what: str) -> None:
+    """Raise MalformedResult, naming ``what``, unless ``ok``."""
+    if not ok:
+        raise MalformedResult(f"result.json: {what}")
+
+
+def _check_scores(scores, manual, points: dict[str, float] | None, manual_ids: set[str] | None) -> None:
+    """The judge's and a person's scores are objects; with ``points``, only of the course's cells (the
+    judge's of its automatic ones, a person's of its manual ones) and within their points."""
+    _need(scores is None or isinstance(scores, dict), "scores not an object")
+    _need(isinstance(manual, dict), "manual not an object")
+    if points is None:
+        return
+    manual_ids = manual_ids or set()
+    for gid, score in (scores or {}).items():
+        _need(gid in points and gid not in manual_ids and _number(score, 0, points[gid]), f"score {gid!r}={score!r}")
+    for gid, score in manual.items():
+        _need(gid in manual_ids and (score is None or _number(score, 0, points[gid])), f"manual score {gid!r}={score!r}")
+
+
+def _check_judge(judge, points: dict[str, float] | None) -> None:
+    """The judge's results are an object of cells (of the course's, with ``points``), each with a list of
+    ideas that have an id, a status, and numbers earned and points."""
+    _need(isinstance(judge, dict), "judge not an object")
+    for gid, result in judge.items():
+        _need((points is None or gid in points) and isinstance(result, dict) and isinstance(result.get("ideas"), list), f"judge {gid!r}")
+        for idea in result["ideas"]:
+            _need(
+                isinstance(idea, dict)
+                and isinstance(idea.get("id"), str)
+                and isinstance(idea.get("status"), str)
+                and _number(idea.get("earned"))
+                and _number(idea.get("points")),
+                f"an idea of {gid!r}",
+            )

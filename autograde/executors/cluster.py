@@ -33,6 +33,7 @@ import tarfile
 import tempfile
 import uuid
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -221,19 +222,13 @@ def grade_task(task: Task) -> dict:
     notebooks' bytes). Returns its ``Answer`` as plain data (``Answer.to_wire``): per notebook, whether
     it ran, its record fields decided here (status and detail of one that did not run, notes on repaired
     cells), the kill flag, the grading log, seconds, and the job's files."""
-    from ..matching import MAX_GRADED_BYTES
     from ..model import Options
-    from ..run.student import elapsed_since, job_settings, run_student
+    from ..run.student import job_settings, run_student
 
     course = Course.load()
     settings = task.settings
     base, master = _ready(course, task.digest, settings)
-    student = task.student
-    with _flock(Out(base).lock):  # made and locked under the base lock: a sweep never takes a live task's folder
-        folder = base / "tasks" / uuid.uuid4().hex
-        folder.mkdir(parents=True)
-        lock = open(Out(folder).lock, "a+")
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    folder, lock = _task_folder(base)
     options = Options(workers=1, progress=False, **vars(settings))
     layout = Out(folder, course.assignment)  # the task's folder, laid out as OUT
     try:
@@ -244,30 +239,52 @@ def grade_task(task: Task) -> dict:
             path = folder / "in" / f"{notebook}.ipynb"
             path.parent.mkdir(exist_ok=True)
             path.write_bytes(data)
-            entries.append((new_record(student, notebook).but(submission=task.submission or None), path))
-        layout.work_of(student).mkdir()
-        answer = Answer(student, _where())
-
-        def finished(record: Record, job: Path, killed: bool = False, log: str = "") -> None:
-            files = {}
-            for name, relative in JobFolder(job, course.assignment).returned(student, record.notebook).items():
-                path = job / relative
-                # a file over the size the parent would read anyway is not sent (the parent reports it missing)
-                files[name] = path.read_bytes() if path.is_file() and path.stat().st_size <= MAX_GRADED_BYTES else None
-            notes = tuple(record.matching_notes or ())
-            item = NotebookAnswer(record.notebook, True, bool(killed), log[-MAX_LOG:], elapsed_since(job), notes, record.edition or "en", files)
-            answer.notebooks.append(item)
-            shutil.rmtree(job, ignore_errors=True)
-
-        def fail(record: Record) -> None:
-            notes = tuple(record.matching_notes or ())
-            answer.notebooks.append(NotebookAnswer(record.notebook, False, matching_notes=notes, status=record.status, detail=record.detail))
-
-        run_student(course, master, folder, student, entries, options, finished, fail, _called_off())
-        return answer.to_wire()
+            entries.append((new_record(task.student, notebook).but(submission=task.submission or None), path))
+        layout.work_of(task.student).mkdir()
+        collected = _Collected(Answer(task.student, _where()), course.assignment)
+        run_student(course, master, folder, task.student, entries, options, collected.finished, collected.fail, _called_off())
+        return collected.answer.to_wire()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         lock.close()
+
+
+def _task_folder(base: Path) -> tuple[Path, io.TextIOWrapper]:
+    """A new task's folder under ``base``, and its lock, held: made and locked under the base lock, so that
+    a sweep never takes a live task's folder."""
+    with _flock(Out(base).lock):
+        folder = base / "tasks" / uuid.uuid4().hex
+        folder.mkdir(parents=True)
+        lock = open(Out(folder).lock, "a+")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    return folder, lock
+
+
+@dataclass
+class _Collected:
+    """A task's answer as its notebooks finish: each run one's files, log and seconds (its job folder then
+    removed), each one that did not run its status and detail."""
+
+    answer: Answer
+    assignment: str
+
+    def finished(self, record: Record, job: Path, killed: bool = False, log: str = "") -> None:
+        from ..matching import MAX_GRADED_BYTES
+        from ..run.student import elapsed_since
+
+        files = {}
+        for name, relative in JobFolder(job, self.assignment).returned(self.answer.student, record.notebook).items():
+            path = job / relative
+            # a file over the size the parent would read anyway is not sent (the parent reports it missing)
+            files[name] = path.read_bytes() if path.is_file() and path.stat().st_size <= MAX_GRADED_BYTES else None
+        notes = tuple(record.matching_notes or ())
+        item = NotebookAnswer(record.notebook, True, bool(killed), log[-MAX_LOG:], elapsed_since(job), notes, record.edition or "en", files)
+        self.answer.notebooks.append(item)
+        shutil.rmtree(job, ignore_errors=True)
+
+    def fail(self, record: Record) -> None:
+        notes = tuple(record.matching_notes or ())
+        self.answer.notebooks.append(NotebookAnswer(record.notebook, False, matching_notes=notes, status=record.status, detail=record.detail))
 
 
 # ---------------------------------------------------------------- parent side
