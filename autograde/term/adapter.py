@@ -61,6 +61,16 @@ class HandBackJob:
 
 
 @dataclass(frozen=True)
+class RosterRow:
+    """A roster's row for one student (``intake.read_roster``): their LMS id and name ('' where not given),
+    and the roster's other columns (email, section, login, ...), by their lower-case names."""
+
+    lms_id: str = ""
+    name: str = ""
+    other: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Person:
     """What the LMS and the roster say of a student, for an LMS's grade file: the system their download
     came from and its id for them, their name, email, section, login, SIS id and ID number, and the
@@ -81,10 +91,11 @@ class Person:
         """A student as their download named them."""
         return cls(who.layout, who.lms_id or "", who.name or "")
 
-    def with_roster(self, row: dict) -> Person:
+    def with_roster(self, row: RosterRow) -> Person:
         """The roster's non-empty columns over what the download said."""
-        given = {k: str(v) for k, v in row.items() if v and k in self.__dataclass_fields__}
-        return replace(self, **given, roster_lms_id=str(row.get("lms_id") or self.roster_lms_id))
+        columns = {**row.other, "lms_id": row.lms_id, "name": row.name}
+        given = {k: v for k, v in columns.items() if v and k in self.__dataclass_fields__}
+        return replace(self, **given, roster_lms_id=row.lms_id or self.roster_lms_id)
 
 
 @dataclass

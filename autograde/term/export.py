@@ -27,7 +27,7 @@ from ..ledger.folder import Ledger
 from ..ledger.late import UNKNOWN_CHOICES, LateSpec
 from ..ledger.tables import ScoreTable, cell_value, final_header, score_row, settle_rows
 from ..model import REVIEW
-from .adapter import ExportJob, Person
+from .adapter import ExportJob, Person, RosterRow
 from .registry import PLAIN_EXPORT, export_formats
 
 
@@ -53,7 +53,7 @@ def export(
     db_url: str | None = None,
     target: Path | None = None,
     format: str = "csv",
-    roster: dict[str, dict] | None = None,
+    roster: dict[str, RosterRow] | None = None,
     column: str | None = None,
     *,
     assignment_id: str | None = None,
@@ -147,7 +147,7 @@ def _refuse_unknown_lateness(spec: LateSpec, table: ScoreTable, accept: bool) ->
     )
 
 
-def _people(ledger: Ledger, roster: dict[str, dict]) -> dict[str, Person]:
+def _people(ledger: Ledger, roster: dict[str, RosterRow]) -> dict[str, Person]:
     """{student: what the LMS and the roster say of them}: the download's ids and names (the intake's
     ``students``, with their ``layout``), the roster's columns over them (``lms_id``, ``name``,
     ``email``, ``section``, ``login``, ``sis_user_id``, ``id_number``)."""

@@ -33,6 +33,7 @@ from ..ledger.facts import IntakeFacts, IntakeProblem, LmsStudent
 from ..ledger.folder import Ledger
 from ..matching import Found, by_cells, grade_ids, normalize, walk_notebooks
 from ..model import STUDENT_ID, Disputed, MiB
+from .adapter import RosterRow
 from .candidates import Candidate, exchange_time, why_not
 from .folders import pattern_time
 from .layouts import choose_layout
@@ -65,7 +66,7 @@ class Intake:
     layout: str
     times: dict[str, dict[str, datetime]] = field(default_factory=dict)  # student -> notebook ("*": any) -> submitted at (UTC)
     problems: list[IntakeProblem] = field(default_factory=list)
-    roster: dict[str, dict] = field(default_factory=dict)  # student -> {"lms_id", "name", other roster columns}
+    roster: dict[str, RosterRow] = field(default_factory=dict)  # student -> their roster row
     missing: list[str] = field(default_factory=list)  # roster students who submitted nothing
     notes: list[str] = field(default_factory=list)
     late: dict[str, list[str]] = field(default_factory=dict)  # student -> notebooks the LMS marked late
@@ -108,7 +109,7 @@ def read_submissions(
         raise UnusableInput(f"{source}: no such folder or zip file")
     problems: list[IntakeProblem] = []
     people = read_roster(roster, problems) if roster else {}
-    lms_ids = {who["lms_id"]: student for student, who in people.items() if who.get("lms_id")}
+    lms_ids = {who.lms_id: student for student, who in people.items() if who.lms_id}
     stamps = read_timestamps(timestamps, notebooks, problems) if timestamps else []
     wanted = layout or ("pattern" if pattern else None)
     root: tuple[str, ...] = ()
@@ -463,11 +464,10 @@ def csv_rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str,
     return rows
 
 
-def read_roster(path: Path, problems: list[IntakeProblem] | None = None) -> dict[str, dict]:
-    """{student_id: {"lms_id", "name", and the roster's other columns}} from a CSV with a ``student_id``
-    column (and ``lms_id``, ``name``, ...). A row that cannot be used is added to ``problems``, or
-    raises UnusableInput when no list is given."""
-    roster: dict[str, dict] = {}
+def read_roster(path: Path, problems: list[IntakeProblem] | None = None) -> dict[str, RosterRow]:
+    """Each student's row, by student id, from a CSV with a ``student_id`` column (and ``lms_id``, ``name``,
+    ...). A row that cannot be used is added to ``problems``, or raises UnusableInput when no list is given."""
+    roster: dict[str, RosterRow] = {}
     lms_ids: dict[str, str] = {}
     for line, row in csv_rows(Path(path), ("student_id",)):
         sid, lms_id = row.get("student_id", ""), row.get("lms_id", "")
@@ -483,7 +483,8 @@ def read_roster(path: Path, problems: list[IntakeProblem] | None = None) -> dict
                 raise UnusableInput(f"{path} line {line}: {why}")
             problems.append(problem(f"{Path(path).name}:{line}", None, f"{why}: the row is not used"))
             continue
-        roster[sid] = {**{k: v for k, v in row.items() if k and k != "student_id"}, "lms_id": lms_id, "name": row.get("name", "")}
+        other = {k: v for k, v in row.items() if k and k not in ("student_id", "lms_id", "name")}
+        roster[sid] = RosterRow(lms_id, row.get("name", ""), other)
         if lms_id:
             lms_ids[lms_id] = sid
     if not roster:
@@ -560,7 +561,8 @@ def check_extensions(extensions: dict, intake: Intake) -> None:
     """An extension keyed by a student's LMS id instead of their student id would be given to nobody: the
     run stops and says whose id it is."""
     students = {p.name for p in intake.folder.iterdir() if p.is_dir()} | set(intake.roster)
-    by_lms = {str(who.get("lms_id")): s for s, who in {**intake.students, **intake.roster}.items() if who.get("lms_id")}
+    lms_ids = {**{s: who.get("lms_id") for s, who in intake.students.items()}, **{s: row.lms_id for s, row in intake.roster.items()}}
+    by_lms = {str(lms_id): s for s, lms_id in lms_ids.items() if lms_id}
     wrong = [f"{key} (the LMS id of {by_lms[key]})" for key in sorted(extensions) if key not in students and key in by_lms]
     if wrong:
         raise UnusableInput(

@@ -107,7 +107,7 @@ def test_canvas_zip_with_a_roster(tmp_path):
     assert result.layout == "canvas"
     assert tree(result.folder) == EXPECTED
     assert result.problems == [] and result.missing == ["carol"]
-    assert result.roster["alice"]["lms_id"] == "1001" and result.roster["alice"]["email"] == "alice@example.org"
+    assert result.roster["alice"].lms_id == "1001" and result.roster["alice"].other["email"] == "alice@example.org"
     attachments = {NB1: "9001", NB2: "9002", NB3: "9003"}  # each file's own id: a page handed back goes under it
     assert result.students["alice"] == {"layout": "canvas", "lms_id": "1001", "name": "doealice", "submission_id": "9003", "attachments": attachments}
 
