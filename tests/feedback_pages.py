@@ -7,6 +7,7 @@ from __future__ import annotations
 import nbformat
 
 from autograde.model import HIDDEN_NOTE
+from autograde.record.pages import PageData
 
 LEARNERS_OWN = 'print("Test cell Score: 1.0 / 2.0")'  # a learner's text that looks like the page's labels
 TEST_CELL = '"""TODO 4 · plan_decode_start: recompute, ready, wait or fallback, in that order."""\ncheck_plan(plan_decode_start)\n'
@@ -29,9 +30,7 @@ def graded_notebook() -> nbformat.NotebookNode:
     return nb
 
 
-def page_data(late_penalty: float = 0.0) -> dict:
+def page_data(late_penalty: float = 0.0) -> PageData:
     """The page data of ``graded_notebook`` (0.75 of 4.5 points: the written answers at 0)."""
-    return {
-        "notebook": graded_notebook(),
-        "nbgrader": {"notebook": "04_decode_start_gate", "score": 0.75, "max_score": 4.5, "late_penalty": late_penalty},
-    }
+    nbgrader = {"notebook": "04_decode_start_gate", "score": 0.75, "max_score": 4.5, "late_penalty": late_penalty}
+    return PageData(graded_notebook(), nbgrader)

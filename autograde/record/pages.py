@@ -17,6 +17,7 @@ import functools
 import html
 import json
 import os
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -68,18 +69,37 @@ def keep_page_data(source: Path, out: Out, student: str, notebook: str, graded: 
     return True
 
 
-def read_page_data(out: Out, student: str, notebook: str) -> dict | None:
+@dataclass(frozen=True)
+class PageData:
+    """A feedback page's data as kept in OUT (``keep_page_data``): the graded notebook (its JSON, as the
+    worker's page-data exporter wrote it), nbgrader's numbers for the page (notebook, score, max_score,
+    late_penalty) and the lines of the grader's secrets that the learner's own answers hold."""
+
+    notebook: dict
+    nbgrader: dict
+    own_secret_lines: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_json(cls, data) -> PageData | None:
+        """The data as any version kept it (None when it is not page data)."""
+        if not isinstance(data, dict) or not isinstance(data.get("notebook"), dict) or not isinstance(data.get("nbgrader"), dict):
+            return None
+        own = data.get("own_secret_lines")
+        return cls(data["notebook"], data["nbgrader"], frozenset(str(line) for line in own) if isinstance(own, list) else frozenset())
+
+
+def read_page_data(out: Out, student: str, notebook: str) -> PageData | None:
     try:
         data = json.loads(out.page_data(student, notebook).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("notebook"), dict) else None
+    return PageData.from_json(data)
 
 
 # -------------------------------------------------------------- rendering
 
 
-def render_page(data: dict, words: dict[str, str], language: str, person: dict[str, object] | None = None, late_line: str = "") -> str:
+def render_page(data: PageData, words: dict[str, str], language: str, person: dict[str, object] | None = None, late_line: str = "") -> str:
     """A feedback page from its data (``keep_page_data``), rendered once. ``person``: the value of
     each answer a person grades as the score table counts it (``tables.cell_value``: a person's
     score; ``pending`` while it waits, or ``review`` when the answer changed since it was scored:
@@ -87,8 +107,8 @@ def render_page(data: dict, words: dict[str, str], language: str, person: dict[s
     edition's feedback translations (empty for English)."""
     import nbformat
 
-    nb = nbformat.from_dict(data["notebook"])
-    info = {key: data["nbgrader"].get(key, 0) for key in ("notebook", "score", "max_score", "late_penalty")}
+    nb = nbformat.from_dict(data.notebook)
+    info = {key: data.nbgrader.get(key, 0) for key in ("notebook", "score", "max_score", "late_penalty")}
     pending, waiting, score = set(), 0.0, float(info["score"] or 0)
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -128,7 +148,7 @@ def write_feedback(out: Out, record: Record, secrets: dict[str, str], words: dic
     data = read_page_data(out, record.student_id, record.notebook)
     if data is None:
         return None
-    text, removed = finish_page(render_page(data, words, record.edition or "en", person, late_line), secrets, set(data.get("own_secret_lines", [])))
+    text, removed = finish_page(render_page(data, words, record.edition or "en", person, late_line), secrets, data.own_secret_lines)
     target = out.page(record.student_id, record.notebook)
     try:
         if target.read_text(encoding="utf-8") == text:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from feedback_pages import page_data
 
-from autograde.record.pages import render_page
+from autograde.record.pages import PageData, render_page
 
 FOOTER = '<div class="panel-footer">'
 
@@ -21,9 +21,9 @@ def zh_words(root):
     return feedback_translations(Course.load(root))["zh"]
 
 
-def _commented(comment: str) -> dict:
+def _commented(comment: str) -> PageData:
     data = page_data()
-    data["notebook"].cells[3].metadata["nbgrader"]["comment"] = comment  # refl_q2, as the learner left it
+    data.notebook.cells[3].metadata["nbgrader"]["comment"] = comment  # refl_q2, as the learner left it
     return data
 
 

@@ -20,7 +20,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets.config import Config
 
 from autograde.record.exporters import FEEDBACK_POLICY, add_csp
-from autograde.record.pages import finish_page, render_page
+from autograde.record.pages import PageData, finish_page, render_page
 from autograde.run.preprocessors import SafeOutputMetadata
 
 from page_attacks import CHROMIUM, PAYLOAD_CELLS, PAYLOAD_MARKDOWN, PNG, mark, scripts_ran
@@ -86,7 +86,7 @@ def feedback_html(nb: nbformat.NotebookNode) -> str:
     rendered and finished as pages.write_feedback does."""
     import json
 
-    data = json.loads(feedback_data(nb))
+    data = PageData.from_json(json.loads(feedback_data(nb)))
     return finish_page(render_page(data, {}, "en"), {})[0]
 
 
@@ -323,7 +323,8 @@ def test_a_feedback_page_wraps_long_lines_instead_of_scrolling_sideways(tmp_path
 
     written = feedback_html(nb)
     (tmp_path / "written.html").write_text(written, encoding="utf-8")
-    (tmp_path / "raw.html").write_text(render_page(json.loads(feedback_data(nb)), {}, "en").replace(PAGE_STYLES, ""), encoding="utf-8")
+    raw = render_page(PageData.from_json(json.loads(feedback_data(nb))), {}, "en")
+    (tmp_path / "raw.html").write_text(raw.replace(PAGE_STYLES, ""), encoding="utf-8")
     widths = {}
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
