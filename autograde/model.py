@@ -23,11 +23,16 @@ def omitted(default=None):
     return field(default=default, metadata=OMIT_DEFAULT)
 
 
+def json_named(name: str):
+    """A field written in its type's JSON (``JsonRecord.to_json``) under ``name``, first of its fields."""
+    return field(metadata={"json": name})
+
+
 def _json_value(value):
-    """A field's value as JSON: a dataclass by its own ``to_json``, a tuple as a list, mappings and lists
-    item by item, anything else as it is."""
-    if is_dataclass(value) and hasattr(value, "to_json"):
-        return value.to_json()
+    """A field's value as JSON: a dataclass by its own ``to_json`` (by its fields, as ``JsonRecord`` writes
+    them, when it has none), a tuple as a list, mappings and lists item by item, anything else as it is."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return value.to_json() if hasattr(value, "to_json") else JsonRecord.to_json(value)
     if isinstance(value, (tuple, list)):
         return [_json_value(item) for item in value]
     if isinstance(value, dict):
@@ -38,7 +43,8 @@ def _json_value(value):
 class JsonRecord:
     """The JSON codec of a frozen dataclass whose JSON is its fields: each field in order under its name,
     a nested record by its own ``to_json``, a tuple as a list, a field made by ``omitted`` left out while
-    it holds its default. A type whose JSON is that and no more takes its ``to_json`` from here."""
+    it holds its default, one made by ``json_named`` first under its JSON name. A type whose JSON is that
+    and no more takes its ``to_json`` from here."""
 
     def to_json(self) -> dict:
         data = {}
@@ -47,7 +53,8 @@ class JsonRecord:
             if f.metadata.get("omit") == "default" and f.default is not MISSING and value == f.default:
                 continue
             data[f.name] = _json_value(value)
-        return data
+        named = {f.metadata["json"]: data.pop(f.name) for f in fields(self) if "json" in f.metadata}
+        return {**named, **data}
 
 
 MiB = 1 << 20

@@ -37,14 +37,14 @@ from .. import settings as environment
 from ..judging import judge
 from ..judging.ideas import JudgeSpec
 from ..ledger.layout import JobFolder, Out
-from ..model import CellResult, JobOutcome, StepLog
+from ..model import CellResult, JobOutcome, JsonRecord, StepLog
 from .sandbox import Limits, Sandbox
 
 RUNNER = Path(__file__).resolve().parents[1] / "judging" / "runner.py"  # the untrusted side, bound read-only into the sandbox
 
 
 @dataclass(frozen=True)
-class WorkerSettings:
+class WorkerSettings(JsonRecord):
     """What a grading process reads (``Out.worker_settings``, or a cluster task's folder): the assignment,
     the judge's spec (the hidden tests and answers), the sandbox and its home, the limits. Made from the
     grading options each run (``run.student.job_settings``), never read back into them."""
@@ -57,9 +57,6 @@ class WorkerSettings:
     process_limit: int
     cell_timeout: int
     worker_memory_limit: int = 0
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, data: dict) -> WorkerSettings:

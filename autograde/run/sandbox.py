@@ -147,8 +147,8 @@ class LimitGroups:
         except OSError:
             return False
 
-    def create(self, name: str) -> dict:
-        """Make the groups for job ``name``; returns what the launcher needs."""
+    def create(self, name: str) -> dict[str, str]:
+        """Make the groups for job ``name``; returns what the launcher needs: each controller's group folder."""
         groups = {}
         for controller, base in self._bases.items():
             group = base / name

@@ -4,10 +4,11 @@ writer (the JSON is what earlier versions wrote, key for key)."""
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from dataclasses import dataclass, field, fields
 from typing import Generic, Self, TypeVar
+
+from ..model import JsonRecord, json_named
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ class ScoreSection:
     """The scores: the table they come from (``source``: report.json's ``from``), the maximum, the totals,
     what waits for a person, the scores to review, each exercise's column, and the totals after the penalty."""
 
-    source: str
+    source: str = json_named("from")
     max_total: float
     total: TotalStats
     pending_answers: int
@@ -153,7 +154,7 @@ class ScoreSection:
 
 
 @dataclass(frozen=True)
-class Report:
+class Report(JsonRecord):
     """The class report's numbers (``OUT/report.json``): the assignment, how many students, the report's
     language, the editions submitted, the late notebooks, the course's notebooks, the records and how many
     were graded, the scores, each graded idea's pass rate (the most missed first), the problems by kind
@@ -172,13 +173,6 @@ class Report:
     problems: list[ProblemKind]
     timing: Timing
     warnings: list[str]
-
-    def to_json(self) -> dict:
-        """report.json: every field by its name, the scores' table as ``from``."""
-        data = dataclasses.asdict(self)
-        scores = data["scores"]
-        data["scores"] = {"from": scores.pop("source"), **scores}
-        return data
 
 
 T = TypeVar("T")

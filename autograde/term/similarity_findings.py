@@ -4,8 +4,9 @@ TODO (its findings and the pairs shown side by side, with their code)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field, fields
+
+from ..model import JsonRecord
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class TodoView(TodoFindings):
 
 
 @dataclass(frozen=True)
-class Similarity:
+class Similarity(JsonRecord):
     """What ``similarity`` found in a graded folder (``OUT/similarity.json``): the assignment, how many students,
     the threshold, the method, each TODO's findings, and warnings."""
 
@@ -103,7 +104,3 @@ class Similarity:
     method: Method
     todos: list[TodoFindings]
     warnings: list[str]
-
-    def to_json(self) -> dict:
-        """similarity.json: every field by its name."""
-        return dataclasses.asdict(self)

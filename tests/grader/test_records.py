@@ -160,3 +160,22 @@ def test_the_shared_codec_writes_fields_in_order_and_leaves_out_omitted_defaults
         [*"id text points earned status message said".split()],
     ]
     assert CellResult.from_json(json.loads(json.dumps(cell.to_json()))) == cell
+
+
+def test_the_shared_codec_writes_a_nested_plain_record_by_its_fields_and_a_renamed_field_first():
+    from dataclasses import dataclass, field
+
+    from autograde.model import JsonRecord, json_named
+
+    @dataclass(frozen=True)
+    class Inner:
+        a: int
+        b: tuple[int, ...] = ()
+
+    @dataclass(frozen=True)
+    class Outer(JsonRecord):
+        x: str
+        source: str = json_named("from")
+        inner: list[Inner] = field(default_factory=list)
+
+    assert json.dumps(Outer("x", "table", [Inner(1, (2, 3))]).to_json()) == '{"from": "table", "x": "x", "inner": [{"a": 1, "b": [2, 3]}]}'
