@@ -4,6 +4,7 @@ cut the CJK font subset the runtime ships from the characters its catalog draws.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def update_or_report(course: Course, update: bool, only: Iterable[str] | None = 
         if only and spec.path.stem not in only:
             continue
         if update:
-            counts = catalogs.update(spec)
+            counts = dataclasses.asdict(catalogs.update(spec))
         else:
             todo = catalogs.problems(spec)
             counts = {"units": len(spec.units), "to do": len(todo)}

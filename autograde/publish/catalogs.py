@@ -479,12 +479,22 @@ def write_catalog(path: Path, catalog: Catalog) -> None:
     path.write_bytes(text)
 
 
-def update(spec: CatalogFile) -> dict[str, int]:
-    """Bring one catalog up to date with its units; returns counts by state."""
+@dataclass
+class CatalogCounts:
+    """A catalog's units by state after an update: translated, fuzzy (a translation to review), untranslated,
+    and obsolete (kept, no longer in the sources)."""
+
+    translated: int = 0
+    fuzzy: int = 0
+    untranslated: int = 0
+    obsolete: int = 0
+
+
+def update(spec: CatalogFile) -> CatalogCounts:
+    """Bring one catalog up to date with its units; returns its units by state."""
     old = _read(spec.path, spec.language) if spec.path.exists() else Catalog(locale=spec.language)
     new = Catalog(locale=spec.language, project=PROJECT, fuzzy=False)
     by_context = {m.context: m for m in old if m.id and m.context}
-    counts = {"translated": 0, "fuzzy": 0, "untranslated": 0, "obsolete": 0}
     for unit in spec.units:
         if new.get(unit.msgid, context=unit.context) is not None:
             new.get(unit.msgid, context=unit.context).locations.append((unit.where, None))
@@ -501,10 +511,11 @@ def update(spec: CatalogFile) -> dict[str, int]:
     for message in old:
         if message.id and (message.id, message.context) not in keep and message.string:
             new.obsolete[(message.id, message.context)] = message
+    counts = CatalogCounts(obsolete=len(new.obsolete))
     for message in new:
         if message.id:
-            counts["untranslated" if not message.string else "fuzzy" if message.fuzzy else "translated"] += 1
-    counts["obsolete"] = len(new.obsolete)
+            state = "untranslated" if not message.string else "fuzzy" if message.fuzzy else "translated"
+            setattr(counts, state, getattr(counts, state) + 1)
     write_catalog(spec.path, new)
     return counts
 

@@ -57,7 +57,7 @@ def test_a_changed_english_cell_fails_until_its_translation_is_reviewed(root, tm
     assert any("msgctxt '04-01'" in p and "not in the catalog" in p for p in before), before
     spec = editions.catalog_for(course, "zh", "04_decode_start_gate")
     counts = catalogs.update(spec)
-    assert counts["fuzzy"] == 1 and counts["obsolete"] == 1, counts
+    assert counts.fuzzy == 1 and counts.obsolete == 1, counts
     fuzzy = catalogs.problems(spec)
     assert len(fuzzy) == 1 and "msgctxt '04-01'" in fuzzy[0] and "fuzzy" in fuzzy[0], fuzzy
     with pytest.raises(catalogs.CatalogError, match="04-01"):

@@ -28,7 +28,7 @@ def test_update_adds_new_units_keeps_translations_and_marks_changed_english_fuzz
     assert catalogs.problems(spec) == []
     changed = CatalogFile(spec.path, [Unit("Hello, world!", "c1"), Unit("Brand new", "c3")], "zh")
     counts = catalogs.update(changed)
-    assert counts == {"translated": 0, "fuzzy": 1, "untranslated": 1, "obsolete": 2}
+    assert counts == catalogs.CatalogCounts(translated=0, fuzzy=1, untranslated=1, obsolete=2)
     found = catalogs.problems(changed)
     assert any("msgctxt 'c1'" in p and "fuzzy" in p for p in found) and any("msgctxt 'c3'" in p and "untranslated" in p for p in found)
     assert all(p.startswith("translations/zh/x.po: ") and "(line " in p for p in found), found
