@@ -10,11 +10,13 @@ import sys
 import tempfile
 import tomllib
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from tools.integrity import describe_release_cells
 
 from ..course import Course
+from ..model import JsonRecord
 
 LEARNER_README = Path(__file__).resolve().parents[1] / "LEARNER_README.md"
 TOP = "serving-overlap-course"
@@ -76,14 +78,20 @@ def learner_readme(course: Course) -> str:
     return text.replace("<!-- course:needs -->", f"{said} (on Colab, {upload}).")
 
 
-def release_cells_data(course: Course) -> dict:
-    """The graded cells each release notebook must keep (shipped in the wheel for ``check_submission``)."""
-    return {
-        "course": course.assignment,
-        "notebooks": {
-            name: describe_release_cells(json.loads((course.release / f"{name}.ipynb").read_text(encoding="utf-8"))) for name in course.notebooks
-        },
-    }
+@dataclass(frozen=True)
+class ReleaseCells(JsonRecord):
+    """The graded cells each release notebook must keep (``tools/release_cells.json``, shipped in the wheel
+    and read by the runtime's ``check_submission``): the course's assignment, each notebook's cells as
+    ``tools.integrity.describe_release_cells`` describes them."""
+
+    course: str
+    notebooks: dict[str, list]
+
+
+def release_cells_data(course: Course) -> ReleaseCells:
+    """The graded cells of the course's release notebooks."""
+    release = {name: json.loads((course.release / f"{name}.ipynb").read_text(encoding="utf-8")) for name in course.notebooks}
+    return ReleaseCells(course.assignment, {name: describe_release_cells(nb) for name, nb in release.items()})
 
 
 def build_learner_wheel(course: Course, out_dir: Path) -> Path:
@@ -101,7 +109,7 @@ def build_learner_wheel(course: Course, out_dir: Path) -> Path:
         for path in sorted((course.root / "benchmarks" / "reference").glob("*.json")):
             shutil.copy(path, reference / path.name)
         (src / "tools" / "release_cells.json").write_text(
-            json.dumps(release_cells_data(course), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+            json.dumps(release_cells_data(course).to_json(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
         )
         (src / "pyproject.toml").write_text(
             _WHEEL_PYPROJECT.format(

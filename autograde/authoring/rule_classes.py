@@ -402,7 +402,7 @@ def _keys(value: Any, where: str, found: dict[str, set[str]], literals: frozense
             _keys(item, f"{where}[*]", found, literals)
 
 
-def copied(args: tuple, kwargs: dict) -> tuple[tuple, dict, bool]:
+def copied(args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[tuple[object, ...], dict[str, object], bool]:
     """The arguments as they were before the call: a deep copy, or (one cannot be copied, such as a
     generator) the arguments themselves, read after the call, and False."""
     try:

@@ -325,7 +325,9 @@ def compile_cell(source: str, filename: str):
     return compile(ast.fix_missing_locations(_Messages(tree).visit(tree)), filename, "exec")
 
 
-def cell_scope(name: str, **given) -> dict:
+def cell_scope(name: str, **given) -> dict[str, object]:
+    """The namespace a grade cell's code runs in (``compile_cell``): its module name, the calls its texts
+    became, and ``given``."""
     return {"__name__": name, MESSAGE_CALL: Said, VALUE_CALL: _value, **given}
 
 

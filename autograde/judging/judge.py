@@ -192,7 +192,8 @@ class Runner:
             self.kill()
             raise RunnerFailed(said(EXITED)) from exc
 
-    def receive(self, timeout: float) -> dict:
+    def receive(self, timeout: float) -> dict[str, object]:
+        """The runner's next message, a JSON object (each reader checks the fields it uses)."""
         deadline = time.monotonic() + timeout
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buffer:

@@ -280,14 +280,14 @@ def _size(value) -> int | float | None:
     return None
 
 
-def _sizes(metadata) -> dict:
+def _sizes(metadata) -> dict[str, int | float]:
     """The numeric width and height of a metadata mapping."""
     if not isinstance(metadata, dict):
         return {}
     return {key: size for key in SIZE_KEYS if (size := _size(metadata.get(key))) is not None}
 
 
-def safe_output_metadata(metadata) -> dict:
+def safe_output_metadata(metadata) -> dict[str, int | float | dict[str, int | float]]:
     """An output's metadata cut to numeric ``width``/``height``, at the top level and under each
     mime type (``{"image/png": {"width": 640}}``), the only keys a page needs to show a figure."""
     kept = _sizes(metadata)
