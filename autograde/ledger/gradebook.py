@@ -29,6 +29,7 @@ from tools.project_runtime import write_json_atomic
 
 from ..errors import GraderError
 from ..model import LateFacts, Record
+from .late import Settled
 from .layout import CourseFolder, Out
 
 COURSE_ID = "serving-overlap"  # as in the course folder's nbgrader configuration (autograde/nbgrader_config.py)
@@ -280,21 +281,22 @@ def _changing(url: str, what: str):
             ) from None
 
 
-def record_penalties(url: str, assignment: str, penalties: dict[str, dict[str, float]]) -> int:
-    """Set nbgrader's ``late_submission_penalty`` of each (student, notebook) in ``penalties`` to the
-    penalty the score tables settled (ledger/late.py's ``settle``, on the score a person's grades
-    included), so that formgrader and ``nbgrader export`` agree with them. Returns how many changed."""
+def record_penalties(url: str, assignment: str, settled: dict[str, Settled]) -> int:
+    """Set nbgrader's ``late_submission_penalty`` of each (student, notebook) in ``settled`` (a score table's
+    ``ScoreTable.settled``) to the penalty the score tables settled (ledger/late.py's ``settle``, on the
+    score a person's grades included), so that formgrader and ``nbgrader export`` agree with them. Returns
+    how many changed."""
     from nbgrader.api import MissingEntry
 
     changed = 0
     with _changing(url, "the late penalties") as book:
-        for student, per in penalties.items():
-            for notebook, penalty in per.items():
+        for student, found in settled.items():
+            for notebook, facts in found.facts.items():
                 try:
                     submitted = book.find_submission_notebook(notebook, assignment, student)
                 except MissingEntry:
                     continue
-                value = penalty or None  # nbgrader keeps None for none
+                value = facts.penalty or None  # nbgrader keeps None for none
                 if submitted.late_submission_penalty != value:
                     submitted.late_submission_penalty = value
                     changed += 1

@@ -36,7 +36,7 @@ def late_in_gradebook(db_url: str, assignment: str, table: ScoreTable, late: Lat
     """nbgrader's own late fields: each notebook's penalty (the one the table settled), the due date and
     the extensions (the ones the table used). A gradebook that cannot be written is noted in ``book``."""
     try:
-        gradebook.record_penalties(db_url, assignment, table.penalties())
+        gradebook.record_penalties(db_url, assignment, table.settled)
         gradebook.record_duedate(db_url, assignment, late.one_deadline(), late.extensions)
     except gradebook.GradebookError as exc:
         book = replace(book, error=str(exc))

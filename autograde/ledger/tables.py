@@ -162,10 +162,6 @@ class ScoreTable:
     def write(self, path: Path, fields: list[str]) -> None:
         write_csv(path, fields, (row.values(fields) for row in self.rows))
 
-    def penalties(self) -> dict[str, dict[str, float]]:
-        """{student: {notebook: the penalty it was settled at}}."""
-        return {s: {nb: facts.penalty for nb, facts in found.facts.items()} for s, found in self.settled.items()}
-
 
 def settle_rows(cells: list, rows: list[ScoreRow], spec: LateSpec, submitted, flags, accept_unknown: bool = False) -> ScoreTable:
     """The one place the late penalty is settled: each row's, once, on each submitted notebook's score as

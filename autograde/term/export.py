@@ -113,7 +113,7 @@ def _table(course: Course, ledger: Ledger, url: str, spec: LateSpec, accept: boo
     warnings = []
     if spec.active:
         try:
-            gradebook.record_penalties(url, course.assignment, table.penalties())
+            gradebook.record_penalties(url, course.assignment, table.settled)
         except gradebook.GradebookError as exc:
             warnings.append(f"{exc}: nbgrader's own late_submission_penalty may differ from this table's")
         try:

@@ -69,13 +69,18 @@ def _class(tmp_path, monkeypatch, policy: str, times: dict, scored: dict, flagge
     stored = _stored(scored)
     given: dict = {}
     monkeypatch.setattr(gradebook, "read_book", lambda url, assignment: stored)
-    monkeypatch.setattr(gradebook, "record_penalties", lambda url, assignment, penalties: given.update(penalties) or 0)
+    monkeypatch.setattr(gradebook, "record_penalties", lambda url, assignment, settled: given.update(settled) or 0)
     spec = LateSpec(parse_policy(policy), DEADLINE, times={s: {NB: t} for s, t in times.items()})
     Ledger(out).save_late_spec(spec)
     (out / "intake.json").write_text(json.dumps({"layout": "canvas", "students": people or {}, "late_in_lms": flagged or {}}), encoding="utf-8")
     records = [_record(s, nb, (editions or {}).get(s, "en")) for s in scored for nb in COURSE.notebooks]
     write_results(COURSE, out, CELLS, records, {}, len(scored), SandboxInfo(enabled=False), FAKE_URL, {}, spec)
     return out, given
+
+
+def _taken(settled: dict) -> dict[str, float]:
+    """Each student's penalty over their notebooks, as the gradebook was given it."""
+    return {s: sum(facts.penalty for facts in found.facts.values()) for s, found in settled.items()}
 
 
 def _csv(path) -> tuple[list[str], list[dict]]:
@@ -107,7 +112,7 @@ def test_one_penalty_one_total_in_every_table(tmp_path, monkeypatch, policy):
     _, grades = _csv(out / "grades.csv")
     assert {r["student_id"]: float(r["final_total"]) for r in grades} == pytest.approx(expected)
     taken = {r["student_id"]: float(r["total"]) - expected[r["student_id"]] for r in grades}
-    assert {s: sum(per.values()) for s, per in given.items()} == pytest.approx(taken)  # the gradebook's penalty, after grading
+    assert _taken(given) == pytest.approx(taken)  # the gradebook's penalty, after grading
     given.clear()
 
     roster = tmp_path / "roster.csv"
@@ -129,7 +134,7 @@ def test_one_penalty_one_total_in_every_table(tmp_path, monkeypatch, policy):
     for name, finals in tables.items():
         assert finals == pytest.approx(expected), name
     penalties = {r["student_id"]: float(r["total"]) - float(r["final_total"]) for r in final}
-    assert {s: sum(per.values()) for s, per in given.items()} == pytest.approx(penalties)  # the gradebook's penalty, after the export
+    assert _taken(given) == pytest.approx(penalties)  # the gradebook's penalty, after the export
 
     report = build_report(COURSE, out)
     assert report.scores.source == "final_grades.csv"
@@ -309,7 +314,7 @@ def test_moodle_names_a_student_without_a_participant_id(tmp_path, monkeypatch, 
 def test_a_gradebook_that_cannot_take_the_penalties_is_a_warning_not_a_lost_table(tmp_path, monkeypatch, capsys):
     out, _ = _class(tmp_path, monkeypatch, "zero", {"bob": DEADLINE + HOUR}, {"bob": True}, people=CANVAS_PEOPLE)
 
-    def read_only(url, assignment, penalties):
+    def read_only(url, assignment, settled):
         raise gradebook.GradebookError("cannot record the late penalties in the gradebook (read-only)")
 
     monkeypatch.setattr(gradebook, "record_penalties", read_only)
