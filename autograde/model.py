@@ -7,6 +7,7 @@ may be reused (ledger.store.fingerprint, tested by test_every_grading_limit_is_i
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import re
@@ -30,7 +31,10 @@ def json_named(name: str):
 
 def _json_value(value):
     """A field's value as JSON: a dataclass by its own ``to_json`` (by its fields, as ``JsonRecord`` writes
-    them, when it has none), a tuple as a list, mappings and lists item by item, anything else as it is."""
+    them, when it has none), a time in ISO 8601, a tuple as a list, mappings and lists item by item,
+    anything else as it is."""
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
     if is_dataclass(value) and not isinstance(value, type):
         return value.to_json() if hasattr(value, "to_json") else JsonRecord.to_json(value)
     if isinstance(value, (tuple, list)):

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..course import UnusableInput
-from ..model import Disputed, LateFacts
+from ..model import Disputed, JsonRecord, LateFacts
 from ..settings import choose
 
 UNITS = {"day": 86_400, "hour": 3_600}
@@ -114,7 +114,11 @@ def late_spec(grading: dict, deadline: str | None, policy: str | None, extension
 
 
 @dataclass
-class LateSpec:
+class LateSpec(JsonRecord):
+    """The term's late rule as ``grade`` settled it (``.late.json``): the policy, the deadline and each
+    notebook's own, each student's extension, and each submission's time (and its times, where they
+    disagreed), written by the shared codec and read back by ``from_json``."""
+
     policy: Policy = Policy("none")
     deadline: dt.datetime | None = None
     deadlines: dict[str, dt.datetime] = field(default_factory=dict)  # notebook -> its own deadline
@@ -135,17 +139,6 @@ class LateSpec:
         if student in self.extensions:
             return self.extensions[student]
         return self.deadlines.get(notebook, self.deadline)
-
-    def to_json(self) -> dict:
-        iso = lambda t: t.isoformat()  # noqa: E731
-        return {
-            "policy": self.policy.__dict__,
-            "deadline": iso(self.deadline) if self.deadline else None,
-            "deadlines": {k: iso(v) for k, v in self.deadlines.items()},
-            "extensions": {k: iso(v) for k, v in self.extensions.items()},
-            "times": {s: {n: iso(t) for n, t in per.items()} for s, per in self.times.items()},
-            "disputed": {s: {n: d.to_json() for n, d in per.items()} for s, per in self.disputed.items()},
-        }
 
     @classmethod
     def from_json(cls, data: dict) -> LateSpec:
