@@ -209,7 +209,7 @@ def test_short_answers_are_not_compared(graded_class):
     """TODO 2 and 4 are one or two lines: every answer is too short to compare, copies included,
     and the page says so. The course's answer to TODO 1 and the usual way to write it are the same
     tokens, written apart: they are not compared either."""
-    todos = {t.grade_id: t for t in graded_class["data"]["todos"]}
+    todos = {t["grade_id"]: t for t in graded_class["data"]["todos"]}
     for gid in ("todo2_solution", "todo4_solution"):
         assert todos[gid]["compared"] == 0 and todos[gid]["pairs"] == [], todos[gid]
         assert todos[gid]["too_short"] == len(variants(gid))
@@ -390,7 +390,7 @@ def test_the_json_has_every_todo_with_its_counts_and_pairs(graded_class):
     assert data["assignment"] == COURSE.assignment and data["students"] == len(variants(TODOS[0]))
     assert data["threshold"] == similarity.THRESHOLD and data["warnings"] == []
     assert set(data["method"]) == {"score", "order", "k", "window", "min_fingerprints", "common_share", "common_min"}
-    assert [t.grade_id for t in data["todos"]] == TODOS
+    assert [t["grade_id"] for t in data["todos"]] == TODOS
     for todo in data["todos"]:
         assert todo["notebook"] == NOTEBOOK_OF[todo["grade_id"]]
         left = todo["left_out"]
