@@ -59,9 +59,9 @@ class Course:
         return self.root / "notebooks"
 
     @property
-    def grading(self) -> dict:
-        """course.toml's ``[grading]`` table (deadline, late_policy, extensions, deadlines), or {}."""
-        return course_manifest(self.root).get("grading", {})
+    def grading(self) -> settings.GradingTable:
+        """course.toml's ``[grading]`` table (deadline, late_policy, extensions, deadlines; none when it has none)."""
+        return settings.GradingTable.from_toml(course_manifest(self.root).get("grading", {}))
 
     def source_paths(self) -> list[Path]:
         paths = [self.solutions / f"{name}.ipynb" for name in self.notebooks]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools import settings as runtime
@@ -114,6 +114,21 @@ def search_path() -> str:
 
 
 @dataclass(frozen=True)
+class GradingTable:
+    """course.toml's ``[grading]`` table (``GRADING_KEYS``), its values as written (a deadline as a text or
+    as TOML's own time): the deadline, the late policy, the extensions file, and each notebook's own deadline."""
+
+    deadline: object = None
+    late_policy: str | None = None
+    extensions: str | None = None
+    deadlines: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_toml(cls, table: Mapping) -> GradingTable:
+        return cls(table.get("deadline"), table.get("late_policy"), table.get("extensions"), dict(table.get("deadlines") or {}))
+
+
+@dataclass(frozen=True)
 class TermChoice:
     """The term's rules as chosen from their sources (``choose``), before ledger/late.py reads them."""
 
@@ -123,7 +138,7 @@ class TermChoice:
     deadlines: dict  # notebook -> its own deadline, as written
 
 
-def choose(grading: Mapping, deadline: str | None = None, late_policy: str | None = None, extensions: Path | None = None) -> TermChoice:
+def choose(grading: GradingTable, deadline: str | None = None, late_policy: str | None = None, extensions: Path | None = None) -> TermChoice:
     """Which source of a setting wins, for every setting of a grading run:
 
     - the grading limits and where to grade (``Options``: workers, cell and notebook timeouts, memory,
@@ -142,10 +157,10 @@ def choose(grading: Mapping, deadline: str | None = None, late_policy: str | Non
 
     This function applies the second rule: ``grading`` is course.toml's ``[grading]`` table, the others
     the command line's values (None when not given)."""
-    chosen_extensions = extensions or (Path(grading["extensions"]) if grading.get("extensions") else None)
+    chosen_extensions = extensions or (Path(grading.extensions) if grading.extensions else None)
     return TermChoice(
-        deadline or grading.get("deadline"),
-        late_policy or grading.get("late_policy") or "none",  # a deadline alone marks lateness and takes nothing
+        deadline or grading.deadline,
+        late_policy or grading.late_policy or "none",  # a deadline alone marks lateness and takes nothing
         chosen_extensions,
-        dict(grading.get("deadlines") or {}),
+        dict(grading.deadlines),
     )

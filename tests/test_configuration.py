@@ -182,18 +182,18 @@ def test_the_doc_lists_the_grading_table_as_choose_reads_it():
     rows = documented_settings()
     table = {re.sub(r"^\[grading\.?(\w*)\]\s*", r"\1 ", name).strip(): value for name, value in rows.items() if name.startswith("[grading")}
     assert set(table) == set(grader.GRADING_KEYS)
-    chosen = grader.choose({})  # nothing given anywhere
+    chosen = grader.choose(grader.GradingTable())  # nothing given anywhere
     assert {key: default for key, (_, default) in table.items()} == {key: getattr(chosen, key) or "unset" for key in grader.GRADING_KEYS}
 
 
 def test_the_command_line_wins_over_course_toml(tmp_path):
     grading = {"deadline": "2026-12-20T23:59:00+08:00", "late_policy": "zero", "extensions": "ext.csv", "deadlines": {"01": "2026-12-01T00:00:00Z"}}
-    from_toml = grader.choose(grading)
+    from_toml = grader.choose(grader.GradingTable.from_toml(grading))
     assert (from_toml.deadline, from_toml.late_policy, from_toml.extensions) == (grading["deadline"], "zero", Path("ext.csv"))
-    given = grader.choose(grading, "2027-01-01T00:00:00Z", "deduct:5%/day", tmp_path / "mine.csv")
+    given = grader.choose(grader.GradingTable.from_toml(grading), "2027-01-01T00:00:00Z", "deduct:5%/day", tmp_path / "mine.csv")
     assert (given.deadline, given.late_policy, given.extensions) == ("2027-01-01T00:00:00Z", "deduct:5%/day", tmp_path / "mine.csv")
     assert given.deadlines == {"01": "2026-12-01T00:00:00Z"}  # only course.toml names a notebook's own deadline
-    assert grader.choose({}) == grader.TermChoice(None, "none", None, {})
+    assert grader.choose(grader.GradingTable()) == grader.TermChoice(None, "none", None, {})
 
 
 def test_the_settings_read_the_environment_when_asked(monkeypatch):

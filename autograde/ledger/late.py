@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..course import UnusableInput
 from ..model import Disputed, JsonRecord, LateFacts
-from ..settings import choose
+from ..settings import GradingTable, choose
 
 UNITS = {"day": 86_400, "hour": 3_600}
 POLICY = re.compile(r"^deduct:(?P<percent>\d+(?:\.\d+)?)%/(?P<unit>day|hour)(?:,floor:(?P<floor>\d+(?:\.\d+)?)%)?$")
@@ -98,7 +98,7 @@ def read_extensions(path: Path) -> dict[str, dt.datetime]:
     return {row["student_id"].strip(): parse_time(row["deadline"], f"{path} line {n}") for n, row in enumerate(rows, start=2)}
 
 
-def late_spec(grading: dict, deadline: str | None, policy: str | None, extensions: Path | None) -> LateSpec:
+def late_spec(grading: GradingTable, deadline: str | None, policy: str | None, extensions: Path | None) -> LateSpec:
     """The spec from course.toml's ``[grading]`` table (``deadline``, ``late_policy``, ``extensions``,
     ``[grading.deadlines]`` per notebook) with the command line's values winning."""
     chosen = choose(grading, deadline, policy, extensions)  # which source wins: settings.choose

@@ -12,6 +12,7 @@ import pytest
 
 from autograde.ledger.late import LateSpec, late_spec, late_text, notebook_late, parse_policy, parse_time
 from autograde.model import LateFacts
+from autograde.settings import GradingTable
 
 NB = "04_decode_start_gate"
 SUBMITTED = parse_time("2026-12-23T02:00:00Z", "test")  # 58.02 hours after 2026-12-20 23:59 at +08:00: three started days
@@ -54,7 +55,7 @@ def test_a_notebooks_deadline_and_an_extension_keep_their_own_offsets(tmp_path):
     extensions = tmp_path / "ext.csv"
     extensions.write_text("student_id,deadline\nalice,2026-12-21T09:30:15-05:00\n", encoding="utf-8")
     grading = {"deadline": "2026-12-20T23:59:00+08:00", "deadlines": {"06_handoff_simulator": "2026-12-22T12:00:00+05:30"}}
-    spec = late_spec(grading, None, "deduct:10%/day", extensions)
+    spec = late_spec(GradingTable.from_toml(grading), None, "deduct:10%/day", extensions)
     spec = LateSpec.from_json(spec.to_json())  # as a later command reads it back from OUT
     spec.times = {"alice": {NB: SUBMITTED}, "bob": {"06_handoff_simulator": SUBMITTED, NB: SUBMITTED}}
     policy = spec.policy

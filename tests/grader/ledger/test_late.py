@@ -10,6 +10,7 @@ import pytest
 from autograde.course import UnusableInput
 from autograde.ledger import late
 from autograde.ledger.late import LateSpec, notebook_late, parse_policy, parse_time, penalty_points
+from autograde.settings import GradingTable
 
 DEADLINE = parse_time("2026-12-20T23:59:00+08:00", "test")
 
@@ -76,11 +77,11 @@ def test_the_spec_comes_from_course_toml_and_the_command_line_wins(tmp_path):
     extensions = tmp_path / "ext.csv"
     extensions.write_text("student_id,deadline\nalice,2026-12-22T23:59:00+08:00\n", encoding="utf-8")
     grading = {"deadline": "2026-12-20T23:59:00+08:00", "late_policy": "zero", "deadlines": {"06_handoff_simulator": "2026-12-27T23:59:00Z"}}
-    spec = late.late_spec(grading, None, "deduct:5%/hour", extensions)
+    spec = late.late_spec(GradingTable.from_toml(grading), None, "deduct:5%/hour", extensions)
     assert spec.policy.kind == "deduct" and spec.policy.unit_seconds == 3600 and spec.deadline == DEADLINE
     assert spec.deadline_for("bob", "06_handoff_simulator").day == 27 and spec.deadline_for("alice", "06_handoff_simulator").day == 22
     with pytest.raises(UnusableInput, match="needs a deadline"):
-        late.late_spec({}, None, "zero", None)
+        late.late_spec(GradingTable(), None, "zero", None)
     assert LateSpec.from_json(spec.to_json()) == spec
 
 
