@@ -506,11 +506,13 @@ def _ids(course: Course) -> dict[str, set[str]]:
 
 def _grade_locked(course: Course, submissions: Path, students: list[Path], ledger: Ledger, options: Options, executor, late: LateSpec, absent, found):
     out = ledger.root
-    batch = _set_up_batch(course, ledger, options, executor)
-    page_words(course)  # read here, once: the workers' threads then share it instead of each reading it at once
-    graded_cells = exercises(course)
-    digest = course.sources_digest()
-    secrets = secret_lines(course)
+    with ThreadPoolExecutor(max_workers=1) as aside:  # the secrets read while the set-up waits on its processes
+        reading = aside.submit(secret_lines, course)
+        batch = _set_up_batch(course, ledger, options, executor)
+        page_words(course)  # read here, once: the workers' threads then share it instead of each reading it at once
+        graded_cells = exercises(course)
+        digest = course.sources_digest()
+        secrets = reading.result()
     signing_key(out)
     gradebook.write_course_config(ledger.out, batch.db_url, batch.master, course.assignment)
     executor.prepare(course, batch.master, out, options)
