@@ -6,7 +6,9 @@ OUT (``Out.page_data``) and renders the page after the batch, when everything th
 answers that wait for a person, a person's scores from the gradebook, the submission's language
 and the late line (the penalty ``late.settle`` took on the score the table counts). They come in as
 data (:class:`PageView`) to the template's blocks (``feedback.html.j2``); nothing is patched into
-the page afterwards. Two checks read the rendered page before it is written, as a last line of
+the page afterwards. A page is drafted as soon as its notebook is settled (:class:`Drafts`), and the
+draft is what is written only when the page, rendered after the batch, would be the same: rendered
+from the same data, language, person's values and late line. Two checks read the rendered page before it is written, as a last line of
 defence whatever the template or a learner's output held: any line of a hidden test or reference
 answer that the learner's own notebook does not hold is removed, and links of unsafe schemes point
 at ``#`` (attributes read by Python's HTML parser). A page is cut at 1 MB."""
