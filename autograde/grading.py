@@ -27,8 +27,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-import nbformat
-
 from tools.project_runtime import write_json_atomic
 
 from .course import Course, Exercise, UnusableInput, exercises, install_sigterm, kill_live_runs  # noqa: F401 (Exercise: for importers)
@@ -41,13 +39,13 @@ from .ledger.layout import JobFolder, Out
 from .ledger.results import late_in_gradebook, summarize, write_log, write_summary, write_tables
 from .ledger.store import cached_record, fingerprint, save_record, signing_key, submission_digest  # noqa: F401 (for importers)
 from .ledger.tables import grades_table
-from .matching import Found, grade_ids, last_error, match_notebooks, read_graded, read_json, safe_text
+from .matching import Found, grade_ids, last_error, match_notebooks, read_json, safe_text
 from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, JobOutcome, LateFacts, Options, Record, new_record  # noqa: F401 (the batch's names)
 from .publish.leaks import secret_lines
 from .publish.master import edition_master, grading_master
 from .record.pages import Drafts, keep_page_data, note_redactions, page_kept, page_words, write_pages
 from .run.launch import prestart as start_worker_server
-from .run.preprocessors import NeutraliseForDisplay
+from .run.preprocessors import keep_for_display
 from .run.student import INTERRUPTED, elapsed_since, job_settings, run_student
 
 log = logging.getLogger(__name__)  # warnings, to stderr as the command line configures it
@@ -91,7 +89,7 @@ def finish_record(
         record = record.but(status=outcome.status or "error", detail=(outcome.detail or last_error(text))[:300])
     else:
         record = _graded_record(course, kept_in, record, job, outcome, options, secrets)
-        _keep_for_display(graded, kept, edition_master(kept_in.master, record.edition or "en"), course.assignment)
+        keep_for_display(graded, kept, edition_master(kept_in.master, record.edition or "en"), course.assignment)
     if record.status != "graded":
         log_copy = kept_in.notebook_log(student, notebook)
         log_copy.parent.mkdir(parents=True, exist_ok=True)
@@ -123,39 +121,6 @@ def _keep(source: Path, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, target.with_suffix(".tmp"))
         os.replace(target.with_suffix(".tmp"), target)
-
-
-def _keep_for_display(source: Path, target: Path, master: Path, assignment: str) -> None:
-    """Keep a graded notebook for formgrader, which renders it without sanitizing: learner
-    markdown becomes plain text, outputs plain text or images (NeutraliseForDisplay). The
-    course's own markdown and grade ids come from the master's source and release copies."""
-    if not source.is_file():
-        return
-    trusted, ids = [], []
-    for folder in ("source", "release"):
-        path = master / folder / assignment / source.name
-        if path.is_file():
-            stat = path.stat()
-            markdown, known = _trusted_cells(path, (stat.st_mtime_ns, stat.st_size, stat.st_ino))
-            trusted += markdown
-            ids += known
-    nb = read_graded(source)
-    if nb is None:
-        return
-    nb, _ = NeutraliseForDisplay(trusted_markdown=trusted, trusted_ids=ids).preprocess(nb, {})
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    nbformat.write(nb, tmp)
-    os.replace(tmp, target)
-
-
-@functools.lru_cache(maxsize=64)
-def _trusted_cells(path: Path, stamp: tuple[int, int, int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A master notebook's markdown and grade ids (read once per batch for the class: ``stamp``, the
-    file's time, size and inode, makes a changed master read again)."""
-    cells = nbformat.read(path, as_version=4).cells
-    markdown = tuple(cell.source for cell in cells if cell.cell_type == "markdown")
-    return markdown, tuple(gid for cell in cells if (gid := cell.metadata.get("nbgrader", {}).get("grade_id")))
 
 
 def grade_student(
@@ -506,13 +471,11 @@ def _ids(course: Course) -> dict[str, set[str]]:
 
 def _grade_locked(course: Course, submissions: Path, students: list[Path], ledger: Ledger, options: Options, executor, late: LateSpec, absent, found):
     out = ledger.root
-    with ThreadPoolExecutor(max_workers=1) as aside:  # the secrets read while the set-up waits on its processes
-        reading = aside.submit(secret_lines, course)
-        batch = _set_up_batch(course, ledger, options, executor)
-        page_words(course)  # read here, once: the workers' threads then share it instead of each reading it at once
-        graded_cells = exercises(course)
-        digest = course.sources_digest()
-        secrets = reading.result()
+    batch = _set_up_batch(course, ledger, options, executor)
+    page_words(course)  # read here, once: the workers' threads then share it instead of each reading it at once
+    graded_cells = exercises(course)
+    digest = course.sources_digest()
+    secrets = secret_lines(course)
     signing_key(out)
     gradebook.write_course_config(ledger.out, batch.db_url, batch.master, course.assignment)
     executor.prepare(course, batch.master, out, options)
