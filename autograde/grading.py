@@ -27,8 +27,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-import nbformat
-
 from tools.project_runtime import write_json_atomic
 
 from .course import Course, Exercise, UnusableInput, exercises, install_sigterm, kill_live_runs  # noqa: F401 (Exercise: for importers)
@@ -41,13 +39,13 @@ from .ledger.layout import JobFolder, Out
 from .ledger.results import late_in_gradebook, summarize, write_log, write_summary, write_tables
 from .ledger.store import cached_record, fingerprint, save_record, signing_key, submission_digest  # noqa: F401 (for importers)
 from .ledger.tables import grades_table
-from .matching import Found, grade_ids, last_error, match_notebooks, read_graded, read_json, safe_text
+from .matching import Found, grade_ids, last_error, match_notebooks, read_json, safe_text
 from .model import MAX_NOTEBOOK_BYTES, PENDING, REVIEW, STATUS_TEXT, STUDENT_ID, GiB, JobOutcome, LateFacts, Options, Record, new_record  # noqa: F401 (the batch's names)
 from .publish.leaks import secret_lines
 from .publish.master import edition_master, grading_master
-from .record.pages import keep_page_data, note_redactions, page_kept, page_words, write_pages
+from .record.pages import Drafts, keep_page_data, note_redactions, page_kept, page_words, write_pages
 from .run.launch import prestart as start_worker_server
-from .run.preprocessors import NeutraliseForDisplay
+from .run.preprocessors import keep_for_display
 from .run.student import INTERRUPTED, elapsed_since, job_settings, run_student
 
 log = logging.getLogger(__name__)  # warnings, to stderr as the command line configures it
@@ -91,7 +89,7 @@ def finish_record(
         record = record.but(status=outcome.status or "error", detail=(outcome.detail or last_error(text))[:300])
     else:
         record = _graded_record(course, kept_in, record, job, outcome, options, secrets)
-        _keep_for_display(graded, kept, edition_master(kept_in.master, record.edition or "en"), course.assignment)
+        keep_for_display(graded, kept, edition_master(kept_in.master, record.edition or "en"), course.assignment)
     if record.status != "graded":
         log_copy = kept_in.notebook_log(student, notebook)
         log_copy.parent.mkdir(parents=True, exist_ok=True)
@@ -123,32 +121,6 @@ def _keep(source: Path, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, target.with_suffix(".tmp"))
         os.replace(target.with_suffix(".tmp"), target)
-
-
-def _keep_for_display(source: Path, target: Path, master: Path, assignment: str) -> None:
-    """Keep a graded notebook for formgrader, which renders it without sanitizing: learner
-    markdown becomes plain text, outputs plain text or images (NeutraliseForDisplay). The
-    course's own markdown and grade ids come from the master's source and release copies."""
-    if not source.is_file():
-        return
-    trusted, ids = [], []
-    for folder in ("source", "release"):
-        path = master / folder / assignment / source.name
-        if path.is_file():
-            for cell in nbformat.read(path, as_version=4).cells:
-                if cell.cell_type == "markdown":
-                    trusted.append(cell.source)
-                gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-                if gid:
-                    ids.append(gid)
-    nb = read_graded(source)
-    if nb is None:
-        return
-    nb, _ = NeutraliseForDisplay(trusted_markdown=trusted, trusted_ids=ids).preprocess(nb, {})
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    nbformat.write(nb, tmp)
-    os.replace(tmp, target)
 
 
 def grade_student(
@@ -420,23 +392,7 @@ def _intake(
             records += [new_record(rejected[-1]["student_id"], nb, "invalid_student_id", refused[0]) for nb in course.notebooks]
             continue
         try:
-            decided = found.get(folder.name) or match_notebooks(folder, course.notebooks, _ids(course), max_bytes=options.max_notebook_bytes)
-            chosen, found_notes = decided
-            notes[student] = [safe_text(note) for note in found_notes]
-            todo, done_here = [], []
-            whole = submission_digest(chosen, options.max_notebook_bytes)
-            for notebook, path in chosen.items():
-                if path is None:
-                    done_here.append(new_record(student, notebook, "missing", f"{notebook}.ipynb not found in the submission"))
-                    continue
-                print_ = fingerprint(path, f"{digest}|{whole}", options)
-                cached = cached_record(ledger.root, student, notebook, print_)
-                if cached and not page_kept(ledger.out, cached):
-                    cached = None  # graded before pages were rendered from their data: graded again, to render its page
-                if cached:
-                    done_here.append(cached.but(cached=True))
-                else:
-                    todo.append(Item(notebook, path, print_, whole))
+            done_here, todo = _sort_folder(course, folder, ledger, options, digest, found, notes)
         except Exception as exc:  # whatever a folder holds, it costs its own student, never the class
             why = safe_text(f"{type(exc).__name__}: {exc}")
             records += [new_record(student, nb, "invalid_submission", why) for nb in course.notebooks]
@@ -449,6 +405,32 @@ def _intake(
         rejected.append({"student_id": None, "reason": "a hidden folder (its name starts with '.'): not graded", "folder": folder})
     write_json_atomic(ledger.out.rejected, rejected)
     return Sorted(records, notes, by_student)
+
+
+def _sort_folder(
+    course: Course, folder: Path, ledger: Ledger, options: Options, digest: str, found: dict[str, Found], notes: dict[str, list[str]]
+) -> tuple[list[Record], list[Item]]:
+    """One accepted student folder: (a record for each missing notebook and reused result, the notebooks
+    left to grade); its matching notes into ``notes`` as soon as they are known. Raises whatever the
+    folder's reading raises."""
+    student = safe_text(folder.name)
+    chosen, found_notes = found.get(folder.name) or match_notebooks(folder, course.notebooks, _ids(course), max_bytes=options.max_notebook_bytes)
+    notes[student] = [safe_text(note) for note in found_notes]
+    todo, done_here = [], []
+    whole = submission_digest(chosen, options.max_notebook_bytes)
+    for notebook, path in chosen.items():
+        if path is None:
+            done_here.append(new_record(student, notebook, "missing", f"{notebook}.ipynb not found in the submission"))
+            continue
+        print_ = fingerprint(path, f"{digest}|{whole}", options)
+        cached = cached_record(ledger.root, student, notebook, print_)
+        if cached and not page_kept(ledger.out, cached):
+            cached = None  # graded before pages were rendered from their data: graded again, to render its page
+        if cached:
+            done_here.append(cached.but(cached=True))
+        else:
+            todo.append(Item(notebook, path, print_, whole))
+    return done_here, todo
 
 
 class Batch(NamedTuple):
@@ -489,14 +471,14 @@ def _ids(course: Course) -> dict[str, set[str]]:
 
 def _grade_locked(course: Course, submissions: Path, students: list[Path], ledger: Ledger, options: Options, executor, late: LateSpec, absent, found):
     out = ledger.root
-    master, db_url, writer, sandbox = _set_up_batch(course, ledger, options, executor)
+    batch = _set_up_batch(course, ledger, options, executor)
     page_words(course)  # read here, once: the workers' threads then share it instead of each reading it at once
     graded_cells = exercises(course)
     digest = course.sources_digest()
     secrets = secret_lines(course)
     signing_key(out)
-    gradebook.write_course_config(ledger.out, db_url, master, course.assignment)
-    executor.prepare(course, master, out, options)
+    gradebook.write_course_config(ledger.out, batch.db_url, batch.master, course.assignment)
+    executor.prepare(course, batch.master, out, options)
 
     records, notes, by_student = _intake(course, submissions, students, ledger, options, digest, found)
     unseen = sorted(set(absent) - {folder.name for folder in students})
@@ -507,52 +489,70 @@ def _grade_locked(course: Course, submissions: Path, students: list[Path], ledge
 
     bar = tqdm(total=sum(len(items) for items in by_student.values()), desc="grading notebooks", unit="nb", disable=not options.progress)
     ledger.save_late_spec(late)
+    drafts = Drafts(ledger.out, course, graded_cells, secrets, late.policy)  # each page as its notebook settles
+    settled = _Settled(ledger, late, batch.writer, records, bar, drafts)
+    for record in records:  # reused and missing ones: a new or changed gradebook gets them too
+        settled.in_gradebook(record)
+    where, book = _run_jobs(course, batch, out, by_student, options, executor, settled, secrets)
+    n_students = len(students) + len(unseen)
+    return _finish_batch(course, ledger, graded_cells, records, notes, n_students, batch.sandbox, batch.db_url, book, late, where, secrets, drafts)
 
-    def record_in_gradebook(record: Record) -> None:
-        """Each finished notebook into the gradebook at once, with its submission time; its penalty is
-        settled once the batch is done, on the score the table counts (a person's too)."""
+
+class _Settled:
+    """Each notebook of the batch as it is settled: into the gradebook at once, with its submission
+    time (its penalty is settled once the batch is done, on the score the table counts, a person's
+    too), and onto the progress bar; a grader fault's rows among the batch's ``records``."""
+
+    def __init__(self, ledger: Ledger, late: LateSpec, writer: gradebook.Writer, records: list[Record], bar, drafts: Drafts):
+        self.ledger, self.late, self.writer, self.records, self.bar, self.drafts = ledger, late, writer, records, bar, drafts
+
+    def in_gradebook(self, record: Record) -> None:
         if record.status == "invalid_student_id":
             return
         if not record.graded:  # no autograded notebook left from an earlier run
-            ledger.out.autograded(record.student_id, record.notebook).unlink(missing_ok=True)
-        when = submitted_at(late, record.student_id, record.notebook) if record.submitted else None
-        writer.put(record.but(late=LateFacts(submitted_at=when.isoformat()) if when else None))
+            self.ledger.out.autograded(record.student_id, record.notebook).unlink(missing_ok=True)
+        when = submitted_at(self.late, record.student_id, record.notebook) if record.submitted else None
+        self.writer.put(record.but(late=LateFacts(submitted_at=when.isoformat()) if when else None))
 
-    for record in records:  # reused and missing ones: a new or changed gradebook gets them too
-        record_in_gradebook(record)
+    def done(self, record: Record) -> None:
+        self.in_gradebook(record)
+        self.bar.update(1)
+        self.bar.set_postfix_str(f"{record.student_id}/{record.notebook}", refresh=False)
+        self.drafts.draft(record)
 
-    def done(record: Record) -> None:
-        record_in_gradebook(record)
-        bar.update(1)
-        bar.set_postfix_str(f"{record.student_id}/{record.notebook}", refresh=False)
-
-    def fault(student: str, items: list, exc: BaseException) -> None:
+    def fault(self, student: str, items: list, exc: BaseException) -> None:
         """A grader fault for one student: a row for each notebook (not saved: the next run grades them again)."""
-        kept = ledger.out.faults(student)
-        where = f" (traceback: {ledger.out.shown(kept)})" if kept.is_file() else ""
+        kept = self.ledger.out.faults(student)
+        where = f" (traceback: {self.ledger.out.shown(kept)})" if kept.is_file() else ""
         for notebook, *_rest in items:
-            records.append(new_record(student, notebook, "error", safe_text(f"a fault of the grader: {type(exc).__name__}: {exc}"[:400] + where)))
-            record_in_gradebook(records[-1])
-            bar.update(1)
+            self.records.append(
+                new_record(student, notebook, "error", safe_text(f"a fault of the grader: {type(exc).__name__}: {exc}"[:400] + where))
+            )
+            self.in_gradebook(self.records[-1])
+            self.bar.update(1)
 
+
+def _run_jobs(course: Course, batch: Batch, out: Path, by_student, options: Options, executor, settled: _Settled, secrets) -> tuple:
+    """The executor grades ``by_student``, its records added to the batch's; then the gradebook's writer
+    closed. Returns (where the jobs ran, the gradebook's ``BookInfo``)."""
     where = None  # what the executor says of where the jobs ran (summary.json)
     try:
         if by_student:
-            graded, where = executor.run(course, master, out, by_student, options, done, fault, secrets)
-            records.extend(graded)
+            graded, where = executor.run(course, batch.master, out, by_student, options, settled.done, settled.fault, secrets)
+            settled.records.extend(graded)
     finally:
-        bar.close()
+        settled.bar.close()
         try:
-            writer.close()  # every finished notebook is in the gradebook (also on Ctrl-C)
+            batch.writer.close()  # every finished notebook is in the gradebook (also on Ctrl-C)
             gradebook_error = None
         except gradebook.GradebookError as exc:
             gradebook_error = str(exc)
-    book = BookInfo(gradebook.mask_url(db_url), writer.merged, gradebook_error)
-    n_students = len(students) + len(unseen)
-    return _finish_batch(course, ledger, graded_cells, records, notes, n_students, sandbox, db_url, book, late, where, secrets)
+    return where, BookInfo(gradebook.mask_url(batch.db_url), batch.writer.merged, gradebook_error)
 
 
-def _finish_batch(course: Course, ledger: Ledger, cells, records, notes, n_students, sandbox, db_url, book, late, where, secrets) -> Summary:
+def _finish_batch(
+    course: Course, ledger: Ledger, cells, records, notes, n_students, sandbox, db_url, book, late, where, secrets, drafts=None
+) -> Summary:
     """After the batch: the gradebook read once (a person's scores, the submissions' times), the penalty
     settled once on the scores the table counts, the gradebook given it, the tables written, and every
     page rendered once with a person's scores and its late line."""
@@ -571,7 +571,7 @@ def _finish_batch(course: Course, ledger: Ledger, cells, records, notes, n_stude
     summary = summarize(course, cells, table, records, notes, n_students, sandbox, book, where)
     write_tables(ledger.out, table, records, summary)
     # every page rendered once: a person's scores from the gradebook, the late line of the penalty the table settled
-    removed = write_pages(ledger.out, course, cells, records, secrets, late.policy, stored)
+    removed = write_pages(ledger.out, course, cells, records, secrets, late.policy, stored, drafts)
     noted = note_redactions(records, removed)
     if noted != records:  # a page quoted the grader's secrets (rare): the log and the summary say so too
         summary = summarize(course, cells, table, noted, notes, n_students, sandbox, book, where)

@@ -6,7 +6,9 @@ OUT (``Out.page_data``) and renders the page after the batch, when everything th
 answers that wait for a person, a person's scores from the gradebook, the submission's language
 and the late line (the penalty ``late.settle`` took on the score the table counts). They come in as
 data (:class:`PageView`) to the template's blocks (``feedback.html.j2``); nothing is patched into
-the page afterwards. Two checks read the rendered page before it is written, as a last line of
+the page afterwards. A page is drafted as soon as its notebook is settled (:class:`Drafts`), and the
+draft is what is written only when the page, rendered after the batch, would be the same: rendered
+from the same data, language, person's values and late line. Two checks read the rendered page before it is written, as a last line of
 defence whatever the template or a learner's output held: any line of a hidden test or reference
 answer that the learner's own notebook does not hold is removed, and links of unsafe schemes point
 at ``#`` (attributes read by Python's HTML parser). A page is cut at 1 MB."""
@@ -17,6 +19,9 @@ import functools
 import html
 import json
 import os
+import re
+import threading
+import zlib
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -142,13 +147,21 @@ def finish_page(text: str, secrets: dict[str, str], own: set[str] | frozenset[st
     return safe_links("\n".join(lines)), removed
 
 
-def write_feedback(out: Out, record: Record, secrets: dict[str, str], words: dict[str, str], person=None, late_line: str = "") -> int | None:
-    """Render a notebook's page from its kept data into its place in OUT (``Out.page``).
-    Returns how many lines were removed, or None when the notebook has no page data."""
-    data = read_page_data(out, record.student_id, record.notebook)
-    if data is None:
-        return None
-    text, removed = finish_page(render_page(data, words, record.edition or "en", person, late_line), secrets, data.own_secret_lines)
+def write_feedback(
+    out: Out, record: Record, secrets: dict[str, str], words: dict[str, str], person=None, late_line: str = "", drafts: Drafts | None = None
+) -> int | None:
+    """Render a notebook's page from its kept data into its place in OUT (``Out.page``), or take the
+    page ``drafts`` rendered from the same data and values. Returns how many lines were removed, or
+    None when the notebook has no page data."""
+    drafted = drafts.take(record, person or {}, late_line) if drafts else None
+    if drafted is not None:
+        text, removed = drafted
+    else:
+        data = read_page_data(out, record.student_id, record.notebook)
+        if data is None:
+            return None
+        page = render_page(data, words, record.edition or "en", person, late_line)
+        text, removed = finish_page(page, secrets, data.own_secret_lines)
     target = out.page(record.student_id, record.notebook)
     try:
         if target.read_text(encoding="utf-8") == text:
@@ -162,17 +175,71 @@ def write_feedback(out: Out, record: Record, secrets: dict[str, str], words: dic
     return removed
 
 
+class Drafts:
+    """Pages rendered while the batch runs, each as its notebook is settled, so that the pages are not
+    all rendered one after another once the batch is done. A draft is rendered with the values known
+    then: a person's scores as an empty gradebook gives them, the late line of the record as saved (no
+    penalty settled yet). After the batch, a page whose data file, language, person's values and late
+    line are still those of its draft takes the draft (:func:`write_feedback`); any other is rendered
+    again. The drafts are kept compressed, in memory only."""
+
+    def __init__(self, out: Out, course: Course, cells: list[Exercise], secrets: dict[str, str], policy: Policy):
+        self.out, self.words, self.cells, self.secrets, self.policy = out, page_words(course), cells, secrets, policy
+        self._pages: dict[tuple[str, str], tuple[tuple, bytes, int]] = {}
+        self._rendering = threading.Lock()  # one page at a time: the exporter is shared
+
+    def _stamp(self, record: Record) -> tuple | None:
+        try:
+            stat = self.out.page_data(record.student_id, record.notebook).stat()
+        except OSError:
+            return None
+        return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+    def draft(self, record: Record) -> None:
+        """Render a settled notebook's page (nothing for one not graded, or without page data)."""
+        if not record.graded:
+            return
+        stamp = self._stamp(record)
+        data = read_page_data(self.out, record.student_id, record.notebook)
+        if data is None or stamp is None:
+            return
+        said = self.words.get(record.edition or "en", {})
+        person = person_values(self.cells, {}, record)
+        late_line = late_text(record.late, self.policy, said)
+        try:
+            with self._rendering:
+                page = render_page(data, said, record.edition or "en", person, late_line)
+            text, removed = finish_page(page, self.secrets, data.own_secret_lines)
+        except Exception:  # no draft: the page is rendered after the batch, where what fails says so
+            return
+        key = (stamp, record.edition, json.dumps(person, sort_keys=True), late_line)
+        self._pages[(record.student_id, record.notebook)] = (key, zlib.compress(text.encode("utf-8"), 1), removed)
+
+    def take(self, record: Record, person: dict, late_line: str) -> tuple[str, int] | None:
+        """The draft of ``record``'s page when it was rendered from what the page is rendered from now."""
+        kept = self._pages.pop((record.student_id, record.notebook), None)
+        if kept is None:
+            return None
+        key, packed, removed = kept
+        if key != (self._stamp(record), record.edition, json.dumps(person, sort_keys=True), late_line):
+            return None
+        return zlib.decompress(packed).decode("utf-8"), removed
+
+
 def person_values(cells: list[Exercise], stored: dict[str, Grade], record: Record) -> dict[str, object]:
     """{grade id: its value as the score table counts it} of a notebook's answers that a person
     grades (``stored``: the student's grades in the gradebook, ``gradebook.Book.of``)."""
     return {e.grade_id: cell_value(e, stored.get(e.grade_id), record) for e in cells if e.manual and e.notebook == record.notebook}
 
 
-def write_pages(out: Out, course: Course, cells: list[Exercise], records: list[Record], secrets: dict[str, str], policy: Policy, book: Book):
+def write_pages(
+    out: Out, course: Course, cells: list[Exercise], records: list[Record], secrets: dict[str, str], policy: Policy, book: Book, drafts=None
+):
     """Every graded notebook's page, rendered once after the batch: with a person's scores from the
     gradebook (``book``, as the batch read it; empty when it could not be: a page then shows the
-    record's own values), and the late line of the penalty the table settled (each record's ``late``).
-    Returns {(student, notebook): lines removed} for the pages that removed any."""
+    record's own values), and the late line of the penalty the table settled (each record's ``late``);
+    a page ``drafts`` rendered from the same is taken as it is. Returns {(student, notebook): lines
+    removed} for the pages that removed any."""
     words = page_words(course)
     removed = {}
     for record in records:
@@ -180,7 +247,7 @@ def write_pages(out: Out, course: Course, cells: list[Exercise], records: list[R
             continue
         said = words.get(record.edition or "en", {})
         person = person_values(cells, book.of(record.student_id), record)
-        lines = write_feedback(out, record, secrets, said, person, late_text(record.late, policy, said))
+        lines = write_feedback(out, record, secrets, said, person, late_text(record.late, policy, said), drafts)
         if lines:
             removed[(record.student_id, record.notebook)] = lines
     return removed
@@ -263,9 +330,42 @@ class _UnsafeLinks(HTMLParser):
         self._check(tag, attrs, True)
 
 
+# where an attribute named as a URL attribute may start (on the page lowered), and its value as
+# Python's HTML parser reads it (its own pattern for what follows an attribute's name)
+_URL_NAME = re.compile(r"(?=(" + "|".join(sorted(URL_ATTRIBUTES)) + r")\s*=)")  # no name starts as another does
+_VALUE = re.compile(r"""\s*=+\s*('[^']*'|"[^"]*"|(?!['"])[^>\s]*)""")
+_NAME_START = re.compile(r"""['"\s/]""")
+
+
+def _may_hold_unsafe(text: str) -> bool:
+    """False only when no tag of ``text`` can hold a link of a scheme not allowed: every place where an
+    attribute named as a URL attribute could end (its name lowered as the parser lowers it, a namespace
+    too), followed by a value as the parser reads it, holds a safe URL. Each attribute the parser checks
+    is one of these places and its value the same, so the page then needs no parse; a place that is not
+    an attribute only makes this say True, and the page is parsed."""
+    low = text.lower()
+    if len(low) != len(text):
+        return True  # a character that lowers to more than one: offsets differ, read it all
+    for found in _URL_NAME.finditer(low):
+        at, name = found.start(), found.group(1)
+        given = _VALUE.match(text, at + len(name))
+        if given is None:
+            continue  # a quote never closed: the parser reads no value there
+        value = given.group(1)
+        if value[:1] == "'" == value[-1:] or value[:1] == '"' == value[-1:]:
+            value = value[1:-1]
+        image = name == "src" and at > 0 and _NAME_START.match(text, at - 1) is not None
+        if not _safe_url(html.unescape(value) if value else value, image=image):
+            return True
+    return False
+
+
 def safe_links(text: str) -> str:
     """``text`` with every link or source whose scheme is not allowed (``javascript:``, ``data:``,
-    ``vbscript:`` ...) pointed at ``#``; the rest of the page as it is."""
+    ``vbscript:`` ...) pointed at ``#``; the rest of the page as it is. A page that cannot hold one
+    (:func:`_may_hold_unsafe`) is not parsed."""
+    if not _may_hold_unsafe(text):
+        return text
     found = _UnsafeLinks(text).found
     for at, length, tag in reversed(found):
         text = text[:at] + tag + text[at + length :]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import nbformat
 from nbconvert.preprocessors.sanitize import SanitizeHTML
@@ -423,3 +426,38 @@ class NeutraliseForDisplay(NbGraderPreprocessor):
 
 
 _SAFE_MIME = re.compile(r"^[A-Za-z0-9.+/-]{1,80}$")
+
+
+def keep_for_display(source: Path, target: Path, master: Path, assignment: str) -> None:
+    """Keep a graded notebook for formgrader, which renders it without sanitizing: learner
+    markdown becomes plain text, outputs plain text or images (NeutraliseForDisplay). The
+    course's own markdown and grade ids come from the master's source and release copies."""
+    if not source.is_file():
+        return
+    trusted, ids = [], []
+    for folder in ("source", "release"):
+        path = master / folder / assignment / source.name
+        if path.is_file():
+            stat = path.stat()
+            markdown, known = _trusted_cells(path, (stat.st_mtime_ns, stat.st_size, stat.st_ino))
+            trusted += markdown
+            ids += known
+    from ..matching import read_graded
+
+    nb = read_graded(source)
+    if nb is None:
+        return
+    nb, _ = NeutraliseForDisplay(trusted_markdown=trusted, trusted_ids=ids).preprocess(nb, {})
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    nbformat.write(nb, tmp)
+    os.replace(tmp, target)
+
+
+@functools.lru_cache(maxsize=64)
+def _trusted_cells(path: Path, stamp: tuple[int, int, int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A master notebook's markdown and grade ids (read once per batch for the class: ``stamp``, the
+    file's time, size and inode, makes a changed master read again)."""
+    cells = nbformat.read(path, as_version=4).cells
+    markdown = tuple(cell.source for cell in cells if cell.cell_type == "markdown")
+    return markdown, tuple(gid for cell in cells if (gid := cell.metadata.get("nbgrader", {}).get("grade_id")))

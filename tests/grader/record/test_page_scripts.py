@@ -374,3 +374,24 @@ def test_links_of_unsafe_schemes_point_nowhere_and_the_rest_of_the_page_is_kept(
         '<a href="#top">(Top)</a> <a href="rel/path.html">r</a> <a href="mailto:a@b.c">m</a>\n<img src="data:image/png;base64,AAAA" alt="a">'
     )
     assert safe_links(kept) == kept
+
+
+def test_a_page_left_unparsed_holds_no_link_the_parser_would_change():
+    """The link check parses only a page that may hold an unsafe link (pages._may_hold_unsafe): on
+    pages made of pieces of tags, attributes, values, entities and characters that lower to another
+    ('K', the Kelvin sign, and 'İ'), every page the parser would change is one it is asked to read."""
+    import random
+
+    from autograde.record.pages import _may_hold_unsafe, _UnsafeLinks
+
+    pieces = [
+        "<a ", "<img ", "<svg><use ", " href", " HREF", " xlink:href", " src", " SrC", "formaction", " action",
+        "poster", "bac\u212aground", "h\u0130ref", "=", "==", " = ", '"', "'", "javascript:", "java&#x09;script:",
+        "javascript&colon;", "&#106;avascript:", "data:image/png;base64,AA", "data:text/html,x", "https://x", "#a",
+        " ", "\t", "\n", ">", "/>", "/", ":", "<!--", "-->", "<script>", "</script>", 'a"', "b'", "\u03a3",
+    ]  # fmt: skip
+    rng = random.Random(5)
+    for _ in range(20_000):
+        page = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 14)))
+        if _UnsafeLinks(page).found:
+            assert _may_hold_unsafe(page), page
