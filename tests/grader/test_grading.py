@@ -659,3 +659,30 @@ def test_feedback_marks_written_answers_that_wait_for_a_person():
     assert '<a href="#refl_q1">Written response</a> (Score: 1.25 / 1.5)</li>' in scored and "Score: 1.25 / 1.5 <a" in scored
     assert '<a href="#refl_q2">Written response</a> (pending: a person grades it, 1.0 point(s))</li>' in scored
     assert "wait for a person" not in render_page(page_data(), {}, "en", {"refl_q1": 0.0, "refl_q2": 0.0})
+
+
+def test_a_page_drafted_as_its_notebook_settles_is_the_page_written(batch):
+    """The pages drafted while the workers run are the pages rendered after the batch, byte for
+    byte, and a draft is taken only with the values it was rendered with (else rendered again)."""
+    from autograde.course import exercises
+    from autograde.ledger.folder import Ledger
+    from autograde.ledger.late import Policy, late_text
+    from autograde.record.pages import Drafts, page_words, person_values
+
+    course = Course.load()
+    ledger = Ledger(batch["out"], course)
+    cells, policy = exercises(course), Policy("none")
+    drafts = Drafts(ledger.out, course, cells, secret_lines(course), policy)
+    graded = [r for r in ledger.records if r.student_id == "20230001" and r.graded]
+    assert len(graded) == len(NOTEBOOKS)
+    words = page_words(course)
+    for record in graded:
+        drafts.draft(record)
+        said = words.get(record.edition or "en", {})
+        line = late_text(record.late, policy, said)
+        taken = drafts.take(record, person_values(cells, {}, record), line)
+        assert taken is not None, f"{record.notebook}: no draft"
+        page = ledger.out.page(record.student_id, record.notebook).read_text(encoding="utf-8")
+        assert taken[0] == page, f"{record.notebook}: the draft differs from the page written"
+        drafts.draft(record)
+        assert drafts.take(record, person_values(cells, {}, record), line + " (late)") is None
