@@ -39,7 +39,7 @@ from babel.messages.pofile import PoFileError, read_po, write_po
 from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..errors import GraderError
-from ..judging.ideas import comment_lines, docstrings, message_nodes, message_template, message_templates, split_hidden, trailing_comments
+from ..judging.ideas import docstrings, message_nodes, message_template, message_templates, source_comments, split_hidden
 
 PROJECT = "serving-overlap-course"
 # the runtime's message calls (tools/i18n.py): a template's first argument, looked up where the text is
@@ -100,12 +100,12 @@ _REGION = re.compile(r"^\s*### (BEGIN|END) (SOLUTION|HIDDEN TESTS)\b")
 
 def comment_blocks(source: str) -> list[tuple[int, int, str, str]]:
     """The comment blocks of a code cell that an edition words in its language: runs of
-    comment-only lines (``ideas.comment_lines``) at one indentation, outside solution and
+    comment-only lines (``ideas.Comments.alone``) at one indentation, outside solution and
     hidden-test regions (which no learner sees), nbgrader's markers and stub kept
     (KEPT_COMMENTS). Each is (first line, line after the last, indentation, text without the
     ``# ``), lines counted from 0; none when the cell does not tokenize."""
-    comments = comment_lines(source)
-    if not comments:
+    comments = source_comments(source)
+    if comments is None:
         return []
     lines, blocks, inside = source.split("\n"), [], False
     for i, line in enumerate(lines):
@@ -113,9 +113,10 @@ def comment_blocks(source: str) -> list[tuple[int, int, str, str]]:
         if region:
             inside = region.group(1) == "BEGIN"
             continue
-        if inside or i not in comments or KEPT_COMMENTS.match(comments[i]):
+        comment = comments.alone(i)
+        if inside or comment is None or KEPT_COMMENTS.match(comment):
             continue
-        indent, text = line[: len(line) - len(line.lstrip())], re.sub(r"^# ?", "", comments[i])
+        indent, text = line[: len(line) - len(line.lstrip())], re.sub(r"^# ?", "", comment)
         if blocks and blocks[-1][1] == i and blocks[-1][2] == indent:
             start, _, _, before = blocks[-1]
             blocks[-1] = (start, i + 1, indent, before + "\n" + text)
@@ -125,19 +126,19 @@ def comment_blocks(source: str) -> list[tuple[int, int, str, str]]:
 
 
 def trailing_notes(source: str) -> list[tuple[int, int, str]]:
-    """The comments after code on their line (``ideas.trailing_comments``) that an edition words in
+    """The comments after code on their line (``ideas.Comments.after_code``) that an edition words in
     its language: outside solution and hidden-test regions, nbgrader's markers and linters' pragmas
     kept (KEPT_COMMENTS). Each is (line, column of its ``#``, text without the ``# ``)."""
-    comments = trailing_comments(source)
-    if not comments:
+    comments = source_comments(source)
+    if comments is None:
         return []
     notes, inside = [], False
     for i, line in enumerate(source.split("\n")):
         region = _REGION.match(line)
         if region:
             inside = region.group(1) == "BEGIN"
-        elif not inside and i in comments and not KEPT_COMMENTS.match(comments[i][1]):
-            notes.append((i, comments[i][0], re.sub(r"^# ?", "", comments[i][1])))
+        elif not inside and (comment := comments.after_code(i)) and not KEPT_COMMENTS.match(comment.text):
+            notes.append((i, comment.column, re.sub(r"^# ?", "", comment.text)))
     return notes
 
 
