@@ -28,7 +28,7 @@ import io
 import re
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -163,13 +163,13 @@ def given_docstrings(cell) -> list[str]:
     return [span[4] for span in _docstring_spans(cell.source)]
 
 
-def translate_docstrings(source: str, cell_id: str, table: dict[str | None, dict[str, str]]) -> str:
+def translate_docstrings(source: str, cell_id: str, table: Translations) -> str:
     """A given cell (given_docstrings) with its docstrings in the catalog's words, each a triple-quoted
     string at the original's place; ValueError for a translation that a triple-quoted string cannot
     hold as it is, KeyError when the catalog lacks one."""
     lines = source.split("\n")
     for n, (first, start, last, end, text) in reversed(list(enumerate(_docstring_spans(source)))):
-        words = table[f"{cell_id}:docstring:{n}"][text]
+        words = table.text(text, f"{cell_id}:docstring:{n}")
         if '"""' in words or "\\" in words or words.endswith('"'):
             raise ValueError(f"{cell_id}:docstring:{n}: a docstring's translation holds a backslash or a quote at its end")
         body = ("\n" + " " * start).join(words.split("\n"))
@@ -177,17 +177,17 @@ def translate_docstrings(source: str, cell_id: str, table: dict[str | None, dict
     return "\n".join(lines)
 
 
-def translate_comments(source: str, cell_id: str, table: dict[str | None, dict[str, str]]) -> str:
+def translate_comments(source: str, cell_id: str, table: Translations) -> str:
     """A code cell with each comment block (comment_blocks) and each comment after code
-    (trailing_notes) in the catalog's words (``table``: the translations by context); its code
+    (trailing_notes) in the catalog's words (``table``); its code
     unchanged, line for line (``ideas.code_only`` is the same). KeyError when the catalog lacks one
     (the release checks the catalog first)."""
     lines = source.split("\n")
     for n, (row, column, text) in enumerate(trailing_notes(source)):
-        words = table[f"{cell_id}:trailing:{n}"][text]
+        words = table.text(text, f"{cell_id}:trailing:{n}")
         lines[row] = f"{lines[row][:column]}# {' '.join(words.split())}".rstrip()
     for n, (start, end, indent, text) in reversed(list(enumerate(comment_blocks(source)))):
-        words = table[f"{cell_id}:comment:{n}"][text]
+        words = table.text(text, f"{cell_id}:comment:{n}")
         lines[start:end] = [f"{indent}# {line}".rstrip() if line.strip() else f"{indent}#" for line in words.split("\n")]
     return "\n".join(lines)
 
@@ -599,13 +599,30 @@ def problems(spec: CatalogFile) -> list[str]:
     return found
 
 
-def translations(spec: CatalogFile) -> dict[str | None, dict[str, str]]:
-    """{context: {English: translation}} of the translated, not fuzzy, units."""
+@dataclass(frozen=True)
+class Translations:
+    """A catalog's translated units, the fuzzy ones left out: {context: {English: translation}}, the
+    context a part of a cell (``<cell id>:comment:<n>``...), an idea (``grade_id:idea``), or None."""
+
+    by_context: dict[str | None, dict[str, str]] = field(default_factory=dict)
+
+    def text(self, english: str, context: str | None = None) -> str:
+        """``english``'s translation; KeyError when the catalog lacks it (an edition is made only from a
+        complete catalog: ``problems`` finds none)."""
+        return self.by_context[context][english]
+
+    def find(self, english: str, context: str | None = None) -> str | None:
+        """``english``'s translation; None when the catalog lacks it."""
+        return self.by_context.get(context, {}).get(english)
+
+
+def translations(spec: CatalogFile) -> Translations:
+    """The translated, not fuzzy, units of a catalog."""
     table: dict[str | None, dict[str, str]] = {}
     for message in _read(spec.path, spec.language):
         if message.id and message.string and not message.fuzzy:
             table.setdefault(message.context, {})[message.id] = message.string
-    return table
+    return Translations(table)
 
 
 class CatalogError(GraderError, RuntimeError):
