@@ -35,9 +35,10 @@ def empty_at_default(default=None, factory=None):
     return field(default=default, metadata=EMPTY_DEFAULT)
 
 
-def unknown_keys():
-    """A record's keys that this version does not know, as it read them: written after its fields."""
-    return field(default_factory=dict, metadata={"unknown": True})
+def flattened():
+    """A mapping written key by key at its record's top level, after the fields: the keys that this
+    version does not know, kept as they were read; a figure's size under each mime type."""
+    return field(default_factory=dict, metadata={"flat": True})
 
 
 def json_named(name: str):
@@ -69,21 +70,21 @@ class JsonRecord:
     """The JSON codec of a frozen dataclass whose JSON is its fields: each field in order under its name,
     a nested record by its own ``to_json``, a tuple as a list, a field made by ``omitted`` left out while
     it holds its default, one made by ``empty_at_default`` written as ``{}`` while it does, one made by
-    ``json_named`` first under its JSON name, the keys of one made by ``unknown_keys`` last. A type whose
+    ``json_named`` first under its JSON name, the keys of one made by ``flattened`` last. A type whose
     JSON is that and no more takes its ``to_json`` from here."""
 
     def to_json(self) -> dict:
-        data, unknown = {}, {}
+        data, flat = {}, {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.metadata.get("unknown"):
-                unknown.update(value)
+            if f.metadata.get("flat"):
+                flat.update({key: _json_value(item) for key, item in value.items()})
             elif "omit" not in f.metadata or _default(f) is MISSING or value != _default(f):
                 data[f.name] = _json_value(value)
             elif f.metadata["omit"] == "empty":
                 data[f.name] = {}
         named = {f.metadata["json"]: data.pop(f.name) for f in fields(self) if "json" in f.metadata}
-        return {**named, **data, **unknown}
+        return {**named, **data, **flat}
 
 
 MiB = 1 << 20

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from ..model import JsonRecord, empty_at_default, omitted, unknown_keys
+from ..model import JsonRecord, empty_at_default, flattened, omitted
 
 # an LMS student's keys in the order the intake has always written them
 _LMS_KEYS = ("layout", "lms_id", "name", "submission_id", "folder", "timestamp", "secret", "assignment", "attachments", "zipped")
@@ -30,7 +30,7 @@ class LmsStudent(JsonRecord):
     assignment: str | None = omitted()  # the exchange: the nbgrader assignment (or edition's) submitted to
     attachments: dict[str, str] = omitted(factory=dict)  # notebook -> the attachment id its file came as
     zipped: tuple[str, ...] = omitted(())
-    extra: dict = unknown_keys()
+    extra: dict = flattened()
 
     @classmethod
     def from_json(cls, data) -> LmsStudent:

@@ -181,10 +181,10 @@ def test_the_shared_codec_writes_a_nested_plain_record_by_its_fields_and_a_renam
     assert json.dumps(Outer("x", "table", [Inner(1, (2, 3))]).to_json()) == '{"from": "table", "x": "x", "inner": [{"a": 1, "b": [2, 3]}]}'
 
 
-def test_the_shared_codec_writes_an_empty_object_at_a_default_and_the_unknown_keys_last():
+def test_the_shared_codec_writes_an_empty_object_at_a_default_and_a_flattened_mapping_at_the_top_level_last():
     from dataclasses import dataclass
 
-    from autograde.model import JsonRecord, empty_at_default, omitted, unknown_keys
+    from autograde.model import JsonRecord, empty_at_default, flattened, omitted
 
     @dataclass(frozen=True)
     class Inner(JsonRecord):
@@ -195,7 +195,7 @@ def test_the_shared_codec_writes_an_empty_object_at_a_default_and_the_unknown_ke
         kept: Inner = empty_at_default(factory=Inner)
         maybe: Inner | None = empty_at_default()
         names: dict[str, str] = omitted(factory=dict)
-        extra: dict = unknown_keys()
+        extra: dict = flattened()
 
     assert json.dumps(Outer(extra={"later": 1}).to_json()) == '{"kept": {}, "maybe": {}, "later": 1}'
     assert json.dumps(Outer(Inner(2), Inner(), {"x": "y"}).to_json()) == '{"kept": {"a": 2}, "maybe": {"a": 0}, "names": {"x": "y"}}'
