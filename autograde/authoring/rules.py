@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from ..judging.ideas import GradeCellTests, HiddenTests, PublicCase, course_tests, load, load_public
-from .rule_classes import ANY, Classes, Outcome, asks_kind, copied, learn, said_fact
+from .rule_classes import ANY, Classes, Outcome, asks_kind, before_call, learn, said_fact
 
 MAX_EXAMPLE = 160  # characters of an example call in a report
 MAX_DEPTH = 2  # how deep into a returned dict or list the wrong values go
@@ -186,12 +186,12 @@ class Probe:
         self.wrong: Wrong | None = None
 
     def __call__(self, *args, **kwargs):
-        before_args, before_kwargs, was_copied = copied(args, kwargs)
+        before = before_call(args, kwargs)
         try:
             outcome = Outcome(self.reference(*args, **kwargs))
         except Exception as exc:
             outcome = Outcome(error=exc)
-        call = Call(self.name, before_args, before_kwargs, outcome, was_copied)
+        call = Call(self.name, before.args, before.kwargs, outcome, before.copied)
         if self.classes is not None:
             call.classed(self.classes)
         if self.calls is not None:
