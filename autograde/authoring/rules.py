@@ -369,17 +369,18 @@ def _baseline(cell: Cell, report: CellReport) -> Baseline:
     return baseline
 
 
-def _distinct(targets: dict[Target, Call], graded: list[Call], public: list[Call]) -> dict[Target, Call]:
-    """One target for each set of calls: two facts that hold on the same calls of the idea and of the
-    public checks make the same wrong answers, which fail the same checks (``has the key 'name'``
-    on every call is ``any arguments``). Any arguments first, then the facts in their order."""
-    kept: dict[Target, Call] = {}
+def _distinct(targets: dict[Target, Call], graded: list[Call], public: list[Call]) -> list[tuple[Target, Call]]:
+    """One target for each set of calls, with its example call: two facts that hold on the same calls
+    of the idea and of the public checks make the same wrong answers, which fail the same checks
+    (``has the key 'name'`` on every call is ``any arguments``). Any arguments first, then the facts
+    in their order."""
+    kept: list[tuple[Target, Call]] = []
     extents = set()
     for target, example in sorted(targets.items(), key=lambda item: item[0].fact != ANY):
         extent = (tuple(call.within(target) for call in graded), tuple(call.within(target) for call in public))
         if extent not in extents:
             extents.add(extent)
-            kept[target] = example
+            kept.append((target, example))
     return kept
 
 
@@ -399,10 +400,10 @@ def check_cell(cell: Cell) -> CellReport:
         for call in baseline.by_idea[item.id]:
             for fact in sorted(call.facts, key=lambda fact: (fact != ANY, repr(fact))):
                 targets.setdefault(Target(call.name, fact, call.result), call)
-        targets = _distinct(targets, baseline.by_idea[item.id], baseline.public)
-        report.targets += len(targets)
+        kept = _distinct(targets, baseline.by_idea[item.id], baseline.public)
+        report.targets += len(kept)
         failed_any, whole = False, set()  # whole: (function, decision) whose every call is a gap
-        for target, example in targets.items():
+        for target, example in kept:
             if (target.name, target.result) in whole:
                 continue  # a narrower gap of a decision already unchecked for any arguments
             seen = any(call.within(target) for call in baseline.public)
