@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import copy
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -360,9 +361,21 @@ def code_differences(english: Path, other: Path, language: str, messages: catalo
     return found
 
 
-def feedback_translations(course: Course) -> dict[str, dict[str, str]]:
-    """{language: {key: text}} for the feedback pages: an idea's text keyed ``grade_id:idea``, a
-    feedback line keyed by its English. Only complete catalogs reach here (the release checks)."""
+@dataclass(frozen=True)
+class FeedbackWords:
+    """The feedback's translations by language, each {key: text}: an idea's text keyed ``grade_id:idea``,
+    a feedback line keyed by its English. English has none (a page shows the English text)."""
+
+    by_language: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def of(self, language: str) -> dict[str, str]:
+        """``language``'s words: none (the English text stands) for English or a language without a catalog."""
+        return self.by_language.get(language, {})
+
+
+def feedback_translations(course: Course) -> FeedbackWords:
+    """The feedback pages' translations in each translated edition. Only complete catalogs reach here
+    (the release checks)."""
     table: dict[str, dict[str, str]] = {}
     for lang in translated_editions():
         spec = catalog_for(course, lang, "grader")
@@ -374,7 +387,7 @@ def feedback_translations(course: Course) -> dict[str, dict[str, str]]:
             for english, text in entries.items():
                 merged[context or english] = text
         merged.update(public_check_translations(course, lang))
-    return table
+    return FeedbackWords(table)
 
 
 def public_check_translations(course: Course, language: str) -> dict[str, str]:
