@@ -15,18 +15,40 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 
 from .errors import GraderError
 
-# a field's metadata: left out of its type's JSON while it holds the field's default
+# a field's metadata: left out of its type's JSON while it holds the field's default; written as {} while it does
 OMIT_DEFAULT = {"omit": "default"}
+EMPTY_DEFAULT = {"omit": "empty"}
 
 
-def omitted(default=None):
-    """A field left out of its type's JSON (``JsonRecord.to_json``) while it holds ``default``."""
+def omitted(default=None, factory=None):
+    """A field left out of its type's JSON (``JsonRecord.to_json``) while it holds ``default`` (or what
+    ``factory`` makes, for a mutable default)."""
+    if factory is not None:
+        return field(default_factory=factory, metadata=OMIT_DEFAULT)
     return field(default=default, metadata=OMIT_DEFAULT)
+
+
+def empty_at_default(default=None, factory=None):
+    """A field written in its type's JSON as ``{}`` while it holds ``default`` (or what ``factory`` makes)."""
+    if factory is not None:
+        return field(default_factory=factory, metadata=EMPTY_DEFAULT)
+    return field(default=default, metadata=EMPTY_DEFAULT)
+
+
+def flattened():
+    """A mapping written key by key at its record's top level, after the fields: the keys that this
+    version does not know, kept as they were read; a figure's size under each mime type."""
+    return field(default_factory=dict, metadata={"flat": True})
 
 
 def json_named(name: str):
     """A field written in its type's JSON (``JsonRecord.to_json``) under ``name``, first of its fields."""
     return field(metadata={"json": name})
+
+
+def _default(f):
+    """A field's default value (MISSING: it has none)."""
+    return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
 def _json_value(value):
@@ -47,18 +69,22 @@ def _json_value(value):
 class JsonRecord:
     """The JSON codec of a frozen dataclass whose JSON is its fields: each field in order under its name,
     a nested record by its own ``to_json``, a tuple as a list, a field made by ``omitted`` left out while
-    it holds its default, one made by ``json_named`` first under its JSON name. A type whose JSON is that
-    and no more takes its ``to_json`` from here."""
+    it holds its default, one made by ``empty_at_default`` written as ``{}`` while it does, one made by
+    ``json_named`` first under its JSON name, the keys of one made by ``flattened`` last. A type whose
+    JSON is that and no more takes its ``to_json`` from here."""
 
     def to_json(self) -> dict:
-        data = {}
+        data, flat = {}, {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.metadata.get("omit") == "default" and f.default is not MISSING and value == f.default:
-                continue
-            data[f.name] = _json_value(value)
+            if f.metadata.get("flat"):
+                flat.update({key: _json_value(item) for key, item in value.items()})
+            elif "omit" not in f.metadata or _default(f) is MISSING or value != _default(f):
+                data[f.name] = _json_value(value)
+            elif f.metadata["omit"] == "empty":
+                data[f.name] = {}
         named = {f.metadata["json"]: data.pop(f.name) for f in fields(self) if "json" in f.metadata}
-        return {**named, **data}
+        return {**named, **data, **flat}
 
 
 MiB = 1 << 20

@@ -11,6 +11,7 @@ import dataclasses
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -47,9 +48,20 @@ def catalog_problems(course: Course) -> list[str]:
     return problems
 
 
-def grade_sources(course: Course, workers: int) -> tuple[dict[str, ScoreRow], Summary]:
-    """grades.csv's rows and the batch's summary for three students: ``solutions`` (the sources),
-    ``untouched`` (the release) and ``solutions_<lang>`` (the sources in each translated edition)."""
+@dataclass(frozen=True)
+class SourceGrades:
+    """How ``check`` graded the course: grades.csv's row of the sources, of the untouched release and of
+    the sources in each translated edition (by language), and the batch's summary."""
+
+    solutions: ScoreRow
+    untouched: ScoreRow
+    translated: dict[str, ScoreRow]
+    summary: Summary
+
+
+def grade_sources(course: Course, workers: int) -> SourceGrades:
+    """Grade three students: ``solutions`` (the sources), ``untouched`` (the release) and
+    ``solutions_<lang>`` (the sources in each translated edition)."""
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
         subs = Path(tmp) / "submissions"
         for student, folder in (("solutions", course.solutions), ("untouched", course.release)):
@@ -62,34 +74,35 @@ def grade_sources(course: Course, workers: int) -> tuple[dict[str, ScoreRow], Su
                 nbformat.write(editions.edition_source(path, lang, course), subs / f"solutions_{lang}" / path.name)
         summary = grade_batch(course, subs, Path(tmp) / "out", Options(workers=workers, progress=False))
         rows = {row.student_id: row for row in Ledger(Path(tmp) / "out", course).scores_sheet().rows}
-    return rows, summary
+    translated = {lang: rows[f"solutions_{lang}"] for lang in editions.translated_editions()}
+    return SourceGrades(rows["solutions"], rows["untouched"], translated, summary)
 
 
-def edition_problems(rows: dict[str, ScoreRow], languages: list[str]) -> list[str]:
+def edition_problems(grades: SourceGrades) -> list[str]:
     """A translated edition of the sources that grades otherwise than the English one."""
-    english = dataclasses.replace(rows["solutions"], **IGNORED_BY_EDITION)
+    english = dataclasses.replace(grades.solutions, **IGNORED_BY_EDITION)
     return [
-        f"the {lang} edition of the sources grades differently: {rows[f'solutions_{lang}']}"
-        for lang in languages
-        if dataclasses.replace(rows[f"solutions_{lang}"], **IGNORED_BY_EDITION) != english
+        f"the {lang} edition of the sources grades differently: {row}"
+        for lang, row in grades.translated.items()
+        if dataclasses.replace(row, **IGNORED_BY_EDITION) != english
     ]
 
 
-def grading_problems(rows: dict[str, ScoreRow], summary: Summary, say: Say, languages: list[str]) -> list[str]:
+def grading_problems(grades: SourceGrades, say: Say) -> list[str]:
     """The sources must score every automatic point and leave each written answer for a person, in
     every edition; the untouched release must score nothing; no notebook may need a look."""
-    full, zero = rows["solutions"].auto_total, rows["untouched"].total
-    waiting = int(rows["solutions"].pending)
+    sources, untouched, summary = grades.solutions, grades.untouched, grades.summary
+    full, zero, waiting = sources.auto_total, untouched.total, int(sources.pending)
     say(
         f"instructor sources score {full:g}/{summary.max_auto:g} automatic points, {waiting} answer(s) "
         f"({summary.max_manual:g} points) left for a person; untouched release scores {zero:g}"
     )
-    problems = [f"the sources lose points: {rows['solutions']}"] if full != summary.max_auto else []
-    problems += answer(say, "each translated edition of the sources grades the same", edition_problems(rows, languages))
+    problems = [f"the sources lose points: {sources}"] if full != summary.max_auto else []
+    problems += answer(say, "each translated edition of the sources grades the same", edition_problems(grades))
     if waiting != len(summary.manual_columns):
-        problems.append(f"the sources' written answers are not all left for a person: {rows['solutions']}")
-    if zero != 0 or int(rows["untouched"].pending):
-        problems.append(f"the untouched release earns points or asks a person to grade blank answers: {rows['untouched']}")
+        problems.append(f"the sources' written answers are not all left for a person: {sources}")
+    if zero != 0 or int(untouched.pending):
+        problems.append(f"the untouched release earns points or asks a person to grade blank answers: {untouched}")
     for problem in summary.problems:
         problems.append(f"{problem.student_id}/{problem.notebook}: {problem.what_happened} {problem.detail}")
     return problems
@@ -102,5 +115,4 @@ def check_release(course: Course, workers: int, say: Say = print) -> list[str]:
     problems += answer(say, "learner tree free of answers and hidden tests", scan_learner_tree(course))
     problems += answer(say, "hidden tests follow the ideas format and their points add up", check_course(course.source_paths()))
     problems += answer(say, "every graded rule is checked in public", rule_problems(course.source_paths()))
-    rows, summary = grade_sources(course, workers)
-    return problems + grading_problems(rows, summary, say, editions.translated_editions())
+    return problems + grading_problems(grade_sources(course, workers), say)

@@ -402,10 +402,19 @@ def _keys(value: Any, where: str, found: dict[str, set[str]], literals: frozense
             _keys(item, f"{where}[*]", found, literals)
 
 
-def copied(args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[tuple[object, ...], dict[str, object], bool]:
-    """The arguments as they were before the call: a deep copy, or (one cannot be copied, such as a
-    generator) the arguments themselves, read after the call, and False."""
+@dataclass(frozen=True)
+class Arguments:
+    """A call's arguments as they were before the call: a deep copy (``copied``), or, when one cannot be
+    made (a generator), the arguments themselves, read after the call."""
+
+    args: tuple[object, ...]
+    kwargs: dict[str, object]
+    copied: bool
+
+
+def before_call(args: tuple[object, ...], kwargs: dict[str, object]) -> Arguments:
+    """The arguments as they are now, before the call (``Arguments``)."""
     try:
-        return (*copy.deepcopy((args, kwargs)), True)
+        return Arguments(*copy.deepcopy((args, kwargs)), True)
     except Exception:
-        return args, kwargs, False
+        return Arguments(args, kwargs, False)

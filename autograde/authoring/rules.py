@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from ..judging.ideas import GradeCellTests, HiddenTests, PublicCase, course_tests, load, load_public
-from .rule_classes import ANY, Classes, Outcome, asks_kind, copied, learn, said_fact
+from .rule_classes import ANY, Classes, Outcome, asks_kind, before_call, learn, said_fact
 
 MAX_EXAMPLE = 160  # characters of an example call in a report
 MAX_DEPTH = 2  # how deep into a returned dict or list the wrong values go
@@ -186,12 +186,12 @@ class Probe:
         self.wrong: Wrong | None = None
 
     def __call__(self, *args, **kwargs):
-        before_args, before_kwargs, was_copied = copied(args, kwargs)
+        before = before_call(args, kwargs)
         try:
             outcome = Outcome(self.reference(*args, **kwargs))
         except Exception as exc:
             outcome = Outcome(error=exc)
-        call = Call(self.name, before_args, before_kwargs, outcome, was_copied)
+        call = Call(self.name, before.args, before.kwargs, outcome, before.copied)
         if self.classes is not None:
             call.classed(self.classes)
         if self.calls is not None:
@@ -334,7 +334,19 @@ def _try(cell: Cell, target: Target, wrong: Wrong, check: Callable[[], None]) ->
         probe.target, probe.wrong = None, None
 
 
-def _baseline(cell: Cell, report: CellReport) -> tuple[dict[str, list[Call]], list[Call]]:
+@dataclass
+class Baseline:
+    """Every call the reference answer got: from each idea (by its id), and from the public checks."""
+
+    by_idea: dict[str, list[Call]]
+    public: list[Call]
+
+    def graded(self) -> list[Call]:
+        """The calls the ideas make, idea by idea."""
+        return [call for calls in self.by_idea.values() for call in calls]
+
+
+def _baseline(cell: Cell, report: CellReport) -> Baseline:
     """Every call the ideas and the public checks make of the reference answer, which must pass them
     all; then each function's classes learned from them, and the calls classed."""
     ideas, public = {}, []
@@ -347,52 +359,54 @@ def _baseline(cell: Cell, report: CellReport) -> tuple[dict[str, list[Call]], li
         public += calls
         if said:
             report.problems.append(f"{cell.grade_id}: the reference answer fails the public check {case.label!r}: {said}")
-    graded = [call for calls in ideas.values() for call in calls]
+    baseline = Baseline(ideas, public)
+    graded = baseline.graded()
     for name, probe in cell.probes.items():
         mine = [call for call in graded if call.name == name], [call for call in public if call.name == name]
         probe.classes = learn(probe.reference, *mine, probe.literals, probe.kinds_apart)
         for call in mine[0] + mine[1]:
             call.classed(probe.classes)
-    return ideas, public
+    return baseline
 
 
-def _distinct(targets: dict[Target, Call], graded: list[Call], public: list[Call]) -> dict[Target, Call]:
-    """One target for each set of calls: two facts that hold on the same calls of the idea and of the
-    public checks make the same wrong answers, which fail the same checks (``has the key 'name'``
-    on every call is ``any arguments``). Any arguments first, then the facts in their order."""
-    kept: dict[Target, Call] = {}
+def _distinct(targets: dict[Target, Call], graded: list[Call], public: list[Call]) -> list[tuple[Target, Call]]:
+    """One target for each set of calls, with its example call: two facts that hold on the same calls
+    of the idea and of the public checks make the same wrong answers, which fail the same checks
+    (``has the key 'name'`` on every call is ``any arguments``). Any arguments first, then the facts
+    in their order."""
+    kept: list[tuple[Target, Call]] = []
     extents = set()
     for target, example in sorted(targets.items(), key=lambda item: item[0].fact != ANY):
         extent = (tuple(call.within(target) for call in graded), tuple(call.within(target) for call in public))
         if extent not in extents:
             extents.add(extent)
-            kept[target] = example
+            kept.append((target, example))
     return kept
 
 
 def check_cell(cell: Cell) -> CellReport:
     """The gaps of one grade cell (see the module's text)."""
     report = CellReport(cell.grade_id)
-    ideas, public = _baseline(cell, report)
+    baseline = _baseline(cell, report)
     if report.problems:
         return report
     labels: dict[str, set[str]] = {name: set() for name in cell.probes}
-    for call in (c for calls in ideas.values() for c in calls):
+    for call in baseline.graded():
         if call.outcome.error is None:
             _labels(call.outcome.value, labels[call.name])
     caught: dict[tuple, bool] = {}  # (target, wrong answer) -> a public check went red
     for item in cell.spec.ideas:
         targets: dict[Target, Call] = {}
-        for call in ideas[item.id]:
+        for call in baseline.by_idea[item.id]:
             for fact in sorted(call.facts, key=lambda fact: (fact != ANY, repr(fact))):
                 targets.setdefault(Target(call.name, fact, call.result), call)
-        targets = _distinct(targets, ideas[item.id], public)
-        report.targets += len(targets)
+        kept = _distinct(targets, baseline.by_idea[item.id], baseline.public)
+        report.targets += len(kept)
         failed_any, whole = False, set()  # whole: (function, decision) whose every call is a gap
-        for target, example in targets.items():
+        for target, example in kept:
             if (target.name, target.result) in whole:
                 continue  # a narrower gap of a decision already unchecked for any arguments
-            seen = any(call.within(target) for call in public)
+            seen = any(call.within(target) for call in baseline.public)
             for wrong in wrong_outcomes(example.outcome, labels[target.name]):
                 report.tried += 1
                 said = _try(cell, target, wrong, item.check)

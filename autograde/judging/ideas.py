@@ -166,32 +166,45 @@ def _fields(template: str) -> set[str]:
     return {field for _, field, _, _ in string.Formatter().parse(template) if field is not None}
 
 
-def comment_lines(source: str) -> dict[int, str] | None:
-    """{line index (from 0): its comment} of each line of ``source`` that holds a comment and nothing
-    else (a ``#`` inside a string is no comment); None when ``source`` does not tokenize."""
-    found = _comments(source)
-    return None if found is None else {row: text for row, (column, text, alone) in found.items() if alone}
+@dataclass(frozen=True)
+class Comment:
+    """A comment of a source: the column of its ``#``, its text (the ``#`` kept), and whether its line
+    holds nothing else."""
+
+    column: int
+    text: str
+    alone: bool
 
 
-def trailing_comments(source: str) -> dict[int, tuple[int, str]] | None:
-    """{line index (from 0): (its column, its comment)} of each comment that follows code on its
-    line; None when ``source`` does not tokenize."""
-    found = _comments(source)
-    return None if found is None else {row: (column, text) for row, (column, text, alone) in found.items() if not alone}
+@dataclass(frozen=True)
+class Comments:
+    """The comments of a source, by line index (from 0): a line holds one comment at most."""
+
+    by_line: dict[int, Comment]
+
+    def alone(self, line: int) -> str | None:
+        """The comment of ``line`` when the line holds nothing else (None: it holds code, or no comment)."""
+        found = self.by_line.get(line)
+        return found.text if found and found.alone else None
+
+    def after_code(self, line: int) -> Comment | None:
+        """The comment that follows code on ``line`` (None: there is none)."""
+        found = self.by_line.get(line)
+        return found if found and not found.alone else None
 
 
-def _comments(source: str) -> dict[int, tuple[int, str, bool]] | None:
-    """{line index: (column, comment, whether the line holds nothing else)} of ``source``."""
+def source_comments(source: str) -> Comments | None:
+    """The comments of ``source`` (a ``#`` inside a string is no comment); None when it does not tokenize."""
     lines = source.split("\n")
     found = {}
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
             row, column = token.start
             if token.type == tokenize.COMMENT:
-                found[row - 1] = (column, token.string, not lines[row - 1][:column].strip())
+                found[row - 1] = Comment(column, token.string, not lines[row - 1][:column].strip())
     except (tokenize.TokenError, SyntaxError):
         return None
-    return found
+    return Comments(found)
 
 
 def docstrings(source: str) -> list[tuple[int, int, int, int, str]]:
@@ -227,14 +240,14 @@ def code_only(source: str) -> str:
     not tokenize loses the lines that start with ``#``."""
     source = without_docstrings(source)
     lines = source.split("\n")
-    comments = _comments(source)
+    comments = source_comments(source)
     if comments is None:
         return "\n".join(line for line in lines if not line.lstrip().startswith("#")).strip()
     kept = []
     for i, line in enumerate(lines):
-        column, _, alone = comments.get(i, (None, "", False))
-        if not alone:
-            kept.append(line if column is None else line[:column].rstrip())
+        if comments.alone(i) is None:
+            trailing = comments.after_code(i)
+            kept.append(line if trailing is None else line[: trailing.column].rstrip())
     return "\n".join(kept).strip()
 
 

@@ -7,38 +7,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from ..model import JsonRecord
+from ..model import JsonRecord, empty_at_default, flattened, omitted
 
 # an LMS student's keys in the order the intake has always written them
 _LMS_KEYS = ("layout", "lms_id", "name", "submission_id", "folder", "timestamp", "secret", "assignment", "attachments", "zipped")
 
 
 @dataclass(frozen=True)
-class LmsStudent:
+class LmsStudent(JsonRecord):
     """What a download said of one student: the system (``layout``), its id and name for them, and
     what handing their pages back through it needs: Canvas's submission and each notebook's attachment
     ids, Moodle's folder, the exchange's ``timestamp.txt``, secret and assignment name, and the notebooks that came in
     the student's own zip. ``extra``: keys this version does not know (kept as they were)."""
 
     layout: str = ""
-    lms_id: str | None = None
-    name: str | None = None
-    submission_id: str | None = None
-    folder: str | None = None
-    timestamp: str | None = None
-    secret: str | None = None
-    assignment: str | None = None  # the exchange: the nbgrader assignment (or edition's) submitted to
-    attachments: dict[str, str] = field(default_factory=dict)  # notebook -> the attachment id its file came as
-    zipped: tuple[str, ...] = ()
-    extra: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        data: dict = {}
-        for key in _LMS_KEYS:
-            value = getattr(self, key)
-            if key == "layout" or (value is not None and value != {} and value != ()):
-                data[key] = list(value) if isinstance(value, tuple) else value
-        return {**data, **self.extra}
+    lms_id: str | None = omitted()
+    name: str | None = omitted()
+    submission_id: str | None = omitted()
+    folder: str | None = omitted()
+    timestamp: str | None = omitted()
+    secret: str | None = omitted()
+    assignment: str | None = omitted()  # the exchange: the nbgrader assignment (or edition's) submitted to
+    attachments: dict[str, str] = omitted(factory=dict)  # notebook -> the attachment id its file came as
+    zipped: tuple[str, ...] = omitted(())
+    extra: dict = flattened()
 
     @classmethod
     def from_json(cls, data) -> LmsStudent:
@@ -198,7 +190,7 @@ def _listed(value) -> list:
 
 
 @dataclass(frozen=True)
-class Summary:
+class Summary(JsonRecord):
     """What a grading run says of itself (``summary.json``): how many students and notebooks, the points,
     what waits for a person, the gradebook, the problems, the late problems, the matching notes, the
     grades table's columns, the sandbox, the redactions and, on a cluster, where the jobs ran."""
@@ -212,25 +204,14 @@ class Summary:
     manual_columns: list[str] = field(default_factory=list)
     manual_pending: int = 0
     needs_review: int = 0
-    gradebook: BookInfo = field(default_factory=BookInfo)
+    gradebook: BookInfo = empty_at_default(factory=BookInfo)
     problems: list[Problem] = field(default_factory=list)
     late_problems: list[LateProblem] = field(default_factory=list)
     matching_notes: dict[str, list[str]] = field(default_factory=dict)
     columns: list[str] = field(default_factory=list)
-    sandbox: SandboxInfo | None = None
+    sandbox: SandboxInfo | None = empty_at_default()
     redactions: list[Redaction] = field(default_factory=list)
-    cluster: ClusterInfo | None = None
-
-    def to_json(self) -> dict:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cluster"}
-        data["gradebook"] = self.gradebook.to_json() if self.gradebook != BookInfo() else {}
-        data["problems"] = [p.to_json() for p in self.problems]
-        data["late_problems"] = [p.to_json() for p in self.late_problems]
-        data["redactions"] = [r.to_json() for r in self.redactions]
-        data["sandbox"] = self.sandbox.to_json() if self.sandbox else {}
-        if self.cluster:
-            data["cluster"] = self.cluster.to_json()
-        return data
+    cluster: ClusterInfo | None = omitted()
 
     @classmethod
     def from_json(cls, data) -> Summary:

@@ -28,7 +28,7 @@ import io
 import re
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -39,7 +39,7 @@ from babel.messages.pofile import PoFileError, read_po, write_po
 from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..errors import GraderError
-from ..judging.ideas import comment_lines, docstrings, message_nodes, message_template, message_templates, split_hidden, trailing_comments
+from ..judging.ideas import docstrings, message_nodes, message_template, message_templates, source_comments, split_hidden
 
 PROJECT = "serving-overlap-course"
 # the runtime's message calls (tools/i18n.py): a template's first argument, looked up where the text is
@@ -100,12 +100,12 @@ _REGION = re.compile(r"^\s*### (BEGIN|END) (SOLUTION|HIDDEN TESTS)\b")
 
 def comment_blocks(source: str) -> list[tuple[int, int, str, str]]:
     """The comment blocks of a code cell that an edition words in its language: runs of
-    comment-only lines (``ideas.comment_lines``) at one indentation, outside solution and
+    comment-only lines (``ideas.Comments.alone``) at one indentation, outside solution and
     hidden-test regions (which no learner sees), nbgrader's markers and stub kept
     (KEPT_COMMENTS). Each is (first line, line after the last, indentation, text without the
     ``# ``), lines counted from 0; none when the cell does not tokenize."""
-    comments = comment_lines(source)
-    if not comments:
+    comments = source_comments(source)
+    if comments is None:
         return []
     lines, blocks, inside = source.split("\n"), [], False
     for i, line in enumerate(lines):
@@ -113,9 +113,10 @@ def comment_blocks(source: str) -> list[tuple[int, int, str, str]]:
         if region:
             inside = region.group(1) == "BEGIN"
             continue
-        if inside or i not in comments or KEPT_COMMENTS.match(comments[i]):
+        comment = comments.alone(i)
+        if inside or comment is None or KEPT_COMMENTS.match(comment):
             continue
-        indent, text = line[: len(line) - len(line.lstrip())], re.sub(r"^# ?", "", comments[i])
+        indent, text = line[: len(line) - len(line.lstrip())], re.sub(r"^# ?", "", comment)
         if blocks and blocks[-1][1] == i and blocks[-1][2] == indent:
             start, _, _, before = blocks[-1]
             blocks[-1] = (start, i + 1, indent, before + "\n" + text)
@@ -125,19 +126,19 @@ def comment_blocks(source: str) -> list[tuple[int, int, str, str]]:
 
 
 def trailing_notes(source: str) -> list[tuple[int, int, str]]:
-    """The comments after code on their line (``ideas.trailing_comments``) that an edition words in
+    """The comments after code on their line (``ideas.Comments.after_code``) that an edition words in
     its language: outside solution and hidden-test regions, nbgrader's markers and linters' pragmas
     kept (KEPT_COMMENTS). Each is (line, column of its ``#``, text without the ``# ``)."""
-    comments = trailing_comments(source)
-    if not comments:
+    comments = source_comments(source)
+    if comments is None:
         return []
     notes, inside = [], False
     for i, line in enumerate(source.split("\n")):
         region = _REGION.match(line)
         if region:
             inside = region.group(1) == "BEGIN"
-        elif not inside and i in comments and not KEPT_COMMENTS.match(comments[i][1]):
-            notes.append((i, comments[i][0], re.sub(r"^# ?", "", comments[i][1])))
+        elif not inside and (comment := comments.after_code(i)) and not KEPT_COMMENTS.match(comment.text):
+            notes.append((i, comment.column, re.sub(r"^# ?", "", comment.text)))
     return notes
 
 
@@ -162,13 +163,13 @@ def given_docstrings(cell) -> list[str]:
     return [span[4] for span in _docstring_spans(cell.source)]
 
 
-def translate_docstrings(source: str, cell_id: str, table: dict[str | None, dict[str, str]]) -> str:
+def translate_docstrings(source: str, cell_id: str, table: Translations) -> str:
     """A given cell (given_docstrings) with its docstrings in the catalog's words, each a triple-quoted
     string at the original's place; ValueError for a translation that a triple-quoted string cannot
     hold as it is, KeyError when the catalog lacks one."""
     lines = source.split("\n")
     for n, (first, start, last, end, text) in reversed(list(enumerate(_docstring_spans(source)))):
-        words = table[f"{cell_id}:docstring:{n}"][text]
+        words = table.text(text, f"{cell_id}:docstring:{n}")
         if '"""' in words or "\\" in words or words.endswith('"'):
             raise ValueError(f"{cell_id}:docstring:{n}: a docstring's translation holds a backslash or a quote at its end")
         body = ("\n" + " " * start).join(words.split("\n"))
@@ -176,17 +177,17 @@ def translate_docstrings(source: str, cell_id: str, table: dict[str | None, dict
     return "\n".join(lines)
 
 
-def translate_comments(source: str, cell_id: str, table: dict[str | None, dict[str, str]]) -> str:
+def translate_comments(source: str, cell_id: str, table: Translations) -> str:
     """A code cell with each comment block (comment_blocks) and each comment after code
-    (trailing_notes) in the catalog's words (``table``: the translations by context); its code
+    (trailing_notes) in the catalog's words (``table``); its code
     unchanged, line for line (``ideas.code_only`` is the same). KeyError when the catalog lacks one
     (the release checks the catalog first)."""
     lines = source.split("\n")
     for n, (row, column, text) in enumerate(trailing_notes(source)):
-        words = table[f"{cell_id}:trailing:{n}"][text]
+        words = table.text(text, f"{cell_id}:trailing:{n}")
         lines[row] = f"{lines[row][:column]}# {' '.join(words.split())}".rstrip()
     for n, (start, end, indent, text) in reversed(list(enumerate(comment_blocks(source)))):
-        words = table[f"{cell_id}:comment:{n}"][text]
+        words = table.text(text, f"{cell_id}:comment:{n}")
         lines[start:end] = [f"{indent}# {line}".rstrip() if line.strip() else f"{indent}#" for line in words.split("\n")]
     return "\n".join(lines)
 
@@ -598,13 +599,30 @@ def problems(spec: CatalogFile) -> list[str]:
     return found
 
 
-def translations(spec: CatalogFile) -> dict[str | None, dict[str, str]]:
-    """{context: {English: translation}} of the translated, not fuzzy, units."""
+@dataclass(frozen=True)
+class Translations:
+    """A catalog's translated units, the fuzzy ones left out: {context: {English: translation}}, the
+    context a part of a cell (``<cell id>:comment:<n>``...), an idea (``grade_id:idea``), or None."""
+
+    by_context: dict[str | None, dict[str, str]] = field(default_factory=dict)
+
+    def text(self, english: str, context: str | None = None) -> str:
+        """``english``'s translation; KeyError when the catalog lacks it (an edition is made only from a
+        complete catalog: ``problems`` finds none)."""
+        return self.by_context[context][english]
+
+    def find(self, english: str, context: str | None = None) -> str | None:
+        """``english``'s translation; None when the catalog lacks it."""
+        return self.by_context.get(context, {}).get(english)
+
+
+def translations(spec: CatalogFile) -> Translations:
+    """The translated, not fuzzy, units of a catalog."""
     table: dict[str | None, dict[str, str]] = {}
     for message in _read(spec.path, spec.language):
         if message.id and message.string and not message.fuzzy:
             table.setdefault(message.context, {})[message.id] = message.string
-    return table
+    return Translations(table)
 
 
 class CatalogError(GraderError, RuntimeError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import copy
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -223,25 +224,25 @@ def is_setup_cell(cell) -> bool:
     return cell.cell_type == "code" and "imports" in cell.metadata.get("tags", [])
 
 
-def edition_setup(source: str, language: str, messages: dict[str, str] | None = None) -> str:
+def edition_setup(source: str, language: str, messages: catalogs.Translations | None = None) -> str:
     """The set-up cell's code in ``language``'s edition: the English one with its one
     ``RUNTIME = course_setup()`` line replaced (EditionError unless there is exactly one), and the
     message it raises when the course runtime is missing in the edition's words (setup_message:
-    ``messages`` is the runtime catalog's table; the runtime cannot translate it, being missing)."""
+    ``messages`` is the runtime catalog's translations; the runtime cannot translate it, being missing)."""
     lines = source.split("\n")
     found = [i for i, line in enumerate(lines) if line.strip() == SETUP_CALL]
     if len(found) != 1:
         raise EditionError(f"the set-up cell must hold the line {SETUP_CALL!r} exactly once (found {len(found)})")
     indent = lines[found[0]][: len(lines[found[0]]) - len(lines[found[0]].lstrip())]
     lines[found[0]] = indent + setup_call(language)
-    return setup_message("\n".join(lines), messages or {})
+    return setup_message("\n".join(lines), messages if messages is not None else catalogs.Translations())
 
 
 SETUP_ERROR = "ModuleNotFoundError"  # what the set-up cell raises when the course runtime is missing
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")
 
 
-def setup_message(source: str, messages: dict[str, str]) -> str:
+def setup_message(source: str, messages: catalogs.Translations) -> str:
     """``source`` with the text of its ``raise ModuleNotFoundError(...)`` replaced by the text's
     translation in ``messages`` (keyed by its catalog template, ``{0}``... its f-string's values,
     which the translation keeps), one string a line as in English; unchanged when there is none."""
@@ -254,7 +255,7 @@ def setup_message(source: str, messages: dict[str, str]) -> str:
         for node in ast.walk(tree)
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and getattr(node.exc.func, "id", "") == SETUP_ERROR and node.exc.args
     ]
-    if len(nodes) != 1 or (translated := messages.get(message_template(nodes[0]) or "")) is None:
+    if len(nodes) != 1 or (translated := messages.find(message_template(nodes[0]) or "")) is None:
         return source
     node = nodes[0]
     values = [v for v in node.values if isinstance(v, ast.FormattedValue)] if isinstance(node, ast.JoinedStr) else []
@@ -273,13 +274,13 @@ def setup_message(source: str, messages: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def setup_messages(course: Course, language: str) -> dict[str, str]:
+def setup_messages(course: Course, language: str) -> catalogs.Translations:
     """The runtime catalog's translations in ``language`` (none in English or without the catalog):
     the set-up cell's message is one of them (edition_setup)."""
     path = runtime_catalog_path(language, course.root / "tools")
     if language == "en" or not path.is_file():
-        return {}
-    return catalogs.translations(catalogs.CatalogFile(path, [], language)).get(None, {})
+        return catalogs.Translations()
+    return catalogs.translations(catalogs.CatalogFile(path, [], language))
 
 
 def translated_editions() -> list[str]:
@@ -317,7 +318,7 @@ def edition_source(path: Path, language: str, course: Course) -> nbformat.Notebo
             raise EditionError(f"{path.name}: {len(setups)} set-up cells (tagged 'imports'), expected one")
         for cell in nb.cells:
             if cell.cell_type == "markdown" and cell.source.strip():
-                cell.source = table[cell.id][cell.source]
+                cell.source = table.text(cell.source, cell.id)
             elif is_setup_cell(cell):
                 try:
                     cell.source = catalogs.translate_comments(edition_setup(cell.source, language, messages), cell.id, table)
@@ -331,10 +332,10 @@ def edition_source(path: Path, language: str, course: Course) -> nbformat.Notebo
     return nb
 
 
-def code_differences(english: Path, other: Path, language: str, messages: dict[str, str] | None = None) -> list[str]:
+def code_differences(english: Path, other: Path, language: str, messages: catalogs.Translations | None = None) -> list[str]:
     """Where two editions of one notebook differ in anything but markdown text, the comments and
     docstrings of code cells (``ideas.code_only``) and the set-up cell's edition line and translated
-    message (edition_setup, ``messages`` the runtime catalog's table: setup_messages) (empty when none)."""
+    message (edition_setup, ``messages`` the runtime catalog's translations: setup_messages) (empty when none)."""
     a, b = nbformat.read(english, as_version=4), nbformat.read(other, as_version=4)
     if len(a.cells) != len(b.cells):
         return [f"{other.name}: {len(b.cells)} cells, the English edition has {len(a.cells)}"]
@@ -360,9 +361,21 @@ def code_differences(english: Path, other: Path, language: str, messages: dict[s
     return found
 
 
-def feedback_translations(course: Course) -> dict[str, dict[str, str]]:
-    """{language: {key: text}} for the feedback pages: an idea's text keyed ``grade_id:idea``, a
-    feedback line keyed by its English. Only complete catalogs reach here (the release checks)."""
+@dataclass(frozen=True)
+class FeedbackWords:
+    """The feedback's translations by language, each {key: text}: an idea's text keyed ``grade_id:idea``,
+    a feedback line keyed by its English. English has none (a page shows the English text)."""
+
+    by_language: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def of(self, language: str) -> dict[str, str]:
+        """``language``'s words: none (the English text stands) for English or a language without a catalog."""
+        return self.by_language.get(language, {})
+
+
+def feedback_translations(course: Course) -> FeedbackWords:
+    """The feedback pages' translations in each translated edition. Only complete catalogs reach here
+    (the release checks)."""
     table: dict[str, dict[str, str]] = {}
     for lang in translated_editions():
         spec = catalog_for(course, lang, "grader")
@@ -370,11 +383,11 @@ def feedback_translations(course: Course) -> dict[str, dict[str, str]]:
         if found:
             raise catalogs.CatalogError(found)
         merged = table.setdefault(lang, {})
-        for context, entries in catalogs.translations(spec).items():
+        for context, entries in catalogs.translations(spec).by_context.items():
             for english, text in entries.items():
                 merged[context or english] = text
         merged.update(public_check_translations(course, lang))
-    return table
+    return FeedbackWords(table)
 
 
 def public_check_translations(course: Course, language: str) -> dict[str, str]:
@@ -384,5 +397,5 @@ def public_check_translations(course: Course, language: str) -> dict[str, str]:
     path = runtime_catalog_path(language, course.root / "tools")
     if not path.is_file():
         return {}
-    known = catalogs.translations(catalogs.CatalogFile(path, [], language)).get(None, {})
-    return {text: known[text] for text in catalogs.public_check_texts(course.source_paths()) if text in known}
+    known = catalogs.translations(catalogs.CatalogFile(path, [], language))
+    return {text: found for text in catalogs.public_check_texts(course.source_paths()) if (found := known.find(text)) is not None}

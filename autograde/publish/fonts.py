@@ -25,7 +25,7 @@ def catalog_texts(specs) -> list[str]:
 
     texts = []
     for spec in specs:
-        for entries in translations(spec).values():
+        for entries in translations(spec).by_context.values():
             for english, translated in entries.items():
                 texts += [english, translated]
     return texts

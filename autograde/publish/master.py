@@ -127,7 +127,7 @@ def build_master(course: Course, master: Path) -> None:
                 given.append(cell.source.strip())
         notebooks[name] = NotebookSpec(tests.notebooks[name].tests, tuple(given))
         solutions.update(tests.notebooks[name].solutions)
-    write_json_atomic(master / "judge.json", JudgeSpec(notebooks, solutions, feedback_translations(course)).to_json())
+    write_json_atomic(master / "judge.json", JudgeSpec(notebooks, solutions, feedback_translations(course).by_language).to_json())
 
 
 def edition_master(master: Path, language: str) -> Path:

@@ -33,7 +33,7 @@ from ..ledger.layout import Out
 from ..ledger.tables import cell_value
 from ..matching import read_graded
 from ..model import HIDDEN_NOTE, HIDDEN_NOTE_TEXT, Record
-from ..publish.editions import feedback_translations
+from ..publish.editions import FeedbackWords, feedback_translations
 from .exporters import PageView, feedback_exporter, html_lang, number_shown, page_css
 
 MAX_PAGE = 1_000_000  # characters in one feedback page
@@ -42,8 +42,8 @@ REMOVED_LINE = "<span>[line removed from this page: it quoted the grader's tests
 
 
 @functools.lru_cache(maxsize=4)
-def page_words(course: Course) -> dict[str, dict[str, str]]:
-    """{language: feedback translations} (read once per batch: every page of an edition uses them)."""
+def page_words(course: Course) -> FeedbackWords:
+    """The feedback translations (read once per batch: every page of an edition uses them)."""
     return feedback_translations(course)
 
 
@@ -245,7 +245,7 @@ def write_pages(
     for record in records:
         if not record.graded:
             continue
-        said = words.get(record.edition or "en", {})
+        said = words.of(record.edition or "en")
         person = person_values(cells, book.of(record.student_id), record)
         lines = write_feedback(out, record, secrets, said, person, late_text(record.late, policy, said), drafts)
         if lines:

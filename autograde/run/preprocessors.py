@@ -15,7 +15,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Integer, List, Set, Unicode
 
-from ..model import with_hidden_note
+from ..model import JsonRecord, flattened, omitted, with_hidden_note
 from .kernels import OutputLimitExceeded, kill_now
 
 
@@ -283,21 +283,36 @@ def _size(value) -> int | float | None:
     return None
 
 
-def _sizes(metadata) -> dict[str, int | float]:
-    """The numeric width and height of a metadata mapping."""
-    if not isinstance(metadata, dict):
-        return {}
-    return {key: size for key in SIZE_KEYS if (size := _size(metadata.get(key))) is not None}
+@dataclass(frozen=True)
+class FigureSize(JsonRecord):
+    """A figure's width and height as numbers (``_size``), each left out when it is not one."""
+
+    width: int | float | None = omitted()
+    height: int | float | None = omitted()
+
+    @classmethod
+    def read(cls, metadata) -> FigureSize:
+        """The numeric width and height of a metadata mapping (neither: it is not one)."""
+        if not isinstance(metadata, dict):
+            return cls()
+        return cls(_size(metadata.get("width")), _size(metadata.get("height")))
 
 
-def safe_output_metadata(metadata) -> dict[str, int | float | dict[str, int | float]]:
+@dataclass(frozen=True)
+class OutputSizes(JsonRecord):
     """An output's metadata cut to numeric ``width``/``height``, at the top level and under each
     mime type (``{"image/png": {"width": 640}}``), the only keys a page needs to show a figure."""
-    kept = _sizes(metadata)
-    for key, value in metadata.items() if isinstance(metadata, dict) else ():
-        if key not in SIZE_KEYS and (sizes := _sizes(value)):
-            kept[key] = sizes
-    return kept
+
+    width: int | float | None = omitted()
+    height: int | float | None = omitted()
+    by_type: dict[str, FigureSize] = flattened()  # mime type -> its figure's size (one with any)
+
+    @classmethod
+    def read(cls, metadata) -> OutputSizes:
+        top = FigureSize.read(metadata)
+        items = metadata.items() if isinstance(metadata, dict) else ()
+        by_type = {key: size for key, value in items if key not in SIZE_KEYS and (size := FigureSize.read(value)) != FigureSize()}
+        return cls(top.width, top.height, by_type)
 
 
 class SafeOutputMetadata(NbGraderPreprocessor):
@@ -320,7 +335,7 @@ class SafeOutputMetadata(NbGraderPreprocessor):
             return cell, resources
         for output in cell.get("outputs", []):
             if "metadata" in output:  # stream and error outputs have none
-                output["metadata"] = nbformat.from_dict(safe_output_metadata(output["metadata"]))
+                output["metadata"] = nbformat.from_dict(OutputSizes.read(output["metadata"]).to_json())
         return cell, resources
 
 

@@ -106,14 +106,24 @@ def _own_cgroups() -> dict[str, str]:
     return own
 
 
+@dataclass(frozen=True)
+class Enforcer:
+    """What enforces the jobs' limits here (``mechanism``: cgroup-v1, cgroup-v2 or rlimit) and, for a
+    cgroup, the folder each controller's job groups go in (the controller '' for cgroup v2)."""
+
+    mechanism: str
+    bases: dict[str, Path]
+
+
 class LimitGroups:
     """One cgroup per graded job, when the machine lets us make them; rlimits otherwise."""
 
     def __init__(self, limits: Limits):
         self.limits = limits
-        self.mechanism, self._bases = self._detect()
+        enforcer = self._detect()
+        self.mechanism, self._bases = enforcer.mechanism, enforcer.bases
 
-    def _detect(self) -> tuple[str, dict[str, Path]]:
+    def _detect(self) -> Enforcer:
         own, mounts = _own_cgroups(), _mounts()
         v1 = {}
         for controller in ("memory", "pids", "cpu"):
@@ -123,7 +133,7 @@ class LimitGroups:
         if "cpu" in v1 and not self._usable([v1["cpu"]]):
             del v1["cpu"]  # a CPU quota where the machine allows one; memory and process limits are required
         if {"memory", "pids"} <= set(v1) and self._usable(v1.values()):
-            return "cgroup-v1", v1
+            return Enforcer("cgroup-v1", v1)
         point = next((m for m, fs, _ in mounts if fs == "cgroup2"), None)
         if point and "" in own:
             base = Path(point + own[""])
@@ -132,8 +142,8 @@ class LimitGroups:
             except OSError:
                 delegated = set()
             if {"memory", "pids"} <= delegated and self._usable([base / GROUP]):
-                return "cgroup-v2", {"": base / GROUP}
-        return "rlimit", {}
+                return Enforcer("cgroup-v2", {"": base / GROUP})
+        return Enforcer("rlimit", {})
 
     @staticmethod
     def _usable(bases) -> bool:

@@ -72,8 +72,19 @@ def claims(name: str, folder: bool, assignment: str) -> bool:
     return not folder and bool(CANVAS_ANON.fullmatch(name) or canvas_splits(name) or CANVAS_TEXT.fullmatch(name))
 
 
-def canvas_files(names: list[str]) -> tuple[dict[str, CanvasName], dict[str, str]]:
-    """Whose each of a Canvas download's file names is: ({name: its reading}, {name: why none}).
+@dataclass(frozen=True)
+class CanvasFiles:
+    """Whose each of a Canvas download's file names is: the reading chosen for a name, or why none was."""
+
+    chosen: dict[str, CanvasName]
+    why: dict[str, str]
+
+    def reading(self, name: str) -> CanvasName | None:
+        return self.chosen.get(name)
+
+
+def canvas_files(names: list[str]) -> CanvasFiles:
+    """Whose each of a Canvas download's file names is (its reading, or why there is none).
 
     A name may allow several readings (a sortable name ending in ``_<digits>`` looks like an id, and so may
     the start of a file name). The true one is always among them and agrees with the rest of the download:
@@ -114,12 +125,12 @@ def canvas_files(names: list[str]) -> tuple[dict[str, CanvasName], dict[str, str
                 f"its name can be read as the file of Canvas user {users}, and nothing else in the download tells which: "
                 "not used (the learner's own name or file name looks like an id; rename it as Canvas would and run again)"
             )
-    return chosen, why
+    return CanvasFiles(chosen, why)
 
 
 def read_canvas(files: Source, entries: list[Entry], context: dict) -> list[Candidate]:
     flat = [e for e in entries if len(e.parts) == 1 and not CANVAS_TEXT.fullmatch(e.parts[0])]
-    chosen, why = canvas_files([e.parts[0] for e in flat])
+    readings = canvas_files([e.parts[0] for e in flat])
     found = []
     for entry in entries:
         name = entry.parts[-1]
@@ -127,9 +138,9 @@ def read_canvas(files: Source, entries: list[Entry], context: dict) -> list[Cand
             user = CANVAS_TEXT.fullmatch(name)["user"]
             files.problems.append(problem(shown(entry.name), user, "a text entry or web address, not a file: not a notebook"))
             continue
-        match = chosen.get(name) if len(entry.parts) == 1 else None
+        match = readings.reading(name) if len(entry.parts) == 1 else None
         if match is None:
-            reason = why.get(name, "inside a folder, not a file of Canvas's download (name_userid_fileid_filename): not used")
+            reason = readings.why.get(name, "inside a folder, not a file of Canvas's download (name_userid_fileid_filename): not used")
             files.problems.append(problem(shown(entry.name), None, reason))
             continue
         reason = why_not(entry, context["limits"], match.file)

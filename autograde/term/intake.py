@@ -439,9 +439,20 @@ def _apply_stamps(intake: Intake, stamps: list, lms_ids: dict, present: set[str]
 # -- the roster and the timestamps CSVs --------------------------------------------------------------------------------
 
 
-def csv_rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
-    """A CSV's rows as (line, {column (lower case): value}); UnusableInput when it cannot be read or
-    lacks a ``required`` column."""
+@dataclass(frozen=True)
+class CsvRow:
+    """A row of a roster or timestamps CSV: its line, and its values by column (lower case)."""
+
+    line: int
+    values: dict[str, str]
+
+    def get(self, column: str) -> str:
+        """The value in ``column`` ("" when the file has no such column)."""
+        return self.values.get(column, "")
+
+
+def csv_rows(path: Path, required: tuple[str, ...]) -> list[CsvRow]:
+    """A CSV's rows that hold any value; UnusableInput when it cannot be read or lacks a ``required`` column."""
     try:
         if path.stat().st_size > MAX_CSV_BYTES:
             raise UnusableInput(f"{path} is over {MAX_CSV_BYTES // 2**20} MB: not a roster or timestamps file")
@@ -458,7 +469,7 @@ def csv_rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str,
         for row in reader:
             values = {(k or "").strip().lower(): (v if isinstance(v, str) else "").strip() for k, v in row.items()}
             if any(values.values()):
-                rows.append((reader.line_num, values))
+                rows.append(CsvRow(reader.line_num, values))
     except csv.Error as exc:
         raise UnusableInput(f"{path} is not a CSV file ({exc})") from None
     return rows
@@ -469,8 +480,8 @@ def read_roster(path: Path, problems: list[IntakeProblem] | None = None) -> dict
     ...). A row that cannot be used is added to ``problems``, or raises UnusableInput when no list is given."""
     roster: dict[str, RosterRow] = {}
     lms_ids: dict[str, str] = {}
-    for line, row in csv_rows(Path(path), ("student_id",)):
-        sid, lms_id = row.get("student_id", ""), row.get("lms_id", "")
+    for row in csv_rows(Path(path), ("student_id",)):
+        line, sid, lms_id = row.line, row.get("student_id"), row.get("lms_id")
         why = ""
         if not STUDENT_ID.fullmatch(sid):
             why = f"student_id {shown(sid, 60)!r} cannot be a student id"
@@ -483,8 +494,8 @@ def read_roster(path: Path, problems: list[IntakeProblem] | None = None) -> dict
                 raise UnusableInput(f"{path} line {line}: {why}")
             problems.append(problem(f"{Path(path).name}:{line}", None, f"{why}: the row is not used"))
             continue
-        other = {k: v for k, v in row.items() if k and k not in ("student_id", "lms_id", "name")}
-        roster[sid] = RosterRow(lms_id, row.get("name", ""), other)
+        other = {k: v for k, v in row.values.items() if k and k not in ("student_id", "lms_id", "name")}
+        roster[sid] = RosterRow(lms_id, row.get("name"), other)
         if lms_id:
             lms_ids[lms_id] = sid
     if not roster:
@@ -497,23 +508,23 @@ def read_timestamps(path: Path, notebooks: tuple[str, ...], problems: list[Intak
     ``student_id``, ``submitted_at`` (ISO 8601 with its zone) and, optionally, ``notebook``. A row that
     cannot be used is a problem."""
     found = []
-    for line, row in csv_rows(Path(path), ("student_id", "submitted_at")):
-        where = f"{Path(path).name}:{line}"
-        notebook = row.get("notebook", "").removesuffix(".ipynb") or None
+    for row in csv_rows(Path(path), ("student_id", "submitted_at")):
+        where, student, submitted = f"{Path(path).name}:{row.line}", row.get("student_id"), row.get("submitted_at")
+        notebook = row.get("notebook").removesuffix(".ipynb") or None
         try:
-            if not row["submitted_at"].isascii():  # datetime reads any script's digits: a time is read from 0-9 only
-                raise ValueError(row["submitted_at"])
-            when = datetime.fromisoformat(row["submitted_at"])
+            if not submitted.isascii():  # datetime reads any script's digits: a time is read from 0-9 only
+                raise ValueError(submitted)
+            when = datetime.fromisoformat(submitted)
             when = when.astimezone(UTC) if when.tzinfo else when
         except (ValueError, OverflowError):  # not a time, or not one UTC can hold
             when = None
         if notebook is not None and notebook not in notebooks:
-            problems.append(problem(where, shown(row["student_id"]), f"{shown(notebook, 60)} is not a notebook of the course: the row is not used"))
+            problems.append(problem(where, shown(student), f"{shown(notebook, 60)} is not a notebook of the course: the row is not used"))
         elif when is None or when.tzinfo is None:
             why = "has no time zone" if when else "is not an ISO 8601 time UTC can hold"
-            problems.append(problem(where, shown(row["student_id"]), f"submitted_at {shown(row['submitted_at'], 60)!r} {why}: the row is not used"))
+            problems.append(problem(where, shown(student), f"submitted_at {shown(submitted, 60)!r} {why}: the row is not used"))
         else:
-            found.append((where, row["student_id"], notebook, when))
+            found.append((where, student, notebook, when))
     return found
 
 

@@ -19,7 +19,7 @@ from ..ledger.folder import Page
 from ..ledger.late import late_text
 from ..ledger.layout import Out
 from ..ledger.tables import ScoreRow, write_csv
-from ..publish.editions import feedback_translations
+from ..publish.editions import FeedbackWords, feedback_translations
 from .adapter import Adapter, ExportJob, HandBack, HandBackJob, Person, lms_zip, refuse_unmatched, safe
 from .candidates import Candidate, why_not
 from .source import Entry, Source, problem, shown
@@ -128,7 +128,7 @@ def _worksheet(job: ExportJob) -> tuple[list[list], list[str]]:
     "Participant N" (the participant id of the Moodle download, else the roster's lms_id), the final
     total of the maximum, the time of this export as the grade's last change, and the feedback page's
     late lines as comments, in the student's edition (English when mixed or unknown)."""
-    words: dict[str, dict[str, str]] = {}
+    words: FeedbackWords | None = None
     spec = job.spec
     sheet, unmatched = [], []
     for row in job.table.rows:
@@ -141,9 +141,9 @@ def _worksheet(job: ExportJob) -> tuple[list[list], list[str]]:
         times = list(spec.times.get(student, {}).values())
         edition = job.editions.get(student, "en")
         facts = job.table.settled[student].facts
-        if edition != "en" and not words and any(f.late_seconds for f in facts.values()):
+        if edition != "en" and words is None and any(f.late_seconds for f in facts.values()):
             words = feedback_translations(job.course)  # read once, and only when a translated line is needed
-        page_words = words.get(edition, {})
+        page_words = words.of(edition) if words is not None else {}
         comments = [f"{nb}: {line}" for nb, found in sorted(facts.items()) if (line := late_text(found, spec.policy, page_words))]
         sheet.append(
             [

@@ -48,7 +48,7 @@ def say_detail(words: dict[str, str], detail: str) -> str:
 
 def report_words(course: Course, language: str) -> dict[str, str]:
     """The report's translations in ``language`` (the edition's feedback translations; none for English)."""
-    return feedback_translations(course).get(language, {}) if language != "en" else {}
+    return feedback_translations(course).of(language) if language != "en" else {}
 
 
 def num(value) -> str:

@@ -179,3 +179,43 @@ def test_the_shared_codec_writes_a_nested_plain_record_by_its_fields_and_a_renam
         inner: list[Inner] = field(default_factory=list)
 
     assert json.dumps(Outer("x", "table", [Inner(1, (2, 3))]).to_json()) == '{"from": "table", "x": "x", "inner": [{"a": 1, "b": [2, 3]}]}'
+
+
+def test_the_shared_codec_writes_an_empty_object_at_a_default_and_a_flattened_mapping_at_the_top_level_last():
+    from dataclasses import dataclass
+
+    from autograde.model import JsonRecord, empty_at_default, flattened, omitted
+
+    @dataclass(frozen=True)
+    class Inner(JsonRecord):
+        a: int = 0
+
+    @dataclass(frozen=True)
+    class Outer(JsonRecord):
+        kept: Inner = empty_at_default(factory=Inner)
+        maybe: Inner | None = empty_at_default()
+        names: dict[str, str] = omitted(factory=dict)
+        extra: dict = flattened()
+
+    assert json.dumps(Outer(extra={"later": 1}).to_json()) == '{"kept": {}, "maybe": {}, "later": 1}'
+    assert json.dumps(Outer(Inner(2), Inner(), {"x": "y"}).to_json()) == '{"kept": {"a": 2}, "maybe": {"a": 0}, "names": {"x": "y"}}'
+
+
+def test_the_run_facts_write_what_they_always_wrote():
+    import dataclasses
+
+    from autograde.ledger.facts import BookInfo, ClusterInfo, IntakeFacts, LmsStudent, SandboxInfo, Summary
+
+    student = LmsStudent("canvas", "7", name="", zipped=("01",), extra={"new": True})
+    assert json.dumps(student.to_json()) == '{"layout": "canvas", "lms_id": "7", "name": "", "zipped": ["01"], "new": true}'
+    assert LmsStudent.from_json(student.to_json()) == student and IntakeFacts(students={"s": student}).to_json()["students"]["s"] == student.to_json()
+    summary = Summary(students=1, columns=["a"])
+    assert summary.to_json()["gradebook"] == {} and summary.to_json()["sandbox"] == {} and "cluster" not in summary.to_json()
+    assert list(summary.to_json())[-2:] == ["sandbox", "redactions"]
+    full = Summary(gradebook=BookInfo("x", 2), sandbox=SandboxInfo(True), cluster=ClusterInfo("tcp://h:1", 2), columns=["a"])
+    assert list(full.to_json())[-3:] == ["sandbox", "redactions", "cluster"] and full.to_json()["gradebook"] == {
+        "db_url": "x",
+        "notebooks_recorded": 2,
+        "error": None,
+    }
+    assert Summary.from_json(json.loads(json.dumps(full.to_json()))) == dataclasses.replace(full, cluster=None)  # cluster: written, not read

@@ -206,7 +206,7 @@ def test_every_feedback_page_shows_its_notebook_as_written(graded_class, root):
                 edition = "zh" if student.startswith("zh") else "en"
                 page.goto(path.resolve().as_uri())
                 formulas += page.locator("math").count()
-                problems = misread(page, submitted, words.get(edition, {}).get(HIDDEN_NOTE_TEXT, HIDDEN_NOTE_TEXT))
+                problems = misread(page, submitted, words.of(edition).get(HIDDEN_NOTE_TEXT, HIDDEN_NOTE_TEXT))
                 label = "测试单元格：{}" if edition == "zh" else "Test cell: {}"
                 for cell in submitted.cells:
                     meta = cell.metadata.get("nbgrader", {})

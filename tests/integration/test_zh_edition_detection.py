@@ -12,6 +12,7 @@ import re
 import nbformat
 import pytest
 
+from autograde.publish.catalogs import Translations
 from tools import i18n, notebook_runtime
 
 from submissions import NOTEBOOKS, RELEASE, build, write
@@ -96,12 +97,12 @@ def test_the_setup_message_keeps_its_values_and_their_conversions():
         "NAME = 'w.whl'\ntry:\n    import a_module_that_is_not_there\nexcept ModuleNotFoundError:\n"
         "    raise ModuleNotFoundError(\n        f'Put {NAME!r} here,\\n'\n        f'then run {NAME}.') from None\nRUNTIME = course_setup()"
     )
-    out = editions.edition_setup(source, "zh", {"Put {0} here,\nthen run {1}.": "把 {0} 放在这里，\n然后运行 {1}。"})
+    out = editions.edition_setup(source, "zh", Translations({None: {"Put {0} here,\nthen run {1}.": "把 {0} 放在这里，\n然后运行 {1}。"}}))
     assert "        f'把 {NAME!r} 放在这里，\\n'\n        f'然后运行 {NAME}。') from None" in out, out
     with pytest.raises(ModuleNotFoundError) as raised:
         exec(compile(out, "setup", "exec"), {})
     assert str(raised.value) == "把 'w.whl' 放在这里，\n然后运行 w.whl。"
-    untranslated = editions.edition_setup(source, "zh", {"another text": "别的"})
+    untranslated = editions.edition_setup(source, "zh", Translations({None: {"another text": "别的"}}))
     assert untranslated == source.replace(editions.SETUP_CALL, "RUNTIME = course_setup(language='zh')")
 
 
@@ -119,7 +120,7 @@ def test_check_refuses_a_chinese_setup_message_that_is_not_the_catalogs(root, tm
     found = editions.code_differences(RELEASE / f"{name}.ipynb", changed, "zh", messages)
     assert len(found) == 1 and "set-up cell" in found[0], found
     english = next(c for c in nbformat.read(RELEASE / f"{name}.ipynb", 4).cells if editions.is_setup_cell(c)).source
-    assert editions.edition_setup(english, "zh", {}) == english.replace(editions.SETUP_CALL, "RUNTIME = course_setup(language='zh')")
+    assert editions.edition_setup(english, "zh", Translations()) == english.replace(editions.SETUP_CALL, "RUNTIME = course_setup(language='zh')")
 
 
 def test_check_refuses_a_chinese_setup_cell_that_differs_otherwise(root, tmp_path):

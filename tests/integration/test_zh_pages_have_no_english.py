@@ -173,7 +173,7 @@ def test_the_pages_pending_answers_and_nbgraders_late_line_are_chinese(root):
     from autograde.publish.editions import feedback_translations
     from autograde.record.pages import render_page
 
-    words = feedback_translations(Course.load(root))["zh"]
+    words = feedback_translations(Course.load(root)).of("zh")
     zh = render_page(page_data(late_penalty=0.75), words, "zh", {"refl_q1": "pending", "refl_q2": 0.0})
     assert "</a>（待人工评分，1.5 分）</li>" in zh
     assert '<li class="late-penalty">迟交扣分（得分：-0.75）</li>' in zh
@@ -189,7 +189,7 @@ def test_the_late_lines_policy_is_said_in_the_pages_language(root):
     from autograde.model import LateFacts
     from autograde.publish.editions import feedback_translations
 
-    words = feedback_translations(Course.load(root))["zh"]
+    words = feedback_translations(Course.load(root)).of("zh")
     late = LateFacts(0.5, "2026-12-20T15:59:00+00:00", late_seconds=7200, deadline_offset="+08:00")
     for policy, said in (
         ("deduct:10%/hour,floor:40%", "每迟交一小时扣满分的 10%，最低保留 40%"),

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from autograde.authoring.check import answer, edition_problems, grading_problems
+from autograde.authoring.check import SourceGrades, answer, edition_problems, grading_problems
 from autograde.ledger.facts import Problem, Summary
 from autograde.ledger.tables import ScoreRow
 
 SUMMARY = Summary(max_auto=20.0, max_manual=4.0, manual_columns=["r1", "r2"], problems=[])
 
 
-def rows(**changes: dict) -> dict[str, ScoreRow]:
+def grades(summary: Summary = SUMMARY, **changes: dict) -> SourceGrades:
     base = {
         "solutions": ScoreRow("solutions", edition="en", auto_total=20.0, total=20.0, pending=2.0),
         "untouched": ScoreRow("untouched", edition="en", auto_total=0.0, total=0.0, pending=0.0),
@@ -20,12 +20,12 @@ def rows(**changes: dict) -> dict[str, ScoreRow]:
     }
     for student, values in changes.items():
         base[student] = dataclasses.replace(base[student], **values)
-    return base
+    return SourceGrades(base["solutions"], base["untouched"], {"zh": base["solutions_zh"]}, summary)
 
 
 def test_full_marks_zero_and_the_same_in_every_edition_pass():
     said: list[str] = []
-    assert grading_problems(rows(), SUMMARY, said.append, ["zh"]) == []
+    assert grading_problems(grades(), said.append) == []
     assert said == [
         "instructor sources score 20/20 automatic points, 2 answer(s) (4 points) left for a person; untouched release scores 0",
         "each translated edition of the sources grades the same: yes",
@@ -35,10 +35,12 @@ def test_full_marks_zero_and_the_same_in_every_edition_pass():
 def test_each_way_the_sources_or_the_release_can_go_wrong_is_named():
     said: list[str] = []
     found = grading_problems(
-        rows(solutions={"auto_total": 19.0, "pending": 1.0}, untouched={"total": 1.0}),
-        dataclasses.replace(SUMMARY, problems=[Problem("untouched", "03", "timeout", "timed out", "cell 4")]),
+        grades(
+            dataclasses.replace(SUMMARY, problems=[Problem("untouched", "03", "timeout", "timed out", "cell 4")]),
+            solutions={"auto_total": 19.0, "pending": 1.0},
+            untouched={"total": 1.0},
+        ),
         said.append,
-        ["zh"],
     )
     assert [line.split(":")[0] for line in found] == [
         "the sources lose points",
@@ -51,8 +53,8 @@ def test_each_way_the_sources_or_the_release_can_go_wrong_is_named():
 
 
 def test_an_edition_differs_only_by_its_scores_not_its_name():
-    assert edition_problems(rows(), ["zh"]) == []
-    assert edition_problems(rows(solutions_zh={"pending": 1.0}), ["zh"])[0].startswith("the zh edition of the sources grades differently")
+    assert edition_problems(grades()) == []
+    assert edition_problems(grades(solutions_zh={"pending": 1.0}))[0].startswith("the zh edition of the sources grades differently")
 
 
 def test_a_question_is_answered_yes_or_no():

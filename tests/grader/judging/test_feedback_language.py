@@ -30,7 +30,7 @@ def course(root):
 
 @pytest.fixture(scope="module")
 def zh_words(course):
-    return editions.feedback_translations(course)["zh"]
+    return editions.feedback_translations(course).of("zh")
 
 
 def _mistake(name: str) -> dict:
@@ -199,7 +199,7 @@ def test_every_failure_message_has_a_chinese_translation(course):
     assert len(hidden) > 120, len(hidden)
     assert "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got {0} (bits or bytes? seconds or ms?)" in keys
     assert catalogs.problems(grader) == []
-    words = editions.feedback_translations(course)["zh"]
+    words = editions.feedback_translations(course).of("zh")
     public = catalogs.public_check_texts(course.source_paths())
     assert public and [text for text in public if text not in words] == []
 

@@ -153,7 +153,7 @@ text = """
 def test_a_code_cells_comment_blocks_are_translated_and_its_code_is_untouched():
     blocks = catalogs.comment_blocks(CODE_CELL)
     assert [b[3] for b in blocks] == ["TODO 9: return twice `x`,\nas an int.", "  indented hint"]
-    table = {"c:comment:0": {blocks[0][3]: "TODO 9：返回 `x` 的两倍（int）。"}, "c:comment:1": {blocks[1][3]: "  缩进的提示"}}
+    table = catalogs.Translations({"c:comment:0": {blocks[0][3]: "TODO 9：返回 `x` 的两倍（int）。"}, "c:comment:1": {blocks[1][3]: "  缩进的提示"}})
     translated = catalogs.translate_comments(CODE_CELL, "c", table)
     assert "    # TODO 9：返回 `x` 的两倍（int）。\n    ### BEGIN SOLUTION" in translated and "#   缩进的提示" in translated
     assert "# the model answer's own note" in translated and "# inside a string" in translated and "# YOUR CODE HERE" in translated
@@ -184,7 +184,7 @@ y = 1  # noqa: E501"""
 def test_a_comment_after_code_is_a_unit_and_only_its_words_change():
     notes = catalogs.trailing_notes(TRAILING_CELL)
     assert [(row, text) for row, _, text in notes] == [(0, "untimed runs before measuring"), (1, "the string's note")]
-    table = {"c:trailing:0": {notes[0][2]: "计时前的预热次数"}, "c:trailing:1": {notes[1][2]: "字符串的说明"}}
+    table = catalogs.Translations({"c:trailing:0": {notes[0][2]: "计时前的预热次数"}, "c:trailing:1": {notes[1][2]: "字符串的说明"}})
     translated = catalogs.translate_comments(TRAILING_CELL, "c", table)
     assert translated.split("\n")[:2] == ["WARMUP = 5  # 计时前的预热次数", 'x = "# not a comment"  # 字符串的说明']
     assert "# the model answer's note" in translated and "# noqa: E501" in translated
@@ -216,7 +216,7 @@ def test_a_given_functions_docstring_is_a_unit_and_check_reads_past_it():
     )
     cell = nbformat.v4.new_code_cell(source)
     assert catalogs.given_docstrings(cell) == ["Twice `x`\n(an int)."]
-    table = {"c:docstring:0": {"Twice `x`\n(an int).": "`x` 的两倍\n（int）。"}}
+    table = catalogs.Translations({"c:docstring:0": {"Twice `x`\n(an int).": "`x` 的两倍\n（int）。"}})
     translated = catalogs.translate_docstrings(source, "c", table)
     assert translated.startswith('def f(x):\n    """`x` 的两倍\n    （int）。"""\n    ### BEGIN SOLUTION') and "the model answer's own" in translated
     assert ideas.code_only(translated) == ideas.code_only(source) and translated != source
@@ -224,7 +224,7 @@ def test_a_given_functions_docstring_is_a_unit_and_check_reads_past_it():
     cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t", "locked": True, "schema_version": 3, "points": 1}
     assert catalogs.given_docstrings(cell) == []  # a public check's docstring is its label: the runtime translates it
     with pytest.raises(ValueError):
-        catalogs.translate_docstrings(source, "c", {"c:docstring:0": {"Twice `x`\n(an int).": 'a "quote"'}})
+        catalogs.translate_docstrings(source, "c", catalogs.Translations({"c:docstring:0": {"Twice `x`\n(an int).": 'a "quote"'}}))
 
 
 def test_check_refuses_an_entry_no_source_uses_and_a_template_no_catalog_can_hold(tmp_path):

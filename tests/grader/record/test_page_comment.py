@@ -18,7 +18,7 @@ def zh_words(root):
     from autograde.course import Course
     from autograde.publish.editions import feedback_translations
 
-    return feedback_translations(Course.load(root))["zh"]
+    return feedback_translations(Course.load(root)).of("zh")
 
 
 def _commented(comment: str) -> PageData:

@@ -69,15 +69,18 @@ def test_canvas_a_name_that_nothing_disambiguates_is_nobodys(tmp_path):
 
 
 def test_canvas_readings_follow_the_download_not_the_first_digits():
-    chosen, why = canvas_files([f"x_5_y_1004_9003_{NB3}.ipynb", f"ann_1005_9004_{NB1}.ipynb"])
+    found = canvas_files([f"x_5_y_1004_9003_{NB3}.ipynb", f"ann_1005_9004_{NB1}.ipynb"])
+    chosen, why = found.chosen, found.why
     assert why == {} and chosen[f"x_5_y_1004_9003_{NB3}.ipynb"].name == "x_5_y"
     # the course's own file names start with a zero, which no Canvas id has: "9004" + "01_..." is the only reading
     assert chosen[f"ann_1005_9004_{NB1}.ipynb"].file == f"{NB1}.ipynb"
     # a name ending in _<digits> with no file to fix it allows two users: each file is named, neither is guessed
-    chosen, why = canvas_files([f"doe_2024_1001_9001_{NB1}.ipynb", f"doe_2024_1001_9002_{NB2}.ipynb"])
+    found = canvas_files([f"doe_2024_1001_9001_{NB1}.ipynb", f"doe_2024_1001_9002_{NB2}.ipynb"])
+    chosen, why = found.chosen, found.why
     assert chosen == {} and all("1001 or 2024" in text for text in why.values())
     # a file of user 2024 under another name fixes that user: the files are user 1001's
-    chosen, why = canvas_files([f"doe_2024_1001_9001_{NB1}.ipynb", f"doe_2024_1001_9002_{NB2}.ipynb", "smith_2024_7000_notes.ipynb"])
+    found = canvas_files([f"doe_2024_1001_9001_{NB1}.ipynb", f"doe_2024_1001_9002_{NB2}.ipynb", "smith_2024_7000_notes.ipynb"])
+    chosen, why = found.chosen, found.why
     assert why == {} and [c.user for c in chosen.values()].count("1001") == 2
 
 

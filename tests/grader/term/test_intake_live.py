@@ -395,7 +395,7 @@ def test_the_pages_line_on_disagreeing_times_in_each_edition():
     english = late_text(facts, Policy("zero"))
     assert english.startswith("This submission gives 2026-12-01 10:00:00 UTC as its time, but it reached the exchange at 2026-12-04 10:00:00 UTC")
     assert "Submitted 24.00 hour(s) after the deadline" in english
-    chinese = late_text(facts, Policy("zero"), page_words(Course.load())["zh"])
+    chinese = late_text(facts, Policy("zero"), page_words(Course.load()).of("zh"))
     assert "到达交换区" in chinese and "2026-12-01 10:00:00 UTC" in chinese and "迟交扣 2 分" in chinese
     on_time = late_text(dataclasses.replace(facts, late_seconds=0.0), Policy("zero"))  # on time, but its times disagreed: still said
     assert on_time.startswith("This submission gives") and "after the deadline" not in on_time
