@@ -203,7 +203,7 @@ class Drafts:
         data = read_page_data(self.out, record.student_id, record.notebook)
         if data is None or stamp is None:
             return
-        said = self.words.get(record.edition or "en", {})
+        said = self.words.of(record.edition or "en")
         person = person_values(self.cells, {}, record)
         late_line = late_text(record.late, self.policy, said)
         try:

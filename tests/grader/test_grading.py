@@ -678,7 +678,7 @@ def test_a_page_drafted_as_its_notebook_settles_is_the_page_written(batch):
     words = page_words(course)
     for record in graded:
         drafts.draft(record)
-        said = words.get(record.edition or "en", {})
+        said = words.of(record.edition or "en")
         line = late_text(record.late, policy, said)
         taken = drafts.take(record, person_values(cells, {}, record), line)
         assert taken is not None, f"{record.notebook}: no draft"
