@@ -12,7 +12,8 @@ in), then times, one after another on this machine:
 3. ``grade --scheduler`` on a local Dask cluster of 2 workers (started before the clock; each
    worker prepares its copy of the master on the first task, inside the clock).
 
-Every run of ours must give the same grades (full marks for every student). Prints seconds
+Every run of ours must give the same grades, full marks for every student (the tests' points;
+a run whose judge could not load the answers gives every student the same wrong total). Prints seconds
 per submission for each, the speed-up of 2 workers over 1, and 2 workers against plain
 nbgrader, with the goal (at most a third of plain nbgrader's time).
 
@@ -48,6 +49,16 @@ def grade(subs: Path, out: Path, *extra: str) -> float:
     if proc.returncode != 0:
         raise SystemExit(f"grade {' '.join(extra)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
     return seconds
+
+
+def full_auto_points() -> float:
+    """The points a complete, correct submission earns from the tests (a person's answers aside)."""
+    from autograde.course import Course, exercises
+
+    return sum(e.points for e in exercises(Course.load()) if not e.manual)
+
+
+FULL_AUTO = full_auto_points()
 
 
 def totals(out: Path) -> dict[str, str]:
@@ -124,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         expected = {f"s{i:03d}": None for i in range(n)}
         grades = [totals(tmp / f"out{w}") for w in (1, 2)] + ([totals(tmp / "out-cluster")] if cluster else [])
         same = all(g == grades[0] for g in grades) and set(grades[0]) == set(expected)
-        full = len(set(grades[0].values())) == 1
+        full = all(float(total) == FULL_AUTO for total in grades[0].values())
     print()
     print(f"{'run':34s} {'s per submission':>17s}")
     if plain is not None:
@@ -137,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if plain is not None:
         ratio = runs[2] / plain
         print(f"2 workers / plain nbgrader: {ratio:.2f} (goal <= {GOAL}) -> {'met' if ratio <= GOAL else 'NOT met'}")
-    print(f"identical grades in every run: {same}; every student the same total: {full}")
+    print(f"identical grades in every run: {same}; every student full marks ({FULL_AUTO:g}): {full}")
     return 0 if same and full else 1
 
 
