@@ -1,4 +1,5 @@
-"""python -m autograde {release,check,grade,export,feedback,report,similarity,validate,rules,bundle,translations}"""
+"""python -m autograde
+{release,check,grade,export,feedback,report,similarity,validate,rules,bundle,translations}"""
 
 from __future__ import annotations
 
@@ -69,20 +70,51 @@ def _gib(text: str) -> float:
 
 def _term_arguments(grade: argparse.ArgumentParser) -> None:
     """grade's options for a term: the intake's layout and the deadlines."""
-    grade.add_argument("--layout", choices=registry.layouts(), help="the layout of SUBMISSIONS (default: recognised)")
-    grade.add_argument("--pattern", metavar="REGEX", help="with --layout pattern: named groups student_id, optional file_id and timestamp")
-    grade.add_argument("--roster", type=Path, metavar="CSV", help="student_id, lms_id, name: LMS ids to student ids; lists who sent nothing")
-    grade.add_argument("--timestamps", type=Path, metavar="CSV", help="student_id, [notebook,] submitted_at: submission times")
+    grade.add_argument(
+        "--layout",
+        choices=registry.layouts(),
+        help="the layout of SUBMISSIONS (default: recognised)",
+    )
+    grade.add_argument(
+        "--pattern",
+        metavar="REGEX",
+        help="with --layout pattern: named groups student_id, optional file_id and timestamp",
+    )
+    grade.add_argument(
+        "--roster",
+        type=Path,
+        metavar="CSV",
+        help="student_id, lms_id, name: LMS ids to student ids; lists who sent nothing",
+    )
+    grade.add_argument(
+        "--timestamps",
+        type=Path,
+        metavar="CSV",
+        help="student_id, [notebook,] submitted_at: submission times",
+    )
     grade.add_argument(
         "--trust-owners",
         action="store_true",
-        help="exchange inbound/: take a submission folder owned by another account than the student it names (refused by default)",
+        help="exchange inbound/: take a submission folder owned by another account than the "
+        "student it names (refused by default)",
     )
-    grade.add_argument("--deadline", metavar="TIME", help="ISO 8601 with a time zone, e.g. 2026-12-20T23:59:00+08:00 (or [grading] deadline)")
     grade.add_argument(
-        "--late-policy", metavar="POLICY", help="none (the default: lateness is reported, nothing taken), zero, or deduct:10%%/day[,floor:50%%]"
+        "--deadline",
+        metavar="TIME",
+        help="ISO 8601 with a time zone, e.g. 2026-12-20T23:59:00+08:00 (or [grading] deadline)",
     )
-    grade.add_argument("--extensions", type=Path, metavar="CSV", help="student_id,deadline: a student's own deadline")
+    grade.add_argument(
+        "--late-policy",
+        metavar="POLICY",
+        help="none (the default: lateness is reported, nothing "
+        "taken), zero, or deduct:10%%/day[,floor:50%%]",
+    )
+    grade.add_argument(
+        "--extensions",
+        type=Path,
+        metavar="CSV",
+        help="student_id,deadline: a student's own deadline",
+    )
 
 
 def _export_arguments(export: argparse.ArgumentParser) -> None:
@@ -94,76 +126,132 @@ def _export_arguments(export: argparse.ArgumentParser) -> None:
     export.add_argument(
         "--to",
         type=Path,
-        help="the CSV to write (default: OUT/final_grades.csv, OUT/canvas_grades.csv, OUT/moodle_grades.csv; moodle_worksheet.csv beside it)",
+        help="the CSV to write (default: OUT/final_grades.csv, OUT/canvas_grades.csv, "
+        "OUT/moodle_grades.csv; moodle_worksheet.csv beside it)",
     )
     export.add_argument(
         "--format",
         choices=(registry.PLAIN_EXPORT, *registry.export_formats()),
         default=registry.PLAIN_EXPORT,
-        help="csv (every column); canvas (its gradebook import); moodle (the gradebook's CSV import and the assignment's offline grading worksheet)",
+        help="csv (every column); canvas (its gradebook import); moodle (the gradebook's CSV "
+        "import and the assignment's offline grading worksheet)",
     )
     export.add_argument(
         "--roster",
         type=Path,
         metavar="CSV",
-        help="student_id, lms_id (Canvas user id, or Moodle participant id), and optionally name, email, section, login, sis_user_id, id_number",
+        help="student_id, lms_id (Canvas user id, or Moodle participant id), and optionally "
+        "name, email, section, login, sis_user_id, id_number",
     )
-    export.add_argument("--column", metavar="NAME", help="the grade column's title (Canvas: 'Title (assignment id)' also gives the id)")
-    export.add_argument("--assignment-id", metavar="N", help="Canvas: the assignment's id (the N of /assignments/N); 'new' lets Canvas create one")
+    export.add_argument(
+        "--column",
+        metavar="NAME",
+        help="the grade column's title (Canvas: 'Title (assignment id)' also gives the id)",
+    )
+    export.add_argument(
+        "--assignment-id",
+        metavar="N",
+        help="Canvas: the assignment's id (the N of /assignments/N); 'new' lets Canvas create one",
+    )
     export.add_argument(
         "--late-unknown",
         choices=UNKNOWN_CHOICES,
         default=UNKNOWN_CHOICES[0],
-        help="an LMS file under a late policy when a student's lateness is unknown: refuse (the default: exit 2, naming them), "
-        "or take the least penalty the facts allow (none without a time; one started day or hour for the LMS's late mark)",
+        help="an LMS file under a late policy when a student's lateness is unknown: refuse "
+        "(the default: exit 2, naming them), "
+        "or take the least penalty the facts allow (none without a time; one started day "
+        "or hour for the LMS's late mark)",
     )
     export.add_argument(
-        "--omit-unmatched", action="store_true", help="leave students without the LMS's id out of an LMS file (default: exit 2, naming them)"
+        "--omit-unmatched",
+        action="store_true",
+        help="leave students without the LMS's id out of "
+        "an LMS file (default: exit 2, naming them)",
     )
 
 
 def _grade_arguments(grade: argparse.ArgumentParser) -> None:
-    """grade's options: where, how many at once, the grading limits (defaults: the model's Options), where to grade."""
-    grade.add_argument("submissions", type=Path, help="a folder or a .zip: its layout is recognised (or give --layout)")
-    grade.add_argument("--out", type=Path, required=True)
-    grade.add_argument("--workers", type=_positive, default=DEFAULTS.workers, help="students graded at once (default: cores)")
-    grade.add_argument("--cell-timeout", type=_positive, default=DEFAULTS.cell_timeout, help="seconds per cell before it is interrupted")
+    """grade's options: where, how many at once, the grading limits (defaults: the model's Options),
+    where to grade."""
     grade.add_argument(
-        "--notebook-timeout", type=_positive, default=DEFAULTS.notebook_timeout, help="seconds per notebook before its kernel is killed"
+        "submissions",
+        type=Path,
+        help="a folder or a .zip: its layout is recognised (or give --layout)",
+    )
+    grade.add_argument("--out", type=Path, required=True)
+    grade.add_argument(
+        "--workers",
+        type=_positive,
+        default=DEFAULTS.workers,
+        help="students graded at once (default: cores)",
+    )
+    grade.add_argument(
+        "--cell-timeout",
+        type=_positive,
+        default=DEFAULTS.cell_timeout,
+        help="seconds per cell before it is interrupted",
+    )
+    grade.add_argument(
+        "--notebook-timeout",
+        type=_positive,
+        default=DEFAULTS.notebook_timeout,
+        help="seconds per notebook before its kernel is killed",
     )
     grade.add_argument(
         "--memory-limit",
         type=_gib,
         default=DEFAULTS.memory_limit / GiB,
         metavar="GIB",
-        help="memory per notebook in GiB (default %(default)g); past it the notebook is stopped and reported",
+        help="memory per notebook in GiB (default %(default)g); past it the notebook is "
+        "stopped and reported",
     )
-    grade.add_argument("--process-limit", type=_positive, default=DEFAULTS.process_limit, help="processes per notebook (default %(default)s)")
+    grade.add_argument(
+        "--process-limit",
+        type=_positive,
+        default=DEFAULTS.process_limit,
+        help="processes per notebook (default %(default)s)",
+    )
     grade.add_argument(
         "--max-notebook-mb",
         type=_positive,
         default=DEFAULTS.max_notebook_bytes // MiB,
         metavar="MB",
-        help="a submitted notebook larger than this is refused unread as invalid_notebook (default %(default)s)",
+        help="a submitted notebook larger than this is refused unread as invalid_notebook "
+        "(default %(default)s)",
     )
     grade.add_argument(
-        "--no-sandbox", action="store_true", help="UNSAFE: run submissions without the sandbox (only for code you trust; recorded in summary.json)"
+        "--no-sandbox",
+        action="store_true",
+        help="UNSAFE: run submissions without the sandbox "
+        "(only for code you trust; recorded in "
+        "summary.json)",
     )
     grade.add_argument(
         "--db-url",
         metavar="URL",
-        help="the course gradebook, as nbgrader's db_url (e.g. postgresql://user@host/db; the password "
-        "may come from PGPASSWORD or ~/.pgpass); default: OUT/gradebook.db, or the one OUT used before",
+        help="the course gradebook, as nbgrader's db_url (e.g. postgresql://user@host/db; the "
+        "password "
+        "may come from PGPASSWORD or ~/.pgpass); default: OUT/gradebook.db, or the one "
+        "OUT used before",
     )
     grade.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="grade on a Dask cluster: the scheduler's address (tcp://HOST:8786, or tls://... with the "
+        help="grade on a Dask cluster: the scheduler's address (tcp://HOST:8786, or tls://... "
+        "with the "
         "--tls-* files); one task per student, each worker with the course installed",
     )
-    grade.add_argument("--tls-ca-file", metavar="PEM", help="with a tls:// scheduler: the CA that signed the cluster's certificates")
-    grade.add_argument("--tls-cert", metavar="PEM", help="with a tls:// scheduler: this client's certificate")
-    grade.add_argument("--tls-key", metavar="PEM", help="with a tls:// scheduler: this client's private key")
+    grade.add_argument(
+        "--tls-ca-file",
+        metavar="PEM",
+        help="with a tls:// scheduler: the CA that signed the cluster's certificates",
+    )
+    grade.add_argument(
+        "--tls-cert", metavar="PEM", help="with a tls:// scheduler: this client's certificate"
+    )
+    grade.add_argument(
+        "--tls-key", metavar="PEM", help="with a tls:// scheduler: this client's private key"
+    )
     grade.add_argument("--no-progress", action="store_true")
     _term_arguments(grade)
 
@@ -173,34 +261,95 @@ def _out_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m autograde", description="Instructor command for Serving Overlap and State Handoff.")
+    parser = argparse.ArgumentParser(
+        prog="python -m autograde",
+        description="Instructor command for Serving Overlap and State Handoff.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("release", help="regenerate notebooks/ from solutions/ with nbgrader")
-    check = sub.add_parser("check", help="release in sync, nothing leaked, sources score full marks, untouched release scores zero")
+    check = sub.add_parser(
+        "check",
+        help="release in sync, nothing leaked, sources score full "
+        "marks, untouched release scores zero",
+    )
     check.add_argument("--workers", type=_positive, default=DEFAULTS.workers)
     _grade_arguments(
-        sub.add_parser("grade", help="grade SUBMISSIONS (a folder per student, nbgrader's exchange, a Canvas or Moodle download) into OUT")
+        sub.add_parser(
+            "grade",
+            help="grade SUBMISSIONS (a folder per student, nbgrader's "
+            "exchange, a Canvas or Moodle download) into OUT",
+        )
     )
-    _export_arguments(sub.add_parser("export", help="the final table from the gradebook: automatic and manual scores together (CSV)"))
-    similarity = sub.add_parser("similarity", help="OUT/similarity.html and .json: the most similar answers per TODO (reads OUT, runs nothing)")
+    _export_arguments(
+        sub.add_parser(
+            "export",
+            help="the final table from the gradebook: automatic and manual scores together (CSV)",
+        )
+    )
+    similarity = sub.add_parser(
+        "similarity",
+        help="OUT/similarity.html and .json: the most "
+        "similar answers per TODO (reads OUT, runs "
+        "nothing)",
+    )
     _out_argument(similarity)
     similarity.add_argument(
-        "--threshold", type=float, help="the score from which a pair is flagged (default: the course's threshold, which similarity.json records)"
+        "--threshold",
+        type=float,
+        help="the score from which a pair is flagged (default: the "
+        "course's threshold, which similarity.json records)",
     )
-    feedback = sub.add_parser("feedback", help="hand the feedback pages back: a zip per student, or the LMS's or nbgrader's upload layout")
+    feedback = sub.add_parser(
+        "feedback",
+        help="hand the feedback pages back: a zip per student, "
+        "or the LMS's or nbgrader's upload layout",
+    )
     _out_argument(feedback)
     feedback.add_argument("--format", choices=tuple(registry.handback_formats()), default="zip")
-    report = sub.add_parser("report", help=f"the class report: OUT/{Out.REPORT}.html (figures, per-idea pass rates, problems) and its .json")
+    report = sub.add_parser(
+        "report",
+        help=f"the class report: OUT/{Out.REPORT}.html (figures, "
+        "per-idea pass rates, problems) and its .json",
+    )
     _out_argument(report)
-    report.add_argument("--language", choices=EDITIONS, default=EDITIONS[0], help="the language of the graded ideas' texts (default %(default)s)")
-    sub.add_parser("rules", help="the graded rules no public check stands behind, each with a wrong answer that shows it")
-    validate = sub.add_parser("validate", help="run a notebook's public checks (exit 1 when one fails)")
+    report.add_argument(
+        "--language",
+        choices=EDITIONS,
+        default=EDITIONS[0],
+        help="the language of the graded ideas' texts (default %(default)s)",
+    )
+    sub.add_parser(
+        "rules",
+        help="the graded rules no public check stands behind, each with a "
+        "wrong answer that shows it",
+    )
+    validate = sub.add_parser(
+        "validate", help="run a notebook's public checks (exit 1 when one fails)"
+    )
     validate.add_argument("files", type=Path, nargs="+")
-    translations = sub.add_parser("translations", help="the translation catalogs: `update` them from the sources, or show their `status`")
-    translations.add_argument("action", choices=("update", "status", "font"), help="font: rebuild the CJK font subset the runtime ships")
-    translations.add_argument("--font", type=Path, help="with font: the Noto Sans CJK file to cut it from (default: Debian's fonts-noto-cjk)")
-    translations.add_argument("--only", metavar="NAME", action="append", help="one catalog: a notebook's name, `grader` or `runtime` (repeatable)")
-    translations.add_argument("--show", action="store_true", help="with status: name every unit left to do")
+    translations = sub.add_parser(
+        "translations",
+        help="the translation catalogs: `update` them from the sources, or show their `status`",
+    )
+    translations.add_argument(
+        "action",
+        choices=("update", "status", "font"),
+        help="font: rebuild the CJK font subset the runtime ships",
+    )
+    translations.add_argument(
+        "--font",
+        type=Path,
+        help="with font: the Noto Sans CJK file to cut it from (default: Debian's fonts-noto-cjk)",
+    )
+    translations.add_argument(
+        "--only",
+        metavar="NAME",
+        action="append",
+        help="one catalog: a notebook's name, `grader` or `runtime` (repeatable)",
+    )
+    translations.add_argument(
+        "--show", action="store_true", help="with status: name every unit left to do"
+    )
     bundle = sub.add_parser("bundle", help="build the learner zip and prove it leaks nothing")
     bundle.add_argument("--out", type=Path, default=Path("dist/serving-overlap-course.zip"))
     return parser
@@ -224,13 +373,17 @@ def main(argv: list[str] | None = None) -> int:
             "bundle": cmd_bundle,
             "translations": cmd_translations,
         }[args.command](course, args)
-    except GraderError as exc:  # the instructor's input, a release, a gradebook, a worker: said, not a traceback
+    # the instructor's input, a release, a gradebook, a worker: said, not a traceback
+    except GraderError as exc:
         from .ledger.gradebook import mask_text
 
         log.error(mask_text(str(exc), getattr(args, "db_url", None)))
         return EXIT_UNUSABLE
     except KeyboardInterrupt:
-        print("\ninterrupted: what was graded is kept; run the same command again to resume", file=sys.stderr)
+        print(
+            "\ninterrupted: what was graded is kept; run the same command again to resume",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
 
 
@@ -271,7 +424,10 @@ def cmd_check(course: Course, args) -> int:
 def grading_options(args) -> Options:
     """grade's command line as the model's Options (GiB and MB as bytes)."""
     if not args.scheduler and (args.tls_ca_file or args.tls_cert or args.tls_key):
-        raise UnusableInput("--tls-ca-file, --tls-cert and --tls-key are for a cluster: give --scheduler tls://HOST:PORT too")
+        raise UnusableInput(
+            "--tls-ca-file, --tls-cert and --tls-key are for a cluster: give "
+            "--scheduler tls://HOST:PORT too"
+        )
     return Options(
         workers=args.workers,
         cell_timeout=args.cell_timeout,
@@ -295,7 +451,8 @@ def cmd_grade(course: Course, args) -> int:
 
     begin = time.monotonic()
     options = grading_options(args)
-    executor = executor_for(options)  # chosen once: this machine, or the Dask cluster at --scheduler
+    # chosen once: this machine, or the Dask cluster at --scheduler
+    executor = executor_for(options)
     from .ledger.folder import Ledger
     from .ledger.late import late_spec
     from .term.intake import check_extensions, take_in
@@ -317,18 +474,28 @@ def cmd_grade(course: Course, args) -> int:
         check_extensions(late.extensions, intake)
         late.times, late.disputed = intake.times, intake.disputed
         summary = grade_batch(
-            course, intake.folder, args.out, options, executor=executor, late=late, absent=intake.missing, intake=ledger.intake, found=intake.found
+            course,
+            intake.folder,
+            args.out,
+            options,
+            executor=executor,
+            late=late,
+            absent=intake.missing,
+            intake=ledger.intake,
+            found=intake.found,
         )
     elapsed = time.monotonic() - begin
     print(
         f"graded {summary.students} student(s) in {elapsed:.1f} s "
-        f"({summary.notebooks_graded} notebooks graded, {summary.notebooks_reused} reused from an earlier run)"
+        f"({summary.notebooks_graded} notebooks graded, {summary.notebooks_reused} reused "
+        "from an earlier run)"
     )
     print(f"grades: {ledger.out.grades}   feedback: {ledger.out.pages}   log: {ledger.out.log}")
     book = summary.gradebook
     print(
         f"gradebook: {book.db_url} ({book.notebooks_recorded} notebook(s) recorded); "
-        f"{summary.manual_pending} written answer(s) wait for a person: formgrader (`jupyter lab` in {args.out}), "
+        f"{summary.manual_pending} written answer(s) wait for a person: formgrader "
+        f"(`jupyter lab` in {args.out}), "
         f"then `python -m autograde export {args.out}`"
     )
     if summary.problems:
@@ -368,20 +535,28 @@ def cmd_export(course: Course, args) -> int:
         omit_unmatched=args.omit_unmatched,
     )
     written = " and ".join(str(path) for path in info.written)
-    print(f"wrote {written}: {info.students} student(s) from {info.db_url}, {info.pending} written answer(s) still pending")
+    print(
+        f"wrote {written}: {info.students} student(s) from {info.db_url}, {info.pending} "
+        "written answer(s) still pending"
+    )
     if info.omitted:
         log.warning(f"left out of the LMS file (no LMS id): {', '.join(info.omitted)}")
     for warning in info.warnings:
         log.warning(warning)
     if info.least_penalty:
-        log.info(f"note: the least late penalty was taken for {', '.join(info.least_penalty)} (their lateness is unknown)")
+        log.info(
+            f"note: the least late penalty was taken for {', '.join(info.least_penalty)} "
+            "(their lateness is unknown)"
+        )
     if args.format == "canvas" and args.assignment_id == "new":
         log.warning("no assignment id: Canvas's import will create a NEW assignment")
     if info.needs_review:
         shown = ", ".join(info.needs_review[:10]) + (" ..." if len(info.needs_review) > 10 else "")
         log.warning(
-            f"{len(info.needs_review)} score(s) a person gave are marked `review` and not counted: the "
-            f"answer changed since it was scored ({shown}). Score them again in formgrader, then export again."
+            f"{len(info.needs_review)} score(s) a person gave are marked `review` and not "
+            "counted: the "
+            f"answer changed since it was scored ({shown}). Score them again in "
+            "formgrader, then export again."
         )
     return EXIT_OK
 
@@ -394,10 +569,14 @@ def cmd_feedback(course: Course, args) -> int:
     zipped = set(info.zipped)
     others = [s for s in info.unmatched if s not in zipped]
     if others:
-        log.warning(f"not in the {args.format} layout (their files did not come from that LMS): {', '.join(others)}")
+        log.warning(
+            f"not in the {args.format} layout (their files did not come from that LMS): "
+            f"{', '.join(others)}"
+        )
     if zipped:
         log.warning(
-            f"sent a zip of notebooks, which nbgrader's fetch_feedback cannot match to a page: {', '.join(sorted(zipped))} "
+            "sent a zip of notebooks, which nbgrader's fetch_feedback cannot match to a "
+            f"page: {', '.join(sorted(zipped))} "
             "(released all the same; hand theirs back with --format zip)"
         )
     return EXIT_OK
@@ -408,7 +587,10 @@ def cmd_similarity(course: Course, args) -> int:
 
     page, numbers, data = write_similarity(course, args.out, args.threshold)
     flagged = sum(todo.pairs_above_threshold for todo in data.todos)
-    print(f"wrote {page} and {numbers}: {flagged} pair(s) at or above {data.threshold:g} over {len(data.todos)} TODO(s)")
+    print(
+        f"wrote {page} and {numbers}: {flagged} pair(s) at or above {data.threshold:g} over "
+        f"{len(data.todos)} TODO(s)"
+    )
     return EXIT_OK
 
 
@@ -417,7 +599,8 @@ def cmd_report(course: Course, args) -> int:
 
     page, numbers, data = write_report(course, args.out, args.language)
     print(
-        f"wrote {page} and {numbers}: {data.students} student(s), {len(data.ideas)} graded idea(s), "
+        f"wrote {page} and {numbers}: {data.students} student(s), {len(data.ideas)} "
+        "graded idea(s), "
         f"{sum(p.count for p in data.problems)} problem(s) in {len(data.problems)} kind(s)"
     )
     return EXIT_OK

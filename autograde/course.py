@@ -33,8 +33,9 @@ class Course:
     root: Path
     assignment: str
     notebooks: tuple[str, ...]  # file stems, in course order
-    # (edition, nbgrader assignment): each edition besides English released on an exchange as an assignment of its
-    # own (course.toml's [course.editions]); a submission to one is a submission of ``assignment``
+    # (edition, nbgrader assignment): each edition besides English released on an exchange as an
+    # assignment of its own (course.toml's [course.editions]); a submission to one is a submission
+    # of ``assignment``
     editions: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -46,8 +47,9 @@ class Course:
         return cls(root, assignment, tuple(nb["name"] for nb in manifest["notebooks"]), editions)
 
     def assignment_names(self) -> dict[str, str]:
-        """{nbgrader assignment name: edition} under which this course's assignment is submitted: its own name
-        (the English edition, or any edition a learner chose inside it) and each edition's own assignment."""
+        """{nbgrader assignment name: edition} under which this course's assignment is submitted:
+        its own name (the English edition, or any edition a learner chose inside it) and each
+        edition's own assignment."""
         return {self.assignment: "en", **{name: edition for edition, name in self.editions}}
 
     @property
@@ -60,7 +62,8 @@ class Course:
 
     @property
     def grading(self) -> settings.GradingTable:
-        """course.toml's ``[grading]`` table (deadline, late_policy, extensions, deadlines; none when it has none)."""
+        """course.toml's ``[grading]`` table (deadline, late_policy, extensions, deadlines; none
+        when it has none)."""
         return settings.GradingTable.from_toml(course_manifest(self.root).get("grading", {}))
 
     def source_paths(self) -> list[Path]:
@@ -72,10 +75,13 @@ class Course:
 
     def catalog_paths(self) -> list[Path]:
         """The translation catalogs of the editions besides English (their text is on the pages)."""
-        return sorted((self.root / "translations").glob("*/*.po")) + sorted((self.root / "tools" / "locale").glob("*/*.po"))
+        return sorted((self.root / "translations").glob("*/*.po")) + sorted(
+            (self.root / "tools" / "locale").glob("*/*.po")
+        )
 
     def sources_digest(self) -> str:
-        """A hash of everything that decides a grade or a feedback page: sources, catalogs and nbgrader config."""
+        """A hash of everything that decides a grade or a feedback page: sources, catalogs and
+        nbgrader config."""
         digest = hashlib.sha256()
         for path in [*self.source_paths(), *self.catalog_paths(), CONFIG_FILE]:
             digest.update(path.name.encode())
@@ -84,28 +90,42 @@ class Course:
 
 
 def _edition_assignments(assignment: str, table) -> tuple[tuple[str, str], ...]:
-    """course.toml's ``[course.editions]`` ({edition: assignment name}), checked: a name nbgrader accepts (no ``+``,
-    no ``/``), other than the course's assignment and each other, for an edition the course has."""
+    """course.toml's ``[course.editions]`` ({edition: assignment name}), checked: a name nbgrader
+    accepts (no ``+``, no ``/``), other than the course's assignment and each other, for an edition
+    the course has."""
     from tools.i18n import EDITIONS
 
     if not isinstance(table, dict):
-        raise UnusableInput('course.toml: [course.editions] must be a table of edition = "assignment name"')
+        raise UnusableInput(
+            'course.toml: [course.editions] must be a table of edition = "assignment name"'
+        )
     seen = {assignment}
     for edition, name in sorted(table.items()):
         where = f"course.toml: [course.editions] {edition} = {name!r}"
         if edition not in EDITIONS or edition == "en":
-            raise UnusableInput(f"{where}: the course's editions besides English are {', '.join(e for e in EDITIONS if e != 'en')}")
-        if not isinstance(name, str) or not name.strip() or set(name) & set("+/\\ ") or name in seen:
+            raise UnusableInput(
+                f"{where}: the course's editions besides English are "
+                f"{', '.join(e for e in EDITIONS if e != 'en')}"
+            )
+        if (
+            not isinstance(name, str)
+            or not name.strip()
+            or set(name) & set("+/\\ ")
+            or name in seen
+        ):
             others = ", ".join(sorted(seen))
-            raise UnusableInput(f"{where}: give an assignment name of its own, without '+', '/', '\\' or spaces, other than {others}")
+            raise UnusableInput(
+                f"{where}: give an assignment name of its own, without '+', '/', "
+                f"'\\' or spaces, other than {others}"
+            )
         seen.add(name)
     return tuple(sorted(table.items()))
 
 
 @functools.cache
 def assignment_names(assignment: str) -> dict[str, str]:
-    """{nbgrader assignment name: edition} that stand for ``assignment``: the course's editions when it is the
-    course's assignment (``Course.assignment_names``), else ``assignment`` alone."""
+    """{nbgrader assignment name: edition} that stand for ``assignment``: the course's editions when
+    it is the course's assignment (``Course.assignment_names``), else ``assignment`` alone."""
     course = Course.load()
     return course.assignment_names() if assignment == course.assignment else {assignment: "en"}
 
@@ -165,7 +185,13 @@ def kill_unreaped(proc: subprocess.Popen) -> None:
 def spawn(command: list[str], cwd: Path, env: dict[str, str] | None, log) -> subprocess.Popen:
     """Start ``command`` in a session of its own, registered so that Ctrl-C can kill it."""
     proc = subprocess.Popen(
-        command, cwd=cwd, env=nbgrader_env(env), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        command,
+        cwd=cwd,
+        env=nbgrader_env(env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     track(proc)
     return proc
@@ -186,12 +212,22 @@ def reap(proc: subprocess.Popen) -> None:
         _LIVE.pop(proc.pid, None)
 
 
-def run_nbgrader(args: list[str], course_dir: Path, timeout: float | None = None, env: dict[str, str] | None = None) -> RunResult:
+def run_nbgrader(
+    args: list[str],
+    course_dir: Path,
+    timeout: float | None = None,
+    env: dict[str, str] | None = None,
+) -> RunResult:
     """Run ``nbgrader ARGS`` in ``course_dir`` (see run_process)."""
     return run_process([str(bin_dir() / "nbgrader"), *args], course_dir, timeout, env)
 
 
-def run_process(command: list[str], course_dir: Path, timeout: float | None = None, env: dict[str, str] | None = None) -> RunResult:
+def run_process(
+    command: list[str],
+    course_dir: Path,
+    timeout: float | None = None,
+    env: dict[str, str] | None = None,
+) -> RunResult:
     """Run ``command`` in ``course_dir``, output to ``course_dir/run.log``. At ``timeout``
     seconds, kill it and its kernels (which jupyter_client starts in sessions of their
     own) and return code None."""
@@ -207,7 +243,9 @@ def run_process(command: list[str], course_dir: Path, timeout: float | None = No
             code = None
         finally:
             reap(proc)
-    return RunResult(code, log_path.read_text(encoding="utf-8", errors="replace"), time.monotonic() - begin)
+    return RunResult(
+        code, log_path.read_text(encoding="utf-8", errors="replace"), time.monotonic() - begin
+    )
 
 
 def kill_tree(pid: int) -> None:
@@ -240,7 +278,14 @@ def exercises(course: Course) -> list[Exercise]:
         for cell in nbformat.read(path, as_version=4).cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("grade"):
-                found.append(Exercise(path.stem, meta["grade_id"], float(meta["points"]), bool(meta.get("solution"))))
+                found.append(
+                    Exercise(
+                        path.stem,
+                        meta["grade_id"],
+                        float(meta["points"]),
+                        bool(meta.get("solution")),
+                    )
+                )
     return found
 
 

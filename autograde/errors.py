@@ -12,4 +12,5 @@ from __future__ import annotations
 
 
 class GraderError(Exception):
-    """Something the grader cannot do or use: the instructor's input, a release, a gradebook, a worker."""
+    """Something the grader cannot do or use: the instructor's input, a release, a gradebook, a
+    worker."""

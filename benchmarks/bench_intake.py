@@ -1,13 +1,14 @@
-"""Benchmark: what the intake's checks on a live exchange cost, against the intake at a git revision.
+"""Benchmark: what the intake's checks on a live exchange cost, against the intake at a git
+revision.
 
-Builds one class in a temporary exchange ``inbound/`` as ``nbgrader submit`` leaves it: ``--students``
-learners (200 by default), each a submission folder holding the six release notebooks, ``timestamp.txt``,
-``submission_secret.txt`` and a small file of their own; then times ``read_submissions`` (the whole
-intake: listing, reading, placing, into a fresh folder) with this tree's code and with the code at
-``--against REV`` (each in its own process, alternately, best of ``--repeats``). The checks this tree adds
-on each file (every folder on its path reopened and checked, the file checked against its listing before
-and after it is copied, the budgets, the arrival times) are in "now" only. Prints CPU and wall seconds of
-each, and the ratio now/then.
+Builds one class in a temporary exchange ``inbound/`` as ``nbgrader submit`` leaves it:
+``--students`` learners (200 by default), each a submission folder holding the six release
+notebooks, ``timestamp.txt``, ``submission_secret.txt`` and a small file of their own; then times
+``read_submissions`` (the whole intake: listing, reading, placing, into a fresh folder) with this
+tree's code and with the code at ``--against REV`` (each in its own process, alternately, best of
+``--repeats``). The checks this tree adds on each file (every folder on its path reopened and
+checked, the file checked against its listing before and after it is copied, the budgets, the
+arrival times) are in "now" only. Prints CPU and wall seconds of each, and the ratio now/then.
 
     python benchmarks/bench_intake.py --against REV [--students 200] [--repeats 3]
 """
@@ -35,12 +36,14 @@ TIMED = """
 import json, sys, time, shutil
 from pathlib import Path
 from autograde.term.intake import read_submissions
-source, dest, notebooks, assignment = Path(sys.argv[1]), Path(sys.argv[2]), tuple(sys.argv[3].split(",")), sys.argv[4]
+source, dest, notebooks, assignment = Path(sys.argv[1]), Path(sys.argv[2]), \
+tuple(sys.argv[3].split(",")), sys.argv[4]
 shutil.rmtree(dest, ignore_errors=True)
 wall, cpu = time.perf_counter(), time.process_time()
 found = read_submissions(source, dest, notebooks, assignment)
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-print(json.dumps({"wall": wall, "cpu": cpu, "students": len(found.times), "problems": len(found.problems)}))
+print(json.dumps({"wall": wall, "cpu": cpu, "students": len(found.times), "problems": \
+len(found.problems)}))
 """
 
 
@@ -63,14 +66,27 @@ def build_class(where: Path, students: int, course: Course) -> Path:
 def code_at(revision: str, where: Path) -> Path:
     """The autograde package (and what it imports of the runtime) as it was at git ``revision``."""
     where.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", revision, "autograde", "tools", "course.toml"], cwd=ROOT, capture_output=True, check=True)
+    archive = subprocess.run(
+        ["git", "archive", revision, "autograde", "tools", "course.toml"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    )
     subprocess.run(["tar", "-x", "-C", str(where)], input=archive.stdout, check=True)
     return where
 
 
 def timed(code: Path, inbound: Path, dest: Path, course: Course) -> dict:
     run = subprocess.run(
-        [sys.executable, "-c", TIMED, str(inbound), str(dest), ",".join(course.notebooks), course.assignment],
+        [
+            sys.executable,
+            "-c",
+            TIMED,
+            str(inbound),
+            str(dest),
+            ",".join(course.notebooks),
+            course.assignment,
+        ],
         cwd=code,
         env={**os.environ, "PYTHONPATH": str(code)},
         capture_output=True,
@@ -83,8 +99,15 @@ def timed(code: Path, inbound: Path, dest: Path, course: Course) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--against", metavar="REV", required=True, help="the git revision whose intake is timed beside this tree's")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        required=True,
+        help="the git revision whose intake is timed beside this tree's",
+    )
     parser.add_argument("--students", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
@@ -99,12 +122,21 @@ def main(argv: list[str] | None = None) -> int:
                 got = timed(code, inbound, scratch / f"dest-{name}", course)
                 held = best.get(name)
                 best[name] = got if held is None or got["cpu"] < held["cpu"] else held
-        print(f"{args.students} learners x {len(course.notebooks)} notebooks in a live inbound/, best of {args.repeats} (by CPU of its process)")
+        print(
+            f"{args.students} learners x {len(course.notebooks)} notebooks in a live "
+            f"inbound/, best of {args.repeats} (by CPU of its process)"
+        )
         for name in ("then", "now"):
             b = best[name]
             label = args.against if name == "then" else "this tree"
-            print(f"  {name:<4} ({label}): CPU {b['cpu']:6.2f} s  wall {b['wall']:6.2f} s  {b['students']} with a time, {b['problems']} problems")
-        cpu, wall = best["now"]["cpu"] / best["then"]["cpu"], best["now"]["wall"] / best["then"]["wall"]
+            print(
+                f"  {name:<4} ({label}): CPU {b['cpu']:6.2f} s  wall {b['wall']:6.2f} s  "
+                f"{b['students']} with a time, {b['problems']} problems"
+            )
+        cpu, wall = (
+            best["now"]["cpu"] / best["then"]["cpu"],
+            best["now"]["wall"] / best["then"]["wall"],
+        )
         print(f"now/then: CPU {cpu:.2f}x, wall {wall:.2f}x")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

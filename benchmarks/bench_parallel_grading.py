@@ -12,10 +12,10 @@ in), then times, one after another on this machine:
 3. ``grade --scheduler`` on a local Dask cluster of 2 workers (started before the clock; each
    worker prepares its copy of the master on the first task, inside the clock).
 
-Every run of ours must give the same grades, full marks for every student (the tests' points;
-a run whose judge could not load the answers gives every student the same wrong total). Prints seconds
-per submission for each, the speed-up of 2 workers over 1, and 2 workers against plain
-nbgrader, with the goal (at most a third of plain nbgrader's time).
+Every run of ours must give the same grades, full marks for every student (the tests' points; a run
+whose judge could not load the answers gives every student the same wrong total). Prints seconds per
+submission for each, the speed-up of 2 workers over 1, and 2 workers against plain nbgrader, with
+the goal (at most a third of plain nbgrader's time).
 
     python benchmarks/bench_parallel_grading.py [--students 6] [--no-cluster] [--no-plain]
 """
@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "grader" / "executors")]  # test_dask.Cluster
+# test_dask.Cluster
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "grader" / "executors")]
 
 from submissions import NOTEBOOKS, build, write  # noqa: E402
 
@@ -43,11 +44,27 @@ GOAL = 0.33  # 2 workers: at most a third of plain nbgrader's seconds per submis
 def grade(subs: Path, out: Path, *extra: str) -> float:
     begin = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra], capture_output=True, text=True, cwd=ROOT
+        [
+            sys.executable,
+            "-m",
+            "autograde",
+            "grade",
+            str(subs),
+            "--out",
+            str(out),
+            "--no-progress",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     seconds = time.monotonic() - begin
     if proc.returncode != 0:
-        raise SystemExit(f"grade {' '.join(extra)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        raise SystemExit(
+            f"grade {' '.join(extra)} failed "
+            f"({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+        )
     return seconds
 
 
@@ -109,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=6)
     parser.add_argument("--no-cluster", action="store_true", help="skip the Dask cluster run")
-    parser.add_argument("--no-plain", action="store_true", help="skip plain nbgrader (no baseline then)")
+    parser.add_argument(
+        "--no-plain", action="store_true", help="skip plain nbgrader (no baseline then)"
+    )
     args = parser.parse_args(argv)
     n = args.students
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
@@ -118,14 +137,19 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(n):
             for name in NOTEBOOKS:
                 write(subs, f"s{i:03d}", name, build(name))
-        print(f"class: {n} students x {len(NOTEBOOKS)} notebooks, {os.cpu_count()} cores", flush=True)
+        print(
+            f"class: {n} students x {len(NOTEBOOKS)} notebooks, {os.cpu_count()} cores", flush=True
+        )
         plain = None if args.no_plain else plain_nbgrader(subs, tmp / "plain")
         if plain is not None:
             print(f"plain nbgrader autograde, serial: {plain:7.1f} s", flush=True)
         begin = time.monotonic()  # the master, built by grading one student once (also a warm-up)
         shutil.copytree(subs / "s000", tmp / "one" / "s000")
         grade(tmp / "one", tmp / "master", "--workers", "1")
-        print(f"grading master built, one student graded: {time.monotonic() - begin:.1f} s", flush=True)
+        print(
+            f"grading master built, one student graded: {time.monotonic() - begin:.1f} s",
+            flush=True,
+        )
         runs = {}
         for workers in (1, 2):
             out = prepared_out(tmp / "master", tmp / f"out{workers}")
@@ -133,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"grade --workers {workers}: {runs[workers]:7.1f} s", flush=True)
         cluster = None if args.no_cluster else cluster_run(subs, tmp)
         expected = {f"s{i:03d}": None for i in range(n)}
-        grades = [totals(tmp / f"out{w}") for w in (1, 2)] + ([totals(tmp / "out-cluster")] if cluster else [])
+        grades = [totals(tmp / f"out{w}") for w in (1, 2)] + (
+            [totals(tmp / "out-cluster")] if cluster else []
+        )
         same = all(g == grades[0] for g in grades) and set(grades[0]) == set(expected)
         full = all(float(total) == FULL_AUTO for total in grades[0].values())
     print()
@@ -147,8 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nspeed-up, 2 workers over 1: {runs[1] / runs[2]:.2f}x")
     if plain is not None:
         ratio = runs[2] / plain
-        print(f"2 workers / plain nbgrader: {ratio:.2f} (goal <= {GOAL}) -> {'met' if ratio <= GOAL else 'NOT met'}")
-    print(f"identical grades in every run: {same}; every student full marks ({FULL_AUTO:g}): {full}")
+        print(
+            f"2 workers / plain nbgrader: {ratio:.2f} (goal <= {GOAL}) -> "
+            f"{'met' if ratio <= GOAL else 'NOT met'}"
+        )
+    print(
+        f"identical grades in every run: {same}; every student full marks ({FULL_AUTO:g}): {full}"
+    )
     return 0 if same and full else 1
 
 

@@ -28,10 +28,23 @@ GOAL = 1.15  # the sandbox and the judge together add at most 15%
 
 
 def grade(subs: Path, out: Path, sandbox: bool) -> tuple[float, float, str]:
-    """Seconds per submission (sum of notebook times / students), of which the judge, and the grades."""
+    """Seconds per submission (sum of notebook times / students), of which the judge, and the
+    grades."""
     extra = [] if sandbox else ["--no-sandbox"]
     subprocess.run(
-        [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--workers", "1", "--no-progress", *extra],
+        [
+            sys.executable,
+            "-m",
+            "autograde",
+            "grade",
+            str(subs),
+            "--out",
+            str(out),
+            "--workers",
+            "1",
+            "--no-progress",
+            *extra,
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -39,7 +52,11 @@ def grade(subs: Path, out: Path, sandbox: bool) -> tuple[float, float, str]:
     records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     students = {r["student_id"] for r in records}
     judge = sum(r.get("timings", {}).get("judge", 0.0) for r in records) / len(students)
-    return sum(r.get("seconds", 0.0) for r in records) / len(students), judge, (out / "grades.csv").read_text()
+    return (
+        sum(r.get("seconds", 0.0) for r in records) / len(students),
+        judge,
+        (out / "grades.csv").read_text(),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,14 +80,20 @@ def main(argv: list[str] | None = None) -> int:
                 grades.add(table)
     boxed, bare = statistics.median(times[True]), statistics.median(times[False])
     ratio = boxed / bare
-    print(f"class: {args.students} complete submissions x {len(NOTEBOOKS)} notebooks, 1 worker, {os.cpu_count()} cores, {args.rounds} round(s)")
+    print(
+        f"class: {args.students} complete submissions x {len(NOTEBOOKS)} notebooks, 1 worker, "
+        f"{os.cpu_count()} cores, {args.rounds} round(s)"
+    )
     print(f"without sandbox : {bare:6.1f} s per submission  {[round(t, 1) for t in times[False]]}")
     print(f"sandbox + judge : {boxed:6.1f} s per submission  {[round(t, 1) for t in times[True]]}")
     print(
         f"of which judging: {statistics.median(judged[False]):6.2f} s without the sandbox, "
         f"{statistics.median(judged[True]):.2f} s with it (the judge runs in both modes)"
     )
-    print(f"cost            : {ratio:.3f}x ({'within' if ratio <= GOAL else 'over'} the {GOAL}x bound); identical grades: {len(grades) == 1}")
+    print(
+        f"cost            : {ratio:.3f}x ({'within' if ratio <= GOAL else 'over'} the {GOAL}x "
+        f"bound); identical grades: {len(grades) == 1}"
+    )
     return 0 if len(grades) == 1 else 1
 
 

@@ -5,27 +5,27 @@ Flags (the default). The measurement set is tests/data/similarity: for every TOD
 answers written independently (``v1`` ... ``v5``), the course's own (``course``), two copies made by
 hand (``copy_of_v1``, ``copy_of_v3``) and, in ``generated/``, copies of each of the six made by
 tests/data/similarity/make_copies.py: ``renamed``, ``reordered`` (independent statements shuffled),
-``split`` (``a = b + c`` as ``t = b``, ``a = t + c``), ``loops`` (``for`` as ``while``, comprehensions
-as loops), ``comments``, ``deadcode`` and ``all`` (every one of them at once). For each TODO and
-each kind, one class (the eight answers and that kind's six copies) goes through the report's own
-code (``todo_section``, which scores every pair). Two answers of one origin (a copy and its
-original, or two copies of one answer) are a copy pair; two answers of different origins are an
-independent pair, except two generated copies, which share the generator's own code (its loops,
-its names) and are left out. A pair in several classes counts once: a copy pair with its lowest
-score, an independent pair with its highest. Printed, at several thresholds: copy pairs flagged of
-those compared (an answer under MIN_FINGERPRINTS is "too short to compare" and never flagged: those
-pairs are counted apart), independent pairs flagged; per TODO, per kind, overall; then the same
-with the tokens in their source order (the scoring before statements were put in a canonical
-order), for comparison.
+``split`` (``a = b + c`` as ``t = b``, ``a = t + c``), ``loops`` (``for`` as ``while``,
+comprehensions as loops), ``comments``, ``deadcode`` and ``all`` (every one of them at once). For
+each TODO and each kind, one class (the eight answers and that kind's six copies) goes through the
+report's own code (``todo_section``, which scores every pair). Two answers of one origin (a copy and
+its original, or two copies of one answer) are a copy pair; two answers of different origins are an
+independent pair, except two generated copies, which share the generator's own code (its loops, its
+names) and are left out. A pair in several classes counts once: a copy pair with its lowest score,
+an independent pair with its highest. Printed, at several thresholds: copy pairs flagged of those
+compared (an answer under MIN_FINGERPRINTS is "too short to compare" and never flagged: those pairs
+are counted apart), independent pairs flagged; per TODO, per kind, overall; then the same with the
+tokens in their source order (the scoring before statements were put in a canonical order), for
+comparison.
 
-Speed (``--speed``). Makes a graded folder of STUDENTS students (OUT/submitted/<student>/<assignment>/<notebook>.ipynb):
-each student answers each TODO with one of the test class's answers (tests/data/similarity, and
-the course's own), with its learner-written names renamed at random, a few statements of its own
-added (so that nearly every answer differs from every other, as in a real class), comments and
-blank lines sprinkled in; a few leave a TODO unanswered or a notebook out. That is a hard case:
-every answer has about 60 others close to it, so the index finds thousands of candidate pairs.
-Reports the seconds ``write_similarity`` takes (the class is built before the clock starts), the
-pairs flagged per TODO, and the page's size.
+Speed (``--speed``). Makes a graded folder of STUDENTS students
+(OUT/submitted/<student>/<assignment>/<notebook>.ipynb): each student answers each TODO with one of
+the test class's answers (tests/data/similarity, and the course's own), with its learner-written
+names renamed at random, a few statements of its own added (so that nearly every answer differs from
+every other, as in a real class), comments and blank lines sprinkled in; a few leave a TODO
+unanswered or a notebook out. That is a hard case: every answer has about 60 others close to it, so
+the index finds thousands of candidate pairs. Reports the seconds ``write_similarity`` takes (the
+class is built before the clock starts), the pairs flagged per TODO, and the page's size.
 
     python benchmarks/bench_similarity.py [--thresholds 0.5,0.6,0.7,0.8]
     python benchmarks/bench_similarity.py --speed [--students 500] [--seed 1]
@@ -58,17 +58,27 @@ from submissions import answer  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "similarity"
 KEPT = set(dir(builtins)) | set(keyword.kwlist) | {"match", "case"}
-WORDS = "alpha beta gamma delta item value result total count window layer chunk part piece stamp tick mark slot".split()
+WORDS = (
+    "alpha beta gamma delta item value result total count window layer chunk part piece stamp "
+    "tick mark slot"
+).split()
 
 
 def variants() -> dict[str, list[str]]:
     """{TODO: the test class's answer cells to it}."""
-    return {p.name: [f.read_text(encoding="utf-8") for f in sorted(p.glob("*.txt"))] + [answer(p.name)] for p in sorted(DATA.iterdir()) if p.is_dir()}
+    return {
+        p.name: [f.read_text(encoding="utf-8") for f in sorted(p.glob("*.txt"))] + [answer(p.name)]
+        for p in sorted(DATA.iterdir())
+        if p.is_dir()
+    }
 
 
 def release_cells(course: Course) -> dict[str, dict]:
     """{notebook: the release notebook as JSON}."""
-    return {name: json.loads((course.release / f"{name}.ipynb").read_text(encoding="utf-8")) for name in course.notebooks}
+    return {
+        name: json.loads((course.release / f"{name}.ipynb").read_text(encoding="utf-8"))
+        for name in course.notebooks
+    }
 
 
 def names_in(source: str) -> list[tuple[int, int, int, str]]:
@@ -92,10 +102,20 @@ def disguise(source: str, release: str, rng: random.Random) -> str:
         if name not in given:
             new = mapping.setdefault(name, f"{rng.choice(WORDS)}_{len(mapping)}")
             lines[row] = lines[row][:start] + new + lines[row][end:]
-    own = [i for i, line in enumerate(lines) if line.strip() and line not in release and not line.rstrip().endswith((":", ",", "(", "[", "\\"))]
+    own = [
+        i
+        for i, line in enumerate(lines)
+        if line.strip()
+        and line not in release
+        and not line.rstrip().endswith((":", ",", "(", "[", "\\"))
+    ]
     for at in sorted(rng.sample(own, min(len(own), rng.randint(2, 4))), reverse=True):
         indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
-        lines.insert(at + 1, f"{indent}{rng.choice(WORDS)}_{rng.randrange(10**6)} = {rng.randrange(10**6)} * {rng.choice(WORDS)}_x")
+        lines.insert(
+            at + 1,
+            f"{indent}{rng.choice(WORDS)}_{rng.randrange(10**6)} = "
+            f"{rng.randrange(10**6)} * {rng.choice(WORDS)}_x",
+        )
     for at in sorted(rng.sample(range(len(lines)), min(len(lines), 3)), reverse=True):
         lines.insert(at, rng.choice(["", "    # checked by hand", "    # see the hint above"]))
     return "\n".join(lines) + "\n"
@@ -120,18 +140,25 @@ def make_class(course: Course, out: Path, students: int, rng: random.Random) -> 
             cells = list(nb["cells"])
             for gid, (nb_name, index, release) in where.items():
                 if nb_name == name and rng.random() >= 0.05:  # 5% leave the scaffold as it was
-                    cells[index] = {**cells[index], "source": disguise(rng.choice(answers[gid]), release, rng)}
-            (folder / f"{name}.ipynb").write_text(json.dumps({**nb, "cells": cells}), encoding="utf-8")
+                    cells[index] = {
+                        **cells[index],
+                        "source": disguise(rng.choice(answers[gid]), release, rng),
+                    }
+            (folder / f"{name}.ipynb").write_text(
+                json.dumps({**nb, "cells": cells}), encoding="utf-8"
+            )
 
 
-# ---------------------------------------------------------------- copies flagged, independent answers not
+# ---------------------------------------------------------------- copies flagged, independent
+# answers not
 
 KINDS = ("renamed", "reordered", "split", "loops", "comments", "deadcode", "all")
 ORIGINS = ("v1", "v2", "v3", "v4", "v5", "course")
 
 
 def origin(student: str) -> str:
-    """The independent answer a student's answer comes from (``split_of_v2`` and ``copy_of_v2``: ``v2``)."""
+    """The independent answer a student's answer comes from (``split_of_v2`` and ``copy_of_v2``:
+    ``v2``)."""
     return student.rsplit("_of_", 1)[-1]
 
 
@@ -140,11 +167,20 @@ def is_generated(student: str) -> bool:
 
 
 def measurement_classes(todo: str) -> dict[str, dict[str, str]]:
-    """{kind: {student: answer cell}}: the eight answers of the TODO and the six copies of one kind."""
+    """{kind: {student: answer cell}}: the eight answers of the TODO and the six copies of one
+    kind."""
     base = {p.stem: p.read_text(encoding="utf-8") for p in sorted((DATA / todo).glob("*.txt"))}
     base["course"] = answer(todo)
     return {
-        kind: {**base, **{f"{kind}_of_{o}": (DATA / todo / "generated" / f"{kind}_of_{o}.txt").read_text(encoding="utf-8") for o in ORIGINS}}
+        kind: {
+            **base,
+            **{
+                f"{kind}_of_{o}": (DATA / todo / "generated" / f"{kind}_of_{o}.txt").read_text(
+                    encoding="utf-8"
+                )
+                for o in ORIGINS
+            },
+        }
         for kind in KINDS
     }
 
@@ -156,17 +192,32 @@ def pair_scores(course: Course) -> dict[tuple[str, str, str], dict]:
     found: dict[tuple[str, str, str], dict] = {}
     for gid in sorted(p.name for p in DATA.iterdir() if p.is_dir()):
         for sources in measurement_classes(gid).values():
-            section = similarity.todo_section(todos[gid], sources, 1e-9, cache)  # every pair that shares a fingerprint
+            # every pair that shares a fingerprint
+            section = similarity.todo_section(todos[gid], sources, 1e-9, cache)
             scores = {(p.a, p.b): p.score for p in section.pairs}
             short = set(section.left_out.too_short)
             for a, b in itertools.combinations(sorted(sources), 2):
                 if is_generated(a) and is_generated(b) and origin(a) != origin(b):
                     continue
                 copy = origin(a) == origin(b)
-                pair = {"score": scores.get((a, b), 0.0), "compared": a not in short and b not in short, "copy": copy}
-                pair["kind"] = ("siblings" if origin(a) not in (a, b) else max(a, b, key=len).split("_of_", 1)[0]) if copy else "-"
+                pair = {
+                    "score": scores.get((a, b), 0.0),
+                    "compared": a not in short and b not in short,
+                    "copy": copy,
+                }
+                pair["kind"] = (
+                    (
+                        "siblings"
+                        if origin(a) not in (a, b)
+                        else max(a, b, key=len).split("_of_", 1)[0]
+                    )
+                    if copy
+                    else "-"
+                )
                 seen = found.get((gid, a, b))
-                if seen is None or (pair["score"] < seen["score"] if copy else pair["score"] > seen["score"]):
+                if seen is None or (
+                    pair["score"] < seen["score"] if copy else pair["score"] > seen["score"]
+                ):
                     found[(gid, a, b)] = pair
     return found
 
@@ -178,11 +229,17 @@ def tally(pairs: list[dict], threshold: float) -> str:
     caught = sum(p["score"] >= threshold for p in copies)
     wrong = sum(p["score"] >= threshold for p in independent)
     recall = f"{100 * caught / len(copies):.0f}%" if copies else "-"
-    return f"{caught:>3}/{len(copies):<3} {recall:>4} ({short:>2} short) | {wrong:>2}/{len(independent):<4}"
+    return (
+        f"{caught:>3}/{len(copies):<3} {recall:>4} ({short:>2} short) | "
+        f"{wrong:>2}/{len(independent):<4}"
+    )
 
 
 def report(found: dict, thresholds: list[float], title: str) -> None:
-    print(f"\n{title}\ncopy pairs flagged/compared (recall, too short to compare) | independent pairs flagged/compared")
+    print(
+        f"\n{title}\ncopy pairs flagged/compared (recall, too short to compare) | independent "
+        "pairs flagged/compared"
+    )
     print(f"{'':<16}" + "".join(f"{'threshold ' + str(t):<36}" for t in thresholds))
     by_todo: dict[str, list[dict]] = defaultdict(list)
     by_kind: dict[str, list[dict]] = defaultdict(list)
@@ -191,15 +248,23 @@ def report(found: dict, thresholds: list[float], title: str) -> None:
         by_kind[pair["kind"]].append(pair)
     for name, pairs in [*sorted(by_todo.items()), ("overall", list(found.values()))]:
         print(f"{name:<16}" + "".join(f"{tally(pairs, t):<36}" for t in thresholds))
-    print(f"copies by kind (against their original; siblings: two copies of one answer), at the default threshold {similarity.THRESHOLD}:")
+    print(
+        "copies by kind (against their original; siblings: two copies of one answer), at the "
+        f"default threshold {similarity.THRESHOLD}:"
+    )
     for kind in ("copy", *KINDS, "siblings"):
         compared = [p["score"] for p in by_kind[kind] if p["compared"]]
-        print(f"  {kind:<10}{tally(by_kind[kind], similarity.THRESHOLD)}  lowest score {min(compared, default=0):.2f}")
+        print(
+            f"  {kind:<10}{tally(by_kind[kind], similarity.THRESHOLD)}  lowest score "
+            f"{min(compared, default=0):.2f}"
+        )
     copies = [p["score"] for p in found.values() if p["copy"] and p["compared"]]
     independent = [p["score"] for p in found.values() if not p["copy"] and p["compared"]]
     print(
-        f"the default threshold {similarity.THRESHOLD}: {tally(list(found.values()), similarity.THRESHOLD)}; highest score of an "
-        f"independent pair {max(independent):.2f}, lowest of a copy {min(copies):.2f}, copies under the threshold "
+        f"the default threshold {similarity.THRESHOLD}: "
+        f"{tally(list(found.values()), similarity.THRESHOLD)}; highest score of an "
+        f"independent pair {max(independent):.2f}, lowest of a copy {min(copies):.2f}, "
+        "copies under the threshold "
         f"{sum(s < similarity.THRESHOLD for s in copies)}"
     )
 
@@ -210,7 +275,9 @@ def flags(course: Course, thresholds: list[float]) -> None:
     kept = similarity.canonical_order
     similarity.canonical_order = lambda source, tokens: tokens
     try:
-        report(pair_scores(course), thresholds, "tokens in source order (before the canonical order)")
+        report(
+            pair_scores(course), thresholds, "tokens in source order (before the canonical order)"
+        )
     finally:
         similarity.canonical_order = kept
     print(f"\n{time.perf_counter() - begin:.1f} s")
@@ -230,7 +297,10 @@ def speed(course: Course, students: int, seed: int) -> None:
         seconds = time.perf_counter() - begin
         size = page.stat().st_size
     print(f"class of {students} built in {built:.1f} s")
-    print(f"{'TODO':<16} {'compared':>8} {'too short':>9} {'unanswered':>10} {'missing':>7} {'distinct':>8} {'flagged pairs':>13}")
+    print(
+        f"{'TODO':<16} {'compared':>8} {'too short':>9} {'unanswered':>10} {'missing':>7} "
+        f"{'distinct':>8} {'flagged pairs':>13}"
+    )
     for t in data.todos:
         print(
             f"{t.grade_id:<16} {t.compared:>8} {t.too_short:>9} {t.unanswered:>10} {t.missing:>7} "
@@ -242,7 +312,9 @@ def speed(course: Course, students: int, seed: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--speed", action="store_true", help="time the report on a large synthetic class instead")
+    parser.add_argument(
+        "--speed", action="store_true", help="time the report on a large synthetic class instead"
+    )
     parser.add_argument("--students", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--thresholds", default="0.5,0.6,0.7,0.8")

@@ -24,12 +24,23 @@ sys.path.insert(0, str(ROOT))
 
 from autograde.matching import repair_cells as _repair_cells  # noqa: E402
 
-META = {"nbgrader": {"grade_id": "a", "solution": True, "grade": False, "locked": False, "schema_version": 3}}
+META = {
+    "nbgrader": {
+        "grade_id": "a",
+        "solution": True,
+        "grade": False,
+        "locked": False,
+        "schema_version": 3,
+    }
+}
 
 
 def split_notebook(parts: int) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(f"x{i} = {i}\n", metadata=json.loads(json.dumps(META))) for i in range(parts)]
+    nb.cells = [
+        nbformat.v4.new_code_cell(f"x{i} = {i}\n", metadata=json.loads(json.dumps(META)))
+        for i in range(parts)
+    ]
     return nb
 
 
@@ -46,12 +57,22 @@ def fastest(parts: int, rounds: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", type=int, default=6000, help="parts of the smaller notebook (the larger has 10 times as many)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of each size; the fastest counts")
+    parser.add_argument(
+        "--parts",
+        type=int,
+        default=6000,
+        help="parts of the smaller notebook (the larger has 10 times as many)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of each size; the fastest counts"
+    )
     args = parser.parse_args()
     small, large = fastest(args.parts, args.rounds), fastest(10 * args.parts, args.rounds)
     ratio = large / small
-    print(f"{args.parts:,} parts: {small * 1e3:.1f} ms; {10 * args.parts:,} parts: {large * 1e3:.1f} ms")
+    print(
+        f"{args.parts:,} parts: {small * 1e3:.1f} ms; {10 * args.parts:,} parts: "
+        f"{large * 1e3:.1f} ms"
+    )
     print(f"ratio {ratio:.1f} (linear: about 10, quadratic: about 100)")
     return 0
 

@@ -46,7 +46,14 @@ HIDDEN = "### BEGIN HIDDEN TESTS"
 def counts(name: str) -> dict:
     """What a learner reads and writes in notebook ``name``: prose words, code lines, TODOs, answer
     lines and reflection questions (from the instructor's source, read as the release shows it)."""
-    out = {"words": 0, "appendix_words": 0, "code_lines": 0, "todos": 0, "answer_lines": 0, "reflections": 0}
+    out = {
+        "words": 0,
+        "appendix_words": 0,
+        "code_lines": 0,
+        "todos": 0,
+        "answer_lines": 0,
+        "reflections": 0,
+    }
     appendix = False
     for cell in nbformat.read(SOLUTIONS / f"{name}.ipynb", as_version=4).cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -61,13 +68,23 @@ def counts(name: str) -> dict:
                 appendix = False
             out["appendix_words" if appendix else "words"] += len(WORD.findall(source))
             continue
-        if meta.get("grade") and not meta.get("solution"):  # a check cell: the learner reads what it prints
+        # a check cell: the learner reads what it prints
+        if meta.get("grade") and not meta.get("solution"):
             continue
         if meta.get("solution"):
             out["todos"] += 1
-            out["answer_lines"] += sum(len([line for line in block.splitlines() if line.strip()]) for block in ANSWER.findall(source))
+            out["answer_lines"] += sum(
+                len([line for line in block.splitlines() if line.strip()])
+                for block in ANSWER.findall(source)
+            )
         shown = ANSWER.sub("", source.split(HIDDEN)[0])
-        out["code_lines"] += len([line for line in shown.splitlines() if line.strip() and not line.strip().startswith("#")])
+        out["code_lines"] += len(
+            [
+                line
+                for line in shown.splitlines()
+                if line.strip() and not line.strip().startswith("#")
+            ]
+        )
     return out
 
 
@@ -87,7 +104,8 @@ def estimate_minutes(c: dict, rates: dict = RATES, run_all_s: float = 0.0) -> di
     parts = {
         "read": c["words"] / rates["words_per_minute"],
         "code": c["code_lines"] / rates["code_lines_per_minute"],
-        "exercise": c["todos"] * rates["minutes_per_todo"] + c["answer_lines"] * rates["minutes_per_answer_line"],
+        "exercise": c["todos"] * rates["minutes_per_todo"]
+        + c["answer_lines"] * rates["minutes_per_answer_line"],
         "reflect": c["reflections"] * rates["minutes_per_reflection"],
         "run": run_all_s / 60,
     }
@@ -95,7 +113,8 @@ def estimate_minutes(c: dict, rates: dict = RATES, run_all_s: float = 0.0) -> di
 
 
 def run_all_seconds(name: str, folder: Path) -> float:
-    """Seconds for one answered notebook, kernel start to shut-down (05 with RUN_MODE = 'real_cpu')."""
+    """Seconds for one answered notebook, kernel start to shut-down (05 with RUN_MODE =
+    'real_cpu')."""
     from nbclient import NotebookClient
 
     nb = build(name)
@@ -105,7 +124,9 @@ def run_all_seconds(name: str, folder: Path) -> float:
                 cell.source = cell.source.replace("RUN_MODE = 'dry_run'", "RUN_MODE = 'real_cpu'")
     path = folder / f"{name}.ipynb"
     nbformat.write(nb, path)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}})
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+    )
     begin = time.perf_counter()
     client.execute()
     return time.perf_counter() - begin
@@ -115,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for rate, default in RATES.items():
         parser.add_argument("--" + rate.replace("_", "-"), type=float, default=default)
-    parser.add_argument("--no-run", action="store_true", help="leave Run All out instead of measuring it")
+    parser.add_argument(
+        "--no-run", action="store_true", help="leave Run All out instead of measuring it"
+    )
     args = parser.parse_args(argv)
     columns = [
         ("words", 6),
@@ -135,23 +158,32 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="study-time-") as tmp:
         import os
 
-        os.environ.setdefault("LLM_ALGO_RESULTS_DIR", tmp)  # a measured 05 writes its result file here, not into the course
+        # a measured 05 writes its result file here, not into the course
+        os.environ.setdefault("LLM_ALGO_RESULTS_DIR", tmp)
         for name in NOTEBOOKS:
             c = counts(name)
             seconds = 0.0 if args.no_run else run_all_seconds(name, Path(tmp))
             m = estimate_minutes(c, {rate: getattr(args, rate) for rate in RATES}, seconds)
             print(
-                f"{name:34s} {c['words']:6d} {c['code_lines']:5d} {c['todos']:4d} {c['answer_lines']:4d} {c['reflections']:4d} "
-                f"{seconds:6.1f} {m['read']:5.1f} {m['code']:5.1f} {m['exercise']:4.0f} {m['reflect']:4.0f} {m['total']:6.1f}",
+                f"{name:34s} {c['words']:6d} {c['code_lines']:5d} {c['todos']:4d} "
+                f"{c['answer_lines']:4d} {c['reflections']:4d} "
+                f"{seconds:6.1f} {m['read']:5.1f} {m['code']:5.1f} {m['exercise']:4.0f} "
+                f"{m['reflect']:4.0f} {m['total']:6.1f}",
                 flush=True,
             )
             if c["appendix_words"]:
                 extra = c["appendix_words"] / args.words_per_minute
-                print(f"{'':34s} (an optional appendix of {c['appendix_words']} words, {extra:.0f} min more, not counted)")
+                print(
+                    f"{'':34s} (an optional appendix of {c['appendix_words']} words, "
+                    f"{extra:.0f} min more, not counted)"
+                )
     print(
-        f"\nminutes; rates: {args.words_per_minute:g} words/min, {args.code_lines_per_minute:g} code lines/min, "
-        f"{args.minutes_per_todo:g} min per TODO + {args.minutes_per_answer_line:g} per answer line, "
-        f"{args.minutes_per_reflection:g} per reflection; Run All {'not run' if args.no_run else 'measured once on this machine'}"
+        f"\nminutes; rates: {args.words_per_minute:g} words/min, "
+        f"{args.code_lines_per_minute:g} code lines/min, "
+        f"{args.minutes_per_todo:g} min per TODO + {args.minutes_per_answer_line:g} per "
+        "answer line, "
+        f"{args.minutes_per_reflection:g} per reflection; Run All "
+        f"{'not run' if args.no_run else 'measured once on this machine'}"
     )
     return 0
 

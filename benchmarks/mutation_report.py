@@ -1,7 +1,7 @@
 """Mutation testing of the grading: do the public checks and the graded ideas agree, both ways?
 
-Each TODO's answer (its solution cell in solutions/, the markers removed, as a learner would type it)
-is written as a module into a temporary folder, and mutmut 3 (its own mutation operators and
+Each TODO's answer (its solution cell in solutions/, the markers removed, as a learner would type
+it) is written as a module into a temporary folder, and mutmut 3 (its own mutation operators and
 visitor: ``mutmut.mutation.file_mutation.create_mutations``) makes every single mutant of it, each
 applied with mutmut's ``deep_replace``. mutmut's runner is not used: it forks a process per mutant
 and runs pytest, while here every mutant is judged in this one process:
@@ -94,8 +94,16 @@ def mutants(solution: str) -> list[tuple[str, str]]:
             os.chdir(here)
     found, seen = [], {}
     for code in made:
-        diff = [line for line in difflib.unified_diff(source.splitlines(), code.splitlines(), lineterm="", n=0) if line[:1] in "+-"]
-        key = " / ".join(" ".join(line.split()) for line in diff if not line.startswith(("+++", "---")))
+        diff = [
+            line
+            for line in difflib.unified_diff(
+                source.splitlines(), code.splitlines(), lineterm="", n=0
+            )
+            if line[:1] in "+-"
+        ]
+        key = " / ".join(
+            " ".join(line.split()) for line in diff if not line.startswith(("+++", "---"))
+        )
         seen[key] = seen.get(key, 0) + 1
         found.append((key if seen[key] == 1 else f"{key} #{seen[key]}", code))
     return found
@@ -109,7 +117,12 @@ def judge_mutant(solution: str, code: str) -> dict:
     try:
         compile(code, "<mutant>", "exec")
     except SyntaxError as exc:  # mutmut makes none, but a learner could
-        return {"public": [f"SyntaxError: {exc}"], "named": set(), "judge": {"(syntax)"}, "hidden": {"(syntax)"}}
+        return {
+            "public": [f"SyntaxError: {exc}"],
+            "named": set(),
+            "judge": {"(syntax)"},
+            "hidden": {"(syntax)"},
+        }
     public = [case["name"] for case in public_failures(cell, answers)]
     named = {m.group(1) for m in (re.search(r"\[([a-z0-9_]+)\]$", name) for name in public) if m}
     full = judge_in_process(cell, answers)
@@ -124,7 +137,9 @@ def judge_mutant(solution: str, code: str) -> dict:
 
 
 def run(solutions: list[str], details: bool) -> tuple[list[list], list[str], list[str]]:
-    equivalents = json.loads(EQUIVALENTS.read_text(encoding="utf-8")) if EQUIVALENTS.exists() else {}
+    equivalents = (
+        json.loads(EQUIVALENTS.read_text(encoding="utf-8")) if EQUIVALENTS.exists() else {}
+    )
     rows, problems, notes = [], [], []
     for solution in solutions:
         known = equivalents.get(solution, {})
@@ -142,7 +157,10 @@ def run(solutions: list[str], details: bool) -> tuple[list[list], list[str], lis
             if key in known:
                 counts["equivalent"] += 1
                 if killed_public or got["judge"]:
-                    problems.append(f"{solution}: listed as equivalent but killed ({sorted(got['judge'])}): {key}")
+                    problems.append(
+                        f"{solution}: listed as equivalent but killed "
+                        f"({sorted(got['judge'])}): {key}"
+                    )
             elif not got["judge"] and not killed_public:
                 counts["survivors"] += 1
                 problems.append(f"{solution}: survivor: {key}")
@@ -151,19 +169,33 @@ def run(solutions: list[str], details: bool) -> tuple[list[list], list[str], lis
                 problems.append(f"{solution}: public checks fail, no idea lost: {key}")
             if killed_hidden and not killed_public:
                 counts["hidden-only"] += 1
-                problems.append(f"{solution}: hidden ideas {sorted(got['hidden'])} lost, every public check passes: {key}")
+                problems.append(
+                    f"{solution}: hidden ideas {sorted(got['hidden'])} lost, every "
+                    f"public check passes: {key}"
+                )
             if got["hidden"] and not got["hidden"] & got["named"]:
                 counts["no lost idea named"] += 1
-                problems.append(f"{solution}: hidden ideas {sorted(got['hidden'])} lost, the failing public checks name none of them: {key}")
+                problems.append(
+                    f"{solution}: hidden ideas {sorted(got['hidden'])} lost, the "
+                    f"failing public checks name none of them: {key}"
+                )
             unnamed = got["hidden"] - got["named"]
             if killed_public and unnamed:
                 counts["idea not named"] += 1
-                notes.append(f"{solution}: hidden ideas {sorted(unnamed)} lost, no failing public check names them: {key}")
+                notes.append(
+                    f"{solution}: hidden ideas {sorted(unnamed)} lost, no failing public "
+                    f"check names them: {key}"
+                )
             if details:
                 print(f"{solution}: {key}\n    public fails: {got['public']}")
-                print(f"    judge loses: {sorted(got['judge'])}; hidden alone: {sorted(got['hidden'])}")
+                print(
+                    f"    judge loses: {sorted(got['judge'])}; hidden alone: "
+                    f"{sorted(got['hidden'])}"
+                )
         stale = set(known) - keys
-        problems += [f"{solution}: an equivalent mutmut no longer makes: {key}" for key in sorted(stale)]
+        problems += [
+            f"{solution}: an equivalent mutmut no longer makes: {key}" for key in sorted(stale)
+        ]
         rows.append([solution, *counts.values()])
     return rows, problems, notes
 
@@ -171,13 +203,17 @@ def run(solutions: list[str], details: bool) -> tuple[list[list], list[str], lis
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--details", action="store_true", help="print every mutant's result")
-    parser.add_argument("--todo", action="append", choices=sorted(CELLS), help="only these answers (repeatable)")
+    parser.add_argument(
+        "--todo", action="append", choices=sorted(CELLS), help="only these answers (repeatable)"
+    )
     args = parser.parse_args()
     course_cells()  # the course's sources, read once
     clock = time.perf_counter()
     rows, problems, notes = run(args.todo or list(CELLS), args.details)
     seconds = time.perf_counter() - clock
-    widths = [max(len(str(r[i])) for r in rows + [["answer", *COLUMNS]]) for i in range(len(COLUMNS) + 1)]
+    widths = [
+        max(len(str(r[i])) for r in rows + [["answer", *COLUMNS]]) for i in range(len(COLUMNS) + 1)
+    ]
     print(" | ".join(h.ljust(w) for h, w in zip(["answer", *COLUMNS], widths)))
     print("-|-".join("-" * w for w in widths))
     for row in rows + [["total", *[sum(r[i] for r in rows) for i in range(1, len(COLUMNS) + 1)]]]:

@@ -1,46 +1,51 @@
-"""Every output of a mixed class's term, recorded, so that two versions of the grader can be compared byte
-for byte (a refactoring's proof that it changed no result, page, table or LMS file).
+"""Every output of a mixed class's term, recorded, so that two versions of the grader can be
+compared byte for byte (a refactoring's proof that it changed no result, page, table or LMS file).
 
 The class, sent once as a Canvas "Download submissions" zip and once as a Moodle "Download all
 submissions" zip (notebooks 01 and 04 of the course):
 
 - ``s01`` on time, both notebooks full; a person scores one of its reflections (0.5 of 1);
-- ``s02`` 90 minutes late (two started hours under ``deduct:25%/hour``; Canvas's ``LATE_`` too); a person
-  scores one of its reflections (1 of 1), so the penalty is settled on a score a person gave;
+- ``s02`` 90 minutes late (two started hours under ``deduct:25%/hour``; Canvas's ``LATE_`` too); a
+  person scores one of its reflections (1 of 1), so the penalty is settled on a score a person gave;
 - ``s03`` the Chinese edition, one TODO wrong, 30 minutes late (its late lines in Chinese);
-- ``s04`` both editions (01 in Chinese, 04 in English), two hours after the deadline inside its extension;
+- ``s04`` both editions (01 in Chinese, 04 in English), two hours after the deadline inside its
+  extension;
 - ``s05`` a kernel that dies (``os._exit``) in 04;
 - ``s06`` an unreadable notebook (not JSON);
 - ``s07`` on the roster, sent nothing;
-- ``s08`` no submission time (Canvas marks it ``LATE_``: lateness from the LMS's mark; Moodle: unknown);
-- ``s09`` renamed files: ``Copy of 04_decode_start_gate.ipynb`` and ``my work.ipynb`` (01, found by its cells).
+- ``s08`` no submission time (Canvas marks it ``LATE_``: lateness from the LMS's mark; Moodle:
+  unknown);
+- ``s09`` renamed files: ``Copy of 04_decode_start_gate.ipynb`` and ``my work.ipynb`` (01, found by
+  its cells).
 
 Each source goes through the real commands, in order: ``grade`` (roster, timestamps, extensions, a
-deadline and a deduction); a person's scores set through nbgrader's ``Gradebook`` API as formgrader's
-handler sets them; ``grade`` again (every result reused, every page rendered again with those scores);
-``export`` as csv, then ``--format canvas`` refused (unknown lateness), then canvas and moodle with
-``--late-unknown least-penalty``; ``feedback`` as zip and in the source's LMS format; ``report`` in English
-and in Chinese; ``similarity``. After every command, every file in OUT (and the command's output) is
-recorded, masked only where a run must differ:
+deadline and a deduction); a person's scores set through nbgrader's ``Gradebook`` API as
+formgrader's handler sets them; ``grade`` again (every result reused, every page rendered again with
+those scores); ``export`` as csv, then ``--format canvas`` refused (unknown lateness), then canvas
+and moodle with ``--late-unknown least-penalty``; ``feedback`` as zip and in the source's LMS
+format; ``report`` in English and in Chinese; ``similarity``. After every command, every file in OUT
+(and the command's output) is recorded, masked only where a run must differ:
 
-- the times of the run: ``seconds`` and ``timings`` of each record (``log.jsonl``, ``.state``), the seconds
-  ``grade`` prints, the worksheet's ``Last modified (grade)`` (the time of the export); the report's
-  timing section reads ``log.jsonl``, so before ``report`` its ``seconds`` and ``timings`` are set to
-  fixed values (the same in every run);
+- the times of the run: ``seconds`` and ``timings`` of each record (``log.jsonl``, ``.state``), the
+  seconds ``grade`` prints, the worksheet's ``Last modified (grade)`` (the time of the export); the
+  report's timing section reads ``log.jsonl``, so before ``report`` its ``seconds`` and ``timings``
+  are set to fixed values (the same in every run);
 - the records' ``signature`` (the signing key is made at random in each OUT);
-- what the learners' kernels made differently from run to run: each cell's ``execution`` times in the
-  page data (``.pages``), and where the kernel sent one stdout stream in two messages, the two output
-  areas a page shows for it are joined (a page's text is otherwise compared as it is);
-- zips are compared by their members' names and bytes (a member's date is the time the page was written);
+- what the learners' kernels made differently from run to run: each cell's ``execution`` times in
+  the page data (``.pages``), and where the kernel sent one stdout stream in two messages, the two
+  output areas a page shows for it are joined (a page's text is otherwise compared as it is);
+- zips are compared by their members' names and bytes (a member's date is the time the page was
+  written);
 - nbgrader's ``gradebook.db`` is compared as the rows formgrader shows (its ids are random): each
   grade's scores, each notebook's late penalty, each submission's time and extension, the due date;
-- not recorded: the grading master (``.course/``), scratch (``.work/``, ``.sandbox*``, ``.lock``), the
-  signing key, the autograded notebooks and the grading logs (outputs of the learners' runs).
+- not recorded: the grading master (``.course/``), scratch (``.work/``, ``.sandbox*``, ``.lock``),
+  the signing key, the autograded notebooks and the grading logs (outputs of the learners' runs).
 
-Paths are fixed (the term runs in ``<temp>/term-outputs/<source>`` on every run), so no path needs masking.
+Paths are fixed (the term runs in ``<temp>/term-outputs/<source>`` on every run), so no path needs
+masking.
 
-    python benchmarks/term_outputs.py record DIR [--root TREE]   # TREE: the grader to run (default: this tree)
-    python benchmarks/term_outputs.py compare DIR_A DIR_B
+    python benchmarks/term_outputs.py record DIR [--root TREE]   # TREE: the grader to run (default:
+    this tree) python benchmarks/term_outputs.py compare DIR_A DIR_B
 """
 
 from __future__ import annotations
@@ -69,13 +74,24 @@ DEADLINE = dt.datetime(2026, 12, 20, 16, 0, tzinfo=dt.UTC)
 POLICY = "deduct:25%/hour"
 STUDENTS = [f"s0{i}" for i in range(1, 10)]
 NAMES = {s: f"Learner {s.upper()}" for s in STUDENTS}
-OFFSETS = {"s01": -60, "s02": 90, "s03": 30, "s04": 120, "s05": -20, "s06": -10, "s09": -5}  # minutes from the deadline
+# minutes from the deadline
+OFFSETS = {"s01": -60, "s02": 90, "s03": 30, "s04": 120, "s05": -20, "s06": -10, "s09": -5}
 LATE_MARK = {"s02", "s08"}  # Canvas's LATE_
 MANUAL = {("s01", NB1, "reflection_01_q1"): 0.5, ("s02", NB4, "reflection_04_q1"): 1.0}
-SKIPPED = (".course/", ".work/", ".sandbox", ".lock", ".state/.key", "autograded/", "logs/", ".probe")
+SKIPPED = (
+    ".course/",
+    ".work/",
+    ".sandbox",
+    ".lock",
+    ".state/.key",
+    "autograded/",
+    "logs/",
+    ".probe",
+)
 RUN_KEYS = ("seconds", "timings", "signature")
 WORK = Path(tempfile.gettempdir()) / "term-outputs"
-# one stdout stream the kernel sent in two messages: two output areas on a page (joined before comparing)
+# one stdout stream the kernel sent in two messages: two output areas on a page (joined before
+# comparing)
 SPLIT_STREAM = (
     '</pre>\n</div>\n</div>\n\n<div class="output_area">\n\n    <div class="prompt"></div>\n\n\n'
     '<div class="output_subarea output_stream output_stdout output_text">\n<pre>'
@@ -116,14 +132,22 @@ def _files(student: str) -> list[tuple[str, bytes]]:
 def _csvs(base: Path, lms: dict[str, str]) -> list[str]:
     """The roster, the timestamps and the extensions; returns grade's options for them."""
     (base / "roster.csv").write_text(
-        "student_id,lms_id,name,email\n" + "".join(f"{s},{lms[s]},{NAMES[s]},{s}@example.org\n" for s in STUDENTS), encoding="utf-8"
+        "student_id,lms_id,name,email\n"
+        + "".join(f"{s},{lms[s]},{NAMES[s]},{s}@example.org\n" for s in STUDENTS),
+        encoding="utf-8",
     )
-    times = "".join(f"{s},{(DEADLINE + dt.timedelta(minutes=m)).isoformat()}\n" for s, m in OFFSETS.items())
+    times = "".join(
+        f"{s},{(DEADLINE + dt.timedelta(minutes=m)).isoformat()}\n" for s, m in OFFSETS.items()
+    )
     (base / "timestamps.csv").write_text("student_id,submitted_at\n" + times, encoding="utf-8")
-    (base / "extensions.csv").write_text(f"student_id,deadline\ns04,{(DEADLINE + dt.timedelta(days=1)).isoformat()}\n", encoding="utf-8")
+    (base / "extensions.csv").write_text(
+        f"student_id,deadline\ns04,{(DEADLINE + dt.timedelta(days=1)).isoformat()}\n",
+        encoding="utf-8",
+    )
     return [
         "--roster", str(base / "roster.csv"), "--timestamps", str(base / "timestamps.csv"),
-        "--extensions", str(base / "extensions.csv"), "--deadline", DEADLINE.isoformat(), "--late-policy", POLICY,
+        "--extensions", str(base / "extensions.csv"), "--deadline", DEADLINE.isoformat(),
+        "--late-policy", POLICY,
     ]  # fmt: skip
 
 
@@ -135,7 +159,13 @@ def canvas(base: Path) -> tuple[Path, dict[str, str]]:
             for name, data in _files(student):
                 attachment += 1
                 late = "LATE_" if student in LATE_MARK else ""
-                zf.writestr(zipfile.ZipInfo(f"learner{student}_{late}{lms[student]}_{attachment}_{name}", (2026, 12, 20, 10, 0, 0)), data)
+                zf.writestr(
+                    zipfile.ZipInfo(
+                        f"learner{student}_{late}{lms[student]}_{attachment}_{name}",
+                        (2026, 12, 20, 10, 0, 0),
+                    ),
+                    data,
+                )
     return archive, lms
 
 
@@ -145,25 +175,40 @@ def moodle(base: Path) -> tuple[Path, dict[str, str]]:
     with zipfile.ZipFile(archive, "w") as zf:
         for student in STUDENTS:
             for name, data in _files(student):
-                zf.writestr(zipfile.ZipInfo(f"{NAMES[student]}_{lms[student]}_assignsubmission_file/{name}", (2026, 12, 20, 10, 0, 0)), data)
+                zf.writestr(
+                    zipfile.ZipInfo(
+                        f"{NAMES[student]}_{lms[student]}_assignsubmission_file/{name}",
+                        (2026, 12, 20, 10, 0, 0),
+                    ),
+                    data,
+                )
     return archive, lms
 
 
 SOURCES = {"canvas": canvas, "moodle": moodle}
 
 
-# ---------------------------------------------------------------- the term, through the real commands
+# ---------------------------------------------------------------- the term, through the real
+# commands
 
 
 def _command(root: Path, *args: str) -> str:
     env = {**os.environ, "PYTHONPATH": str(root), "LLM_ALGO_PROJECT_ROOT": str(root)}
-    run = subprocess.run([sys.executable, "-m", "autograde", *args], cwd=root, env=env, capture_output=True, text=True, timeout=3600)
+    run = subprocess.run(
+        [sys.executable, "-m", "autograde", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     said = f"$ autograde {' '.join(args)}\nexit {run.returncode}\n{run.stdout}{run.stderr}"
     return re.sub(r"in \d+(\.\d+)? s\b", "in <s> s", said)
 
 
 def _score_as_formgrader(out: Path) -> None:
-    """A person's scores, set as formgrader's GradeHandler.put sets them (nbgrader's Gradebook API)."""
+    """A person's scores, set as formgrader's GradeHandler.put sets them (nbgrader's Gradebook
+    API)."""
     from nbgrader.api import Gradebook
 
     url = json.loads((out / ".gradebook.json").read_text(encoding="utf-8"))["db_url"]
@@ -185,7 +230,9 @@ def _fixed_times(out: Path) -> None:
             record["seconds"] = float(n + 1)
         if "timings" in record:
             record["timings"] = {"autograde": float(n + 1)}
-    (out / "log.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    (out / "log.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8"
+    )
 
 
 def steps(root: Path, source: str, base: Path):
@@ -193,15 +240,31 @@ def steps(root: Path, source: str, base: Path):
     archive, _ = SOURCES[source](base)
     options = _csvs(base, _)
     out = base / "out"
-    limits = ["--no-progress", "--workers", "2", "--cell-timeout", "120", "--notebook-timeout", "900"]
+    limits = [
+        "--no-progress",
+        "--workers",
+        "2",
+        "--cell-timeout",
+        "120",
+        "--notebook-timeout",
+        "900",
+    ]
     yield "grade", _command(root, "grade", str(archive), "--out", str(out), *limits, *options)
     _score_as_formgrader(out)
     yield "regrade", _command(root, "grade", str(archive), "--out", str(out), *limits, *options)
     roster = ["--roster", str(base / "roster.csv")]
     yield "export-csv", _command(root, "export", str(out))
-    yield "export-refused", _command(root, "export", str(out), "--format", "canvas", "--assignment-id", "77", *roster)
+    yield (
+        "export-refused",
+        _command(root, "export", str(out), "--format", "canvas", "--assignment-id", "77", *roster),
+    )
     least = ["--late-unknown", "least-penalty"]
-    yield "export-canvas", _command(root, "export", str(out), "--format", "canvas", "--assignment-id", "77", *least, *roster)
+    yield (
+        "export-canvas",
+        _command(
+            root, "export", str(out), "--format", "canvas", "--assignment-id", "77", *least, *roster
+        ),
+    )
     yield "export-moodle", _command(root, "export", str(out), "--format", "moodle", *least, *roster)
     yield "feedback-zip", _command(root, "feedback", str(out), "--format", "zip")
     yield f"feedback-{source}", _command(root, "feedback", str(out), "--format", source)
@@ -225,13 +288,19 @@ def _gradebook_rows(path: Path) -> bytes:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     queries = {
         "assignment": "SELECT name, duedate FROM assignment ORDER BY name",
-        "submission": "SELECT s.student_id, a.name, s.timestamp, s.extension FROM submitted_assignment s "
+        "submission": "SELECT s.student_id, a.name, s.timestamp, s.extension FROM "
+        "submitted_assignment s "
         "JOIN assignment a ON a.id = s.assignment_id ORDER BY s.student_id",
-        "notebook": "SELECT s.student_id, n.name, sn.late_submission_penalty FROM submitted_notebook sn "
-        "JOIN submitted_assignment s ON s.id = sn.assignment_id JOIN notebook n ON n.id = sn.notebook_id ORDER BY 1, 2",
-        "grade": "SELECT s.student_id, n.name, c.name, g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade FROM grade g "
-        "JOIN submitted_notebook sn ON sn.id = g.notebook_id JOIN submitted_assignment s ON s.id = sn.assignment_id "
-        "JOIN notebook n ON n.id = sn.notebook_id JOIN base_cell c ON c.id = g.cell_id ORDER BY 1, 2, 3",
+        "notebook": "SELECT s.student_id, n.name, sn.late_submission_penalty FROM "
+        "submitted_notebook sn "
+        "JOIN submitted_assignment s ON s.id = sn.assignment_id JOIN notebook n ON n.id = "
+        "sn.notebook_id ORDER BY 1, 2",
+        "grade": "SELECT s.student_id, n.name, c.name, g.auto_score, g.manual_score, "
+        "g.extra_credit, g.needs_manual_grade FROM grade g "
+        "JOIN submitted_notebook sn ON sn.id = g.notebook_id JOIN submitted_assignment s "
+        "ON s.id = sn.assignment_id "
+        "JOIN notebook n ON n.id = sn.notebook_id JOIN base_cell c ON c.id = g.cell_id "
+        "ORDER BY 1, 2, 3",
     }
     try:
         found = {name: [list(row) for row in db.execute(query)] for name, query in queries.items()}
@@ -241,13 +310,18 @@ def _gradebook_rows(path: Path) -> bytes:
 
 
 def _page_data(data: bytes) -> bytes:
-    """Page data without the kernel's execution times, its stdout streams joined as nbformat joins them."""
+    """Page data without the kernel's execution times, its stdout streams joined as nbformat joins
+    them."""
     found = json.loads(data)
     for cell in found.get("notebook", {}).get("cells", []):
         cell.get("metadata", {}).pop("execution", None)
         joined: list = []
         for output in cell.get("outputs", []):
-            if joined and output.get("output_type") == "stream" == joined[-1].get("output_type") and output["name"] == joined[-1]["name"]:
+            if (
+                joined
+                and output.get("output_type") == "stream" == joined[-1].get("output_type")
+                and output["name"] == joined[-1]["name"]
+            ):
                 joined[-1]["text"] = "".join((joined[-1]["text"], output["text"]))
             else:
                 joined.append(output)
@@ -284,9 +358,14 @@ def recorded(out: Path) -> dict[str, bytes]:
         elif name.endswith(".zip"):
             with zipfile.ZipFile(path) as zf:
                 for member in sorted(zf.namelist()):
-                    found[f"{name}!{member}"] = _page(zf.read(member)) if member.endswith(".html") else zf.read(member)
+                    found[f"{name}!{member}"] = (
+                        _page(zf.read(member)) if member.endswith(".html") else zf.read(member)
+                    )
         elif name == "log.jsonl":
-            found[name] = b"".join(json.dumps(_masked_json(json.loads(line)), ensure_ascii=False).encode() + b"\n" for line in data.splitlines())
+            found[name] = b"".join(
+                json.dumps(_masked_json(json.loads(line)), ensure_ascii=False).encode() + b"\n"
+                for line in data.splitlines()
+            )
         elif name.startswith(".state/") and name.endswith(".json"):
             found[name] = json.dumps(_masked_json(json.loads(data)), sort_keys=True).encode()
         elif name.startswith(".pages/"):
@@ -310,7 +389,10 @@ def record(target: Path, root: Path) -> None:
         shutil.rmtree(base, ignore_errors=True)
         base.mkdir(parents=True)
         for step, said in steps(root, source, base):
-            files = {"(what the command said)": said.replace(str(base), "<base>").encode(), **recorded(base / "out")}
+            files = {
+                "(what the command said)": said.replace(str(base), "<base>").encode(),
+                **recorded(base / "out"),
+            }
             key = f"{source}/{step}"
             manifest[key] = {}
             for name, data in files.items():
@@ -322,7 +404,8 @@ def record(target: Path, root: Path) -> None:
 
 
 def compare(a: Path, b: Path) -> int:
-    """Every step's files in ``a`` against ``b``: the same names, the same bytes. Prints each difference."""
+    """Every step's files in ``a`` against ``b``: the same names, the same bytes. Prints each
+    difference."""
     import difflib
 
     left, right = (json.loads((d / "manifest.json").read_text(encoding="utf-8")) for d in (a, b))
@@ -339,13 +422,18 @@ def compare(a: Path, b: Path) -> int:
             old, new = ((d / "blobs" / h).read_bytes() for d, h in ((a, one[name]), (b, two[name])))
             print(f"{step}: {name} differs ({len(old)} and {len(new)} bytes)")
             try:
-                lines = difflib.unified_diff(old.decode().splitlines(), new.decode().splitlines(), lineterm="", n=1)
+                lines = difflib.unified_diff(
+                    old.decode().splitlines(), new.decode().splitlines(), lineterm="", n=1
+                )
                 print("\n".join(line[:300] for line in list(lines)[2:40]))
             except UnicodeDecodeError:
                 pass
     steps_compared = len(set(left) & set(right))
     files = sum(len(left[s]) for s in set(left) & set(right))
-    print(f"{steps_compared} steps, {files} files compared: " + ("byte-identical" if not differences else f"{differences} difference(s)"))
+    print(
+        f"{steps_compared} steps, {files} files compared: "
+        + ("byte-identical" if not differences else f"{differences} difference(s)")
+    )
     return 1 if differences else 0
 
 
@@ -354,7 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="action", required=True)
     rec = sub.add_parser("record")
     rec.add_argument("target", type=Path)
-    rec.add_argument("--root", type=Path, default=ROOT, help="the tree whose grader runs (default: this one)")
+    rec.add_argument(
+        "--root", type=Path, default=ROOT, help="the tree whose grader runs (default: this one)"
+    )
     cmp_ = sub.add_parser("compare")
     cmp_.add_argument("a", type=Path)
     cmp_.add_argument("b", type=Path)

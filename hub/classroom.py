@@ -1,27 +1,32 @@
-"""A class on JupyterHub on this machine: bring it up, release to it, hand feedback back, bring it down.
+"""A class on JupyterHub on this machine: bring it up, release to it, hand feedback back, bring it
+down.
 
-    sudo .venv/bin/python hub/classroom.py up [--learners 3]     # prints the logins
-    sudo .venv/bin/python hub/classroom.py release               # the release in notebooks/, to the exchange
-    sudo .venv/bin/python hub/classroom.py grade [-- grade options]
-    sudo .venv/bin/python hub/classroom.py export [-- export options]   # after grading by hand in formgrader
-    sudo .venv/bin/python hub/classroom.py feedback              # pages back through the exchange
-    sudo .venv/bin/python hub/classroom.py down                  # hub stopped, users and class folder removed
+    sudo .venv/bin/python hub/classroom.py up [--learners 3]     # prints the logins sudo
+    .venv/bin/python hub/classroom.py release               # the release in notebooks/, to the
+    exchange sudo .venv/bin/python hub/classroom.py grade [-- grade options] sudo .venv/bin/python
+    hub/classroom.py export [-- export options]   # after grading by hand in formgrader sudo
+    .venv/bin/python hub/classroom.py feedback              # pages back through the exchange sudo
+    .venv/bin/python hub/classroom.py down                  # hub stopped, users and class folder
+    removed
 
 Run as root: the hub's spawner starts each person's server as that Unix user. Everything lives under
-HUB_ROOT (default /srv/serving-overlap-hub), which every user can traverse, wherever this repository sits:
+HUB_ROOT (default /srv/serving-overlap-hub), which every user can traverse, wherever this repository
+sits:
 
-    env/        the Python of the hub and of every single-user server: JupyterHub, JupyterLab, nbgrader and the
-                course runtime (the learner wheel), pinned as the course is; built once, kept (stamped)
-    proxy/      configurable-http-proxy from the npm registry (hub/package-lock.json)
-    class/      one class (a test makes its own beside it): state/ (root only: the hub's database, secrets,
-                logs, class.json with the logins), config/ (each role's Jupyter configuration, from hub/),
-                exchange/ (nbgrader's exchange root), home/<user>/ (0700 each)
+    env/        the Python of the hub and of every single-user server: JupyterHub, JupyterLab,
+    nbgrader and the
+                course runtime (the learner wheel), pinned as the course is; built once, kept
+                (stamped)
+    proxy/      configurable-http-proxy from the npm registry (hub/package-lock.json) class/
+    one class (a test makes its own beside it): state/ (root only: the hub's database, secrets,
+                logs, class.json with the logins), config/ (each role's Jupyter configuration, from
+                hub/), exchange/ (nbgrader's exchange root), home/<user>/ (0700 each)
 
-The instructor's account owns the course folder (~/course, nbgrader's release/: each edition an assignment of its
-own) and the graded OUT (the class's grading/, 0700), which formgrader serves as a hub service whose server's
-root is grading/ itself (as `cd OUT && jupyter lab`). Grading itself runs as root with this repository's
-grader (``python -m autograde grade``): the exchange's folders are the learners' own.
-"""
+The instructor's account owns the course folder (~/course, nbgrader's release/: each edition an
+assignment of its own) and the graded OUT (the class's grading/, 0700), which formgrader serves as a
+hub service whose server's root is grading/ itself (as `cd OUT && jupyter lab`). Grading itself runs
+as root with this repository's grader (``python -m autograde grade``): the exchange's folders are
+the learners' own."""
 
 from __future__ import annotations
 
@@ -44,10 +49,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-COURSE_ID = "serving-overlap"  # nbgrader's course id (autograde/nbgrader_config.py); the formgrader service's name
+# nbgrader's course id (autograde/nbgrader_config.py); the formgrader service's name
+COURSE_ID = "serving-overlap"
 HUB_ROOT = Path(os.environ.get("HUB_ROOT", "/srv/serving-overlap-hub"))
 ROLES = ("learner", "instructor", "grader")  # hub/<role>/: each role's Jupyter configuration
-SERVER_PACKAGES = ["jupyterhub", "jupyterlab", "notebook", "nbgrader"]  # in env/, beside the learner wheel
+# in env/, beside the learner wheel
+SERVER_PACKAGES = ["jupyterhub", "jupyterlab", "notebook", "nbgrader"]
 
 
 def assignment() -> str:
@@ -55,8 +62,9 @@ def assignment() -> str:
 
 
 def editions() -> dict[str, str]:
-    """{edition: nbgrader assignment} of the release, English first: course.toml's ``assignment`` and
-    ``[course.editions]`` (each edition besides English released as an assignment of its own, e.g. ``zh``)."""
+    """{edition: nbgrader assignment} of the release, English first: course.toml's ``assignment``
+    and ``[course.editions]`` (each edition besides English released as an assignment of its own,
+    e.g. ``zh``)."""
     course = tomllib.loads((REPO / "course.toml").read_text(encoding="utf-8"))["course"]
     return {"en": course["assignment"], **course.get("editions", {})}
 
@@ -111,8 +119,9 @@ class ClassRoom:
 
     @property
     def grading(self) -> Path:
-        """The graded OUT, the instructor's (0700) but outside their home: the grader's sandbox (an unprivileged
-        user namespace) cannot enter another user's 0700 home, so the grading runs while root owns it."""
+        """The graded OUT, the instructor's (0700) but outside their home: the grader's sandbox (an
+        unprivileged user namespace) cannot enter another user's 0700 home, so the grading runs
+        while root owns it."""
         return self.root / "grading"
 
     @property
@@ -129,7 +138,10 @@ class ClassRoom:
     def load(cls, folder: Path) -> ClassRoom:
         path = Path(folder) / "state" / "class.json"
         if not path.is_file():
-            raise SystemExit(f"no class at {folder} (no state/class.json): bring one up with `hub/classroom.py up`")
+            raise SystemExit(
+                f"no class at {folder} (no state/class.json): bring one up with "
+                "`hub/classroom.py up`"
+            )
         return cls(**json.loads(path.read_text()))
 
 
@@ -137,11 +149,15 @@ class ClassRoom:
 
 
 def pins() -> list[str]:
-    """The course's own pins for what the servers and the runtime import (pyproject.toml): the same versions
-    as the instructor's .venv, as constraints."""
+    """The course's own pins for what the servers and the runtime import (pyproject.toml): the same
+    versions as the instructor's .venv, as constraints."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     extras = project["optional-dependencies"]
-    wanted = [*project["dependencies"], *extras["hub"], *(p for p in extras["instructor"] if p.startswith("nbgrader"))]
+    wanted = [
+        *project["dependencies"],
+        *extras["hub"],
+        *(p for p in extras["instructor"] if p.startswith("nbgrader")),
+    ]
     return sorted(p.split(";")[0].split("#")[0].strip() for p in wanted)
 
 
@@ -150,26 +166,41 @@ def _tree_hash(*parts: bytes, folders: tuple[Path, ...] = ()) -> str:
     for part in parts:
         digest.update(part)
     for folder in folders:
-        for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        for path in sorted(
+            p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+        ):
             digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
 def hub_python() -> str:
-    """A Python every user can run (this repository's may sit under a folder they cannot enter): HUB_PYTHON,
-    else the system's python3 (3.11 or newer, with venv)."""
-    python = os.environ.get("HUB_PYTHON") or shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or ""
-    check = subprocess.run([python, "-c", "import sys, venv; assert sys.version_info >= (3, 11)"], capture_output=True) if python else None
+    """A Python every user can run (this repository's may sit under a folder they cannot enter):
+    HUB_PYTHON, else the system's python3 (3.11 or newer, with venv)."""
+    python = (
+        os.environ.get("HUB_PYTHON")
+        or shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+        or ""
+    )
+    check = (
+        subprocess.run(
+            [python, "-c", "import sys, venv; assert sys.version_info >= (3, 11)"],
+            capture_output=True,
+        )
+        if python
+        else None
+    )
     if not check or check.returncode:
         raise SystemExit(
-            "the hub needs a system Python 3.11+ with venv that every user can run (Debian: apt-get install python3-venv); or set HUB_PYTHON to one"
+            "the hub needs a system Python 3.11+ with venv that every user can run "
+            "(Debian: apt-get install python3-venv); or set HUB_PYTHON to one"
         )
     return python
 
 
 def ensure_env(hub_root: Path = HUB_ROOT, log=print) -> Path:
-    """hub_root/env: JupyterHub, JupyterLab, nbgrader and the course runtime (the learner wheel built from
-    this checkout), with the course's pins; rebuilt only when the pins or the runtime change."""
+    """hub_root/env: JupyterHub, JupyterLab, nbgrader and the course runtime (the learner wheel
+    built from this checkout), with the course's pins; rebuilt only when the pins or the runtime
+    change."""
     env = hub_root / "env"
     stamp = _tree_hash("\n".join(pins()).encode(), folders=(REPO / "tools",))
     if (env / ".stamp").is_file() and (env / ".stamp").read_text() == stamp:
@@ -188,10 +219,23 @@ def ensure_env(hub_root: Path = HUB_ROOT, log=print) -> Path:
     wheel = build_learner_wheel(Course.load(), wheels)
     constraints = hub_root / "constraints.txt"
     constraints.write_text("\n".join(pins()) + "\n")
-    pip = [sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "--quiet", "--disable-pip-version-check"]
-    run = subprocess.run([*pip, "-c", str(constraints), *SERVER_PACKAGES, str(wheel)], capture_output=True, text=True)
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(env / "bin" / "python"),
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ]
+    run = subprocess.run(
+        [*pip, "-c", str(constraints), *SERVER_PACKAGES, str(wheel)], capture_output=True, text=True
+    )
     if run.returncode:
-        raise SystemExit(f"installing the hub's environment failed:\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
+        raise SystemExit(
+            f"installing the hub's environment failed:\n{run.stdout[-3000:]}{run.stderr[-3000:]}"
+        )
     subprocess.run(["chmod", "-R", "a+rX", str(env)], check=True)
     (env / ".stamp").write_text(stamp)
     return env
@@ -202,16 +246,28 @@ def ensure_proxy(hub_root: Path = HUB_ROOT, log=print) -> Path:
     proxy = hub_root / "proxy"
     stamp = _tree_hash((HERE / "package-lock.json").read_bytes())
     command = proxy / "node_modules" / ".bin" / "configurable-http-proxy"
-    if command.exists() and (proxy / ".stamp").is_file() and (proxy / ".stamp").read_text() == stamp:
+    if (
+        command.exists()
+        and (proxy / ".stamp").is_file()
+        and (proxy / ".stamp").read_text() == stamp
+    ):
         return command
     if not shutil.which("npm"):
-        raise SystemExit("the hub's proxy (configurable-http-proxy) installs with npm: install Node.js 20 and npm")
+        raise SystemExit(
+            "the hub's proxy (configurable-http-proxy) installs with npm: install "
+            "Node.js 20 and npm"
+        )
     log(f"installing configurable-http-proxy into {proxy}")
     shutil.rmtree(proxy, ignore_errors=True)
     proxy.mkdir(parents=True)
     for name in ("package.json", "package-lock.json"):
         shutil.copy(HERE / name, proxy / name)
-    run = subprocess.run(["npm", "ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=proxy, capture_output=True, text=True)
+    run = subprocess.run(
+        ["npm", "ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"],
+        cwd=proxy,
+        capture_output=True,
+        text=True,
+    )
     if run.returncode:
         raise SystemExit(f"npm ci failed in {proxy}:\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
     (proxy / ".stamp").write_text(stamp)
@@ -222,14 +278,26 @@ def ensure_proxy(hub_root: Path = HUB_ROOT, log=print) -> Path:
 
 
 def make_user(name: str, home: Path, password: str) -> None:
-    """A real Unix user with its own group and a home only it can enter (Debian's useradd would make it
-    world-readable: HOME_MODE unset, UMASK 022), and a password for the hub's PAM login."""
+    """A real Unix user with its own group and a home only it can enter (Debian's useradd would make
+    it world-readable: HOME_MODE unset, UMASK 022), and a password for the hub's PAM login."""
     try:
         pwd.getpwnam(name)
         raise SystemExit(f"a user named {name} exists already: choose another --prefix")
     except KeyError:
         pass
-    subprocess.run(["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash", "--user-group", name], check=True)
+    subprocess.run(
+        [
+            "useradd",
+            "--create-home",
+            "--home-dir",
+            str(home),
+            "--shell",
+            "/bin/bash",
+            "--user-group",
+            name,
+        ],
+        check=True,
+    )
     home.chmod(0o700)
     subprocess.run(["chpasswd"], input=f"{name}:{password}\n", text=True, check=True)
 
@@ -268,9 +336,17 @@ def stop_processes_of(uids: set[int], grace: float = 5.0) -> None:
             time.sleep(0.1)
 
 
-def as_user(user: str, argv: list[str], cls: ClassRoom, cwd: Path | None = None, role: str = "learner", **kwargs) -> subprocess.CompletedProcess:
-    """Run ``argv`` as ``user`` (its uid, group and groups), in its home, with the class's Python and the
-    Jupyter configuration of ``role``: as that person would in a terminal of their own lab."""
+def as_user(
+    user: str,
+    argv: list[str],
+    cls: ClassRoom,
+    cwd: Path | None = None,
+    role: str = "learner",
+    **kwargs,
+) -> subprocess.CompletedProcess:
+    """Run ``argv`` as ``user`` (its uid, group and groups), in its home, with the class's Python
+    and the Jupyter configuration of ``role``: as that person would in a terminal of their own
+    lab."""
     entry = pwd.getpwnam(user)
     env = {
         "HOME": entry.pw_dir,
@@ -285,20 +361,35 @@ def as_user(user: str, argv: list[str], cls: ClassRoom, cwd: Path | None = None,
     kwargs.setdefault("capture_output", True)
     kwargs.setdefault("text", True)
     kwargs.setdefault("timeout", 600)
-    return subprocess.run(argv, cwd=cwd or entry.pw_dir, env=env, user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], umask=0o022, **kwargs)
+    return subprocess.run(
+        argv,
+        cwd=cwd or entry.pw_dir,
+        env=env,
+        user=entry.pw_uid,
+        group=entry.pw_gid,
+        extra_groups=[],
+        umask=0o022,
+        **kwargs,
+    )
 
 
-def nbgrader(cls: ClassRoom, user: str, *args: str, cwd: Path | None = None, role: str = "learner") -> subprocess.CompletedProcess:
-    """nbgrader's own command, run as ``user``; refuses quietly never: a failure raises with its output."""
+def nbgrader(
+    cls: ClassRoom, user: str, *args: str, cwd: Path | None = None, role: str = "learner"
+) -> subprocess.CompletedProcess:
+    """nbgrader's own command, run as ``user``; refuses quietly never: a failure raises with its
+    output."""
     run = as_user(user, [str(cls.env / "bin" / "nbgrader"), *args], cls, cwd=cwd, role=role)
     if run.returncode:
-        raise RuntimeError(f"nbgrader {' '.join(args)} as {user} failed ({run.returncode}):\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
+        raise RuntimeError(
+            f"nbgrader {' '.join(args)} as {user} failed "
+            f"({run.returncode}):\n{run.stdout[-3000:]}{run.stderr[-3000:]}"
+        )
     return run
 
 
 def _write_role_configs(cls: ClassRoom) -> None:
-    """config/<role>/ from hub/<role>/, each with the nbgrader configuration of this class; config/lib/ the
-    learner's submit checks (hub/course_exchange.py)."""
+    """config/<role>/ from hub/<role>/, each with the nbgrader configuration of this class;
+    config/lib/ the learner's submit checks (hub/course_exchange.py)."""
     config = cls.root / "config"
     shutil.rmtree(config, ignore_errors=True)
     for role in ROLES:
@@ -319,13 +410,25 @@ def _write_role_configs(cls: ClassRoom) -> None:
     subprocess.run(["chmod", "-R", "a+rX,go-w", str(config)], check=True)
 
 
-def create(folder: Path, prefix: str, learners: int | list[str], hub_root: Path = HUB_ROOT, log=print) -> ClassRoom:
-    """A new class in ``folder``: its users (``<prefix>instructor``, ``<prefix>learner1``... or the names
-    given), each role's configuration and the exchange with the permissions nbgrader documents."""
+def create(
+    folder: Path, prefix: str, learners: int | list[str], hub_root: Path = HUB_ROOT, log=print
+) -> ClassRoom:
+    """A new class in ``folder``: its users (``<prefix>instructor``, ``<prefix>learner1``... or the
+    names given), each role's configuration and the exchange with the permissions nbgrader
+    documents."""
     if folder.exists():
         raise SystemExit(f"{folder} exists: bring that class down first (hub/classroom.py down)")
-    names = [f"{prefix}{n}" for n in learners] if isinstance(learners, list) else [f"{prefix}learner{i + 1}" for i in range(learners)]
-    cls = ClassRoom(str(folder), f"{prefix}instructor", names, {n: secrets.token_urlsafe(9) for n in [f"{prefix}instructor", *names]})
+    names = (
+        [f"{prefix}{n}" for n in learners]
+        if isinstance(learners, list)
+        else [f"{prefix}learner{i + 1}" for i in range(learners)]
+    )
+    cls = ClassRoom(
+        str(folder),
+        f"{prefix}instructor",
+        names,
+        {n: secrets.token_urlsafe(9) for n in [f"{prefix}instructor", *names]},
+    )
     cls.hub_root = str(hub_root)
     ensure_env(hub_root, log)
     ensure_proxy(hub_root, log)
@@ -336,15 +439,23 @@ def create(folder: Path, prefix: str, learners: int | list[str], hub_root: Path 
     for user in cls.users:
         make_user(user, cls.home(user), cls.passwords[user])
     cls.exchange.mkdir()
-    cls.exchange.chmod(0o777)  # nbgrader's exchange root: everyone writes (release_assignment resets any other mode)
+    # nbgrader's exchange root: everyone writes (release_assignment resets any other mode)
+    cls.exchange.chmod(0o777)
     _write_role_configs(cls)
     ins = pwd.getpwnam(cls.instructor)
     for path in (cls.course, cls.grading):
         path.mkdir(mode=0o700)
         os.chown(path, ins.pw_uid, ins.pw_gid)
-    shutil.copy(cls.root / "config" / "instructor" / "nbgrader_config.py", cls.course / "nbgrader_config.py")
+    shutil.copy(
+        cls.root / "config" / "instructor" / "nbgrader_config.py", cls.course / "nbgrader_config.py"
+    )
     os.chown(cls.course / "nbgrader_config.py", ins.pw_uid, ins.pw_gid)
-    cls.ports = {"hub": free_port(), "api": free_port(), "internal": free_port(), "formgrader": free_port()}
+    cls.ports = {
+        "hub": free_port(),
+        "api": free_port(),
+        "internal": free_port(),
+        "formgrader": free_port(),
+    }
     cls.save()
     return cls
 
@@ -352,11 +463,14 @@ def create(folder: Path, prefix: str, learners: int | list[str], hub_root: Path 
 # ---- the term's steps that cross between the instructor's account and this repository
 
 
-def release(cls: ClassRoom, notebooks: list[str] | None = None) -> dict[str, subprocess.CompletedProcess]:
-    """The learner release (written by `python -m autograde release`) into the instructor's course folder, each
-    edition as an assignment of its own (``editions``: notebooks/ as the course's assignment, notebooks/zh/ as
-    ``<assignment>-zh``, each with its notebooks at its top), then nbgrader's release_assignment of each as the
-    instructor. A learner fetches the edition they read; `grade` takes either as the course's assignment."""
+def release(
+    cls: ClassRoom, notebooks: list[str] | None = None
+) -> dict[str, subprocess.CompletedProcess]:
+    """The learner release (written by `python -m autograde release`) into the instructor's course
+    folder, each edition as an assignment of its own (``editions``: notebooks/ as the course's
+    assignment, notebooks/zh/ as ``<assignment>-zh``, each with its notebooks at its top), then
+    nbgrader's release_assignment of each as the instructor. A learner fetches the edition they
+    read; `grade` takes either as the course's assignment."""
     release_dir = REPO / "notebooks"
     chosen = notebooks or sorted(p.stem for p in release_dir.glob("*.ipynb"))
     for edition, name in editions().items():
@@ -364,10 +478,22 @@ def release(cls: ClassRoom, notebooks: list[str] | None = None) -> dict[str, sub
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         for stem in chosen:
-            shutil.copy((release_dir if edition == "en" else release_dir / edition) / f"{stem}.ipynb", target / f"{stem}.ipynb")
+            shutil.copy(
+                (release_dir if edition == "en" else release_dir / edition) / f"{stem}.ipynb",
+                target / f"{stem}.ipynb",
+            )
     chown_tree(cls.course, cls.instructor)
     return {
-        name: nbgrader(cls, cls.instructor, "release_assignment", name, "--force", cwd=cls.course, role="instructor") for name in editions().values()
+        name: nbgrader(
+            cls,
+            cls.instructor,
+            "release_assignment",
+            name,
+            "--force",
+            cwd=cls.course,
+            role="instructor",
+        )
+        for name in editions().values()
     }
 
 
@@ -377,12 +503,22 @@ def chown_tree(path: Path, user: str) -> None:
 
 
 def grade(cls: ClassRoom, *options: str) -> subprocess.CompletedProcess:
-    """`python -m autograde grade` on the exchange's inbound/ into the class's grading/ (as root, with this
-    repository's grader; the owner check compares each folder's owner with the learner it names), then
-    grading/ handed back to the instructor, whose formgrader serves it."""
+    """`python -m autograde grade` on the exchange's inbound/ into the class's grading/ (as root,
+    with this repository's grader; the owner check compares each folder's owner with the learner it
+    names), then grading/ handed back to the instructor, whose formgrader serves it."""
     subprocess.run(["chown", "-R", "0:0", str(cls.grading)], check=True)
     run = subprocess.run(
-        [sys.executable, "-m", "autograde", "grade", str(cls.inbound), "--out", str(cls.grading), "--no-progress", *options],
+        [
+            sys.executable,
+            "-m",
+            "autograde",
+            "grade",
+            str(cls.inbound),
+            "--out",
+            str(cls.grading),
+            "--no-progress",
+            *options,
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -393,27 +529,40 @@ def grade(cls: ClassRoom, *options: str) -> subprocess.CompletedProcess:
 
 
 def export(cls: ClassRoom, *options: str) -> subprocess.CompletedProcess:
-    """`python -m autograde export` on grading/ (as root, as `grade` runs): ``final_grades.csv`` with the scores
-    given in formgrader; then grading/ back to the instructor."""
+    """`python -m autograde export` on grading/ (as root, as `grade` runs): ``final_grades.csv``
+    with the scores given in formgrader; then grading/ back to the instructor."""
     run = subprocess.run(
-        [sys.executable, "-m", "autograde", "export", str(cls.grading), *options], cwd=REPO, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "autograde", "export", str(cls.grading), *options],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     chown_tree(cls.grading, cls.instructor)
     return run
 
 
 def feedback(cls: ClassRoom) -> dict[str, subprocess.CompletedProcess]:
-    """The pages of grading/ handed back: `autograde feedback --format exchange` (each learner's pages under the
-    edition's assignment they submitted to), then nbgrader's release_feedback of each assignment that has pages,
-    as the instructor (it owns the exchange's feedback/)."""
+    """The pages of grading/ handed back: `autograde feedback --format exchange` (each learner's
+    pages under the edition's assignment they submitted to), then nbgrader's release_feedback of
+    each assignment that has pages, as the instructor (it owns the exchange's feedback/)."""
     argv = [sys.executable, "-m", "autograde", "feedback", str(cls.grading), "--format", "exchange"]
     run = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
     if run.returncode:
         raise RuntimeError(f"autograde feedback failed:\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
     chown_tree(cls.grading, cls.instructor)
-    course = cls.grading / "handback" / "exchange"  # the course-folder layout release_feedback reads
+    # the course-folder layout release_feedback reads
+    course = cls.grading / "handback" / "exchange"
     return {
-        name: nbgrader(cls, cls.instructor, "release_feedback", name, f"--CourseDirectory.root={course}", cwd=course, role="instructor")
+        name: nbgrader(
+            cls,
+            cls.instructor,
+            "release_feedback",
+            name,
+            f"--CourseDirectory.root={course}",
+            cwd=course,
+            role="instructor",
+        )
         for name in editions().values()
         if any((course / "feedback").glob(f"*/{name}"))
     }
@@ -423,7 +572,8 @@ def feedback(cls: ClassRoom) -> dict[str, subprocess.CompletedProcess]:
 
 
 def start(cls: ClassRoom, timeout: float = 120) -> int:
-    """Start JupyterHub (and, through it, the proxy and the formgrader service) for ``cls``; wait until it answers."""
+    """Start JupyterHub (and, through it, the proxy and the formgrader service) for ``cls``; wait
+    until it answers."""
     proxy = Path(cls.hub_root) / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
     env = {
         "PATH": f"{cls.env / 'bin'}:{proxy.parent}:/usr/local/bin:/usr/bin:/bin",
@@ -446,14 +596,18 @@ def start(cls: ClassRoom, timeout: float = 120) -> int:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if proc.poll() is not None:
-            raise RuntimeError(f"JupyterHub exited ({proc.returncode}):\n{tail(cls.state / 'hub.log')}")
+            raise RuntimeError(
+                f"JupyterHub exited ({proc.returncode}):\n{tail(cls.state / 'hub.log')}"
+            )
         try:
             urllib.request.urlopen(f"{cls.url}/hub/api/", timeout=5)
             return proc.pid
         except OSError:
             time.sleep(0.5)
     stop(cls)
-    raise RuntimeError(f"JupyterHub did not answer within {timeout:.0f} s:\n{tail(cls.state / 'hub.log')}")
+    raise RuntimeError(
+        f"JupyterHub did not answer within {timeout:.0f} s:\n{tail(cls.state / 'hub.log')}"
+    )
 
 
 def tail(path: Path, size: int = 4000) -> str:
@@ -464,15 +618,19 @@ def tail(path: Path, size: int = 4000) -> str:
 
 
 def stop(cls: ClassRoom) -> None:
-    """Stop the hub (it stops the servers and the service it started), then anything left of its process group
-    and of the class's users."""
+    """Stop the hub (it stops the servers and the service it started), then anything left of its
+    process group and of the class's users."""
     pid_file = cls.state / "hub.pid"
     if pid_file.is_file():
         pid = int(pid_file.read_text())
         try:
             os.kill(pid, signal.SIGTERM)
             end = time.monotonic() + 30
-            while time.monotonic() < end and Path(f"/proc/{pid}").exists() and "zombie" not in _state_of(pid):
+            while (
+                time.monotonic() < end
+                and Path(f"/proc/{pid}").exists()
+                and "zombie" not in _state_of(pid)
+            ):
                 time.sleep(0.2)
             os.killpg(pid, signal.SIGKILL)  # the proxy, if the hub left it
         except ProcessLookupError:
@@ -489,13 +647,16 @@ def stop(cls: ClassRoom) -> None:
 
 def _state_of(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0].lower()
+        return (
+            Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0].lower()
+        )
     except (OSError, IndexError):
         return "zombie"
 
 
 def remove(cls: ClassRoom) -> None:
-    """Stop the class and remove its users, their homes and the class folder (the shared env/ and proxy/ stay)."""
+    """Stop the class and remove its users, their homes and the class folder (the shared env/ and
+    proxy/ stay)."""
     stop(cls)
     for user in cls.users:
         remove_user(user)
@@ -503,20 +664,35 @@ def remove(cls: ClassRoom) -> None:
 
 
 def logins(cls: ClassRoom) -> str:
-    lines = [f"JupyterHub: {cls.url}/hub/login  (formgrader: {cls.url}/services/{COURSE_ID}/formgrader, for {cls.instructor})"]
+    lines = [
+        f"JupyterHub: {cls.url}/hub/login  (formgrader: "
+        f"{cls.url}/services/{COURSE_ID}/formgrader, for {cls.instructor})"
+    ]
     lines += [f"  {user:<24} {cls.passwords[user]}" for user in cls.users]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hub/classroom.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["up", "down", "release", "grade", "export", "feedback", "status"])
-    parser.add_argument("--class-dir", type=Path, default=HUB_ROOT / "class", help="the class folder (default: HUB_ROOT/class)")
+    parser.add_argument(
+        "command", choices=["up", "down", "release", "grade", "export", "feedback", "status"]
+    )
+    parser.add_argument(
+        "--class-dir",
+        type=Path,
+        default=HUB_ROOT / "class",
+        help="the class folder (default: HUB_ROOT/class)",
+    )
     parser.add_argument("--learners", type=int, default=3)
-    parser.add_argument("--prefix", default="so-", help="the start of every user name of the class (default so-)")
+    parser.add_argument(
+        "--prefix", default="so-", help="the start of every user name of the class (default so-)"
+    )
     args, rest = parser.parse_known_args(argv)
     if os.geteuid() != 0:
-        raise SystemExit("run as root: the hub starts each person's server as their own Unix user (sudo make hub-up)")
+        raise SystemExit(
+            "run as root: the hub starts each person's server as their own Unix user "
+            "(sudo make hub-up)"
+        )
     os.umask(0o022)
     if args.command == "up":
         cls = create(args.class_dir, args.prefix, args.learners)

@@ -1,7 +1,8 @@
 # The class's JupyterHub (hub/classroom.py starts it with SERVING_OVERLAP_CLASS naming the class's
-# state/class.json). nbgrader's documented hub set-up (its demos/ "one class, multiple graders"): real Unix
-# users, each server spawned as its user; the learners' lab with the Assignments tab and Validate only; the
-# instructor's formgrader as a hub service named after the course, reached by the group formgrade-<course>.
+# state/class.json). nbgrader's documented hub set-up (its demos/ "one class, multiple graders"):
+# real Unix users, each server spawned as its user; the learners' lab with the Assignments tab and
+# Validate only; the instructor's formgrader as a hub service named after the course, reached by the
+# group formgrade-<course>.
 import json
 import os
 from pathlib import Path
@@ -16,7 +17,8 @@ ports = room["ports"]
 instructor, learners = room["instructor"], room["learners"]
 PATH = f"{ENV / 'bin'}:/usr/local/bin:/usr/bin:/bin"
 
-# Everything on this machine's loopback; the hub's database and secrets in the class's root-only state/.
+# Everything on this machine's loopback; the hub's database and secrets in the class's root-only
+# state/.
 c.JupyterHub.bind_url = f"http://127.0.0.1:{ports['hub']}"
 c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{ports['internal']}"
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{ports['api']}"
@@ -26,14 +28,15 @@ c.JupyterHub.cookie_secret_file = str(CLASS / "state" / "jupyterhub_cookie_secre
 c.JupyterHub.pid_file = str(CLASS / "state" / "jupyterhub.pid")
 c.JupyterHub.cleanup_servers = True  # stopping the hub stops every server it spawned
 
-# Who may log in: local Unix accounts through PAM (the demo class's passwords). A real course puts its
-# university's login here instead (an OAuthenticator, or LTI from its LMS): docs/instructors.md.
+# Who may log in: local Unix accounts through PAM (the demo class's passwords). A real course puts
+# its university's login here instead (an OAuthenticator, or LTI from its LMS): docs/instructors.md.
 c.JupyterHub.authenticator_class = "pam"
 c.PAMAuthenticator.open_sessions = False
 c.Authenticator.allowed_users = {instructor, *learners}
 
-# Each person's server: the class's Python, as their own Unix user, in their own home (0700), with the
-# Jupyter configuration of their role (hub/learner or hub/instructor, as config/<role> of the class).
+# Each person's server: the class's Python, as their own Unix user, in their own home (0700), with
+# the Jupyter configuration of their role (hub/learner or hub/instructor, as config/<role> of the
+# class).
 c.JupyterHub.spawner_class = "localprocess"
 c.Spawner.cmd = [str(ENV / "bin" / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
@@ -47,27 +50,35 @@ def role_config(spawner):
         {
             "PATH": PATH,
             "JUPYTER_CONFIG_PATH": str(CLASS / "config" / role),
-            "PYTHONPATH": str(CLASS / "config" / "lib"),  # course_exchange: the learner's checks before a submission
+            # course_exchange: the learner's checks before a submission
+            "PYTHONPATH": str(CLASS / "config" / "lib"),
         }
     )
 
 
 c.Spawner.pre_spawn_hook = role_config
 
-# formgrader as a hub service (nbgrader's documented JupyterHub set-up): a server run as the instructor's
-# account, on the graded course folder (the class's grading/, the OUT of `autograde grade`), for the formgrade group.
+# formgrader as a hub service (nbgrader's documented JupyterHub set-up): a server run as the
+# instructor's account, on the graded course folder (the class's grading/, the OUT of `autograde
+# grade`), for the formgrade group.
 c.JupyterHub.load_groups = {f"formgrade-{COURSE_ID}": {"users": [instructor]}}
 c.JupyterHub.load_roles = [
     {
         "name": f"formgrade-{COURSE_ID}",
         "groups": [f"formgrade-{COURSE_ID}"],
-        "scopes": [f"access:services!service={COURSE_ID}", "list:services", f"read:services!service={COURSE_ID}"],
+        "scopes": [
+            f"access:services!service={COURSE_ID}",
+            "list:services",
+            f"read:services!service={COURSE_ID}",
+        ],
     },
-    {"name": "server", "scopes": ["inherit"]},  # nbgrader's course list asks the hub which services its user can reach
+    # nbgrader's course list asks the hub which services its user can reach
+    {"name": "server", "scopes": ["inherit"]},
 ]
-# Its server's root is the graded course folder itself, as `cd OUT && jupyter lab` opens it: formgrader refuses a
-# course root outside the server's root (its "course directory root is not a subdirectory of the notebook server
-# root"), and then answers every page with "Sorry, the formgrader encountered an error".
+# Its server's root is the graded course folder itself, as `cd OUT && jupyter lab` opens it:
+# formgrader refuses a course root outside the server's root (its "course directory root is not a
+# subdirectory of the notebook server root"), and then answers every page with "Sorry, the
+# formgrader encountered an error".
 instructor_home = str(CLASS / "home" / instructor)
 grading = str(CLASS / "grading")
 c.JupyterHub.services = [

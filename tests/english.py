@@ -26,7 +26,10 @@ import re
 # Names and code values a Chinese learner reads as they are, each with its reason.
 ALLOWED_WORDS = {
     # units
-    **dict.fromkeys(["ms", "µs", "s", "KiB", "MiB", "GiB", "TiB", "MB", "GB", "Gb", "Gbit", "req", "B"], "a unit"),
+    **dict.fromkeys(
+        ["ms", "µs", "s", "KiB", "MiB", "GiB", "TiB", "MB", "GB", "Gb", "Gbit", "req", "B"],
+        "a unit",
+    ),
     # products, libraries, models, platforms
     **dict.fromkeys(
         [
@@ -65,17 +68,29 @@ ALLOWED_WORDS = {
         "a product, library, model or platform's name",
     ),
     # what the glossary keeps in English
-    **dict.fromkeys(["notebook", "payload", "token", "connector"], "a term docs/glossary.md keeps in English"),
+    **dict.fromkeys(
+        ["notebook", "payload", "token", "connector"], "a term docs/glossary.md keeps in English"
+    ),
     # the course's code values, shown as its functions return them
-    **dict.fromkeys(["ready", "wait", "fallback", "recompute"], "a decision plan_decode_start and handoff_step return"),
-    **dict.fromkeys(["missing", "incompatible", "version"], "a key of validate_handoff_state's verdict, or a field it names"),
+    **dict.fromkeys(
+        ["ready", "wait", "fallback", "recompute"],
+        "a decision plan_decode_start and handoff_step return",
+    ),
+    **dict.fromkeys(
+        ["missing", "incompatible", "version"],
+        "a key of validate_handoff_state's verdict, or a field it names",
+    ),
     **dict.fromkeys(["dependency"], "a reason check_overlap returns"),
     **dict.fromkeys(["True", "False", "None"], "a Python value"),
     **dict.fromkeys(["t0"], "the fit's fixed cost, as 5.6 names it"),
     **dict.fromkeys(["zip"], "an archive's format"),
-    **dict.fromkeys(["failure", "decision"], "a key of notebook 05's result file, printed as the file has it"),
+    **dict.fromkeys(
+        ["failure", "decision"], "a key of notebook 05's result file, printed as the file has it"
+    ),
     **dict.fromkeys(["default"], "RUN_LABEL's value in 5.1, printed as the file has it"),
-    **dict.fromkeys(["all-reduce", "all-gather", "all-to-all"], "a collective, named as NCCL names it"),
+    **dict.fromkeys(
+        ["all-reduce", "all-gather", "all-to-all"], "a collective, named as NCCL names it"
+    ),
 }
 # Names of more than one word, removed before the scan
 ALLOWED_NAMES = {
@@ -100,17 +115,24 @@ _SPANS = [
 ]
 _WORD = re.compile(r"[A-Za-zµ²][A-Za-z0-9_µ²'’\-]*")
 _ACRONYM = re.compile(r"[A-Z][A-Z0-9]+s?")
-_CAMEL = re.compile(r"[A-Za-z][a-z]*[A-Z][A-Za-z]*")  # a class or a brand: ValueError, NVLink, JupyterLab
+# a class or a brand: ValueError, NVLink, JupyterLab
+_CAMEL = re.compile(r"[A-Za-z][a-z]*[A-Z][A-Za-z]*")
 
 
 def _allowed(word: str, before: str, after: str) -> bool:
     if (len(word) == 1 and word not in "aAI") or any(ch.isdigit() or ch == "_" for ch in word):
         return True
-    if before[-1:].isdigit() or before[-1:] in ("+", "=", "%"):  # 64Mi, 8k; 2.5.1+cpu; COURSE_WIDGETS=static; %pip
+    # 64Mi, 8k; 2.5.1+cpu; COURSE_WIDGETS=static; %pip
+    if before[-1:].isdigit() or before[-1:] in ("+", "=", "%"):
         return True
     if _ACRONYM.fullmatch(word) or word in ALLOWED_WORDS or _CAMEL.fullmatch(word):
         return True
-    if after[:1] in ("=", "(", ".") and after[1:2].strip() or before[-1:] in (".", "_") or after[:1] == "_":
+    if (
+        after[:1] in ("=", "(", ".")
+        and after[1:2].strip()
+        or before[-1:] in (".", "_")
+        or after[:1] == "_"
+    ):
         return True  # code: ready=True, check_overlap(...), torch.cuda
     return False
 
@@ -127,7 +149,10 @@ def english_words(text: str) -> list[str]:
     last_end = -1
     for match in _WORD.finditer(text):
         word = match.group(0).rstrip("'’-")
-        before, after = text[max(0, match.start() - 1) : match.start()], text[match.end() : match.end() + 2]
+        before, after = (
+            text[max(0, match.start() - 1) : match.start()],
+            text[match.end() : match.end() + 2],
+        )
         if _allowed(word, before, after):
             if run:
                 found.append(" ".join(run))

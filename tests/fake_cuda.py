@@ -5,28 +5,30 @@ machine without a GPU, and nothing it produces can pass for a measurement.
 It is a deterministic *timing model*, not a GPU. Time is virtual (ms), for the device and the host
 alike, so a test never depends on how fast or busy this machine is:
 
-- each launch (kernel or copy) costs the host ``launch_ms``; work starts when its stream is free, its
-  engine is free (one copy engine per direction, the SMs for every kernel) and the host has launched
-  it. So work on distinct streams overlaps when the engines differ, and work on one stream serialises;
-- a copy lasts ``copy_latency_ms + bytes / bandwidth`` (pinned or pageable, H2D or D2H); one from or to
-  pageable memory, or with ``non_blocking=False``, holds the host until it is done (as CUDA does);
+- each launch (kernel or copy) costs the host ``launch_ms``; work starts when its stream is free,
+  its engine is free (one copy engine per direction, the SMs for every kernel) and the host has
+  launched it. So work on distinct streams overlaps when the engines differ, and work on one stream
+  serialises;
+- a copy lasts ``copy_latency_ms + bytes / bandwidth`` (pinned or pageable, H2D or D2H); one from or
+  to pageable memory, or with ``non_blocking=False``, holds the host until it is done (as CUDA
+  does);
 - a matmul lasts ``kernel_ms + 2 m k n / FLOP rate``; any other kernel ``kernel_ms``;
   ``torch.cuda._sleep(cycles)`` lasts ``cycles / clock_khz`` ms;
 - events complete when their stream reaches them; ``elapsed_time`` refuses events that are not
-  recorded, not timing, or not yet complete as the host sees it (a missing synchronize fails here as it
-  does on a device); a Python value read from a device tensor (``float(t)``) waits for its stream;
-- a data race raises ``DataRace``: work that touches bytes which work on another stream (or a copy, for
-  the host touching pinned memory) writes, or writes bytes it reads, and is not ordered after it. The
-  model only sees races that its own schedule exposes (it never reports a correct program).
+  recorded, not timing, or not yet complete as the host sees it (a missing synchronize fails here as
+  it does on a device); a Python value read from a device tensor (``float(t)``) waits for its
+  stream;
+- a data race raises ``DataRace``: work that touches bytes which work on another stream (or a copy,
+  for the host touching pinned memory) writes, or writes bytes it reads, and is not ordered after
+  it. The model only sees races that its own schedule exposes (it never reports a correct program).
 
 The data are real: device tensors are CPU tensors, tagged by storage, that torch computes on as it
 would on the device (a ``TorchFunctionMode`` routes ``device='cuda'``, ``pin_memory``, ``copy_``,
 ``mm`` and the rest through the model, and refuses to mix host and device tensors in one kernel).
 
-The engine reaches it through its one seam, ``tools.overlap.gpu.STAND_IN``: ``installed(monkeypatch)``
-puts it there for one test. What it reports says so: the device is named ``stand-in ...``, the driver
-facts' source is the stand-in and ``provenance`` is ``'stand_in'``.
-"""
+The engine reaches it through its one seam, ``tools.overlap.gpu.STAND_IN``:
+``installed(monkeypatch)`` puts it there for one test. What it reports says so: the device is named
+``stand-in ...``, the driver facts' source is the stand-in and ``provenance`` is ``'stand_in'``."""
 
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ NAME = "stand-in for torch.cuda (a timing model, not a GPU)"
 MATMULS = ("mm", "matmul", "__matmul__")
 METADATA = {
     "numel", "nelement", "element_size", "dim", "ndimension", "size", "stride", "storage_offset",
-    "is_contiguous", "is_floating_point", "data_ptr", "untyped_storage", "get_device", "__len__", "__hash__",
+    "is_contiguous", "is_floating_point", "data_ptr", "untyped_storage", "get_device", "__len__",
+    "__hash__",
 }  # fmt: skip
 
 
@@ -64,7 +67,8 @@ class Model:
     kernel_ms: float = 0.004  # any kernel's fixed cost, a matmul's included
     launch_ms: float = 0.005  # host time to launch one kernel or copy
     clock_khz: int = 1_000_000
-    copy_engines: int = 2  # one per direction; 1: both directions share it; 0: copies run on the SMs
+    # one per direction; 1: both directions share it; 0: copies run on the SMs
+    copy_engines: int = 2
 
     def copy_ms(self, nbytes: int, direction: str, pinned: bool) -> float:
         gbps = getattr(self, f"{direction}_{'pinned' if pinned else 'pageable'}_gbps")
@@ -96,7 +100,9 @@ def _span(tensor) -> tuple[int, int] | None:
     """The bytes ``tensor`` covers, as [first, last + 1) addresses (None when it is empty)."""
     if not tensor.numel():
         return None
-    extent = sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride())) + 1
+    extent = (
+        sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride())) + 1
+    )
     return tensor.data_ptr(), tensor.data_ptr() + extent * tensor.element_size()
 
 
@@ -111,15 +117,25 @@ class Device:
         self.streams = [self.default]
         self.stack: list[Stream] = []
         self.free: dict[str, float] = {}
-        self.tags: dict[int, tuple[str, object]] = {}  # storage address -> ('device' | 'pinned', the storage, kept alive)
+        # storage address -> ('device' | 'pinned', the storage, kept alive)
+        self.tags: dict[int, tuple[str, object]] = {}
         self.ops: list[Op] = []
         self.profiles: list[Profile] = []
-        self.touched: list[tuple[int, int, bool, Op]] = []  # (first, end, written, op) of work the host has not seen end
+        # (first, end, written, op) of work the host has not seen end
+        self.touched: list[tuple[int, int, bool, Op]] = []
 
     def current(self) -> Stream:
         return self.stack[-1] if self.stack else self.default
 
-    def launch(self, name: str, duration: float, engine: str | None, blocking: bool = False, reads=(), writes=()) -> Op:
+    def launch(
+        self,
+        name: str,
+        duration: float,
+        engine: str | None,
+        blocking: bool = False,
+        reads=(),
+        writes=(),
+    ) -> Op:
         stream = self.current()
         begin = self.host_ms
         self.host_ms += self.model.launch_ms
@@ -140,14 +156,26 @@ class Device:
         self.host_ms = max([self.host_ms] + [s.tail for s in self.streams])
 
     def check(self, op: Op, reads, writes) -> None:
-        """Raise ``DataRace`` when ``op`` (the host's, when its stream is None) overlaps unordered work on the same bytes."""
-        self.touched = [t for t in self.touched if t[3].end > self.host_ms]  # what the host saw end cannot race
-        accesses = [(span, False) for span in map(_span, reads) if span] + [(span, True) for span in map(_span, writes) if span]
+        """Raise ``DataRace`` when ``op`` (the host's, when its stream is None) overlaps unordered
+        work on the same bytes."""
+        # what the host saw end cannot race
+        self.touched = [t for t in self.touched if t[3].end > self.host_ms]
+        accesses = [(span, False) for span in map(_span, reads) if span] + [
+            (span, True) for span in map(_span, writes) if span
+        ]
         for (first, end), written in accesses:
             for other_first, other_end, other_written, other in self.touched:
                 unordered = other.stream != op.stream and op.start < other.end
-                if unordered and (written or other_written) and first < other_end and other_first < end:
-                    raise DataRace(f"{op.name} on stream {op.stream} races {other.name} on stream {other.stream}: nothing orders them")
+                if (
+                    unordered
+                    and (written or other_written)
+                    and first < other_end
+                    and other_first < end
+                ):
+                    raise DataRace(
+                        f"{op.name} on stream {op.stream} races {other.name} on stream "
+                        f"{other.stream}: nothing orders them"
+                    )
         if op.stream is not None:
             self.touched += [(first, end, written, op) for (first, end), written in accesses]
 
@@ -175,24 +203,42 @@ class Device:
             return out
         nbytes, touched = src.numel() * src.element_size(), {"reads": [src], "writes": [dst]}
         if to_dev and from_dev:
-            self.launch("Memcpy DtoD (Device -> Device)", self.model.copy_ms(nbytes, "d2h", True), "sm", **touched)
+            self.launch(
+                "Memcpy DtoD (Device -> Device)",
+                self.model.copy_ms(nbytes, "d2h", True),
+                "sm",
+                **touched,
+            )
             return out
         direction = "h2d" if to_dev else "d2h"
         pinned = self.kind(src if to_dev else dst) == "pinned"
         memory = "Pinned" if pinned else "Pageable"
-        name = f"Memcpy HtoD ({memory} -> Device)" if to_dev else f"Memcpy DtoH (Device -> {memory})"
+        name = (
+            f"Memcpy HtoD ({memory} -> Device)" if to_dev else (f"Memcpy DtoH (Device -> {memory})")
+        )
         blocking = not (pinned and non_blocking)
-        self.launch(name, self.model.copy_ms(nbytes, direction, pinned), self.model.engine(direction), blocking, **touched)
+        self.launch(
+            name,
+            self.model.copy_ms(nbytes, direction, pinned),
+            self.model.engine(direction),
+            blocking,
+            **touched,
+        )
         return out
 
     def host_access(self, reads, writes) -> None:
         """The host reads or writes pinned memory now: no copy may still be using those bytes."""
         pinned = lambda tensors: [t for t in tensors if self.kind(t) == "pinned"]
         if pinned(reads) or pinned(writes):
-            self.check(Op("host access", None, self.host_ms, self.host_ms, None), pinned(reads), pinned(writes))
+            self.check(
+                Op("host access", None, self.host_ms, self.host_ms, None),
+                pinned(reads),
+                pinned(writes),
+            )
 
     def moved(self, tensor, to_dev: bool, non_blocking: bool = False):
-        """``.cuda()``, ``.cpu()``, ``.to(...)``: a copy into new memory on the other side, or the tensor itself."""
+        """``.cuda()``, ``.cpu()``, ``.to(...)``: a copy into new memory on the other side, or the
+        tensor itself."""
         if self.on_device(tensor) == to_dev:
             return tensor
         out = torch.empty_like(tensor)
@@ -235,7 +281,13 @@ class Stream:
 
 
 class Event:
-    def __init__(self, device: Device, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+    def __init__(
+        self,
+        device: Device,
+        enable_timing: bool = False,
+        blocking: bool = False,
+        interprocess: bool = False,
+    ):
         self.device, self.enable_timing, self.time = device, enable_timing, None
 
     def record(self, stream: Stream | None = None) -> None:
@@ -258,7 +310,9 @@ class Event:
         if self.time is None or end.time is None:
             raise RuntimeError("Both events must be recorded before calculating elapsed time")
         if not (self.query() and end.query()):
-            raise RuntimeError("CUDA error: device not ready (an event has not completed: synchronize first)")
+            raise RuntimeError(
+                "CUDA error: device not ready (an event has not completed: synchronize first)"
+            )
         return end.time - self.time
 
 
@@ -278,7 +332,9 @@ class Cuda:
         return 0
 
     def get_device_properties(self, index: int = 0):
-        return types.SimpleNamespace(name=NAME, total_memory=8 * 2**30, major=0, minor=0, multi_processor_count=1)
+        return types.SimpleNamespace(
+            name=NAME, total_memory=8 * 2**30, major=0, minor=0, multi_processor_count=1
+        )
 
     def get_device_name(self, index: int | None = None) -> str:
         return NAME
@@ -286,7 +342,9 @@ class Cuda:
     def Stream(self, device=None, priority: int = 0) -> Stream:  # noqa: N802 (torch's name)
         return Stream(self.device)
 
-    def Event(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> Event:  # noqa: N802
+    def Event(
+        self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> Event:  # noqa: N802
         return Event(self.device, enable_timing)
 
     def current_stream(self, device=None) -> Stream:
@@ -327,19 +385,33 @@ class Profile:
         self.device.profiles.remove(self)
 
     def record(self, op: Op, host_begin: float, host_end: float) -> None:
-        self.spans.append((f"cudaLaunch ({op.name})", torch.autograd.DeviceType.CPU, host_begin, host_end))
+        self.spans.append(
+            (f"cudaLaunch ({op.name})", torch.autograd.DeviceType.CPU, host_begin, host_end)
+        )
         self.spans.append((op.name, torch.autograd.DeviceType.CUDA, op.start, op.end))
 
     def events(self) -> list:
         ms_to_us = 1e3
         return [
-            types.SimpleNamespace(name=name, device_type=kind, time_range=types.SimpleNamespace(start=a * ms_to_us, end=b * ms_to_us))
+            types.SimpleNamespace(
+                name=name,
+                device_type=kind,
+                time_range=types.SimpleNamespace(start=a * ms_to_us, end=b * ms_to_us),
+            )
             for name, kind, a, b in self.spans
         ]
 
     def export_chrome_trace(self, path: str) -> None:
         events = [
-            {"name": name, "ph": "X", "ts": a * 1e3, "dur": (b - a) * 1e3, "pid": 0, "tid": str(kind), "cat": "stand-in"}
+            {
+                "name": name,
+                "ph": "X",
+                "ts": a * 1e3,
+                "dur": (b - a) * 1e3,
+                "pid": 0,
+                "tid": str(kind),
+                "cat": "stand-in",
+            }
             for name, kind, a, b in self.spans
         ]
         with open(path, "w", encoding="utf-8") as out:
@@ -378,7 +450,8 @@ def _target(args, kwargs):
 
 
 class Tensors(TorchFunctionMode):
-    """Every torch call while the stand-in is installed: device tensors and their work go to the model."""
+    """Every torch call while the stand-in is installed: device tensors and their work go to the
+    model."""
 
     def __init__(self, device: Device):
         super().__init__()
@@ -397,7 +470,9 @@ class Tensors(TorchFunctionMode):
         if name == "is_pinned":
             return d.kind(args[0]) == "pinned"
         if name == "copy_":
-            return d.copy(args[0], args[1], kwargs.get("non_blocking", args[2] if len(args) > 2 else False))
+            return d.copy(
+                args[0], args[1], kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
+            )
         if name in ("cpu", "cuda") or (name == "to" and _target(args, kwargs) is not None):
             return self._moved(name, args, kwargs)
         to_dev = _is_cuda(kwargs.get("device"))
@@ -406,12 +481,23 @@ class Tensors(TorchFunctionMode):
         tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         held = {t.untyped_storage().data_ptr() for t in tensors if t.numel()}
         on_dev = [d.on_device(t) for t in tensors]
-        if any(on_dev) and not all(dev or t.dim() == 0 or not t.numel() for t, dev in zip(tensors, on_dev)):
-            raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!")
+        if any(on_dev) and not all(
+            dev or t.dim() == 0 or not t.numel() for t, dev in zip(tensors, on_dev)
+        ):
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least "
+                "two devices, cuda:0 and cpu!"
+            )
         result = func(*args, **kwargs)
         outputs = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
         in_place = name.endswith("_") and not name.startswith("__")
-        written = [args[0]] if in_place else [kwargs["out"]] if isinstance(kwargs.get("out"), torch.Tensor) else outputs
+        written = (
+            [args[0]]
+            if in_place
+            else [kwargs["out"]]
+            if isinstance(kwargs.get("out"), torch.Tensor)
+            else outputs
+        )
         if not (to_dev or any(on_dev)):
             d.host_access(tensors, written if in_place or "out" in kwargs else [])
             return result
@@ -422,9 +508,21 @@ class Tensors(TorchFunctionMode):
             d.current().synchronize()
         elif name in MATMULS:
             a, b = args[0], args[1]
-            d.launch(f"gemm ({name})", d.model.matmul_ms(2 * a.numel() * b.shape[-1]), "sm", reads=[a, b], writes=written)
+            d.launch(
+                f"gemm ({name})",
+                d.model.matmul_ms(2 * a.numel() * b.shape[-1]),
+                "sm",
+                reads=[a, b],
+                writes=written,
+            )
         elif (fresh and not name.startswith("empty")) or in_place:
-            d.launch(f"elementwise_kernel ({name})", d.model.kernel_ms, "sm", reads=tensors, writes=written)
+            d.launch(
+                f"elementwise_kernel ({name})",
+                d.model.kernel_ms,
+                "sm",
+                reads=tensors,
+                writes=written,
+            )
         return result
 
     def _moved(self, name: str, args, kwargs):

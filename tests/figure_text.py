@@ -31,13 +31,20 @@ def _drawn_texts(fig) -> list[tuple[Text, object]]:
 
 
 def _overflow(inner, outer) -> dict[str, float]:
-    """Pixels by which box ``inner`` extends past box ``outer``, per side (only the sides that do)."""
-    sides = {"left": outer.x0 - inner.x0, "right": inner.x1 - outer.x1, "bottom": outer.y0 - inner.y0, "top": inner.y1 - outer.y1}
+    """Pixels by which box ``inner`` extends past box ``outer``, per side (only the sides that
+    do)."""
+    sides = {
+        "left": outer.x0 - inner.x0,
+        "right": inner.x1 - outer.x1,
+        "bottom": outer.y0 - inner.y0,
+        "top": inner.y1 - outer.y1,
+    }
     return {side: round(float(px), 1) for side, px in sides.items() if px > TOLERANCE_PX}
 
 
 def _visible_part(text: Text, extent):
-    """The part of ``extent`` that is drawn: inside the text's clip box when it has one (None if nothing)."""
+    """The part of ``extent`` that is drawn: inside the text's clip box when it has one (None if
+    nothing)."""
     clip = text.get_clip_box() if text.get_clip_on() else None
     return extent if clip is None else Bbox.intersection(extent, clip)
 

@@ -26,7 +26,8 @@ OUTPUT_ATTACKS = {
     "    update_display({'text/plain': 'u' * 20_000_000}, raw=True, display_id='flood')",
     # widget (comm) messages: 20 state updates of 20 MB
     "atk_out_comms": "from ipykernel.comm import Comm\n"
-    "c = Comm(target_name='jupyter.widget', data={'state': {'_model_name': 'X', '_model_module': 'x', 'pad': 'c'}})\n"
+    "c = Comm(target_name='jupyter.widget', data={'state': {'_model_name': 'X', "
+    "'_model_module': 'x', 'pad': 'c'}})\n"
     "for _ in range(20):\n"
     "    c.send({'method': 'update', 'state': {'pad': 'c' * 20_000_000}})",
     # outputs addressed to no cell (another parent): nbclient decodes, then drops them uncounted
@@ -35,12 +36,14 @@ OUTPUT_ATTACKS = {
     "parent={'msg_id': 'someone-else'})",
     # one message whose content would build 15 million objects once decoded
     "atk_out_objects": "k = get_ipython().kernel\n"
-    "k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': 'x', 'pad': [{}] * 15_000_000},"
+    "k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': 'x', 'pad': [{}] "
+    "* 15_000_000},"
     " parent={'msg_id': 'someone-else'})",
     # an error whose message is 8 MB (kept, cut short)
     "atk_out_error": "raise ValueError('e' * 8_000_000)",
     # 700 MB written to the kernel's own standard output, past IPython's capture (the worker's log)
-    "atk_out_fd": "import os, sys\nfd = getattr(sys.stdout, '_original_stdstream_copy', None) or 1\n"
+    "atk_out_fd": "import os, sys\nfd = getattr(sys.stdout, '_original_stdstream_copy', None) or "
+    "1\n"
     "block = b'f' * (1 << 20)\nfor _ in range(700):\n    os.write(fd, block)",
 }
 
@@ -92,7 +95,9 @@ class PeakMemory:
                 for child in self.root.children(recursive=True):
                     try:
                         if self.marker in " ".join(child.cmdline()):
-                            self.peaks["worker"] = max(self.peaks["worker"], child.memory_info().rss)
+                            self.peaks["worker"] = max(
+                                self.peaks["worker"], child.memory_info().rss
+                            )
                     except psutil.Error:
                         pass
             except psutil.Error:
@@ -173,7 +178,17 @@ def build_hardening_batch(subs: Path, with_many_files: bool = True) -> dict[str,
     for name in NOTEBOOKS:
         write(subs, "honest", name, build(name))
     plan["honest"] = "every notebook answered"
-    write(subs, "ctl_wrong2", nb02, build(nb02, mutate("todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 1e9 / 1000")))
+    write(
+        subs,
+        "ctl_wrong2",
+        nb02,
+        build(
+            nb02,
+            mutate(
+                "todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 1e9 / 1000"
+            ),
+        ),
+    )
     plan["ctl_wrong2"] = "control: TODO 2 with bits for bytes"
     for student, source in OUTPUT_ATTACKS.items():
         write(subs, student, nb01, insert_after(build(nb01), "todo0_solution", source))
@@ -219,7 +234,11 @@ def build_hardening_batch(subs: Path, with_many_files: bool = True) -> dict[str,
     plan["atk_object_bomb"] = "4 MB of [{},{},...] in the notebook's metadata"
     # not an attack: a correct answer followed by 260 comment lines (over 20,000 characters)
     long_answer = build(nb01)
-    cell = next(c for c in long_answer.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "todo0_solution")
+    cell = next(
+        c
+        for c in long_answer.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "todo0_solution"
+    )
     cell.source += "\n" + "\n".join(f"# note {i}: " + "x" * 80 for i in range(260))
     write(subs, "learner_long_answer", nb01, long_answer)
     plan["learner_long_answer"] = "a correct answer of over 20,000 characters"
@@ -227,7 +246,12 @@ def build_hardening_batch(subs: Path, with_many_files: bool = True) -> dict[str,
     probe = build(nb01, {"todo0_solution": INPUTS_PROBE_TODO0})
     write(subs, "atk_inputs_a1", nb01, probe)
     write(subs, "atk_inputs_a2", nb01, probe)
-    write(subs, "atk_inputs_b", nb01, build(nb01, {"todo0_solution": INPUTS_PROBE_TODO0 + "# resubmitted\n"}))
+    write(
+        subs,
+        "atk_inputs_b",
+        nb01,
+        build(nb01, {"todo0_solution": INPUTS_PROBE_TODO0 + "# resubmitted\n"}),
+    )
     (subs / "atk_inputs_a3").mkdir()  # the same notebook as a1, saved with another layout
     (subs / "atk_inputs_a3" / f"{nb01}.ipynb").write_text(json.dumps(probe, indent=2) + "\n\n")
     for student in ("atk_inputs_a1", "atk_inputs_a2", "atk_inputs_a3", "atk_inputs_b"):
@@ -315,7 +339,12 @@ sys.exit(code)
 """
 
 
-def run_leaving_nothing(command: list[str], grace: float = 60.0, timeout: float = 1800, env: dict[str, str] | None = None):
+def run_leaving_nothing(
+    command: list[str],
+    grace: float = 60.0,
+    timeout: float = 1800,
+    env: dict[str, str] | None = None,
+):
     """Run ``command`` (output captured, as text) and list what it left running: the command lines
     of its descendants still alive ``grace`` seconds after it exited (they are killed then).
     Returns (the CompletedProcess, that list). Only processes ``command`` started count."""
@@ -327,18 +356,27 @@ def run_leaving_nothing(command: list[str], grace: float = 60.0, timeout: float 
     os.close(fd)
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _LEFTOVERS, report, str(grace), *command], capture_output=True, text=True, timeout=timeout, env=env
+            [sys.executable, "-c", _LEFTOVERS, report, str(grace), *command],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
         )
         text = Path(report).read_text(encoding="utf-8")
-        assert text, f"the leftover check did not finish (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+        assert text, (
+            f"the leftover check did not finish (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+        )
         return proc, json.loads(text)
     finally:
         os.unlink(report)
 
 
-def grade_leaving_nothing(subs: Path, out: Path, *extra: str, check: bool = True, env: dict[str, str] | None = None):
-    """``python -m autograde grade SUBS --out OUT`` with ``extra`` options (as submissions.run_grade),
-    and what that grading left running (run_leaving_nothing). Asserts success when ``check``."""
+def grade_leaving_nothing(
+    subs: Path, out: Path, *extra: str, check: bool = True, env: dict[str, str] | None = None
+):
+    """``python -m autograde grade SUBS --out OUT`` with ``extra`` options (as
+    submissions.run_grade), and what that grading left running (run_leaving_nothing). Asserts
+    success when ``check``."""
     from submissions import grade_command
 
     proc, left = run_leaving_nothing(grade_command(subs, out, *extra), env=env)

@@ -1,16 +1,18 @@
-"""A learner's live folder in the exchange's inbound/, raced against the intake as a learner on a hub can
-race it: tests/grader/term/test_intake_live.py.
+"""A learner's live folder in the exchange's inbound/, raced against the intake as a learner on a
+hub can race it: tests/grader/term/test_intake_live.py.
 
-- ``Watcher``: inotify on a folder (the kernel's own notice that a file in it was opened; any user may
-  watch their own folder), through ctypes, so that the learner's side reacts to the intake reading it.
-- ``swap``: the learner's move once the intake has opened a file of theirs: their folder renamed away and
-  a symbolic link to a folder the grader can read (the course's ``solutions/``) put under its name.
-  Run as its own process: ``python tests/live_exchange.py swap FOLDER TARGET DONE``.
+- ``Watcher``: inotify on a folder (the kernel's own notice that a file in it was opened; any user
+  may watch their own folder), through ctypes, so that the learner's side reacts to the intake
+  reading it.
+- ``swap``: the learner's move once the intake has opened a file of theirs: their folder renamed
+  away and a symbolic link to a folder the grader can read (the course's ``solutions/``) put under
+  its name. Run as its own process: ``python tests/live_exchange.py swap FOLDER TARGET DONE``.
 - ``hold_after_first_open``: the intake made to wait, after it first opens a file of the learner's
   folder, until the learner's process says it has swapped (a line on the FIFO ``DONE``). That pause
-  stands for the seconds that copying a large sparse file of the learner's took in the review, so the
-  race is lost or won by the intake's design, never by the machine's speed.
-- ``python tests/live_exchange.py grade FOLDER DONE -- ARGS``: ``python -m autograde ARGS`` with that pause.
+  stands for the seconds that copying a large sparse file of the learner's took in the review, so
+  the race is lost or won by the intake's design, never by the machine's speed.
+- ``python tests/live_exchange.py grade FOLDER DONE -- ARGS``: ``python -m autograde ARGS`` with
+  that pause.
 - ``sparse``: a file of an apparent size that takes no disk (``truncate``).
 """
 
@@ -44,7 +46,8 @@ class Watcher:
             raise OSError(ctypes.get_errno(), f"inotify_add_watch {folder}")
 
     def wait(self, timeout: float) -> str | None:
-        """The name of the first file (not the folder itself, which listing it opens) opened or read in it."""
+        """The name of the first file (not the folder itself, which listing it opens) opened or read
+        in it."""
         end = time.monotonic() + timeout
         while (left := end - time.monotonic()) > 0:
             ready, _, _ = select.select([self.fd], [], [], left)
@@ -64,8 +67,8 @@ class Watcher:
 
 
 def swap(folder: Path, target: Path, done: Path, timeout: float = 120.0) -> int:
-    """The learner's side: watch ``folder``; when the intake opens a file in it, move the folder away
-    and leave a link to ``target`` under its name; say so on ``done``. Prints what it did."""
+    """The learner's side: watch ``folder``; when the intake opens a file in it, move the folder
+    away and leave a link to ``target`` under its name; say so on ``done``. Prints what it did."""
     watcher = Watcher(folder)
     print("watching", flush=True)
     opened = watcher.wait(timeout)
@@ -76,7 +79,10 @@ def swap(folder: Path, target: Path, done: Path, timeout: float = 120.0) -> int:
     began = time.monotonic()
     os.rename(folder, folder.with_name(folder.name + ".mine"))
     os.symlink(target, folder)
-    print(f"swapped after {opened} was opened ({(time.monotonic() - began) * 1000:.1f} ms)", flush=True)
+    print(
+        f"swapped after {opened} was opened ({(time.monotonic() - began) * 1000:.1f} ms)",
+        flush=True,
+    )
     with open(done, "w") as fifo:
         fifo.write(f"swapped {opened}\n")
     return 0
@@ -86,16 +92,22 @@ def start_swap(folder: Path, target: Path, done: Path) -> subprocess.Popen:
     """The learner's process, started and watching (its watch is in place when this returns)."""
     os.mkfifo(done)
     racer = subprocess.Popen(
-        [sys.executable, __file__, "swap", str(folder), str(target), str(done)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [sys.executable, __file__, "swap", str(folder), str(target), str(done)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert racer.stdout.readline().strip() == "watching", "the learner's watcher did not start"
     return racer
 
 
-def hold_after_first_open(folder_name: str, done: Path, timeout: float = 60.0, patch=setattr) -> list[str]:
-    """Make the intake (this process) wait, after it first opens a file whose path runs through a folder
-    named ``folder_name``, until a line arrives on the FIFO ``done``. Returns the list of what it heard
-    (filled in then). ``patch``: how ``Source.open`` is replaced (pytest's ``monkeypatch.setattr`` in a test)."""
+def hold_after_first_open(
+    folder_name: str, done: Path, timeout: float = 60.0, patch=setattr
+) -> list[str]:
+    """Make the intake (this process) wait, after it first opens a file whose path runs through a
+    folder named ``folder_name``, until a line arrives on the FIFO ``done``. Returns the list of
+    what it heard (filled in then). ``patch``: how ``Source.open`` is replaced (pytest's
+    ``monkeypatch.setattr`` in a test)."""
     from autograde.term import source
 
     real_open = source.Source.open
@@ -130,7 +142,11 @@ if __name__ == "__main__":
     if sys.argv[1] == "swap":
         sys.exit(swap(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])))
     if sys.argv[1] == "grade":  # grade FOLDER DONE -- ARGS
-        folder_name, done, args = sys.argv[2], Path(sys.argv[3]), sys.argv[sys.argv.index("--") + 1 :]
+        folder_name, done, args = (
+            sys.argv[2],
+            Path(sys.argv[3]),
+            sys.argv[sys.argv.index("--") + 1 :],
+        )
         heard = hold_after_first_open(folder_name, done)
         from autograde.cli import main
 

@@ -21,9 +21,17 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "data" / "handoff_sim_golden.json"
 
-_ALL_FAULTS = {"lost_metadata": 0.04, "version_skew": 0.04, "slow_link": 0.06, "stalled_link": 0.04, "out_of_blocks": 0.04}
+_ALL_FAULTS = {
+    "lost_metadata": 0.04,
+    "version_skew": 0.04,
+    "slow_link": 0.06,
+    "stalled_link": 0.04,
+    "out_of_blocks": 0.04,
+}
 _SCENARIOS = {
-    "busy": dict(n_requests=400, rate_per_s=30.0, prompt_tokens=[256, 8192], output_tokens=[8, 256]),
+    "busy": dict(
+        n_requests=400, rate_per_s=30.0, prompt_tokens=[256, 8192], output_tokens=[8, 256]
+    ),
     "faults_wait_recompute": dict(
         n_requests=400,
         rate_per_s=20.0,
@@ -43,7 +51,12 @@ _SCENARIOS = {
         failure_policy="fail",
     ),
     "few_blocks": dict(
-        n_requests=300, rate_per_s=12.0, prompt_tokens=[1024, 8192], output_tokens=[64, 512], decode_blocks=4000, faults={"out_of_blocks": 0.1}
+        n_requests=300,
+        rate_per_s=12.0,
+        prompt_tokens=[1024, 8192],
+        output_tokens=[64, 512],
+        decode_blocks=4000,
+        faults={"out_of_blocks": 0.1},
     ),
     "tight_deadline_slow_link": dict(
         n_requests=300,
@@ -62,12 +75,23 @@ CASES: dict[str, dict] = {
     for streaming in ("whole", "layerwise")
 }
 CASES["trace/fifo/layerwise"] = dict(
-    trace=[[0.0, 4096, 16], [0.0, 8192, 4], [1.5, 128, 64], [40.0, 32768, 8], [40.0, 2048, 2048], [41.0, 1, 1]],
+    trace=[
+        [0.0, 4096, 16],
+        [0.0, 8192, 4],
+        [1.5, 128, 64],
+        [40.0, 32768, 8],
+        [40.0, 2048, 2048],
+        [41.0, 1, 1],
+    ],
     streaming="layerwise",
     faults={"version_skew": 0.3},
     seed=5,
 )
-CASES["trace/fair/whole"] = {**CASES["trace/fifo/layerwise"], "link_sharing": "fair", "streaming": "whole"}
+CASES["trace/fair/whole"] = {
+    **CASES["trace/fifo/layerwise"],
+    "link_sharing": "fair",
+    "streaming": "whole",
+}
 
 
 def digest(result: dict) -> str:
@@ -89,5 +113,7 @@ if __name__ == "__main__":
     sys.path[:0] = [str(HERE.parent), str(HERE)]
     from submissions import REFERENCE
 
-    GOLDEN.write_text(json.dumps(run_cases(REFERENCE), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    GOLDEN.write_text(
+        json.dumps(run_cases(REFERENCE), indent=1, sort_keys=True) + "\n", encoding="utf-8"
+    )
     print(f"wrote {GOLDEN.relative_to(HERE.parent)} ({len(CASES)} cases)")

@@ -52,7 +52,9 @@ def solution_ids(name: str) -> list[str]:
     ]
 
 
-def build(name: str, edits: dict[str, str] | None = None, fill: bool = True, edition: str = "en") -> nbformat.NotebookNode:
+def build(
+    name: str, edits: dict[str, str] | None = None, fill: bool = True, edition: str = "en"
+) -> nbformat.NotebookNode:
     """The release notebook ``name`` (of ``edition``: ``en`` or ``zh``) with every exercise answered
     (``fill``), then ``edits`` ({grade_id: new source}) applied."""
     nb = nbformat.read((RELEASE if edition == "en" else RELEASE / edition) / f"{name}.ipynb", 4)
@@ -89,12 +91,26 @@ def drop_cell(nb: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookNode
 
 
 def grade_command(subs: Path, out: Path, *extra: str) -> list[str]:
-    """The command line ``python -m autograde grade SUBS --out OUT --no-progress`` with ``extra`` options."""
-    return [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra]
+    """The command line ``python -m autograde grade SUBS --out OUT --no-progress`` with ``extra``
+    options."""
+    return [
+        sys.executable,
+        "-m",
+        "autograde",
+        "grade",
+        str(subs),
+        "--out",
+        str(out),
+        "--no-progress",
+        *extra,
+    ]
 
 
-def run_grade(subs: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
-    """``python -m autograde grade SUBS --out OUT`` with ``extra`` options; asserts success when ``check``."""
+def run_grade(
+    subs: Path, out: Path, *extra: str, check: bool = True
+) -> subprocess.CompletedProcess:
+    """``python -m autograde grade SUBS --out OUT`` with ``extra`` options; asserts success when
+    ``check``."""
     proc = subprocess.run(
         grade_command(subs, out, *extra),
         capture_output=True,
@@ -108,13 +124,17 @@ def run_grade(subs: Path, out: Path, *extra: str, check: bool = True) -> subproc
 
 def troubles(out: Path) -> str:
     """What went wrong in a graded OUT, for an assertion's message: every record neither graded nor
-    missing, with its detail, and the grader's own fault tracebacks (OUT/logs/*/grader-faults.log)."""
+    missing, with its detail, and the grader's own fault tracebacks
+    (OUT/logs/*/grader-faults.log)."""
     lines = []
     log = out / "log.jsonl"
     for line in log.read_text(encoding="utf-8").splitlines() if log.is_file() else []:
         record = json.loads(line)
         if record.get("status") not in ("graded", "missing"):
-            lines.append(f"{record['student_id']}/{record['notebook']}: {record['status']}: {record.get('detail', '')}")
+            lines.append(
+                f"{record['student_id']}/{record['notebook']}: {record['status']}: "
+                f"{record.get('detail', '')}"
+            )
     for fault in sorted(out.glob("logs/*/grader-faults.log")):
         lines.append(f"{fault}:\n{fault.read_text(encoding='utf-8')[-4000:]}")
     return "\n".join(lines) or "(no notebook failed and the grader had no fault)"
@@ -128,12 +148,20 @@ def write(folder: Path, student: str, name: str, nb, filename: str | None = None
 
 
 # Plausible single mistakes, one per learner: (student, grade cell, solution cell, old, new, the
-# hidden ideas it must lose). Each loses its own idea and no other (tests/grader/judging/test_idea_isolation.py
-# checks every row in-process); the rows named in GRADED_MISTAKES also go through the whole grading
-# pipeline in tests/grader/test_grading.py, which checks the points.
+# hidden ideas it must lose). Each loses its own idea and no other
+# (tests/grader/judging/test_idea_isolation.py checks every row in-process); the rows named in
+# GRADED_MISTAKES also go through the whole grading pipeline in tests/grader/test_grading.py, which
+# checks the points.
 MISTAKES = [
     # TODO 0 · check_overlap
-    ("w0_no_state", "todo0_check_overlap", "todo0_solution", "reasons.append('shared_state')", "pass", {"state_conflicts"}),
+    (
+        "w0_no_state",
+        "todo0_check_overlap",
+        "todo0_solution",
+        "reasons.append('shared_state')",
+        "pass",
+        {"state_conflicts"},
+    ),
     (
         "w0_one_way_dep",
         "todo0_check_overlap",
@@ -146,7 +174,8 @@ MISTAKES = [
         "w0_readers_conflict",
         "todo0_check_overlap",
         "todo0_solution",
-        "if set(first.get('writes', [])) & second_touches or set(second.get('writes', [])) & first_touches:",
+        "if set(first.get('writes', [])) & second_touches or set(second.get('writes', "
+        "[])) & first_touches:",
         "if first_touches & second_touches:",
         {"state_conflicts"},
     ),
@@ -163,18 +192,28 @@ MISTAKES = [
         "todo0_check_overlap",
         "todo0_solution",
         "    if first['engine'] == second['engine']:\n        reasons.append('same_engine')\n"
-        "    if set(first.get('links', [])) & set(second.get('links', [])):\n        reasons.append('shared_link')\n",
-        "    if set(first.get('links', [])) & set(second.get('links', [])):\n        reasons.append('shared_link')\n"
+        "    if set(first.get('links', [])) & set(second.get('links', [])):\n        "
+        "reasons.append('shared_link')\n",
+        "    if set(first.get('links', [])) & set(second.get('links', [])):\n        "
+        "reasons.append('shared_link')\n"
         "    if first['engine'] == second['engine']:\n        reasons.append('same_engine')\n",
         {"reason_order"},
     ),
     # TODO 1 · compute_exposed_interval
-    ("w1_no_merge", "todo1_exposed_interval", "todo1_solution", "in merged)", "in clipped)", {"merge"}),
+    (
+        "w1_no_merge",
+        "todo1_exposed_interval",
+        "todo1_solution",
+        "in merged)",
+        "in clipped)",
+        {"merge"},
+    ),
     (
         "w1_no_clip",
         "todo1_exposed_interval",
         "todo1_solution",
-        "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a))",
+        "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if "
+        "min(end, b) > max(start, a))",
         "clipped = sorted((a, b) for a, b in cover_intervals if b > a)",
         {"clip"},
     ),
@@ -190,20 +229,31 @@ MISTAKES = [
         "w1_no_sort",
         "todo1_exposed_interval",
         "todo1_solution",
-        "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a))",
-        "clipped = [(max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a)]",
+        "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if "
+        "min(end, b) > max(start, a))",
+        "clipped = [(max(start, a), min(end, b)) for a, b in cover_intervals if min(end, "
+        "b) > max(start, a)]",
         {"sorted"},
     ),
     (
         "w1_relative_clip",
         "todo1_exposed_interval",
         "todo1_solution",
-        "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if min(end, b) > max(start, a))",
-        "clipped = sorted((max(0.0, a), min(end - start, b)) for a, b in cover_intervals if min(end - start, b) > max(0.0, a))",
+        "clipped = sorted((max(start, a), min(end, b)) for a, b in cover_intervals if "
+        "min(end, b) > max(start, a))",
+        "clipped = sorted((max(0.0, a), min(end - start, b)) for a, b in cover_intervals "
+        "if min(end - start, b) > max(0.0, a))",
         {"absolute_timeline"},
     ),
     # TODO 2 · estimate_handoff
-    ("w2_bits_as_bytes", "todo2_estimate_handoff", "todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 1e9 / 1000", {"units"}),
+    (
+        "w2_bits_as_bytes",
+        "todo2_estimate_handoff",
+        "todo2_solution",
+        "bandwidth_gbps * 1e9 / 8 / 1000",
+        "bandwidth_gbps * 1e9 / 1000",
+        {"units"},
+    ),
     (
         "w2_latency_scaled",
         "todo2_estimate_handoff",
@@ -212,8 +262,22 @@ MISTAKES = [
         "transfer_ms = (fixed_latency_ms * 1000 + payload_bytes) / bytes_per_ms",
         {"latency_added"},
     ),
-    ("w2_per_second", "todo2_estimate_handoff", "todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 1e9 / 8", {"units"}),
-    ("w2_binary_giga", "todo2_estimate_handoff", "todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 2**30 / 8 / 1000", {"units"}),
+    (
+        "w2_per_second",
+        "todo2_estimate_handoff",
+        "todo2_solution",
+        "bandwidth_gbps * 1e9 / 8 / 1000",
+        "bandwidth_gbps * 1e9 / 8",
+        {"units"},
+    ),
+    (
+        "w2_binary_giga",
+        "todo2_estimate_handoff",
+        "todo2_solution",
+        "bandwidth_gbps * 1e9 / 8 / 1000",
+        "bandwidth_gbps * 2**30 / 8 / 1000",
+        {"units"},
+    ),
     (
         "w2_latency_divided",
         "todo2_estimate_handoff",
@@ -235,7 +299,8 @@ MISTAKES = [
         "w3_version_only",
         "todo3_validate_state",
         "todo3_solution",
-        "if handoff_state.get('request_id') != expected_request_id:\n        incompatible.append('request_id')\n    ",
+        "if handoff_state.get('request_id') != expected_request_id:\n        "
+        "incompatible.append('request_id')\n    ",
         "",
         {"identity"},
     ),
@@ -247,7 +312,14 @@ MISTAKES = [
         "if handoff_state.get(name) is not True]",
         {"truthy_ready"},
     ),
-    ("w3_sorted_names", "todo3_validate_state", "todo3_solution", "for name in required if", "for name in sorted(required) if", {"missing_in_order"}),
+    (
+        "w3_sorted_names",
+        "todo3_validate_state",
+        "todo3_solution",
+        "for name in required if",
+        "for name in sorted(required) if",
+        {"missing_in_order"},
+    ),
     (
         "w3_loose_version",
         "todo3_validate_state",
@@ -257,20 +329,49 @@ MISTAKES = [
         {"identity"},
     ),
     # TODO 4 · plan_decode_start
-    ("w4_strict_deadline", "todo4_plan_decode", "todo4_solution", "ready_at_ms <= deadline_ms", "ready_at_ms < deadline_ms", {"deadline_inclusive"}),
-    ("w4_reversed", "todo4_plan_decode", "todo4_solution", "ready_at_ms <= deadline_ms", "deadline_ms <= ready_at_ms", {"deadline_inclusive"}),
+    (
+        "w4_strict_deadline",
+        "todo4_plan_decode",
+        "todo4_solution",
+        "ready_at_ms <= deadline_ms",
+        "ready_at_ms < deadline_ms",
+        {"deadline_inclusive"},
+    ),
+    (
+        "w4_reversed",
+        "todo4_plan_decode",
+        "todo4_solution",
+        "ready_at_ms <= deadline_ms",
+        "deadline_ms <= ready_at_ms",
+        {"deadline_inclusive"},
+    ),
     # TODO 5 · decide_overlap
     (
         "w5_ignores_controls",
         "todo5_decide_overlap",
         "todo5_solution",
-        "    if not controls or any(control.get('overlap_confirmed') is not False for control in controls):\n"
+        "    if not controls or any(control.get('overlap_confirmed') is not False for "
+        "control in controls):\n"
         "        return 'reject_instrument_fault'\n",
         "",
         {"controls_behave"},
     ),
-    ("w5_truthy_controls", "todo5_decide_overlap", "todo5_solution", " is not False for control", " for control", {"controls_behave"}),
-    ("w5_strict_ratio", "todo5_decide_overlap", "todo5_solution", "<= 0.75", "< 0.75", {"calibrated_bar"}),
+    (
+        "w5_truthy_controls",
+        "todo5_decide_overlap",
+        "todo5_solution",
+        " is not False for control",
+        " for control",
+        {"controls_behave"},
+    ),
+    (
+        "w5_strict_ratio",
+        "todo5_decide_overlap",
+        "todo5_solution",
+        "<= 0.75",
+        "< 0.75",
+        {"calibrated_bar"},
+    ),
     (
         "w5_any_payload",
         "todo5_decide_overlap",
@@ -279,8 +380,22 @@ MISTAKES = [
         "any(meets_bar(case) for case in calibrated)",
         {"every_payload"},
     ),
-    ("w5_fixed_bound", "todo5_decide_overlap", "todo5_solution", "case['bound_factor'] * bound", "1.15 * bound", {"calibrated_bar"}),
-    ("w5_ignores_preconditions", "todo5_decide_overlap", "todo5_solution", " and case.get('preconditions_met')", "", {"correctness_first"}),
+    (
+        "w5_fixed_bound",
+        "todo5_decide_overlap",
+        "todo5_solution",
+        "case['bound_factor'] * bound",
+        "1.15 * bound",
+        {"calibrated_bar"},
+    ),
+    (
+        "w5_ignores_preconditions",
+        "todo5_decide_overlap",
+        "todo5_solution",
+        " and case.get('preconditions_met')",
+        "",
+        {"correctness_first"},
+    ),
     (
         "w5_one_sided_noise",
         "todo5_decide_overlap",
@@ -347,8 +462,22 @@ MISTAKES = [
         "max(now, deadline) if ready_at is None else now",
         {"give_up_now"},
     ),
-    ("w7_fail_recomputes", "todo7_handoff_step", "todo7_solution", "if handoff['policy'] == 'fail':", "if False:", {"failure_policy"}),
-    ("w7_any_policy", "todo7_handoff_step", "todo7_solution", "if handoff['policy'] not in ('recompute', 'fail'):", "if False:", {"policy_checked"}),
+    (
+        "w7_fail_recomputes",
+        "todo7_handoff_step",
+        "todo7_solution",
+        "if handoff['policy'] == 'fail':",
+        "if False:",
+        {"failure_policy"},
+    ),
+    (
+        "w7_any_policy",
+        "todo7_handoff_step",
+        "todo7_solution",
+        "if handoff['policy'] not in ('recompute', 'fail'):",
+        "if False:",
+        {"policy_checked"},
+    ),
     # TODO 8 · ttft_percentiles
     (
         "w8_nearest_rank",
@@ -358,7 +487,14 @@ MISTAKES = [
         "result.append(values[round(rank)])",
         {"linear_interpolation"},
     ),
-    ("w8_negative_q", "todo8_ttft_percentiles", "todo8_solution", "if not 0 <= q <= 100:", "if q > 100:", {"bad_input"}),
+    (
+        "w8_negative_q",
+        "todo8_ttft_percentiles",
+        "todo8_solution",
+        "if not 0 <= q <= 100:",
+        "if q > 100:",
+        {"bad_input"},
+    ),
 ]
 # the rows graded through the whole pipeline (the ones the grading tests used before the full list)
 GRADED_MISTAKES = (
@@ -400,7 +536,10 @@ def reference_steps(validate=None, plan=None) -> dict:
     """The instructor's answers to TODO 6-8, read from notebook 06's solution cells (the simulator,
     which learners receive, ships none), with handoff_step running on the given Step 3 and Step 4
     functions (by default the instructor's)."""
-    scope = {"validate_handoff_state": validate or GATE["validate_handoff_state"], "plan_decode_start": plan or GATE["plan_decode_start"]}
+    scope = {
+        "validate_handoff_state": validate or GATE["validate_handoff_state"],
+        "plan_decode_start": plan or GATE["plan_decode_start"],
+    }
     for grade_id in ("todo6_solution", "todo7_solution", "todo8_solution"):
         exec(compile(answer(grade_id), f"<{grade_id}>", "exec"), scope)
     return {name: scope[name] for name in STEPS}
@@ -425,8 +564,15 @@ class _CallTimeout(BaseException):
 class InProcessRunner(judge.Runner):
     """judge.Runner's protocol with runner.py answering in this process, from ``namespace``."""
 
-    def __init__(self, namespace: dict, call_timeout: float = 5.0):  # no process: replies are queued here
-        self.namespace, self.call_timeout, self.loaded, self.died, self._pending = namespace, call_timeout, None, False, None
+    # no process: replies are queued here
+    def __init__(self, namespace: dict, call_timeout: float = 5.0):
+        self.namespace, self.call_timeout, self.loaded, self.died, self._pending = (
+            namespace,
+            call_timeout,
+            None,
+            False,
+            None,
+        )
         self._replies: list[str] = []
         self._answers: list[dict] = []
         self._stand_ins: dict = {}
@@ -456,8 +602,8 @@ class InProcessRunner(judge.Runner):
 
 
 def _runner_answers(judge_side: InProcessRunner, message: dict) -> str:
-    """What runner.py's main loop replies to one call (its stand-ins' callbacks answered by the judge's
-    own _answer_callback), as the JSON line it would write."""
+    """What runner.py's main loop replies to one call (its stand-ins' callbacks answered by the
+    judge's own _answer_callback), as the JSON line it would write."""
     import signal
 
     from autograde.judging import runner as sandbox_side
@@ -465,7 +611,9 @@ def _runner_answers(judge_side: InProcessRunner, message: dict) -> str:
     namespace, call_timeout = judge_side.namespace, judge_side.call_timeout
 
     def runner_send(reply):  # the runner's stand-in asks the judge: answered at once, in order
-        judge_side._answer_callback(json.loads(json.dumps(reply)), judge_side._stand_ins, time.monotonic() + call_timeout)
+        judge_side._answer_callback(
+            json.loads(json.dumps(reply)), judge_side._stand_ins, time.monotonic() + call_timeout
+        )
 
     def runner_receive():
         return judge_side._answers.pop(0)
@@ -474,14 +622,21 @@ def _runner_answers(judge_side: InProcessRunner, message: dict) -> str:
         raise _CallTimeout()
 
     saved = sandbox_side.NAMESPACE, sandbox_side.send, sandbox_side.receive
-    sandbox_side.NAMESPACE, sandbox_side.send, sandbox_side.receive = namespace, runner_send, runner_receive
+    sandbox_side.NAMESPACE, sandbox_side.send, sandbox_side.receive = (
+        namespace,
+        runner_send,
+        runner_receive,
+    )
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    started, (outer, _) = time.monotonic(), signal.setitimer(signal.ITIMER_REAL, call_timeout)  # an outer alarm (pytest-timeout) is put back after
+    # an outer alarm (pytest-timeout) is put back after
+    started, (outer, _) = time.monotonic(), signal.setitimer(signal.ITIMER_REAL, call_timeout)
     try:
         try:
             reply = sandbox_side.call(message)
         except _CallTimeout:
-            raise judge.RunnerFailed(f"your code did not answer in time ({call_timeout:g} s per call)") from None
+            raise judge.RunnerFailed(
+                f"your code did not answer in time ({call_timeout:g} s per call)"
+            ) from None
         except BaseException as exc:  # noqa: BLE001 - as runner.main: anything the learner's code raises is an answer
             reply = {"op": "exception", "mro": sandbox_side._mro(exc), "message": str(exc)[:2000]}
     finally:
@@ -493,7 +648,9 @@ def _runner_answers(judge_side: InProcessRunner, message: dict) -> str:
     try:
         return json.dumps(reply, allow_nan=True)
     except (TypeError, ValueError) as exc:
-        return json.dumps({"op": "exception", "mro": sandbox_side._mro(exc), "message": str(exc)[:2000]})
+        return json.dumps(
+            {"op": "exception", "mro": sandbox_side._mro(exc), "message": str(exc)[:2000]}
+        )
 
 
 class _InProcessSession:
@@ -511,7 +668,9 @@ def course_cells() -> tuple[dict, dict]:
 
     found = course_tests([SOLUTIONS / f"{name}.ipynb" for name in NOTEBOOKS])
     tests = found.cells
-    solutions = {sid: source for sid, source in found.solutions.items() if not sid.startswith("reflection_")}
+    solutions = {
+        sid: source for sid, source in found.solutions.items() if not sid.startswith("reflection_")
+    }
     return tests, solutions
 
 
@@ -536,8 +695,8 @@ def lost_in_judge(cell: str, answers: dict[str, str], public: bool = True) -> se
 def public_failures(cell: str, answers: dict[str, str], wrap=None) -> list[dict]:
     """The public checks of ``cell`` that fail in a learner's notebook with ``answers`` ({solution
     cell id: source}, on top of the course's answers): the cell's open part run as the notebook runs
-    it (tools.checks.PublicChecks, the functions called directly). ``wrap(namespace)``, if given, may
-    replace the answers' functions before the checks run. Returns [{name, status, message}]."""
+    it (tools.checks.PublicChecks, the functions called directly). ``wrap(namespace)``, if given,
+    may replace the answers' functions before the checks run. Returns [{name, status, message}]."""
     import contextlib
     import io
     import os
@@ -556,9 +715,14 @@ def public_failures(cell: str, answers: dict[str, str], wrap=None) -> list[dict]
         saved = {k: os.environ.get(k) for k in (checks.REPORT_ENV, checks.STOP_ENV)}
         os.environ[checks.REPORT_ENV], os.environ[checks.STOP_ENV] = str(report), "1"
         try:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
+            ):
                 try:
-                    exec(compile(tests[cell].public, f"<public checks of {cell}>", "exec"), namespace)  # noqa: S102
+                    exec(
+                        compile(tests[cell].public, f"<public checks of {cell}>", "exec"), namespace
+                    )  # noqa: S102
                 except checks.PublicChecksFailed:
                     pass
         finally:
@@ -567,15 +731,19 @@ def public_failures(cell: str, answers: dict[str, str], wrap=None) -> list[dict]
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
-        suites = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()] if report.exists() else []
+        suites = (
+            [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()]
+            if report.exists()
+            else []
+        )
     assert len(suites) == 1, f"{cell}: the public checks did not run ({len(suites)} reports)"
     return [case for case in suites[0]["cases"] if case["status"] != checks.PASS]
 
 
 # A learner who never solves a TODO but makes its public checks pass: run the public checks once
-# against the course's answer, keep every call and what it returned (or raised), and submit functions
-# that look each call up in that table. The learner's notebook shows every check green; the hidden
-# ideas call with other inputs and must find nothing behind the table.
+# against the course's answer, keep every call and what it returned (or raised), and submit
+# functions that look each call up in that table. The learner's notebook shows every check green;
+# the hidden ideas call with other inputs and must find nothing behind the table.
 _REPLAY = """import json as _json, pickle as _pickle
 _TABLE = {table!r}
 
@@ -592,17 +760,22 @@ def _replay(name, args, kwargs):
 
 
 def _call_key(name: str, args: tuple, kwargs: dict) -> str:
-    return json.dumps([name, args, kwargs], sort_keys=True, default=repr)  # tuples and lists alike, as on the judge's wire
+    # tuples and lists alike, as on the judge's wire
+    return json.dumps([name, args, kwargs], sort_keys=True, default=repr)
 
 
 def replay_answer(cell: str, solution_id: str) -> str:
-    """The source of an answer for ``solution_id`` that replays the public checks of grade cell ``cell``
-    (see _REPLAY), and returns None for any call the checks did not make."""
+    """The source of an answer for ``solution_id`` that replays the public checks of grade cell
+    ``cell`` (see _REPLAY), and returns None for any call the checks did not make."""
     import ast
     import pickle
 
     tests, solutions = course_cells()
-    names = [node.name for node in ast.parse(solutions[solution_id]).body if isinstance(node, ast.FunctionDef)]
+    names = [
+        node.name
+        for node in ast.parse(solutions[solution_id]).body
+        if isinstance(node, ast.FunctionDef)
+    ]
     table: dict[str, bytes] = {}
 
     def recorded(name, fn):
@@ -617,9 +790,15 @@ def replay_answer(cell: str, solution_id: str) -> str:
 
         return call
 
-    public_failures(cell, {}, wrap=lambda namespace: namespace.update({n: recorded(n, namespace[n]) for n in names}))
+    public_failures(
+        cell,
+        {},
+        wrap=lambda namespace: namespace.update({n: recorded(n, namespace[n]) for n in names}),
+    )
     assert table, f"{cell}: the public checks called none of {names}"
-    functions = "".join(f"\n\ndef {n}(*args, **kwargs):\n    return _replay({n!r}, args, kwargs)\n" for n in names)
+    functions = "".join(
+        f"\n\ndef {n}(*args, **kwargs):\n    return _replay({n!r}, args, kwargs)\n" for n in names
+    )
     return _REPLAY.format(table=table) + functions
 
 
@@ -628,5 +807,9 @@ def do_nothing_answer(solution_id: str) -> str:
     import ast
 
     _, solutions = course_cells()
-    names = [node.name for node in ast.parse(solutions[solution_id]).body if isinstance(node, ast.FunctionDef)]
+    names = [
+        node.name
+        for node in ast.parse(solutions[solution_id]).body
+        if isinstance(node, ast.FunctionDef)
+    ]
     return "".join(f"def {n}(*args, **kwargs):\n    return None\n\n\n" for n in names)

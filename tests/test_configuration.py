@@ -1,7 +1,7 @@
-"""The course's configuration in one place per side: only ``autograde/settings.py`` and ``tools/settings.py``
-read the environment, each variable they read is in their ``VARIABLES``, no other module writes a
-variable's name itself, and docs/instructors.md's "Configuration" table agrees with those modules and
-with ``grade``'s command line (names and defaults)."""
+"""The course's configuration in one place per side: only ``autograde/settings.py`` and
+``tools/settings.py`` read the environment, each variable they read is in their ``VARIABLES``, no
+other module writes a variable's name itself, and docs/instructors.md's "Configuration" table agrees
+with those modules and with ``grade``'s command line (names and defaults)."""
 
 from __future__ import annotations
 
@@ -26,9 +26,12 @@ VARIABLE_NAME = re.compile(r"(COURSE|JPY|NBGRADER|LLM_ALGO|VSCODE)_[A-Z0-9_]+")
 
 def _is_environ(node: ast.AST) -> bool:
     """``os.environ`` or a bare ``environ``."""
-    return (isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name) and node.value.id == "os") or (
-        isinstance(node, ast.Name) and node.id == "environ"
-    )
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "environ"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "os"
+    ) or (isinstance(node, ast.Name) and node.id == "environ")
 
 
 def environment_reads(tree: ast.AST) -> list[tuple[int, ast.AST | None]]:
@@ -38,14 +41,26 @@ def environment_reads(tree: ast.AST) -> list[tuple[int, ast.AST | None]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if (node.func.attr == "get" and _is_environ(node.func.value)) or (
-                node.func.attr == "getenv" and isinstance(node.func.value, ast.Name) and node.func.value.id == "os"
+                node.func.attr == "getenv"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "os"
             ):
                 found.append((node.lineno, node.args[0] if node.args else None))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getenv":
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getenv"
+        ):
             found.append((node.lineno, node.args[0] if node.args else None))
-        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is_environ(node.value):
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and _is_environ(node.value)
+        ):
             found.append((node.lineno, node.slice))
-        elif isinstance(node, ast.Compare) and any(isinstance(op, ast.In | ast.NotIn) for op in node.ops):
+        elif isinstance(node, ast.Compare) and any(
+            isinstance(op, ast.In | ast.NotIn) for op in node.ops
+        ):
             if any(_is_environ(c) for c in node.comparators):
                 found.append((node.lineno, node.left))
     return found
@@ -56,7 +71,9 @@ def written_names(tree: ast.AST) -> list[tuple[int, str]]:
     return [
         (node.lineno, node.value)
         for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and VARIABLE_NAME.fullmatch(node.value)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and VARIABLE_NAME.fullmatch(node.value)
     ]
 
 
@@ -71,13 +88,20 @@ def test_only_the_settings_modules_read_the_environment():
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         shown = path.relative_to(ROOT)
-        found += [f"{shown}:{line}: reads the environment (ask the settings module)" for line, _ in environment_reads(tree)]
-        found += [f"{shown}:{line}: writes the name {name!r} (use the settings module's constant)" for line, name in written_names(tree)]
+        found += [
+            f"{shown}:{line}: reads the environment (ask the settings module)"
+            for line, _ in environment_reads(tree)
+        ]
+        found += [
+            f"{shown}:{line}: writes the name {name!r} (use the settings module's constant)"
+            for line, name in written_names(tree)
+        ]
     assert not found, "\n".join(found)
 
 
 def _name_read(module, expression: ast.AST | None) -> str | None:
-    """The variable's name an expression in a settings module stands for (a constant of the module, or a string)."""
+    """The variable's name an expression in a settings module stands for (a constant of the module,
+    or a string)."""
     if isinstance(expression, ast.Name):
         return getattr(module, expression.id, None)
     if isinstance(expression, ast.Constant):
@@ -115,14 +139,22 @@ h = "COURSE_SOMETHING"
 
 
 def documented_settings() -> dict[str, tuple[str, str]]:
-    """{setting: (where it is read, default)} of the table under "Configuration" in docs/instructors.md,
-    read with mistune (code spans unwrapped)."""
+    """{setting: (where it is read, default)} of the table under "Configuration" in
+    docs/instructors.md, read with mistune (code spans unwrapped)."""
     text = DOC.read_text(encoding="utf-8")
     section = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
-    table = next(t for t in mistune.create_markdown(renderer=None, plugins=["table"])(section) if t["type"] == "table")
+    table = next(
+        t
+        for t in mistune.create_markdown(renderer=None, plugins=["table"])(section)
+        if t["type"] == "table"
+    )
 
     def cell(node) -> str:
-        return "".join(child.get("raw", "") or cell(child) for child in node.get("children", [])) if "children" in node else node.get("raw", "")
+        return (
+            "".join(child.get("raw", "") or cell(child) for child in node.get("children", []))
+            if "children" in node
+            else node.get("raw", "")
+        )
 
     rows = {}
     for row in next(part for part in table["children"] if part["type"] == "table_body")["children"]:
@@ -145,12 +177,18 @@ def readers(path: Path) -> dict[str, set[str]]:
 def test_the_doc_lists_every_variable_with_its_module_reader_and_default():
     rows = documented_settings()
     documented = {name: value for name, value in rows.items() if name.isupper()}
-    assert {name: (where.split(" ")[0], default) for name, (where, default) in documented.items()} == {
-        v.name: (str(path.relative_to(ROOT)), v.default) for path, module in SETTINGS.items() for v in module.VARIABLES
+    assert {
+        name: (where.split(" ")[0], default) for name, (where, default) in documented.items()
+    } == {
+        v.name: (str(path.relative_to(ROOT)), v.default)
+        for path, module in SETTINGS.items()
+        for v in module.VARIABLES
     }
     for path in SETTINGS:
         for name, functions in readers(path).items():
-            assert documented[name][0].split(" ")[1] in functions, f"{name}: the table names another reader than {functions}"
+            assert documented[name][0].split(" ")[1] in functions, (
+                f"{name}: the table names another reader than {functions}"
+            )
 
 
 def _shown(dest: str, value) -> str:
@@ -175,24 +213,51 @@ def test_the_doc_lists_every_grading_option_with_the_command_lines_default():
         assert _shown(dest, parsed[dest]) == default, flag
     fields = {f"Options.{name}" for name in Options.__dataclass_fields__}
     text = DOC.read_text(encoding="utf-8").split("## Configuration", 1)[1]
-    assert {field for field in fields if f"`{field}`" in text} == fields, "every Options field has its row"
+    assert {field for field in fields if f"`{field}`" in text} == fields, (
+        "every Options field has its row"
+    )
 
 
 def test_the_doc_lists_the_grading_table_as_choose_reads_it():
     rows = documented_settings()
-    table = {re.sub(r"^\[grading\.?(\w*)\]\s*", r"\1 ", name).strip(): value for name, value in rows.items() if name.startswith("[grading")}
+    table = {
+        re.sub(r"^\[grading\.?(\w*)\]\s*", r"\1 ", name).strip(): value
+        for name, value in rows.items()
+        if name.startswith("[grading")
+    }
     assert set(table) == set(grader.GRADING_KEYS)
     chosen = grader.choose(grader.GradingTable())  # nothing given anywhere
-    assert {key: default for key, (_, default) in table.items()} == {key: getattr(chosen, key) or "unset" for key in grader.GRADING_KEYS}
+    assert {key: default for key, (_, default) in table.items()} == {
+        key: getattr(chosen, key) or "unset" for key in grader.GRADING_KEYS
+    }
 
 
 def test_the_command_line_wins_over_course_toml(tmp_path):
-    grading = {"deadline": "2026-12-20T23:59:00+08:00", "late_policy": "zero", "extensions": "ext.csv", "deadlines": {"01": "2026-12-01T00:00:00Z"}}
+    grading = {
+        "deadline": "2026-12-20T23:59:00+08:00",
+        "late_policy": "zero",
+        "extensions": "ext.csv",
+        "deadlines": {"01": "2026-12-01T00:00:00Z"},
+    }
     from_toml = grader.choose(grader.GradingTable.from_toml(grading))
-    assert (from_toml.deadline, from_toml.late_policy, from_toml.extensions) == (grading["deadline"], "zero", Path("ext.csv"))
-    given = grader.choose(grader.GradingTable.from_toml(grading), "2027-01-01T00:00:00Z", "deduct:5%/day", tmp_path / "mine.csv")
-    assert (given.deadline, given.late_policy, given.extensions) == ("2027-01-01T00:00:00Z", "deduct:5%/day", tmp_path / "mine.csv")
-    assert given.deadlines == {"01": "2026-12-01T00:00:00Z"}  # only course.toml names a notebook's own deadline
+    assert (from_toml.deadline, from_toml.late_policy, from_toml.extensions) == (
+        grading["deadline"],
+        "zero",
+        Path("ext.csv"),
+    )
+    given = grader.choose(
+        grader.GradingTable.from_toml(grading),
+        "2027-01-01T00:00:00Z",
+        "deduct:5%/day",
+        tmp_path / "mine.csv",
+    )
+    assert (given.deadline, given.late_policy, given.extensions) == (
+        "2027-01-01T00:00:00Z",
+        "deduct:5%/day",
+        tmp_path / "mine.csv",
+    )
+    # only course.toml names a notebook's own deadline
+    assert given.deadlines == {"01": "2026-12-01T00:00:00Z"}
     assert grader.choose(grader.GradingTable()) == grader.TermChoice(None, "none", None, {})
 
 
@@ -202,5 +267,8 @@ def test_the_settings_read_the_environment_when_asked(monkeypatch):
     assert grader.cell_timeout() == 7 and runtime.language() == "zh_cn"
     monkeypatch.delenv(grader.CELL_TIMEOUT)
     monkeypatch.delenv(runtime.LANGUAGE)
-    assert grader.cell_timeout() == Options().cell_timeout == grader.CELL_TIMEOUT_DEFAULT and runtime.language() == ""
+    assert (
+        grader.cell_timeout() == Options().cell_timeout == grader.CELL_TIMEOUT_DEFAULT
+        and runtime.language() == ""
+    )
     assert grader.parent_pid({grader.PARENT_PID: "12"}) == "12" and grader.parent_pid({}) is None

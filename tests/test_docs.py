@@ -20,7 +20,13 @@ from autograde.cli import build_parser
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", ROOT / "README.zh-CN.md", *sorted((ROOT / "docs").glob("*.md"))]
 # a placeholder in the docs and a value the parser accepts in its place
-PLACEHOLDERS = {"SUBMISSIONS": "subs", "OUT": "out", "URL": "sqlite:///g.db", "ADDRESS": "tcp://host:8786", "REV": "HEAD"}
+PLACEHOLDERS = {
+    "SUBMISSIONS": "subs",
+    "OUT": "out",
+    "URL": "sqlite:///g.db",
+    "ADDRESS": "tcp://host:8786",
+    "REV": "HEAD",
+}
 COMMAND = re.compile(r"^(python -m autograde\b|make [a-z]|python (?:benchmarks|tests)/)")
 
 
@@ -56,7 +62,10 @@ def _tokens(command: str) -> list[str]:
 
 
 def test_the_docs_show_commands():
-    kinds = {command.split()[0] + " " + command.split()[1].split("/")[0] for _, command in documented_commands()}
+    kinds = {
+        command.split()[0] + " " + command.split()[1].split("/")[0]
+        for _, command in documented_commands()
+    }
     assert {"python -m", "make lab", "make test"} <= kinds, kinds
 
 
@@ -69,21 +78,37 @@ def test_a_documented_command_still_exists(where, command):
         except SystemExit:
             pytest.fail(f"{where}: `{command}` is not a command `python -m autograde` accepts")
     elif tokens[0] == "make":
-        targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(encoding="utf-8"), flags=re.M))
-        assert tokens[1] in targets, f"{where}: `{command}`: the Makefile has no target {tokens[1]!r}"
+        targets = set(
+            re.findall(
+                r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(encoding="utf-8"), flags=re.M
+            )
+        )
+        assert tokens[1] in targets, (
+            f"{where}: `{command}`: the Makefile has no target {tokens[1]!r}"
+        )
     else:
         script = ROOT / tokens[1]
         assert script.is_file(), f"{where}: `{command}`: {tokens[1]} is not there"
         if tokens[1].startswith("benchmarks/") and len(tokens) > 2:
-            shown = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+            shown = subprocess.run(
+                [sys.executable, str(script), "--help"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=ROOT,
+            )
             assert shown.returncode == 0, shown.stderr[-2000:]
             for option in (t for t in tokens[2:] if t.startswith("--")):
-                assert option in shown.stdout, f"{where}: `{command}`: {tokens[1]} has no option {option}"
+                assert option in shown.stdout, (
+                    f"{where}: `{command}`: {tokens[1]} has no option {option}"
+                )
 
 
 def test_the_check_can_fail():
     """A renamed option and a missing target are caught."""
     with pytest.raises(SystemExit):
         build_parser().parse_args(_tokens("python -m autograde grade SUBMISSIONS --output OUT")[3:])
-    targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(encoding="utf-8"), flags=re.M))
+    targets = set(
+        re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(encoding="utf-8"), flags=re.M)
+    )
     assert "test" in targets and "tests" not in targets

@@ -37,7 +37,9 @@ def private_uses(modules: dict[str, Path]) -> list[str]:
                     if f"{base}.{alias.name}" in modules:
                         bound[alias.asname or alias.name] = f"{base}.{alias.name}"
                     elif _private(alias.name) and base in modules and base != name:
-                        found.append(f"{_shown(path)}:{node.lineno}: from {base} import {alias.name}")
+                        found.append(
+                            f"{_shown(path)}:{node.lineno}: from {base} import {alias.name}"
+                        )
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name in modules:
@@ -73,27 +75,40 @@ def test_the_scan_finds_both_kinds_of_private_use(tmp_path):
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "a.py").write_text("_secret = 1\n_own = 2\nprint(_own)\n")
-    (package / "b.py").write_text("from .a import _secret\nfrom . import a\nprint(a._secret, _secret)\n")
+    (package / "b.py").write_text(
+        "from .a import _secret\nfrom . import a\nprint(a._secret, _secret)\n"
+    )
     (package / "sub").mkdir()
     (package / "sub" / "__init__.py").write_text("")
-    (package / "sub" / "c.py").write_text("from ..a import _secret\nfrom .. import a\nprint(a._secret, _secret)\n")
+    (package / "sub" / "c.py").write_text(
+        "from ..a import _secret\nfrom .. import a\nprint(a._secret, _secret)\n"
+    )
     found = private_uses(_modules(tmp_path, ("pkg",)))
-    assert [f.split(": ", 1)[1] for f in found] == ["from pkg.a import _secret", "a._secret"] * 2, found
+    assert [f.split(": ", 1)[1] for f in found] == ["from pkg.a import _secret", "a._secret"] * 2, (
+        found
+    )
 
 
 def long_functions(paths, limit: int = 80) -> list[str]:
-    """Functions (methods and nested ones included) longer than ``limit`` lines, as 'file:line name N'."""
+    """Functions (methods and nested ones included) longer than ``limit`` lines, as 'file:line name
+    N'."""
     found = []
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit:
-                found.append(f"{path.name}:{node.lineno} {node.name} {node.end_lineno - node.lineno + 1}")
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.end_lineno - node.lineno + 1 > limit
+            ):
+                found.append(
+                    f"{path.name}:{node.lineno} {node.name} {node.end_lineno - node.lineno + 1}"
+                )
     return found
 
 
 def test_every_function_fits_on_a_screen():
     """No function of the grader or of the runtime is over 80 lines: the batch reads as named steps
-    (intake, executor, record, report), and the simulator as a short loop over its event handlers."""
+    (intake, executor, record, report), and the simulator as a short loop over its event
+    handlers."""
     assert long_functions(sorted((ROOT / "autograde").rglob("*.py"))) == []
     assert long_functions(sorted((ROOT / "tools").rglob("*.py"))) == []
     assert long_functions([ROOT / "tests" / "test_layout.py"], limit=5), "the check can fail"
@@ -103,24 +118,35 @@ def test_every_function_fits_on_a_screen():
 
 # a module outside the ledger that names a course folder of nbgrader's own that is not OUT, and why
 NOT_OUT = {
-    "autograde/course.py": "the nbgrader configuration copied into the course folders the release and the master are built in",
+    "autograde/course.py": "the nbgrader configuration copied into the course folders the release "
+    "and the master are built in",
 }
 PATH_CALLS = {"joinpath", "glob", "rglob", "with_name"}
 
 
 def out_names(path: Path, own: frozenset[str], course_folder: frozenset[str]) -> list[str]:
-    """Each literal of ``path`` (docstrings aside) that names an OUT file or folder: one of the grader's
-    own names (``own``) wherever a literal holds it as a path part (an f-string read as one text), and
-    one of nbgrader's course-folder names (``course_folder``) where the literal is a path: an operand of
-    ``/``, an argument of joinpath, glob, rglob or with_name, or text with a ``/`` in it."""
+    """Each literal of ``path`` (docstrings aside) that names an OUT file or folder: one of the
+    grader's own names (``own``) wherever a literal holds it as a path part (an f-string read as one
+    text), and one of nbgrader's course-folder names (``course_folder``) where the literal is a
+    path: an operand of ``/``, an argument of joinpath, glob, rglob or with_name, or text with a
+    ``/`` in it."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     as_path: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             as_path.update(id(side) for side in (node.left, node.right))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PATH_CALLS:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in PATH_CALLS
+        ):
             as_path.update(id(arg) for arg in node.args)
-    skipped = {id(value) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for value in node.values}
+    skipped = {
+        id(value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr)
+        for value in node.values
+    }
     skipped |= {
         id(node.body[0].value)
         for node in ast.walk(tree)
@@ -140,8 +166,13 @@ def out_names(path: Path, own: frozenset[str], course_folder: frozenset[str]) ->
         else:
             continue
         parts = [part for part in text.split("/") if part]
-        mine = any(part in own or any(part.endswith(name) for name in own if name.startswith("_")) for part in parts)
-        theirs = (id(node) in as_path or "/" in text) and any(part in course_folder for part in parts)
+        mine = any(
+            part in own or any(part.endswith(name) for name in own if name.startswith("_"))
+            for part in parts
+        )
+        theirs = (id(node) in as_path or "/" in text) and any(
+            part in course_folder for part in parts
+        )
         if mine or theirs:
             found.append((node.lineno, f"{_shown(path)}:{node.lineno}: {text[:80]!r}"))
     return [line for _, line in sorted(found)]
@@ -181,23 +212,38 @@ def test_the_out_scan_finds_each_way_of_naming_an_out_file(tmp_path):
     assert [line.split(":")[1] for line in found] == ["2", "3", "4", "5"], found
 
 
-# ---------------------------------------------------------------- the grader's tests mirror its packages
+# ---------------------------------------------------------------- the grader's tests mirror its
+# packages
 
 
 def unmirrored(tests: Path, code: Path) -> list[str]:
-    """Each folder under ``tests`` that holds a test file but is no package at the same path under ``code``
-    (tests/grader/ledger/test_late.py tests autograde/ledger/; a test file directly in ``tests`` tests a
-    top-level module, such as grading.py or cli.py)."""
+    """Each folder under ``tests`` that holds a test file but is no package at the same path under
+    ``code`` (tests/grader/ledger/test_late.py tests autograde/ledger/; a test file directly in
+    ``tests`` tests a top-level module, such as grading.py or cli.py)."""
     folders = {path.parent.relative_to(tests) for path in tests.rglob("test_*.py")} - {Path(".")}
-    return sorted(str(folder) for folder in folders if not (code / folder / "__init__.py").is_file())
+    return sorted(
+        str(folder) for folder in folders if not (code / folder / "__init__.py").is_file()
+    )
 
 
 def test_the_graders_tests_mirror_its_packages(tmp_path):
     assert unmirrored(ROOT / "tests" / "grader", ROOT / "autograde") == []
-    # the check can fail: a test folder named for no package, and one whose namesake is a plain folder
-    for folder in ("tests/ledger", "tests/legder", "tests/record/pages", "code/ledger", "code/record/pages"):
+    # the check can fail: a test folder named for no package, and one whose namesake is a plain
+    # folder
+    for folder in (
+        "tests/ledger",
+        "tests/legder",
+        "tests/record/pages",
+        "code/ledger",
+        "code/record/pages",
+    ):
         (tmp_path / folder).mkdir(parents=True)
     (tmp_path / "code" / "ledger" / "__init__.py").write_text("")
-    for test in ("ledger/test_late.py", "legder/test_late_2.py", "record/pages/test_pages.py", "test_cli.py"):
+    for test in (
+        "ledger/test_late.py",
+        "legder/test_late_2.py",
+        "record/pages/test_pages.py",
+        "test_cli.py",
+    ):
         (tmp_path / "tests" / test).write_text("")
     assert unmirrored(tmp_path / "tests", tmp_path / "code") == ["legder", "record/pages"]

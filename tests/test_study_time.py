@@ -14,11 +14,14 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TOLERANCE_MIN = 6  # stated times are rounded to 5 minutes, and Run All (under a minute each) is left out here
+# stated times are rounded to 5 minutes, and Run All (under a minute each) is left out here
+TOLERANCE_MIN = 6
 
 
 def _estimator():
-    spec = importlib.util.spec_from_file_location("estimate_study_time", ROOT / "benchmarks" / "estimate_study_time.py")
+    spec = importlib.util.spec_from_file_location(
+        "estimate_study_time", ROOT / "benchmarks" / "estimate_study_time.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -36,8 +39,12 @@ def _stated() -> dict[str, dict[str, int]]:
         found = {
             "course.toml": nb["minutes"],
             "header": int(re.search(r"Expected time: about (\d+) minutes", header).group(1)),
-            "README.md": int(re.search(rf"^\| {number} \|.*\| (\d+) min \|$", readme, re.M).group(1)),
-            "README.zh-CN.md": int(re.search(rf"^\| {number} \|.*\| (\d+) 分钟 \|$", readme_zh, re.M).group(1)),
+            "README.md": int(
+                re.search(rf"^\| {number} \|.*\| (\d+) min \|$", readme, re.M).group(1)
+            ),
+            "README.zh-CN.md": int(
+                re.search(rf"^\| {number} \|.*\| (\d+) 分钟 \|$", readme_zh, re.M).group(1)
+            ),
         }
         stated[name] = found
     return stated
@@ -54,6 +61,8 @@ def test_the_stated_time_follows_the_method(name):
     minutes = est.estimate_minutes(est.counts(name))["total"]
     stated = _stated()[name]["course.toml"]
     assert abs(stated - minutes) <= TOLERANCE_MIN, (
-        f"{name}: stated {stated} min, but the method gives {minutes:.0f} min for the notebook as it is now: "
-        f"run `python benchmarks/estimate_study_time.py` and update the header, course.toml and both READMEs"
+        f"{name}: stated {stated} min, but the method gives {minutes:.0f} min for the "
+        "notebook as it is now: "
+        "run `python benchmarks/estimate_study_time.py` and update the header, "
+        "course.toml and both READMEs"
     )

@@ -17,7 +17,8 @@ def grading_mode() -> str | None:
 
 
 def setup_for_grading(summary: dict[str, Any]) -> dict[str, Any]:
-    """The set-up cell under the grader: figures as their titles, no runtime report and no figure style."""
+    """The set-up cell under the grader: figures as their titles, no runtime report and no figure
+    style."""
     install()
     summary["grading"] = grading_mode()
     show_figures_as_text()
@@ -28,7 +29,8 @@ def figure_placeholder(fig) -> str:
     """What a figure shows where it is not drawn (at grading): its title, never a Python repr."""
     title = fig.get_suptitle()
     title = title or next((ax.get_title() for ax in fig.axes if ax.get_title()), "")
-    title = title.splitlines()[0] if title else ""  # made in the learner's language (tr) where the figure was
+    # made in the learner's language (tr) where the figure was
+    title = title.splitlines()[0] if title else ""
     return (
         tr("[figure: {title} (drawn in your notebook, not while grading)]", title=title)
         if title
@@ -45,8 +47,11 @@ def show_figures_as_text() -> None:
     except ImportError:
         return
     shell = get_ipython()
-    if shell is None or not hasattr(shell, "display_formatter"):  # the judge's runner: nothing is displayed
+    # the judge's runner: nothing is displayed
+    if shell is None or not hasattr(shell, "display_formatter"):
         return
     from matplotlib.figure import Figure
 
-    shell.display_formatter.formatters["text/plain"].for_type(Figure, lambda fig, printer, cycle: printer.text(figure_placeholder(fig)))
+    shell.display_formatter.formatters["text/plain"].for_type(
+        Figure, lambda fig, printer, cycle: printer.text(figure_placeholder(fig))
+    )

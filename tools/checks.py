@@ -58,7 +58,8 @@ def stops_on_failure() -> bool:
         return True
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
-    return getattr(shell, "kernel", None) is None  # a Jupyter kernel's shell has one; a plain IPython shell not
+    # a Jupyter kernel's shell has one; a plain IPython shell not
+    return getattr(shell, "kernel", None) is None
 
 
 class PublicChecksFailed(AssertionError):
@@ -75,7 +76,9 @@ def _fail(message: str) -> None:
     say it in red and let the notebook go on."""
     if stops_on_failure():
         raise PublicChecksFailed(message)
-    goes_on = tr("(The notebook goes on, so Run All shows every figure; at grading this cell fails.)")
+    goes_on = tr(
+        "(The notebook goes on, so Run All shows every figure; at grading this cell fails.)"
+    )
     print(f"✗ {message}\n  {goes_on}", file=sys.stderr)
 
 
@@ -88,8 +91,9 @@ class CaseResult:
 
 @dataclass(frozen=True)
 class SuiteReport:
-    """One suite's run as it is reported to ``COURSE_CHECK_REPORT`` (one JSON line each, which ``validate``
-    reads back): its title, how many of its cases passed, how many there are, and each case's result."""
+    """One suite's run as it is reported to ``COURSE_CHECK_REPORT`` (one JSON line each, which
+    ``validate`` reads back): its title, how many of its cases passed, how many there are, and each
+    case's result."""
 
     title: str
     passed: int
@@ -97,11 +101,21 @@ class SuiteReport:
     cases: tuple[CaseResult, ...] = ()
 
     def to_json(self) -> dict:
-        return {"title": self.title, "passed": self.passed, "total": self.total, "cases": [c.__dict__ for c in self.cases]}
+        return {
+            "title": self.title,
+            "passed": self.passed,
+            "total": self.total,
+            "cases": [c.__dict__ for c in self.cases],
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> SuiteReport:
-        return cls(data["title"], data["passed"], data["total"], tuple(CaseResult(**case) for case in data["cases"]))
+        return cls(
+            data["title"],
+            data["passed"],
+            data["total"],
+            tuple(CaseResult(**case) for case in data["cases"]),
+        )
 
 
 @dataclass
@@ -121,7 +135,8 @@ class PublicChecks:
 
         def register(fn: Callable[[], None]) -> Callable[[], None]:
             first_line = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-            if _COLLECTOR is not None and hasattr(_COLLECTOR, "public"):  # the judge reads the cell: it runs the case itself
+            # the judge reads the cell: it runs the case itself
+            if _COLLECTOR is not None and hasattr(_COLLECTOR, "public"):
                 _COLLECTOR.public(idea, first_line, fn)
                 return fn
             label = localize(first_line)
@@ -141,16 +156,27 @@ class PublicChecks:
                     label,
                     ELSEWHERE,
                     tr(
-                        "{function}, loaded from {notebook}, is not finished there (it still raises NotImplementedError): "
-                        "finish it in {notebook}, save that notebook, run the cell that loads it, then this cell again",
+                        "{function}, loaded from {notebook}, is not finished there (it "
+                        "still raises NotImplementedError): "
+                        "finish it in {notebook}, save that notebook, run the cell that "
+                        "loads it, then this cell again",
                         function=function,
                         notebook=notebook,
                     ),
                 )
-            return CaseResult(label, TODO, tr("not implemented yet: replace `raise NotImplementedError()` with your code"))
+            return CaseResult(
+                label,
+                TODO,
+                tr("not implemented yet: replace `raise NotImplementedError()` with your code"),
+            )
         except AssertionError as exc:
-            return CaseResult(label, FAIL, localize(str(exc)) if str(exc) else tr("an assertion failed without a message"))
-        except Exception as exc:  # a crash in the learner's code is a failed check, not a crash here
+            return CaseResult(
+                label,
+                FAIL,
+                localize(str(exc)) if str(exc) else tr("an assertion failed without a message"),
+            )
+        # a crash in the learner's code is a failed check, not a crash here
+        except Exception as exc:
             where = traceback.extract_tb(exc.__traceback__)[-1]
             return CaseResult(
                 label,
@@ -166,8 +192,9 @@ class PublicChecks:
         return CaseResult(label, PASS)
 
     def run(self) -> None:
-        """Run every case, print the results, raise PublicChecksFailed if any failed. While the judge
-        reads a grade cell (``collecting``), nothing runs: the judge runs each case with its idea."""
+        """Run every case, print the results, raise PublicChecksFailed if any failed. While the
+        judge reads a grade cell (``collecting``), nothing runs: the judge runs each case with its
+        idea."""
         if _COLLECTOR is not None:
             return
         results = [self._run_one(label, fn) for label, fn in self.cases]
@@ -177,12 +204,14 @@ class PublicChecks:
             if r.message:
                 line += f"\n      → {r.message}"
             print(line)
-        waiting = sum(r.status == TODO for r in results)  # the given input checks pass before any work: say the rest wait
+        # the given input checks pass before any work: say the rest wait
+        waiting = sum(r.status == TODO for r in results)
         elsewhere = sum(r.status == ELSEWHERE for r in results)
         title = localize(self.title)
         if elsewhere:
             summary = tr(
-                "{title}: public checks {passed}/{total} passed, {elsewhere} waiting for an earlier notebook's exercise; hidden tests run at grading",
+                "{title}: public checks {passed}/{total} passed, {elsewhere} waiting for "
+                "an earlier notebook's exercise; hidden tests run at grading",
                 title=title,
                 passed=passed,
                 total=len(results),
@@ -190,7 +219,8 @@ class PublicChecks:
             )
         elif waiting:
             summary = tr(
-                "{title}: public checks {passed}/{total} passed, {waiting} not started; hidden tests run at grading",
+                "{title}: public checks {passed}/{total} passed, {waiting} not started; "
+                "hidden tests run at grading",
                 title=title,
                 passed=passed,
                 total=len(results),
@@ -198,17 +228,29 @@ class PublicChecks:
             )
         else:
             summary = tr(
-                "{title}: public checks {passed}/{total} passed; hidden tests run at grading", title=title, passed=passed, total=len(results)
+                "{title}: public checks {passed}/{total} passed; hidden tests run at grading",
+                title=title,
+                passed=passed,
+                total=len(results),
             )
         print(summary)
         self._report(results, passed)
         if passed != len(results):
             if elsewhere and all(r.status in (PASS, TODO, ELSEWHERE) for r in results):
-                message = tr("{summary}. Finish that notebook first (the → lines above name it), then run this cell again.", summary=summary)
+                message = tr(
+                    "{summary}. Finish that notebook first (the → lines above name it), "
+                    "then run this cell again.",
+                    summary=summary,
+                )
             elif all(r.status in (PASS, TODO) for r in results):
-                message = tr("{summary}. Finish the exercise above, then run this cell again.", summary=summary)
+                message = tr(
+                    "{summary}. Finish the exercise above, then run this cell again.",
+                    summary=summary,
+                )
             else:
-                message = tr("{summary}. Read the ✗ lines above: each says what is wrong.", summary=summary)
+                message = tr(
+                    "{summary}. Read the ✗ lines above: each says what is wrong.", summary=summary
+                )
             _fail(message)
 
     def cannot_run(self, reason: str) -> None:

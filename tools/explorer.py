@@ -29,9 +29,19 @@ LINK_PRESETS = {
     "RoCE 200G": presets.LINK_PRESETS["RoCE 200G"]["gbps"],
 }
 # (KV bytes per token, layers): bf16, GQA: 2 * layers * kv_heads * head_dim * 2.
-MODEL_PRESETS = {name: (m["kv_bytes_per_token"], m["layers"]) for name, m in presets.MODEL_PRESETS.items()}
-ECHO_TOLERANCE = 0.005  # relative: a slider value this close to a preset's is the frontend's echo of it
-DEFAULTS = {"payload_mib": 1024.0, "gbps": 55 * 8, "latency_ms": 0.05, "window_ms": 250.0, "other_ms": 0.0, "layers": 1}
+MODEL_PRESETS = {
+    name: (m["kv_bytes_per_token"], m["layers"]) for name, m in presets.MODEL_PRESETS.items()
+}
+# relative: a slider value this close to a preset's is the frontend's echo of it
+ECHO_TOLERANCE = 0.005
+DEFAULTS = {
+    "payload_mib": 1024.0,
+    "gbps": 55 * 8,
+    "latency_ms": 0.05,
+    "window_ms": 250.0,
+    "other_ms": 0.0,
+    "layers": 1,
+}
 
 
 def widget_frontend() -> str | None:
@@ -49,7 +59,9 @@ def widget_frontend() -> str | None:
     forced = settings.widgets()
     if forced:
         if forced not in ("live", "static"):
-            raise ValueError(f"COURSE_WIDGETS={forced!r}: expected 'live' or 'static' (or unset it)")
+            raise ValueError(
+                f"COURSE_WIDGETS={forced!r}: expected 'live' or 'static' (or unset it)"
+            )
         if forced == "static":
             return None
     if grading_mode() and forced != "live":
@@ -64,7 +76,8 @@ def widget_frontend() -> str | None:
 
 
 def _interactive_kernel() -> bool:
-    """True inside an IPython kernel whose current execute request allows input (a person's frontend)."""
+    """True inside an IPython kernel whose current execute request allows input (a person's
+    frontend)."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -103,7 +116,15 @@ def enable_colab_widgets() -> None:
     output.enable_custom_widget_manager()
 
 
-def evaluate(estimate_handoff: Callable, payload_mib: float, gbps: float, latency_ms: float, window_ms: float, other_ms: float, layers: int) -> dict:
+def evaluate(
+    estimate_handoff: Callable,
+    payload_mib: float,
+    gbps: float,
+    latency_ms: float,
+    window_ms: float,
+    other_ms: float,
+    layers: int,
+) -> dict:
     """One explorer setting, computed with the learner's ``estimate_handoff``.
 
     Independent compute runs on [0, window_ms] (prefill), then other requests' work on
@@ -118,7 +139,9 @@ def evaluate(estimate_handoff: Callable, payload_mib: float, gbps: float, latenc
     link_free, chunks = 0.0, []
     for i in range(layers):
         ready = window_ms * (i + 1) / layers
-        r = estimate_handoff(int(round(chunk)), gbps, latency_ms if i == 0 else 0.0, max(ready, link_free), windows)
+        r = estimate_handoff(
+            int(round(chunk)), gbps, latency_ms if i == 0 else 0.0, max(ready, link_free), windows
+        )
         chunks.append(r)
         link_free = r["end_ms"]
     transfer = sum(c["transfer_ms"] for c in chunks)
@@ -140,9 +163,12 @@ def evaluate(estimate_handoff: Callable, payload_mib: float, gbps: float, latenc
 
 def readout_text(r: dict) -> str:
     """One line of numbers: ms to 2 decimals, the ratio to 2, noise shown as 0, never -0.00."""
-    ms = {key: readable(r[key], 2, fixed=True) for key in ("transfer_ms", "hidden_ms", "exposed_ms")}
+    ms = {
+        key: readable(r[key], 2, fixed=True) for key in ("transfer_ms", "hidden_ms", "exposed_ms")
+    }
     return tr(
-        "transfer {transfer} ms · hidden {hidden} ms · exposed {exposed} ms · overlap ratio {ratio}",
+        "transfer {transfer} ms · hidden {hidden} ms · exposed {exposed} ms · overlap "
+        "ratio {ratio}",
         transfer=ms["transfer_ms"],
         hidden=ms["hidden_ms"],
         exposed=ms["exposed_ms"],
@@ -154,7 +180,16 @@ def _draw(r: dict, title: str) -> None:
     from IPython.display import display
 
     fig, ax = new_figure(height=2.8)
-    draw_transfer_timeline(ax, r["start_ms"], r["end_ms"], r["windows"], r["hidden_ms"], r["exposed_ms"], title=title, segments=r["segments"])
+    draw_transfer_timeline(
+        ax,
+        r["start_ms"],
+        r["end_ms"],
+        r["windows"],
+        r["hidden_ms"],
+        r["exposed_ms"],
+        title=title,
+        segments=r["segments"],
+    )
     display(fig)  # explicit, so it shows inside an Output widget whatever the backend
     plt.close(fig)
 
@@ -174,8 +209,9 @@ def show_live_or_static(
     defaults; say what to do when they are unfinished (``unfinished``) or raise (``failed``, with
     ``{error}``); then live widgets where a widget frontend renders them (``build_live(first)``),
     else the static figure (``draw_static(first)``) after ``static`` and ``describe(first)``. The
-    three messages are catalog templates (marked ``N_`` by the caller), printed in the learner's language.
-    ``mode='live'|'static'`` decides instead of ``widget_frontend``. Returns the widget or None."""
+    three messages are catalog templates (marked ``N_`` by the caller), printed in the learner's
+    language. ``mode='live'|'static'`` decides instead of ``widget_frontend``. Returns the widget or
+    None."""
     if mode not in (None, "live", "static"):
         raise ValueError(f"mode must be 'live', 'static' or None, got {mode!r}")
     try:
@@ -205,16 +241,23 @@ def handoff_explorer(estimate_handoff: Callable, mode: str | None = None):
         lambda: evaluate(estimate_handoff, **DEFAULTS),
         unfinished=N_("Finish TODO 1 and TODO 2 above: the explorer runs on your own functions."),
         failed=N_("Your estimate_handoff raised {error}. Fix it, then run this cell again."),
-        static=N_("Static view (the sliders need a live notebook: JupyterLab, Notebook 7, VS Code or Colab): {readout}"),
+        static=N_(
+            "Static view (the sliders need a live notebook: JupyterLab, Notebook 7, VS Code "
+            "or Colab): {readout}"
+        ),
         describe=readout_text,
-        draw_static=lambda first: _draw(first, tr("1 GiB over PCIe Gen5, sent after a 250 ms prefill")),
+        draw_static=lambda first: _draw(
+            first, tr("1 GiB over PCIe Gen5, sent after a 250 ms prefill")
+        ),
         build_live=lambda first: _build_widgets(estimate_handoff),
     )
 
 
 def controls_of(explorer) -> dict:
     """The explorer's controls by description (the presets' too): for tests and for scripting it."""
-    return {child.description: child for child in explorer.children if getattr(child, "description", "")}
+    return {
+        child.description: child for child in explorer.children if getattr(child, "description", "")
+    }
 
 
 def _build_widgets(estimate_handoff: Callable):
@@ -231,8 +274,9 @@ def _make_controls(w) -> dict:
     style = {"description_width": "170px"}
     layout = w.Layout(width="560px")
     c = {}
-    # Log steps this fine put a step within 0.5 of every whole MiB or Gbit/s in range, so the frontend,
-    # which snaps a value to a step, still shows a preset's 640 MiB as 640 (a 0.01 step showed 639).
+    # Log steps this fine put a step within 0.5 of every whole MiB or Gbit/s in range, so the
+    # frontend, which snaps a value to a step, still shows a preset's 640 MiB as 640 (a 0.01 step
+    # showed 639).
     c["payload"] = w.FloatLogSlider(
         value=DEFAULTS["payload_mib"],
         base=2,
@@ -245,18 +289,51 @@ def _make_controls(w) -> dict:
         layout=layout,
     )
     c["gbps"] = w.FloatLogSlider(
-        value=DEFAULTS["gbps"], base=10, min=1, max=3.7, step=1e-5, description=tr("link (Gbit/s)"), readout_format=".0f", style=style, layout=layout
+        value=DEFAULTS["gbps"],
+        base=10,
+        min=1,
+        max=3.7,
+        step=1e-5,
+        description=tr("link (Gbit/s)"),
+        readout_format=".0f",
+        style=style,
+        layout=layout,
     )
     c["latency"] = w.FloatSlider(
-        value=DEFAULTS["latency_ms"], min=0, max=5, step=0.05, description=tr("fixed latency (ms)"), style=style, layout=layout
+        value=DEFAULTS["latency_ms"],
+        min=0,
+        max=5,
+        step=0.05,
+        description=tr("fixed latency (ms)"),
+        style=style,
+        layout=layout,
     )
     c["window"] = w.FloatSlider(
-        value=DEFAULTS["window_ms"], min=0, max=1000, step=5, description=tr("prefill window (ms)"), style=style, layout=layout
+        value=DEFAULTS["window_ms"],
+        min=0,
+        max=1000,
+        step=5,
+        description=tr("prefill window (ms)"),
+        style=style,
+        layout=layout,
     )
     c["other"] = w.FloatSlider(
-        value=DEFAULTS["other_ms"], min=0, max=500, step=5, description=tr("other requests' work (ms)"), style=style, layout=layout
+        value=DEFAULTS["other_ms"],
+        min=0,
+        max=500,
+        step=5,
+        description=tr("other requests' work (ms)"),
+        style=style,
+        layout=layout,
     )
-    c["layers"] = w.IntSlider(value=DEFAULTS["layers"], min=1, max=128, description=tr("layers (1 = send after)"), style=style, layout=layout)
+    c["layers"] = w.IntSlider(
+        value=DEFAULTS["layers"],
+        min=1,
+        max=128,
+        description=tr("layers (1 = send after)"),
+        style=style,
+        layout=layout,
+    )
     c["tokens"] = w.IntSlider(
         value=8192,
         min=512,
@@ -266,15 +343,26 @@ def _make_controls(w) -> dict:
         style=style,
         layout=layout,
         disabled=True,
-        tooltip=tr("choose a model preset: the payload is then prompt tokens × the model's KV bytes per token"),
+        tooltip=tr(
+            "choose a model preset: the payload is then prompt tokens × the model's KV "
+            "bytes per token"
+        ),
     )
-    # a toggle button is 148 px wide unless told otherwise, which cuts "PCIe Gen5 (55 GB/s)": each is
-    # as wide as its label, and the row wraps where a narrow output has no room for all of them
+    # a toggle button is 148 px wide unless told otherwise, which cuts "PCIe Gen5 (55 GB/s)": each
+    # is as wide as its label, and the row wraps where a narrow output has no room for all of them
     buttons = {"button_width": "auto"}
     c["link_buttons"] = w.ToggleButtons(
-        options=_preset_options(LINK_PRESETS), value="PCIe Gen5 (55 GB/s)", description=tr("link preset"), style=buttons
+        options=_preset_options(LINK_PRESETS),
+        value="PCIe Gen5 (55 GB/s)",
+        description=tr("link preset"),
+        style=buttons,
     )
-    c["model_buttons"] = w.ToggleButtons(options=_preset_options(MODEL_PRESETS), value="custom", description=tr("model preset"), style=buttons)
+    c["model_buttons"] = w.ToggleButtons(
+        options=_preset_options(MODEL_PRESETS),
+        value="custom",
+        description=tr("model preset"),
+        style=buttons,
+    )
     c["readout"] = w.HTML()
     c["readout"].add_class("handoff-readout")
     c["out"] = w.Output()
@@ -285,21 +373,40 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
     """Redraw on every slider; a preset sets its sliders, and a slider moved by hand sets its preset
     row back to 'custom'."""
     payload, gbps, layers, tokens = c["payload"], c["gbps"], c["layers"], c["tokens"]
-    link_buttons, model_buttons, readout, out = c["link_buttons"], c["model_buttons"], c["readout"], c["out"]
+    link_buttons, model_buttons, readout, out = (
+        c["link_buttons"],
+        c["model_buttons"],
+        c["readout"],
+        c["out"],
+    )
     applying = []  # non-empty while a preset sets sliders, so those changes do not reset the preset
 
     def redraw(*_):
         if applying:
             return
         try:
-            r = evaluate(estimate_handoff, payload.value, gbps.value, c["latency"].value, c["window"].value, c["other"].value, layers.value)
+            r = evaluate(
+                estimate_handoff,
+                payload.value,
+                gbps.value,
+                c["latency"].value,
+                c["window"].value,
+                c["other"].value,
+                layers.value,
+            )
         except Exception as exc:
-            readout.value = tr("<b>error</b> from your estimate_handoff: {error}", error=error_text(exc))
+            readout.value = tr(
+                "<b>error</b> from your estimate_handoff: {error}", error=error_text(exc)
+            )
             return
         readout.value = "<b>" + readout_text(r) + "</b>"
         with out:
             out.clear_output(wait=True)
-            size = {"payload": readable(payload.value, 0, fixed=True), "gbps": readable(gbps.value, 0, fixed=True), "layers": layers.value}
+            size = {
+                "payload": readable(payload.value, 0, fixed=True),
+                "gbps": readable(gbps.value, 0, fixed=True),
+                "layers": layers.value,
+            }
             if layers.value > 1:
                 _draw(r, tr("{payload} MiB at {gbps} Gbit/s, {layers} layers", **size))
             else:
@@ -320,9 +427,11 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
 
     def on_model(*_):
         model = model_buttons.value
-        tokens.disabled = model not in MODEL_PRESETS  # prompt tokens size the payload only through a model
+        # prompt tokens size the payload only through a model
+        tokens.disabled = model not in MODEL_PRESETS
         if model in MODEL_PRESETS:
-            apply(payload=model_payload(model), layers=MODEL_PRESETS[model][1])  # stream one chunk per model layer
+            # stream one chunk per model layer
+            apply(payload=model_payload(model), layers=MODEL_PRESETS[model][1])
 
     def on_tokens(*_):
         if model_buttons.value in MODEL_PRESETS:
@@ -334,7 +443,8 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
             if applying or expected is None:
                 return
             # the frontend snaps a preset's value to the slider's log steps and may send it back:
-            # within ECHO_TOLERANCE it is still the preset (a drag moves these sliders 2% or more a pixel)
+            # within ECHO_TOLERANCE it is still the preset (a drag moves these sliders 2% or more a
+            # pixel)
             if max(change["new"], expected) / min(change["new"], expected) > 1 + ECHO_TOLERANCE:
                 preset_buttons.value = "custom"
 
@@ -354,12 +464,25 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
 
 
 def _preset_options(presets: dict) -> list[tuple[str, str]]:
-    """A preset row's (label, value) pairs: 'custom' is shown in the learner's language, its value stays 'custom'."""
+    """A preset row's (label, value) pairs: 'custom' is shown in the learner's language, its value
+    stays 'custom'."""
     return [(tr("custom"), "custom"), *((name, name) for name in presets)]
 
 
 def _boxed(w, c: dict):
-    order = ("link_buttons", "model_buttons", "tokens", "payload", "gbps", "latency", "window", "other", "layers", "readout", "out")
+    order = (
+        "link_buttons",
+        "model_buttons",
+        "tokens",
+        "payload",
+        "gbps",
+        "latency",
+        "window",
+        "other",
+        "layers",
+        "readout",
+        "out",
+    )
     return widget_box(w, tr("Handoff explorer"), [c[name] for name in order], c["readout"])
 
 
@@ -369,11 +492,20 @@ def widget_box(w, title: str, children: list, readout):
     and ``title`` are made in the learner's language (``tr``) by the caller."""
 
     class Box(w.VBox):
-        def _repr_mimebundle_(self, **kwargs):  # what a frontend without widget support prints instead
+        # what a frontend without widget support prints instead
+        def _repr_mimebundle_(self, **kwargs):
             data = super()._repr_mimebundle_(**kwargs)
             if data:
-                cannot = tr("{title}: this frontend cannot show widgets (JupyterLab, Notebook 7, VS Code and Colab can; ", title=title)
-                data["text/plain"] = cannot + tr("COURSE_WIDGETS=static draws a figure). ") + re.sub(r"<[^>]+>", "", readout.value)
+                cannot = tr(
+                    "{title}: this frontend cannot show widgets (JupyterLab, Notebook 7, "
+                    "VS Code and Colab can; ",
+                    title=title,
+                )
+                data["text/plain"] = (
+                    cannot
+                    + tr("COURSE_WIDGETS=static draws a figure). ")
+                    + re.sub(r"<[^>]+>", "", readout.value)
+                )
             return data
 
     return Box(children)

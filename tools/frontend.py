@@ -30,7 +30,8 @@ def running_notebook() -> Path | None:
 
 
 def running_notebook_name() -> str | None:
-    """The path or name the frontend gives for the running notebook (see :func:`running_notebook`), or None."""
+    """The path or name the frontend gives for the running notebook (see :func:`running_notebook`),
+    or None."""
     names = []
     try:
         from IPython import get_ipython
@@ -41,4 +42,7 @@ def running_notebook_name() -> str | None:
     except ImportError:
         pass
     names.append(settings.session_name())
-    return next((str(n) for n in names if isinstance(n, (str, os.PathLike)) and str(n).endswith(".ipynb")), None)
+    return next(
+        (str(n) for n in names if isinstance(n, (str, os.PathLike)) and str(n).endswith(".ipynb")),
+        None,
+    )

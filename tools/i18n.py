@@ -2,12 +2,12 @@
 
 The notebooks' code is the same in both editions but for one line: a translated edition's set-up
 cell calls ``course_setup(language='zh')`` (the release writes it), so the kernel knows the edition
-however the notebook was started (Jupyter, VS Code, nbclient, papermill, Colab, Kaggle). ``COURSE_LANG=zh|en``
-overrides the edition (the grader sets it to the edition a submission was written in); a notebook
-whose set-up cell has not run yet falls back to its metadata (``metadata.course.language``) when the
-frontend names the file. Translations are in ``tools/locale/<lang>/runtime.po`` (gettext PO, read
-with Babel): a string the catalog lacks, or whose translation is fuzzy, stays English; nothing here
-ever raises because of a translation.
+however the notebook was started (Jupyter, VS Code, nbclient, papermill, Colab, Kaggle).
+``COURSE_LANG=zh|en`` overrides the edition (the grader sets it to the edition a submission was
+written in); a notebook whose set-up cell has not run yet falls back to its metadata
+(``metadata.course.language``) when the frontend names the file. Translations are in
+``tools/locale/<lang>/runtime.po`` (gettext PO, read with Babel): a string the catalog lacks, or
+whose translation is fuzzy, stays English; nothing here ever raises because of a translation.
 
 One mechanism: every text the runtime or a notebook's code prints or draws is a catalog template
 looked up where the text is made, with its values:
@@ -132,7 +132,8 @@ def _catalog(language: str) -> tuple[dict[str, str], list[tuple[tuple, str]]]:
         return exact, templates
     for message in catalog:
         if message.id and message.string and not message.fuzzy and isinstance(message.id, str):
-            if message.context:  # a template whose English another one shares: keyed as gettext keys it
+            # a template whose English another one shares: keyed as gettext keys it
+            if message.context:
                 exact[message.context + CONTEXT + message.id] = message.string
                 continue
             exact[message.id] = message.string
@@ -145,7 +146,8 @@ def _catalog(language: str) -> tuple[dict[str, str], list[tuple[tuple, str]]]:
     return exact, templates
 
 
-# ---------------------------------------------------------------- text the runtime makes: tr, say, Message
+# ---------------------------------------------------------------- text the runtime makes: tr, say,
+# Message
 
 
 def N_(text: str) -> str:
@@ -199,7 +201,8 @@ def _render(text: str, language: str, values: dict) -> str:
         return translated
     try:
         return _Formatter(language).format(translated, **values)
-    except (KeyError, IndexError, ValueError, AttributeError):  # a translation that lost a field: the English
+    # a translation that lost a field: the English
+    except (KeyError, IndexError, ValueError, AttributeError):
         return _Formatter(language).format(english, **values)
 
 
@@ -236,7 +239,10 @@ class Message:
         return f"Message({self.template!r}, {self.values!r})"
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Message) and (self.template, self.values) == (other.template, other.values)
+        return isinstance(other, Message) and (self.template, self.values) == (
+            other.template,
+            other.values,
+        )
 
     def __hash__(self) -> int:
         return hash(self.template)
@@ -267,7 +273,8 @@ def english(value) -> str:
     return value.english() if isinstance(value, Message) else str(value)
 
 
-# ---------------------------------------------------------------- text from outside the runtime: localize
+# ---------------------------------------------------------------- text from outside the runtime:
+# localize
 
 
 def _merge_adjacent_fields(msgid: str, translated: str) -> tuple[str, str]:
@@ -297,10 +304,18 @@ def _template_layout(msgid: str) -> tuple | None:
         if literal:
             layout.append(literal)
         if field is not None:
-            if not field or spec or conversion or (layout and not isinstance(layout[-1], str)) or not (field.isdigit() or field.isidentifier()):
+            if (
+                not field
+                or spec
+                or conversion
+                or (layout and not isinstance(layout[-1], str))
+                or not (field.isdigit() or field.isidentifier())
+            ):
                 return None
             layout.append(int(field) if field.isdigit() else (field,))
-    if all(isinstance(part, str) for part in layout) or not any(isinstance(part, str) and part.strip() for part in layout):
+    if all(isinstance(part, str) for part in layout) or not any(
+        isinstance(part, str) and part.strip() for part in layout
+    ):
         return None
     return tuple(layout)
 
@@ -309,7 +324,8 @@ def _match(layout: tuple, text: str) -> dict | None:
     """The values of ``text`` for a template layout, by field (a number, or a name), or None. Left
     to right, each value ends at the first place its following literal text occurs (the last literal
     must end the text): linear in the text's length, whatever the template, unlike a regular
-    expression with several lazy groups. A value never spans a line break unless the template's text does."""
+    expression with several lazy groups. A value never spans a line break unless the template's text
+    does."""
     multiline = any(isinstance(part, str) and "\n" in part for part in layout)
     values: dict = {}
     pos, pending = 0, None
@@ -394,7 +410,9 @@ def _looked_up(text: str, nested: bool = False) -> str | None:
 
 def _is_phrase(text: str) -> bool:
     """Words a person reads: a word of three letters or more, and a space."""
-    return " " in text.strip() and any(len(word) >= 3 and word.isascii() and word.isalpha() for word in text.split())
+    return " " in text.strip() and any(
+        len(word) >= 3 and word.isascii() and word.isalpha() for word in text.split()
+    )
 
 
 def _described(value: str) -> str:
@@ -418,12 +436,17 @@ def use_course_font() -> bool:
     from matplotlib import font_manager, rcParams
 
     registered = {f.fname for f in font_manager.fontManager.ttflist}
-    for file in (FONT_FILE, BOLD_FONT_FILE):  # regular and bold: a bold title is bold in Chinese too
+    # regular and bold: a bold title is bold in Chinese too
+    for file in (FONT_FILE, BOLD_FONT_FILE):
         if file.is_file() and str(file) not in registered:
             font_manager.fontManager.addfont(str(file))
     # a generic family ("sans-serif") resolves to one font only: name them, so that a character
     # DejaVu Sans lacks is drawn from the CJK font (glyph-by-glyph fallback, Matplotlib >= 3.6)
-    chosen = [f for f in rcParams["font.family"] if f not in ("sans-serif", "serif", "monospace", FONT_FAMILY)]
+    chosen = [
+        f
+        for f in rcParams["font.family"]
+        if f not in ("sans-serif", "serif", "monospace", FONT_FAMILY)
+    ]
     rcParams["font.family"] = [*(chosen or ["DejaVu Sans"]), FONT_FAMILY]
     return True
 
@@ -433,5 +456,6 @@ def install() -> str:
     language. Idempotent; the text itself is translated where it is made (``tr``)."""
     lang = language()
     if lang != "en":
-        use_course_font()  # every time (cheap): a font list reset since the first call gets the course's font back
+        # every time (cheap): a font list reset since the first call gets the course's font back
+        use_course_font()
     return lang

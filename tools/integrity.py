@@ -14,7 +14,9 @@ from .i18n import COMMA, LIST, N_, Message, english, joined
 from .project_runtime import find_project_root
 
 # What platforms and Jupyter do to a name: "Copy of X", "X (1)", "X-Copy1", "X copy", "X_copy2".
-_RENAMES = [re.compile(p, re.IGNORECASE) for p in (r"^copy of\s+", r"\s*\(\d+\)$", r"[-_ ]copy\d*$")]
+_RENAMES = [
+    re.compile(p, re.IGNORECASE) for p in (r"^copy of\s+", r"\s*\(\d+\)$", r"[-_ ]copy\d*$")
+]
 
 
 def release_stem(stem: str) -> str:
@@ -29,8 +31,11 @@ def release_stem(stem: str) -> str:
     return stem.lower()
 
 
-UNFINISHED = N_("answer cell '{gid}' still raises NotImplementedError: that exercise is not done yet")
-RELEASE_CELLS = Path(__file__).with_name("release_cells.json")  # written into the learner wheel by the bundle
+UNFINISHED = N_(
+    "answer cell '{gid}' still raises NotImplementedError: that exercise is not done yet"
+)
+# written into the learner wheel by the bundle
+RELEASE_CELLS = Path(__file__).with_name("release_cells.json")
 NBGRADER_KEYS = ("grade", "solution", "locked", "points")
 
 
@@ -46,7 +51,9 @@ def describe_release_cells(notebook: dict) -> list[dict[str, Any]]:
             {
                 "grade_id": meta["grade_id"],
                 **{key: meta.get(key) for key in NBGRADER_KEYS},
-                "defines": re.findall(r"^def (\w+)\(", source, re.M) if meta.get("solution") else [],
+                "defines": re.findall(r"^def (\w+)\(", source, re.M)
+                if meta.get("solution")
+                else [],
             }
         )
     return cells
@@ -61,7 +68,10 @@ def known_release_cells() -> dict[str, list[dict[str, Any]]]:
         root = find_project_root()
         folder = root / "notebooks" if root else None
         known = (
-            {p.stem: describe_release_cells(json.loads(p.read_text(encoding="utf-8"))) for p in sorted(folder.glob("*.ipynb"))}
+            {
+                p.stem: describe_release_cells(json.loads(p.read_text(encoding="utf-8")))
+                for p in sorted(folder.glob("*.ipynb"))
+            }
             if folder and folder.is_dir()
             else {}
         )
@@ -74,7 +84,10 @@ def release_cells(notebook: str) -> list[dict[str, Any]]:
     stem = release_stem(Path(notebook).stem)
     known = known_release_cells()
     if stem not in known:
-        raise ValueError(f"{notebook!r} is not a notebook of this course; expected one of: {', '.join(sorted(known)) or '(none found)'}")
+        raise ValueError(
+            f"{notebook!r} is not a notebook of this course; expected one of: "
+            f"{', '.join(sorted(known)) or '(none found)'}"
+        )
     return known[stem]
 
 
@@ -86,22 +99,34 @@ def identify_notebook(notebook: dict) -> str | None:
     ids = {
         str(meta["grade_id"])
         for cell in (cells if isinstance(cells, list) else [])
-        if isinstance(cell, dict) and isinstance(meta := (cell.get("metadata") or {}).get("nbgrader"), dict) and meta.get("grade_id")
+        if isinstance(cell, dict)
+        and isinstance(meta := (cell.get("metadata") or {}).get("nbgrader"), dict)
+        and meta.get("grade_id")
     }
-    scores = sorted(((len(ids & {c["grade_id"] for c in cells}), name) for name, cells in known_release_cells().items()), reverse=True)
+    scores = sorted(
+        (
+            (len(ids & {c["grade_id"] for c in cells}), name)
+            for name, cells in known_release_cells().items()
+        ),
+        reverse=True,
+    )
     if not scores or scores[0][0] == 0 or (len(scores) > 1 and scores[1][0] == scores[0][0]):
         return None
     return scores[0][1]
 
 
-def submission_problems(notebook: dict, expected: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+def submission_problems(
+    notebook: dict, expected: list[dict[str, Any]]
+) -> tuple[list[str], list[str]]:
     """(problems that cost points at grading, notes that do not) for a notebook's JSON, in English
     (the grader's validation reads them); ``submission_findings`` keeps them as Messages."""
     problems, notes = submission_findings(notebook, expected)
     return [english(p) for p in problems], [english(n) for n in notes]
 
 
-def submission_findings(notebook: dict, expected: list[dict[str, Any]]) -> tuple[list[Message], list[Message]]:
+def submission_findings(
+    notebook: dict, expected: list[dict[str, Any]]
+) -> tuple[list[Message], list[Message]]:
     """(problems that cost points at grading, notes that do not) for a notebook's JSON, each a
     Message: the learner's check shows them in the learner's language."""
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
@@ -126,13 +151,18 @@ def submission_findings(notebook: dict, expected: list[dict[str, Any]]) -> tuple
                 if isinstance(c, dict)
                 and c.get("cell_type") == "code"
                 and not (c.get("metadata") or {}).get("nbgrader")
-                and any(re.search(rf"^def {re.escape(f)}\(", "".join(c.get("source", "")), re.M) for f in want["defines"])
+                and any(
+                    re.search(rf"^def {re.escape(f)}\(", "".join(c.get("source", "")), re.M)
+                    for f in want["defines"]
+                )
             ]
             if orphan:
                 problems.append(
                     Message(
-                        "the answer cell that defines {names} lost its grading metadata (nbgrader grade_id '{gid}'; your platform "
-                        "rewrote it): the grader cannot find your answer. Paste your code into that cell of a fresh copy of the release notebook.",
+                        "the answer cell that defines {names} lost its grading metadata "
+                        "(nbgrader grade_id '{gid}'; your platform "
+                        "rewrote it): the grader cannot find your answer. Paste your code "
+                        "into that cell of a fresh copy of the release notebook.",
                         names=joined(want["defines"], LIST),
                         gid=gid,
                     )
@@ -141,16 +171,23 @@ def submission_findings(notebook: dict, expected: list[dict[str, Any]]) -> tuple
                 problems.append(
                     Message(
                         "answer cell '{gid}' is missing: the grader finds no answer for it. "
-                        "Take the cell from a fresh copy of the release notebook and put your code back in.",
+                        "Take the cell from a fresh copy of the release notebook and put "
+                        "your code back in.",
                         gid=gid,
                     )
                 )
             continue
         if len(present) > 1:
             template = (
-                N_("answer cell '{gid}' appears {count} times (a copied cell): keep one and delete the copies")
+                N_(
+                    "answer cell '{gid}' appears {count} times (a copied cell): keep one and "
+                    "delete the copies"
+                )
                 if answer
-                else N_("test cell '{gid}' appears {count} times (a copied cell): keep one and delete the copies")
+                else N_(
+                    "test cell '{gid}' appears {count} times (a copied cell): keep one and "
+                    "delete the copies"
+                )
             )
             problems.append(Message(template, gid=gid, count=len(present)))
         meta = present[0]["metadata"]["nbgrader"]
@@ -161,9 +198,15 @@ def submission_findings(notebook: dict, expected: list[dict[str, Any]]) -> tuple
         ]
         if changed:
             template = (
-                N_("answer cell '{gid}' has changed grading metadata ({changes}): take the cell from a fresh copy of the release notebook")
+                N_(
+                    "answer cell '{gid}' has changed grading metadata ({changes}): take the "
+                    "cell from a fresh copy of the release notebook"
+                )
                 if answer
-                else N_("test cell '{gid}' has changed grading metadata ({changes}): take the cell from a fresh copy of the release notebook")
+                else N_(
+                    "test cell '{gid}' has changed grading metadata ({changes}): take the "
+                    "cell from a fresh copy of the release notebook"
+                )
             )
             problems.append(Message(template, gid=gid, changes=joined(changed, COMMA)))
         if answer and "raise NotImplementedError()" in "".join(present[0].get("source", "")):
@@ -171,6 +214,10 @@ def submission_findings(notebook: dict, expected: list[dict[str, Any]]) -> tuple
     known = {want["grade_id"] for want in expected}
     for gid in sorted(set(found) - known):
         problems.append(
-            Message("cell '{gid}' is not a graded cell of this notebook (pasted from another one?): remove its metadata or the cell", gid=gid)
+            Message(
+                "cell '{gid}' is not a graded cell of this notebook (pasted from another "
+                "one?): remove its metadata or the cell",
+                gid=gid,
+            )
         )
     return problems, notes

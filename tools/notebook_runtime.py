@@ -3,7 +3,8 @@ earlier notebook, and the check before submitting.
 
 The learner's side only: what changes while nbgrader runs a notebook is in ``at_grading``, the
 graded cells a submission must keep in ``integrity``, the running notebook's file in ``frontend``.
-Run as ``python -m tools.notebook_runtime NOTEBOOK.ipynb`` it checks a saved notebook from a terminal."""
+Run as ``python -m tools.notebook_runtime NOTEBOOK.ipynb`` it checks a saved notebook from a
+terminal."""
 
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ from . import settings
 from .at_grading import grading_mode, setup_for_grading
 from .frontend import running_notebook, running_notebook_name
 from .i18n import LIST, error_text, install, joined, say, set_edition, tr
-from .integrity import UNFINISHED, identify_notebook, release_cells, release_stem, submission_findings
+from .integrity import (
+    UNFINISHED,
+    identify_notebook,
+    release_cells,
+    release_stem,
+    submission_findings,
+)
 from .project_runtime import find_project_root
 
 __all__ = [  # what the notebooks import from here
@@ -63,7 +70,10 @@ def course_setup(quiet: bool = False, language: str | None = None) -> dict[str, 
     if language is not None:
         set_edition(language)
 
-    summary: dict[str, Any] = {"python": platform.python_version(), "torch": package_version("torch")}
+    summary: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": package_version("torch"),
+    }
     if grading_mode():  # the grader needs no runtime report, and draws no figure (so no style)
         return setup_for_grading(summary)
     from .plotting import apply_style
@@ -72,8 +82,16 @@ def course_setup(quiet: bool = False, language: str | None = None) -> dict[str, 
     install()  # the Chinese edition: the course's CJK font
     summary["nvidia_driver"] = nvidia_driver_present()
     if not quiet:
-        torch = f"torch {summary['torch']}" if summary["torch"] else tr("torch not installed (only notebook 05 needs it)")
-        gpu = tr("NVIDIA driver found") if summary["nvidia_driver"] else tr("no NVIDIA GPU (CPU only: every exercise works)")
+        torch = (
+            f"torch {summary['torch']}"
+            if summary["torch"]
+            else tr("torch not installed (only notebook 05 needs it)")
+        )
+        gpu = (
+            tr("NVIDIA driver found")
+            if summary["nvidia_driver"]
+            else tr("no NVIDIA GPU (CPU only: every exercise works)")
+        )
         say("Python {python} · {torch} · {gpu}", python=summary["python"], torch=torch, gpu=gpu)
     return summary
 
@@ -117,8 +135,10 @@ def _notebook_path(notebook: str, search: list[Path] | None) -> Path:
             return max(renamed, key=lambda p: p.stat().st_mtime)
     raise LearnerFunctionMissing(
         tr(
-            "Could not find your notebook {name} next to this one (looked in {folders}). Keep the course notebooks "
-            "in one folder (on Colab: upload {name} to /content with the Files pane) and finish {name} first.",
+            "Could not find your notebook {name} next to this one (looked in {folders}). "
+            "Keep the course notebooks "
+            "in one folder (on Colab: upload {name} to /content with the Files pane) and "
+            "finish {name} first.",
             name=name,
             folders=joined([str(f) for f in dict.fromkeys(Path(f) for f in folders)], LIST),
         )
@@ -132,7 +152,8 @@ def find_learner_notebook(notebook: str, search: list[Path] | None = None) -> Pa
 
 
 def _python_source(source: str) -> str:
-    """A cell's code as plain Python: IPython magics (``%pip``) become calls, as a kernel would run them."""
+    """A cell's code as plain Python: IPython magics (``%pip``) become calls, as a kernel would run
+    them."""
     try:
         from IPython.core.inputtransformer2 import TransformerManager
     except ImportError:
@@ -140,7 +161,9 @@ def _python_source(source: str) -> str:
     return TransformerManager().transform_cell(source)
 
 
-def load_learner_functions(notebook: str, names: list[str], search: list[Path] | None = None) -> dict[str, FunctionType]:
+def load_learner_functions(
+    notebook: str, names: list[str], search: list[Path] | None = None
+) -> dict[str, FunctionType]:
     """Load functions that the learner wrote in an earlier notebook.
 
     Reads ``notebook`` (saved on disk: save it first) and runs, in a fresh namespace,
@@ -167,18 +190,31 @@ def load_learner_functions(notebook: str, names: list[str], search: list[Path] |
             with contextlib.redirect_stdout(io.StringIO()):  # set-up cells print; not wanted here
                 exec(compile(_python_source(source), f"<{path.name}>", "exec"), namespace)
         except SyntaxError as exc:
-            raise LearnerFunctionMissing(tr("{file} has a syntax error at line {line}: fix it first.", file=path.name, line=exc.lineno)) from exc
+            raise LearnerFunctionMissing(
+                tr(
+                    "{file} has a syntax error at line {line}: fix it first.",
+                    file=path.name,
+                    line=exc.lineno,
+                )
+            ) from exc
         except Exception as exc:
             raise LearnerFunctionMissing(
                 tr(
-                    "Running the exercise cells of {file} failed ({error}). Make that notebook run top to bottom first.",
+                    "Running the exercise cells of {file} failed ({error}). Make that "
+                    "notebook run top to bottom first.",
                     file=path.name,
                     error=error_text(exc),
                 )
             ) from exc
     missing = [name for name in names if not callable(namespace.get(name))]
     if missing:
-        raise LearnerFunctionMissing(tr("{file} does not define {names}: finish it first.", file=path.name, names=joined(missing, LIST)))
+        raise LearnerFunctionMissing(
+            tr(
+                "{file} does not define {names}: finish it first.",
+                file=path.name,
+                names=joined(missing, LIST),
+            )
+        )
     return {name: namespace[name] for name in names}
 
 
@@ -238,13 +274,20 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
             try:
                 release_cells(notebook)
             except ValueError:
-                raise ValueError(tr("{why}; and {notebook} is not a notebook of this course", why=why, notebook=repr(notebook))) from None
+                raise ValueError(
+                    tr(
+                        "{why}; and {notebook} is not a notebook of this course",
+                        why=why,
+                        notebook=repr(notebook),
+                    )
+                ) from None
             say("✗ {problem}", problem=why)
             return [why]
         import time
 
         where = tr(
-            "{name} as saved at {time} (unsaved edits are not checked: save, then run this cell again)",
+            "{name} as saved at {time} (unsaved edits are not checked: save, then run "
+            "this cell again)",
             name=file.name,
             time=time.strftime("%H:%M:%S", time.localtime(file.stat().st_mtime)),
         )
@@ -255,7 +298,8 @@ def check_submission(notebook: str, path: str | os.PathLike | None = None) -> li
         if identified is None:
             raise ValueError(
                 tr(
-                    "{error}; nor do the cells of {file} carry the grade ids of one (is it a notebook of this course?)",
+                    "{error}; nor do the cells of {file} carry the grade ids of one (is "
+                    "it a notebook of this course?)",
                     error=exc,
                     file=file.name if file else tr("the open notebook"),
                 )
@@ -271,9 +315,17 @@ def _report(where: str, data: dict, expected: list[dict], warnings: list[str]) -
         say("⚠ {warning}", warning=line)
     problems, notes = submission_findings(data, expected)
     if problems:
-        say("✗ {where}: {count} problem(s) would cost points at grading:", where=where, count=len(problems))
+        say(
+            "✗ {where}: {count} problem(s) would cost points at grading:",
+            where=where,
+            count=len(problems),
+        )
     else:
-        say("✓ {where}: all {count} graded cells are intact; the grader will find every answer.", where=where, count=len(expected))
+        say(
+            "✓ {where}: all {count} graded cells are intact; the grader will find every answer.",
+            where=where,
+            count=len(expected),
+        )
     for line in problems:
         say("  ✗ {problem}", problem=line)
     for line in notes:
@@ -288,7 +340,8 @@ def _report(where: str, data: dict, expected: list[dict], warnings: list[str]) -
     ]
     if unfinished:  # intact cells are not finished answers: say which still hold the stub
         say(
-            "  · still to do (they hold `raise NotImplementedError()`, which earns nothing): {cells}",
+            "  · still to do (they hold `raise NotImplementedError()`, which earns "
+            "nothing): {cells}",
             cells=joined([str(gid) for gid in unfinished], LIST),
         )
     return [p.english() for p in problems]
@@ -301,7 +354,8 @@ def _checked_file_warnings(notebook: str, checked: Path) -> list[str]:
     if running is not None and Path(running).name != checked.name:
         return [
             tr(
-                "CHECKED {checked}, BUT THIS NOTEBOOK IS {running}: the report below is about {checked}. "
+                "CHECKED {checked}, BUT THIS NOTEBOOK IS {running}: the report below is "
+                "about {checked}. "
                 "Save this notebook, then check it from a terminal: {command}",
                 checked=checked.name,
                 running=Path(running).name,
@@ -313,8 +367,10 @@ def _checked_file_warnings(notebook: str, checked: Path) -> list[str]:
     if running is None and len(copies) > 1:
         return [
             tr(
-                "{count} copies of this notebook lie in {folder} ({names}) and this frontend does not say which one is open: "
-                "checked {checked}. If you work in another one, check it from a terminal: {command}",
+                "{count} copies of this notebook lie in {folder} ({names}) and this "
+                "frontend does not say which one is open: "
+                "checked {checked}. If you work in another one, check it from a terminal: "
+                "{command}",
                 count=len(copies),
                 folder=checked.parent,
                 names=joined(copies, LIST),
@@ -325,7 +381,8 @@ def _checked_file_warnings(notebook: str, checked: Path) -> list[str]:
     return []
 
 
-if __name__ == "__main__":  # python -m tools.notebook_runtime NOTEBOOK.ipynb ...: the same check from a terminal
+# python -m tools.notebook_runtime NOTEBOOK.ipynb ...: the same check from a terminal
+if __name__ == "__main__":
     import sys
 
     if len(sys.argv) < 2:

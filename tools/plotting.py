@@ -39,7 +39,15 @@ ROLE = {
     "wait": PALETTE["grey"],
 }
 # What the notebooks' prose calls a role's colour ("the red part is exposed").
-COLOUR_NAME = {"cpu": "purple", "compute": "blue", "copy": "orange", "network": "light blue", "hidden": "green", "exposed": "red", "wait": "grey"}
+COLOUR_NAME = {
+    "cpu": "purple",
+    "compute": "blue",
+    "copy": "orange",
+    "network": "light blue",
+    "hidden": "green",
+    "exposed": "red",
+    "wait": "grey",
+}
 # What a legend calls each role.
 ROLE_LABEL = {
     "cpu": N_("CPU work"),
@@ -52,7 +60,8 @@ ROLE_LABEL = {
 }
 FIGSIZE = (9.0, 3.6)
 TIME_MS = N_("time (ms)")
-NOISE = 1e-9  # below this a value in ms is floating-point noise: 0.1 ns is far below any timing here
+# below this a value in ms is floating-point noise: 0.1 ns is far below any timing here
+NOISE = 1e-9
 
 
 def readable(value: float, digits: int = 3, fixed: bool = False) -> str:
@@ -66,7 +75,8 @@ def readable(value: float, digits: int = 3, fixed: bool = False) -> str:
 
 
 def binary_size(n_bytes: float) -> str:
-    """``n_bytes`` in the largest binary unit that keeps it at least 1: ``4 KiB``, ``16 MiB``, ``1.5 GiB``."""
+    """``n_bytes`` in the largest binary unit that keeps it at least 1: ``4 KiB``, ``16 MiB``, ``1.5
+    GiB``."""
     value, unit = float(n_bytes), "B"
     for larger in ("KiB", "MiB", "GiB", "TiB"):
         if abs(value) < 1024:
@@ -92,13 +102,24 @@ def apply_style() -> None:
             "legend.fontsize": 9,
             "xtick.labelsize": 9,
             "ytick.labelsize": 9,
-            "axes.prop_cycle": matplotlib.cycler(color=[PALETTE[k] for k in ("blue", "orange", "green", "vermillion", "sky", "purple", "black")]),
+            "axes.prop_cycle": matplotlib.cycler(
+                color=[
+                    PALETTE[k]
+                    for k in ("blue", "orange", "green", "vermillion", "sky", "purple", "black")
+                ]
+            ),
         }
     )
 
 
 def draw_lanes(
-    ax, bars: Iterable[dict], lanes: Sequence[str], title: str = "", xlabel: str | None = None, legend: bool = False, extra_handles: Sequence = ()
+    ax,
+    bars: Iterable[dict],
+    lanes: Sequence[str],
+    title: str = "",
+    xlabel: str | None = None,
+    legend: bool = False,
+    extra_handles: Sequence = (),
 ) -> None:
     """Draw a lane timeline. Each bar: {'lane', 'start', 'end', 'label', 'role'}, times in ms.
 
@@ -107,14 +128,15 @@ def draw_lanes(
     is drawn as it is. ``title`` and ``xlabel`` are drawn as given (made with ``tr``); the x label
     is "time (ms)" unless given.
 
-    A bar with ``'hatch': True`` is drawn hatched (work that waits for a conflict; a legend says so);
-    ``'color'`` overrides the role's colour. Labels go inside their bars when they fit, else beside
-    them (see BarLabel). ``legend=True`` adds what each drawn role's colour means (``ROLE_LABEL``),
-    and ``extra_handles`` (markers the caller draws) join that legend, right of the axes.
-    """
+    A bar with ``'hatch': True`` is drawn hatched (work that waits for a conflict; a legend says
+    so); ``'color'`` overrides the role's colour. Labels go inside their bars when they fit, else
+    beside them (see BarLabel). ``legend=True`` adds what each drawn role's colour means
+    (``ROLE_LABEL``), and ``extra_handles`` (markers the caller draws) join that legend, right of
+    the axes."""
     index = {lane: i for i, lane in enumerate(lanes)}
     bars = list(bars)
-    role_handles(bar.get("role", "compute") for bar in bars)  # an unknown role is named here, not a KeyError below
+    # an unknown role is named here, not a KeyError below
+    role_handles(bar.get("role", "compute") for bar in bars)
     rows = _sub_rows(bars)  # bars that overlap in one lane are stacked, so none hides another
     right = 0.0
     for bar, (row, count) in zip(bars, rows):
@@ -141,7 +163,9 @@ def draw_lanes(
                     height,
                     tr(bar["label"]),
                     inside_color="white" if light_text else "black",
-                    backdrop=(bar.get("color") or ROLE[bar.get("role", "compute")]) if bar.get("hatch") else None,
+                    backdrop=(bar.get("color") or ROLE[bar.get("role", "compute")])
+                    if bar.get("hatch")
+                    else None,
                 )
             )
     ax.set_yticks(range(len(lanes)), [tr(lane) for lane in lanes])
@@ -149,11 +173,17 @@ def draw_lanes(
     ax.set_xlim(0, right * 1.04 if right else 1)
     ax.set_xlabel(tr(TIME_MS) if xlabel is None else xlabel)
     ax.grid(axis="y", visible=False)
-    handles = role_handles([bar.get("role", "compute") for bar in bars if "color" not in bar]) if legend else []
+    handles = (
+        role_handles([bar.get("role", "compute") for bar in bars if "color" not in bar])
+        if legend
+        else []
+    )
     if any(bar.get("hatch") for bar in bars):
         from matplotlib.patches import Patch
 
-        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label=tr("waited (a conflict)")))
+        handles.append(
+            Patch(facecolor="white", edgecolor="black", hatch="//", label=tr("waited (a conflict)"))
+        )
     handles += list(extra_handles)
     if handles:
         add_legend(ax, handles)
@@ -162,18 +192,24 @@ def draw_lanes(
 
 
 def role_handles(roles: Iterable[str]) -> list:
-    """One legend patch per role in ``roles`` (each once, in ``ROLE``'s order), labelled by ``ROLE_LABEL``."""
+    """One legend patch per role in ``roles`` (each once, in ``ROLE``'s order), labelled by
+    ``ROLE_LABEL``."""
     from matplotlib.patches import Patch
 
     used = set(roles)
     unknown = used - set(ROLE)
     if unknown:
         raise ValueError(f"unknown role(s) {sorted(unknown)}; expected some of {list(ROLE)}")
-    return [Patch(facecolor=ROLE[role], edgecolor="black", linewidth=0.6, label=tr(ROLE_LABEL[role])) for role in ROLE if role in used]
+    return [
+        Patch(facecolor=ROLE[role], edgecolor="black", linewidth=0.6, label=tr(ROLE_LABEL[role]))
+        for role in ROLE
+        if role in used
+    ]
 
 
 def add_legend(ax, handles: Sequence, title: str | None = None):
-    """A legend to the right of ``ax``, outside the data (the constrained layout makes room for it)."""
+    """A legend to the right of ``ax``, outside the data (the constrained layout makes room for
+    it)."""
     return ax.legend(
         handles=list(handles),
         title=title,
@@ -186,15 +222,23 @@ def add_legend(ax, handles: Sequence, title: str | None = None):
     )
 
 
-def color_legend(ax, colors: dict[str, str], title: str | None = None, lines: dict[str, str] | None = None):
+def color_legend(
+    ax, colors: dict[str, str], title: str | None = None, lines: dict[str, str] | None = None
+):
     """A legend right of ``ax`` saying what each colour means (``{meaning: colour}``), plus
     ``lines`` (``{meaning: colour}``) drawn as line markers. The meanings are drawn as given (a
     decision's code, or text made with ``tr``)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = [Patch(facecolor=color, edgecolor="black", linewidth=0.6, label=name) for name, color in colors.items()]
-    handles += [Line2D([], [], color=color, linewidth=2, label=name) for name, color in (lines or {}).items()]
+    handles = [
+        Patch(facecolor=color, edgecolor="black", linewidth=0.6, label=name)
+        for name, color in colors.items()
+    ]
+    handles += [
+        Line2D([], [], color=color, linewidth=2, label=name)
+        for name, color in (lines or {}).items()
+    ]
     return add_legend(ax, handles, title=title)
 
 
@@ -210,12 +254,11 @@ def _bar_label_class():
     from matplotlib.transforms import Bbox
 
     class BarLabel(Text):
-        """A bar's label, placed when the figure is drawn (after the layout and any later axis limits):
-        centred inside the bar when it fits (font shrunk to at least ``MIN_SIZE`` for thin bars),
-        else in black just after the bar's end, or before its start when the axes end first.
-        ``backdrop`` (a colour) draws a plain patch behind an inside label (for hatched bars).
-        After a draw, ``inside_box`` is the bar's box in pixels when the label sits inside, else None.
-        """
+        """A bar's label, placed when the figure is drawn (after the layout and any later axis
+        limits): centred inside the bar when it fits (font shrunk to at least ``MIN_SIZE`` for thin
+        bars), else in black just after the bar's end, or before its start when the axes end first.
+        ``backdrop`` (a colour) draws a plain patch behind an inside label (for hatched bars). After
+        a draw, ``inside_box`` is the bar's box in pixels when the label sits inside, else None."""
 
         PAD_PX = 3.0
         MIN_SIZE = 6.5
@@ -231,7 +274,15 @@ def _bar_label_class():
             fontsize: float = 8,
             backdrop: str | None = None,
         ):
-            super().__init__((start + end) / 2, y, text, ha="center", va="center", fontsize=fontsize, clip_on=True)
+            super().__init__(
+                (start + end) / 2,
+                y,
+                text,
+                ha="center",
+                va="center",
+                fontsize=fontsize,
+                clip_on=True,
+            )
             self._bar = (start, end, y, height)
             self._inside_color, self._size, self._backdrop = inside_color, fontsize, backdrop
             self.inside_box: Bbox | None = None
@@ -251,8 +302,15 @@ def _bar_label_class():
                 self.set_fontsize(max(self.MIN_SIZE, self._size * box.height / extent.height))
                 extent = Text.get_window_extent(self, renderer)
             if extent.width + 2 * self.PAD_PX <= box.width and extent.height <= box.height + 1:
-                if self._backdrop:  # a plain patch behind the text, so a hatched bar does not cross it
-                    self.set_bbox({"boxstyle": "square,pad=0.15", "facecolor": self._backdrop, "edgecolor": "none"})
+                # a plain patch behind the text, so a hatched bar does not cross it
+                if self._backdrop:
+                    self.set_bbox(
+                        {
+                            "boxstyle": "square,pad=0.15",
+                            "facecolor": self._backdrop,
+                            "edgecolor": "none",
+                        }
+                    )
                 self.inside_box = box
                 return
             self.inside_box = None
@@ -315,7 +373,14 @@ def draw_transfer_timeline(
     lo, hi = min(lefts), max(rights)
     pad = 0.04 * (hi - lo or 1.0)
     for a, b in covers:
-        ax.broken_barh([(a, b - a)], (1.15, 0.6), facecolors=ROLE["compute"], edgecolor="black", linewidth=0.6, alpha=0.85)
+        ax.broken_barh(
+            [(a, b - a)],
+            (1.15, 0.6),
+            facecolors=ROLE["compute"],
+            edgecolor="black",
+            linewidth=0.6,
+            alpha=0.85,
+        )
     for seg_start, seg_end in segments or [(start_ms, end_ms)]:
         frame = Rectangle(
             (seg_start, 0.15),
@@ -374,7 +439,8 @@ def decision_map(
             if action not in colors:
                 raise ValueError(
                     tr(
-                        "the decision at ready {ready}, deadline {deadline} is {action}; expected one of {names}",
+                        "the decision at ready {ready}, deadline {deadline} is {action}; "
+                        "expected one of {names}",
                         ready=ready,
                         deadline=deadline,
                         action=repr(action),
@@ -383,7 +449,9 @@ def decision_map(
                 )
             grid[j, i] = names.index(action)
     cmap = matplotlib.colors.ListedColormap([colors[n] for n in names])
-    ax.pcolormesh(ready_at, deadlines, grid, cmap=cmap, vmin=-0.5, vmax=len(names) - 0.5, shading="nearest")
+    ax.pcolormesh(
+        ready_at, deadlines, grid, cmap=cmap, vmin=-0.5, vmax=len(names) - 0.5, shading="nearest"
+    )
     ax.set_xlabel(tr("state ready at (ms)"))
     ax.set_ylabel(tr("decode deadline (ms)"))
     ax.grid(False)
@@ -396,7 +464,8 @@ def decision_map(
 
 
 def new_figure(rows: int = 1, cols: int = 1, height: float | None = None, **kwargs):
-    """``plt.subplots`` with the course's width and a constrained layout (no text falls off the figure)."""
+    """``plt.subplots`` with the course's width and a constrained layout (no text falls off the
+    figure)."""
     import matplotlib.pyplot as plt
 
     apply_style()

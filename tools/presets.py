@@ -27,9 +27,15 @@ GiB = 2**30
 # served tensor-parallel; tp = 4 is the smallest power of two that leaves room for the KV cache
 # on 80 GB cards (2 cards would leave almost none). Its 8 KV heads split 2 per rank.
 _ARCH = {
-    "Llama-3-8B": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256, tp=1, tied=False),
-    "Llama-3-70B": dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256, tp=4, tied=False),
-    "Qwen2.5-7B": dict(layers=28, hidden=3584, heads=28, kv_heads=4, ffn=18944, vocab=152064, tp=1, tied=False),
+    "Llama-3-8B": dict(
+        layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256, tp=1, tied=False
+    ),
+    "Llama-3-70B": dict(
+        layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256, tp=4, tied=False
+    ),
+    "Qwen2.5-7B": dict(
+        layers=28, hidden=3584, heads=28, kv_heads=4, ffn=18944, vocab=152064, tp=1, tied=False
+    ),
 }
 DTYPE_BYTES = 2  # bf16
 
@@ -39,7 +45,9 @@ def _model(name: str, a: dict) -> dict:
     kv_width = a["kv_heads"] * head_dim
     # Per layer: q and o projections (hidden x hidden), k and v (hidden x kv_width), the SwiGLU MLP
     # (gate, up, down: 3 x hidden x ffn). Norms and Qwen's qkv biases are under 0.01% and left out.
-    layer_params = 2 * a["hidden"] * a["hidden"] + 2 * a["hidden"] * kv_width + 3 * a["hidden"] * a["ffn"]
+    layer_params = (
+        2 * a["hidden"] * a["hidden"] + 2 * a["hidden"] * kv_width + 3 * a["hidden"] * a["ffn"]
+    )
     embed_params = a["vocab"] * a["hidden"] * (1 if a["tied"] else 2)  # embedding + LM head
     return {
         "name": name,
@@ -94,16 +102,26 @@ GPU_MEMORY_UTILIZATION = 0.9
 BLOCK_TOKENS = 16  # tokens per KV block (vLLM's default block_size)
 
 
-def prefill_ms(model: dict, prompt_tokens: int, gpu: dict, tp: int | None = None, efficiency: float = PREFILL_EFFICIENCY) -> float:
-    """Prefill time in ms on ``tp`` GPUs at ``efficiency`` of peak (tensor-parallel communication not modelled)."""
+def prefill_ms(
+    model: dict,
+    prompt_tokens: int,
+    gpu: dict,
+    tp: int | None = None,
+    efficiency: float = PREFILL_EFFICIENCY,
+) -> float:
+    """Prefill time in ms on ``tp`` GPUs at ``efficiency`` of peak (tensor-parallel communication
+    not modelled)."""
     tp = model["tp"] if tp is None else tp
     if tp < 1 or not 0 < efficiency <= 1:
         raise ValueError(f"tp must be >= 1 and efficiency in (0, 1], got {tp=}, {efficiency=}")
     return prefill_flops(model, prompt_tokens) / (tp * gpu["bf16_flops_per_s"] * efficiency) * 1e3
 
 
-def decode_ms_per_token(model: dict, gpu: dict, tp: int | None = None, efficiency: float = DECODE_BANDWIDTH_EFFICIENCY) -> float:
-    """One decode step in ms: every weight read once from HBM (memory-bound; KV reads not counted)."""
+def decode_ms_per_token(
+    model: dict, gpu: dict, tp: int | None = None, efficiency: float = DECODE_BANDWIDTH_EFFICIENCY
+) -> float:
+    """One decode step in ms: every weight read once from HBM (memory-bound; KV reads not
+    counted)."""
     tp = model["tp"] if tp is None else tp
     if tp < 1 or not 0 < efficiency <= 1:
         raise ValueError(f"tp must be >= 1 and efficiency in (0, 1], got {tp=}, {efficiency=}")
@@ -112,21 +130,29 @@ def decode_ms_per_token(model: dict, gpu: dict, tp: int | None = None, efficienc
 
 
 def kv_blocks_per_instance(
-    model: dict, gpu: dict, tp: int | None = None, block_tokens: int = BLOCK_TOKENS, memory_utilization: float = GPU_MEMORY_UTILIZATION
+    model: dict,
+    gpu: dict,
+    tp: int | None = None,
+    block_tokens: int = BLOCK_TOKENS,
+    memory_utilization: float = GPU_MEMORY_UTILIZATION,
 ) -> int:
-    """KV blocks one decode instance (``tp`` GPUs) holds after its weights (activations not counted)."""
+    """KV blocks one decode instance (``tp`` GPUs) holds after its weights (activations not
+    counted)."""
     tp = model["tp"] if tp is None else tp
-    free = gpu["hbm_bytes"] * memory_utilization - model["params"] * model["dtype_bytes"] / tp  # bytes per GPU
+    # bytes per GPU
+    free = gpu["hbm_bytes"] * memory_utilization - model["params"] * model["dtype_bytes"] / tp
     block_bytes = block_tokens * model["kv_bytes_per_token"] / tp  # bytes per GPU
     if free <= 0:
-        raise ValueError(f"{model['name']} does not fit {tp} GPU(s) of {gpu['hbm_bytes'] / 1e9:.0f} GB")
+        raise ValueError(
+            f"{model['name']} does not fit {tp} GPU(s) of {gpu['hbm_bytes'] / 1e9:.0f} GB"
+        )
     return int(math.floor(free / block_bytes))
 
 
-# ------------------------------------------------------------------ links
-# gbps: the speed the simulator uses, in Gbit/s, one direction: a published measurement where one is
-# cited below (PCIe Gen5, NVLink 4; the course measured neither), else the nominal line rate; notebook
-# 02's explorer uses the same numbers. latency_ms: a fixed cost paid once per handoff.
+# ------------------------------------------------------------------ links gbps: the speed the
+# simulator uses, in Gbit/s, one direction: a published measurement where one is cited below (PCIe
+# Gen5, NVLink 4; the course measured neither), else the nominal line rate; notebook 02's explorer
+# uses the same numbers. latency_ms: a fixed cost paid once per handoff.
 #   PCIe Gen5 x16: 32 GT/s x 16 lanes with 128b/130b coding = 63 GB/s per direction (PCI-SIG PCIe
 #     5.0 base specification); pinned host-to-device copies measured 55 GB/s on an H200.
 #   NVLink 4 (H100/H200): 18 links, 900 GB/s both directions together, so 450 GB/s per direction

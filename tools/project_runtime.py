@@ -25,7 +25,8 @@ from .i18n import tr
 MARKER = "course.toml"
 ROOT_ENV = settings.PROJECT_ROOT  # the series' override variable
 RESULTS_ENV = settings.RESULTS_DIR  # the course's override for where result files go
-STANDALONE_RESULTS = "results"  # the folder, in the working directory, used when there is no course folder
+# the folder, in the working directory, used when there is no course folder
+STANDALONE_RESULTS = "results"
 
 
 class ProjectRootNotFound(FileNotFoundError):
@@ -116,13 +117,23 @@ def where_results_go() -> str:
             found = tr("the course folder {variable} names", variable=ROOT_ENV)
         elif Path.cwd().resolve().is_relative_to(root):
             found = tr("the course folder this notebook runs in")
-        else:  # found above the installed runtime, not above the notebook: say so, it is not next to the notebook
+        # found above the installed runtime, not above the notebook: say so, it is not next to the
+        # notebook
+        else:
             found = tr(
-                "the course folder of the installed course runtime, not next to this notebook (which runs in {folder})", folder=Path.cwd().resolve()
+                "the course folder of the installed course runtime, not next to this "
+                "notebook (which runs in {folder})",
+                folder=Path.cwd().resolve(),
             )
-        return tr("Results go to {path}: {found}; set {variable} to choose another folder.", path=path, found=found, variable=RESULTS_ENV)
+        return tr(
+            "Results go to {path}: {found}; set {variable} to choose another folder.",
+            path=path,
+            found=found,
+            variable=RESULTS_ENV,
+        )
     return tr(
-        "Results go to {path}: no course folder here, so a {folder}/ folder next to the notebook (set {variable} to choose another folder).",
+        "Results go to {path}: no course folder here, so a {folder}/ folder next to the "
+        "notebook (set {variable} to choose another folder).",
         path=path,
         folder=STANDALONE_RESULTS,
         variable=RESULTS_ENV,
@@ -130,8 +141,9 @@ def where_results_go() -> str:
 
 
 def reference_file(name: str) -> Path:
-    """A reference measurement shipped with the course: ``<root>/benchmarks/reference/<name>``, or, without a
-    course folder, the copy inside the learner wheel (``tools/reference/``). The path may not exist."""
+    """A reference measurement shipped with the course: ``<root>/benchmarks/reference/<name>``, or,
+    without a course folder, the copy inside the learner wheel (``tools/reference/``). The path may
+    not exist."""
     root = find_project_root()
     if root is not None and (root / "benchmarks" / "reference" / name).is_file():
         return root / "benchmarks" / "reference" / name

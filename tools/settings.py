@@ -1,8 +1,8 @@
-"""The learner runtime's settings from the environment: every variable ``tools/`` reads is read here,
-typed, with its default and what it means (``VARIABLES``; docs/instructors.md, "Configuration", shows
-the same table, and tests/test_configuration.py keeps the two equal). The rest of ``tools/`` asks
-these functions, which read the environment when called (a kernel may change it while it runs).
-Standard library only: the bottom of the runtime's layers."""
+"""The learner runtime's settings from the environment: every variable ``tools/`` reads is read
+here, typed, with its default and what it means (``VARIABLES``; docs/instructors.md,
+"Configuration", shows the same table, and tests/test_configuration.py keeps the two equal). The
+rest of ``tools/`` asks these functions, which read the environment when called (a kernel may change
+it while it runs). Standard library only: the bottom of the runtime's layers."""
 
 from __future__ import annotations
 
@@ -28,14 +28,44 @@ SESSION_NAME = "JPY_SESSION_NAME"
 VSCODE_PID, VSCODE_CWD = "VSCODE_PID", "VSCODE_CWD"
 
 VARIABLES = (
-    Variable(LANGUAGE, "unset", "zh or en: the language the runtime speaks, above the edition the notebook names"),
-    Variable(WIDGETS, "unset", "live or static: the explorer's widgets forced on or off (unset: detected from the frontend)"),
+    Variable(
+        LANGUAGE,
+        "unset",
+        "zh or en: the language the runtime speaks, above the edition the notebook names",
+    ),
+    Variable(
+        WIDGETS,
+        "unset",
+        "live or static: the explorer's widgets forced on or off (unset: "
+        "detected from the frontend)",
+    ),
     Variable(CHECKS_STOP, "unset", "1: a failed public check stops Run All, as at grading"),
-    Variable(CHECK_REPORT, "unset", "a file each public check suite appends one JSON line to (set by `validate`)"),
-    Variable(PROJECT_ROOT, "unset", "the course folder (the one holding course.toml), when it is not found from the notebook"),
-    Variable(RESULTS_DIR, "unset", "where notebooks write their result files (unset: results/ beside the notebook, or the course's)"),
-    Variable(GRADING, "unset", "autograde or validate: nbgrader runs the notebook (set by nbgrader and the grader)"),
-    Variable(SESSION_NAME, "unset", "the running notebook's path, as Jupyter's frontend names it (set by Jupyter)"),
+    Variable(
+        CHECK_REPORT,
+        "unset",
+        "a file each public check suite appends one JSON line to (set by `validate`)",
+    ),
+    Variable(
+        PROJECT_ROOT,
+        "unset",
+        "the course folder (the one holding course.toml), when it is not found from the notebook",
+    ),
+    Variable(
+        RESULTS_DIR,
+        "unset",
+        "where notebooks write their result files (unset: results/ "
+        "beside the notebook, or the course's)",
+    ),
+    Variable(
+        GRADING,
+        "unset",
+        "autograde or validate: nbgrader runs the notebook (set by nbgrader and the grader)",
+    ),
+    Variable(
+        SESSION_NAME,
+        "unset",
+        "the running notebook's path, as Jupyter's frontend names it (set by Jupyter)",
+    ),
     Variable(VSCODE_PID, "unset", "set by VS Code: its widget frontend serves this kernel"),
     Variable(VSCODE_CWD, "unset", "set by VS Code: its widget frontend serves this kernel"),
 )
@@ -47,7 +77,8 @@ def language() -> str:
 
 
 def widgets() -> str:
-    """COURSE_WIDGETS, stripped and lower-cased ("" when unset); what it may say is the explorer's to check."""
+    """COURSE_WIDGETS, stripped and lower-cased ("" when unset); what it may say is the explorer's
+    to check."""
     return os.environ.get(WIDGETS, "").strip().lower()
 
 
@@ -77,7 +108,8 @@ def grading() -> str | None:
 
 
 def session_name() -> str | None:
-    """JPY_SESSION_NAME (the running notebook's path as the frontend gives it), or None when unset."""
+    """JPY_SESSION_NAME (the running notebook's path as the frontend gives it), or None when
+    unset."""
     return os.environ.get(SESSION_NAME)
 
 

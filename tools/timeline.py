@@ -12,8 +12,20 @@ from collections.abc import Callable, Mapping, Sequence
 from .i18n import N_
 
 # lane names, translated where they are drawn
-ENGINE_LANES = {"cpu": "CPU", "sm": N_("GPU SMs"), "copy_h2d": N_("copy engine H2D"), "copy_d2h": N_("copy engine D2H"), "nic": N_("NIC / network")}
-ENGINE_ROLE = {"cpu": "cpu", "sm": "compute", "copy_h2d": "copy", "copy_d2h": "copy", "nic": "network"}
+ENGINE_LANES = {
+    "cpu": "CPU",
+    "sm": N_("GPU SMs"),
+    "copy_h2d": N_("copy engine H2D"),
+    "copy_d2h": N_("copy engine D2H"),
+    "nic": N_("NIC / network"),
+}
+ENGINE_ROLE = {
+    "cpu": "cpu",
+    "sm": "compute",
+    "copy_h2d": "copy",
+    "copy_d2h": "copy",
+    "nic": "network",
+}
 
 
 def nominal_schedule(items: Sequence[Mapping], durations_ms: Mapping[str, float]) -> list[dict]:
@@ -21,7 +33,11 @@ def nominal_schedule(items: Sequence[Mapping], durations_ms: Mapping[str, float]
     return [_bar(item, 0.0, durations_ms[item["name"]]) for item in items]
 
 
-def schedule_greedy(items: Sequence[Mapping], durations_ms: Mapping[str, float], check_overlap: Callable[[Mapping, Mapping], Mapping]) -> list[dict]:
+def schedule_greedy(
+    items: Sequence[Mapping],
+    durations_ms: Mapping[str, float],
+    check_overlap: Callable[[Mapping, Mapping], Mapping],
+) -> list[dict]:
     """Start each item after the earlier items it conflicts with; return lane bars."""
     bars: list[dict] = []
     for i, item in enumerate(items):

@@ -23,7 +23,15 @@ TOP = "serving-overlap-course"
 
 # Loose on purpose: a platform's own torch and matplotlib satisfy them (Colab ships both, and
 # installing torch again costs gigabytes). The instructor's install keeps the exact pins.
-LEARNER_DEPENDENCIES = ["torch>=2.1", "matplotlib>=3.7", "numpy", "ipywidgets>=8", "tqdm", "jsonschema", "babel"]
+LEARNER_DEPENDENCIES = [
+    "torch>=2.1",
+    "matplotlib>=3.7",
+    "numpy",
+    "ipywidgets>=8",
+    "tqdm",
+    "jsonschema",
+    "babel",
+]
 
 _WHEEL_PYPROJECT = """\
 [build-system]
@@ -47,7 +55,10 @@ tools = ["schemas/*.json", "reference/*.json", "release_cells.json", "locale/*/*
 
 def learner_files(course: Course) -> list[tuple[Path, str]]:
     root = course.root
-    files = [(p, p.relative_to(root).as_posix()) for p in sorted(course.release.glob("*.ipynb")) + sorted(course.release.glob("*/*.ipynb"))]
+    files = [
+        (p, p.relative_to(root).as_posix())
+        for p in sorted(course.release.glob("*.ipynb")) + sorted(course.release.glob("*/*.ipynb"))
+    ]
     for path in sorted((root / "tools").rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             files.append((path, str(path.relative_to(root))))
@@ -59,7 +70,17 @@ def learner_files(course: Course) -> list[tuple[Path, str]]:
     return files
 
 
-_COUNTS = {1: "One", 2: "Two", 3: "Three", 4: "Four", 5: "Five", 6: "Six", 7: "Seven", 8: "Eight", 9: "Nine"}
+_COUNTS = {
+    1: "One",
+    2: "Two",
+    3: "Three",
+    4: "Four",
+    5: "Five",
+    6: "Six",
+    7: "Seven",
+    8: "Eight",
+    9: "Nine",
+}
 
 
 def learner_readme(course: Course) -> str:
@@ -68,10 +89,18 @@ def learner_readme(course: Course) -> str:
     from tools.project_runtime import course_manifest
 
     notebooks = course_manifest(course.root)["notebooks"]
-    path = "\n".join(f"{i}. `{nb['name']}.ipynb`: {nb['title']} ({nb['minutes']} min)" for i, nb in enumerate(notebooks, 1))
+    path = "\n".join(
+        f"{i}. `{nb['name']}.ipynb`: {nb['title']} ({nb['minutes']} min)"
+        for i, nb in enumerate(notebooks, 1)
+    )
     needs = [(nb["name"][:2], [n[:2] for n in nb["needs"]]) for nb in notebooks if nb.get("needs")]
-    said = "; ".join(f"notebook {nb} loads your functions from notebooks {' and '.join(deps)}" for nb, deps in needs)
-    upload = "; ".join(f"upload {' and '.join(deps)} to `/content` next to {nb}" for nb, deps in needs)
+    said = "; ".join(
+        f"notebook {nb} loads your functions from notebooks {' and '.join(deps)}"
+        for nb, deps in needs
+    )
+    upload = "; ".join(
+        f"upload {' and '.join(deps)} to `/content` next to {nb}" for nb, deps in needs
+    )
     text = LEARNER_README.read_text(encoding="utf-8")
     text = text.replace("<!-- course:count -->", _COUNTS.get(len(notebooks), str(len(notebooks))))
     text = text.replace("<!-- course:path -->", path)
@@ -80,9 +109,9 @@ def learner_readme(course: Course) -> str:
 
 @dataclass(frozen=True)
 class ReleaseCells(JsonRecord):
-    """The graded cells each release notebook must keep (``tools/release_cells.json``, shipped in the wheel
-    and read by the runtime's ``check_submission``): the course's assignment, each notebook's cells as
-    ``tools.integrity.describe_release_cells`` describes them."""
+    """The graded cells each release notebook must keep (``tools/release_cells.json``, shipped in
+    the wheel and read by the runtime's ``check_submission``): the course's assignment, each
+    notebook's cells as ``tools.integrity.describe_release_cells`` describes them."""
 
     course: str
     notebooks: dict[str, list]
@@ -90,8 +119,13 @@ class ReleaseCells(JsonRecord):
 
 def release_cells_data(course: Course) -> ReleaseCells:
     """The graded cells of the course's release notebooks."""
-    release = {name: json.loads((course.release / f"{name}.ipynb").read_text(encoding="utf-8")) for name in course.notebooks}
-    return ReleaseCells(course.assignment, {name: describe_release_cells(nb) for name, nb in release.items()})
+    release = {
+        name: json.loads((course.release / f"{name}.ipynb").read_text(encoding="utf-8"))
+        for name in course.notebooks
+    }
+    return ReleaseCells(
+        course.assignment, {name: describe_release_cells(nb) for name, nb in release.items()}
+    )
 
 
 def build_learner_wheel(course: Course, out_dir: Path) -> Path:
@@ -103,19 +137,26 @@ def build_learner_wheel(course: Course, out_dir: Path) -> Path:
     project = tomllib.loads((course.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     with tempfile.TemporaryDirectory(prefix="learner-wheel-") as tmp:
         src = Path(tmp) / "src"
-        shutil.copytree(course.root / "tools", src / "tools", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            course.root / "tools",
+            src / "tools",
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
         reference = src / "tools" / "reference"
         reference.mkdir(exist_ok=True)
         for path in sorted((course.root / "benchmarks" / "reference").glob("*.json")):
             shutil.copy(path, reference / path.name)
         (src / "tools" / "release_cells.json").write_text(
-            json.dumps(release_cells_data(course).to_json(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+            json.dumps(release_cells_data(course).to_json(), ensure_ascii=False, indent=1) + "\n",
+            encoding="utf-8",
         )
         (src / "pyproject.toml").write_text(
             _WHEEL_PYPROJECT.format(
                 name=json.dumps(project["name"]),
                 version=json.dumps(project["version"]),
-                description=json.dumps(project["description"] + " (learner runtime)", ensure_ascii=False),
+                description=json.dumps(
+                    project["description"] + " (learner runtime)", ensure_ascii=False
+                ),
                 python=json.dumps(project["requires-python"]),
                 dependencies=json.dumps(LEARNER_DEPENDENCIES),
             ),
@@ -142,13 +183,16 @@ def build_learner_wheel(course: Course, out_dir: Path) -> Path:
         )
         built = sorted(wheels.glob("*.whl"))
         if proc.returncode != 0 or len(built) != 1:
-            raise RuntimeError(f"building the learner wheel failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+            raise RuntimeError(
+                f"building the learner wheel failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+            )
         out_dir.mkdir(parents=True, exist_ok=True)
         return Path(shutil.copy(built[0], out_dir / built[0].name))
 
 
 def build_bundle(course: Course, target: Path) -> Path:
-    """Write the learner zip (one top folder, ``serving-overlap-course/``, with the learner wheel in it)."""
+    """Write the learner zip (one top folder, ``serving-overlap-course/``, with the learner wheel in
+    it)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".zip.tmp")
     with tempfile.TemporaryDirectory(prefix="learner-bundle-") as scratch:

@@ -77,7 +77,14 @@ class Outcome:
                 "returns",
                 "dict",
                 frozenset(
-                    (k, v if isinstance(v, bool) or v is None else classes.leaf(v, "") if isinstance(v, str) else classes.kind(v))
+                    (
+                        k,
+                        v
+                        if isinstance(v, bool) or v is None
+                        else classes.leaf(v, "")
+                        if isinstance(v, str)
+                        else classes.kind(v),
+                    )
                     for k, v in value.items()
                     if isinstance(k, str)
                 ),
@@ -93,9 +100,11 @@ class Classes:
 
     literals: frozenset[str]  # the strings the reference answer names
     kinds_apart: bool  # int and float told apart: the reference answer asks a value's type
-    keys: dict[str, frozenset[str]] = field(default_factory=dict)  # where -> the named keys the ideas' dicts have there
+    # where -> the named keys the ideas' dicts have there
+    keys: dict[str, frozenset[str]] = field(default_factory=dict)
     unread: frozenset[str] = frozenset()  # where the reference reads nothing
-    identifiers: frozenset[str] = frozenset()  # where the reference only compares values with others
+    # where the reference only compares values with others
+    identifiers: frozenset[str] = frozenset()
 
     def kind(self, value: Any) -> str:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not self.kinds_apart:
@@ -103,7 +112,8 @@ class Classes:
         return type(value).__name__
 
     def leaf(self, value: Any, where: str) -> Any:
-        """A leaf value as its class sees it: hashable, numbers by kind and sign, strings only when named."""
+        """A leaf value as its class sees it: hashable, numbers by kind and sign, strings only when
+        named."""
         if value is None or isinstance(value, bool):
             return value
         if where in self.identifiers and _comparable(value, self.literals):
@@ -134,7 +144,9 @@ class Classes:
         if isinstance(value, dict):
             for key in value:
                 if isinstance(key, str):
-                    found.add((where, "has", key if key in self.literals or where == "kwargs" else OTHER))
+                    found.add(
+                        (where, "has", key if key in self.literals or where == "kwargs" else OTHER)
+                    )
             for key in self.keys.get(where, frozenset()) - value.keys():
                 found.add((where, "lacks", key))
             for key, item in value.items():
@@ -156,17 +168,31 @@ def said_fact(fact: tuple) -> str:
         return "any arguments"
     where, *what = fact
     if len(what) == 2 and what[0] in ("has", "lacks"):
-        return f"{where} has {OTHER}" if what[1] == OTHER else f"{where} {what[0]} the key {what[1]!r}"
+        return (
+            f"{where} has {OTHER}"
+            if what[1] == OTHER
+            else (f"{where} {what[0]} the key {what[1]!r}")
+        )
     if len(what) == 2:
         return f"{where} is {'an empty' if what[1] == 'empty' else 'a non-empty'} {what[0]}"
     value = what[0]
     if value == ("id",):
         return f"{where} is a value the answer only compares with others (of any kind)"
     if isinstance(value, tuple) and value[0] in ("int", "float", "number"):
-        sign = {"-": " < 0", "+": " >= 0", "nan": " NaN", "+inf": " +inf", "-inf": " -inf"}[value[1]]
-        return f"{where} is an {value[0]}{sign}" if value[0] == "int" else f"{where} is a {value[0]}{sign}"
+        sign = {"-": " < 0", "+": " >= 0", "nan": " NaN", "+inf": " +inf", "-inf": " -inf"}[
+            value[1]
+        ]
+        return (
+            f"{where} is an {value[0]}{sign}"
+            if value[0] == "int"
+            else (f"{where} is a {value[0]}{sign}")
+        )
     if isinstance(value, tuple) and value[0] == "str":
-        return f"{where} is {value[1]!r}" if len(value) > 1 else f"{where} is a string the answer does not name"
+        return (
+            f"{where} is {value[1]!r}"
+            if len(value) > 1
+            else (f"{where} is a string the answer does not name")
+        )
     return f"{where} is {value!r}"
 
 
@@ -179,7 +205,8 @@ def _under(where: str, place: str) -> bool:
 
 
 def _comparable(value: Any, literals: frozenset[str]) -> bool:
-    """A value whose kind an identifier's class merges: a number or a string the answer does not name."""
+    """A value whose kind an identifier's class merges: a number or a string the answer does not
+    name."""
     if isinstance(value, bool):
         return False
     if isinstance(value, float):
@@ -191,21 +218,27 @@ def _comparable(value: Any, literals: frozenset[str]) -> bool:
 
 
 def asks_kind(sources: Iterable[str]) -> bool:
-    """Whether the reference answer's code asks a value's type (``isinstance``, ``type``, ``issubclass``)."""
+    """Whether the reference answer's code asks a value's type (``isinstance``, ``type``,
+    ``issubclass``)."""
     for source in sources:
         try:
             tree = ast.parse(source)
         except SyntaxError:
             return True  # unread code: keep the kinds apart
-        calls = (node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name))
+        calls = (
+            node.func.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        )
         if any(name in ("isinstance", "type", "issubclass") for name in calls):
             return True
     return False
 
 
 class Touched(GraderError):
-    """A value the reference answer was not to read was read (raised inside it while ``learn`` replays a
-    call, and caught there: its own class, so that it is never taken for an exception the answer raises)."""
+    """A value the reference answer was not to read was read (raised inside it while ``learn``
+    replays a call, and caught there: its own class, so that it is never taken for an exception the
+    answer raises)."""
 
 
 def _touched(*_args, **_kwargs):
@@ -218,19 +251,26 @@ class _Unread:
     __slots__ = ()
 
 
-_ORDER_AND_ARITHMETIC = ("__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__len__", "__iter__", "__contains__", "__getitem__",
-                        "__getattr__", "__index__", "__int__", "__float__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
-                        "__rmul__", "__truediv__", "__rtruediv__", "__neg__", "__abs__", "__round__")  # fmt: skip
-for _use in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__bool__", "__len__", "__iter__", "__contains__",
-             "__getitem__", "__getattr__", "__repr__", "__str__", "__format__", "__index__", "__int__", "__float__", "__add__",
-             "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "__neg__", "__abs__",
-             "__round__", "__copy__", "__deepcopy__", "__reduce_ex__", "__reduce__"):  # fmt: skip
+_ORDER_AND_ARITHMETIC = (
+    "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__len__", "__iter__", "__contains__",
+    "__getitem__", "__getattr__", "__index__", "__int__", "__float__", "__add__", "__radd__",
+    "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "__neg__",
+    "__abs__", "__round__",
+)  # fmt: skip
+for _use in (
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__bool__", "__len__",
+    "__iter__", "__contains__", "__getitem__", "__getattr__", "__repr__", "__str__", "__format__",
+    "__index__", "__int__", "__float__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
+    "__rmul__", "__truediv__", "__rtruediv__", "__neg__", "__abs__", "__round__", "__copy__",
+    "__deepcopy__", "__reduce_ex__", "__reduce__",
+):  # fmt: skip
     setattr(_Unread, _use, _touched)
 UNREAD = _Unread()
 
 
 class _Same:
-    """A token for a value: equal only to a token of an equal value of the same kind; any other use raises."""
+    """A token for a value: equal only to a token of an equal value of the same kind; any other use
+    raises."""
 
     __slots__ = ("value",)
 
@@ -238,7 +278,11 @@ class _Same:
         self.value = value
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Same) and type(other.value) is type(self.value) and other.value == self.value
+        return (
+            isinstance(other, _Same)
+            and type(other.value) is type(self.value)
+            and other.value == self.value
+        )
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
@@ -336,7 +380,13 @@ def _decides_alike(reference: Callable, call: Recorded, change: Callable[[str, A
     return _same(got.value, call.outcome.value)
 
 
-def learn(reference: Callable, ideas: list[Recorded], public: list[Recorded], literals: frozenset[str], kinds_apart: bool) -> Classes:
+def learn(
+    reference: Callable,
+    ideas: list[Recorded],
+    public: list[Recorded],
+    literals: frozenset[str],
+    kinds_apart: bool,
+) -> Classes:
     """How this function's calls are classed, proved on the calls the ideas and the public checks
     make of the reference answer (see the module's text)."""
     classes = Classes(literals, kinds_apart)
@@ -354,24 +404,39 @@ def learn(reference: Callable, ideas: list[Recorded], public: list[Recorded], li
     classes.keys = {where: frozenset(named) for where, named in keys.items()}
     if len(calls) < len(ideas) + len(public):
         return classes  # a call that cannot be replayed: every class kept apart
-    everywhere = sorted(set().union(*places), key=lambda where: (where.count("["), where)) if places else []
+    everywhere = (
+        sorted(set().union(*places), key=lambda where: (where.count("["), where)) if places else []
+    )
     unread: set[str] = set()
     for where in everywhere:
         if any(_under(where, done) for done in unread) or where in ("args", "kwargs"):
             continue
         mine = [call for call, found in zip(calls, places) if where in found]
-        if all(_decides_alike(reference, call, lambda at, node, where=where: UNREAD if at == where else node) for call in mine):
+        if all(
+            _decides_alike(
+                reference, call, lambda at, node, where=where: UNREAD if at == where else node
+            )
+            for call in mine
+        ):
             unread.add(where)
     classes.unread = frozenset(unread)
     identifiers = set()
     for where in everywhere:
         if any(_under(where, done) for done in unread):
             continue
-        values = [(call, [v for v in found[where] if _comparable(v, literals)]) for call, found in zip(calls, places) if where in found]
+        values = [
+            (call, [v for v in found[where] if _comparable(v, literals)])
+            for call, found in zip(calls, places)
+            if where in found
+        ]
         kinds = {classes.leaf(v, where) for _, some in values for v in some}
         if len(kinds) < 2:
             continue  # one class already: nothing to merge
-        if all(_decides_alike(reference, call, _renaming(some, literals)) for call, some in values if some):
+        if all(
+            _decides_alike(reference, call, _renaming(some, literals))
+            for call, some in values
+            if some
+        ):
             identifiers.add(where)
     classes.identifiers = frozenset(identifiers)
     return classes
@@ -391,7 +456,9 @@ def _renaming(values: list, literals: frozenset[str]) -> Callable[[str, Any], An
 
 def _keys(value: Any, where: str, found: dict[str, set[str]], literals: frozenset[str]) -> None:
     if isinstance(value, dict):
-        found.setdefault(where, set()).update(k for k in value if isinstance(k, str) and k in literals)
+        found.setdefault(where, set()).update(
+            k for k in value if isinstance(k, str) and k in literals
+        )
         for key, item in value.items():
             _keys(item, _item(where, key), found, literals)
     elif isinstance(value, tuple):
@@ -404,8 +471,8 @@ def _keys(value: Any, where: str, found: dict[str, set[str]], literals: frozense
 
 @dataclass(frozen=True)
 class Arguments:
-    """A call's arguments as they were before the call: a deep copy (``copied``), or, when one cannot be
-    made (a generator), the arguments themselves, read after the call."""
+    """A call's arguments as they were before the call: a deep copy (``copied``), or, when one
+    cannot be made (a generator), the arguments themselves, read after the call."""
 
     args: tuple[object, ...]
     kwargs: dict[str, object]

@@ -73,10 +73,15 @@ class Call:
     result: Any = None  # the outcome's shape (``Outcome.shaped``)
 
     def classed(self, classes: Classes) -> None:
-        self.facts, self.result = classes.facts(self.args, self.kwargs), self.outcome.shaped(classes)
+        self.facts, self.result = (
+            classes.facts(self.args, self.kwargs),
+            self.outcome.shaped(classes),
+        )
 
     def within(self, target: Target) -> bool:
-        return self.name == target.name and self.result == target.result and target.fact in self.facts
+        return (
+            self.name == target.name and self.result == target.result and target.fact in self.facts
+        )
 
     def written(self) -> str:
         shown = ", ".join([*map(repr, self.args), *(f"{k}={v!r}" for k, v in self.kwargs.items())])
@@ -89,8 +94,8 @@ class Call:
 
 @dataclass(frozen=True)
 class Wrong:
-    """A wrong outcome on the calls of one class: ``describe`` says it, ``make`` gives it for a call's
-    own reference outcome (a value to return, or an exception to raise)."""
+    """A wrong outcome on the calls of one class: ``describe`` says it, ``make`` gives it for a
+    call's own reference outcome (a value to return, or an exception to raise)."""
 
     describe: str
     make: Callable[[Outcome], Outcome] = field(compare=False)
@@ -103,7 +108,8 @@ def _at(value: Any, path: tuple) -> Any:
 
 
 def _replaced(value: Any, path: tuple, change: Callable[[Any], Any]) -> Any:
-    """``value`` with the item at ``path`` changed (a copy; the reference's own value is left alone)."""
+    """``value`` with the item at ``path`` changed (a copy; the reference's own value is left
+    alone)."""
     if not path:
         return change(value)
     made = copy.deepcopy(value)
@@ -112,10 +118,12 @@ def _replaced(value: Any, path: tuple, change: Callable[[Any], Any]) -> Any:
     return made
 
 
-def _changes(value: Any, labels: set[str], path: tuple = ()) -> list[tuple[str, Callable[[Any], Any], tuple]]:
-    """(what, change, where) for each wrong value of ``value``, and of its items down to MAX_DEPTH: a
-    decision changed (a flag flipped, another label, a number plus one, a list's last item dropped),
-    never its form (a key left out is a slip the learner's own run shows, not a rule)."""
+def _changes(
+    value: Any, labels: set[str], path: tuple = ()
+) -> list[tuple[str, Callable[[Any], Any], tuple]]:
+    """(what, change, where) for each wrong value of ``value``, and of its items down to MAX_DEPTH:
+    a decision changed (a flag flipped, another label, a number plus one, a list's last item
+    dropped), never its form (a key left out is a slip the learner's own run shows, not a rule)."""
     where = "".join(f"[{step!r}]" for step in path) or "the result"
     found: list[tuple[str, Callable[[Any], Any], tuple]] = []
     if isinstance(value, bool):
@@ -123,7 +131,10 @@ def _changes(value: Any, labels: set[str], path: tuple = ()) -> list[tuple[str, 
     elif isinstance(value, (int, float)) and math.isfinite(value):
         found.append((f"{where} plus 1", lambda v: v + 1, path))
     elif isinstance(value, str):
-        found += [(f"{where} {other!r}", lambda v, other=other: other, path) for other in sorted(labels - {value})]
+        found += [
+            (f"{where} {other!r}", lambda v, other=other: other, path)
+            for other in sorted(labels - {value})
+        ]
     elif isinstance(value, dict) and len(path) < MAX_DEPTH:
         for key in value:
             found += _changes(value[key], labels, (*path, key))
@@ -140,16 +151,27 @@ def wrong_outcomes(example: Outcome, labels: set[str]) -> list[Wrong]:
         wrong = [Wrong("returns None", lambda o: Outcome(None))]
         for kind in (ValueError, TypeError):
             if not isinstance(example.error, kind):
-                wrong.append(Wrong(f"raises {kind.__name__}", lambda o, kind=kind: Outcome(error=kind("a wrong answer"))))
+                wrong.append(
+                    Wrong(
+                        f"raises {kind.__name__}",
+                        lambda o, kind=kind: Outcome(error=kind("a wrong answer")),
+                    )
+                )
         return wrong
     wrong = [Wrong("raises ValueError", lambda o: Outcome(error=ValueError("a wrong answer")))]
     for what, change, path in _changes(example.value, labels):
-        wrong.append(Wrong(f"returns {what}", lambda o, change=change, path=path: Outcome(_replaced(o.value, path, change))))
+        wrong.append(
+            Wrong(
+                f"returns {what}",
+                lambda o, change=change, path=path: Outcome(_replaced(o.value, path, change)),
+            )
+        )
     return wrong
 
 
 def _labels(value: Any, found: set[str], depth: int = 0) -> None:
-    """The strings a reference answer returned (a verdict's labels): another one is a wrong value."""
+    """The strings a reference answer returned (a verdict's labels): another one is a wrong
+    value."""
     if isinstance(value, str):
         found.add(value)
     elif isinstance(value, dict) and depth <= MAX_DEPTH:
@@ -179,7 +201,12 @@ class Probe:
     Its calls are classed once ``classes`` is learned (``learn``) from the calls of the baseline."""
 
     def __init__(self, name: str, reference: Callable, literals: frozenset[str], kinds_apart: bool):
-        self.name, self.reference, self.literals, self.kinds_apart = name, reference, literals, kinds_apart
+        self.name, self.reference, self.literals, self.kinds_apart = (
+            name,
+            reference,
+            literals,
+            kinds_apart,
+        )
         self.classes: Classes | None = None
         self.calls: list[Call] | None = None
         self.target: Target | None = None
@@ -215,14 +242,20 @@ class Cell:
 
 def _defines(source: str) -> set[str]:
     try:
-        return {node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)}
+        return {
+            node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)
+        }
     except SyntaxError:
         return set()
 
 
 def _literals(source: str) -> frozenset[str]:
     try:
-        return frozenset(n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+        return frozenset(
+            n.value
+            for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        )
     except SyntaxError:
         return frozenset()
 
@@ -286,8 +319,10 @@ class Gap:
 
     def line(self) -> str:
         return (
-            f"{self.grade_id}: idea {self.idea!r} ({self.points:g} point(s)) grades calls where {self.fact} and the "
-            f"answer {self.result}, such as {self.example}; no public check does: an answer that {self.wrong} on them "
+            f"{self.grade_id}: idea {self.idea!r} ({self.points:g} point(s)) grades calls "
+            f"where {self.fact} and the "
+            f"answer {self.result}, such as {self.example}; no public check does: an "
+            f"answer that {self.wrong} on them "
             f"passes every public check and fails the idea ({self.said})"
         )
 
@@ -295,15 +330,26 @@ class Gap:
 def _said_part(value: Any) -> str:
     if isinstance(value, tuple) and value[:1] == ("str",):
         return repr(value[1]) if len(value) > 1 else "a string"
-    return repr(value) if value is None or isinstance(value, bool) else f"a {value}" if isinstance(value, str) else repr(value)
+    return (
+        repr(value)
+        if value is None or isinstance(value, bool)
+        else f"a {value}"
+        if isinstance(value, str)
+        else repr(value)
+    )
 
 
 def said_decision(shaped: Any) -> str:
-    """An outcome's shape (``Outcome.shaped``) in words: ``returns {'can_overlap': False, 'reasons': a list}``."""
+    """An outcome's shape (``Outcome.shaped``) in words: ``returns {'can_overlap': False, 'reasons':
+    a list}``."""
     if shaped[0] == "raises":
         return f"raises {shaped[1]}"
     if shaped[1] == "dict":
-        return "returns {" + ", ".join(f"{key!r}: {_said_part(item)}" for key, item in sorted(shaped[2], key=repr)) + "}"
+        return (
+            "returns {"
+            + ", ".join(f"{key!r}: {_said_part(item)}" for key, item in sorted(shaped[2], key=repr))
+            + "}"
+        )
     value = shaped[1]
     return f"returns {_said_part(value)}" if not (isinstance(value, str)) else f"returns a {value}"
 
@@ -336,7 +382,8 @@ def _try(cell: Cell, target: Target, wrong: Wrong, check: Callable[[], None]) ->
 
 @dataclass
 class Baseline:
-    """Every call the reference answer got: from each idea (by its id), and from the public checks."""
+    """Every call the reference answer got: from each idea (by its id), and from the public
+    checks."""
 
     by_idea: dict[str, list[Call]]
     public: list[Call]
@@ -353,31 +400,44 @@ def _baseline(cell: Cell, report: CellReport) -> Baseline:
     for item in cell.spec.ideas:
         said, ideas[item.id] = _recorded(cell, item.check)
         if said:
-            report.problems.append(f"{cell.grade_id}: the reference answer fails idea {item.id!r}: {said}")
+            report.problems.append(
+                f"{cell.grade_id}: the reference answer fails idea {item.id!r}: {said}"
+            )
     for case in cell.public:
         said, calls = _recorded(cell, case.check)
         public += calls
         if said:
-            report.problems.append(f"{cell.grade_id}: the reference answer fails the public check {case.label!r}: {said}")
+            report.problems.append(
+                f"{cell.grade_id}: the reference answer fails the public check "
+                f"{case.label!r}: {said}"
+            )
     baseline = Baseline(ideas, public)
     graded = baseline.graded()
     for name, probe in cell.probes.items():
-        mine = [call for call in graded if call.name == name], [call for call in public if call.name == name]
+        mine = (
+            [call for call in graded if call.name == name],
+            [call for call in public if call.name == name],
+        )
         probe.classes = learn(probe.reference, *mine, probe.literals, probe.kinds_apart)
         for call in mine[0] + mine[1]:
             call.classed(probe.classes)
     return baseline
 
 
-def _distinct(targets: dict[Target, Call], graded: list[Call], public: list[Call]) -> list[tuple[Target, Call]]:
-    """One target for each set of calls, with its example call: two facts that hold on the same calls
-    of the idea and of the public checks make the same wrong answers, which fail the same checks
-    (``has the key 'name'`` on every call is ``any arguments``). Any arguments first, then the facts
-    in their order."""
+def _distinct(
+    targets: dict[Target, Call], graded: list[Call], public: list[Call]
+) -> list[tuple[Target, Call]]:
+    """One target for each set of calls, with its example call: two facts that hold on the same
+    calls of the idea and of the public checks make the same wrong answers, which fail the same
+    checks (``has the key 'name'`` on every call is ``any arguments``). Any arguments first, then
+    the facts in their order."""
     kept: list[tuple[Target, Call]] = []
     extents = set()
     for target, example in sorted(targets.items(), key=lambda item: item[0].fact != ANY):
-        extent = (tuple(call.within(target) for call in graded), tuple(call.within(target) for call in public))
+        extent = (
+            tuple(call.within(target) for call in graded),
+            tuple(call.within(target) for call in public),
+        )
         if extent not in extents:
             extents.add(extent)
             kept.append((target, example))
@@ -414,19 +474,34 @@ def check_cell(cell: Cell) -> CellReport:
                     continue
                 failed_any, report.graded = True, report.graded + 1
                 mark = (target, wrong.describe)
-                if mark not in caught:  # a public check that never makes such a call cannot go red: it runs all the same
-                    caught[mark] = any(_try(cell, target, wrong, case.check) is not None for case in cell.public)
-                    assert seen or not caught[mark], f"{target}: a public check went red on calls it does not make"
+                # a public check that never makes such a call cannot go red: it runs all the same
+                if mark not in caught:
+                    caught[mark] = any(
+                        _try(cell, target, wrong, case.check) is not None for case in cell.public
+                    )
+                    assert seen or not caught[mark], (
+                        f"{target}: a public check went red on calls it does not make"
+                    )
                 if not caught[mark]:
-                    found = Gap(cell.grade_id, item.id, item.points, said_fact(target.fact), said_result(example.outcome),
-                                example.written(), wrong.describe, said, said_decision(target.result))  # fmt: skip
+                    found = Gap(
+                        cell.grade_id,
+                        item.id,
+                        item.points,
+                        said_fact(target.fact),
+                        said_result(example.outcome),
+                        example.written(),
+                        wrong.describe,
+                        said,
+                        said_decision(target.result),
+                    )
                     report.gaps.append(found)
                     if target.fact == ANY:
                         whole.add((target.name, target.result))
                     break  # one wrong answer shows it
         if not failed_any:
             report.problems.append(
-                f"{cell.grade_id}: no wrong answer on the calls of idea {item.id!r} makes it fail: the check cannot see its asserts"
+                f"{cell.grade_id}: no wrong answer on the calls of idea {item.id!r} makes "
+                "it fail: the check cannot see its asserts"
             )
     return report
 
@@ -440,7 +515,14 @@ def course_reports(paths: list[Path]) -> list[CellReport]:
             try:
                 cell = load_cell(test, found.solutions)
             except Exception as exc:
-                reports.append(CellReport(test.grade_id, problems=[f"{test.grade_id}: cannot be loaded ({type(exc).__name__}: {exc})"]))
+                reports.append(
+                    CellReport(
+                        test.grade_id,
+                        problems=[
+                            f"{test.grade_id}: cannot be loaded ({type(exc).__name__}: {exc})"
+                        ],
+                    )
+                )
                 continue
             reports.append(check_cell(cell))
     return reports
@@ -456,15 +538,21 @@ def rule_problems(paths: list[Path]) -> list[str]:
     reports = course_reports(paths)
     gaps = [gap for report in reports for gap in report.gaps]
     problems = [problem for report in reports for problem in report.problems]
-    return problems + [line + " (add a public case for it to the TODO's test cell)" for line in summarized(gaps)]
+    return problems + [
+        line + " (add a public case for it to the TODO's test cell)" for line in summarized(gaps)
+    ]
 
 
 def print_rules(course, say: Callable[[str], None] = print) -> bool:
-    """``python -m autograde rules``: each grade cell's counts, then every gap and problem. True when there is none."""
+    """``python -m autograde rules``: each grade cell's counts, then every gap and problem. True
+    when there is none."""
     reports = course_reports(course.source_paths())
     for report in reports:
-        say(f"{report.grade_id}: {report.targets} kind(s) of call graded, {report.tried} wrong answer(s) run, "
-            f"{report.graded} failed an idea, {len(report.gaps)} kind(s) unchecked in public")  # fmt: skip
+        say(
+            f"{report.grade_id}: {report.targets} kind(s) of call graded, {report.tried} "
+            "wrong answer(s) run, "
+            f"{report.graded} failed an idea, {len(report.gaps)} kind(s) unchecked in public"
+        )
     gaps = [gap for report in reports for gap in report.gaps]
     lines = [problem for report in reports for problem in report.problems] + summarized(gaps)
     say("\n".join(lines) if lines else "every graded rule is checked in public")

@@ -64,7 +64,9 @@ def course_digest(course: Course) -> str:
     digest = hashlib.sha256(course.sources_digest().encode())
     package = Path(__file__).resolve().parents[1]
     for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(
+            path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0"
+        )
     return digest.hexdigest()[:20]
 
 
@@ -98,7 +100,9 @@ def _where() -> str:
         return socket.gethostname()
 
 
-def _ready(course: Course, digest: str, settings: TaskSettings, shipped: bytes | None = None) -> tuple[Path, Path]:
+def _ready(
+    course: Course, digest: str, settings: TaskSettings, shipped: bytes | None = None
+) -> tuple[Path, Path]:
     """Check this worker can grade (same course and grader, sandbox working unless the
     instructor turned it off), have the grading master for this course version (the one the
     instructor's machine built, ``shipped`` as a tar.gz before the batch, kept when it verifies
@@ -120,7 +124,8 @@ def _ready(course: Course, digest: str, settings: TaskSettings, shipped: bytes |
         if shipped and not Out(base).master_digest.is_file():
             with tarfile.open(fileobj=io.BytesIO(shipped), mode="r:gz") as archive:
                 archive.extractall(base, filter="data")
-        master = grading_master(course, base)  # verifies sources and tree digests; rebuilds when they differ
+        # verifies sources and tree digests; rebuilds when they differ
+        master = grading_master(course, base)
         if settings.sandbox:
             limits = Limits(settings.memory_limit, settings.process_limit)
             key = (str(base), limits, environment.bwrap())
@@ -128,12 +133,14 @@ def _ready(course: Course, digest: str, settings: TaskSettings, shipped: bytes |
                 _PROBED[key] = probe(Out(base).sandbox, limits)
             if _PROBED[key]:
                 raise WorkerRefused(
-                    f"worker {_where()} cannot run the grading sandbox: {_PROBED[key]}. It refuses to "
+                    f"worker {_where()} cannot run the grading sandbox: {_PROBED[key]}. "
+                    "It refuses to "
                     "grade untrusted submissions unsandboxed: give this machine user namespaces "
                     "(bubblewrap), or grade code you trust with --no-sandbox"
                 )
         (base / "tasks").mkdir(exist_ok=True)
-        for folder in (base / "tasks").iterdir():  # a task whose lock nobody holds belonged to a worker that died
+        # a task whose lock nobody holds belonged to a worker that died
+        for folder in (base / "tasks").iterdir():
             with _unused(folder) as free:
                 if free:
                     _remove(folder)
@@ -183,14 +190,16 @@ def _is_unused(folder: Path) -> bool:
 
 
 def worker_check(digest: str, settings: TaskSettings, shipped: bytes | None = None) -> str:
-    """Run on each worker before a batch: raises WorkerRefused when it cannot grade. Returns the worker."""
+    """Run on each worker before a batch: raises WorkerRefused when it cannot grade. Returns the
+    worker."""
     course = Course.load()
     _ready(course, digest, settings, shipped)
     return _where()
 
 
 def pack_master(out: Path) -> bytes:
-    """The instructor's grading master (in OUT, with its digest record) as a tar.gz, laid out as in OUT."""
+    """The instructor's grading master (in OUT, with its digest record) as a tar.gz, laid out as in
+    OUT."""
     buffer = io.BytesIO()
     layout = Out(out)
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
@@ -218,10 +227,10 @@ def _called_off():
 
 
 def grade_task(task: Task) -> dict:
-    """Grade one student on this worker (``task``: the student, the course version, the limits and the
-    notebooks' bytes). Returns its ``Answer`` as plain data (``Answer.to_wire``): per notebook, whether
-    it ran, its record fields decided here (status and detail of one that did not run, notes on repaired
-    cells), the kill flag, the grading log, seconds, and the job's files."""
+    """Grade one student on this worker (``task``: the student, the course version, the limits and
+    the notebooks' bytes). Returns its ``Answer`` as plain data (``Answer.to_wire``): per notebook,
+    whether it ran, its record fields decided here (status and detail of one that did not run, notes
+    on repaired cells), the kill flag, the grading log, seconds, and the job's files."""
     from ..model import Options
     from ..run.student import job_settings, run_student
 
@@ -233,16 +242,30 @@ def grade_task(task: Task) -> dict:
     layout = Out(folder, course.assignment)  # the task's folder, laid out as OUT
     try:
         layout.work.mkdir()
-        layout.worker_settings.write_text(json.dumps(job_settings(course, master, Out(base).sandbox, options).to_json()))
+        layout.worker_settings.write_text(
+            json.dumps(job_settings(course, master, Out(base).sandbox, options).to_json())
+        )
         entries = []
         for notebook, data in task.notebooks:
             path = folder / "in" / f"{notebook}.ipynb"
             path.parent.mkdir(exist_ok=True)
             path.write_bytes(data)
-            entries.append((new_record(task.student, notebook).but(submission=task.submission or None), path))
+            entries.append(
+                (new_record(task.student, notebook).but(submission=task.submission or None), path)
+            )
         layout.work_of(task.student).mkdir()
         collected = _Collected(Answer(task.student, _where()), course.assignment)
-        run_student(course, master, folder, task.student, entries, options, collected.finished, collected.fail, _called_off())
+        run_student(
+            course,
+            master,
+            folder,
+            task.student,
+            entries,
+            options,
+            collected.finished,
+            collected.fail,
+            _called_off(),
+        )
         return collected.answer.to_wire()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -250,8 +273,8 @@ def grade_task(task: Task) -> dict:
 
 
 def _task_folder(base: Path) -> tuple[Path, io.TextIOWrapper]:
-    """A new task's folder under ``base``, and its lock, held: made and locked under the base lock, so that
-    a sweep never takes a live task's folder."""
+    """A new task's folder under ``base``, and its lock, held: made and locked under the base lock,
+    so that a sweep never takes a live task's folder."""
     with _flock(Out(base).lock):
         folder = base / "tasks" / uuid.uuid4().hex
         folder.mkdir(parents=True)
@@ -262,8 +285,8 @@ def _task_folder(base: Path) -> tuple[Path, io.TextIOWrapper]:
 
 @dataclass
 class _Collected:
-    """A task's answer as its notebooks finish: each run one's files, log and seconds (its job folder then
-    removed), each one that did not run its status and detail."""
+    """A task's answer as its notebooks finish: each run one's files, log and seconds (its job
+    folder then removed), each one that did not run its status and detail."""
 
     answer: Answer
     assignment: str
@@ -273,35 +296,70 @@ class _Collected:
         from ..run.student import elapsed_since
 
         files = {}
-        for name, relative in JobFolder(job, self.assignment).returned(self.answer.student, record.notebook).items():
+        for name, relative in (
+            JobFolder(job, self.assignment).returned(self.answer.student, record.notebook).items()
+        ):
             path = job / relative
-            # a file over the size the parent would read anyway is not sent (the parent reports it missing)
-            files[name] = path.read_bytes() if path.is_file() and path.stat().st_size <= MAX_GRADED_BYTES else None
+            # a file over the size the parent would read anyway is not sent (the parent reports it
+            # missing)
+            files[name] = (
+                path.read_bytes()
+                if path.is_file() and path.stat().st_size <= MAX_GRADED_BYTES
+                else None
+            )
         notes = tuple(record.matching_notes or ())
-        item = NotebookAnswer(record.notebook, True, bool(killed), log[-MAX_LOG:], elapsed_since(job), notes, record.edition or "en", files)
+        item = NotebookAnswer(
+            record.notebook,
+            True,
+            bool(killed),
+            log[-MAX_LOG:],
+            elapsed_since(job),
+            notes,
+            record.edition or "en",
+            files,
+        )
         self.answer.notebooks.append(item)
         shutil.rmtree(job, ignore_errors=True)
 
     def fail(self, record: Record) -> None:
         notes = tuple(record.matching_notes or ())
-        self.answer.notebooks.append(NotebookAnswer(record.notebook, False, matching_notes=notes, status=record.status, detail=record.detail))
+        self.answer.notebooks.append(
+            NotebookAnswer(
+                record.notebook,
+                False,
+                matching_notes=notes,
+                status=record.status,
+                detail=record.detail,
+            )
+        )
 
 
 # ---------------------------------------------------------------- parent side
 def _security(options):
-    files = {"--tls-ca-file": options.tls_ca_file, "--tls-cert": options.tls_cert, "--tls-key": options.tls_key}
+    files = {
+        "--tls-ca-file": options.tls_ca_file,
+        "--tls-cert": options.tls_cert,
+        "--tls-key": options.tls_key,
+    }
     given = {flag: value for flag, value in files.items() if value}
     if not given:
-        return None  # plain tcp://, or TLS set up in the Dask configuration (distributed.comm.tls.*)
+        # plain tcp://, or TLS set up in the Dask configuration (distributed.comm.tls.*)
+        return None
     if len(given) != len(files):
-        raise UnusableInput(f"TLS needs all of {', '.join(files)} (missing {', '.join(f for f in files if f not in given)})")
+        raise UnusableInput(
+            f"TLS needs all of {', '.join(files)} (missing "
+            f"{', '.join(f for f in files if f not in given)})"
+        )
     for flag, value in given.items():
         if not Path(value).is_file():
             raise UnusableInput(f"{flag} {value}: no such file")
     from distributed.security import Security
 
     return Security(
-        tls_ca_file=str(options.tls_ca_file), tls_client_cert=str(options.tls_cert), tls_client_key=str(options.tls_key), require_encryption=True
+        tls_ca_file=str(options.tls_ca_file),
+        tls_client_cert=str(options.tls_cert),
+        tls_client_key=str(options.tls_key),
+        require_encryption=True,
     )
 
 
@@ -311,18 +369,26 @@ def connect(options):
 
     security = _security(options)
     if security is not None and not options.scheduler.startswith("tls://"):
-        raise UnusableInput(f"--tls-* given, but the scheduler address {options.scheduler} is not a tls:// address")
+        raise UnusableInput(
+            f"--tls-* given, but the scheduler address {options.scheduler} is not a tls:// address"
+        )
     try:
-        return Client(options.scheduler, security=security, timeout=CONNECT_SECONDS, set_as_default=False)
+        return Client(
+            options.scheduler, security=security, timeout=CONNECT_SECONDS, set_as_default=False
+        )
     except TypeError as exc:  # distributed's word for a tls:// address without TLS settings
         raise UnusableInput(
-            f"cannot reach the Dask scheduler at {options.scheduler}: it speaks TLS; give --tls-ca-file, "
-            f"--tls-cert and --tls-key (or set distributed.comm.tls in the Dask configuration) ({exc})"
+            f"cannot reach the Dask scheduler at {options.scheduler}: it speaks TLS; give "
+            "--tls-ca-file, "
+            "--tls-cert and --tls-key (or set distributed.comm.tls in the Dask "
+            f"configuration) ({exc})"
         ) from None
     except (OSError, TimeoutError, ValueError) as exc:
         raise UnusableInput(
-            f"cannot reach the Dask scheduler at {options.scheduler}: {type(exc).__name__}: {exc}. Start "
-            "one with `dask scheduler`, and workers with `dask worker ADDRESS` (see docs/instructors.md)"
+            f"cannot reach the Dask scheduler at {options.scheduler}: "
+            f"{type(exc).__name__}: {exc}. Start "
+            "one with `dask scheduler`, and workers with `dask worker ADDRESS` (see "
+            "docs/instructors.md)"
         ) from None
 
 
@@ -331,10 +397,12 @@ def task_settings(options) -> TaskSettings:
 
 
 def make_task(student: str, items: list[tuple], digest: str, settings: TaskSettings) -> Task:
-    """A student's task: the notebooks' bytes, and the digest of the student's whole submission (the salt of
-    its hidden inputs: ledger.store.submission_digest)."""
+    """A student's task: the notebooks' bytes, and the digest of the student's whole submission (the
+    salt of its hidden inputs: ledger.store.submission_digest)."""
     notebooks = tuple((item[0], item[1].read_bytes()) for item in items)
-    return Task(student, digest, settings, notebooks, getattr(items[0], "submission", "") if items else "")
+    return Task(
+        student, digest, settings, notebooks, getattr(items[0], "submission", "") if items else ""
+    )
 
 
 class Workers(NamedTuple):
@@ -375,7 +443,9 @@ def _usable_workers(client, digest: str, settings: TaskSettings, shipped: bytes)
         except Exception as exc:
             refused[address] = str(exc) or type(exc).__name__
     if not usable:
-        raise UnusableInput("no Dask worker can grade:\n" + "\n".join(f"  {a}: {why}" for a, why in refused.items()))
+        raise UnusableInput(
+            "no Dask worker can grade:\n" + "\n".join(f"  {a}: {why}" for a, why in refused.items())
+        )
     return Workers(usable, refused)
 
 
@@ -387,7 +457,8 @@ def check_outcome(outcome, points: dict[str, float], manual_ids: set[str]) -> Jo
 
 
 def check_result(result, student: str, names: set[str], file_limit: int) -> list[NotebookAnswer]:
-    """The notebooks of a worker's answer, once its shape is what grade_task returns (else MalformedResult)."""
+    """The notebooks of a worker's answer, once its shape is what grade_task returns (else
+    MalformedResult)."""
     return Answer.read(result, student, names, file_limit).notebooks
 
 
@@ -398,14 +469,18 @@ class ClusterExecutor:
 
     def check(self, options) -> None:
         if not options.scheduler:
-            raise ValueError("the cluster executor needs options.scheduler (a Dask scheduler's address)")
+            raise ValueError(
+                "the cluster executor needs options.scheduler (a Dask scheduler's address)"
+            )
 
     def prestart(self) -> None:
         pass  # the workers are the cluster's
 
     def sandbox(self, out: Path, options) -> SandboxInfo:
         if options.sandbox:
-            return SandboxInfo(enabled=True, isolation="bubblewrap on every worker (each checked before the batch)")
+            return SandboxInfo(
+                enabled=True, isolation="bubblewrap on every worker (each checked before the batch)"
+            )
         from ..grading import sandbox_settings
 
         return sandbox_settings(out, options)  # the warning that submissions run unsandboxed
@@ -413,12 +488,31 @@ class ClusterExecutor:
     def prepare(self, course: Course, master: Path, out: Path, options) -> None:
         pass  # each worker writes its own (grade_task)
 
-    def run(self, course: Course, master: Path, out: Path, by_student: dict, options, done, fault, secrets: dict[str, str]) -> Ran:
-        return grade_on_cluster(course, out, by_student, options, done, fault, secrets, course_digest(course))
+    def run(
+        self,
+        course: Course,
+        master: Path,
+        out: Path,
+        by_student: dict,
+        options,
+        done,
+        fault,
+        secrets: dict[str, str],
+    ) -> Ran:
+        return grade_on_cluster(
+            course, out, by_student, options, done, fault, secrets, course_digest(course)
+        )
 
 
 def grade_on_cluster(
-    course: Course, out: Path, by_student: dict[str, list[tuple[str, Path, str]]], options, done, fault, secrets: dict[str, str], digest: str
+    course: Course,
+    out: Path,
+    by_student: dict[str, list[tuple[str, Path, str]]],
+    options,
+    done,
+    fault,
+    secrets: dict[str, str],
+    digest: str,
 ) -> Ran:
     """Grade ``by_student`` on the cluster; each notebook is recorded here as its student's task
     returns (``done(record)``), a failed task goes to ``fault(student, items, exc)``. Returns
@@ -442,38 +536,65 @@ def grade_on_cluster(
         futures = {}
         for student, items in by_student.items():
             # retries: a task that raised runs once more (a worker that died is the scheduler's
-            # business: it reruns that worker's tasks elsewhere, up to distributed.scheduler.allowed-failures)
+            # business: it reruns that worker's tasks elsewhere, up to
+            # distributed.scheduler.allowed-failures)
             future = client.submit(
-                grade_task, make_task(student, items, digest, settings), pure=False, retries=1, key=f"autograde-{uuid.uuid4().hex[:12]}", **where
+                grade_task,
+                make_task(student, items, digest, settings),
+                pure=False,
+                retries=1,
+                key=f"autograde-{uuid.uuid4().hex[:12]}",
+                **where,
             )
             futures[future] = (student, items)
         try:
             for future in as_completed(futures, loop=client.loop):
                 student, items = futures[future]
                 try:
-                    answer = check_result(future.result(), student, {item[0] for item in items}, file_limit)
-                    outcomes = {item.notebook: check_outcome(_load_outcome(item), points, manual_ids) for item in answer}
-                except Exception as exc:  # the task failed, or its answer is malformed: not saved, graded next run
+                    answer = check_result(
+                        future.result(), student, {item[0] for item in items}, file_limit
+                    )
+                    outcomes = {
+                        item.notebook: check_outcome(_load_outcome(item), points, manual_ids)
+                        for item in answer
+                    }
+                # the task failed, or its answer is malformed: not saved, graded next run
+                except Exception as exc:
                     fault(student, items, exc)
                     continue
                 kept = set()
                 try:
-                    for record in _records_of(course, out, student, items, answer, outcomes, options, secrets):
+                    for record in _records_of(
+                        course, out, student, items, answer, outcomes, options, secrets
+                    ):
                         kept.add(record.notebook)
                         records.append(record)
                         done(record)
-                except Exception as exc:  # a fault here, as one in a local grading thread: the rest get error rows
+                # a fault here, as one in a local grading thread: the rest get error rows
+                except Exception as exc:
                     fault(student, [i for i in items if i[0] not in kept], exc)
         except BaseException:
             client.cancel(list(futures))
             raise
-        return Ran(records, ClusterInfo(options.scheduler, len(usable), refused, options.scheduler.startswith("tls://")))
+        return Ran(
+            records,
+            ClusterInfo(
+                options.scheduler, len(usable), refused, options.scheduler.startswith("tls://")
+            ),
+        )
     finally:
         client.close()
 
 
 def _records_of(
-    course: Course, out: Path, student: str, items: list[tuple], answer: list[NotebookAnswer], outcomes: dict[str, JobOutcome], options, secrets
+    course: Course,
+    out: Path,
+    student: str,
+    items: list[tuple],
+    answer: list[NotebookAnswer],
+    outcomes: dict[str, JobOutcome],
+    options,
+    secrets,
 ):
     """Each notebook of a checked answer as a local run records it: the job folder rebuilt
     from the returned files, then record, feedback page and kept notebooks by grading.finish_record,
@@ -487,14 +608,19 @@ def _records_of(
     try:
         for notebook, path, fingerprint, *whole in items:
             item = by_name[notebook]
-            record = new_record(student, notebook, file=safe_text(path.name), fingerprint=fingerprint)
+            record = new_record(
+                student, notebook, file=safe_text(path.name), fingerprint=fingerprint
+            )
             record = record.but(
                 submission=whole[0] if whole else None,
                 matching_notes=tuple(safe_text(note) for note in item.matching_notes) or None,
-                edition=item.edition,  # the edition the worker graded it in (check_result checked it)
+                # the edition the worker graded it in (check_result checked it)
+                edition=item.edition,
             )
             if not item.ran:
-                yield save_record(out, record.but(status=item.status, detail=safe_text(item.detail or "")), 0.0)
+                yield save_record(
+                    out, record.but(status=item.status, detail=safe_text(item.detail or "")), 0.0
+                )
                 continue
             job = layout.job(student, notebook)
             shutil.rmtree(job.root, ignore_errors=True)
@@ -502,13 +628,27 @@ def _records_of(
                 if item.files[name] is not None:
                     (job.root / relative).parent.mkdir(parents=True, exist_ok=True)
                     (job.root / relative).write_bytes(item.files[name])
-            try:  # answers changed since the copy graded last time (a person's score on one is flagged)
-                changed = changed_answers(layout.submitted(student, notebook), nbformat.read(job.submitted(student, notebook), as_version=4))
+            # answers changed since the copy graded last time (a person's score on one is flagged)
+            try:
+                changed = changed_answers(
+                    layout.submitted(student, notebook),
+                    nbformat.read(job.submitted(student, notebook), as_version=4),
+                )
             except Exception:
                 changed = None
             if changed is not None:
                 record = record.but(changed_answers=tuple(changed))
-            record = finish_record(course, out, record, job.root, outcomes[notebook], item.killed, item.log, options, secrets)
+            record = finish_record(
+                course,
+                out,
+                record,
+                job.root,
+                outcomes[notebook],
+                item.killed,
+                item.log,
+                options,
+                secrets,
+            )
             yield save_record(out, record, float(item.seconds))
             shutil.rmtree(job.root, ignore_errors=True)
     finally:

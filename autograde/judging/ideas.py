@@ -57,7 +57,10 @@ import nbformat
 
 from ..model import JsonRecord
 
-HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
+HIDDEN = re.compile(
+    r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS[ " r"\t]*\n?",
+    re.S | re.M,
+)
 IDEA_ID = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
 
 
@@ -101,9 +104,11 @@ class HiddenTests:
 # renders the key's translation with the values: nothing is matched against text, and the cells are
 # the same in every edition.
 
-MESSAGE_CALL = "__course_said__"  # the names a compiled cell calls to make a message and keep a value
+# the names a compiled cell calls to make a message and keep a value
+MESSAGE_CALL = "__course_said__"
 VALUE_CALL = "__course_value__"
-NOT_MESSAGES = {"idea", "uses", "hidden_random", "case"}  # calls whose text arguments are not messages
+# calls whose text arguments are not messages
+NOT_MESSAGES = {"idea", "uses", "hidden_random", "case"}
 
 
 class Said(str):
@@ -122,7 +127,10 @@ class Said(str):
         return said
 
     def to_json(self) -> dict:
-        data = {"t": self.template, "v": [v.to_json() if type(v) is Said else str(v) for v in self.values]}
+        data = {
+            "t": self.template,
+            "v": [v.to_json() if type(v) is Said else str(v) for v in self.values],
+        }
         return {**data, "plain": True} if self.plain else data
 
 
@@ -149,7 +157,10 @@ def render_message(data, words: dict[str, str] | None = None, limit: int = 400) 
     translated = words.get(template, template)
     if data.get("plain"):
         return translated
-    values = [render_message(v, words, limit) if isinstance(v, dict) else str(v)[:limit] for v in data.get("v", [])]
+    values = [
+        render_message(v, words, limit) if isinstance(v, dict) else str(v)[:limit]
+        for v in data.get("v", [])
+    ]
     try:
         if _fields(translated) == _fields(template):
             return translated.format(*values)
@@ -168,8 +179,8 @@ def _fields(template: str) -> set[str]:
 
 @dataclass(frozen=True)
 class Comment:
-    """A comment of a source: the column of its ``#``, its text (the ``#`` kept), and whether its line
-    holds nothing else."""
+    """A comment of a source: the column of its ``#``, its text (the ``#`` kept), and whether its
+    line holds nothing else."""
 
     column: int
     text: str
@@ -183,7 +194,8 @@ class Comments:
     by_line: dict[int, Comment]
 
     def alone(self, line: int) -> str | None:
-        """The comment of ``line`` when the line holds nothing else (None: it holds code, or no comment)."""
+        """The comment of ``line`` when the line holds nothing else (None: it holds code, or no
+        comment)."""
         found = self.by_line.get(line)
         return found.text if found and found.alone else None
 
@@ -194,7 +206,8 @@ class Comments:
 
 
 def source_comments(source: str) -> Comments | None:
-    """The comments of ``source`` (a ``#`` inside a string is no comment); None when it does not tokenize."""
+    """The comments of ``source`` (a ``#`` inside a string is no comment); None when it does not
+    tokenize."""
     lines = source.split("\n")
     found = {}
     try:
@@ -217,11 +230,16 @@ def docstrings(source: str) -> list[tuple[int, int, int, int, str]]:
         return []
     lines, found = source.split("\n"), []
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and ast.get_docstring(node) is not None:
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and ast.get_docstring(node) is not None
+        ):
             value = node.body[0].value
             start = len(lines[value.lineno - 1].encode()[: value.col_offset].decode())
             end = len(lines[value.end_lineno - 1].encode()[: value.end_col_offset].decode())
-            found.append((value.lineno - 1, start, value.end_lineno - 1, end, ast.get_docstring(node)))
+            found.append(
+                (value.lineno - 1, start, value.end_lineno - 1, end, ast.get_docstring(node))
+            )
     return sorted(found)
 
 
@@ -257,7 +275,8 @@ def is_text(text: str | None) -> bool:
 
 
 def message_template(node: ast.expr) -> str | None:
-    """A string literal's text, or an f-string as a template with ``{0}``, ``{1}``... for its values."""
+    """A string literal's text, or an f-string as a template with ``{0}``, ``{1}``... for its
+    values."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
@@ -278,7 +297,10 @@ def message_nodes(tree: ast.AST) -> list[ast.expr]:
     spec, and the arguments of ``idea``, ``uses``, ``hidden_random`` and ``case``."""
     skip: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+        if (
+            isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.body
+        ):
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                 skip.add(id(first.value))
@@ -287,13 +309,23 @@ def message_nodes(tree: ast.AST) -> list[ast.expr]:
         elif isinstance(node, ast.FormattedValue) and node.format_spec is not None:
             skip |= {id(n) for n in ast.walk(node.format_spec)}
         elif isinstance(node, ast.Call):
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            name = (
+                node.func.attr
+                if isinstance(node.func, ast.Attribute)
+                else getattr(node.func, "id", "")
+            )
             if name in NOT_MESSAGES:
-                skip |= {id(n) for arg in [*node.args, *(k.value for k in node.keywords)] for n in ast.walk(arg)}
+                skip |= {
+                    id(n)
+                    for arg in [*node.args, *(k.value for k in node.keywords)]
+                    for n in ast.walk(arg)
+                }
     return [
         node
         for node in ast.walk(tree)
-        if isinstance(node, (ast.Constant, ast.JoinedStr)) and id(node) not in skip and is_text(message_template(node))
+        if isinstance(node, (ast.Constant, ast.JoinedStr))
+        and id(node) not in skip
+        and is_text(message_template(node))
     ]
 
 
@@ -319,7 +351,9 @@ class _Messages(ast.NodeTransformer):
         if not chosen:
             return node
         values = [
-            ast.Call(ast.Name(VALUE_CALL, ast.Load()), [v.value], []) if v.conversion == -1 and v.format_spec is None else ast.JoinedStr([v])
+            ast.Call(ast.Name(VALUE_CALL, ast.Load()), [v.value], [])
+            if v.conversion == -1 and v.format_spec is None
+            else ast.JoinedStr([v])
             for v in node.values
             if isinstance(v, ast.FormattedValue)
         ]
@@ -327,7 +361,9 @@ class _Messages(ast.NodeTransformer):
 
     @staticmethod
     def _call(template: str, values: list, plain: bool = False) -> ast.Call:
-        args = [ast.Constant(template), ast.Tuple(values, ast.Load())] + ([ast.Constant(True)] if plain else [])
+        args = [ast.Constant(template), ast.Tuple(values, ast.Load())] + (
+            [ast.Constant(True)] if plain else []
+        )
         return ast.Call(ast.Name(MESSAGE_CALL, ast.Load()), args, [])
 
 
@@ -339,14 +375,14 @@ def compile_cell(source: str, filename: str):
 
 
 def cell_scope(name: str, **given) -> dict[str, object]:
-    """The namespace a grade cell's code runs in (``compile_cell``): its module name, the calls its texts
-    became, and ``given``."""
+    """The namespace a grade cell's code runs in (``compile_cell``): its module name, the calls its
+    texts became, and ``given``."""
     return {"__name__": name, MESSAGE_CALL: Said, VALUE_CALL: _value, **given}
 
 
 def message_problems(source: str, where: str) -> list[str]:
-    """Failure messages the feedback cannot show translated: an assert without a message, or one
-    put together at run time (``+``, ``%``, ``.format``, ``.join``) rather than written as a text."""
+    """Failure messages the feedback cannot show translated: an assert without a message, or one put
+    together at run time (``+``, ``%``, ``.format``, ``.join``) rather than written as a text."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -361,9 +397,16 @@ def message_problems(source: str, where: str) -> list[str]:
             continue
         code = " ".join(ast.unparse(node).split())[:80]
         if msg is None:
-            problems.append(f"{where}: {code!r} has no message: say what is wrong, in the learner's terms")
-        elif isinstance(msg, ast.BinOp) or (isinstance(msg, ast.Call) and getattr(msg.func, "attr", "") in ("format", "join")):
-            problems.append(f"{where}: {code!r}: write its message as a text (a string or an f-string), so the catalog can translate it")
+            problems.append(
+                f"{where}: {code!r} has no message: say what is wrong, in the learner's terms"
+            )
+        elif isinstance(msg, ast.BinOp) or (
+            isinstance(msg, ast.Call) and getattr(msg.func, "attr", "") in ("format", "join")
+        ):
+            problems.append(
+                f"{where}: {code!r}: write its message as a text (a string or an "
+                "f-string), so the catalog can translate it"
+            )
     return problems
 
 
@@ -425,9 +468,14 @@ def load_public(source: str, grade_id: str = "?", given: dict | None = None) -> 
 
 
 def free_names(source: str) -> set[str]:
-    """The global names that ``source`` reads and neither defines nor imports (builtins excepted)."""
+    """The global names that ``source`` reads and neither defines nor imports (builtins
+    excepted)."""
     table = symtable.symtable(source, "<cell>", "exec")
-    defined = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    defined = {
+        s.get_name()
+        for s in table.get_symbols()
+        if s.is_assigned() or s.is_imported() or s.is_namespace()
+    }
     read: set[str] = set()
 
     def walk(scope: symtable.SymbolTable) -> None:
@@ -452,7 +500,10 @@ def check_public(spec: HiddenTests, public: str) -> list[str]:
     except SyntaxError as exc:
         return [f"{where}: do not parse ({exc})"]
     if outside:
-        return [f"{where}: read {sorted(outside)} from the notebook: import them in the cell, so the judge can run it"]
+        return [
+            f"{where}: read {sorted(outside)} from the notebook: import them in the cell, so "
+            "the judge can run it"
+        ]
     dummies = {name: _not_called for name in [*spec.uses, *spec.stand_ins]}
     try:
         cases = load_public(public, spec.grade_id, dummies)
@@ -464,14 +515,18 @@ def check_public(spec: HiddenTests, public: str) -> list[str]:
         if case.idea is None:
             problems.append(f"{where}: {case.label!r} names no idea (@checks.case(idea='...'))")
         elif case.idea not in graded:
-            problems.append(f"{where}: {case.label!r} names {case.idea!r}, which is not an idea of this cell")
+            problems.append(
+                f"{where}: {case.label!r} names {case.idea!r}, which is not an idea of this cell"
+            )
     for missing in sorted(graded - {case.idea for case in cases}):
         problems.append(f"{where}: no public check names the idea {missing!r}")
     return problems
 
 
 def _not_called(*args, **kwargs):
-    raise AssertionError("the open part of a grade cell must not call the learner's functions as it loads")
+    raise AssertionError(
+        "the open part of a grade cell must not call the learner's functions as it loads"
+    )
 
 
 def validate(spec: HiddenTests) -> list[str]:
@@ -479,7 +534,9 @@ def validate(spec: HiddenTests) -> list[str]:
     problems = []
     where = f"hidden tests of {spec.grade_id}"
     if not spec.uses:
-        problems.append(f"{where}: no uses('function', ...) line: the judge would not know what to call")
+        problems.append(
+            f"{where}: no uses('function', ...) line: the judge would not know what to call"
+        )
     if not spec.ideas:
         problems.append(f"{where}: no @idea(...) groups")
     seen = set()
@@ -495,14 +552,16 @@ def validate(spec: HiddenTests) -> list[str]:
             problems.append(f"{where}: idea {item.id!r} needs a sentence the learner can read")
     total = sum(item.points for item in spec.ideas)
     if spec.ideas and abs(total - spec.points) > 1e-9:
-        problems.append(f"{where}: the ideas add up to {total:g} points, the cell is worth {spec.points:g}")
+        problems.append(
+            f"{where}: the ideas add up to {total:g} points, the cell is worth {spec.points:g}"
+        )
     return problems
 
 
 @dataclass(frozen=True)
 class GradeCellTests(JsonRecord):
-    """One grade cell's tests, as the judge runs them (``judge.json`` keeps them so): its grade id, its
-    points, its hidden tests and its open part, the public checks."""
+    """One grade cell's tests, as the judge runs them (``judge.json`` keeps them so): its grade id,
+    its points, its hidden tests and its open part, the public checks."""
 
     grade_id: str
     points: float
@@ -511,12 +570,18 @@ class GradeCellTests(JsonRecord):
 
     @classmethod
     def from_json(cls, data: dict) -> GradeCellTests:
-        return cls(str(data["grade_id"]), float(data["points"]), str(data["hidden"]), str(data.get("public", "")))
+        return cls(
+            str(data["grade_id"]),
+            float(data["points"]),
+            str(data["hidden"]),
+            str(data.get("public", "")),
+        )
 
 
 @dataclass(frozen=True)
 class NotebookTests:
-    """One instructor notebook's grade cells' tests, in order, and its solution cells' sources by grade id."""
+    """One instructor notebook's grade cells' tests, in order, and its solution cells' sources by
+    grade id."""
 
     tests: tuple[GradeCellTests, ...]
     solutions: dict[str, str]
@@ -524,8 +589,8 @@ class NotebookTests:
 
 @dataclass(frozen=True)
 class CourseTests:
-    """Every notebook's tests (by notebook stem, in course order), and, of the whole course, every grade
-    cell's tests and every solution cell's source, by grade id."""
+    """Every notebook's tests (by notebook stem, in course order), and, of the whole course, every
+    grade cell's tests and every solution cell's source, by grade id."""
 
     notebooks: dict[str, NotebookTests]
     cells: dict[str, GradeCellTests]
@@ -533,7 +598,8 @@ class CourseTests:
 
 
 def course_tests(paths: list[Path]) -> CourseTests:
-    """Every grade cell's hidden tests and public checks and every solution cell, from the instructor sources."""
+    """Every grade cell's hidden tests and public checks and every solution cell, from the
+    instructor sources."""
     notebooks = {}
     for path in paths:
         tests, solutions = [], {}
@@ -543,15 +609,26 @@ def course_tests(paths: list[Path]) -> CourseTests:
                 solutions[meta["grade_id"]] = cell.source
             elif meta.get("grade"):
                 public, hidden = split_hidden(cell.source)
-                tests.append(GradeCellTests(meta["grade_id"], float(meta["points"]), hidden, public))
+                tests.append(
+                    GradeCellTests(meta["grade_id"], float(meta["points"]), hidden, public)
+                )
         notebooks[path.stem] = NotebookTests(tuple(tests), solutions)
     cells = {test.grade_id: test for notebook in notebooks.values() for test in notebook.tests}
-    return CourseTests(notebooks, cells, {gid: source for notebook in notebooks.values() for gid, source in notebook.solutions.items()})
+    return CourseTests(
+        notebooks,
+        cells,
+        {
+            gid: source
+            for notebook in notebooks.values()
+            for gid, source in notebook.solutions.items()
+        },
+    )
 
 
 @dataclass(frozen=True)
 class NotebookSpec(JsonRecord):
-    """What the judge needs of one notebook: its grade cells' tests and the code cells the release gives."""
+    """What the judge needs of one notebook: its grade cells' tests and the code cells the release
+    gives."""
 
     tests: tuple[GradeCellTests, ...]
     given: tuple[str, ...]
@@ -559,9 +636,9 @@ class NotebookSpec(JsonRecord):
 
 @dataclass(frozen=True)
 class JudgeSpec(JsonRecord):
-    """``judge.json``, what the trusted judge is given (written with the grading master, read by each grading
-    worker): each notebook's tests and given cells, every solution cell's source by grade id, and each
-    edition's feedback translations."""
+    """``judge.json``, what the trusted judge is given (written with the grading master, read by
+    each grading worker): each notebook's tests and given cells, every solution cell's source by
+    grade id, and each edition's feedback translations."""
 
     notebooks: dict[str, NotebookSpec]
     solutions: dict[str, str]
@@ -570,7 +647,9 @@ class JudgeSpec(JsonRecord):
     @classmethod
     def from_json(cls, data: dict) -> JudgeSpec:
         notebooks = {
-            name: NotebookSpec(tuple(GradeCellTests.from_json(t) for t in spec["tests"]), tuple(spec["given"]))
+            name: NotebookSpec(
+                tuple(GradeCellTests.from_json(t) for t in spec["tests"]), tuple(spec["given"])
+            )
             for name, spec in data["notebooks"].items()
         }
         return cls(notebooks, dict(data["solutions"]), dict(data.get("translations", {})))
@@ -591,9 +670,13 @@ def check_manual(paths: list[Path]) -> list[str]:
             if float(meta.get("points", 0)) <= 0:
                 problems.append(f"{where}: has no points")
             if not re.search(r"### BEGIN SOLUTION\n.*\S.*\n### END SOLUTION", cell.source, re.S):
-                problems.append(f"{where}: needs a model answer between ### BEGIN SOLUTION and ### END SOLUTION")
+                problems.append(
+                    f"{where}: needs a model answer between ### BEGIN SOLUTION and ### END SOLUTION"
+                )
             if HIDDEN.search(cell.source):
-                problems.append(f"{where}: holds hidden tests; a person grades it, the judge does not")
+                problems.append(
+                    f"{where}: holds hidden tests; a person grades it, the judge does not"
+                )
     return problems
 
 
@@ -607,7 +690,9 @@ def check_course(paths: list[Path]) -> list[str]:
         try:
             spec = load(test.hidden, test.grade_id, test.points)
         except Exception as exc:
-            problems.append(f"hidden tests of {test.grade_id}: do not run ({type(exc).__name__}: {exc})")
+            problems.append(
+                f"hidden tests of {test.grade_id}: do not run ({type(exc).__name__}: {exc})"
+            )
             continue
         problems += validate(spec)
         problems += check_public(spec, test.public)
@@ -615,7 +700,10 @@ def check_course(paths: list[Path]) -> list[str]:
         problems += message_problems(test.public, f"public checks of {test.grade_id}")
         for name, source_id in spec.stand_ins.items():
             if source_id not in found.solutions:
-                problems.append(f"hidden tests of {test.grade_id}: stand-in {name} names no solution cell {source_id!r}")
+                problems.append(
+                    f"hidden tests of {test.grade_id}: stand-in {name} names no "
+                    f"solution cell {source_id!r}"
+                )
     return problems
 
 

@@ -35,7 +35,9 @@ from .ideas import GradeCellTests, Said, said
 # ``{0}``, ``{1}``... are their values. A page renders one in the submission's language
 # (``ideas.render_message``), the values filled in.
 TIMED_OUT = "your code did not answer in time ({0} s per call)"
-STOPPED_READING = "your code did not answer in time ({0} s per call): it stopped reading what the grader sent"
+STOPPED_READING = (
+    "your code did not answer in time ({0} s per call): it stopped reading what the grader sent"
+)
 EXITED = "the process running your code stopped (it exited or crashed)"
 DIED = "the process running your code stopped (it exited, crashed or ran out of memory)"
 TOO_LONG = "your code answered with more than {0} bytes"
@@ -52,15 +54,19 @@ NO_MESSAGE = "a check failed"
 PUBLIC = "public check “{0}”: {1}"
 RAISED = "your function raised {0}"
 UNLOADABLE = "your notebook's code could not be loaded: {0}"
-UNDEFINED = "name {0} is not defined: the cell that defines it did not run to the end"  # the runner names only the function
-RAISED_AS = "{0}: {1}"  # an exception's type and its message, when the judge wrote the message (UNDEFINED)
+# the runner names only the function
+UNDEFINED = "name {0} is not defined: the cell that defines it did not run to the end"
+# an exception's type and its message, when the judge wrote the message (UNDEFINED)
+RAISED_AS = "{0}: {1}"
 MESSAGES = (
-    TIMED_OUT, STOPPED_READING, EXITED, DIED, TOO_LONG, NOT_A_MESSAGE, NOT_LOADED, NOT_GIVEN, PROTOCOL,
-    BIG_DICT, BAD_DICT, BAD_TYPE, NOT_RUN, UNFINISHED, NO_MESSAGE, PUBLIC, RAISED, UNLOADABLE, UNDEFINED, RAISED_AS,
+    TIMED_OUT, STOPPED_READING, EXITED, DIED, TOO_LONG, NOT_A_MESSAGE, NOT_LOADED, NOT_GIVEN,
+    PROTOCOL, BIG_DICT, BAD_DICT, BAD_TYPE, NOT_RUN, UNFINISHED, NO_MESSAGE, PUBLIC, RAISED,
+    UNLOADABLE, UNDEFINED, RAISED_AS,
 )  # fmt: skip
 
 MAX_MESSAGE = 1 << 20  # bytes in one message from the runner
-MAX_PAIRS = 10_000  # entries of one dict with keys that are not strings (whose hashes a runner can make collide)
+# entries of one dict with keys that are not strings (whose hashes a runner can make collide)
+MAX_PAIRS = 10_000
 MAX_TEXT = 400  # characters of a message shown to the learner
 # exceptions a learner's function may raise that hidden tests can catch by type
 CATCHABLE = (
@@ -157,9 +163,16 @@ class Runner:
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, call_timeout: float):
         self.call_timeout = call_timeout
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, env=env, start_new_session=True
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
         )
-        os.set_blocking(self.proc.stdin.fileno(), False)  # writes wait in select, under a deadline (send)
+        # writes wait in select, under a deadline (send)
+        os.set_blocking(self.proc.stdin.fileno(), False)
         self._buffer = b""
         self.loaded: list[str] | None = None
         self.died = False  # the process stopped by itself (exited, crashed, ran out of memory)
@@ -228,8 +241,8 @@ class Runner:
         return message
 
     def preload(self, cells: list[str], cell_timeout: float) -> None:
-        """Ask the runner to load ``cells`` (trusted set-up code) without waiting for it: it
-        imports what they import while the judge has other work. ``collect_preload`` takes the reply."""
+        """Ask the runner to load ``cells`` (trusted set-up code) without waiting for it: it imports
+        what they import while the judge has other work. ``collect_preload`` takes the reply."""
         self.send({"op": "load", "cells": cells, "cell_timeout": cell_timeout})
         self._pending = cell_timeout * max(1, len(cells)) + 10
 
@@ -252,12 +265,26 @@ class Runner:
             raise RunnerFailed(said(NOT_LOADED))
         self.loaded = cells
         errors = reply.get("errors")
-        return [LoadError.from_json(e) for e in errors if isinstance(e, dict)][:50] if isinstance(errors, list) else []
+        return (
+            [LoadError.from_json(e) for e in errors if isinstance(e, dict)][:50]
+            if isinstance(errors, list)
+            else []
+        )
 
     def call(self, name: str, args: tuple, kwargs: dict, stand_ins: dict[str, Callable]) -> Any:
         encoded_args, encoded_kwargs = encode(list(args)), encode(dict(kwargs))
-        deadline = time.monotonic() + self.call_timeout  # for the whole call: writes, reads and callbacks
-        self.send({"op": "call", "name": name, "args": encoded_args, "kwargs": encoded_kwargs, "stand_ins": sorted(stand_ins)}, deadline)
+        # for the whole call: writes, reads and callbacks
+        deadline = time.monotonic() + self.call_timeout
+        self.send(
+            {
+                "op": "call",
+                "name": name,
+                "args": encoded_args,
+                "kwargs": encoded_kwargs,
+                "stand_ins": sorted(stand_ins),
+            },
+            deadline,
+        )
         while True:
             reply = self.receive(max(0.0, deadline - time.monotonic()))
             op = reply.get("op")
@@ -277,10 +304,15 @@ class Runner:
                     raise RunnerFailed(said(TIMED_OUT, f"{self.call_timeout:g}"))
                 return value
             elif op == "exception":
-                mro = [m for m in reply.get("mro", []) if isinstance(m, str)] if isinstance(reply.get("mro"), list) else []
+                mro = (
+                    [m for m in reply.get("mro", []) if isinstance(m, str)]
+                    if isinstance(reply.get("mro"), list)
+                    else []
+                )
                 message = shorten(reply.get("message", ""))
                 catchable = next((m for m in mro if m in CATCHABLE), None)
-                if catchable == "NameError" and isinstance(reply.get("undefined"), str):  # a name is a value, never a key
+                # a name is a value, never a key
+                if catchable == "NameError" and isinstance(reply.get("undefined"), str):
                     raise NameError(said(UNDEFINED, repr(shorten(reply["undefined"])[:100])))
                 if catchable:
                     raise getattr(builtins, catchable)(message)
@@ -289,7 +321,9 @@ class Runner:
                 self.kill()
                 raise RunnerFailed(said(PROTOCOL))
 
-    def _answer_callback(self, reply: dict, stand_ins: dict[str, Callable], deadline: float) -> None:
+    def _answer_callback(
+        self, reply: dict, stand_ins: dict[str, Callable], deadline: float
+    ) -> None:
         function = stand_ins.get(reply.get("name"))
         if function is None:
             self.kill()
@@ -300,7 +334,14 @@ class Runner:
         except RunnerFailed:
             raise
         except Exception as exc:
-            self.send({"op": "callback_error", "mro": [c.__name__ for c in type(exc).__mro__], "message": shorten(exc)}, deadline)
+            self.send(
+                {
+                    "op": "callback_error",
+                    "mro": [c.__name__ for c in type(exc).__mro__],
+                    "message": shorten(exc),
+                },
+                deadline,
+            )
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -359,7 +400,9 @@ class Session:
 class _Proxy:
     """A learner's function, as hidden tests see it."""
 
-    def __init__(self, name: str, session: Session, cells: list[str], stand_ins: dict[str, Callable]):
+    def __init__(
+        self, name: str, session: Session, cells: list[str], stand_ins: dict[str, Callable]
+    ):
         self.name, self.session, self.cells, self.stand_ins = name, session, cells, stand_ins
         self.__name__ = name
 
@@ -377,7 +420,9 @@ def _stand_ins(spec: idea_format.HiddenTests, solutions: dict[str, str]) -> dict
     return found
 
 
-def judge_cell(test: GradeCellTests, solutions: dict[str, str], session: Session, cells: list[str]) -> CellResult:
+def judge_cell(
+    test: GradeCellTests, solutions: dict[str, str], session: Session, cells: list[str]
+) -> CellResult:
     """Run one grade cell's ideas, each with the public checks that name it, against the learner's
     functions. Returns its result."""
     spec = idea_format.load(test.hidden, test.grade_id, test.points)
@@ -388,7 +433,9 @@ def judge_cell(test: GradeCellTests, solutions: dict[str, str], session: Session
     return score_ideas(spec, public, test.points)
 
 
-def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCase], points: float) -> CellResult:
+def score_ideas(
+    spec: idea_format.HiddenTests, public: list[idea_format.PublicCase], points: float
+) -> CellResult:
     """Run each idea of ``spec``: its hidden asserts (whose messages are written for the feedback),
     then the public checks that name it, the learner's functions already bound in both namespaces.
     Returns the cell's result: each idea's ``message`` in English and, as ``said``, the same message
@@ -399,7 +446,8 @@ def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCa
         if broken:
             results.append(_told(entry, "skipped", said(NOT_RUN, broken)))
             continue
-        label = None  # which check failed: a public one is named by its label, as the learner saw it
+        # which check failed: a public one is named by its label, as the learner saw it
+        label = None
         try:
             item.check()
             for case in (c for c in public if c.idea == item.id):
@@ -416,11 +464,14 @@ def score_ideas(spec: idea_format.HiddenTests, public: list[idea_format.PublicCa
             entry = _told(entry, "error", broken)
         except LearnerError as exc:
             entry = _told(entry, "error", _where(label, said(RAISED, shorten(exc))))
-        except Exception as exc:  # the learner's value broke the check (a missing key, a wrong type)
+        # the learner's value broke the check (a missing key, a wrong type)
+        except Exception as exc:
             entry = _told(entry, "error", _where(label, _raised_as(exc)))
         results.append(entry)
     earned = 0.0 if unfinished else sum(r.earned for r in results)
-    return CellResult(round(earned, 6), points, "not_started" if unfinished else "graded", tuple(results))
+    return CellResult(
+        round(earned, 6), points, "not_started" if unfinished else "graded", tuple(results)
+    )
 
 
 def _assertion_message(exc: AssertionError) -> Said | str:
@@ -434,8 +485,8 @@ def _assertion_message(exc: AssertionError) -> Said | str:
 
 
 def _raised_as(exc: Exception) -> Said | str:
-    """An exception as the page names it, its type first: translated when the judge wrote its message
-    (a ``Said``: a function the runner did not find), else the text it came with."""
+    """An exception as the page names it, its type first: translated when the judge wrote its
+    message (a ``Said``: a function the runner did not find), else the text it came with."""
     message = exc.args[0] if len(exc.args) == 1 else None
     if type(message) is Said:
         return said(RAISED_AS, type(exc).__name__, _capped(message))
@@ -452,7 +503,9 @@ def _capped(message: Said) -> Said:
     """``message`` with each value cut as a page shows it (MAX_TEXT characters)."""
     if message.plain or not message.values:
         return message
-    return Said(message.template, [_capped(v) if type(v) is Said else shorten(v) for v in message.values])
+    return Said(
+        message.template, [_capped(v) if type(v) is Said else shorten(v) for v in message.values]
+    )
 
 
 def _where(label: str | None, message: Said | str) -> Said | str:
@@ -461,25 +514,37 @@ def _where(label: str | None, message: Said | str) -> Said | str:
 
 
 def _told(entry: IdeaResult, status: str, message: Said | str) -> IdeaResult:
-    """``entry`` with ``status`` and ``message`` (and, for a ``Said``, its catalog keys and values)."""
-    return entry.but(status=status, message=shorten(message), said=message.to_json() if type(message) is Said else entry.said)
+    """``entry`` with ``status`` and ``message`` (and, for a ``Said``, its catalog keys and
+    values)."""
+    return entry.but(
+        status=status,
+        message=shorten(message),
+        said=message.to_json() if type(message) is Said else entry.said,
+    )
 
 
 class Judged(NamedTuple):
-    """The judge's result for each grade cell of a notebook (grade id -> result), and the errors met loading its code."""
+    """The judge's result for each grade cell of a notebook (grade id -> result), and the errors met
+    loading its code."""
 
     results: dict[str, CellResult]
     load_errors: list[LoadError]
 
 
-def judge_notebook(tests: tuple[GradeCellTests, ...], solutions: dict[str, str], session: Session, cells: list[str]) -> Judged:
+def judge_notebook(
+    tests: tuple[GradeCellTests, ...], solutions: dict[str, str], session: Session, cells: list[str]
+) -> Judged:
     """Every grade cell of one notebook: each one's result, and the errors met loading the code.
 
     A runner that served an earlier notebook and stops by itself (exits, crashes, runs out of
     memory) while serving this one is not trusted with it: the notebook is judged again in a
     fresh runner, so what an earlier notebook left in a module cannot cost this one points."""
     runner = session.runner
-    inherited = runner if runner is not None and runner.alive() and runner.loaded not in (None, cells) else None
+    inherited = (
+        runner
+        if runner is not None and runner.alive() and runner.loaded not in (None, cells)
+        else None
+    )
     judged = _judge_notebook(tests, solutions, session, cells)
     if inherited is not None and inherited.died:
         session.close()
@@ -487,7 +552,9 @@ def judge_notebook(tests: tuple[GradeCellTests, ...], solutions: dict[str, str],
     return judged
 
 
-def _judge_notebook(tests: tuple[GradeCellTests, ...], solutions: dict[str, str], session: Session, cells: list[str]) -> Judged:
+def _judge_notebook(
+    tests: tuple[GradeCellTests, ...], solutions: dict[str, str], session: Session, cells: list[str]
+) -> Judged:
     try:
         _, load_errors = session.ready(cells)
     except RunnerFailed as exc:  # the notebook's code never finished loading: nothing can be judged
@@ -495,10 +562,14 @@ def _judge_notebook(tests: tuple[GradeCellTests, ...], solutions: dict[str, str]
         results = {}
         for test in tests:
             spec = idea_format.load(test.hidden, test.grade_id, test.points)
-            skipped = tuple(_told(IdeaResult(i.id, i.text, i.points), "skipped", why) for i in spec.ideas)
+            skipped = tuple(
+                _told(IdeaResult(i.id, i.text, i.points), "skipped", why) for i in spec.ideas
+            )
             results[test.grade_id] = CellResult(0.0, test.points, "error", skipped)
         return Judged(results, [LoadError(-1, shorten(why))])
-    return Judged({test.grade_id: judge_cell(test, solutions, session, cells) for test in tests}, load_errors)
+    return Judged(
+        {test.grade_id: judge_cell(test, solutions, session, cells) for test in tests}, load_errors
+    )
 
 
 def learner_cells(notebook, given: set[str]) -> list[str]:
@@ -515,6 +586,10 @@ def learner_cells(notebook, given: set[str]) -> list[str]:
         tags = cell.metadata.get("tags", [])
         if meta.get("grade") and not meta.get("solution"):
             continue
-        if meta.get("solution") or "imports" in tags or idea_format.code_only(cell.source) not in given:
+        if (
+            meta.get("solution")
+            or "imports" in tags
+            or idea_format.code_only(cell.source) not in given
+        ):
             chosen.append(cell.source)
     return chosen

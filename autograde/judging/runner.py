@@ -5,20 +5,20 @@ nothing it says is believed. It imports nothing of the grader. The trusted judge
 (``autograde/judging/judge.py``) never imports it; the two talk over the process's standard input
 and output, one JSON object per line, every value plain data:
 
-    judge -> runner  {"op": "load", "cells": [source, ...], "cell_timeout": s}
-    runner -> judge  {"op": "loaded", "errors": [{"cell": i, "error": "Name: message"}]}
-    judge -> runner  {"op": "call", "name": f, "args": [...], "kwargs": {...}, "stand_ins": [g, ...]}
-    runner -> judge  {"op": "callback", "name": g, "args": [...], "kwargs": {...}}   (zero or more)
-    judge -> runner  {"op": "callback_result", "value": v} | {"op": "callback_error", "mro": [...], "message": m}
-    runner -> judge  {"op": "result", "value": v, "args_after": [...] | null, "kwargs_after": {...} | null}
+    judge -> runner  {"op": "load", "cells": [source, ...], "cell_timeout": s} runner -> judge
+    {"op": "loaded", "errors": [{"cell": i, "error": "Name: message"}]} judge -> runner  {"op":
+    "call", "name": f, "args": [...], "kwargs": {...}, "stand_ins": [g, ...]} runner -> judge
+    {"op": "callback", "name": g, "args": [...], "kwargs": {...}}   (zero or more) judge -> runner
+    {"op": "callback_result", "value": v} | {"op": "callback_error", "mro": [...], "message": m}
+    runner -> judge  {"op": "result", "value": v, "args_after": [...] | null, "kwargs_after": {...}
+    | null}
                    | {"op": "exception", "mro": ["ValueError", "Exception", ...], "message": m}
                    | {"op": "exception", "mro": ["NameError", ...], "message": m, "undefined": f}
                      (f was not defined: the cell that defines it did not run to the end)
 
-Tuples travel as {"$tuple": [...]}, dicts with keys that are not strings as {"$dict": [[k, v], ...]}.
-A value that is not plain data (an object with a custom ``__eq__``, a set, a function) is
-refused here with a TypeError, so the judge only ever compares plain data.
-"""
+Tuples travel as {"$tuple": [...]}, dicts with keys that are not strings as {"$dict": [[k, v],
+...]}. A value that is not plain data (an object with a custom ``__eq__``, a set, a function) is
+refused here with a TypeError, so the judge only ever compares plain data."""
 
 import json
 import os
@@ -49,7 +49,10 @@ def encode(value, depth=0):
         if all(type(k) is str for k in value):
             return {str(k): encode(v, depth + 1) for k, v in value.items()}
         return {"$dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
-    raise TypeError(f"a {type(value).__name__} is not plain data: return only None, bool, int, float, str, list, tuple and dict values")
+    raise TypeError(
+        f"a {type(value).__name__} is not plain data: return only None, bool, int, "
+        "float, str, list, tuple and dict values"
+    )
 
 
 def decode(value):
@@ -145,7 +148,9 @@ def load(cells, cell_timeout):
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except CellTimeout:
-            errors.append({"cell": index, "error": f"TimeoutError: the cell ran past {cell_timeout} s"})
+            errors.append(
+                {"cell": index, "error": f"TimeoutError: the cell ran past {cell_timeout} s"}
+            )
         except BaseException as exc:  # a learner's cell may raise anything, SystemExit included
             errors.append({"cell": index, "error": _describe(exc)})
     send({"op": "loaded", "errors": errors})
@@ -153,12 +158,23 @@ def load(cells, cell_timeout):
 
 def _stand_in(name):
     def call_judge(*args, **kwargs):
-        send({"op": "callback", "name": name, "args": encode(list(args)), "kwargs": encode(dict(kwargs))})
+        send(
+            {
+                "op": "callback",
+                "name": name,
+                "args": encode(list(args)),
+                "kwargs": encode(dict(kwargs)),
+            }
+        )
         reply = receive()
         if reply.get("op") == "callback_result":
             return decode(reply.get("value"))
         error = {"ValueError": ValueError, "TypeError": TypeError, "KeyError": KeyError}.get(
-            next((n for n in reply.get("mro", []) if n in ("ValueError", "TypeError", "KeyError")), ""), RuntimeError
+            next(
+                (n for n in reply.get("mro", []) if n in ("ValueError", "TypeError", "KeyError")),
+                "",
+            ),
+            RuntimeError,
         )
         raise error(reply.get("message", ""))
 
@@ -169,7 +185,8 @@ def _stand_in(name):
 def call(message):
     name = message["name"]
     function = NAMESPACE.get(name)
-    if not callable(function):  # the judge words it (in the submission's language) from the name alone
+    # the judge words it (in the submission's language) from the name alone
+    if not callable(function):
         text = f"name {name!r} is not defined: the cell that defines it did not run to the end"
         return {"op": "exception", "mro": _mro(NameError()), "message": text, "undefined": name}
     args, kwargs = decode(message.get("args", [])), decode(message.get("kwargs", {}))

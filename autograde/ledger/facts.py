@@ -1,7 +1,7 @@
 """What the commands hand each other through OUT, typed: what the intake found (``intake.json``: the
-layout, each student's names in their LMS, who sent nothing, the LMS's late marks, problems and notes)
-and what a grading run says of itself (``summary.json``). Each has one writer and one reader, here
-(``to_json``, ``from_json``); the JSON is what earlier versions wrote, key for key."""
+layout, each student's names in their LMS, who sent nothing, the LMS's late marks, problems and
+notes) and what a grading run says of itself (``summary.json``). Each has one writer and one reader,
+here (``to_json``, ``from_json``); the JSON is what earlier versions wrote, key for key."""
 
 from __future__ import annotations
 
@@ -10,15 +10,27 @@ from dataclasses import dataclass, field, fields
 from ..model import JsonRecord, empty_at_default, flattened, omitted
 
 # an LMS student's keys in the order the intake has always written them
-_LMS_KEYS = ("layout", "lms_id", "name", "submission_id", "folder", "timestamp", "secret", "assignment", "attachments", "zipped")
+_LMS_KEYS = (
+    "layout",
+    "lms_id",
+    "name",
+    "submission_id",
+    "folder",
+    "timestamp",
+    "secret",
+    "assignment",
+    "attachments",
+    "zipped",
+)
 
 
 @dataclass(frozen=True)
 class LmsStudent(JsonRecord):
     """What a download said of one student: the system (``layout``), its id and name for them, and
-    what handing their pages back through it needs: Canvas's submission and each notebook's attachment
-    ids, Moodle's folder, the exchange's ``timestamp.txt``, secret and assignment name, and the notebooks that came in
-    the student's own zip. ``extra``: keys this version does not know (kept as they were)."""
+    what handing their pages back through it needs: Canvas's submission and each notebook's
+    attachment ids, Moodle's folder, the exchange's ``timestamp.txt``, secret and assignment name,
+    and the notebooks that came in the student's own zip. ``extra``: keys this version does not know
+    (kept as they were)."""
 
     layout: str = ""
     lms_id: str | None = omitted()
@@ -27,8 +39,10 @@ class LmsStudent(JsonRecord):
     folder: str | None = omitted()
     timestamp: str | None = omitted()
     secret: str | None = omitted()
-    assignment: str | None = omitted()  # the exchange: the nbgrader assignment (or edition's) submitted to
-    attachments: dict[str, str] = omitted(factory=dict)  # notebook -> the attachment id its file came as
+    # the exchange: the nbgrader assignment (or edition's) submitted to
+    assignment: str | None = omitted()
+    # notebook -> the attachment id its file came as
+    attachments: dict[str, str] = omitted(factory=dict)
     zipped: tuple[str, ...] = omitted(())
     extra: dict = flattened()
 
@@ -37,12 +51,17 @@ class LmsStudent(JsonRecord):
         if not isinstance(data, dict):
             return cls()
         known = {key: data[key] for key in _LMS_KEYS if key in data}
-        known = {k: (str(v) if v is not None and k not in ("attachments", "zipped") else v) for k, v in known.items()}
+        known = {
+            k: (str(v) if v is not None and k not in ("attachments", "zipped") else v)
+            for k, v in known.items()
+        }
         attachments = known.pop("attachments", None)
         zipped = known.pop("zipped", None)
         return cls(
             **known,
-            attachments={str(k): str(v) for k, v in attachments.items()} if isinstance(attachments, dict) else {},
+            attachments={str(k): str(v) for k, v in attachments.items()}
+            if isinstance(attachments, dict)
+            else {},
             zipped=tuple(str(nb) for nb in zipped) if isinstance(zipped, list) else (),
             extra={k: v for k, v in data.items() if k not in _LMS_KEYS},
         )
@@ -50,8 +69,8 @@ class LmsStudent(JsonRecord):
 
 @dataclass(frozen=True)
 class IntakeProblem(JsonRecord):
-    """What the intake could not use, named: the file (as the source names it, or a roster's or a times
-    file's ``file:line``), whose it is (None: nobody's it can tell), and why."""
+    """What the intake could not use, named: the file (as the source names it, or a roster's or a
+    times file's ``file:line``), whose it is (None: nobody's it can tell), and why."""
 
     file: str
     student_id: str | None
@@ -60,13 +79,18 @@ class IntakeProblem(JsonRecord):
     @classmethod
     def from_json(cls, data: dict) -> IntakeProblem:
         student = data.get("student_id")
-        return cls(str(data.get("file", "")), None if student is None else str(student), str(data.get("problem", "")))
+        return cls(
+            str(data.get("file", "")),
+            None if student is None else str(student),
+            str(data.get("problem", "")),
+        )
 
 
 @dataclass(frozen=True)
 class IntakeFacts(JsonRecord):
-    """What ``grade``'s intake found (``intake.json``): the layout, each student's names in their LMS,
-    who is on the roster and sent nothing, the notebooks the LMS marked late, the problems and notes."""
+    """What ``grade``'s intake found (``intake.json``): the layout, each student's names in their
+    LMS, who is on the roster and sent nothing, the notebooks the LMS marked late, the problems and
+    notes."""
 
     layout: str = ""
     students: dict[str, LmsStudent] = field(default_factory=dict)
@@ -88,10 +112,20 @@ class IntakeFacts(JsonRecord):
 
         return cls(
             layout=str(data.get("layout") or ""),
-            students={str(s): LmsStudent.from_json(who) for s, who in students.items() if isinstance(who, dict)},
+            students={
+                str(s): LmsStudent.from_json(who)
+                for s, who in students.items()
+                if isinstance(who, dict)
+            },
             missing=tuple(str(s) for s in listed("missing")),
-            late_in_lms={str(s): tuple(str(nb) for nb in nbs) for s, nbs in late.items() if isinstance(nbs, list)},
-            problems=tuple(IntakeProblem.from_json(p) for p in listed("problems") if isinstance(p, dict)),
+            late_in_lms={
+                str(s): tuple(str(nb) for nb in nbs)
+                for s, nbs in late.items()
+                if isinstance(nbs, list)
+            },
+            problems=tuple(
+                IntakeProblem.from_json(p) for p in listed("problems") if isinstance(p, dict)
+            ),
             notes=tuple(str(n) for n in listed("notes")),
         )
 
@@ -113,7 +147,8 @@ class BookInfo(JsonRecord):
 
 @dataclass(frozen=True)
 class ClusterInfo(JsonRecord):
-    """Where a cluster ran a batch's jobs: the scheduler, how many workers, those left out and why, TLS."""
+    """Where a cluster ran a batch's jobs: the scheduler, how many workers, those left out and why,
+    TLS."""
 
     scheduler: str
     workers: int
@@ -123,10 +158,11 @@ class ClusterInfo(JsonRecord):
 
 @dataclass(frozen=True)
 class SandboxInfo:
-    """How a grading run isolated the learners' code (summary.json's ``sandbox``): bubblewrap here, with
-    the limits and what enforces them (``run.sandbox.Sandbox.describe``); bubblewrap on every worker of a
-    cluster; or nothing (``--no-sandbox``: ``enabled`` False and the ``warning``). What a run did not
-    say is absent from its JSON, except the CPU limit, which a local description states even when none."""
+    """How a grading run isolated the learners' code (summary.json's ``sandbox``): bubblewrap here,
+    with the limits and what enforces them (``run.sandbox.Sandbox.describe``); bubblewrap on every
+    worker of a cluster; or nothing (``--no-sandbox``: ``enabled`` False and the ``warning``). What
+    a run did not say is absent from its JSON, except the CPU limit, which a local description
+    states even when none."""
 
     enabled: bool = False
     warning: str | None = None
@@ -177,7 +213,8 @@ class LateProblem(JsonRecord):
 
 @dataclass(frozen=True)
 class Redaction(JsonRecord):
-    """A feedback page with lines removed (they quoted the grader's tests or answers): whose, which, how many."""
+    """A feedback page with lines removed (they quoted the grader's tests or answers): whose, which,
+    how many."""
 
     student_id: str
     notebook: str
@@ -191,9 +228,10 @@ def _listed(value) -> list:
 
 @dataclass(frozen=True)
 class Summary(JsonRecord):
-    """What a grading run says of itself (``summary.json``): how many students and notebooks, the points,
-    what waits for a person, the gradebook, the problems, the late problems, the matching notes, the
-    grades table's columns, the sandbox, the redactions and, on a cluster, where the jobs ran."""
+    """What a grading run says of itself (``summary.json``): how many students and notebooks, the
+    points, what waits for a person, the gradebook, the problems, the late problems, the matching
+    notes, the grades table's columns, the sandbox, the redactions and, on a cluster, where the jobs
+    ran."""
 
     students: int = 0
     notebooks_graded: int = 0
@@ -215,22 +253,35 @@ class Summary(JsonRecord):
 
     @classmethod
     def from_json(cls, data) -> Summary:
-        """A summary as any version wrote it. Raises ValueError when it is not one (no list of columns)."""
+        """A summary as any version wrote it. Raises ValueError when it is not one (no list of
+        columns)."""
         if not isinstance(data, dict) or not isinstance(data.get("columns"), list):
             raise ValueError("not the summary `grade` writes (no list of columns)")
-        known = {f.name: data[f.name] for f in fields(cls) if f.name in data and f.name != "cluster"}
+        known = {
+            f.name: data[f.name] for f in fields(cls) if f.name in data and f.name != "cluster"
+        }
         if not isinstance(known.get("matching_notes"), dict):
             known["matching_notes"] = {}
         known["gradebook"] = BookInfo.from_json(known.get("gradebook"))
         known["sandbox"] = SandboxInfo.from_json(known.get("sandbox"))
         problems = known.get("problems") if isinstance(known.get("problems"), list) else []
-        known["problems"] = [Problem(**{f.name: str(p.get(f.name, "")) for f in fields(Problem)}) for p in problems if isinstance(p, dict)]
+        known["problems"] = [
+            Problem(**{f.name: str(p.get(f.name, "")) for f in fields(Problem)})
+            for p in problems
+            if isinstance(p, dict)
+        ]
         known["late_problems"] = [
-            LateProblem(str(p.get("student_id", "")), str(p.get("notebook", "")), str(p.get("problem", "")))
+            LateProblem(
+                str(p.get("student_id", "")), str(p.get("notebook", "")), str(p.get("problem", ""))
+            )
             for p in _listed(known.get("late_problems"))
         ]
         known["redactions"] = [
-            Redaction(str(r.get("student_id", "")), str(r.get("notebook", "")), r["lines"] if isinstance(r.get("lines"), int) else 0)
+            Redaction(
+                str(r.get("student_id", "")),
+                str(r.get("notebook", "")),
+                r["lines"] if isinstance(r.get("lines"), int) else 0,
+            )
             for r in _listed(known.get("redactions"))
         ]
         return cls(**known)

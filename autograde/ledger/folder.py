@@ -1,14 +1,14 @@
 """The ledger: one command's OUT. Every command (``grade``, ``feedback``, ``export``, ``report``,
-``similarity``) opens one, and reads what an earlier command left through it, each file once, as typed
-objects: the intake's facts (``intake.json``), the late spec (``.late.json``), the records (``log.jsonl``),
-the summary (``summary.json``), the latest score table (``grades.csv`` or ``final_grades.csv``), the
-gradebook's URL, the feedback pages and the kept notebooks. What a command writes for the next goes
-through it too, so what it wrote is what it reads back (from memory: ``grade`` hands the intake's facts
-to the batch so).
+``similarity``) opens one, and reads what an earlier command left through it, each file once, as
+typed objects: the intake's facts (``intake.json``), the late spec (``.late.json``), the records
+(``log.jsonl``), the summary (``summary.json``), the latest score table (``grades.csv`` or
+``final_grades.csv``), the gradebook's URL, the feedback pages and the kept notebooks. What a
+command writes for the next goes through it too, so what it wrote is what it reads back (from
+memory: ``grade`` hands the intake's facts to the batch so).
 
 A file that is missing or unreadable reads as empty for a command that can go on without it (the
-export without the intake's names); ``report`` asks for what it cannot do without, and is told what is
-wrong in the words it always used."""
+export without the intake's names); ``report`` asks for what it cannot do without, and is told what
+is wrong in the words it always used."""
 
 from __future__ import annotations
 
@@ -33,13 +33,16 @@ from .tables import NOT_EXERCISES, ScoreRow
 
 
 def unusable(out: Path, why: str) -> UnusableInput:
-    return UnusableInput(f"{out} is not a graded course folder: {why} (run `python -m autograde grade SUBMISSIONS --out {out}` first)")
+    return UnusableInput(
+        f"{out} is not a graded course folder: {why} (run `python -m autograde "
+        f"grade SUBMISSIONS --out {out}` first)"
+    )
 
 
 @dataclass
 class Log:
-    """log.jsonl as read: each record that could be read, and what was wrong with the first line that
-    could not (None when every line could be)."""
+    """log.jsonl as read: each record that could be read, and what was wrong with the first line
+    that could not (None when every line could be)."""
 
     records: list[Record] = field(default_factory=list)
     present: bool = False
@@ -48,8 +51,8 @@ class Log:
 
 @dataclass
 class ScoreSheet:
-    """The latest score table as written (``final_grades.csv`` when ``export`` wrote it after the last
-    grading, else ``grades.csv``): its name, its exercise columns, its rows."""
+    """The latest score table as written (``final_grades.csv`` when ``export`` wrote it after the
+    last grading, else ``grades.csv``): its name, its exercise columns, its rows."""
 
     name: str
     columns: list[str]
@@ -79,7 +82,8 @@ class Page:
 
 
 class Ledger:
-    """OUT, for one command: its layout (``out``) and what the last commands left in it, each read once."""
+    """OUT, for one command: its layout (``out``) and what the last commands left in it, each read
+    once."""
 
     def __init__(self, root: Path, course: Course | None = None, intake: IntakeFacts | None = None):
         self.root = Path(root)
@@ -137,7 +141,8 @@ class Ledger:
         return {(r.student_id, r.notebook) for r in self.records if not r.submitted}
 
     def editions(self) -> dict[str, str]:
-        """{student: the edition their notebooks were written in}, where there is one (not mixed)."""
+        """{student: the edition their notebooks were written in}, where there is one (not
+        mixed)."""
         found: dict[str, set] = {}
         for record in self.records:
             if record.edition:
@@ -155,22 +160,29 @@ class Ledger:
         try:
             return Summary.from_json(data)
         except (ValueError, TypeError):
-            raise unusable(self.root, f"{Out.SUMMARY} is not the summary `grade` writes (no list of columns)") from None
+            raise unusable(
+                self.root, f"{Out.SUMMARY} is not the summary `grade` writes (no list of columns)"
+            ) from None
 
     def graded_sources(self) -> str | None:
-        """The digest of the course's sources the folder was graded against (None when no grading master's
-        record can be read; '' when it names none)."""
+        """The digest of the course's sources the folder was graded against (None when no grading
+        master's record can be read; '' when it names none)."""
         stamp = _json(self.out.master_digest)
         return str(stamp.get("sources") or "") if isinstance(stamp, dict) else None
 
     # ---------------------------------------------------------------- the tables
     def gradebook_url(self, db_url: str | None) -> str:
-        """The gradebook to read: the one given, else the one OUT recorded, else OUT's own; refused when
-        OUT holds none and none was given."""
+        """The gradebook to read: the one given, else the one OUT recorded, else OUT's own; refused
+        when OUT holds none and none was given."""
         if not self.root.is_dir():
-            raise UnusableInput(f"{self.root} is not a graded course folder (run `python -m autograde grade ... --out {self.root}` first)")
+            raise UnusableInput(
+                f"{self.root} is not a graded course folder (run `python -m "
+                f"autograde grade ... --out {self.root}` first)"
+            )
         if not db_url and not self.out.gradebook_url.is_file() and not self.out.gradebook.is_file():
-            raise UnusableInput(f"{self.root} holds no gradebook: grade into it first, or pass --db-url")
+            raise UnusableInput(
+                f"{self.root} holds no gradebook: grade into it first, or pass --db-url"
+            )
         return gradebook.resolve_url(self.out, db_url)
 
     def scores_sheet(self) -> ScoreSheet:
@@ -179,17 +191,26 @@ class Ledger:
         grades, final = self.out.grades, self.out.final
         if not grades.is_file():
             raise unusable(self.root, f"it has no {Out.GRADES}")
-        path = final if final.is_file() and final.stat().st_mtime >= grades.stat().st_mtime else grades
+        path = (
+            final if final.is_file() and final.stat().st_mtime >= grades.stat().st_mtime else grades
+        )
         import csv
 
         with open(path, newline="", encoding="utf-8", errors="replace") as handle:
             reader = csv.DictReader(handle)
             header = reader.fieldnames or []
-            absent = [name for name in ("student_id", "total", "max_total", "pending", "needs_review") if name not in header]
+            absent = [
+                name
+                for name in ("student_id", "total", "max_total", "pending", "needs_review")
+                if name not in header
+            ]
             if absent:
                 raise unusable(self.root, f"{path.name} has no {', '.join(absent)} column(s)")
             columns = [name for name in header if name not in NOT_EXERCISES]
-            rows = [_score_row(raw, columns, f"{path.name} line {line}") for line, raw in enumerate(reader, start=2)]
+            rows = [
+                _score_row(raw, columns, f"{path.name} line {line}")
+                for line, raw in enumerate(reader, start=2)
+            ]
         return ScoreSheet(path.name, columns, rows)
 
     # ---------------------------------------------------------------- pages and notebooks
@@ -198,7 +219,8 @@ class Ledger:
         folder = self.out.pages
         if not folder.is_dir():
             raise UnusableInput(
-                f"{self.root} has no feedback/ folder: grade into it first (`python -m autograde grade SUBMISSIONS --out {self.root}`)"
+                f"{self.root} has no feedback/ folder: grade into it first (`python -m "
+                f"autograde grade SUBMISSIONS --out {self.root}`)"
             )
         found = {}
         for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()):
@@ -208,29 +230,43 @@ class Ledger:
         return found
 
     def kept_students(self, limit: int) -> list[str]:
-        """The students whose submitted notebooks grading kept (links and hidden folders left out), sorted."""
+        """The students whose submitted notebooks grading kept (links and hidden folders left out),
+        sorted."""
         folder = self.root / Out.SUBMITTED
         if not folder.is_dir() or folder.is_symlink():
             raise unusable(self.root, "it has no submitted/ folder")
         try:
             with os.scandir(folder) as entries:
-                names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+                names = sorted(
+                    e.name
+                    for e in entries
+                    if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+                )
         except OSError as exc:
-            raise unusable(self.root, f"its submitted/ folder cannot be read ({type(exc).__name__})") from None
+            raise unusable(
+                self.root, f"its submitted/ folder cannot be read ({type(exc).__name__})"
+            ) from None
         return names[:limit]
 
     def kept_notebook(self, student: str, notebook: str, max_bytes: int) -> bytes | None:
-        """The bytes of a notebook grading kept; None when it is missing, a link, or over ``max_bytes``."""
+        """The bytes of a notebook grading kept; None when it is missing, a link, or over
+        ``max_bytes``."""
         path = self.out.submitted(student, notebook)
         try:
-            if path.is_symlink() or path.parent.is_symlink() or not path.is_file() or path.stat().st_size > max_bytes:
+            if (
+                path.is_symlink()
+                or path.parent.is_symlink()
+                or not path.is_file()
+                or path.stat().st_size > max_bytes
+            ):
                 return None
             return path.read_bytes()
         except OSError:
             return None
 
     def write_page_and_numbers(self, name: str, page: str, data: dict) -> tuple[Path, Path]:
-        """A class page (``Out.REPORT``, ``Out.SIMILARITY``) and its numbers, each written whole or not at all."""
+        """A class page (``Out.REPORT``, ``Out.SIMILARITY``) and its numbers, each written whole or
+        not at all."""
         target, numbers = self.out.page_and_numbers(name)
         tmp = target.with_name(target.name + ".tmp")
         tmp.write_text(page, encoding="utf-8")
@@ -239,8 +275,8 @@ class Ledger:
 
 
 def keep_fault(out: Path, student: str, exc: BaseException, again: bool) -> None:
-    """Append a grader fault's traceback to the student's faults log in OUT (``Out.faults``, for whoever
-    looks into it: the feedback page and grades.csv carry only its one-line summary)."""
+    """Append a grader fault's traceback to the student's faults log in OUT (``Out.faults``, for
+    whoever looks into it: the feedback page and grades.csv carry only its one-line summary)."""
     import traceback
 
     path = Out(out).faults(student)
@@ -273,12 +309,20 @@ def _record(line: str, where: str) -> tuple[Record | None, str]:
         return None, f"{where} is not a record the grader writes (student_id, notebook, status)"
     ideas = data.get("ideas", {})
     if not isinstance(ideas, dict) or not all(
-        isinstance(items, list) and all(isinstance(i, dict) and isinstance(i.get("id"), str) and isinstance(i.get("status"), str) for i in items)
+        isinstance(items, list)
+        and all(
+            isinstance(i, dict)
+            and isinstance(i.get("id"), str)
+            and isinstance(i.get("status"), str)
+            for i in items
+        )
         for items in ideas.values()
     ):
         return None, f"{where}: its ideas are not the judge's results (grade cell -> list of ideas)"
     seconds = data.get("seconds")
-    data["seconds"] = float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
+    data["seconds"] = (
+        float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None
+    )
     return Record.from_json(data), ""
 
 
@@ -293,7 +337,8 @@ def _number(text, where: str) -> float:
 
 
 def _float(text) -> float:
-    """A column no reader relies on (the automatic and manual totals), read as a number when it is one."""
+    """A column no reader relies on (the automatic and manual totals), read as a number when it is
+    one."""
     try:
         value = float(text)
     except (TypeError, ValueError):
@@ -306,7 +351,9 @@ def _score_row(raw: dict, columns: list[str], where: str) -> ScoreRow:
     cells = {}
     for name in columns:
         value = raw.get(name)
-        cells[name] = value if value in (PENDING, REVIEW) else _number(value, f"{where}, column {name}")
+        cells[name] = (
+            value if value in (PENDING, REVIEW) else _number(value, f"{where}, column {name}")
+        )
     total = _number(raw.get("total"), f"{where}, column total")
     final = raw.get("final_total")
     return ScoreRow(
@@ -319,7 +366,9 @@ def _score_row(raw: dict, columns: list[str], where: str) -> ScoreRow:
         pending=_number(raw.get("pending"), f"{where}, column pending"),
         needs_review=_number(raw.get("needs_review"), f"{where}, column needs_review"),
         # the final score as the table settled it: the report never works a penalty out itself
-        final_total=_number(final, f"{where}, column final_total") if final not in (None, "") else total,
+        final_total=_number(final, f"{where}, column final_total")
+        if final not in (None, "")
+        else total,
         late_penalty=raw.get("late_penalty") or "",
         edition=str(raw.get("edition") or ""),
     )

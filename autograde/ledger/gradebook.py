@@ -32,7 +32,8 @@ from ..model import LateFacts, Record
 from .late import Settled
 from .layout import CourseFolder, Out
 
-COURSE_ID = "serving-overlap"  # as in the course folder's nbgrader configuration (autograde/nbgrader_config.py)
+# as in the course folder's nbgrader configuration (autograde/nbgrader_config.py)
+COURSE_ID = "serving-overlap"
 
 
 class GradebookError(GraderError, RuntimeError):
@@ -49,10 +50,13 @@ def _parse(url: str):
     try:
         return make_url(url)
     except Exception as exc:
-        raise GradebookError(f"not a database URL: {mask_text(url, url)!r} ({type(exc).__name__})") from None
+        raise GradebookError(
+            f"not a database URL: {mask_text(url, url)!r} ({type(exc).__name__})"
+        ) from None
 
 
-SECRET_KEYS = ("password", "sslpassword", "passfile")  # query keys libpq reads a secret (or where it is) from
+# query keys libpq reads a secret (or where it is) from
+SECRET_KEYS = ("password", "sslpassword", "passfile")
 
 
 def _secret_keys(parsed) -> list[str]:
@@ -120,8 +124,8 @@ def mask_text(text: str, url: str | None) -> str:
 
 
 def resolve_url(out: Out, db_url: str | None) -> str:
-    """The URL to use: the one given, else the one this OUT used before (``Out.gradebook_url``: the URL in
-    use, without its password), else SQLite in OUT."""
+    """The URL to use: the one given, else the one this OUT used before (``Out.gradebook_url``: the
+    URL in use, without its password), else SQLite in OUT."""
     if db_url:
         _parse(db_url)
         return db_url
@@ -141,7 +145,9 @@ def alembic_head() -> str:
 
     heads = ScriptDirectory(ALEMBIC_DIR).get_heads()
     if len(heads) != 1:
-        raise GradebookError(f"nbgrader's migrations have {len(heads)} heads ({', '.join(heads)}), expected one")
+        raise GradebookError(
+            f"nbgrader's migrations have {len(heads)} heads ({', '.join(heads)}), expected one"
+        )
     return heads[0]
 
 
@@ -155,15 +161,20 @@ def open_gradebook(url: str):
     try:
         return Gradebook(url, COURSE_ID)
     except Exception as exc:
-        raise GradebookError(f"cannot open the gradebook {mask_url(url)}: {type(exc).__name__}: {mask_text(str(exc), url)[:500]}") from None
+        raise GradebookError(
+            f"cannot open the gradebook {mask_url(url)}: {type(exc).__name__}: "
+            f"{mask_text(str(exc), url)[:500]}"
+        ) from None
 
 
 def write_course_config(out: Out, url: str, master: Path, assignment: str) -> None:
     """Make OUT an nbgrader course folder that formgrader and ``nbgrader export`` understand."""
     stored = password_free(url)
     write_json_atomic(out.gradebook_url, {"db_url": stored, "assignment": assignment})
-    text = f"""# nbgrader configuration of this graded course (written by `python -m autograde grade`).
-# formgrader (`jupyter lab` started here) and `nbgrader export --to FILE` read the course gradebook below.
+    text = f"""# nbgrader configuration of this graded course (written by `python -m autograde \
+grade`).
+# formgrader (`jupyter lab` started here) and `nbgrader export --to FILE` read the course \
+gradebook below.
 # The database password is never stored: set PGPASSWORD or use ~/.pgpass.
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = {COURSE_ID!r}
@@ -179,7 +190,8 @@ c.CourseDirectory.release_directory = {str(Path(master.name) / "release")!r}
 
 
 def sync_structure(gradebook, master_db: Path, assignment: str) -> None:
-    """Create or update the assignment, its notebooks and their cells from the master course's gradebook."""
+    """Create or update the assignment, its notebooks and their cells from the master course's
+    gradebook."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{master_db}", COURSE_ID) as master:
@@ -188,12 +200,24 @@ def sync_structure(gradebook, master_db: Path, assignment: str) -> None:
         for notebook in source.notebooks:
             gradebook.update_or_create_notebook(notebook.name, assignment)
             for cell in notebook.grade_cells:
-                gradebook.update_or_create_grade_cell(cell.name, notebook.name, assignment, max_score=cell.max_score, cell_type=cell.cell_type)
+                gradebook.update_or_create_grade_cell(
+                    cell.name,
+                    notebook.name,
+                    assignment,
+                    max_score=cell.max_score,
+                    cell_type=cell.cell_type,
+                )
             for cell in notebook.solution_cells:
                 gradebook.update_or_create_solution_cell(cell.name, notebook.name, assignment)
             for cell in notebook.source_cells:
                 gradebook.update_or_create_source_cell(
-                    cell.name, notebook.name, assignment, cell_type=cell.cell_type, locked=cell.locked, source=cell.source, checksum=cell.checksum
+                    cell.name,
+                    notebook.name,
+                    assignment,
+                    cell_type=cell.cell_type,
+                    locked=cell.locked,
+                    source=cell.source,
+                    checksum=cell.checksum,
                 )
 
 
@@ -208,7 +232,8 @@ def merge(gradebook, assignment: str, record: Record) -> None:
     try:
         submission = gradebook.find_submission(assignment, student)
     except MissingEntry:
-        with gradebook.db().no_autoflush:  # nbgrader builds the submission before adding it to the session
+        # nbgrader builds the submission before adding it to the session
+        with gradebook.db().no_autoflush:
             submission = gradebook.add_submission(assignment, student)
     db = gradebook.db
     submitted = next((nb for nb in submission.notebooks if nb.name == notebook), None)
@@ -228,7 +253,8 @@ def merge(gradebook, assignment: str, record: Record) -> None:
     db.flush()
     graded = record.graded
     scores, manual = record.scores, record.manual or {}
-    changed = record.changed_answers  # None: no earlier copy to compare with, so any answer may have changed
+    # None: no earlier copy to compare with, so any answer may have changed
+    changed = record.changed_answers
     for grade in submitted.grades:
         if grade.name in manual and graded:
             auto = manual[grade.name]  # None: a person grades it; 0: left as released
@@ -238,8 +264,13 @@ def merge(gradebook, assignment: str, record: Record) -> None:
             auto = 0.0
         if grade.manual_score is None:
             grade.needs_manual_grade = auto is None
-        elif auto != grade.auto_score or not graded or (not record.cached and (changed is None or grade.name in changed)):
-            # under a person's score the answer changed, was removed, or could not be graded: they review it
+        elif (
+            auto != grade.auto_score
+            or not graded
+            or (not record.cached and (changed is None or grade.name in changed))
+        ):
+            # under a person's score the answer changed, was removed, or could not be graded: they
+            # review it
             grade.needs_manual_grade = True
         grade.auto_score = auto
     _record_late(submission, submitted, record.late or LateFacts())
@@ -257,7 +288,8 @@ def _record_late(submission, submitted, late: LateFacts) -> None:
 
 
 def _assignment(book, assignment: str):
-    """The gradebook's row of ``assignment``; None when it has none (nothing was graded into it yet)."""
+    """The gradebook's row of ``assignment``; None when it has none (nothing was graded into it
+    yet)."""
     from nbgrader.api import MissingEntry
 
     try:
@@ -268,8 +300,8 @@ def _assignment(book, assignment: str):
 
 @contextlib.contextmanager
 def _changing(url: str, what: str):
-    """The gradebook at ``url``, open for one change: committed when the block ends, rolled back on any
-    error, which is raised as a GradebookError saying that ``what`` could not be recorded."""
+    """The gradebook at ``url``, open for one change: committed when the block ends, rolled back on
+    any error, which is raised as a GradebookError saying that ``what`` could not be recorded."""
     with open_gradebook(url) as book:
         try:
             yield book
@@ -277,15 +309,16 @@ def _changing(url: str, what: str):
         except Exception as exc:
             book.db.rollback()
             raise GradebookError(
-                f"cannot record {what} in the gradebook {mask_url(url)}: {type(exc).__name__}: {mask_text(str(exc), url)[:500]}"
+                f"cannot record {what} in the gradebook {mask_url(url)}: "
+                f"{type(exc).__name__}: {mask_text(str(exc), url)[:500]}"
             ) from None
 
 
 def record_penalties(url: str, assignment: str, settled: dict[str, Settled]) -> int:
-    """Set nbgrader's ``late_submission_penalty`` of each (student, notebook) in ``settled`` (a score table's
-    ``ScoreTable.settled``) to the penalty the score tables settled (ledger/late.py's ``settle``, on the
-    score a person's grades included), so that formgrader and ``nbgrader export`` agree with them. Returns
-    how many changed."""
+    """Set nbgrader's ``late_submission_penalty`` of each (student, notebook) in ``settled`` (a
+    score table's ``ScoreTable.settled``) to the penalty the score tables settled (ledger/late.py's
+    ``settle``, on the score a person's grades included), so that formgrader and ``nbgrader export``
+    agree with them. Returns how many changed."""
     from nbgrader.api import MissingEntry
 
     changed = 0
@@ -304,11 +337,13 @@ def record_penalties(url: str, assignment: str, settled: dict[str, Settled]) -> 
 
 
 def record_duedate(url: str, assignment: str, deadline, extensions: dict | None = None) -> bool:
-    """Set nbgrader's ``duedate`` of the assignment to ``deadline`` (an aware datetime; nbgrader keeps naive
-    UTC) and each listed student's submission ``extension`` to their own deadline less it, so that
-    formgrader and nbgrader's own lateness (``total_seconds_late``) use the deadline the tables used.
-    ``deadline`` None leaves the duedate as it is. Returns whether anything changed."""
-    if deadline is None or (url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file()):
+    """Set nbgrader's ``duedate`` of the assignment to ``deadline`` (an aware datetime; nbgrader
+    keeps naive UTC) and each listed student's submission ``extension`` to their own deadline less
+    it, so that formgrader and nbgrader's own lateness (``total_seconds_late``) use the deadline the
+    tables used. ``deadline`` None leaves the duedate as it is. Returns whether anything changed."""
+    if deadline is None or (
+        url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file()
+    ):
         return False  # no deadline, or a gradebook that was never written (nothing to date)
     due = deadline.astimezone(dt.UTC).replace(tzinfo=None)
     changed = False
@@ -329,9 +364,9 @@ def record_duedate(url: str, assignment: str, deadline, extensions: dict | None 
 
 @dataclass(frozen=True)
 class Grade:
-    """One graded cell of a student's submission as the gradebook holds it: the judge's score (``auto``),
-    a person's (``manual``), extra credit, the cell's points, whether it is an answer a person grades,
-    its notebook, and whether nbgrader flags it for a person."""
+    """One graded cell of a student's submission as the gradebook holds it: the judge's score
+    (``auto``), a person's (``manual``), extra credit, the cell's points, whether it is an answer a
+    person grades, its notebook, and whether nbgrader flags it for a person."""
 
     auto: float | None = None
     manual: float | None = None
@@ -343,8 +378,8 @@ class Grade:
 
     @property
     def score(self) -> float | None:
-        """The score as nbgrader counts it: the manual score if a person gave one, else the automatic
-        one, plus any extra credit; None while nobody has scored it."""
+        """The score as nbgrader counts it: the manual score if a person gave one, else the
+        automatic one, plus any extra credit; None while nobody has scored it."""
         base = self.manual if self.manual is not None else self.auto
         if base is None:
             return None
@@ -370,7 +405,8 @@ class Book:
 
 
 def read_book(url: str, assignment: str) -> Book:
-    """The assignment's grades and submission times (an empty book when nothing was graded into it)."""
+    """The assignment's grades and submission times (an empty book when nothing was graded into
+    it)."""
     grades: dict[str, dict[str, Grade]] = {}
     times: dict[str, dt.datetime | None] = {}
     with open_gradebook(url) as gradebook:
@@ -396,10 +432,10 @@ def read_book(url: str, assignment: str) -> Book:
 
 
 def keep_submitted_times(book: Book, out: CourseFolder) -> int:
-    """Write each submission's time, as the gradebook holds it (``book``), beside the submission nbgrader's
-    formgrader reads (``CourseFolder.timestamp``; one is removed where the gradebook holds none):
-    formgrader takes a submission as autograded only when that file says the time the gradebook says.
-    Returns how many were written."""
+    """Write each submission's time, as the gradebook holds it (``book``), beside the submission
+    nbgrader's formgrader reads (``CourseFolder.timestamp``; one is removed where the gradebook
+    holds none): formgrader takes a submission as autograded only when that file says the time the
+    gradebook says. Returns how many were written."""
     written = 0
     for student, when in book.times.items():
         stamp = out.timestamp(student)
@@ -463,14 +499,19 @@ class Writer:
                     self.merged += 1
                 except Exception as exc:
                     gradebook.db.rollback()
-                    self.error = self._describe(exc, f"cannot record {record.student_id}/{record.notebook}")
+                    self.error = self._describe(
+                        exc, f"cannot record {record.student_id}/{record.notebook}"
+                    )
         finally:
             gradebook.close()
 
     def _describe(self, exc: Exception, what: str) -> str:
         if isinstance(exc, GradebookError):
             return str(exc)
-        return f"{what} in the gradebook {mask_url(self.url)}: {type(exc).__name__}: {mask_text(str(exc), self.url)[:500]}"
+        return (
+            f"{what} in the gradebook {mask_url(self.url)}: {type(exc).__name__}: "
+            f"{mask_text(str(exc), self.url)[:500]}"
+        )
 
     def put(self, record: Record) -> None:
         self._queue.put(record)  # frozen: the batch cannot change it while it waits

@@ -1,10 +1,11 @@
 """OUT's layout: every file and folder the grader keeps in OUT, named here once.
 
-OUT is an nbgrader course folder (formgrader and ``nbgrader export`` work in it), and so is every job
-folder a notebook is graded in: :class:`CourseFolder` names nbgrader's layout for both, :class:`Out` the
-grader's own files beside it, and :class:`JobFolder` what a grading process leaves in its job folder. A
-cluster's worker lays its task folder out as OUT (``Out`` on its folder). No other module names these
-files: each takes its paths from here, and reads and writes OUT through the ledger."""
+OUT is an nbgrader course folder (formgrader and ``nbgrader export`` work in it), and so is every
+job folder a notebook is graded in: :class:`CourseFolder` names nbgrader's layout for both,
+:class:`Out` the grader's own files beside it, and :class:`JobFolder` what a grading process leaves
+in its job folder. A cluster's worker lays its task folder out as OUT (``Out`` on its folder). No
+other module names these files: each takes its paths from here, and reads and writes OUT through the
+ledger."""
 
 from __future__ import annotations
 
@@ -14,14 +15,15 @@ NOTEBOOK = ".ipynb"
 
 
 class CourseFolder:
-    """nbgrader's course-folder layout under ``root``: the config and gradebook it reads, and each step's
-    notebook of a student (``submitted``, ``autograded``, ``feedback``), per assignment."""
+    """nbgrader's course-folder layout under ``root``: the config and gradebook it reads, and each
+    step's notebook of a student (``submitted``, ``autograded``, ``feedback``), per assignment."""
 
     CONFIG = "nbgrader_config.py"
     GRADEBOOK = "gradebook.db"
     SUBMITTED, AUTOGRADED, FEEDBACK = "submitted", "autograded", "feedback"
     TIMESTAMP = "timestamp.txt"  # beside a submission: its time, as nbgrader writes it
-    SECRET = "submission_secret.txt"  # beside a submission on the exchange: the key fetch_feedback finds pages by
+    # beside a submission on the exchange: the key fetch_feedback finds pages by
+    SECRET = "submission_secret.txt"
 
     def __init__(self, root: Path, assignment: str):
         self.root, self.assignment = Path(root), assignment
@@ -39,7 +41,8 @@ class CourseFolder:
         return folder if notebook is None else folder / f"{notebook}{suffix}"
 
     def submitted(self, student: str, notebook: str | None = None) -> Path:
-        """The submitted notebook (the folder of a student's submission when ``notebook`` is None)."""
+        """The submitted notebook (the folder of a student's submission when ``notebook`` is
+        None)."""
         return self._step(self.SUBMITTED, student, notebook, NOTEBOOK)
 
     def autograded(self, student: str, notebook: str | None = None) -> Path:
@@ -57,8 +60,8 @@ class CourseFolder:
 
 
 class JobFolder(CourseFolder):
-    """The course folder one notebook is graded in (``Out.job``): what the grader prepares in it for its
-    grading process, and what that process leaves there."""
+    """The course folder one notebook is graded in (``Out.job``): what the grader prepares in it for
+    its grading process, and what that process leaves there."""
 
     RESULT = "result.json"  # model.JobOutcome, as the grading process writes it
     STARTED = "started"  # the time the grading process started the notebook
@@ -82,8 +85,8 @@ class JobFolder(CourseFolder):
         return self.root / self.EDITION
 
     def returned(self, student: str, notebook: str) -> dict[str, str]:
-        """The files of a job that travel back from a cluster's worker, by the name they travel under,
-        each as a path relative to the job folder."""
+        """The files of a job that travel back from a cluster's worker, by the name they travel
+        under, each as a path relative to the job folder."""
         return {
             "result": self.RESULT,
             "autograded": self.autograded(student, notebook).relative_to(self.root).as_posix(),
@@ -104,7 +107,11 @@ class Out(CourseFolder):
     HANDBACK = "handback"
     REPORT, SIMILARITY = "report", "similarity"  # .html and .json each
     LMS_FEEDBACK = "{system}_feedback.zip"  # in HANDBACK: one zip of every page for an LMS's upload
-    CANVAS_GRADES, MOODLE_GRADES, MOODLE_WORKSHEET = "canvas_grades.csv", "moodle_grades.csv", "moodle_worksheet.csv"
+    CANVAS_GRADES, MOODLE_GRADES, MOODLE_WORKSHEET = (
+        "canvas_grades.csv",
+        "moodle_grades.csv",
+        "moodle_worksheet.csv",
+    )
     # the grader's own scratch and caches
     MASTER, MASTER_DIGEST = ".course", ".course.digest"
     WORK, SETTINGS = ".work", ".settings.json"
@@ -117,17 +124,33 @@ class Out(CourseFolder):
     @classmethod
     def own_names(cls) -> frozenset[str]:
         """The names the grader gives its own files and folders in OUT and in a job folder (a job's
-        ``started`` and ``edition`` aside: words too common to tell apart): no module outside the ledger
-        names one (tests/test_layout.py). nbgrader's course-folder names (``CourseFolder``) are OUT's
-        too, and every job folder's: no module outside the ledger builds a path with one."""
-        plain = {value for key, value in vars(cls).items() if key.isupper() and isinstance(value, str)}
-        pages = {f"{name}{suffix}" for name in (cls.REPORT, cls.SIMILARITY) for suffix in (".html", ".json")}
+        ``started`` and ``edition`` aside: words too common to tell apart): no module outside the
+        ledger names one (tests/test_layout.py). nbgrader's course-folder names (``CourseFolder``)
+        are OUT's too, and every job folder's: no module outside the ledger builds a path with
+        one."""
+        plain = {
+            value for key, value in vars(cls).items() if key.isupper() and isinstance(value, str)
+        }
+        pages = {
+            f"{name}{suffix}"
+            for name in (cls.REPORT, cls.SIMILARITY)
+            for suffix in (".html", ".json")
+        }
         job = {JobFolder.RESULT, JobFolder.SUBMISSION_DIGEST}
-        return frozenset((plain - {cls.REPORT, cls.SIMILARITY, cls.LMS_FEEDBACK}) | pages | job | {cls.LMS_FEEDBACK.format(system="")})
+        return frozenset(
+            (plain - {cls.REPORT, cls.SIMILARITY, cls.LMS_FEEDBACK})
+            | pages
+            | job
+            | {cls.LMS_FEEDBACK.format(system="")}
+        )
 
     @staticmethod
     def course_folder_names() -> frozenset[str]:
-        return frozenset(value for key, value in vars(CourseFolder).items() if key.isupper() and isinstance(value, str))
+        return frozenset(
+            value
+            for key, value in vars(CourseFolder).items()
+            if key.isupper() and isinstance(value, str)
+        )
 
     # -- the tables and what grading found
     @property
@@ -213,7 +236,8 @@ class Out(CourseFolder):
         return CourseFolder(self.handback / "exchange", self.assignment)
 
     def page_and_numbers(self, name: str) -> tuple[Path, Path]:
-        """A page of the class (``REPORT``, ``SIMILARITY``) and its numbers: ``name``.html and .json."""
+        """A page of the class (``REPORT``, ``SIMILARITY``) and its numbers: ``name``.html and
+        .json."""
         return self.root / f"{name}.html", self.root / f"{name}.json"
 
     @property

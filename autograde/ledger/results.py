@@ -1,5 +1,5 @@
-"""The batch's tables: grades.csv (one row per student), log.jsonl and summary.json, written from the
-score table whose penalty was settled once (``tables.grades_table``)."""
+"""The batch's tables: grades.csv (one row per student), log.jsonl and summary.json, written from
+the score table whose penalty was settled once (``tables.grades_table``)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ from .tables import ScoreTable, grades_header, grades_table
 
 
 def _problem(record: Record) -> Problem:
-    return Problem(record.student_id, record.notebook, record.status, STATUS_TEXT[record.status], record.detail)
+    return Problem(
+        record.student_id, record.notebook, record.status, STATUS_TEXT[record.status], record.detail
+    )
 
 
 def write_log(out: Out, records: list[Record]) -> None:
@@ -32,9 +34,12 @@ def write_log(out: Out, records: list[Record]) -> None:
     os.replace(tmp, out.log)
 
 
-def late_in_gradebook(db_url: str, assignment: str, table: ScoreTable, late: LateSpec, book: BookInfo) -> BookInfo:
-    """nbgrader's own late fields: each notebook's penalty (the one the table settled), the due date and
-    the extensions (the ones the table used). A gradebook that cannot be written is noted in ``book``."""
+def late_in_gradebook(
+    db_url: str, assignment: str, table: ScoreTable, late: LateSpec, book: BookInfo
+) -> BookInfo:
+    """nbgrader's own late fields: each notebook's penalty (the one the table settled), the due date
+    and the extensions (the ones the table used). A gradebook that cannot be written is noted in
+    ``book``."""
     try:
         gradebook.record_penalties(db_url, assignment, table.settled)
         gradebook.record_duedate(db_url, assignment, late.one_deadline(), late.extensions)
@@ -54,13 +59,21 @@ def summarize(
     book: BookInfo,
     where: ClusterInfo | None,
 ) -> Summary:
-    """summary.json's facts of a graded batch (``where``: where the executor ran the jobs, when it says)."""
+    """summary.json's facts of a graded batch (``where``: where the executor ran the jobs, when it
+    says)."""
     by_student: dict[str, dict[str, Record]] = {}
     notes = {student: list(found) for student, found in notes.items()}
     for r in records:
         by_student.setdefault(r.student_id, {})[r.notebook] = r
-        notes.setdefault(r.student_id, []).extend(f"{r.notebook}.ipynb: {note}" for note in r.matching_notes or ())
-    problems = [_problem(per_nb[nb]) for _, per_nb in sorted(by_student.items()) for nb in course.notebooks if nb in per_nb and not per_nb[nb].graded]
+        notes.setdefault(r.student_id, []).extend(
+            f"{r.notebook}.ipynb: {note}" for note in r.matching_notes or ()
+        )
+    problems = [
+        _problem(per_nb[nb])
+        for _, per_nb in sorted(by_student.items())
+        for nb in course.notebooks
+        if nb in per_nb and not per_nb[nb].graded
+    ]
     return Summary(
         students=n_students,
         notebooks_graded=sum(r.graded for r in records),
@@ -73,11 +86,19 @@ def summarize(
         needs_review=sum(row.needs_review for row in table.rows),
         gradebook=book,
         problems=problems,
-        late_problems=[LateProblem(r.student_id, r.notebook, r.late.problem) for r in records if r.late and r.late.problem is not None],
+        late_problems=[
+            LateProblem(r.student_id, r.notebook, r.late.problem)
+            for r in records
+            if r.late and r.late.problem is not None
+        ],
         matching_notes={s: n for s, n in notes.items() if n},
         columns=grades_header(cells),
         sandbox=sandbox,
-        redactions=[Redaction(r.student_id, r.notebook, r.redacted_lines) for r in records if r.redacted_lines],
+        redactions=[
+            Redaction(r.student_id, r.notebook, r.redacted_lines)
+            for r in records
+            if r.redacted_lines
+        ],
         cluster=where or None,
     )
 
@@ -109,9 +130,9 @@ def write_results(
     book: BookInfo | None = None,
     late: LateSpec | None = None,
 ) -> Summary:
-    """A graded OUT's tables from ``records`` (each a record or its JSON, as log.jsonl holds it), as a
-    grading run writes them: the gradebook's scores read once, the penalty settled once, the gradebook
-    given it, grades.csv, log.jsonl and summary.json written. Returns the summary."""
+    """A graded OUT's tables from ``records`` (each a record or its JSON, as log.jsonl holds it), as
+    a grading run writes them: the gradebook's scores read once, the penalty settled once, the
+    gradebook given it, grades.csv, log.jsonl and summary.json written. Returns the summary."""
     from .folder import Ledger
 
     ledger = Ledger(out, course)
@@ -126,6 +147,8 @@ def write_results(
     table, records = grades_table(graded_cells, records, stored, late, ledger.intake.late_in_lms)
     if db_url and not book.error and late.active:
         book = late_in_gradebook(db_url, course.assignment, table, late, book)
-    summary = summarize(course, graded_cells, table, records, notes, n_students, sandbox, book, None)
+    summary = summarize(
+        course, graded_cells, table, records, notes, n_students, sandbox, book, None
+    )
     write_tables(ledger.out, table, records, summary)
     return summary

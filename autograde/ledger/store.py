@@ -1,6 +1,6 @@
-"""The signed record store: each notebook's record in OUT (``Out.record``), signed with a key kept beside
-them (``Out.key``, readable by the instructor only), and reused only when it is for the very same file and
-its signature verifies."""
+"""The signed record store: each notebook's record in OUT (``Out.record``), signed with a key kept
+beside them (``Out.key``, readable by the instructor only), and reused only when it is for the very
+same file and its signature verifies."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ def signing_key(out: Path) -> bytes:
 
 def _signature(out: Path, data: dict) -> str:
     """The signature of a record's JSON (every key but the signature and the reuse mark)."""
-    body = json.dumps({k: v for k, v in data.items() if k not in ("signature", "cached")}, sort_keys=True)
+    body = json.dumps(
+        {k: v for k, v in data.items() if k not in ("signature", "cached")}, sort_keys=True
+    )
     return hmac.new(signing_key(out), body.encode(), hashlib.sha256).hexdigest()
 
 
@@ -90,13 +92,16 @@ def submission_digest(chosen: dict[str, Path | None], max_bytes: int) -> str:
     h = hashlib.sha256()
     for notebook in sorted(chosen):
         path = chosen[notebook]
-        h.update(f"{notebook}|{_file_digest(path, max_bytes) if path is not None else '-'}\n".encode())
+        h.update(
+            f"{notebook}|{_file_digest(path, max_bytes) if path is not None else '-'}\n".encode()
+        )
     return h.hexdigest()
 
 
 def fingerprint(path: Path, digest: str, options: Options) -> str:
-    """What decides whether a saved record may be reused: the file, the sources and the whole submission
-    (``digest``), and every grading limit (tested by test_every_grading_limit_is_in_the_fingerprint)."""
+    """What decides whether a saved record may be reused: the file, the sources and the whole
+    submission (``digest``), and every grading limit (tested by
+    test_every_grading_limit_is_in_the_fingerprint)."""
     h = hashlib.sha256()
     h.update(_file_digest(path, options.max_notebook_bytes).encode())
     h.update(

@@ -1,4 +1,5 @@
-"""The translation catalogs: one source (``solutions/``, ``tools/``), one catalog per edition's text.
+"""The translation catalogs: one source (``solutions/``, ``tools/``), one catalog per edition's
+text.
 
 The course is written in English; each other edition's text lives in gettext PO catalogs that
 translators' tools read (Poedit, Weblate, ``msgmerge``), read and written with Babel:
@@ -15,11 +16,10 @@ translators' tools read (Poedit, Weblate, ``msgmerge``), read and written with B
 
 ``update`` brings a catalog up to date with its units: new ones are added untranslated, a unit whose
 English changed keeps its old translation marked fuzzy (with the old English as ``#| msgid``), units
-that are gone become obsolete. ``problems`` is what ``check`` refuses: a catalog that does not parse,
-an untranslated or fuzzy unit, a placeholder or inline code span that the translation lost, and
-(for the course's catalogs) a translation that uses a term the glossary (``docs/glossary.md``) lists
-as a variant to avoid: one term per concept.
-"""
+that are gone become obsolete. ``problems`` is what ``check`` refuses: a catalog that does not
+parse, an untranslated or fuzzy unit, a placeholder or inline code span that the translation lost,
+and (for the course's catalogs) a translation that uses a term the glossary (``docs/glossary.md``)
+lists as a variant to avoid: one term per concept."""
 
 from __future__ import annotations
 
@@ -39,15 +39,25 @@ from babel.messages.pofile import PoFileError, read_po, write_po
 from tools.i18n import EDITIONS, runtime_catalog_path
 
 from ..errors import GraderError
-from ..judging.ideas import docstrings, message_nodes, message_template, message_templates, source_comments, split_hidden
+from ..judging.ideas import (
+    docstrings,
+    message_nodes,
+    message_template,
+    message_templates,
+    source_comments,
+    split_hidden,
+)
 
 PROJECT = "serving-overlap-course"
-# the runtime's message calls (tools/i18n.py): a template's first argument, looked up where the text is
-# made (tr, say, Message) or marked where a label is written and translated where it is shown (N_)
+# the runtime's message calls (tools/i18n.py): a template's first argument, looked up where the text
+# is made (tr, say, Message) or marked where a label is written and translated where it is shown
+# (N_)
 MESSAGE_CALLS = ("tr", "say", "Message", "N_")
-# calls whose first argument is text the runtime did not make, matched against the catalog (localize)
+# calls whose first argument is text the runtime did not make, matched against the catalog
+# (localize)
 OUTSIDE_CALLS = ("localize",)
-CONTEXT = "\x04"  # tools.i18n.CONTEXT: "context\x04text", gettext's key of a template with a msgctxt
+# tools.i18n.CONTEXT: "context\x04text", gettext's key of a template with a msgctxt
+CONTEXT = "\x04"
 PLACEHOLDER = re.compile(r"(?<!\{)\{[^{}]*\}(?!\})")
 LATEX_ARGUMENT = re.compile(r"\\[A-Za-z]+\{[^{}]*\}")
 CODE_SPAN = re.compile(r"(?<!`)`[^`]+`(?!`)")  # may run over a line break, as markdown allows
@@ -78,17 +88,29 @@ def notebook_units(path: Path) -> list[Unit]:
         if cell.cell_type == "code":
             for n, (_, _, _, text) in enumerate(comment_blocks(cell.source)):
                 comment = f"cell {index} (code comment: each line one '# ' line)"
-                units.append(Unit(text, f"{cell.id}:comment:{n}", comment, f"{path.name}:{cell.id}"))
+                units.append(
+                    Unit(text, f"{cell.id}:comment:{n}", comment, f"{path.name}:{cell.id}")
+                )
             for n, (_, _, text) in enumerate(trailing_notes(cell.source)):
                 comment = f"cell {index} (code comment after code on its line: one line)"
-                units.append(Unit(text, f"{cell.id}:trailing:{n}", comment, f"{path.name}:{cell.id}"))
+                units.append(
+                    Unit(text, f"{cell.id}:trailing:{n}", comment, f"{path.name}:{cell.id}")
+                )
             for n, text in enumerate(given_docstrings(cell)):
-                comment = f"cell {index} (docstring of a given function: no backslash, no triple quote)"
-                units.append(Unit(text, f"{cell.id}:docstring:{n}", comment, f"{path.name}:{cell.id}"))
+                comment = (
+                    f"cell {index} (docstring of a given function: no backslash, no triple quote)"
+                )
+                units.append(
+                    Unit(text, f"{cell.id}:docstring:{n}", comment, f"{path.name}:{cell.id}")
+                )
         if cell.cell_type != "markdown" or not cell.source.strip():
             continue
         meta = cell.metadata.get("nbgrader", {})
-        kind = "model answer (instructor only)" if meta.get("solution") else ("read-only" if meta.get("locked") else "markdown")
+        kind = (
+            "model answer (instructor only)"
+            if meta.get("solution")
+            else ("read-only" if meta.get("locked") else "markdown")
+        )
         units.append(Unit(cell.source, cell.id, f"cell {index} ({kind})", f"{path.name}:{cell.id}"))
     return units
 
@@ -126,9 +148,9 @@ def comment_blocks(source: str) -> list[tuple[int, int, str, str]]:
 
 
 def trailing_notes(source: str) -> list[tuple[int, int, str]]:
-    """The comments after code on their line (``ideas.Comments.after_code``) that an edition words in
-    its language: outside solution and hidden-test regions, nbgrader's markers and linters' pragmas
-    kept (KEPT_COMMENTS). Each is (line, column of its ``#``, text without the ``# ``)."""
+    """The comments after code on their line (``ideas.Comments.after_code``) that an edition words
+    in its language: outside solution and hidden-test regions, nbgrader's markers and linters'
+    pragmas kept (KEPT_COMMENTS). Each is (line, column of its ``#``, text without the ``# ``)."""
     comments = source_comments(source)
     if comments is None:
         return []
@@ -137,13 +159,18 @@ def trailing_notes(source: str) -> list[tuple[int, int, str]]:
         region = _REGION.match(line)
         if region:
             inside = region.group(1) == "BEGIN"
-        elif not inside and (comment := comments.after_code(i)) and not KEPT_COMMENTS.match(comment.text):
+        elif (
+            not inside
+            and (comment := comments.after_code(i))
+            and not KEPT_COMMENTS.match(comment.text)
+        ):
             notes.append((i, comment.column, re.sub(r"^# ?", "", comment.text)))
     return notes
 
 
 def _docstring_spans(source: str) -> list[tuple[int, int, int, int, str]]:
-    """The docstrings of ``source`` (``ideas.docstrings``) outside solution and hidden-test regions."""
+    """The docstrings of ``source`` (``ideas.docstrings``) outside solution and hidden-test
+    regions."""
     inside, regions = False, set()
     for i, line in enumerate(source.split("\n")):
         region = _REGION.match(line)
@@ -157,23 +184,29 @@ def _docstring_spans(source: str) -> list[tuple[int, int, int, int, str]]:
 def given_docstrings(cell) -> list[str]:
     """The docstrings an edition words in its language: those of the functions a learner is given
     (in an answer cell outside its solution, or in a given cell). A grade cell's are its public
-    checks' labels, which the runtime translates as it prints them and the judge reads in English."""
+    checks' labels, which the runtime translates as it prints them and the judge reads in
+    English."""
     if cell.cell_type != "code" or cell.metadata.get("nbgrader", {}).get("grade"):
         return []
     return [span[4] for span in _docstring_spans(cell.source)]
 
 
 def translate_docstrings(source: str, cell_id: str, table: Translations) -> str:
-    """A given cell (given_docstrings) with its docstrings in the catalog's words, each a triple-quoted
-    string at the original's place; ValueError for a translation that a triple-quoted string cannot
-    hold as it is, KeyError when the catalog lacks one."""
+    """A given cell (given_docstrings) with its docstrings in the catalog's words, each a
+    triple-quoted string at the original's place; ValueError for a translation that a triple-quoted
+    string cannot hold as it is, KeyError when the catalog lacks one."""
     lines = source.split("\n")
     for n, (first, start, last, end, text) in reversed(list(enumerate(_docstring_spans(source)))):
         words = table.text(text, f"{cell_id}:docstring:{n}")
         if '"""' in words or "\\" in words or words.endswith('"'):
-            raise ValueError(f"{cell_id}:docstring:{n}: a docstring's translation holds a backslash or a quote at its end")
+            raise ValueError(
+                f"{cell_id}:docstring:{n}: a docstring's translation holds a "
+                "backslash or a quote at its end"
+            )
         body = ("\n" + " " * start).join(words.split("\n"))
-        lines[first : last + 1] = (lines[first][:start] + f'"""{body}"""' + lines[last][end:]).split("\n")
+        lines[first : last + 1] = (
+            lines[first][:start] + f'"""{body}"""' + lines[last][end:]
+        ).split("\n")
     return "\n".join(lines)
 
 
@@ -188,11 +221,15 @@ def translate_comments(source: str, cell_id: str, table: Translations) -> str:
         lines[row] = f"{lines[row][:column]}# {' '.join(words.split())}".rstrip()
     for n, (start, end, indent, text) in reversed(list(enumerate(comment_blocks(source)))):
         words = table.text(text, f"{cell_id}:comment:{n}")
-        lines[start:end] = [f"{indent}# {line}".rstrip() if line.strip() else f"{indent}#" for line in words.split("\n")]
+        lines[start:end] = [
+            f"{indent}# {line}".rstrip() if line.strip() else f"{indent}#"
+            for line in words.split("\n")
+        ]
     return "\n".join(lines)
 
 
-_template = message_template  # a string literal's text, or an f-string as a template with {0}, {1}... for its values
+# a string literal's text, or an f-string as a template with {0}, {1}... for its values
+_template = message_template
 
 
 _PARSE_LOCK = threading.Lock()
@@ -219,7 +256,11 @@ def _has_text(template: str | None) -> bool:
 
 def message_calls(tree: ast.AST, names=MESSAGE_CALLS) -> list[ast.Call]:
     """The calls to ``names`` in ``tree`` that have a first argument."""
-    return [node for node in ast.walk(tree) if isinstance(node, ast.Call) and _call_name(node) in names and node.args]
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _call_name(node) in names and node.args
+    ]
 
 
 def unliteral_templates(source: str) -> list[str]:
@@ -233,7 +274,8 @@ def unliteral_templates(source: str) -> list[str]:
     return [
         f"line {node.lineno}: {_call_name(node)}({ast.unparse(node.args[0])[:60]}...)"
         for node in message_calls(tree)
-        if isinstance(node.args[0], (ast.JoinedStr, ast.BinOp)) or (_call_name(node) == "N_" and not isinstance(node.args[0], ast.Constant))
+        if isinstance(node.args[0], (ast.JoinedStr, ast.BinOp))
+        or (_call_name(node) == "N_" and not isinstance(node.args[0], ast.Constant))
     ]
 
 
@@ -246,12 +288,19 @@ def code_strings(source: str) -> list[str]:
         tree = parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
     except SyntaxError:
         return []
-    found = [node.args[0].value for node in message_calls(tree) if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)]
-    found = [text.split(CONTEXT, 1)[-1] for text in found if CONTEXT not in text]  # a contextual template: the runtime's own (tools_units)
+    found = [
+        node.args[0].value
+        for node in message_calls(tree)
+        if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+    ]
+    # a contextual template: the runtime's own (tools_units)
+    found = [text.split(CONTEXT, 1)[-1] for text in found if CONTEXT not in text]
     found += [_template(node.args[0]) for node in message_calls(tree, OUTSIDE_CALLS)]
     if any(_call_name(node) == "PublicChecks" for node in message_calls(tree, ("PublicChecks",))):
         for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and any("case" in ast.unparse(d) for d in node.decorator_list):
+            if isinstance(node, ast.FunctionDef) and any(
+                "case" in ast.unparse(d) for d in node.decorator_list
+            ):
                 found.append((ast.get_docstring(node) or node.name).strip().splitlines()[0])
         found += [_template(node.args[0]) for node in message_calls(tree, ("PublicChecks",))]
         found += message_templates(tree)
@@ -266,7 +315,12 @@ def setup_message(source: str) -> str | None:
     except SyntaxError:
         return None
     for node in ast.walk(tree):
-        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and _call_name(node.exc) == "ModuleNotFoundError" and node.exc.args:
+        if (
+            isinstance(node, ast.Raise)
+            and isinstance(node.exc, ast.Call)
+            and _call_name(node.exc) == "ModuleNotFoundError"
+            and node.exc.args
+        ):
             return message_template(node.exc.args[0])
     return None
 
@@ -290,7 +344,8 @@ def code_units(paths: Iterable[Path]) -> list[Unit]:
 def public_check_texts(paths: Iterable[Path]) -> list[str]:
     """What the judge's feedback quotes of the grade cells' public checks: each case's label (its
     docstring's first line) and each failure message's catalog key. They are runtime catalog units
-    (``code_units``), translated for the learner's kernel; the feedback reads the same translations."""
+    (``code_units``), translated for the learner's kernel; the feedback reads the same
+    translations."""
     texts: list[str] = []
     for path in paths:
         for cell in nbformat.read(path, as_version=4).cells:
@@ -302,25 +357,34 @@ def public_check_texts(paths: Iterable[Path]) -> list[str]:
             except SyntaxError:
                 continue
             for node in ast.walk(tree):
-                if isinstance(node, ast.FunctionDef) and any("case" in ast.unparse(d) for d in node.decorator_list):
+                if isinstance(node, ast.FunctionDef) and any(
+                    "case" in ast.unparse(d) for d in node.decorator_list
+                ):
                     texts.append((ast.get_docstring(node) or node.name).strip().splitlines()[0])
             texts += message_templates(tree)
     return list(dict.fromkeys(texts))
 
 
 def tools_units(root: Path) -> list[Unit]:
-    """The learner runtime's own templates: the first argument of each ``tr``, ``say``, ``Message`` and
-    ``N_`` call (found by Babel's Python extractor); ``"context\x04text"`` is a template with a msgctxt."""
+    """The learner runtime's own templates: the first argument of each ``tr``, ``say``, ``Message``
+    and ``N_`` call (found by Babel's Python extractor); ``"context\x04text"`` is a template with a
+    msgctxt."""
     units = []
     keywords = dict.fromkeys(MESSAGE_CALLS)
-    for filename, lineno, message, comments, _context in extract_from_dir(root / "tools", [("**.py", "python")], keywords=keywords):
+    for filename, lineno, message, comments, _context in extract_from_dir(
+        root / "tools", [("**.py", "python")], keywords=keywords
+    ):
         if isinstance(message, str) and _has_text(message.split(CONTEXT, 1)[-1]):
             context, _, text = message.rpartition(CONTEXT)
-            units.append(Unit(text, context or None, " ".join(comments), f"tools/{filename}:{lineno}"))
+            units.append(
+                Unit(text, context or None, " ".join(comments), f"tools/{filename}:{lineno}")
+            )
     return units
 
 
-def grader_units(paths: Iterable[Path], feedback_texts: Iterable[str | tuple[str, str]]) -> list[Unit]:
+def grader_units(
+    paths: Iterable[Path], feedback_texts: Iterable[str | tuple[str, str]]
+) -> list[Unit]:
     """The hidden tests' idea texts (read from the source, never run) and the feedback page's lines
     (a line that shares its English with another: (English, its msgctxt))."""
     units = []
@@ -331,12 +395,25 @@ def grader_units(paths: Iterable[Path], feedback_texts: Iterable[str | tuple[str
                 continue
             hidden = split_hidden(cell.source)[1]
             for node in ast.walk(parse(hidden)) if hidden.strip() else ():
-                if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "idea" and len(node.args) >= 3:
+                if (
+                    isinstance(node, ast.Call)
+                    and getattr(node.func, "id", "") == "idea"
+                    and len(node.args) >= 3
+                ):
                     idea_id, text = ast.literal_eval(node.args[0]), ast.literal_eval(node.args[2])
-                    units.append(Unit(text, f"{meta['grade_id']}:{idea_id}", "idea text (instructor only)", path.name))
+                    units.append(
+                        Unit(
+                            text,
+                            f"{meta['grade_id']}:{idea_id}",
+                            "idea text (instructor only)",
+                            path.name,
+                        )
+                    )
             units += hidden_message_units(hidden, f"{path.name}:{meta['grade_id']}")
     units += [
-        Unit(*text, "feedback page", "autograde") if isinstance(text, tuple) else Unit(text, None, "feedback page", "autograde")
+        Unit(*text, "feedback page", "autograde")
+        if isinstance(text, tuple)
+        else Unit(text, None, "feedback page", "autograde")
         for text in feedback_texts
     ]
     return units
@@ -344,13 +421,20 @@ def grader_units(paths: Iterable[Path], feedback_texts: Iterable[str | tuple[str
 
 def hidden_message_units(hidden: str, where: str) -> list[Unit]:
     """The failure messages of a grade cell's hidden tests (instructor only): each text the judge
-    may show (``ideas.message_nodes``) as its catalog key, the comment naming what fills each field."""
+    may show (``ideas.message_nodes``) as its catalog key, the comment naming what fills each
+    field."""
     if not hidden.strip():
         return []
     units = []
     for node in message_nodes(parse(hidden)):
-        fields = [ast.unparse(v.value) for v in node.values if isinstance(v, ast.FormattedValue)] if isinstance(node, ast.JoinedStr) else []
-        comment = "hidden test's failure message (instructor only)" + "".join(f"; {{{i}}}: {code}" for i, code in enumerate(fields))
+        fields = (
+            [ast.unparse(v.value) for v in node.values if isinstance(v, ast.FormattedValue)]
+            if isinstance(node, ast.JoinedStr)
+            else []
+        )
+        comment = "hidden test's failure message (instructor only)" + "".join(
+            f"; {{{i}}}: {code}" for i, code in enumerate(fields)
+        )
         units.append(Unit(message_template(node), None, comment, where))
     return units
 
@@ -406,7 +490,9 @@ def term_variants(text: str, terms: list[Term]) -> list[tuple[str, Term]]:
     for term in terms:
         for variant in term.avoid:
             masked = text
-            for longer in sorted((c for c in chosen if variant in c and c != variant), key=len, reverse=True):
+            for longer in sorted(
+                (c for c in chosen if variant in c and c != variant), key=len, reverse=True
+            ):
                 masked = masked.replace(longer, "\0")
             if variant in masked:
                 found.append((variant, term))
@@ -418,12 +504,15 @@ class CatalogFile:
     path: Path
     units: list[Unit]
     language: str
-    glossary: Path | None = None  # the terms its translations must use (docs/glossary.md); None: not checked
-    refused: tuple[str, ...] = ()  # sources whose text cannot be a unit of it (a template made before the catalog is asked)
+    # the terms its translations must use (docs/glossary.md); None: not checked
+    glossary: Path | None = None
+    # sources whose text cannot be a unit of it (a template made before the catalog is asked)
+    refused: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
-        """The catalog's path as a translator finds it: from the course folder (translations/zh/...)."""
+        """The catalog's path as a translator finds it: from the course folder
+        (translations/zh/...)."""
         parts = self.path.parts
         for top in ("translations", "tools"):
             if top in parts:
@@ -431,17 +520,34 @@ class CatalogFile:
         return self.path.as_posix()
 
 
-def course_catalogs(root: Path, notebooks: list[Path], feedback_texts: Iterable[str]) -> list[CatalogFile]:
+def course_catalogs(
+    root: Path, notebooks: list[Path], feedback_texts: Iterable[str]
+) -> list[CatalogFile]:
     """Every catalog of every edition besides English, with the units it must hold."""
     catalogs = []
     for lang in EDITIONS:
         if lang == "en":
             continue
         folder, glossary = root / "translations" / lang, root / GLOSSARY
-        catalogs += [CatalogFile(folder / f"{path.stem}.po", notebook_units(path), lang, glossary) for path in notebooks]
-        catalogs.append(CatalogFile(folder / "grader.po", grader_units(notebooks, feedback_texts), lang, glossary))
+        catalogs += [
+            CatalogFile(folder / f"{path.stem}.po", notebook_units(path), lang, glossary)
+            for path in notebooks
+        ]
+        catalogs.append(
+            CatalogFile(
+                folder / "grader.po", grader_units(notebooks, feedback_texts), lang, glossary
+            )
+        )
         runtime = runtime_catalog_path(lang, root / "tools")
-        catalogs.append(CatalogFile(runtime, [*tools_units(root), *code_units(notebooks)], lang, glossary, unliteral_sources(root, notebooks)))
+        catalogs.append(
+            CatalogFile(
+                runtime,
+                [*tools_units(root), *code_units(notebooks)],
+                lang,
+                glossary,
+                unliteral_sources(root, notebooks),
+            )
+        )
     return catalogs
 
 
@@ -450,12 +556,18 @@ def unliteral_sources(root: Path, notebooks: Iterable[Path]) -> tuple[str, ...]:
     template is not a string literal (``unliteral_templates``), named by file and line."""
     found = []
     for path in sorted((root / "tools").rglob("*.py")):
-        found += [f"tools/{path.relative_to(root / 'tools')} {where}" for where in unliteral_templates(path.read_text(encoding="utf-8"))]
+        found += [
+            f"tools/{path.relative_to(root / 'tools')} {where}"
+            for where in unliteral_templates(path.read_text(encoding="utf-8"))
+        ]
     for path in notebooks:
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type == "code":
                 public = SOLUTION.sub("", split_hidden(cell.source)[0])
-                found += [f"{path.name}:{cell.get('id', '?')} {where}" for where in unliteral_templates(public)]
+                found += [
+                    f"{path.name}:{cell.get('id', '?')} {where}"
+                    for where in unliteral_templates(public)
+                ]
     return tuple(found)
 
 
@@ -482,8 +594,8 @@ def write_catalog(path: Path, catalog: Catalog) -> None:
 
 @dataclass
 class CatalogCounts:
-    """A catalog's units by state after an update: translated, fuzzy (a translation to review), untranslated,
-    and obsolete (kept, no longer in the sources)."""
+    """A catalog's units by state after an update: translated, fuzzy (a translation to review),
+    untranslated, and obsolete (kept, no longer in the sources)."""
 
     translated: int = 0
     fuzzy: int = 0
@@ -502,9 +614,18 @@ def update(spec: CatalogFile) -> CatalogCounts:
             continue
         same = old.get(unit.msgid, context=unit.context)
         moved = by_context.get(unit.context) if unit.context else None
-        message = Message(unit.msgid, "", [(unit.where, None)], auto_comments=[unit.comment] if unit.comment else [], context=unit.context)
+        message = Message(
+            unit.msgid,
+            "",
+            [(unit.where, None)],
+            auto_comments=[unit.comment] if unit.comment else [],
+            context=unit.context,
+        )
         if same is not None and same.string:
-            message.string, message.flags = same.string, set(same.flags) - {"python-format", "python-brace-format"}
+            message.string, message.flags = (
+                same.string,
+                set(same.flags) - {"python-format", "python-brace-format"},
+            )
         elif moved is not None and moved.string:
             message.string, message.flags, message.previous_id = moved.string, {"fuzzy"}, [moved.id]
         new[unit.msgid] = message  # Catalog keys it by (id, context), the context from the message
@@ -515,24 +636,31 @@ def update(spec: CatalogFile) -> CatalogCounts:
     counts = CatalogCounts(obsolete=len(new.obsolete))
     for message in new:
         if message.id:
-            state = "untranslated" if not message.string else "fuzzy" if message.fuzzy else "translated"
+            state = (
+                "untranslated" if not message.string else "fuzzy" if message.fuzzy else "translated"
+            )
             setattr(counts, state, getattr(counts, state) + 1)
     write_catalog(spec.path, new)
     return counts
 
 
 def _lost(pattern: re.Pattern, english: str, translated: str) -> list[str]:
-    """The tokens (placeholders, code spans) of ``english`` missing from ``translated``; a line break
-    inside one counts as a space (a translation may reflow a code span onto one line), and a
+    """The tokens (placeholders, code spans) of ``english`` missing from ``translated``; a line
+    break inside one counts as a space (a translation may reflow a code span onto one line), and a
     placeholder counts by its field and conversion (a translation may pad a value differently:
     ``{name:>9}`` where English aligns a column, ``{name}`` in a sentence)."""
 
     def key(token: str) -> str:
         token = " ".join(token.split())
-        return re.sub(r"^\{([^{}:]*?)(![rsa])?(?::[^{}]*)?\}$", r"{\1\2}", token) if pattern is PLACEHOLDER else token
+        return (
+            re.sub(r"^\{([^{}:]*?)(![rsa])?(?::[^{}]*)?\}$", r"{\1\2}", token)
+            if pattern is PLACEHOLDER
+            else token
+        )
 
     def tokens(text: str) -> list[str]:
-        if pattern is PLACEHOLDER:  # a LaTeX command's argument (\\text{bytes per token}) is words, not a value
+        # a LaTeX command's argument (\\text{bytes per token}) is words, not a value
+        if pattern is PLACEHOLDER:
             text = LATEX_ARGUMENT.sub("", text)
         return pattern.findall(text)
 
@@ -540,7 +668,10 @@ def _lost(pattern: re.Pattern, english: str, translated: str) -> list[str]:
     return [token for token in dict.fromkeys(tokens(english)) if key(token) not in have]
 
 
-_PO_LINE = re.compile(r'^(?:#.*|(?:#~ )?(?:msgctxt|msgid|msgid_plural|msgstr(?:\[\d+\])?) +"(?:[^"\\]|\\.)*"|(?:#~ )?"(?:[^"\\]|\\.)*"|\s*)$')
+_PO_LINE = re.compile(
+    r"^(?:#.*|(?:#~ )?(?:msgctxt|msgid|msgid_plural|msgstr(?:\[\d+\])?) "
+    r'+"(?:[^"\\]|\\.)*"|(?:#~ )?"(?:[^"\\]|\\.)*"|\s*)$'
+)
 
 
 def syntax_error(path: Path) -> str | None:
@@ -566,7 +697,9 @@ def problems(spec: CatalogFile) -> list[str]:
     except (PoFileError, UnicodeDecodeError) as exc:
         return [f"{name}: does not parse: {exc}"]
     found = [
-        f"{name}: {where}: a template must be a string literal, its values passed by name (tr('wrote {{path}}', path=p))" for where in spec.refused
+        f"{name}: {where}: a template must be a string literal, its values passed by name "
+        f"(tr('wrote {{path}}', path=p))"
+        for where in spec.refused
     ]
     terms: list[Term] = []
     if spec.glossary is not None:
@@ -577,24 +710,39 @@ def problems(spec: CatalogFile) -> list[str]:
     wanted = {(unit.msgid, unit.context) for unit in spec.units}
     for message in catalog:
         if message.id and (message.id, message.context) not in wanted:
-            what = f"msgctxt {message.context!r}" if message.context else f"msgid {str(message.id)[:60]!r}"
-            found.append(f"{name}: {what} is used by no source (run `python -m autograde translations update`) (line {message.lineno})")
+            what = (
+                f"msgctxt {message.context!r}"
+                if message.context
+                else (f"msgid {str(message.id)[:60]!r}")
+            )
+            found.append(
+                f"{name}: {what} is used by no source (run `python -m autograde "
+                f"translations update`) (line {message.lineno})"
+            )
     for unit in spec.units:
         message = catalog.get(unit.msgid, context=unit.context)
-        label = f"{name}: {'msgctxt ' + repr(unit.context) if unit.context else 'msgid ' + repr(unit.msgid[:60])} ({unit.where})"
+        said = f"msgctxt {unit.context!r}" if unit.context else f"msgid {unit.msgid[:60]!r}"
+        label = f"{name}: {said} ({unit.where})"
         if message is None:
-            found.append(f"{label} is not in the catalog (run `python -m autograde translations update`)")
+            found.append(
+                f"{label} is not in the catalog (run `python -m autograde translations update`)"
+            )
         elif not message.string:
             found.append(f"{label} is untranslated (line {message.lineno})")
         elif message.fuzzy:
             found.append(f"{label} is fuzzy: its English changed (line {message.lineno})")
         else:
-            lost = _lost(PLACEHOLDER, unit.msgid, message.string) + _lost(CODE_SPAN, unit.msgid, message.string)
+            lost = _lost(PLACEHOLDER, unit.msgid, message.string) + _lost(
+                CODE_SPAN, unit.msgid, message.string
+            )
             if lost:
-                found.append(f"{label}: the translation lost {', '.join(lost)} (line {message.lineno})")
+                found.append(
+                    f"{label}: the translation lost {', '.join(lost)} (line {message.lineno})"
+                )
             for variant, term in term_variants(message.string, terms):
                 found.append(
-                    f"{label} says '{variant}': the glossary's term for '{term.english}' is '{' / '.join(term.chosen)}' (line {message.lineno})"
+                    f"{label} says '{variant}': the glossary's term for '{term.english}' "
+                    f"is '{' / '.join(term.chosen)}' (line {message.lineno})"
                 )
     return found
 
@@ -602,13 +750,14 @@ def problems(spec: CatalogFile) -> list[str]:
 @dataclass(frozen=True)
 class Translations:
     """A catalog's translated units, the fuzzy ones left out: {context: {English: translation}}, the
-    context a part of a cell (``<cell id>:comment:<n>``...), an idea (``grade_id:idea``), or None."""
+    context a part of a cell (``<cell id>:comment:<n>``...), an idea (``grade_id:idea``), or
+    None."""
 
     by_context: dict[str | None, dict[str, str]] = field(default_factory=dict)
 
     def text(self, english: str, context: str | None = None) -> str:
-        """``english``'s translation; KeyError when the catalog lacks it (an edition is made only from a
-        complete catalog: ``problems`` finds none)."""
+        """``english``'s translation; KeyError when the catalog lacks it (an edition is made only
+        from a complete catalog: ``problems`` finds none)."""
         return self.by_context[context][english]
 
     def find(self, english: str, context: str | None = None) -> str | None:
@@ -629,5 +778,7 @@ class CatalogError(GraderError, RuntimeError):
     """A catalog cannot make its edition (untranslated, fuzzy or broken units)."""
 
     def __init__(self, problems: list[str]):
-        super().__init__("the translation is not complete:\n" + "\n".join(f"  {p}" for p in problems))
+        super().__init__(
+            "the translation is not complete:\n" + "\n".join(f"  {p}" for p in problems)
+        )
         self.problems = problems

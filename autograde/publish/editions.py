@@ -4,7 +4,8 @@ their comments' words and its set-up cell, so the same grade ids and graded code
 edition's set-up cell (tagged ``imports``, never graded nor locked) calls
 ``course_setup(language='zh')``, so that its kernel knows the edition however the notebook is run
 (nbclient, papermill, Colab and Kaggle name no file), and raises its message for a missing course
-runtime in the edition's words (the runtime catalog's; the runtime, missing, cannot translate it)."""
+runtime in the edition's words (the runtime catalog's; the runtime, missing, cannot translate
+it)."""
 
 from __future__ import annotations
 
@@ -33,15 +34,30 @@ SCORE_IN_PARENS = "(Score: {score})"
 SCORE_WITH_PENDING = "(Score: {score}; {pending})"
 SCORE = "Score: {score}"
 GRADE_CELL = "Grade cell: {grade_id}"
-TEST_CELL = "Test cell: {todo}"  # a test cell in the page's list, named by its TODO ("TODO 5 · decide_overlap")
+# a test cell in the page's list, named by its TODO ("TODO 5 · decide_overlap")
+TEST_CELL = "Test cell: {todo}"
 TOP = "(Top)"
-PENDING_IN_PARENS = " (pending: a person grades it, {points} point(s))"  # a pending answer in the page's list (exporters.PageView)
-LATE_PENALTY = "Late submission penalty (Score: -{points})"  # nbgrader's late line in the page's list
+# a pending answer in the page's list (exporters.PageView)
+PENDING_IN_PARENS = " (pending: a person grades it, {points} point(s))"
+# nbgrader's late line in the page's list
+LATE_PENALTY = "Late submission penalty (Score: -{points})"
 COMMENTS = "Comments:"  # the label before a cell's comment, its colon with it (Chinese: 评语：)
-# nbgrader's own comment on an answer left as released (preprocessors/saveautogrades.py's auto_comment):
-# the page shows it in its language (exporters.PageView.comment); a person's comment as they wrote it
+# nbgrader's own comment on an answer left as released (preprocessors/saveautogrades.py's
+# auto_comment): the page shows it in its language (exporters.PageView.comment); a person's comment
+# as they wrote it
 NO_RESPONSE = "No response."
-LABELS = (SCORE_IN_PARENS, SCORE_WITH_PENDING, SCORE, GRADE_CELL, TEST_CELL, TOP, PENDING_IN_PARENS, LATE_PENALTY, COMMENTS, NO_RESPONSE)
+LABELS = (
+    SCORE_IN_PARENS,
+    SCORE_WITH_PENDING,
+    SCORE,
+    GRADE_CELL,
+    TEST_CELL,
+    TOP,
+    PENDING_IN_PARENS,
+    LATE_PENALTY,
+    COMMENTS,
+    NO_RESPONSE,
+)
 
 # a late policy as a late line says it (late.Policy.describe's English)
 POLICY_TEXTS = (
@@ -65,7 +81,8 @@ REPORT_TEXTS = (
     "none",  # a student whose edition the log does not know
     "{first}, {second}",
     "{first}; {second}",
-    "Late notebooks: {late} ({points} penalty point(s) in {file}; final totals after it: mean {mean}, median {median}){unknown}.",
+    "Late notebooks: {late} ({points} penalty point(s) in {file}; final totals after it: "
+    "mean {mean}, median {median}){unknown}.",
     "; {count} without a known submission time",
     "Scores from {file}.",
     "Score distribution | 分数分布",
@@ -79,7 +96,8 @@ REPORT_TEXTS = (
     "answers pending a person",
     "scores to review",
     "{answers} ({points} points, {students} student(s))",
-    "A written answer that waits for a person is shown as {pending}, not as 0; until it is scored the totals leave its points out.",
+    "A written answer that waits for a person is shown as {pending}, not as 0; until it "
+    "is scored the totals leave its points out.",
     "pending",
     "histogram of the class's totals",
     "each exercise's scores",
@@ -117,7 +135,8 @@ REPORT_TEXTS = (
     "detail",
     "… and {count} more (all in report.json)",
     "The slowest notebooks | 最慢的 notebook",
-    "{count} notebook(s) timed: median {median} s, 90th percentile {p90} s, slowest {max} s, {total} s in all "
+    "{count} notebook(s) timed: median {median} s, 90th percentile {p90} s, slowest {max} "
+    "s, {total} s in all "
     "(a reused result keeps the time of the run that graded it).",
     "the slowest notebooks",
     "seconds",
@@ -144,12 +163,15 @@ REPORT_TEXTS = (
     "the course's sources changed since this folder was graded: idea texts and points are today's; "
     "grade again for results against the current sources",
     "{file} has column(s) the course does not have: {columns}",
-    # what each kind of problem is (model.STATUS_TEXT, report.OTHER_KINDS) and the details' patterns (report.DETAILS)
+    # what each kind of problem is (model.STATUS_TEXT, report.OTHER_KINDS) and the details' patterns
+    # (report.DETAILS)
     *STATUS_TEXT.values(),
-    "graded, with a note (part of it over the memory limit, code the judge could not load, or no feedback page)",
+    "graded, with a note (part of it over the memory limit, code the judge could not "
+    "load, or no feedback page)",
     "lines removed from the feedback page: they quoted the grader's tests or answers",
     "a notebook found under another name, or answer cells repaired for grading",
-    "a person's score on an answer that changed since: not counted until scored again in formgrader",
+    "a person's score on an answer that changed since: not counted until scored again in "
+    "formgrader",
     "an outcome this report does not know",
     "part of it went over the {n} GiB memory limit and was stopped",
     "{n} cell(s) of its code failed when loaded for the judge",
@@ -158,8 +180,9 @@ REPORT_TEXTS = (
     "{n} not found in the submission",
 )
 
-# the class report's words that share their English with another's (a column that counts students,
-# a problem's kind): each with a msgctxt of its own, the key the page looks it up by; English shows the English
+# the class report's words that share their English with another's (a column that counts students, a
+# problem's kind): each with a msgctxt of its own, the key the page looks it up by; English shows
+# the English
 REPORT_CONTEXTS = {
     "report:students with full marks": "full marks",
     "report:students with part": "part",
@@ -168,7 +191,8 @@ REPORT_CONTEXTS = {
     "report:students to review": "review",
     **{
         f"report:kind:{kind}": kind
-        for kind in (*STATUS_TEXT, "graded_with_notes", "redacted", "matching_note", "needs_review")  # report.OTHER_KINDS
+        # report.OTHER_KINDS
+        for kind in (*STATUS_TEXT, "graded_with_notes", "redacted", "matching_note", "needs_review")
     },
 }
 
@@ -176,7 +200,8 @@ REPORT_CONTEXTS = {
 FEEDBACK_TEXTS: tuple[str | tuple[str, str], ...] = (
     "Graded ideas (hidden tests, run outside your notebook): {score} / {points} points",
     "This TODO still raises NotImplementedError, so it earns no points yet.",
-    # the headings of nbgrader's feedback page and the grader's notes on it (record/feedback.html.j2)
+    # the headings of nbgrader's feedback page and the grader's notes on it
+    # (record/feedback.html.j2)
     "Score",
     "Test cell",
     "Coding free-response",
@@ -188,14 +213,18 @@ FEEDBACK_TEXTS: tuple[str | tuple[str, str], ...] = (
     "pending: a person grades it, {points} point(s)",
     "Pending: a person grades it ({points} point(s))",
     "{points} point(s) wait for a person's grading",
-    "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} point(s) ({policy}).",
-    # the late line's deadline, as the instructor gave it: its date and time, then its UTC offset (late.DEADLINE_SHOWN)
+    "Submitted {hours} hour(s) after the deadline ({deadline}): late penalty {points} "
+    "point(s) ({policy}).",
+    # the late line's deadline, as the instructor gave it: its date and time, then its UTC offset
+    # (late.DEADLINE_SHOWN)
     DEADLINE_SHOWN,
-    # a submission whose own times and its arrival on the exchange disagreed (ledger/late.py late_text)
-    "This submission gives {claimed} as its time, but it reached the exchange at {arrived}: the latest, {used}, counts.",
+    # a submission whose own times and its arrival on the exchange disagreed (ledger/late.py
+    # late_text)
+    "This submission gives {claimed} as its time, but it reached the exchange at "
+    "{arrived}: the latest, {used}, counts.",
     "The times this submission gives disagree ({claimed} and {used}): the later counts.",
-    # the page's score lines and grade-cell labels (exporters.LABELS), and the line its visible checks
-    # end with (model.HIDDEN_NOTE)
+    # the page's score lines and grade-cell labels (exporters.LABELS), and the line its visible
+    # checks end with (model.HIDDEN_NOTE)
     *LABELS,
     HIDDEN_NOTE_TEXT,
     # the judge's own failure messages, {0}, {1}... their values (judge.MESSAGES)
@@ -208,7 +237,8 @@ FEEDBACK_TEXTS: tuple[str | tuple[str, str], ...] = (
 )
 
 
-SETUP_CALL = "RUNTIME = course_setup()"  # the English set-up cell's line that names the edition elsewhere
+# the English set-up cell's line that names the edition elsewhere
+SETUP_CALL = "RUNTIME = course_setup()"
 
 
 class EditionError(GraderError, ValueError):
@@ -225,20 +255,25 @@ def is_setup_cell(cell) -> bool:
 
 
 def edition_setup(source: str, language: str, messages: catalogs.Translations | None = None) -> str:
-    """The set-up cell's code in ``language``'s edition: the English one with its one
-    ``RUNTIME = course_setup()`` line replaced (EditionError unless there is exactly one), and the
-    message it raises when the course runtime is missing in the edition's words (setup_message:
-    ``messages`` is the runtime catalog's translations; the runtime cannot translate it, being missing)."""
+    """The set-up cell's code in ``language``'s edition: the English one with its one ``RUNTIME =
+    course_setup()`` line replaced (EditionError unless there is exactly one), and the message it
+    raises when the course runtime is missing in the edition's words (setup_message: ``messages`` is
+    the runtime catalog's translations; the runtime cannot translate it, being missing)."""
     lines = source.split("\n")
     found = [i for i, line in enumerate(lines) if line.strip() == SETUP_CALL]
     if len(found) != 1:
-        raise EditionError(f"the set-up cell must hold the line {SETUP_CALL!r} exactly once (found {len(found)})")
+        raise EditionError(
+            f"the set-up cell must hold the line {SETUP_CALL!r} exactly once (found {len(found)})"
+        )
     indent = lines[found[0]][: len(lines[found[0]]) - len(lines[found[0]].lstrip())]
     lines[found[0]] = indent + setup_call(language)
-    return setup_message("\n".join(lines), messages if messages is not None else catalogs.Translations())
+    return setup_message(
+        "\n".join(lines), messages if messages is not None else catalogs.Translations()
+    )
 
 
-SETUP_ERROR = "ModuleNotFoundError"  # what the set-up cell raises when the course runtime is missing
+# what the set-up cell raises when the course runtime is missing
+SETUP_ERROR = "ModuleNotFoundError"
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")
 
 
@@ -247,23 +282,37 @@ def setup_message(source: str, messages: catalogs.Translations) -> str:
     translation in ``messages`` (keyed by its catalog template, ``{0}``... its f-string's values,
     which the translation keeps), one string a line as in English; unchanged when there is none."""
     try:
-        tree = catalogs.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))  # a %pip line: same line numbers
+        # a %pip line: same line numbers
+        tree = catalogs.parse(re.sub(r"^\s*[%!].*$", "", source, flags=re.M))
     except SyntaxError as exc:
         raise EditionError(f"the set-up cell is not Python: {exc}") from None
     nodes = [
         node.exc.args[0]
         for node in ast.walk(tree)
-        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and getattr(node.exc.func, "id", "") == SETUP_ERROR and node.exc.args
+        if isinstance(node, ast.Raise)
+        and isinstance(node.exc, ast.Call)
+        and getattr(node.exc.func, "id", "") == SETUP_ERROR
+        and node.exc.args
     ]
     if len(nodes) != 1 or (translated := messages.find(message_template(nodes[0]) or "")) is None:
         return source
     node = nodes[0]
-    values = [v for v in node.values if isinstance(v, ast.FormattedValue)] if isinstance(node, ast.JoinedStr) else []
+    values = (
+        [v for v in node.values if isinstance(v, ast.FormattedValue)]
+        if isinstance(node, ast.JoinedStr)
+        else []
+    )
     if any(v.format_spec is not None for v in values):
-        raise EditionError(f"the set-up cell's {SETUP_ERROR} message formats a value: write it as {{value}}")
-    shown = ["{" + ast.unparse(v.value) + (f"!{chr(v.conversion)}" if v.conversion != -1 else "") + "}" for v in values]
+        raise EditionError(
+            f"the set-up cell's {SETUP_ERROR} message formats a value: write it as {{value}}"
+        )
+    shown = [
+        "{" + ast.unparse(v.value) + (f"!{chr(v.conversion)}" if v.conversion != -1 else "") + "}"
+        for v in values
+    ]
     pieces = []
-    for line in (part for part in re.split(r"(?<=\n)", translated) if part):  # its lines, each \n kept
+    # its lines, each \n kept
+    for line in (part for part in re.split(r"(?<=\n)", translated) if part):
         text = _PLACEHOLDER.sub(lambda m: shown[int(m.group(1))], line)
         pieces.append(("f" if text != line or "{{" in text or "}}" in text else "") + repr(text))
     lines = source.split("\n")
@@ -292,19 +341,24 @@ def course_catalogs(course: Course) -> list[catalogs.CatalogFile]:
 
 
 def catalog_for(course: Course, language: str, name: str) -> catalogs.CatalogFile:
-    """One catalog of an edition: a notebook stem or ``grader`` (built alone: the runtime's is not needed)."""
+    """One catalog of an edition: a notebook stem or ``grader`` (built alone: the runtime's is not
+    needed)."""
     folder = course.root / "translations" / language
     if name == "grader":
-        return catalogs.CatalogFile(folder / "grader.po", catalogs.grader_units(course.source_paths(), FEEDBACK_TEXTS), language)
+        return catalogs.CatalogFile(
+            folder / "grader.po",
+            catalogs.grader_units(course.source_paths(), FEEDBACK_TEXTS),
+            language,
+        )
     path = course.solutions / f"{name}.ipynb"
     return catalogs.CatalogFile(folder / f"{name}.po", catalogs.notebook_units(path), language)
 
 
 def edition_source(path: Path, language: str, course: Course) -> nbformat.NotebookNode:
     """An instructor source in ``language``: its markdown and its code cells' comment blocks from
-    the catalog (catalogs.translate_comments: the code itself unchanged), the docstrings of its given
-    functions too (catalogs.translate_docstrings), the set-up cell's edition
-    line (edition_setup), and ``metadata.course.language`` recording the edition."""
+    the catalog (catalogs.translate_comments: the code itself unchanged), the docstrings of its
+    given functions too (catalogs.translate_docstrings), the set-up cell's edition line
+    (edition_setup), and ``metadata.course.language`` recording the edition."""
     nb = nbformat.read(path, as_version=4)
     if language != "en":
         spec = catalog_for(course, language, path.stem)
@@ -315,13 +369,17 @@ def edition_source(path: Path, language: str, course: Course) -> nbformat.Notebo
         messages = setup_messages(course, language)
         setups = [cell for cell in nb.cells if is_setup_cell(cell)]
         if len(setups) != 1:
-            raise EditionError(f"{path.name}: {len(setups)} set-up cells (tagged 'imports'), expected one")
+            raise EditionError(
+                f"{path.name}: {len(setups)} set-up cells (tagged 'imports'), expected one"
+            )
         for cell in nb.cells:
             if cell.cell_type == "markdown" and cell.source.strip():
                 cell.source = table.text(cell.source, cell.id)
             elif is_setup_cell(cell):
                 try:
-                    cell.source = catalogs.translate_comments(edition_setup(cell.source, language, messages), cell.id, table)
+                    cell.source = catalogs.translate_comments(
+                        edition_setup(cell.source, language, messages), cell.id, table
+                    )
                 except EditionError as exc:
                     raise EditionError(f"{path.name}: {exc}") from None
             elif cell.cell_type == "code":
@@ -332,19 +390,27 @@ def edition_source(path: Path, language: str, course: Course) -> nbformat.Notebo
     return nb
 
 
-def code_differences(english: Path, other: Path, language: str, messages: catalogs.Translations | None = None) -> list[str]:
+def code_differences(
+    english: Path, other: Path, language: str, messages: catalogs.Translations | None = None
+) -> list[str]:
     """Where two editions of one notebook differ in anything but markdown text, the comments and
     docstrings of code cells (``ideas.code_only``) and the set-up cell's edition line and translated
-    message (edition_setup, ``messages`` the runtime catalog's translations: setup_messages) (empty when none)."""
+    message (edition_setup, ``messages`` the runtime catalog's translations: setup_messages) (empty
+    when none)."""
     a, b = nbformat.read(english, as_version=4), nbformat.read(other, as_version=4)
     if len(a.cells) != len(b.cells):
         return [f"{other.name}: {len(b.cells)} cells, the English edition has {len(a.cells)}"]
     found = []
     for index, (x, y) in enumerate(zip(a.cells, b.cells)):
         if x.cell_type != y.cell_type or x.get("id") != y.get("id"):
-            found.append(f"{other.name}: cell {index} is a {y.cell_type} cell {y.get('id')!r}, in English a {x.cell_type} cell {x.get('id')!r}")
+            found.append(
+                f"{other.name}: cell {index} is a {y.cell_type} cell {y.get('id')!r}, in "
+                f"English a {x.cell_type} cell {x.get('id')!r}"
+            )
         elif is_setup_cell(x) != is_setup_cell(y):
-            found.append(f"{other.name}: cell {index} ({x.get('id')}) is the set-up cell in one edition only")
+            found.append(
+                f"{other.name}: cell {index} ({x.get('id')}) is the set-up cell in one edition only"
+            )
         elif is_setup_cell(x):
             try:
                 expected = edition_setup(x.source, language, messages)
@@ -353,29 +419,39 @@ def code_differences(english: Path, other: Path, language: str, messages: catalo
                 continue
             if code_only(y.source) != code_only(expected):
                 more = f"{setup_call(language)!r} and its translated message"
-                found.append(f"{other.name}: the set-up cell ({x.get('id')}) differs from the English one by more than {more}")
+                found.append(
+                    f"{other.name}: the set-up cell ({x.get('id')}) differs from the "
+                    f"English one by more than {more}"
+                )
         elif x.cell_type == "code" and code_only(x.source) != code_only(y.source):
-            found.append(f"{other.name}: code cell {index} ({x.get('id')}) differs from the English edition's")
-        elif (gx := x.metadata.get("nbgrader", {}).get("grade_id")) != (gy := y.metadata.get("nbgrader", {}).get("grade_id")):
+            found.append(
+                f"{other.name}: code cell {index} ({x.get('id')}) differs from the "
+                "English edition's"
+            )
+        elif (gx := x.metadata.get("nbgrader", {}).get("grade_id")) != (
+            gy := y.metadata.get("nbgrader", {}).get("grade_id")
+        ):
             found.append(f"{other.name}: cell {index} has grade id {gy!r}, in English {gx!r}")
     return found
 
 
 @dataclass(frozen=True)
 class FeedbackWords:
-    """The feedback's translations by language, each {key: text}: an idea's text keyed ``grade_id:idea``,
-    a feedback line keyed by its English. English has none (a page shows the English text)."""
+    """The feedback's translations by language, each {key: text}: an idea's text keyed
+    ``grade_id:idea``, a feedback line keyed by its English. English has none (a page shows the
+    English text)."""
 
     by_language: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def of(self, language: str) -> dict[str, str]:
-        """``language``'s words: none (the English text stands) for English or a language without a catalog."""
+        """``language``'s words: none (the English text stands) for English or a language without a
+        catalog."""
         return self.by_language.get(language, {})
 
 
 def feedback_translations(course: Course) -> FeedbackWords:
-    """The feedback pages' translations in each translated edition. Only complete catalogs reach here
-    (the release checks)."""
+    """The feedback pages' translations in each translated edition. Only complete catalogs reach
+    here (the release checks)."""
     table: dict[str, dict[str, str]] = {}
     for lang in translated_editions():
         spec = catalog_for(course, lang, "grader")
@@ -398,4 +474,8 @@ def public_check_translations(course: Course, language: str) -> dict[str, str]:
     if not path.is_file():
         return {}
     known = catalogs.translations(catalogs.CatalogFile(path, [], language))
-    return {text: found for text in catalogs.public_check_texts(course.source_paths()) if (found := known.find(text)) is not None}
+    return {
+        text: found
+        for text in catalogs.public_check_texts(course.source_paths())
+        if (found := known.find(text)) is not None
+    }

@@ -50,7 +50,12 @@ def missing_glyphs(texts, font: Path = FONT_FILE, bold: Path | None = BOLD_FONT_
 
 def _is_cjk(ch: str) -> bool:
     code = ord(ch)
-    return 0x2E80 <= code <= 0x9FFF or 0xF900 <= code <= 0xFAFF or 0xFF00 <= code <= 0xFFEF or 0x3000 <= code <= 0x303F
+    return (
+        0x2E80 <= code <= 0x9FFF
+        or 0xF900 <= code <= 0xFAFF
+        or 0xFF00 <= code <= 0xFFEF
+        or 0x3000 <= code <= 0x303F
+    )
 
 
 def build_subset(texts, source: Path = SYSTEM_FONT, target: Path = FONT_FILE) -> tuple[int, int]:
@@ -59,21 +64,33 @@ def build_subset(texts, source: Path = SYSTEM_FONT, target: Path = FONT_FILE) ->
     bytes of the regular subset)."""
     bold = source.with_name(source.name.replace("Regular", "Bold"))
     if bold == source or not bold.is_file():
-        raise FileNotFoundError(f"{bold} is not here: the bold weight is cut from the file next to {source.name} (Debian's fonts-noto-cjk has both)")
+        raise FileNotFoundError(
+            f"{bold} is not here: the bold weight is cut from the file next "
+            f"to {source.name} (Debian's fonts-noto-cjk has both)"
+        )
     count, size = _subset(texts, source, target, "Regular")
     _subset(
-        texts, bold, target.with_name(BOLD_FONT_FILE.name) if target == FONT_FILE else target.with_name(target.stem + "-Bold" + target.suffix), "Bold"
+        texts,
+        bold,
+        target.with_name(BOLD_FONT_FILE.name)
+        if target == FONT_FILE
+        else target.with_name(target.stem + "-Bold" + target.suffix),
+        "Bold",
     )
     return count, size
 
 
 def _subset(texts, source: Path, target: Path, weight: str) -> tuple[int, int]:
-    """Write the subset of ``source`` (of ``weight``) that draws ``texts``; returns (characters, bytes)."""
+    """Write the subset of ``source`` (of ``weight``) that draws ``texts``; returns (characters,
+    bytes)."""
     from fontTools import subset
     from fontTools.ttLib import TTFont
 
     if not source.is_file():
-        raise FileNotFoundError(f"{source} is not here: install Debian's fonts-noto-cjk (apt-get install fonts-noto-cjk) or pass --font")
+        raise FileNotFoundError(
+            f"{source} is not here: install Debian's fonts-noto-cjk (apt-get "
+            "install fonts-noto-cjk) or pass --font"
+        )
     wanted = sorted(characters(texts) | set(ALWAYS))
     font = TTFont(source, fontNumber=SC_INDEX if source.suffix == ".ttc" else -1)
     options = subset.Options()
@@ -88,7 +105,11 @@ def _subset(texts, source: Path, target: Path, weight: str) -> tuple[int, int]:
         if record.nameID in (1, 16):
             record.string = FONT_FAMILY
         elif record.nameID in (3, 4, 6):
-            record.string = FONT_FAMILY.replace(" ", "") + f"-{weight}" if record.nameID == 6 else f"{FONT_FAMILY} {weight}"
+            record.string = (
+                FONT_FAMILY.replace(" ", "") + f"-{weight}"
+                if record.nameID == 6
+                else f"{FONT_FAMILY} {weight}"
+            )
         elif record.nameID in (2, 17):
             record.string = weight
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -79,7 +79,9 @@ def learner_tree_texts(course: Course) -> dict[str, str]:
     texts = {p.relative_to(course.root).as_posix(): _notebook_code(p) for p in notebooks}
     for path in sorted((course.root / "tools").rglob("*")):
         if path.is_file() and path.suffix in (".py", ".json", ".md", ".txt", ".po"):
-            texts[str(path.relative_to(course.root))] = path.read_text(encoding="utf-8", errors="replace")
+            texts[str(path.relative_to(course.root))] = path.read_text(
+                encoding="utf-8", errors="replace"
+            )
     return texts
 
 
@@ -90,8 +92,11 @@ def scan_learner_tree(course: Course) -> list[str]:
 _INSTRUCTOR_TOPS = ("solutions", "autograde", "tests", ".course_build")
 
 
-def _archive_texts(label: str, zf: zipfile.ZipFile, problems: list[str], depth: int = 0) -> dict[str, str]:
-    """Every file of an archive as text (notebooks as their cells' code), wheels inside it opened too."""
+def _archive_texts(
+    label: str, zf: zipfile.ZipFile, problems: list[str], depth: int = 0
+) -> dict[str, str]:
+    """Every file of an archive as text (notebooks as their cells' code), wheels inside it opened
+    too."""
     texts = {}
     for info in zf.infolist():
         parts = info.filename.split("/")
@@ -122,7 +127,8 @@ def _archive_texts(label: str, zf: zipfile.ZipFile, problems: list[str], depth: 
 
 
 def scan_zip(course: Course, archive: Path) -> list[str]:
-    """Scan the learner zip, and every wheel inside it, for instructor folders, markers and secret lines."""
+    """Scan the learner zip, and every wheel inside it, for instructor folders, markers and secret
+    lines."""
     problems: list[str] = []
     with zipfile.ZipFile(archive) as zf:
         texts = _archive_texts(archive.name, zf, problems)

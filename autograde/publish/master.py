@@ -1,7 +1,7 @@
 """The grading master: the course folder generated from the sources without their hidden tests (one
-nbgrader course folder per edition) and ``judge.json``, what the trusted judge needs. It is built once per
-state of the sources in the course's ``.course_build/masters`` and copied into each OUT; and the edition
-a submission was written in, read against each edition's master."""
+nbgrader course folder per edition) and ``judge.json``, what the trusted judge needs. It is built
+once per state of the sources in the course's ``.course_build/masters`` and copied into each OUT;
+and the edition a submission was written in, read against each edition's master."""
 
 from __future__ import annotations
 
@@ -32,14 +32,16 @@ def _tree_digest(folder: Path) -> str:
 
 
 def grading_master(course: Course, out: Path) -> Path:
-    """In ``out`` (OUT, or a cluster worker's folder laid out as OUT): the course folder generated from the sources without their hidden tests (its
-    gradebook restores the public test cells), plus ``judge.json``: the hidden tests,
-    reference answers and given cells the trusted judge needs. Rebuilt when the sources
-    or the config changed, and whenever its files no longer match their recorded digest.
+    """In ``out`` (OUT, or a cluster worker's folder laid out as OUT): the course folder generated
+    from the sources without their hidden tests (its gradebook restores the public test cells), plus
+    ``judge.json``: the hidden tests, reference answers and given cells the trusted judge needs.
+    Rebuilt when the sources or the config changed, and whenever its files no longer match their
+    recorded digest.
 
     It is built once per state of the sources (copy_shared_master) and copied into each OUT: a
     second OUT graded from the same sources saves the two ``nbgrader generate_assignment`` runs
-    (benchmarks/bench_caches.py: built 10.7 s, copied 0.01 s, 15-25% of a class of 6's first grading)."""
+    (benchmarks/bench_caches.py: built 10.7 s, copied 0.01 s, 15-25% of a class of 6's first
+    grading)."""
     master, record = Out(out).master, Out(out).master_digest
     digest = course.sources_digest()
     try:
@@ -49,7 +51,8 @@ def grading_master(course: Course, out: Path) -> Path:
         valid = False
     if not valid:
         shutil.rmtree(master, ignore_errors=True)
-        if not copy_shared_master(course, digest, master):  # the course folder is not writable: build in OUT itself
+        # the course folder is not writable: build in OUT itself
+        if not copy_shared_master(course, digest, master):
             build_master(course, master)
         write_json_atomic(record, {"sources": digest, "tree": _tree_digest(master)})
     return master
@@ -66,11 +69,11 @@ def master_cache_key(digest: str) -> str:
 
 
 def copy_shared_master(course: Course, digest: str, into: Path) -> bool:
-    """Copy the grading master of these sources from ``.course_build/masters/`` (the instructor's own
-    folder, never visible inside the sandbox) into ``into``: built by the first grading run that needs
-    it while the others wait on a lock, checked against its recorded tree digest before each use (a
-    changed file means a rebuild), and copied under the same lock. False when the course folder
-    cannot be written."""
+    """Copy the grading master of these sources from ``.course_build/masters/`` (the instructor's
+    own folder, never visible inside the sandbox) into ``into``: built by the first grading run that
+    needs it while the others wait on a lock, checked against its recorded tree digest before each
+    use (a changed file means a rebuild), and copied under the same lock. False when the course
+    folder cannot be written."""
     cache = course.root / ".course_build" / "masters"
     key = master_cache_key(digest)
     try:
@@ -98,7 +101,8 @@ def copy_shared_master(course: Course, digest: str, into: Path) -> bool:
 
 
 def _forget_old_masters(cache: Path, keep: str) -> None:
-    """Keep the newest MASTERS_KEPT masters (the sources of earlier states are rarely graded again)."""
+    """Keep the newest MASTERS_KEPT masters (the sources of earlier states are rarely graded
+    again)."""
     stamps = sorted(cache.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for stale in stamps[MASTERS_KEPT:]:
         if stale.stem == keep:
@@ -113,9 +117,11 @@ def _forget_old_masters(cache: Path, keep: str) -> None:
 
 
 def build_master(course: Course, master: Path) -> None:
-    """Generate a grading master into ``master``: one nbgrader course folder per edition, and judge.json."""
+    """Generate a grading master into ``master``: one nbgrader course folder per edition, and
+    judge.json."""
     released = generate(course, master, strip_hidden=True)
-    for lang in EDITIONS[1:]:  # each translated edition's own master: its read-only cells are in its language
+    # each translated edition's own master: its read-only cells are in its language
+    for lang in EDITIONS[1:]:
         generate(course, edition_master(master, lang), strip_hidden=True, language=lang)
     tests = course_tests(course.source_paths())
     notebooks, solutions = {}, {}
@@ -123,11 +129,18 @@ def build_master(course: Course, master: Path) -> None:
         given = []
         for cell in nbformat.read(released / f"{name}.ipynb", as_version=4).cells:
             meta = cell.metadata.get("nbgrader", {})
-            if cell.cell_type == "code" and not meta.get("solution") and "imports" not in cell.metadata.get("tags", []):
+            if (
+                cell.cell_type == "code"
+                and not meta.get("solution")
+                and "imports" not in cell.metadata.get("tags", [])
+            ):
                 given.append(cell.source.strip())
         notebooks[name] = NotebookSpec(tests.notebooks[name].tests, tuple(given))
         solutions.update(tests.notebooks[name].solutions)
-    write_json_atomic(master / "judge.json", JudgeSpec(notebooks, solutions, feedback_translations(course).by_language).to_json())
+    write_json_atomic(
+        master / "judge.json",
+        JudgeSpec(notebooks, solutions, feedback_translations(course).by_language).to_json(),
+    )
 
 
 def edition_master(master: Path, language: str) -> Path:

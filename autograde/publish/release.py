@@ -34,14 +34,17 @@ def generate(course: Course, build: Path, strip_hidden: bool = False, language: 
     (editions.edition_source), its code is the same in every edition.
     """
     prepare_course_dir(build)
-    (build / "EDITION").write_text(language, encoding="utf-8")  # nbgrader_config.py gives the edition its own stubs
+    # nbgrader_config.py gives the edition its own stubs
+    (build / "EDITION").write_text(language, encoding="utf-8")
     source = build / "source" / course.assignment
     source.mkdir(parents=True)
     for path in course.source_paths():
         nb = edition_source(path, language, course)
         if strip_hidden:
             for cell in nb.cells:
-                if cell.metadata.get("nbgrader", {}).get("grade") and not cell.metadata["nbgrader"].get("solution"):
+                if cell.metadata.get("nbgrader", {}).get("grade") and not cell.metadata[
+                    "nbgrader"
+                ].get("solution"):
                     cell.source = split_hidden(cell.source)[0].rstrip()
         nbformat.write(nb, source / path.name)
     result = run_nbgrader(["generate_assignment", course.assignment, "--force"], build, timeout=600)
@@ -52,7 +55,8 @@ def generate(course: Course, build: Path, strip_hidden: bool = False, language: 
 
 
 def release_folder(course: Course, language: str) -> Path:
-    """Where an edition's release lives: ``notebooks/`` for English, ``notebooks/<lang>/`` beside it."""
+    """Where an edition's release lives: ``notebooks/`` for English, ``notebooks/<lang>/`` beside
+    it."""
     return course.release if language == "en" else course.release / language
 
 
@@ -93,7 +97,12 @@ def release_differences(course: Course) -> list[str]:
             if lang != "en":
                 messages = setup_messages(course, lang)
                 for name in course.notebooks:
-                    problems += code_differences(release_folder(course, "en") / f"{name}.ipynb", released / f"{name}.ipynb", lang, messages)
+                    problems += code_differences(
+                        release_folder(course, "en") / f"{name}.ipynb",
+                        released / f"{name}.ipynb",
+                        lang,
+                        messages,
+                    )
     return problems
 
 

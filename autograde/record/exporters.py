@@ -49,7 +49,8 @@ class _Fragments:
     The cells a learner did not change are the same on every student's page: the grader, which
     renders every page of a batch, renders the course's own once. Bounded: a source longer than
     ``FRAGMENT_MAX_SOURCE`` is never kept (a learner's huge output or cell), and past
-    ``FRAGMENTS_KEPT`` entries or ``FRAGMENTS_MAX_CHARS`` characters of HTML it starts again, empty."""
+    ``FRAGMENTS_KEPT`` entries or ``FRAGMENTS_MAX_CHARS`` characters of HTML it starts again,
+    empty."""
 
     def __init__(self):
         self._store: dict[tuple, str] = {}
@@ -92,15 +93,25 @@ class KeptHighlight2HTML(Highlight2HTML):
 
     def __call__(self, source, language=None, metadata=None):
         magics = metadata.get("magics_language", _ABSENT) if isinstance(metadata, dict) else _ABSENT
-        if magics is not _ABSENT and not isinstance(magics, str):  # null or odd: nbconvert's own path
+        # null or odd: nbconvert's own path
+        if magics is not _ABSENT and not isinstance(magics, str):
             return super().__call__(source, language, metadata)
-        key = (source, language or self.pygments_lexer, None if magics is _ABSENT else magics, _options(self.extra_formatter_options))
-        return _HIGHLIGHTED.get(key, source, lambda: Highlight2HTML.__call__(self, source, language, metadata))
+        key = (
+            source,
+            language or self.pygments_lexer,
+            None if magics is _ABSENT else magics,
+            _options(self.extra_formatter_options),
+        )
+        return _HIGHLIGHTED.get(
+            key, source, lambda: Highlight2HTML.__call__(self, source, language, metadata)
+        )
 
 
 # No script may run in a page the grader writes: a learner's output or markdown that slipped
 # past sanitizing stays inert. The page needs none (its math is MathML, made at grading: markup.py).
-FEEDBACK_POLICY = "script-src 'none'; object-src 'none'; frame-src 'none'; base-uri 'none'; form-action 'none'"
+FEEDBACK_POLICY = (
+    "script-src 'none'; object-src 'none'; frame-src 'none'; base-uri 'none'; form-action 'none'"
+)
 _SPACE = " \t\n\f\r"  # HTML's whitespace only: any other text there would open the body
 
 
@@ -111,7 +122,8 @@ def csp_meta(policy: str = FEEDBACK_POLICY) -> str:
 
 
 def _after(text: str, at: int, opening: str) -> int | None:
-    """Where ``opening`` (matched without case) ends, HTML whitespace skipped before it; None when it is not there."""
+    """Where ``opening`` (matched without case) ends, HTML whitespace skipped before it; None when
+    it is not there."""
     while at < len(text) and text[at] in _SPACE:
         at += 1
     return at + len(opening) if text[at : at + len(opening)].lower() == opening.lower() else None
@@ -127,7 +139,9 @@ def _head_opening(text: str) -> int | None:
         return None
     if text[at : at + 7].lower() == ' lang="':
         end = text.find('"', at + 7)
-        if end < 0 or not all(ch.isascii() and (ch.isalpha() or ch == "-") for ch in text[at + 7 : end]):
+        if end < 0 or not all(
+            ch.isascii() and (ch.isalpha() or ch == "-") for ch in text[at + 7 : end]
+        ):
             return None
         at = end + 1
     at = _after(text, at, ">")
@@ -174,7 +188,10 @@ def contrast(foreground: str, background: str) -> float:
     def luminance(colour: str) -> float:
         hexa = colour.lstrip("#")
         hexa = "".join(ch * 2 for ch in hexa) if len(hexa) == 3 else hexa
-        linear = [(c / 12.92) if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (int(hexa[i : i + 2], 16) / 255 for i in (0, 2, 4))]
+        linear = [
+            (c / 12.92) if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+            for c in (int(hexa[i : i + 2], 16) / 255 for i in (0, 2, 4))
+        ]
         return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
 
     light, dark = sorted((luminance(foreground), luminance(background)), reverse=True)
@@ -215,9 +232,11 @@ def _readable_highlighting() -> str:
 # code, links and labels at 4.5:1 or more, links underlined (told apart by more than colour).
 READABLE_STYLE = (
     "<style>/* course: readable (WCAG 2 AA) */ a { color: #23527c; text-decoration: underline; } "
-    "div.nbgrader_cell .panel-heading a { color: #fff; } li.late-penalty { color: #b52b27; } " + _readable_highlighting() + "</style>"
+    "div.nbgrader_cell .panel-heading a { color: #fff; } li.late-penalty { color: "
+    "#b52b27; } " + _readable_highlighting() + "</style>"
 )
-# the feedback page's styles after nbconvert's and nbgrader's own (so they win): long lines wrap, and it reads
+# the feedback page's styles after nbconvert's and nbgrader's own (so they win): long lines wrap,
+# and it reads
 PAGE_STYLES = WRAP_STYLE + "\n" + READABLE_STYLE
 
 
@@ -246,8 +265,10 @@ def html_lang(language: str) -> str:
 # digits, the middle dot and an identifier only, so it goes into the page as it is
 TODO_TITLE = re.compile(r'\A\s*(?:"""|\'\'\')\s*(TODO [0-9]{1,3} · [A-Za-z_][A-Za-z0-9_]{0,60})\b')
 
-WAITING = "{points} point(s) wait for a person's grading"  # in the heading's score, when answers are pending
-PENDING_HEADING = "Pending: a person grades it ({points} point(s))"  # a pending answer's own heading
+# in the heading's score, when answers are pending
+WAITING = "{points} point(s) wait for a person's grading"
+# a pending answer's own heading
+PENDING_HEADING = "Pending: a person grades it ({points} point(s))"
 
 
 def number_shown(value) -> str:
@@ -271,7 +292,8 @@ class PageView:
     styles: str = PAGE_STYLES
 
     def say(self, key: str, **values) -> str:
-        """``key`` (an English template) in the page's language, HTML-escaped, with ``values`` put in as they are."""
+        """``key`` (an English template) in the page's language, HTML-escaped, with ``values`` put
+        in as they are."""
         try:
             return html.escape(self.words.get(key, key), quote=False).format(**values)
         except (KeyError, IndexError, ValueError):  # a translation that names other fields
@@ -286,19 +308,22 @@ class PageView:
         return self.say(TEST_CELL, todo=named.group(1)) if named else self.word("Test cell")
 
     def word(self, text: str) -> str:
-        """A heading of nbgrader's template (``Test cell``, ``Student's answer``) in the page's language."""
+        """A heading of nbgrader's template (``Test cell``, ``Student's answer``) in the page's
+        language."""
         return html.escape(self.words.get(text, text), quote=False)
 
     def comment(self, text: str) -> str:
-        """A cell's comment as the page shows it (markdown, rendered by the template): nbgrader's own
-        comment on an answer left as released in the page's language; a person's as they wrote it."""
+        """A cell's comment as the page shows it (markdown, rendered by the template): nbgrader's
+        own comment on an answer left as released in the page's language; a person's as they wrote
+        it."""
         from ..publish.editions import NO_RESPONSE
 
         return self.words.get(NO_RESPONSE, NO_RESPONSE) if text == NO_RESPONSE else text
 
     @staticmethod
     def _after_space(said: str) -> str:
-        return " " + said if said.startswith("(") else said  # no space before a full-width parenthesis
+        # no space before a full-width parenthesis
+        return " " + said if said.startswith("(") else said
 
     def heading_score(self, score, max_score) -> str:
         """The notebook heading's score, with the points that wait for a person."""
@@ -317,7 +342,12 @@ class PageView:
         meta = cell.metadata.nbgrader
         if meta.get("grade_id") in self.pending:
             return self.say(PENDING_IN_PARENS, points=number_shown(meta.get("points")))
-        return self._after_space(self.say(SCORE_IN_PARENS, score=f"{number_shown(meta.get('score'))} / {number_shown(meta.get('points'))}"))
+        return self._after_space(
+            self.say(
+                SCORE_IN_PARENS,
+                score=f"{number_shown(meta.get('score'))} / {number_shown(meta.get('points'))}",
+            )
+        )
 
     def cell_score(self, cell) -> str:
         """A graded cell's score in its own heading (pending when it waits for a person)."""
@@ -326,7 +356,9 @@ class PageView:
         meta = cell.metadata.nbgrader
         if meta.get("grade_id") in self.pending:
             return self.say(PENDING_HEADING, points=number_shown(meta.get("points")))
-        return self.say(SCORE, score=f"{number_shown(meta.get('score'))} / {number_shown(meta.get('points'))}")
+        return self.say(
+            SCORE, score=f"{number_shown(meta.get('score'))} / {number_shown(meta.get('points'))}"
+        )
 
 
 # the feedback page's template: nbgrader's (its ``index.html.j2``), its labels, scores, language,
@@ -379,7 +411,8 @@ class FeedbackExporter(HTMLExporter):
     def markdown2html(self, context, source):
         """nbconvert's markdown filter as the notebook has it written: math as MathML, the HTML
         sanitized after it is rendered (``markup.render_markdown``). Each result is kept by source
-        and the exporter's options; a cell with attachments, or with images to embed, is rendered afresh."""
+        and the exporter's options; a cell with attachments, or with images to embed, is rendered
+        afresh."""
         cell = context.get("cell", {})
         options = {
             "attachments": cell.get("attachments", {}),
@@ -391,7 +424,12 @@ class FeedbackExporter(HTMLExporter):
         }
         if cell.get("attachments") or self.embed_images:
             return render_markdown(source, **options)
-        key = (source, self.anchor_link_text, self.exclude_anchor_links, _options(self.lexer_options))
+        key = (
+            source,
+            self.anchor_link_text,
+            self.exclude_anchor_links,
+            _options(self.lexer_options),
+        )
         return _MARKDOWN.get(key, source, lambda: render_markdown(source, **options))
 
     def from_notebook_node(self, nb, resources=None, **kw):
@@ -400,9 +438,13 @@ class FeedbackExporter(HTMLExporter):
         # HTMLExporter.from_notebook_node's set-up (nbconvert 7), then the rendering alone
         langinfo = nb.metadata.get("language_info", {})
         lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
-        highlight_code = self.filters.get("highlight_code", KeptHighlight2HTML(pygments_lexer=lexer, parent=self))
+        highlight_code = self.filters.get(
+            "highlight_code", KeptHighlight2HTML(pygments_lexer=lexer, parent=self)
+        )
         resources = self._init_resources(resources)
-        filter_data_type = WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self, resources=resources)
+        filter_data_type = WidgetsDataTypeFilter(
+            notebook_metadata=self._nb_metadata, parent=self, resources=resources
+        )
         self.register_filter("highlight_code", highlight_code)
         self.register_filter("filter_data_type", filter_data_type)
         return TemplateExporter.from_notebook_node(self, nb, resources, **kw)
@@ -412,11 +454,17 @@ def _feedback_exporter() -> FeedbackExporter:
     """The exporter nbgrader's feedback step makes (its template and the paths it adds)."""
     from nbgrader.converters import generate_feedback
 
-    templates = Path(generate_feedback.__file__).resolve().parent.parent / "server_extensions" / "formgrader"
+    templates = (
+        Path(generate_feedback.__file__).resolve().parent.parent
+        / "server_extensions"
+        / "formgrader"
+    )
     return FeedbackExporter(
         template_name="feedback",
         extra_template_basedirs=[str(templates / "templates")],
-        extra_template_paths=[str(templates / "static" / "node_modules" / "bootstrap" / "dist" / "css")],
+        extra_template_paths=[
+            str(templates / "static" / "node_modules" / "bootstrap" / "dist" / "css")
+        ],
     )
 
 
@@ -434,7 +482,8 @@ _CSS: list[str] = []
 
 
 def page_css() -> list[str]:
-    """The styles nbconvert's CSSHTMLHeaderPreprocessor puts in a page (the code highlighting's), made once."""
+    """The styles nbconvert's CSSHTMLHeaderPreprocessor puts in a page (the code highlighting's),
+    made once."""
     if not _CSS:
         from jupyter_core.paths import jupyter_config_dir
         from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
@@ -445,7 +494,8 @@ def page_css() -> list[str]:
     return list(_CSS)
 
 
-PAGE_DATA_KEYS = ("notebook", "score", "max_score", "late_penalty")  # of nbgrader's resources, kept with a page's data
+# of nbgrader's resources, kept with a page's data
+PAGE_DATA_KEYS = ("notebook", "score", "max_score", "late_penalty")
 
 
 class PageDataExporter(NotebookExporter):
@@ -460,17 +510,25 @@ class PageDataExporter(NotebookExporter):
     def from_notebook_node(self, nb, resources=None, **kw):
         import nbformat
 
-        nb_copy, resources = Exporter.from_notebook_node(self, nb, resources, **kw)  # preprocessing only
+        # preprocessing only
+        nb_copy, resources = Exporter.from_notebook_node(self, nb, resources, **kw)
         info = resources.get("nbgrader", {})
-        data = {"notebook": nbformat.from_dict(nb_copy), "nbgrader": {key: info.get(key, 0) for key in PAGE_DATA_KEYS}}
+        data = {
+            "notebook": nbformat.from_dict(nb_copy),
+            "nbgrader": {key: info.get(key, 0) for key in PAGE_DATA_KEYS},
+        }
         resources["output_extension"] = self.file_extension
         return json.dumps(data, ensure_ascii=False), resources
 
 
 def base_style(width: str) -> str:
-    """The instructor pages' shared styles (the class report, the similarity page): body, tables, numbers."""
+    """The instructor pages' shared styles (the class report, the similarity page): body, tables,
+    numbers."""
     return (
-        f"body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: {width}; padding: 0 1em; color: #222; }}\n"
-        "table { border-collapse: collapse; margin: 0.5em 0 1.5em; } td, th { border: 1px solid #ccc; padding: 0.2em 0.5em; }\n"
-        "th { background: #f2f2f2; text-align: left; } td.n { text-align: right; font-variant-numeric: tabular-nums; }"
+        f"body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: "
+        f"{width}; padding: 0 1em; color: #222; }}\n"
+        "table { border-collapse: collapse; margin: 0.5em 0 1.5em; } td, th { border: 1px "
+        "solid #ccc; padding: 0.2em 0.5em; }\n"
+        "th { background: #f2f2f2; text-align: left; } td.n { text-align: right; "
+        "font-variant-numeric: tabular-nums; }"
     )

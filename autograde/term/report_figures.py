@@ -29,13 +29,24 @@ def _svg(fig) -> str:
     import matplotlib
 
     buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "class-report"}), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
+    with (
+        matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "class-report"}),
+        warnings.catch_warnings(),
+    ):
+        warnings.filterwarnings(
+            "ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning
+        )
         fig.savefig(buffer, format="svg", metadata={"Date": None})
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue().encode()).decode()
 
 
-COLOURS = {"full": "#2e7d32", "partial": "#f9a825", "zero": "#c62828", PENDING: "#90a4ae", REVIEW: "#6a1b9a"}
+COLOURS = {
+    "full": "#2e7d32",
+    "partial": "#f9a825",
+    "zero": "#c62828",
+    PENDING: "#90a4ae",
+    REVIEW: "#6a1b9a",
+}
 
 
 def figures(data: Report, words: dict[str, str] | None = None) -> Figures[str]:
@@ -51,7 +62,8 @@ def draw_figures(data: Report, words: dict[str, str] | None = None) -> Figures[F
 
     words = words or {}
     with matplotlib.rc_context():
-        if words:  # Chinese text measured with the course's CJK font (its text stays text in the SVG: _svg)
+        # Chinese text measured with the course's CJK font (its text stays text in the SVG: _svg)
+        if words:
             from tools.i18n import use_course_font
 
             use_course_font()
@@ -86,8 +98,19 @@ def _totals_figure(data: Report, words: dict[str, str]):
         label=say(words, "students"),
     )
     if scores.total.mean is not None:
-        ax.axvline(scores.total.mean, color="black", linestyle="--", label=say(words, "mean {mean}", mean=mean(scores.total.mean)))
-    ax.set_xlabel(say(words, "total points (of {points}; answers pending a person are not in these totals)", points=f"{scores.max_total:g}"))
+        ax.axvline(
+            scores.total.mean,
+            color="black",
+            linestyle="--",
+            label=say(words, "mean {mean}", mean=mean(scores.total.mean)),
+        )
+    ax.set_xlabel(
+        say(
+            words,
+            "total points (of {points}; answers pending a person are not in these totals)",
+            points=f"{scores.max_total:g}",
+        )
+    )
     ax.set_ylabel(say(words, "students"))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # students come whole: no 0.5 tick
     ax.set_title(say(words, "Totals across the class"))
@@ -123,7 +146,9 @@ def _exercises_figure(data: Report, words: dict[str, str]):
 
 
 # two lines: long idea names leave the axes narrower than this label on one line
-IDEAS_AXIS = "% of judged notebooks that passed the idea\n(red under 50%, amber under 80%, green from 80%)"
+IDEAS_AXIS = (
+    "% of judged notebooks that passed the idea\n(red under 50%, amber under 80%, green from 80%)"
+)
 
 
 def _ideas_figure(data: Report, words: dict[str, str]):
@@ -138,7 +163,10 @@ def _ideas_figure(data: Report, words: dict[str, str]):
     ax.barh(
         [_plain(f"{i.grade_id} · {i.idea}") for i in ideas][::-1],
         [100 * i.pass_rate for i in ideas][::-1],
-        color=["#c62828" if i.pass_rate < 0.5 else "#f9a825" if i.pass_rate < 0.8 else "#2e7d32" for i in ideas][::-1],
+        color=[
+            "#c62828" if i.pass_rate < 0.5 else "#f9a825" if i.pass_rate < 0.8 else "#2e7d32"
+            for i in ideas
+        ][::-1],
     )
     ax.set_xlim(0, 100)
     ax.set_xlabel(say(words, IDEAS_AXIS))
@@ -156,7 +184,11 @@ def _problems_figure(data: Report, words: dict[str, str]):
     problems = data.problems
     fig = Figure(figsize=(7.5, 0.32 * len(problems) + 1.2), layout="constrained")
     ax = fig.add_subplot()
-    ax.barh([_plain(kind_name(words, p.kind)) for p in problems][::-1], [p.count for p in problems][::-1], color="#ef6c00")
+    ax.barh(
+        [_plain(kind_name(words, p.kind)) for p in problems][::-1],
+        [p.count for p in problems][::-1],
+        color="#ef6c00",
+    )
     ax.set_xlabel(say(words, "notebooks (or students, for notes and reviews)"))
     ax.set_title(say(words, "Problems by kind"))
     return fig
@@ -182,7 +214,12 @@ def _slowest_figure(data: Report, words: dict[str, str]):
         timing.median,
         color="black",
         linestyle="--",
-        label=say(words, "median of all {count} notebooks: {median} s", count=timing.count, median=f"{timing.median:g}"),
+        label=say(
+            words,
+            "median of all {count} notebooks: {median} s",
+            count=timing.count,
+            median=f"{timing.median:g}",
+        ),
     )
     ax.set_xlabel(say(words, "seconds to grade (red: not graded, e.g. stopped at the time limit)"))
     ax.set_title(say(words, "The slowest notebooks"))

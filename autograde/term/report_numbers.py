@@ -1,6 +1,7 @@
-"""The class report's numbers, typed: what ``report.build_report`` works out and the page, its figures and
-``OUT/report.json`` show; and the page's figures (``Figures``). Each field is a key of report.json, in its order; :meth:`Report.to_json` is its one
-writer (the JSON is what earlier versions wrote, key for key)."""
+"""The class report's numbers, typed: what ``report.build_report`` works out and the page, its
+figures and ``OUT/report.json`` show; and the page's figures (``Figures``). Each field is a key of
+report.json, in its order; :meth:`Report.to_json` is its one writer (the JSON is what earlier
+versions wrote, key for key)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from ..model import JsonRecord, json_named
 
 @dataclass(frozen=True)
 class Stats:
-    """How many values, their mean and median (to 3 decimals), least and greatest (None: no value)."""
+    """How many values, their mean and median (to 3 decimals), least and greatest (None: no
+    value)."""
 
     count: int = 0
     mean: float | None = None
@@ -26,7 +28,14 @@ class Stats:
         """The statistics of ``values`` (and ``more``: the fields of a type that extends these)."""
         if not values:
             return cls(**more)
-        return cls(len(values), round(statistics.fmean(values), 3), round(statistics.median(values), 3), min(values), max(values), **more)
+        return cls(
+            len(values),
+            round(statistics.fmean(values), 3),
+            round(statistics.median(values), 3),
+            min(values),
+            max(values),
+            **more,
+        )
 
 
 @dataclass(frozen=True)
@@ -46,8 +55,9 @@ class TotalStats(Stats):
 
 @dataclass(frozen=True)
 class ExerciseStats:
-    """One column of the scores table: its exercise, how many students scored it fully, partly or 0, how many
-    wait for a person (``pending``) or for a look again (``review``), the mean, and each score's count."""
+    """One column of the scores table: its exercise, how many students scored it fully, partly or 0,
+    how many wait for a person (``pending``) or for a look again (``review``), the mean, and each
+    score's count."""
 
     grade_id: str
     notebook: str | None
@@ -65,9 +75,9 @@ class ExerciseStats:
 
 @dataclass(frozen=True)
 class IdeaRate:
-    """One graded idea over the class: how many notebooks the judge ran passed it, failed it, and so on, how
-    many it did not judge, and the pass rate (None: none judged). ``text`` is None for an idea the course's
-    sources no longer have."""
+    """One graded idea over the class: how many notebooks the judge ran passed it, failed it, and so
+    on, how many it did not judge, and the pass rate (None: none judged). ``text`` is None for an
+    idea the course's sources no longer have."""
 
     notebook: str
     grade_id: str
@@ -96,7 +106,8 @@ class ProblemItem:
 
 @dataclass(frozen=True)
 class ProblemKind:
-    """One kind of problem: its name, what it means, how many notebooks and students it hit, and each."""
+    """One kind of problem: its name, what it means, how many notebooks and students it hit, and
+    each."""
 
     kind: str
     what: str
@@ -107,7 +118,8 @@ class ProblemKind:
 
 @dataclass(frozen=True)
 class SlowNotebook:
-    """One of the slowest notebooks: whose, which, its seconds, status, whether it was reused, its timings."""
+    """One of the slowest notebooks: whose, which, its seconds, status, whether it was reused, its
+    timings."""
 
     student_id: str
     notebook: str
@@ -119,7 +131,8 @@ class SlowNotebook:
 
 @dataclass(frozen=True)
 class Timing(Stats):
-    """Seconds per notebook: their statistics, the total, the 90th percentile (two or more), the slowest."""
+    """Seconds per notebook: their statistics, the total, the 90th percentile (two or more), the
+    slowest."""
 
     total: float = 0.0
     p90: float | None = None
@@ -128,8 +141,8 @@ class Timing(Stats):
 
 @dataclass(frozen=True)
 class LateSection:
-    """The late notebooks, the penalty points the scores table took off, the notebooks whose submission time
-    is not known, and the students whose penalty is therefore unknown."""
+    """The late notebooks, the penalty points the scores table took off, the notebooks whose
+    submission time is not known, and the students whose penalty is therefore unknown."""
 
     late_notebooks: int
     penalty_points: float
@@ -139,8 +152,9 @@ class LateSection:
 
 @dataclass(frozen=True)
 class ScoreSection:
-    """The scores: the table they come from (``source``: report.json's ``from``), the maximum, the totals,
-    what waits for a person, the scores to review, each exercise's column, and the totals after the penalty."""
+    """The scores: the table they come from (``source``: report.json's ``from``), the maximum, the
+    totals, what waits for a person, the scores to review, each exercise's column, and the totals
+    after the penalty."""
 
     source: str = json_named("from")
     max_total: float
@@ -155,10 +169,10 @@ class ScoreSection:
 
 @dataclass(frozen=True)
 class Report(JsonRecord):
-    """The class report's numbers (``OUT/report.json``): the assignment, how many students, the report's
-    language, the editions submitted, the late notebooks, the course's notebooks, the records and how many
-    were graded, the scores, each graded idea's pass rate (the most missed first), the problems by kind
-    (the commonest first), the time per notebook, and warnings."""
+    """The class report's numbers (``OUT/report.json``): the assignment, how many students, the
+    report's language, the editions submitted, the late notebooks, the course's notebooks, the
+    records and how many were graded, the scores, each graded idea's pass rate (the most missed
+    first), the problems by kind (the commonest first), the time per notebook, and warnings."""
 
     assignment: str
     students: int
@@ -180,8 +194,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Figures(Generic[T]):
-    """The report's figures, each drawn (a matplotlib ``Figure``) or encoded (a data: URI of an SVG image);
-    None where it has nothing to show."""
+    """The report's figures, each drawn (a matplotlib ``Figure``) or encoded (a data: URI of an SVG
+    image); None where it has nothing to show."""
 
     totals: T | None = None
     exercises: T | None = None
@@ -191,4 +205,8 @@ class Figures(Generic[T]):
 
     def shown(self) -> list[tuple[str, T]]:
         """(name, figure) of each figure there is, in the page's order."""
-        return [(f.name, getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None]
+        return [
+            (f.name, getattr(self, f.name))
+            for f in fields(self)
+            if getattr(self, f.name) is not None
+        ]

@@ -16,7 +16,10 @@ SHOWN_PER_KIND = 100  # rows per problem kind on the page (report.json has them 
 
 
 # the page is one self-contained file: its own styles and data: images, nothing else
-REPORT_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+REPORT_POLICY = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
+    "form-action 'none'"
+)
 # the page's template (report.html.j2: text, markup and its words, kept as written)
 PAGE = (Path(__file__).with_name("report.html.j2")).read_text(encoding="utf-8")
 
@@ -29,11 +32,19 @@ def render(data: Report, figs: Figures[str], words: dict[str, str] | None = None
 
     words = words or {}
 
-    def tr(english: str, **values) -> Markup:  # a key of REPORT_CONTEXTS is its msgctxt: English shows its English
-        return Markup(escape(words.get(english, REPORT_CONTEXTS.get(english, english)))).format(**values)  # noqa: S704 (escaped, values escaped by format)
+    # a key of REPORT_CONTEXTS is its msgctxt: English shows its English
+    def tr(english: str, **values) -> Markup:
+        return Markup(escape(words.get(english, REPORT_CONTEXTS.get(english, english)))).format(
+            **values
+        )  # noqa: S704 (escaped, values escaped by format)
 
-    def listed(pairs) -> str:  # "zh 3, en 1" with the language's list separator, each edition by its name
-        named = ((" + ".join(say(words, part) for part in name.split("+")), count) for name, count in pairs)  # "en+zh": both
+    # "zh 3, en 1" with the language's list separator, each edition by its name
+    def listed(pairs) -> str:
+        # "en+zh": both
+        named = (
+            (" + ".join(say(words, part) for part in name.split("+")), count)
+            for name, count in pairs
+        )
         return say(words, "{first}, {second}", first="", second="").join(
             say(words, "{edition} {count}", edition=name, count=count) for name, count in named
         )
@@ -44,7 +55,9 @@ def render(data: Report, figs: Figures[str], words: dict[str, str] | None = None
         pct=pct,
         mean=mean,
         tr=tr,
-        headers=lambda *keys: Markup("").join(Markup("<th>{}</th>").format(tr(key)) for key in keys),  # noqa: S704 (escaped)
+        headers=lambda *keys: Markup("").join(
+            Markup("<th>{}</th>").format(tr(key)) for key in keys
+        ),  # noqa: S704 (escaped)
         listed=listed,
         kind=lambda code: kind_name(words, code),
         counts=[context for context in REPORT_CONTEXTS if context.startswith("report:students")],
@@ -54,5 +67,13 @@ def render(data: Report, figs: Figures[str], words: dict[str, str] | None = None
     )
     template = env.from_string(PAGE)
     style = Markup(base_style("72em"))  # noqa: S704 (the course's own constant styles)
-    page = template.render(data=data, s=data.scores, t=data.timing, figs=figs, shown=SHOWN_PER_KIND, base_style=style, lang=html_lang(data.language))
+    page = template.render(
+        data=data,
+        s=data.scores,
+        t=data.timing,
+        figs=figs,
+        shown=SHOWN_PER_KIND,
+        base_style=style,
+        lang=html_lang(data.language),
+    )
     return add_csp(page, REPORT_POLICY)

@@ -1,5 +1,6 @@
 """The class report's words in its language: its texts through the edition's feedback translations
-(``report_words``), a problem's detail part by part, and numbers as the page and the figures show them."""
+(``report_words``), a problem's detail part by part, and numbers as the page and the figures show
+them."""
 
 from __future__ import annotations
 
@@ -39,7 +40,12 @@ def say_detail(words: dict[str, str], detail: str) -> str:
     for part in detail.split("; "):
         for english in DETAILS:
             head, tail = english.split("{n}")
-            if part.startswith(head) and part.endswith(tail) and len(part) > len(head) + len(tail) and english in words:
+            if (
+                part.startswith(head)
+                and part.endswith(tail)
+                and len(part) > len(head) + len(tail)
+                and english in words
+            ):
                 part = say(words, english, n=part[len(head) : len(part) - len(tail)])
                 break
         parts.append(part)
@@ -47,7 +53,8 @@ def say_detail(words: dict[str, str], detail: str) -> str:
 
 
 def report_words(course: Course, language: str) -> dict[str, str]:
-    """The report's translations in ``language`` (the edition's feedback translations; none for English)."""
+    """The report's translations in ``language`` (the edition's feedback translations; none for
+    English)."""
     return feedback_translations(course).of(language) if language != "en" else {}
 
 

@@ -45,7 +45,19 @@ from ..course import Course, UnusableInput
 from ..ledger.folder import Ledger
 from ..ledger.layout import Out
 from ..matching import MAX_BYTES, check_nodes
-from .fingerprints import WINDOW, K, Token, canonical_order, given_lines, kgram_hashes, line_key, normalized, plain_lines, token_ids, winnow
+from .fingerprints import (
+    WINDOW,
+    K,
+    Token,
+    canonical_order,
+    given_lines,
+    kgram_hashes,
+    line_key,
+    normalized,
+    plain_lines,
+    token_ids,
+    winnow,
+)
 from .similarity_findings import LeftOut, Method, PairFound, PairShown, Similarity, TodoView
 from .similarity_page import SIMILARITY_POLICY, render
 
@@ -63,9 +75,12 @@ __all__ = [
     "write_similarity",
 ]
 
-THRESHOLD = 0.7  # the default: flagged at 70% of the smaller answer's fingerprints (why: write_similarity)
-MIN_FINGERPRINTS = 25  # fewer fingerprints of its own (about 55 tokens, 5-7 lines of code): too short to compare
-COMMON_SHARE = 0.2  # a fingerprint in more than this share of the distinct answers to a TODO is common code ...
+# the default: flagged at 70% of the smaller answer's fingerprints (why: write_similarity)
+THRESHOLD = 0.7
+# fewer fingerprints of its own (about 55 tokens, 5-7 lines of code): too short to compare
+MIN_FINGERPRINTS = 25
+# a fingerprint in more than this share of the distinct answers to a TODO is common code ...
+COMMON_SHARE = 0.2
 COMMON_MIN = 10  # ... when that is more than this many answers (a small class has no "common" code)
 NEAR = 0.15  # the page also shows pairs this far below the threshold
 SHOWN = 20  # pairs per TODO on the page
@@ -75,15 +90,18 @@ MAX_SHOWN_CHARS = 6_000  # of one answer shown on the page
 MAX_STUDENTS = 5_000  # student folders read
 
 
-# ---------------------------------------------------------------- the course's TODOs and the class's answers
+# ---------------------------------------------------------------- the course's TODOs and the
+# class's answers
 
 
 @dataclass
 class Todo:
     grade_id: str
     notebook: str
-    release: Counter = field(default_factory=Counter)  # the release's own lines of the cell, whitespace taken out
-    boilerplate: set[int] = field(default_factory=set)  # hashes of every run of K tokens of the release's code
+    # the release's own lines of the cell, whitespace taken out
+    release: Counter = field(default_factory=Counter)
+    # hashes of every run of K tokens of the release's code
+    boilerplate: set[int] = field(default_factory=set)
 
 
 def course_todos(course: Course, cache: dict[str, int]) -> list[Todo]:
@@ -91,17 +109,25 @@ def course_todos(course: Course, cache: dict[str, int]) -> list[Todo]:
     release code from every edition of the release."""
     found: dict[str, Todo] = {}
     for name in course.notebooks:
-        for path in [course.release / f"{name}.ipynb", *sorted(course.release.glob(f"*/{name}.ipynb"))]:
+        for path in [
+            course.release / f"{name}.ipynb",
+            *sorted(course.release.glob(f"*/{name}.ipynb")),
+        ]:
             if not path.is_file():
                 continue
             for cell in nbformat.read(path, as_version=4).cells:
                 meta = cell.metadata.get("nbgrader", {})
                 if cell.cell_type == "code" and meta.get("solution") and meta.get("grade_id"):
                     todo = found.setdefault(meta["grade_id"], Todo(meta["grade_id"], name))
-                    todo.release |= Counter(key for key in map(line_key, plain_lines(cell.source).split("\n")) if key)
+                    todo.release |= Counter(
+                        key for key in map(line_key, plain_lines(cell.source).split("\n")) if key
+                    )
                     todo.boilerplate.update(kgram_hashes(token_ids(normalized(cell.source), cache)))
     if not found:
-        raise UnusableInput(f"the release in {course.release} has no answer cells (run `python -m autograde release` first)")
+        raise UnusableInput(
+            f"the release in {course.release} has no answer cells (run `python -m "
+            "autograde release` first)"
+        )
     return list(found.values())
 
 
@@ -115,8 +141,8 @@ def _source(value) -> str | None:
 
 def answer_cells(raw: bytes | None) -> dict[str, str] | None:
     """{grade id: source} of a notebook's answer cells (code cells with ``nbgrader.solution``), read
-    as JSON within the grader's limits; cells that share a grade id are joined. None when there is no
-    notebook (``raw`` None: missing, a link, over the size limit) or it is not one."""
+    as JSON within the grader's limits; cells that share a grade id are joined. None when there is
+    no notebook (``raw`` None: missing, a link, over the size limit) or it is not one."""
     if raw is None:
         return None
     try:
@@ -131,7 +157,11 @@ def answer_cells(raw: bytes | None) -> dict[str, str] | None:
     for cell in cells:
         meta = cell.get("metadata") if isinstance(cell, dict) else None
         meta = meta.get("nbgrader") if isinstance(meta, dict) else None
-        if not (isinstance(meta, dict) and cell.get("cell_type") == "code" and meta.get("solution") is True):
+        if not (
+            isinstance(meta, dict)
+            and cell.get("cell_type") == "code"
+            and meta.get("solution") is True
+        ):
             continue
         gid, source = meta.get("grade_id"), _source(cell.get("source"))
         if isinstance(gid, str) and source is not None:
@@ -149,7 +179,9 @@ class Answer:
     prints: frozenset[int] = frozenset()  # its fingerprints, as compared
 
 
-def class_answers(todo: Todo, sources: dict[str, str | None], cache: dict[str, int]) -> tuple[list[Answer], LeftOut]:
+def class_answers(
+    todo: Todo, sources: dict[str, str | None], cache: dict[str, int]
+) -> tuple[list[Answer], LeftOut]:
     """The answers to ``todo`` that can be compared, and the students left out by why: missing (no
     notebook or no such cell), unanswered (nothing but the release's lines), too short."""
     left = LeftOut()
@@ -165,7 +197,11 @@ def class_answers(todo: Todo, sources: dict[str, str | None], cache: dict[str, i
             left.unanswered.append(student)
             continue
         hashes = kgram_hashes(token_ids(tokens, cache))
-        answers.append(Answer(student, source, given, tokens, hashes, frozenset(winnow(hashes) - todo.boilerplate)))
+        answers.append(
+            Answer(
+                student, source, given, tokens, hashes, frozenset(winnow(hashes) - todo.boilerplate)
+            )
+        )
     common = common_prints(answers)
     kept = []
     for a in answers:
@@ -194,7 +230,8 @@ def common_prints(answers: list[Answer]) -> set[int]:
 class Match:
     score: float  # shared fingerprints / fingerprints of the smaller answer
     shared: int
-    first: int  # groups (the same index twice: students of one group, with the same normalized answer)
+    # groups (the same index twice: students of one group, with the same normalized answer)
+    first: int
     second: int
 
 
@@ -219,7 +256,9 @@ def compare(groups: list[list[Answer]], floor: float) -> list[Match]:
             score = n / min(len(prints), len(groups[other][0].prints))
             if score >= floor:
                 found.append(Match(round(score, 4), n, g, other))
-    found.sort(key=lambda m: (-m.score, -m.shared, groups[m.first][0].student, groups[m.second][0].student))
+    found.sort(
+        key=lambda m: (-m.score, -m.shared, groups[m.first][0].student, groups[m.second][0].student)
+    )
     return found
 
 
@@ -231,19 +270,27 @@ def group_answers(answers: list[Answer]) -> list[list[Answer]]:
     return sorted(by_prints.values(), key=lambda group: group[0].student)
 
 
-def student_pairs(groups: list[list[Answer]], matches: list[Match], threshold: float) -> tuple[int, list[PairFound], set[str]]:
+def student_pairs(
+    groups: list[list[Answer]], matches: list[Match], threshold: float
+) -> tuple[int, list[PairFound], set[str]]:
     """(how many pairs of students are flagged, the first LISTED of them, the students flagged)."""
     total, listed, flagged = 0, [], set()
     for m in matches:
         if m.score < threshold:
             break
         a, b = groups[m.first], groups[m.second]
-        pairs = [(x, y) for i, x in enumerate(a) for y in a[i + 1 :]] if m.first == m.second else [(x, y) for x in a for y in b]
+        pairs = (
+            [(x, y) for i, x in enumerate(a) for y in a[i + 1 :]]
+            if m.first == m.second
+            else [(x, y) for x in a for y in b]
+        )
         total += len(pairs)
         flagged.update(x.student for pair in pairs for x in pair)
         for x, y in pairs[: max(0, LISTED - len(listed))]:
             x, y = sorted((x, y), key=lambda answer: answer.student)
-            listed.append(PairFound(x.student, y.student, m.score, m.shared, [len(x.prints), len(y.prints)]))
+            listed.append(
+                PairFound(x.student, y.student, m.score, m.shared, [len(x.prints), len(y.prints)])
+            )
     return total, listed, flagged
 
 
@@ -269,8 +316,11 @@ def _entry(groups: list[list[Answer]], m: Match, threshold: float) -> PairShown:
     )
 
 
-def todo_section(todo: Todo, sources: dict[str, str | None], threshold: float, cache: dict[str, int]) -> TodoView:
-    """One TODO's findings (``findings()``: for similarity.json) and the page's pairs, with their code."""
+def todo_section(
+    todo: Todo, sources: dict[str, str | None], threshold: float, cache: dict[str, int]
+) -> TodoView:
+    """One TODO's findings (``findings()``: for similarity.json) and the page's pairs, with their
+    code."""
     answers, left = class_answers(todo, sources, cache)
     groups = group_answers(answers)
     matches = compare(groups, max(0.0, threshold - NEAR))
@@ -288,25 +338,50 @@ def todo_section(todo: Todo, sources: dict[str, str | None], threshold: float, c
         pairs_listed=len(listed),
         students_flagged=len(flagged),
         pairs=listed,
-        left_out=LeftOut(sorted(left.missing), sorted(left.unanswered), sorted(left.too_short)),  # the students not compared
+        # the students not compared
+        left_out=LeftOut(sorted(left.missing), sorted(left.unanswered), sorted(left.too_short)),
         entries=[_entry(groups, m, threshold) for m in matches[:SHOWN]],
     )
 
 
-def build_similarity(course: Course, out: Path, threshold: float = THRESHOLD) -> tuple[Similarity, list[TodoView]]:
+def build_similarity(
+    course: Course, out: Path, threshold: float = THRESHOLD
+) -> tuple[Similarity, list[TodoView]]:
     """Read a graded folder and compare the class's answers: (what similarity.json holds, the
     page's view of each TODO)."""
     if not out.is_dir():
-        raise UnusableInput(f"{out} is not a folder (run `python -m autograde grade SUBMISSIONS --out {out}` first)")
+        raise UnusableInput(
+            f"{out} is not a folder (run `python -m autograde grade SUBMISSIONS --out {out}` first)"
+        )
     if not 0 < threshold <= 1:
-        raise UnusableInput(f"the threshold is a share of fingerprints, above 0 and at most 1, not {threshold}")
+        raise UnusableInput(
+            f"the threshold is a share of fingerprints, above 0 and at most 1, not {threshold}"
+        )
     ledger = Ledger(out, course)
     names = ledger.kept_students(MAX_STUDENTS)
-    warnings = [f"only the first {MAX_STUDENTS:,} student folders were read"] if len(names) >= MAX_STUDENTS else []
+    warnings = (
+        [f"only the first {MAX_STUDENTS:,} student folders were read"]
+        if len(names) >= MAX_STUDENTS
+        else []
+    )
     cache: dict[str, int] = {}
     todos = course_todos(course, cache)
-    cells = {student: {nb: answer_cells(ledger.kept_notebook(student, nb, MAX_BYTES)) for nb in {t.notebook for t in todos}} for student in names}
-    views = [todo_section(todo, {s: (cells[s][todo.notebook] or {}).get(todo.grade_id) for s in names}, threshold, cache) for todo in todos]
+    cells = {
+        student: {
+            nb: answer_cells(ledger.kept_notebook(student, nb, MAX_BYTES))
+            for nb in {t.notebook for t in todos}
+        }
+        for student in names
+    }
+    views = [
+        todo_section(
+            todo,
+            {s: (cells[s][todo.notebook] or {}).get(todo.grade_id) for s in names},
+            threshold,
+            cache,
+        )
+        for todo in todos
+    ]
     method = Method(
         score="shared fingerprints / fingerprints of the smaller answer",
         order="statements that do not depend on each other read in one canonical order",
@@ -316,12 +391,19 @@ def build_similarity(course: Course, out: Path, threshold: float = THRESHOLD) ->
         common_share=COMMON_SHARE,
         common_min=COMMON_MIN,
     )
-    return Similarity(course.assignment, len(names), threshold, method, [view.findings() for view in views], warnings), views
+    return Similarity(
+        course.assignment,
+        len(names),
+        threshold,
+        method,
+        [view.findings() for view in views],
+        warnings,
+    ), views
 
 
 def segments(answer: Answer, shared: frozenset[int]) -> list[tuple[str, str]]:
-    """The answer's source in pieces (text, kind), cut at MAX_SHOWN_CHARS: 'shared' (tokens of a
-    run the other answer has too, marked line by line), 'given' (the release's lines), '' (the rest)."""
+    """The answer's source in pieces (text, kind), cut at MAX_SHOWN_CHARS: 'shared' (tokens of a run
+    the other answer has too, marked line by line), 'given' (the release's lines), '' (the rest)."""
     covered = sorted({i + j for i, h in enumerate(answer.hashes) if h in shared for j in range(K)})
     spans: list[list] = []  # [start, end, kind, row, last token]
     for i in covered:
@@ -353,7 +435,9 @@ def segments(answer: Answer, shared: frozenset[int]) -> list[tuple[str, str]]:
     return pieces
 
 
-def write_similarity(course: Course, out: Path, threshold: float | None = None) -> tuple[Path, Path, Similarity]:
+def write_similarity(
+    course: Course, out: Path, threshold: float | None = None
+) -> tuple[Path, Path, Similarity]:
     """Write OUT/similarity.html and OUT/similarity.json. Returns (page, findings file, findings).
 
     ``threshold`` (default THRESHOLD, 0.7) is the share of the smaller answer's fingerprints that
@@ -368,5 +452,7 @@ def write_similarity(course: Course, out: Path, threshold: float | None = None) 
     """
     found, views = build_similarity(course, out, THRESHOLD if threshold is None else threshold)
     page = render(found, views)
-    target, numbers = Ledger(out, course).write_page_and_numbers(Out.SIMILARITY, page, found.to_json())
+    target, numbers = Ledger(out, course).write_page_and_numbers(
+        Out.SIMILARITY, page, found.to_json()
+    )
     return target, numbers, found

@@ -1,6 +1,7 @@
-"""What ``similarity`` finds, typed: each TODO's findings and the pairs it flags (``OUT/similarity.json``,
-written by :meth:`Similarity.to_json`, key for key as earlier versions wrote it), and the page's view of each
-TODO (its findings and the pairs shown side by side, with their code)."""
+"""What ``similarity`` finds, typed: each TODO's findings and the pairs it flags
+(``OUT/similarity.json``, written by :meth:`Similarity.to_json`, key for key as earlier versions
+wrote it), and the page's view of each TODO (its findings and the pairs shown side by side, with
+their code)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from ..model import JsonRecord
 
 @dataclass(frozen=True)
 class Method:
-    """How answers were compared: the score, the order statements are read in, the fingerprints' K and window,
-    the fingerprints an answer needs of its own, and what counts as code most of the class shares."""
+    """How answers were compared: the score, the order statements are read in, the fingerprints' K
+    and window, the fingerprints an answer needs of its own, and what counts as code most of the
+    class shares."""
 
     score: str
     order: str
@@ -25,8 +27,8 @@ class Method:
 
 @dataclass(frozen=True)
 class LeftOut:
-    """The students whose answer to a TODO was not compared, by why: no notebook or no such cell, nothing but
-    the release's lines, too short to compare."""
+    """The students whose answer to a TODO was not compared, by why: no notebook or no such cell,
+    nothing but the release's lines, too short to compare."""
 
     missing: list[str] = field(default_factory=list)
     unanswered: list[str] = field(default_factory=list)
@@ -35,8 +37,8 @@ class LeftOut:
 
 @dataclass(frozen=True)
 class PairFound:
-    """Two students whose answers share ``score`` of the smaller one's fingerprints (``shared`` of them), and
-    how many fingerprints each answer has."""
+    """Two students whose answers share ``score`` of the smaller one's fingerprints (``shared`` of
+    them), and how many fingerprints each answer has."""
 
     a: str
     b: str
@@ -47,8 +49,9 @@ class PairFound:
 
 @dataclass(frozen=True)
 class TodoFindings:
-    """One TODO's findings: how many students, how many answers were compared or left out (and who, by why),
-    how many different answers, the pairs flagged (all counted, the first of them listed) and their students."""
+    """One TODO's findings: how many students, how many answers were compared or left out (and who,
+    by why), how many different answers, the pairs flagged (all counted, the first of them listed)
+    and their students."""
 
     grade_id: str
     notebook: str
@@ -67,9 +70,9 @@ class TodoFindings:
 
 @dataclass(frozen=True)
 class PairShown:
-    """A pair as the page shows it: its score and shared fingerprints, whether it is flagged, the two students
-    (and those with the same answer as each), and each answer in pieces (text, kind: ``shared``, ``given``,
-    ``cut`` or '')."""
+    """A pair as the page shows it: its score and shared fingerprints, whether it is flagged, the
+    two students (and those with the same answer as each), and each answer in pieces (text, kind:
+    ``shared``, ``given``, ``cut`` or '')."""
 
     score: float
     shared: int
@@ -95,8 +98,8 @@ class TodoView(TodoFindings):
 
 @dataclass(frozen=True)
 class Similarity(JsonRecord):
-    """What ``similarity`` found in a graded folder (``OUT/similarity.json``): the assignment, how many students,
-    the threshold, the method, each TODO's findings, and warnings."""
+    """What ``similarity`` found in a graded folder (``OUT/similarity.json``): the assignment, how
+    many students, the threshold, the method, each TODO's findings, and warnings."""
 
     assignment: str
     students: int

@@ -1,5 +1,6 @@
-"""The similarity page (``OUT/similarity.html``): one self-contained file, its own styles, no scripts, no
-images; every text from OUT escaped. The findings it shows come from ``similarity.py``."""
+"""The similarity page (``OUT/similarity.html``): one self-contained file, its own styles, no
+scripts, no images; every text from OUT escaped. The findings it shows come from
+``similarity.py``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from ..record.exporters import add_csp, base_style
 from .similarity_findings import Similarity, TodoView
 
 # the page is one self-contained file: its own styles, no scripts, no images
-SIMILARITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+SIMILARITY_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+)
 SHOWN_ALSO = 30  # names listed for students with the same answer
 # the page's template (similarity.html.j2: text, markup and its words, kept as written)
 PAGE = (Path(__file__).with_name("similarity.html.j2")).read_text(encoding="utf-8")
@@ -28,5 +31,7 @@ def render(data: Similarity, views: list[TodoView]) -> str:
 
     env = Environment(autoescape=True, undefined=StrictUndefined)
     env.globals.update(pct=_pct)
-    page = env.from_string(PAGE).render(data=data, views=views, shown_also=SHOWN_ALSO, base_style=Markup(base_style("90em")))
+    page = env.from_string(PAGE).render(
+        data=data, views=views, shown_also=SHOWN_ALSO, base_style=Markup(base_style("90em"))
+    )
     return add_csp(page, SIMILARITY_POLICY)

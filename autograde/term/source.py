@@ -1,22 +1,23 @@
-"""The source of an intake, a folder or a zip, listed once within the limits and read member by member.
+"""The source of an intake, a folder or a zip, listed once within the limits and read member by
+member.
 
-Everything read is untrusted: a zip is checked whole before anything is written (its directory as the zip
-library itself finds it: entry count and size), each member by name and kind (no path that climbs out or
-is absolute, no link, no device), and extracted member by member into a name built by the caller, never
-the member's own path, stopping when more comes out than it declared.
+Everything read is untrusted: a zip is checked whole before anything is written (its directory as
+the zip library itself finds it: entry count and size), each member by name and kind (no path that
+climbs out or is absolute, no link, no device), and extracted member by member into a name built by
+the caller, never the member's own path, stopping when more comes out than it declared.
 
-A folder may be live: on a hub every learner can write into the exchange's ``inbound/`` while it is read.
-It is listed from a handle on its top folder taken once, one folder at a time (``openat`` without
-following a link), and each file is kept with what it was when listed: every folder on its path (device,
-inode, owner, change time) and the file itself (device, inode, size, modification and change times).
-A file is reached again only that way, each folder checked to be the one listed (the handle on the last
-folder reached is kept for the next file in it), never by its path's name, so a folder swapped for a
-link or for another folder after the listing is refused, not followed;
-a file replaced, renamed over, written to, or grown or shrunk since it was listed is refused too, and
-a copy is exactly the bytes listed. One top-level folder (one student's, one submission's) may hold only
-``per_folder`` entries: past it that folder alone is refused, a named problem of its own student. What
-one learner's files may come to is their budget (``Limits.student_bytes``), summed by the intake before
-anything of theirs is copied (``intake.py``)."""
+A folder may be live: on a hub every learner can write into the exchange's ``inbound/`` while it is
+read. It is listed from a handle on its top folder taken once, one folder at a time (``openat``
+without following a link), and each file is kept with what it was when listed: every folder on its
+path (device, inode, owner, change time) and the file itself (device, inode, size, modification and
+change times). A file is reached again only that way, each folder checked to be the one listed (the
+handle on the last folder reached is kept for the next file in it), never by its path's name, so a
+folder swapped for a link or for another folder after the listing is refused, not followed; a file
+replaced, renamed over, written to, or grown or shrunk since it was listed is refused too, and a
+copy is exactly the bytes listed. One top-level folder (one student's, one submission's) may hold
+only ``per_folder`` entries: past it that folder alone is refused, a named problem of its own
+student. What one learner's files may come to is their budget (``Limits.student_bytes``), summed by
+the intake before anything of theirs is copied (``intake.py``)."""
 
 from __future__ import annotations
 
@@ -38,29 +39,41 @@ from ..ledger.facts import IntakeProblem
 from ..matching import MAX_FILES as MAX_NOTEBOOKS_PER_STUDENT
 from ..model import MAX_NOTEBOOK_BYTES, MiB
 
-MAX_STUDENT_BYTES = 48 * MiB  # one learner's files read in all: the course's six notebooks with outputs are a few MB
-MAX_FILES = 20_000  # members of a zip (built by the LMS), or files and folders under a source folder in all
-MAX_PER_FOLDER = 1_000  # files and folders under one top-level folder of a source: one student's or one submission's
+# one learner's files read in all: the course's six notebooks with outputs are a few MB
+MAX_STUDENT_BYTES = 48 * MiB
+# members of a zip (built by the LMS), or files and folders under a source folder in all
+MAX_FILES = 20_000
+# files and folders under one top-level folder of a source: one student's or one submission's
+MAX_PER_FOLDER = 1_000
 MAX_DEPTH = 16  # folders below a source folder that are looked into
-DIRECTORY_BYTES_PER_ENTRY = 1_100  # a zip directory entry: 46 bytes, a name of up to 1,000 and a few extra fields
+# a zip directory entry: 46 bytes, a name of up to 1,000 and a few extra fields
+DIRECTORY_BYTES_PER_ENTRY = 1_100
 CHUNK = 1 << 20
 FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 # what zip tools and Jupyter add beside the files: not submissions (counted in a note)
 SKIPPED = {".ipynb_checkpoints", "__MACOSX", ".DS_Store", "Thumbs.db"}
-CHANGED = "not the file that was listed any more (replaced, renamed over or written to after the intake listed it): not read"
+CHANGED = (
+    "not the file that was listed any more (replaced, renamed over or written to after the "
+    "intake listed it): not read"
+)
 
 
 @dataclass(frozen=True)
 class Limits:
-    student_bytes: int = MAX_STUDENT_BYTES  # one learner's files that would be read, all together (apparent sizes; a zip by what it extracts)
+    # one learner's files that would be read, all together (apparent sizes; a zip by what it
+    # extracts)
+    student_bytes: int = MAX_STUDENT_BYTES
     file_bytes: int = MAX_NOTEBOOK_BYTES  # a larger notebook is a named problem, not extracted
     files: int = MAX_FILES
     depth: int = MAX_DEPTH
-    per_student: int = MAX_NOTEBOOKS_PER_STUDENT  # the grader looks at no more .ipynb files of one student
-    per_folder: int = MAX_PER_FOLDER  # entries under one top-level folder; past it, that folder alone is refused
-    folder_files: int = 10 * MAX_FILES  # files and folders under a source folder in all (memory); its top-level folders are capped each
+    # the grader looks at no more .ipynb files of one student
+    per_student: int = MAX_NOTEBOOKS_PER_STUDENT
+    # entries under one top-level folder; past it, that folder alone is refused
+    per_folder: int = MAX_PER_FOLDER
+    # files and folders under a source folder in all (memory); its top-level folders are capped each
+    folder_files: int = 10 * MAX_FILES
 
 
 @dataclass(frozen=True)
@@ -76,9 +89,9 @@ class Folder:
 
 @dataclass(frozen=True)
 class Listed:
-    """A file of a folder source as it was listed: the folders it was reached through, from the source's
-    top down to its own, and the file's own identity and times. ``path`` is for messages only: the file
-    is never opened by that name."""
+    """A file of a folder source as it was listed: the folders it was reached through, from the
+    source's top down to its own, and the file's own identity and times. ``path`` is for messages
+    only: the file is never opened by that name."""
 
     path: Path
     folders: tuple[Folder, ...]
@@ -93,17 +106,26 @@ class Listed:
     def same(self, info: os.stat_result) -> bool:
         """Whether ``info`` (an open file's) is this file, unchanged since it was listed."""
         now = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-        return stat.S_ISREG(info.st_mode) and now == (self.dev, self.ino, self.size, self.mtime_ns, self.ctime_ns)
+        return stat.S_ISREG(info.st_mode) and now == (
+            self.dev,
+            self.ino,
+            self.size,
+            self.mtime_ns,
+            self.ctime_ns,
+        )
 
     def changed_ns(self, depth: int) -> int:
         """The latest change time of the file and of the ``depth`` folders above it (its own first):
         what no learner can set back (``utime`` sets the change time to now)."""
-        return max([self.ctime_ns, *(f.ctime_ns for f in self.folders[len(self.folders) - depth :])])
+        return max(
+            [self.ctime_ns, *(f.ctime_ns for f in self.folders[len(self.folders) - depth :])]
+        )
 
 
 @dataclass(frozen=True)
 class Entry:
-    """A file of the source: its path there (in parts), declared size, date, and where to read it."""
+    """A file of the source: its path there (in parts), declared size, date, and where to read
+    it."""
 
     parts: tuple[str, ...]
     size: int
@@ -121,7 +143,8 @@ class Entry:
 
 
 class Refused(GraderError, ValueError):
-    """A member that cannot be extracted (corrupt, changed since it was listed, or more data than it declared)."""
+    """A member that cannot be extracted (corrupt, changed since it was listed, or more data than it
+    declared)."""
 
 
 def problem(file: str, student: str | None, text: str) -> IntakeProblem:
@@ -130,17 +153,27 @@ def problem(file: str, student: str | None, text: str) -> IntakeProblem:
 
 
 def shown(name: str, limit: int = 300) -> str:
-    """A name from the source, safe to print (characters that print nothing or move the text escaped as
-    ``\\xNN`` or ``\\uNNNN``, cut short)."""
+    """A name from the source, safe to print (characters that print nothing or move the text escaped
+    as ``\\xNN`` or ``\\uNNNN``, cut short)."""
     text = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    text = "".join(c if c.isprintable() and not _invisible(c) else (f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}") for c in text)
+    text = "".join(
+        c
+        if c.isprintable() and not _invisible(c)
+        else (f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
+        for c in text
+    )
     return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _invisible(c: str) -> bool:
-    """A character that shows as nothing or as a space where a name is printed, or turns the text around it
-    (a format character: zero-width, byte-order mark, a bidirectional override), other than the plain space."""
-    return c != " " and (c.isspace() or unicodedata.category(c) in ("Cf", "Cc", "Cs", "Co", "Cn", "Zs", "Zl", "Zp") or not c.isprintable())
+    """A character that shows as nothing or as a space where a name is printed, or turns the text
+    around it (a format character: zero-width, byte-order mark, a bidirectional override), other
+    than the plain space."""
+    return c != " " and (
+        c.isspace()
+        or unicodedata.category(c) in ("Cf", "Cc", "Cs", "Co", "Cn", "Zs", "Zl", "Zp")
+        or not c.isprintable()
+    )
 
 
 def odd_characters(name: str) -> str:
@@ -155,16 +188,26 @@ def odd_characters(name: str) -> str:
 
 
 class Source:
-    """The files of a folder or a zip, listed within ``limits``; read member by member with the caps.
-    ``handle`` (with ``listed``): a zip read where it is, through a handle checked against its listing
-    (a learner's own zip in a folder source). ``label``: what a message calls it (its path)."""
+    """The files of a folder or a zip, listed within ``limits``; read member by member with the
+    caps. ``handle`` (with ``listed``): a zip read where it is, through a handle checked against its
+    listing (a learner's own zip in a folder source). ``label``: what a message calls it (its
+    path)."""
 
-    def __init__(self, path: Path, limits: Limits, under: tuple[str, ...] = (), handle=None, listed: Listed | None = None, label: str = ""):
+    def __init__(
+        self,
+        path: Path,
+        limits: Limits,
+        under: tuple[str, ...] = (),
+        handle=None,
+        listed: Listed | None = None,
+        label: str = "",
+    ):
         self.path, self.limits, label = path, limits, label or str(path)
         self.archive: zipfile.ZipFile | None = None
         self.top: int | None = None  # a folder source's handle on its top folder, taken once
         self.handle, self.listed = handle, listed
-        self.near: tuple[tuple[Folder, ...], int] | None = None  # the folder last reached (checked) and a handle on it
+        # the folder last reached (checked) and a handle on it
+        self.near: tuple[tuple[Folder, ...], int] | None = None
         self.problems: list[IntakeProblem] = []
         if handle is not None:
             try:
@@ -173,11 +216,20 @@ class Source:
                 handle.close()
                 raise
             self.entries, self.problems, self.notes = zip_entries(self.archive, limits)
-        elif path.is_dir():  # only the files ``under`` that folder of it (their paths start with it)
-            self.top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the instructor's own path
+        # only the files ``under`` that folder of it (their paths start with it)
+        elif path.is_dir():
+            # the instructor's own path
+            self.top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
                 start = folders_under(self.top, under, path)
-                found, self.notes = list_folder(self.top, limits, limits.depth, strict=True, start=start, base=path.joinpath(*under))
+                found, self.notes = list_folder(
+                    self.top,
+                    limits,
+                    limits.depth,
+                    strict=True,
+                    start=start,
+                    base=path.joinpath(*under),
+                )
             except BaseException:
                 self.close()
                 raise
@@ -205,15 +257,16 @@ class Source:
             self.near = None
 
     def open(self, entry: Entry):
-        """A file object on ``entry``: a zip's member, or a folder's file reached through the folders it
-        was listed in and checked to be the file listed (Refused when it is not)."""
+        """A file object on ``entry``: a zip's member, or a folder's file reached through the
+        folders it was listed in and checked to be the file listed (Refused when it is not)."""
         if entry.refused:
             raise Refused(entry.refused)
         if self.archive is not None:
             return self.archive.open(entry.ref)  # type: ignore[arg-type]
         listed = entry.ref
         assert isinstance(listed, Listed) and self.top is not None
-        if self.near is None or self.near[0] != listed.folders:  # a handle on a folder stays on it, wherever it is moved
+        # a handle on a folder stays on it, wherever it is moved
+        if self.near is None or self.near[0] != listed.folders:
             if self.near is not None:
                 os.close(self.near[1])
                 self.near = None
@@ -221,37 +274,48 @@ class Source:
         try:
             fd = os.open(listed.name, FILE_FLAGS, dir_fd=self.near[1])
         except OSError as exc:
-            raise Refused(f"could not be opened where it was listed ({type(exc).__name__}): moved or removed since") from None
+            raise Refused(
+                f"could not be opened where it was listed ({type(exc).__name__}): moved "
+                "or removed since"
+            ) from None
         if not listed.same(os.fstat(fd)):
             os.close(fd)
             raise Refused(CHANGED)
         return os.fdopen(fd, "rb")
 
     def unchanged(self, entry: Entry, handle) -> None:
-        """After a file was read: Refused when it (or, for a learner's zip read where it is, that zip)
-        changed meanwhile."""
+        """After a file was read: Refused when it (or, for a learner's zip read where it is, that
+        zip) changed meanwhile."""
         if isinstance(entry.ref, Listed) and not entry.ref.same(os.fstat(handle.fileno())):
             raise Refused(CHANGED.replace("after the intake listed it", "while it was read"))
         if self.listed is not None and not self.listed.same(os.fstat(self.handle.fileno())):
             raise Refused("its zip was written to while it was read: not used")
 
     def read(self, entry: Entry, limit: int) -> bytes:
-        """A small file whole (nbgrader's timestamp.txt); Refused when it is larger than ``limit``."""
+        """A small file whole (nbgrader's timestamp.txt); Refused when it is larger than
+        ``limit``."""
         if entry.size > limit:
             raise Refused(f"{entry.size:,} bytes, more than the {limit} a timestamp takes")
         try:
             with self.open(entry) as handle:
                 data = handle.read(limit + 1)
                 self.unchanged(entry, handle)
-        except (OSError, zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
+        except (
+            OSError,
+            zipfile.BadZipFile,
+            zlib.error,
+            EOFError,
+            NotImplementedError,
+            RuntimeError,
+        ) as exc:
             raise Refused(f"could not be read ({type(exc).__name__}: {exc})") from None
         if len(data) > limit:
             raise Refused(f"more than the {limit} bytes a timestamp takes")
         return data
 
     def copy(self, entry: Entry, target: Path) -> None:
-        """Write ``entry`` to ``target`` (a new file): exactly the bytes listed or declared, else Refused
-        and nothing left behind."""
+        """Write ``entry`` to ``target`` (a new file): exactly the bytes listed or declared, else
+        Refused and nothing left behind."""
         try:
             target.parent.mkdir(exist_ok=True)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -264,13 +328,29 @@ class Source:
                     got += len(chunk)
                     if got > entry.size:
                         if self.archive is not None:
-                            raise Refused(f"more data than the {entry.size:,} bytes it declares (a zip bomb?): not extracted")
-                        raise Refused(f"grew past the {entry.size:,} bytes listed while it was read: not used")
+                            raise Refused(
+                                f"more data than the {entry.size:,} bytes it declares "
+                                "(a zip bomb?): not extracted"
+                            )
+                        raise Refused(
+                            f"grew past the {entry.size:,} bytes listed while it was read: not used"
+                        )
                     out.write(chunk)
                 if got < entry.size:
-                    raise Refused(f"gave {got:,} of the {entry.size:,} bytes {'it declares' if self.archive else 'listed'} (it shrank?): not used")
+                    raise Refused(
+                        f"gave {got:,} of the {entry.size:,} bytes "
+                        f"{'it declares' if self.archive else 'listed'} (it shrank?): "
+                        "not used"
+                    )
                 self.unchanged(entry, handle)
-        except (OSError, zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
+        except (
+            OSError,
+            zipfile.BadZipFile,
+            zlib.error,
+            EOFError,
+            NotImplementedError,
+            RuntimeError,
+        ) as exc:
             _remove(target)
             raise Refused(f"could not be extracted ({type(exc).__name__}: {exc})") from None
         except BaseException:
@@ -279,8 +359,9 @@ class Source:
 
 
 def descend(top: int, folders: tuple[Folder, ...]) -> int:
-    """A new handle on the last of ``folders``, reached from ``top`` one folder at a time without following
-    a link, each checked to be the folder listed (device and inode). Refused when one is not."""
+    """A new handle on the last of ``folders``, reached from ``top`` one folder at a time without
+    following a link, each checked to be the folder listed (device and inode). Refused when one is
+    not."""
     fd = os.dup(top)
     try:
         for folder in folders:
@@ -288,14 +369,16 @@ def descend(top: int, folders: tuple[Folder, ...]) -> int:
                 inner = os.open(folder.name, FOLDER_FLAGS, dir_fd=fd)
             except OSError as exc:
                 raise Refused(
-                    f"its folder {shown(folder.name, 80)}/ cannot be reached as it was listed ({type(exc).__name__}: replaced by a link?): not read"
+                    f"its folder {shown(folder.name, 80)}/ cannot be reached as it was "
+                    f"listed ({type(exc).__name__}: replaced by a link?): not read"
                 ) from None
             os.close(fd)
             fd = inner
             info = os.fstat(fd)
             if (info.st_dev, info.st_ino) != (folder.dev, folder.ino):
                 raise Refused(
-                    f"its folder {shown(folder.name, 80)}/ is not the folder that was listed any more "
+                    f"its folder {shown(folder.name, 80)}/ is not the folder that was "
+                    "listed any more "
                     "(moved or replaced while the intake read it): not read"
                 )
         return fd
@@ -305,14 +388,17 @@ def descend(top: int, folders: tuple[Folder, ...]) -> int:
 
 
 def folders_under(top: int, under: tuple[str, ...], path: Path) -> tuple[Folder, ...]:
-    """The folders ``under`` (a layout's start, such as ``inbound``) below ``top``, each a real folder."""
+    """The folders ``under`` (a layout's start, such as ``inbound``) below ``top``, each a real
+    folder."""
     found: list[Folder] = []
     for name in under:
         fd = descend(top, tuple(found))
         try:
             info = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except OSError as exc:
-            raise UnusableInput(f"{path.joinpath(*under)} could not be read ({type(exc).__name__})") from None
+            raise UnusableInput(
+                f"{path.joinpath(*under)} could not be read ({type(exc).__name__})"
+            ) from None
         finally:
             os.close(fd)
         if not stat.S_ISDIR(info.st_mode):
@@ -331,12 +417,13 @@ def _remove(target: Path) -> None:
 
 
 def zip_directory(path) -> tuple[int, int] | None:
-    """(entries, bytes) of a zip's central directory, as the zip library finds it (the very end record
-    ``zipfile.ZipFile`` will read, zip64 included), before it builds an object for each entry: a
-    directory of millions would fill the memory first. ``path``: a path or an open binary file. None:
-    the library finds no end record (then ``zipfile`` says what is wrong)."""
+    """(entries, bytes) of a zip's central directory, as the zip library finds it (the very end
+    record ``zipfile.ZipFile`` will read, zip64 included), before it builds an object for each
+    entry: a directory of millions would fill the memory first. ``path``: a path or an open binary
+    file. None: the library finds no end record (then ``zipfile`` says what is wrong)."""
     if not isinstance(path, (str, os.PathLike)):
-        record = zipfile._EndRecData(path)  # the library's own search: what ZipFile reads is what is checked
+        # the library's own search: what ZipFile reads is what is checked
+        record = zipfile._EndRecData(path)
     else:
         with open(path, "rb") as handle:
             record = zipfile._EndRecData(handle)
@@ -347,24 +434,43 @@ def zip_directory(path) -> tuple[int, int] | None:
 
 def open_zip(path, limits: Limits, label: str) -> zipfile.ZipFile:
     """The zip at ``path`` (a path or an open binary file), refused whole (UnusableInput, naming it
-    ``label``) when it is not one, or holds more entries than the limits allow (checked before anything
-    is extracted). ZipFile reads exactly the directory's declared size and makes an entry of every 46
-    bytes or more in it, so the size is bounded as well as the count the end record claims. What its
-    members would come to is counted where they are taken: against their learner's budget."""
+    ``label``) when it is not one, or holds more entries than the limits allow (checked before
+    anything is extracted). ZipFile reads exactly the directory's declared size and makes an entry
+    of every 46 bytes or more in it, so the size is bounded as well as the count the end record
+    claims. What its members would come to is counted where they are taken: against their learner's
+    budget."""
     try:
         directory = zip_directory(path)
-        if directory is not None and (directory[0] > limits.files or directory[1] > limits.files * DIRECTORY_BYTES_PER_ENTRY):
-            what = f"{directory[0]:,} entries" if directory[0] > limits.files else f"a directory of {directory[1]:,} bytes"
+        if directory is not None and (
+            directory[0] > limits.files or directory[1] > limits.files * DIRECTORY_BYTES_PER_ENTRY
+        ):
+            what = (
+                f"{directory[0]:,} entries"
+                if directory[0] > limits.files
+                else (f"a directory of {directory[1]:,} bytes")
+            )
             raise UnusableInput(
                 f"{label} holds {what}, more than the intake reads ({limits.files:,} entries, "
                 f"{limits.files * DIRECTORY_BYTES_PER_ENTRY:,} bytes of directory): refused whole"
             )
         archive = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, struct_error) as exc:
-        raise UnusableInput(f"{label} is not a readable zip file ({type(exc).__name__}: {exc})") from None
+    except (
+        OSError,
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        ValueError,
+        EOFError,
+        struct_error,
+    ) as exc:
+        raise UnusableInput(
+            f"{label} is not a readable zip file ({type(exc).__name__}: {exc})"
+        ) from None
     if len(archive.infolist()) > limits.files:
         archive.close()
-        raise UnusableInput(f"{label} holds {len(archive.infolist()):,} entries, more than the intake reads ({limits.files:,}): refused whole")
+        raise UnusableInput(
+            f"{label} holds {len(archive.infolist()):,} entries, more than the "
+            f"intake reads ({limits.files:,}): refused whole"
+        )
     return archive
 
 
@@ -381,7 +487,9 @@ def unsafe_name(name: str) -> str:
     return ""
 
 
-def zip_entries(archive: zipfile.ZipFile, limits: Limits) -> tuple[list[Entry], list[IntakeProblem], list[str]]:
+def zip_entries(
+    archive: zipfile.ZipFile, limits: Limits
+) -> tuple[list[Entry], list[IntakeProblem], list[str]]:
     """The zip's files, each checked by name and kind; refused names are problems, refused kinds
     (links, devices, encrypted) are entries marked refused, so that whose they are can be told."""
     entries, problems, skipped = [], [], 0
@@ -416,31 +524,51 @@ def zip_entries(archive: zipfile.ZipFile, limits: Limits) -> tuple[list[Entry], 
         except (ValueError, OverflowError):  # a zero or impossible date
             date = 0.0
         entries.append(Entry(parts, info.file_size, date, info, refused))
-    notes = [f"skipped {skipped} files that zip tools and Jupyter add (__MACOSX, .ipynb_checkpoints, .DS_Store)"] if skipped else []
-    return [e for e in entries if per_top[e.parts[0]] <= limits.per_folder or e.refused == CROWDED], problems, notes
+    notes = (
+        [
+            f"skipped {skipped} files that zip tools and Jupyter add (__MACOSX, "
+            ".ipynb_checkpoints, .DS_Store)"
+        ]
+        if skipped
+        else []
+    )
+    return (
+        [e for e in entries if per_top[e.parts[0]] <= limits.per_folder or e.refused == CROWDED],
+        problems,
+        notes,
+    )
 
 
-CROWDED = "more files and folders than one student's folder may hold: not read (the rest of the class is)"
+CROWDED = (
+    "more files and folders than one student's folder may hold: not read (the rest of the class is)"
+)
 
 
 def crowded(top: str, limits: Limits) -> Entry:
-    """What stands for a top-level folder over ``limits.per_folder`` entries: one refused entry inside
-    it, so that its own student (and only they) gets the problem."""
+    """What stands for a top-level folder over ``limits.per_folder`` entries: one refused entry
+    inside it, so that its own student (and only they) gets the problem."""
     return Entry((top, f"(over {limits.per_folder:,} entries)"), 0, 0.0, None, CROWDED)
 
 
 def list_folder(
-    top: int, limits: Limits, max_depth: int, strict: bool, start: tuple[Folder, ...] = (), base: Path = Path(".")
+    top: int,
+    limits: Limits,
+    max_depth: int,
+    strict: bool,
+    start: tuple[Folder, ...] = (),
+    base: Path = Path("."),
 ) -> tuple[list[Entry], list[str]]:
-    """The files under the folder ``start`` leads to from the handle ``top``, nearest the top first, down
-    to ``max_depth`` folders, following no link: each folder opened from the one above it (``descend``)
-    and each entry kept as it was (``Listed``). ``base``: that folder's path, for messages.
+    """The files under the folder ``start`` leads to from the handle ``top``, nearest the top first,
+    down to ``max_depth`` folders, following no link: each folder opened from the one above it
+    (``descend``) and each entry kept as it was (``Listed``). ``base``: that folder's path, for
+    messages.
 
-    ``strict`` (the listing that is read): a top-level folder holding more than ``limits.per_folder``
-    files and folders is refused whole, as one refused entry inside it (its student's problem), and more
-    than ``limits.folder_files`` in all raises UnusableInput. Otherwise (a look at the names, to recognise
-    the layout) no folder below the top gives more than ``limits.per_folder`` names, and the list so far is
-    returned once ``limits.folder_files`` were seen."""
+    ``strict`` (the listing that is read): a top-level folder holding more than
+    ``limits.per_folder`` files and folders is refused whole, as one refused entry inside it (its
+    student's problem), and more than ``limits.folder_files`` in all raises UnusableInput. Otherwise
+    (a look at the names, to recognise the layout) no folder below the top gives more than
+    ``limits.per_folder`` names, and the list so far is returned once ``limits.folder_files`` were
+    seen."""
     entries: list[Entry] = []
     notes: list[str] = []
     queue: deque[tuple[tuple[str, ...], tuple[Folder, ...]]] = deque([((), start)])
@@ -461,12 +589,18 @@ def list_folder(
             try:
                 names, stop = _names(fd, parts, limits, strict, seen, per_top)
             except OSError as exc:
-                notes.append(f"{shown('/'.join(parts)) or base.name} could not be read ({type(exc).__name__})")
+                notes.append(
+                    f"{shown('/'.join(parts)) or base.name} could not be read "
+                    f"({type(exc).__name__})"
+                )
                 continue
             seen += len(names)
             if stop == "all":
                 if strict:
-                    raise UnusableInput(f"{base} holds more than {limits.folder_files:,} files and folders: refused whole")
+                    raise UnusableInput(
+                        f"{base} holds more than {limits.folder_files:,} files "
+                        "and folders: refused whole"
+                    )
                 return entries, notes
             if stop == "crowded":
                 crowded_tops.add(parts[0])
@@ -483,10 +617,32 @@ def list_folder(
                 if stat.S_ISDIR(info.st_mode):
                     too_deep |= len(here) >= max_depth
                     if len(here) < max_depth:
-                        queue.append((here, (*folders, Folder(name, info.st_dev, info.st_ino, info.st_uid, info.st_ctime_ns))))
+                        queue.append(
+                            (
+                                here,
+                                (
+                                    *folders,
+                                    Folder(
+                                        name,
+                                        info.st_dev,
+                                        info.st_ino,
+                                        info.st_uid,
+                                        info.st_ctime_ns,
+                                    ),
+                                ),
+                            )
+                        )
                     continue
                 listed = Listed(
-                    base.joinpath(*here), folders, name, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_uid
+                    base.joinpath(*here),
+                    folders,
+                    name,
+                    info.st_dev,
+                    info.st_ino,
+                    info.st_size,
+                    info.st_mtime_ns,
+                    info.st_ctime_ns,
+                    info.st_uid,
                 )
                 refused = ""
                 if stat.S_ISLNK(info.st_mode):
@@ -497,17 +653,24 @@ def list_folder(
         finally:
             os.close(fd)
     if crowded_tops:
-        entries = [e for e in entries if e.parts[0] not in crowded_tops] + [crowded(top_name, limits) for top_name in sorted(crowded_tops)]
+        entries = [e for e in entries if e.parts[0] not in crowded_tops] + [
+            crowded(top_name, limits) for top_name in sorted(crowded_tops)
+        ]
     if skipped:
-        notes.append(f"skipped {skipped} files and folders that zip tools and Jupyter add (__MACOSX, .ipynb_checkpoints, .DS_Store)")
+        notes.append(
+            f"skipped {skipped} files and folders that zip tools and Jupyter add "
+            "(__MACOSX, .ipynb_checkpoints, .DS_Store)"
+        )
     if too_deep and strict:
         notes.append(f"folders more than {max_depth} levels down were not read")
     return entries, notes
 
 
-def _names(fd: int, parts: tuple[str, ...], limits: Limits, strict: bool, seen: int, per_top: Counter) -> tuple[list[str], str]:
-    """The names in the folder ``fd`` (at ``parts``), within the limits: and ``all`` when the source's
-    cap was passed, ``crowded`` when its top-level folder's was (strict), else ''."""
+def _names(
+    fd: int, parts: tuple[str, ...], limits: Limits, strict: bool, seen: int, per_top: Counter
+) -> tuple[list[str], str]:
+    """The names in the folder ``fd`` (at ``parts``), within the limits: and ``all`` when the
+    source's cap was passed, ``crowded`` when its top-level folder's was (strict), else ''."""
     names: list[str] = []
     with os.scandir(fd) as listing:
         for item in listing:

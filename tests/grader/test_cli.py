@@ -1,4 +1,5 @@
-"""The command line's own rules: one base for the grader's errors, said as ``error: ...`` with exit 2."""
+"""The command line's own rules: one base for the grader's errors, said as ``error: ...`` with exit
+2."""
 
 from __future__ import annotations
 
@@ -20,15 +21,19 @@ SIGNALS = {"autograde.judging.judge.RunnerFailed", "autograde.judging.runner.Cel
 
 
 def grader_exceptions() -> dict[str, type]:
-    """Every exception class defined in a module of autograde/ (nbgrader's configuration file and the
-    entry point are not modules to import)."""
+    """Every exception class defined in a module of autograde/ (nbgrader's configuration file and
+    the entry point are not modules to import)."""
     found = {}
     for info in pkgutil.walk_packages(autograde.__path__, "autograde."):
         if info.name in ("autograde.nbgrader_config", "autograde.__main__"):
             continue
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
-            if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == info.name:
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == info.name
+            ):
                 found[f"{info.name}.{name}"] = value
     return found
 
@@ -37,7 +42,11 @@ def test_every_grader_exception_derives_from_one_base():
     found = grader_exceptions()
     assert len(found) >= 15, sorted(found)
     assert SIGNALS <= set(found), "the two signals moved: update SIGNALS and autograde/errors.py"
-    loose = sorted(name for name, cls in found.items() if not issubclass(cls, GraderError) and name not in SIGNALS and cls is not GraderError)
+    loose = sorted(
+        name
+        for name, cls in found.items()
+        if not issubclass(cls, GraderError) and name not in SIGNALS and cls is not GraderError
+    )
     assert not loose, f"derive these from autograde.errors.GraderError: {loose}"
     assert not any(issubclass(found[name], Exception) for name in SIGNALS)
 
@@ -69,16 +78,25 @@ def test_warnings_go_to_stderr_as_the_commands_said_them(capsys):
     logging.getLogger("autograde.cli").error("not a database URL")
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == "WARNING: grading WITHOUT the sandbox\nnote: the least late penalty was taken for ana\nerror: not a database URL\n"
+    assert captured.err == (
+        "WARNING: grading WITHOUT the sandbox\nnote: the least late penalty "
+        "was taken for ana\nerror: not a database URL\n"
+    )
 
 
 def test_grade_defaults_are_the_models_options():
     parser = cli.build_parser()
     assert cli.grading_options(parser.parse_args(["grade", "subs", "--out", "out"])) == Options()
-    given = cli.grading_options(parser.parse_args(["grade", "subs", "--out", "out", "--memory-limit", "0.5", "--max-notebook-mb", "3"]))
+    given = cli.grading_options(
+        parser.parse_args(
+            ["grade", "subs", "--out", "out", "--memory-limit", "0.5", "--max-notebook-mb", "3"]
+        )
+    )
     assert (given.memory_limit, given.max_notebook_bytes) == (GiB // 2, 3 * MiB)
     with pytest.raises(GraderError, match="--scheduler"):
-        cli.grading_options(parser.parse_args(["grade", "subs", "--out", "out", "--tls-cert", "c.pem"]))
+        cli.grading_options(
+            parser.parse_args(["grade", "subs", "--out", "out", "--tls-cert", "c.pem"])
+        )
 
 
 def test_choices_come_from_the_modules_that_own_them():

@@ -20,7 +20,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hostile import FORMULA_ID, PeakMemory, build_hardening_batch, deep_json, nested_folders, remove_nested
+from hostile import (
+    FORMULA_ID,
+    PeakMemory,
+    build_hardening_batch,
+    deep_json,
+    nested_folders,
+    remove_nested,
+)
 from submissions import NOTEBOOKS, grade_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,16 +46,32 @@ def hardened(tmp_path_factory):
     base = tmp_path_factory.mktemp("hardening")
     subs, out = base / "submissions", base / "out"
     plan = build_hardening_batch(subs)
-    command = grade_command(subs, out, "--workers", "2", "--memory-limit", "1", "--cell-timeout", "20", "--notebook-timeout", "120")
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    command = grade_command(
+        subs,
+        out,
+        "--workers",
+        "2",
+        "--memory-limit",
+        "1",
+        "--cell-timeout",
+        "20",
+        "--notebook-timeout",
+        "120",
+    )
+    proc = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     with PeakMemory(proc.pid) as memory:
         output, _ = proc.communicate(timeout=1500)
-    for student in ("atk_deep_dirs", "atk_deep_both"):  # pytest's own clean-up would recurse through them
+    # pytest's own clean-up would recurse through them
+    for student in ("atk_deep_dirs", "atk_deep_both"):
         remove_nested(subs / student)
     assert proc.returncode == 0, f"the batch did not finish:\n{output[-4000:]}"
     with open(out / "grades.csv", encoding="utf-8", newline="") as handle:
         table = list(csv.reader(handle))
-    log = [json.loads(line) for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    log = [
+        json.loads(line) for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     return {
         "out": out,
         "plan": plan,
@@ -72,17 +95,25 @@ def test_the_batch_finishes_and_the_honest_student_keeps_full_marks(hardened):
 @pytestmark_batch
 def test_grading_memory_stays_under_one_gib(hardened):
     peaks = hardened["peaks"]
-    print(f"peak RSS: parent {peaks['parent'] / 2**20:.0f} MiB, grading process {peaks['worker'] / 2**20:.0f} MiB")
+    print(
+        f"peak RSS: parent {peaks['parent'] / 2**20:.0f} MiB, grading process "
+        f"{peaks['worker'] / 2**20:.0f} MiB"
+    )
     assert 0 < peaks["parent"] < GiB and 0 < peaks["worker"] < GiB
 
 
 @pytestmark_batch
-@pytest.mark.parametrize("student", ["atk_out_metadata", "atk_out_updates", "atk_out_comms", "atk_out_orphans", "atk_out_objects"])
+@pytest.mark.parametrize(
+    "student",
+    ["atk_out_metadata", "atk_out_updates", "atk_out_comms", "atk_out_orphans", "atk_out_objects"],
+)
 def test_an_output_flood_stops_its_own_notebook(hardened, student):
     record = hardened["records"][(student, NB01)]
     assert record["status"] == "output_limit", record
     assert "MiB of output" in record["detail"] or "JSON objects" in record["detail"]
-    assert float(hardened["rows"][student]["auto_total"]) <= float(hardened["rows"]["honest"]["auto_total"])
+    assert float(hardened["rows"][student]["auto_total"]) <= float(
+        hardened["rows"]["honest"]["auto_total"]
+    )
 
 
 @pytestmark_batch
@@ -98,7 +129,10 @@ def test_writing_past_ipythons_capture_reaches_no_one(hardened):
 def test_a_huge_error_is_kept_cut_short(hardened):
     record = hardened["records"][("atk_out_error", NB01)]
     assert record["status"] == "graded", record
-    assert record["scores"]["todo0_check_overlap"] == hardened["records"][("honest", NB01)]["scores"]["todo0_check_overlap"]
+    assert (
+        record["scores"]["todo0_check_overlap"]
+        == hardened["records"][("honest", NB01)]["scores"]["todo0_check_overlap"]
+    )
     page = hardened["out"] / "feedback" / "atk_out_error" / f"{NB01}.html"
     assert page.stat().st_size < 1_200_000
 
@@ -106,11 +140,16 @@ def test_a_huge_error_is_kept_cut_short(hardened):
 @pytestmark_batch
 def test_a_callback_flood_ends_at_the_call_limit(hardened):
     record = hardened["records"][("atk_callback_flood", NB02)]
-    assert record["status"] == "graded", record  # not a "timeout": the notebook limit (120 s) never struck
-    assert any(idea["status"] == "error" for idea in record["ideas"]["todo2_estimate_handoff"]), record["ideas"]
+    # not a "timeout": the notebook limit (120 s) never struck
+    assert record["status"] == "graded", record
+    assert any(idea["status"] == "error" for idea in record["ideas"]["todo2_estimate_handoff"]), (
+        record["ideas"]
+    )
     control = hardened["records"][("ctl_wrong2", NB02)]["scores"]["todo2_estimate_handoff"]
     assert record["scores"]["todo2_estimate_handoff"] <= control
-    page = (hardened["out"] / "feedback" / "atk_callback_flood" / f"{NB02}.html").read_text(encoding="utf-8")
+    page = (hardened["out"] / "feedback" / "atk_callback_flood" / f"{NB02}.html").read_text(
+        encoding="utf-8"
+    )
     # the per-call limit (20 s) ended the flooding call: the page says so, naming it
     assert "did not answer in time (20 s per call): it stopped reading what the grader sent" in page
 
@@ -118,17 +157,25 @@ def test_a_callback_flood_ends_at_the_call_limit(hardened):
 @pytestmark_batch
 def test_a_kernel_left_deaf_is_replaced_before_the_next_notebook(hardened):
     """Notebook 01 leaves its kernel deaf to kernel_info requests: the reset after it sees that, and
-    notebook 02 runs in a fresh kernel at once, graded as the honest student's, without first failing
-    in the deaf one (nbclient would wait a minute for it) and running again."""
+    notebook 02 runs in a fresh kernel at once, graded as the honest student's, without first
+    failing in the deaf one (nbclient would wait a minute for it) and running again."""
     records, honest = hardened["records"], hardened["records"][("honest", NB02)]
     first, second = records[("atk_deaf_kernel", NB01)], records[("atk_deaf_kernel", NB02)]
     assert first["status"] == second["status"] == "graded", (first, second)
-    assert first["scores"] == hardened["records"][("honest", NB01)]["scores"] and second["scores"] == honest["scores"]
-    # one kernel ran notebook 01; notebook 02 ran in the second one, started when the reset found the
-    # first deaf, and ran once: had it been lent the deaf kernel, nbclient would have waited a minute,
-    # failed, and run it again in a fresh one (retried_in_fresh_kernel)
-    assert first["timings"]["kernel_starts"] == 1 and "retried_in_fresh_kernel" not in first["timings"], first
-    assert second["timings"]["kernel_starts"] == 2 and "retried_in_fresh_kernel" not in second["timings"], second
+    assert (
+        first["scores"] == hardened["records"][("honest", NB01)]["scores"]
+        and second["scores"] == honest["scores"]
+    )
+    # one kernel ran notebook 01; notebook 02 ran in the second one, started when the reset found
+    # the first deaf, and ran once: had it been lent the deaf kernel, nbclient would have waited a
+    # minute, failed, and run it again in a fresh one (retried_in_fresh_kernel)
+    assert (
+        first["timings"]["kernel_starts"] == 1 and "retried_in_fresh_kernel" not in first["timings"]
+    ), first
+    assert (
+        second["timings"]["kernel_starts"] == 2
+        and "retried_in_fresh_kernel" not in second["timings"]
+    ), second
 
 
 @pytestmark_batch
@@ -156,13 +203,18 @@ def test_no_csv_cell_reads_as_a_formula_and_refused_names_stay_out_of_it(hardene
     assert not [c for c in cells if "HYPERLINK" in c or "\n" in c]
     rejected = json.loads((hardened["out"] / "rejected_ids.json").read_text(encoding="utf-8"))
     assert {entry["folder"] for entry in rejected} == {FORMULA_ID, "newline\n", ".hidden"}
-    assert {entry["student_id"] for entry in rejected if entry["student_id"]} <= set(hardened["rows"])
+    assert {entry["student_id"] for entry in rejected if entry["student_id"]} <= set(
+        hardened["rows"]
+    )
 
 
 @pytestmark_batch
 def test_an_id_named_like_a_grader_file_is_graded_like_anyone(hardened):
     assert hardened["records"][("settings.json", NB01)]["status"] == "graded"
-    assert hardened["records"][("settings.json", NB01)]["scores"] == hardened["records"][("honest", NB01)]["scores"]
+    assert (
+        hardened["records"][("settings.json", NB01)]["scores"]
+        == hardened["records"][("honest", NB01)]["scores"]
+    )
 
 
 def _inputs_shown(out: Path, student: str) -> str:
@@ -178,7 +230,9 @@ def test_hidden_inputs_follow_the_submission(hardened):
     out = hardened["out"]
     assert _inputs_shown(out, "atk_inputs_a1") == _inputs_shown(out, "atk_inputs_a2")
     assert _inputs_shown(out, "atk_inputs_a1") != _inputs_shown(out, "atk_inputs_b")
-    assert _inputs_shown(out, "atk_inputs_a1") != _inputs_shown(out, "atk_inputs_a3"), "a re-save is a new submission"
+    assert _inputs_shown(out, "atk_inputs_a1") != _inputs_shown(out, "atk_inputs_a3"), (
+        "a re-save is a new submission"
+    )
 
 
 @pytestmark_batch
@@ -189,7 +243,10 @@ def test_a_small_file_of_millions_of_objects_is_refused_unparsed(hardened):
 
 @pytestmark_batch
 def test_a_long_answer_is_judged_whole(hardened):
-    assert hardened["records"][("learner_long_answer", NB01)]["scores"] == hardened["records"][("honest", NB01)]["scores"]
+    assert (
+        hardened["records"][("learner_long_answer", NB01)]["scores"]
+        == hardened["records"][("honest", NB01)]["scores"]
+    )
 
 
 @pytestmark_batch
@@ -198,11 +255,19 @@ def test_no_page_runs_script(hardened):
     from page_attacks import scripts_ran
 
     report = subprocess.run(
-        [sys.executable, "-m", "autograde", "report", str(hardened["out"])], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "autograde", "report", str(hardened["out"])],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert report.returncode == 0, report.stdout + report.stderr
-    pages = sorted(hardened["out"].glob("feedback/*/*.html")) + sorted(hardened["out"].glob("*.html"))
-    assert any(p.parent.name == "atk_pages" for p in pages) and any(p.name == "report.html" for p in pages)
+    pages = sorted(hardened["out"].glob("feedback/*/*.html")) + sorted(
+        hardened["out"].glob("*.html")
+    )
+    assert any(p.parent.name == "atk_pages" for p in pages) and any(
+        p.name == "report.html" for p in pages
+    )
     assert len(pages) >= 15
     assert scripts_ran(pages) == {}
 
@@ -212,9 +277,14 @@ def test_grading_never_runs_a_learners_measurement(hardened):
     """Notebook 05 submitted in real_cpu mode grades in the dry run: nothing measured, full marks,
     and its feedback says why (a real_cpu run takes about 40 s, past a cell's 30 s limit)."""
     nb05 = NOTEBOOKS[4]
-    record, honest = hardened["records"][("learner_real_cpu", nb05)], hardened["records"][("honest", nb05)]
+    record, honest = (
+        hardened["records"][("learner_real_cpu", nb05)],
+        hardened["records"][("honest", nb05)],
+    )
     assert record["status"] == "graded" and record["scores"] == honest["scores"]
-    page = (hardened["out"] / "feedback" / "learner_real_cpu" / f"{nb05}.html").read_text(encoding="utf-8")
+    page = (hardened["out"] / "feedback" / "learner_real_cpu" / f"{nb05}.html").read_text(
+        encoding="utf-8"
+    )
     assert "Grading runs the dry run whatever RUN_MODE says" in page
     # the result the notebook wrote and read back is the dry run's: nothing was measured
     assert re.search(r"run_mode: dry_run\b", page) and "Dry run: nothing was measured." in page
@@ -256,7 +326,11 @@ def test_spreadsheet_cells_are_neutralised(tmp_path):
 
     for bad in ("=1+1", "+1", "-1", "@SUM(A1)", "\t=1", "\r=1"):
         assert spreadsheet_safe(bad) == "'" + bad
-    assert spreadsheet_safe("ada") == "ada" and spreadsheet_safe(0.25) == "0.25" and spreadsheet_safe(3) == 3
+    assert (
+        spreadsheet_safe("ada") == "ada"
+        and spreadsheet_safe(0.25) == "0.25"
+        and spreadsheet_safe(3) == 3
+    )
     write_csv(tmp_path / "t.csv", ["student_id", "score"], [{"student_id": "=cmd", "score": 1.0}])
     assert (tmp_path / "t.csv").read_text().splitlines() == ["student_id,score", "'=cmd,1"]
 
@@ -267,7 +341,9 @@ def test_student_ids_are_matched_whole():
     assert STUDENT_ID.fullmatch("ada.l@x-1") and not STUDENT_ID.fullmatch("ada\n")
     assert not STUDENT_ID.fullmatch(".settings.json"), "the grader's own files start with a dot"
     assert rejected_id("=cmd") == rejected_id("=cmd") and rejected_id("=cmd")[:1].isalpha()
-    assert not STUDENT_ID.fullmatch(rejected_id("Mary Lee")), "a folder named like a stand-in id is refused itself"
+    assert not STUDENT_ID.fullmatch(rejected_id("Mary Lee")), (
+        "a folder named like a stand-in id is refused itself"
+    )
 
 
 class _MeteredCell(nbformat.NotebookNode):
@@ -298,9 +374,22 @@ class _MeteredCell(nbformat.NotebookNode):
 def test_split_cells_are_joined_in_linear_time_with_one_note_per_answer():
     from autograde.matching import repair_cells as _repair_cells
 
-    meta = {"nbgrader": {"grade_id": "a", "solution": True, "grade": False, "locked": False, "schema_version": 3}}
+    meta = {
+        "nbgrader": {
+            "grade_id": "a",
+            "solution": True,
+            "grade": False,
+            "locked": False,
+            "schema_version": 3,
+        }
+    }
     nb = nbformat.v4.new_notebook()
-    nb.cells = [_MeteredCell(nbformat.v4.new_code_cell(f"x{i} = {i}\n", metadata=json.loads(json.dumps(meta)))) for i in range(60_000)]
+    nb.cells = [
+        _MeteredCell(
+            nbformat.v4.new_code_cell(f"x{i} = {i}\n", metadata=json.loads(json.dumps(meta)))
+        )
+        for i in range(60_000)
+    ]
     size = sum(len(dict.__getitem__(cell, "source")) for cell in nb.cells)
     _MeteredCell.meter.update(source=0, metadata=0)
     notes = _repair_cells(nb, {"a"})
@@ -353,9 +442,13 @@ while True:
 def test_a_runner_that_floods_callbacks_is_stopped_at_the_call_limit(tmp_path):
     from autograde.judging import judge
 
-    runner = judge.Runner([sys.executable, "-c", FLOODER], dict(os.environ), str(tmp_path), call_timeout=2.0)
+    runner = judge.Runner(
+        [sys.executable, "-c", FLOODER], dict(os.environ), str(tmp_path), call_timeout=2.0
+    )
     deadlines, send = [], runner.send
-    runner.send = lambda message, deadline=None: deadlines.append(deadline) or send(message, deadline)
+    runner.send = lambda message, deadline=None: (
+        deadlines.append(deadline) or send(message, deadline)
+    )
     try:
         with pytest.raises(judge.RunnerFailed, match=r"\(2 s per call\): it stopped reading"):
             runner.call("f", (), {}, {"g": lambda: "x" * 10_000})
@@ -401,4 +494,6 @@ def test_every_grading_limit_is_in_the_fingerprint(tmp_path):
         "max_notebook_bytes": base.max_notebook_bytes + 1,
     }
     for field, value in changed.items():
-        assert _fingerprint(path, "d", dataclasses.replace(base, **{field: value})) != _fingerprint(path, "d", base), field
+        assert _fingerprint(path, "d", dataclasses.replace(base, **{field: value})) != _fingerprint(
+            path, "d", base
+        ), field

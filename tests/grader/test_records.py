@@ -21,12 +21,19 @@ def _saved(name: str) -> dict:
     return json.loads((DATA / name).read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("name", ["graded.json", "invalid_notebook.json", "logged_late.json", "logged_missing.json"])
+@pytest.mark.parametrize(
+    "name", ["graded.json", "invalid_notebook.json", "logged_late.json", "logged_missing.json"]
+)
 def test_a_record_written_before_reads_and_writes_back_key_for_key(name):
     data = _saved(name)
     record = Record.from_json(data)
-    assert (record.student_id, record.notebook, record.status) == (data["student_id"], data["notebook"], data["status"])
-    assert list(record.to_json().items()) == list(data.items())  # the same keys, values and order: log.jsonl unchanged
+    assert (record.student_id, record.notebook, record.status) == (
+        data["student_id"],
+        data["notebook"],
+        data["status"],
+    )
+    # the same keys, values and order: log.jsonl unchanged
+    assert list(record.to_json().items()) == list(data.items())
 
 
 def test_the_fields_of_a_graded_record_are_typed():
@@ -42,9 +49,19 @@ def test_the_fields_of_a_graded_record_are_typed():
 
 
 def test_an_older_record_without_the_newer_keys_reads_with_their_defaults():
-    oldest = {"student_id": "ana", "notebook": "01_what_can_overlap", "scores": {"todo0_check_overlap": 1.5}, "status": "graded"}
+    oldest = {
+        "student_id": "ana",
+        "notebook": "01_what_can_overlap",
+        "scores": {"todo0_check_overlap": 1.5},
+        "status": "graded",
+    }
     record = Record.from_json(oldest)
-    assert record.detail == "" and record.edition is None and record.changed_answers is None and record.late is None
+    assert (
+        record.detail == ""
+        and record.edition is None
+        and record.changed_answers is None
+        and record.late is None
+    )
     assert record.to_json() == {**oldest, "detail": ""}
 
 
@@ -69,7 +86,18 @@ def test_a_record_signed_before_is_reused_and_one_signed_now_reads_back_the_same
     reused = cached_record(tmp_path, data["student_id"], data["notebook"], data["fingerprint"])
     assert reused is not None and reused.to_json() == data
     assert cached_record(tmp_path, data["student_id"], data["notebook"], "another file") is None
-    saved = save_record(tmp_path, new_record("bo", "02_total_vs_exposed_time", "missing", "not found", file="x.ipynb", fingerprint="f"), 1.234)
+    saved = save_record(
+        tmp_path,
+        new_record(
+            "bo",
+            "02_total_vs_exposed_time",
+            "missing",
+            "not found",
+            file="x.ipynb",
+            fingerprint="f",
+        ),
+        1.234,
+    )
     again = cached_record(tmp_path, "bo", "02_total_vs_exposed_time", "f")
     assert again == saved and again.seconds == 1.23 and again.signature
     tampered = {**saved.to_json(), "status": "graded"}
@@ -87,7 +115,17 @@ RESULT = {
             "score": 3.0,
             "points": 3.0,
             "status": "passed",
-            "ideas": [{"id": "minimal_items", "status": "passed", "earned": 3.0, "points": 3.0, "text": "t", "message": "", "said": None}],
+            "ideas": [
+                {
+                    "id": "minimal_items",
+                    "status": "passed",
+                    "earned": 3.0,
+                    "points": 3.0,
+                    "text": "t",
+                    "message": "",
+                    "said": None,
+                }
+            ],
         }
     },
     "load_errors": [],
@@ -100,15 +138,33 @@ RESULT = {
 
 def test_one_parser_reads_a_workers_result():
     outcome = JobOutcome.from_json(RESULT)
-    assert outcome.scores == {"todo0_check_overlap": 3.0} and outcome.status is None and not outcome.out_of_memory
-    assert outcome.ideas() == {"todo0_check_overlap": [{"id": "minimal_items", "status": "passed", "earned": 3.0, "points": 3.0}]}
+    assert (
+        outcome.scores == {"todo0_check_overlap": 3.0}
+        and outcome.status is None
+        and not outcome.out_of_memory
+    )
+    assert outcome.ideas() == {
+        "todo0_check_overlap": [
+            {"id": "minimal_items", "status": "passed", "earned": 3.0, "points": 3.0}
+        ]
+    }
     assert JobOutcome.from_json(outcome.to_json()) == outcome
     nothing = JobOutcome.from_json({})  # no result.json: the judge never scored it
     assert nothing.scores is None and nothing.log() == ""
-    stopped = JobOutcome.from_json({"outcome": {"status": "output_limit", "detail": "over 2 MB of output"}, "autograde": {"log": "x"}})
-    assert (stopped.status, stopped.detail, stopped.scores) == ("output_limit", "over 2 MB of output", None)
+    stopped = JobOutcome.from_json(
+        {
+            "outcome": {"status": "output_limit", "detail": "over 2 MB of output"},
+            "autograde": {"log": "x"},
+        }
+    )
+    assert (stopped.status, stopped.detail, stopped.scores) == (
+        "output_limit",
+        "over 2 MB of output",
+        None,
+    )
     unknown = JobOutcome.from_json({"outcome": {"status": "not a status", "detail": ""}})
-    assert unknown.status is None and unknown.detail is None  # the batch then says "error", with the log's last error line
+    # the batch then says "error", with the log's last error line
+    assert unknown.status is None and unknown.detail is None
 
 
 def test_the_ranges_are_checked_when_the_points_are_given():
@@ -130,12 +186,19 @@ def test_both_executors_answer_the_batchs_protocol_and_the_options_choose_one():
     from autograde.grading import Executor, LocalExecutor
     from autograde.model import Options
 
-    asked = [name for name in ("check", "prestart", "sandbox", "prepare", "run") if callable(getattr(Executor, name, None))]
+    asked = [
+        name
+        for name in ("check", "prestart", "sandbox", "prepare", "run")
+        if callable(getattr(Executor, name, None))
+    ]
     assert len(asked) == 5
     for executor in (LocalExecutor, ClusterExecutor):
         for name in asked:
             theirs = list(inspect.signature(getattr(Executor, name)).parameters)
-            assert list(inspect.signature(getattr(executor, name)).parameters) == theirs, (executor.__name__, name)
+            assert list(inspect.signature(getattr(executor, name)).parameters) == theirs, (
+                executor.__name__,
+                name,
+            )
     assert isinstance(executor_for(Options()), LocalExecutor)
     assert isinstance(executor_for(Options(scheduler="tcp://127.0.0.1:1")), ClusterExecutor)
     with pytest.raises(ValueError, match="needs options.scheduler"):
@@ -147,13 +210,27 @@ def test_both_executors_answer_the_batchs_protocol_and_the_options_choose_one():
 def test_the_shared_codec_writes_fields_in_order_and_leaves_out_omitted_defaults():
     from autograde.model import CellResult, Disputed, IdeaResult, LateFacts, StepLog
 
-    assert StepLog().to_json() == {} and StepLog(False, None, "x").to_json() == {"success": False, "log": "x"}
-    late = LateFacts(1.5, "2026-12-03T10:00:00+00:00", lms_late=False, disputed=Disputed(None, "a", "b"))
-    assert json.dumps(late.to_json()) == (
-        '{"penalty": 1.5, "deadline": "2026-12-03T10:00:00+00:00", "disputed": {"claimed": null, "arrived": "a", "used": "b"}}'
+    assert StepLog().to_json() == {} and StepLog(False, None, "x").to_json() == {
+        "success": False,
+        "log": "x",
+    }
+    late = LateFacts(
+        1.5, "2026-12-03T10:00:00+00:00", lms_late=False, disputed=Disputed(None, "a", "b")
     )
-    assert LateFacts.from_json(late.to_json()) == late and LateFacts.from_json({"penalty": 0, "disputed": {}}).disputed is None
-    cell = CellResult(3.0, 3.0, "graded", (IdeaResult("a", "t", 3.0, 3.0), IdeaResult("b", "u", 0.0, said={"t": "x"})))
+    assert json.dumps(late.to_json()) == (
+        '{"penalty": 1.5, "deadline": "2026-12-03T10:00:00+00:00", "disputed": '
+        '{"claimed": null, "arrived": "a", "used": "b"}}'
+    )
+    assert (
+        LateFacts.from_json(late.to_json()) == late
+        and LateFacts.from_json({"penalty": 0, "disputed": {}}).disputed is None
+    )
+    cell = CellResult(
+        3.0,
+        3.0,
+        "graded",
+        (IdeaResult("a", "t", 3.0, 3.0), IdeaResult("b", "u", 0.0, said={"t": "x"})),
+    )
     assert list(cell.to_json()) == ["score", "points", "status", "ideas"]
     assert [list(i) for i in cell.to_json()["ideas"]] == [
         ["id", "text", "points", "earned", "status", "message"],
@@ -178,10 +255,12 @@ def test_the_shared_codec_writes_a_nested_plain_record_by_its_fields_and_a_renam
         source: str = json_named("from")
         inner: list[Inner] = field(default_factory=list)
 
-    assert json.dumps(Outer("x", "table", [Inner(1, (2, 3))]).to_json()) == '{"from": "table", "x": "x", "inner": [{"a": 1, "b": [2, 3]}]}'
+    assert json.dumps(Outer("x", "table", [Inner(1, (2, 3))]).to_json()) == (
+        '{"from": "table", "x": "x", "inner": [{"a": 1, "b": [2, 3]}]}'
+    )
 
 
-def test_the_shared_codec_writes_an_empty_object_at_a_default_and_a_flattened_mapping_at_the_top_level_last():
+def test_the_codec_writes_an_empty_object_at_a_default_and_a_flattened_mapping_last():
     from dataclasses import dataclass
 
     from autograde.model import JsonRecord, empty_at_default, flattened, omitted
@@ -197,25 +276,55 @@ def test_the_shared_codec_writes_an_empty_object_at_a_default_and_a_flattened_ma
         names: dict[str, str] = omitted(factory=dict)
         extra: dict = flattened()
 
-    assert json.dumps(Outer(extra={"later": 1}).to_json()) == '{"kept": {}, "maybe": {}, "later": 1}'
-    assert json.dumps(Outer(Inner(2), Inner(), {"x": "y"}).to_json()) == '{"kept": {"a": 2}, "maybe": {"a": 0}, "names": {"x": "y"}}'
+    assert json.dumps(Outer(extra={"later": 1}).to_json()) == (
+        '{"kept": {}, "maybe": {}, "later": 1}'
+    )
+    assert json.dumps(Outer(Inner(2), Inner(), {"x": "y"}).to_json()) == (
+        '{"kept": {"a": 2}, "maybe": {"a": 0}, "names": {"x": "y"}}'
+    )
 
 
 def test_the_run_facts_write_what_they_always_wrote():
     import dataclasses
 
-    from autograde.ledger.facts import BookInfo, ClusterInfo, IntakeFacts, LmsStudent, SandboxInfo, Summary
+    from autograde.ledger.facts import (
+        BookInfo,
+        ClusterInfo,
+        IntakeFacts,
+        LmsStudent,
+        SandboxInfo,
+        Summary,
+    )
 
     student = LmsStudent("canvas", "7", name="", zipped=("01",), extra={"new": True})
-    assert json.dumps(student.to_json()) == '{"layout": "canvas", "lms_id": "7", "name": "", "zipped": ["01"], "new": true}'
-    assert LmsStudent.from_json(student.to_json()) == student and IntakeFacts(students={"s": student}).to_json()["students"]["s"] == student.to_json()
+    assert json.dumps(student.to_json()) == (
+        '{"layout": "canvas", "lms_id": "7", "name": "", "zipped": ["01"], "new": true}'
+    )
+    assert (
+        LmsStudent.from_json(student.to_json()) == student
+        and IntakeFacts(students={"s": student}).to_json()["students"]["s"] == student.to_json()
+    )
     summary = Summary(students=1, columns=["a"])
-    assert summary.to_json()["gradebook"] == {} and summary.to_json()["sandbox"] == {} and "cluster" not in summary.to_json()
+    assert (
+        summary.to_json()["gradebook"] == {}
+        and summary.to_json()["sandbox"] == {}
+        and "cluster" not in summary.to_json()
+    )
     assert list(summary.to_json())[-2:] == ["sandbox", "redactions"]
-    full = Summary(gradebook=BookInfo("x", 2), sandbox=SandboxInfo(True), cluster=ClusterInfo("tcp://h:1", 2), columns=["a"])
-    assert list(full.to_json())[-3:] == ["sandbox", "redactions", "cluster"] and full.to_json()["gradebook"] == {
+    full = Summary(
+        gradebook=BookInfo("x", 2),
+        sandbox=SandboxInfo(True),
+        cluster=ClusterInfo("tcp://h:1", 2),
+        columns=["a"],
+    )
+    assert list(full.to_json())[-3:] == ["sandbox", "redactions", "cluster"] and full.to_json()[
+        "gradebook"
+    ] == {
         "db_url": "x",
         "notebooks_recorded": 2,
         "error": None,
     }
-    assert Summary.from_json(json.loads(json.dumps(full.to_json()))) == dataclasses.replace(full, cluster=None)  # cluster: written, not read
+    # cluster: written, not read
+    assert Summary.from_json(json.loads(json.dumps(full.to_json()))) == dataclasses.replace(
+        full, cluster=None
+    )

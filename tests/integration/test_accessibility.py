@@ -46,15 +46,33 @@ def graded_class(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
     times.write_text(
         "student_id,submitted_at\nen,2026-12-01T10:00:00Z\nzh,2026-12-01T10:00:00Z\nen_late,2026-12-03T10:00:00Z\nzh_late,2026-12-03T10:00:00Z\n"
     )
-    run_grade(subs, out, "--deadline", "2026-12-01T23:59:00Z", "--late-policy", "deduct:10%/day", "--timestamps", str(times))
-    found = {f"feedback {p.parent.name}/{p.stem}": p for p in sorted((out / "feedback").glob("*/*.html"))}
+    run_grade(
+        subs,
+        out,
+        "--deadline",
+        "2026-12-01T23:59:00Z",
+        "--late-policy",
+        "deduct:10%/day",
+        "--timestamps",
+        str(times),
+    )
+    found = {
+        f"feedback {p.parent.name}/{p.stem}": p for p in sorted((out / "feedback").glob("*/*.html"))
+    }
     assert len(found) == 2 * len(NOTEBOOKS) + 2, troubles(out)
     for language in ("en", "zh"):
         command = [sys.executable, "-m", "autograde", "report", str(out), "--language", language]
         made = subprocess.run(command, capture_output=True, text=True, timeout=600)
         assert made.returncode == 0, made.stdout + made.stderr
-        found[f"report.html ({language})"] = shutil.copy(out / "report.html", out / f"report-{language}.html")
-    made = subprocess.run([sys.executable, "-m", "autograde", "similarity", str(out)], capture_output=True, text=True, timeout=600)
+        found[f"report.html ({language})"] = shutil.copy(
+            out / "report.html", out / f"report-{language}.html"
+        )
+    made = subprocess.run(
+        [sys.executable, "-m", "autograde", "similarity", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert made.returncode == 0, made.stdout + made.stderr
     found["similarity.html"] = out / "similarity.html"
     return subs, {name: Path(path) for name, path in found.items()}
@@ -78,7 +96,10 @@ def _said(name: str, violations: list[dict]) -> list[str]:
     for violation in violations:
         for node in violation["nodes"]:
             message = " ".join(node.get("failureSummary", "").split())
-            lines.append(f"{name}: {violation['id']} ({violation['impact']}) at {' '.join(map(str, node['target']))}: {message}")
+            lines.append(
+                f"{name}: {violation['id']} ({violation['impact']}) at "
+                f"{' '.join(map(str, node['target']))}: {message}"
+            )
     return lines
 
 
@@ -93,7 +114,8 @@ def test_every_page_passes_axe_cores_wcag_2_a_and_aa_rules(pages):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
         try:
-            # the pages forbid every script: axe is put in by the browser's own protocol, past the policy
+            # the pages forbid every script: axe is put in by the browser's own protocol, past the
+            # policy
             page = browser.new_context(bypass_csp=True).new_page()
             for name, path in pages.items():
                 page.goto(path.resolve().as_uri())
@@ -113,13 +135,15 @@ def test_every_page_passes_axe_cores_wcag_2_a_and_aa_rules(pages):
 # ---------------------------------------------------------------- the pages read as written
 
 _ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
-_FORMULA = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+?)\$", re.S)  # the notebooks' math, as MathJax reads it
+# the notebooks' math, as MathJax reads it
+_FORMULA = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+?)\$", re.S)
 FORMULA_SHOWN = "\u27e6formula\u27e7"  # a formula, in the text a test compares
 _TODO = re.compile(r'^"""(TODO \d+ · \w+)')
 
 # each cell of a page as the browser shows it: the text of its rendered markdown or its code (the
 # formulas replaced by FORMULA_SHOWN), and each formula's TeX (its annotation) and laid-out size
-_PAGE_CELLS = """(shown) => [...document.querySelectorAll('#notebook-container > div.cell')].map(cell => {
+_PAGE_CELLS = """(shown) => [...document.querySelectorAll('#notebook-container > \
+div.cell')].map(cell => {
     const body = cell.querySelector('.text_cell_render') || cell.querySelector('.input_area');
     const formulas = [...body.querySelectorAll('math')].map(m => {
         const box = m.getBoundingClientRect(), tex = m.querySelector('annotation');
@@ -150,7 +174,11 @@ def written(source: str) -> tuple[str, list[str]]:
 
     formulas = [display or inline for display, inline in _FORMULA.findall(source)]
     reader = _Text()
-    reader.feed(MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(_FORMULA.sub(FORMULA_SHOWN, source)))
+    reader.feed(
+        MarkdownIt("commonmark")
+        .enable(["table", "strikethrough"])
+        .render(_FORMULA.sub(FORMULA_SHOWN, source))
+    )
     reader.close()
     return _plain("".join(reader.parts)), formulas
 
@@ -159,7 +187,9 @@ def misread(page, submitted: nbformat.NotebookNode, hidden_note: str) -> list[st
     """Where ``page`` (open in the browser) does not show ``submitted`` as written."""
     found = []
     text = page.inner_text("body")
-    found += [f"a character reference shown as text: {m!r}" for m in sorted(set(_ENTITY.findall(text)))]
+    found += [
+        f"a character reference shown as text: {m!r}" for m in sorted(set(_ENTITY.findall(text)))
+    ]
     cells = page.evaluate(_PAGE_CELLS, FORMULA_SHOWN)
     if len(cells) != len(submitted.cells):
         return found + [f"{len(cells)} cells on the page, {len(submitted.cells)} in the notebook"]
@@ -168,14 +198,31 @@ def misread(page, submitted: nbformat.NotebookNode, hidden_note: str) -> list[st
             want, formulas = written(cell.source)
             got = _plain(shown["text"].replace("\u00b6", ""))  # a heading's anchor mark
             if got != want:
-                at = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+                at = next(
+                    (k for k, (a, b) in enumerate(zip(got, want)) if a != b),
+                    min(len(got), len(want)),
+                )
                 near = slice(max(0, at - 60), at + 60)
-                found.append(f"cell {i}: the page shows {got[near]!r} where the notebook says {want[near]!r}")
+                found.append(
+                    f"cell {i}: the page shows {got[near]!r} where the notebook says {want[near]!r}"
+                )
             if [f["tex"] for f in shown["formulas"]] != formulas:
-                found.append(f"cell {i}: formulas {[f['tex'] for f in shown['formulas']]} on the page, {formulas} in the notebook")
-            found += [f"cell {i}: the formula {f['tex']!r} is not laid out" for f in shown["formulas"] if not (f["width"] > 0 and f["height"] > 0)]
-        elif _plain(shown["text"]) not in (_plain(cell.source), _plain(cell.source + "\n# " + hidden_note)):
-            found.append(f"cell {i}: the code shown is not the notebook's: {_plain(shown['text'])[:120]!r}")
+                found.append(
+                    f"cell {i}: formulas {[f['tex'] for f in shown['formulas']]} on the "
+                    f"page, {formulas} in the notebook"
+                )
+            found += [
+                f"cell {i}: the formula {f['tex']!r} is not laid out"
+                for f in shown["formulas"]
+                if not (f["width"] > 0 and f["height"] > 0)
+            ]
+        elif _plain(shown["text"]) not in (
+            _plain(cell.source),
+            _plain(cell.source + "\n# " + hidden_note),
+        ):
+            found.append(
+                f"cell {i}: the code shown is not the notebook's: {_plain(shown['text'])[:120]!r}"
+            )
     return found
 
 
@@ -197,7 +244,12 @@ def test_every_feedback_page_shows_its_notebook_as_written(graded_class, root):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
         try:
             page = browser.new_page()
-            page.on("request", lambda request: requests.append(request.url) if not request.url.startswith("file:") else None)
+            page.on(
+                "request",
+                lambda request: (
+                    requests.append(request.url) if not request.url.startswith("file:") else None
+                ),
+            )
             for name, path in pages.items():
                 if not name.startswith("feedback "):
                     continue
@@ -206,21 +258,36 @@ def test_every_feedback_page_shows_its_notebook_as_written(graded_class, root):
                 edition = "zh" if student.startswith("zh") else "en"
                 page.goto(path.resolve().as_uri())
                 formulas += page.locator("math").count()
-                problems = misread(page, submitted, words.of(edition).get(HIDDEN_NOTE_TEXT, HIDDEN_NOTE_TEXT))
+                problems = misread(
+                    page, submitted, words.of(edition).get(HIDDEN_NOTE_TEXT, HIDDEN_NOTE_TEXT)
+                )
                 label = "测试单元格：{}" if edition == "zh" else "Test cell: {}"
                 for cell in submitted.cells:
                     meta = cell.metadata.get("nbgrader", {})
-                    if meta.get("grade") and not meta.get("solution") and (todo := _TODO.match(cell.source)):
+                    if (
+                        meta.get("grade")
+                        and not meta.get("solution")
+                        and (todo := _TODO.match(cell.source))
+                    ):
                         entry = page.inner_text(f"#toc a[href='#{meta['grade_id']}']")
                         if entry != label.format(todo.group(1)):
-                            problems.append(f"the list names the test cell {meta['grade_id']} {entry!r}")
-                written_formulas += sum(len(_FORMULA.findall(c.source)) for c in submitted.cells if c.cell_type == "markdown")
+                            problems.append(
+                                f"the list names the test cell {meta['grade_id']} {entry!r}"
+                            )
+                written_formulas += sum(
+                    len(_FORMULA.findall(c.source))
+                    for c in submitted.cells
+                    if c.cell_type == "markdown"
+                )
                 if problems:
                     found[name] = problems
                 read += 1
         finally:
             browser.close()
     assert read == 2 * len(NOTEBOOKS) + 2
-    assert not found, "\n".join(f"{name}:\n  " + "\n  ".join(problems[:12]) for name, problems in found.items())
-    assert formulas == written_formulas >= 6, (formulas, written_formulas)  # 02's two formulas and 06's one, in each edition
+    assert not found, "\n".join(
+        f"{name}:\n  " + "\n  ".join(problems[:12]) for name, problems in found.items()
+    )
+    # 02's two formulas and 06's one, in each edition
+    assert formulas == written_formulas >= 6, (formulas, written_formulas)
     assert not requests, requests  # nothing loaded from the network: the math is the page's own

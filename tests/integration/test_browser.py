@@ -39,18 +39,25 @@ def lab(root, tmp_path_factory):
     if not CHROMIUM:
         if os.environ.get("CI"):
             pytest.fail("CI must run the browser test: chromium is missing (.ci/run installs it)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium); the browser test needs it")
+        pytest.skip(
+            "Debian's chromium is not installed (apt-get install chromium); the browser "
+            "test needs it"
+        )
     workdir = tmp_path_factory.mktemp("lab")
     for name in COPIED:  # copies: autosave must not touch the sources
         shutil.copy(root / "solutions" / name, workdir / name)
-    # the Chinese edition of the Step 2 notebook, answered (the instructor's source with the catalog's text)
+    # the Chinese edition of the Step 2 notebook, answered (the instructor's source with the
+    # catalog's text)
     import nbformat
 
     from autograde.course import Course
     from autograde.publish.editions import edition_source
 
     (workdir / "zh").mkdir()
-    nbformat.write(edition_source(root / "solutions" / NOTEBOOK, "zh", Course.load()), workdir / "zh" / NOTEBOOK)
+    nbformat.write(
+        edition_source(root / "solutions" / NOTEBOOK, "zh", Course.load()),
+        workdir / "zh" / NOTEBOOK,
+    )
     # every cell in the page, not only those in view (JupyterLab 4 renders a long notebook lazily)
     settings = workdir / ".jupyter" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
@@ -115,7 +122,9 @@ def _open_and_run_all(page, url: str) -> None:
     page.goto(url)
     page.locator(".jp-Notebook").first.wait_for(timeout=90_000)
     # the kernel must be connected and idle before Run All (a first start in a new venv is slow)
-    expect(page.locator(".jp-StatusBar-TextItem", has_text="| Idle").first).to_be_visible(timeout=120_000)
+    expect(page.locator(".jp-StatusBar-TextItem", has_text="| Idle").first).to_be_visible(
+        timeout=120_000
+    )
     # prompts of the notebook in front only: a tab the workspace restored keeps its own in the page
     executed = page.locator(".jp-InputPrompt:visible", has_text="[1]")
     for _attempt in range(3):
@@ -130,7 +139,8 @@ def _open_and_run_all(page, url: str) -> None:
 
 @contextlib.contextmanager
 def _lab_page(root: Path, name: str):
-    """A Chromium page on the lab; on failure, a screenshot and every output's text under artifacts/<name>_failure.*"""
+    """A Chromium page on the lab; on failure, a screenshot and every output's text under
+    artifacts/<name>_failure.*"""
     from playwright.sync_api import sync_playwright
 
     artifacts = root / "artifacts"
@@ -157,8 +167,12 @@ def _run_all_until(page, url: str, readout_class: str, word: str):
     _open_and_run_all(page, url)
     readout = page.locator(readout_class)
     expect(readout).to_contain_text(word, timeout=120_000)
-    expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(0, timeout=120_000)
-    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']:visible")
+    expect(page.locator(".jp-InputPrompt:visible", has_text="[*]")).to_have_count(
+        0, timeout=120_000
+    )
+    errors = page.locator(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']:visible"
+    )
     assert errors.count() == 0, errors.all_inner_texts()[:3]
     return readout
 
@@ -191,7 +205,13 @@ def test_explorer_in_jupyterlab(lab, root):
         assert page.locator(".widget-slider").count() >= 6, "the explorer's sliders render"
         # TODO 1 and TODO 2, every public check passed (N/N, whatever N is)
         assert page.get_by_text(re.compile(r"public checks (\d+)/\1 passed")).count() >= 2
-        _move_layers_and_capture(page, readout, "layers (1 = send after)", "exposed", artifacts / "jupyterlab_explorer.png")
+        _move_layers_and_capture(
+            page,
+            readout,
+            "layers (1 = send after)",
+            "exposed",
+            artifacts / "jupyterlab_explorer.png",
+        )
 
 
 def test_simulator_panel_in_jupyterlab(lab, root):
@@ -201,10 +221,13 @@ def test_simulator_panel_in_jupyterlab(lab, root):
 
     with _lab_page(root, "jupyterlab_simulator") as (page, artifacts):
         readout = _run_all_until(page, lab["simulator_url"], ".sim-readout", "TTFT P50/P95/P99")
-        assert page.get_by_text("loaded your validate_handoff_state").count() >= 1, "notebooks 03 and 04 were loaded"
+        assert page.get_by_text("loaded your validate_handoff_state").count() >= 1, (
+            "notebooks 03 and 04 were loaded"
+        )
         assert page.locator(".widget-slider").count() >= 2, "the panel's sliders render"
         before = readout.inner_text()
-        layerwise = page.locator(".widget-toggle-buttons button", has_text="layerwise")  # the panel opens on 'whole'
+        # the panel opens on 'whole'
+        layerwise = page.locator(".widget-toggle-buttons button", has_text="layerwise")
         layerwise.scroll_into_view_if_needed()
         layerwise.click()
         expect(readout).not_to_have_text(before, timeout=30_000)
@@ -226,7 +249,8 @@ def test_the_chinese_explorer_in_jupyterlab(lab, root):
     try:
         layers = i18n.tr("layers (1 = send after)")
         exposed = i18n.tr(
-            "transfer {transfer} ms · hidden {hidden} ms · exposed {exposed} ms · overlap ratio {ratio}",
+            "transfer {transfer} ms · hidden {hidden} ms · exposed {exposed} ms · overlap "
+            "ratio {ratio}",
             transfer="1.00",
             hidden="0.00",
             exposed="1.00",
@@ -239,7 +263,9 @@ def test_the_chinese_explorer_in_jupyterlab(lab, root):
         readout = _run_all_until(page, lab["chinese_url"], ".handoff-readout", "暴露")
         assert page.get_by_text("隐藏测试").count() >= 2, "the check lines are in Chinese"
         assert page.get_by_text("hidden tests run at grading").count() == 0
-        _move_layers_and_capture(page, readout, layers, "暴露", artifacts / "jupyterlab_explorer_zh.png")
+        _move_layers_and_capture(
+            page, readout, layers, "暴露", artifacts / "jupyterlab_explorer_zh.png"
+        )
 
 
 def test_the_learners_lab_has_no_instructor_tools(lab, root):
@@ -249,7 +275,13 @@ def test_the_learners_lab_has_no_instructor_tools(lab, root):
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"{lab['base']}/formgrader?token={lab['token']}", timeout=10)
     assert refused.value.code == 404
-    page = urllib.request.urlopen(f"{lab['base']}/lab?token={lab['token']}", timeout=10).read().decode()
+    page = (
+        urllib.request.urlopen(f"{lab['base']}/lab?token={lab['token']}", timeout=10)
+        .read()
+        .decode()
+    )
     assert '"@jupyter/nbgrader"' in page.split('"disabledExtensions"', 1)[1].split("]", 1)[0]
     log = (lab["workdir"] / "lab.log").read_text(encoding="utf-8", errors="replace")
-    assert "nbgrader" not in log.lower(), [line for line in log.splitlines() if "nbgrader" in line.lower()][:5]
+    assert "nbgrader" not in log.lower(), [
+        line for line in log.splitlines() if "nbgrader" in line.lower()
+    ][:5]

@@ -10,7 +10,18 @@ from autograde.publish import catalogs, editions
 from autograde.publish.catalogs import CatalogFile, Unit
 
 # The chapter's own terms (the specification), each of which the glossary must choose
-CHAPTER_TERMS = ["预填充", "解码", "暴露时间", "请求标识", "KV 缓存", "重叠窗口", "状态交接", "所有权", "回退", "截止时间"]
+CHAPTER_TERMS = [
+    "预填充",
+    "解码",
+    "暴露时间",
+    "请求标识",
+    "KV 缓存",
+    "重叠窗口",
+    "状态交接",
+    "所有权",
+    "回退",
+    "截止时间",
+]
 
 
 @pytest.fixture(scope="module")
@@ -25,12 +36,19 @@ def test_the_glossary_chooses_the_chapters_terms_and_never_avoids_a_chosen_one(t
         assert term.chosen, f"{term.english}: no Chinese term"
         assert not set(term.avoid) & chosen, f"{term.english}: avoids a term another row chooses"
     pd = next(t for t in terms if t.english == "PD disaggregation")
-    assert pd.chosen == ("预填充—解码分离",) and {"预填充与解码分离", "预填充分离", "分离式预填充", "PD 分离"} <= set(pd.avoid)
+    assert pd.chosen == ("预填充—解码分离",) and {
+        "预填充与解码分离",
+        "预填充分离",
+        "分离式预填充",
+        "PD 分离",
+    } <= set(pd.avoid)
 
 
 def _catalog(tmp_path, root, translations: dict[str, str]) -> CatalogFile:
     units = [Unit(english, None) for english in translations]
-    spec = CatalogFile(tmp_path / "translations" / "zh" / "x.po", units, "zh", root / catalogs.GLOSSARY)
+    spec = CatalogFile(
+        tmp_path / "translations" / "zh" / "x.po", units, "zh", root / catalogs.GLOSSARY
+    )
     catalogs.update(spec)
     catalog = catalogs._read(spec.path, "zh")
     for message in catalog:
@@ -45,9 +63,12 @@ def test_a_catalog_that_uses_a_variant_is_refused_naming_the_term(tmp_path, root
         tmp_path,
         root,
         {
-            "In PD disaggregation, prefill hands the state to decode.": "在 PD 分离部署中，预填充把状态交给解码。",
+            "In PD disaggregation, prefill hands the state to decode.": (
+                "在 PD 分离部署中，预填充把状态交给解码。"
+            ),
             "Check the request id.": "检查请求身份。",
-            "Run it on a laptop.": "在笔记本电脑上运行它。",  # 笔记本 inside laptop's own term: not a variant
+            # 笔记本 inside laptop's own term: not a variant
+            "Run it on a laptop.": "在笔记本电脑上运行它。",
             "Open the notebook.": "打开 notebook。",
         },
     )
@@ -56,8 +77,11 @@ def test_a_catalog_that_uses_a_variant_is_refused_naming_the_term(tmp_path, root
     assert "says 'PD 分离'" in found[0] and "'预填充—解码分离'" in found[0] and "(line " in found[0]
     assert "says '请求身份'" in found[1] and "'请求标识'" in found[1]
     fixed = _catalog(tmp_path / "fixed", root, {"Open the notebook.": "打开笔记本。"})
-    assert [p for p in catalogs.problems(fixed) if "'笔记本'" in p], "笔记本 alone is the variant notebook avoids"
-    unchecked = CatalogFile(spec.path, spec.units, "zh")  # no glossary given: this check is not asked for
+    assert [p for p in catalogs.problems(fixed) if "'笔记本'" in p], (
+        "笔记本 alone is the variant notebook avoids"
+    )
+    # no glossary given: this check is not asked for
+    unchecked = CatalogFile(spec.path, spec.units, "zh")
     assert catalogs.problems(unchecked) == []
 
 
@@ -70,6 +94,13 @@ def test_a_missing_glossary_is_a_problem_not_a_pass(tmp_path, root):
 
 def test_the_shipped_catalogs_use_the_glossarys_terms(root):
     specs = editions.course_catalogs(Course.load())
-    assert {spec.glossary for spec in specs} == {root / catalogs.GLOSSARY}, "check reads the glossary for every catalog"
-    found = [p for spec in specs for p in catalogs.problems(spec) if "the glossary's term" in p or "glossary cannot" in p]
+    assert {spec.glossary for spec in specs} == {root / catalogs.GLOSSARY}, (
+        "check reads the glossary for every catalog"
+    )
+    found = [
+        p
+        for spec in specs
+        for p in catalogs.problems(spec)
+        if "the glossary's term" in p or "glossary cannot" in p
+    ]
     assert found == [], "\n".join(found)

@@ -41,19 +41,36 @@ def test_a_feedback_page_carries_its_editions_language(edition, lang, monkeypatc
     """The exporter nbgrader's feedback step uses, with nbgrader's feedback template, in a worker
     whose COURSE_LANG is the submission's edition (as job.py sets it)."""
     monkeypatch.setenv("COURSE_LANG", edition)
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 标题\n\n说明。"), nbformat.v4.new_code_cell("x = 1")])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# 标题\n\n说明。"),
+            nbformat.v4.new_code_cell("x = 1"),
+        ]
+    )
     nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}
-    page, _ = exporters._feedback_exporter().from_notebook_node(nb, {"nbgrader": {"notebook": "01", "score": 0, "max_score": 1, "late_penalty": 0}})
+    page, _ = exporters._feedback_exporter().from_notebook_node(
+        nb, {"nbgrader": {"notebook": "01", "score": 0, "max_score": 1, "late_penalty": 0}}
+    )
     assert page_lang(page) == lang
     assert page.count("<html") == 1, "one html element"
-    assert exporters.add_csp(page).index('http-equiv="Content-Security-Policy"') < page.index("<title>"), "the policy still opens the head"
+    assert exporters.add_csp(page).index('http-equiv="Content-Security-Policy"') < page.index(
+        "<title>"
+    ), "the policy still opens the head"
 
 
 @pytest.mark.parametrize(("language", "lang"), [("zh", "zh-CN"), ("en", "en")])
 def test_the_class_report_carries_its_language(language, lang, tmp_path):
     course = Course.load()
     cells = grading.exercises(course)
-    write_results(course, tmp_path, graded_cells=cells, records=[], notes={}, n_students=0, sandbox=SandboxInfo(enabled=False))
+    write_results(
+        course,
+        tmp_path,
+        graded_cells=cells,
+        records=[],
+        notes={},
+        n_students=0,
+        sandbox=SandboxInfo(enabled=False),
+    )
     page, _, data = report.write_report(course, tmp_path, language)
     assert data.language == language
     assert page_lang(page.read_text(encoding="utf-8")) == lang

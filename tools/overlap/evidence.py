@@ -25,7 +25,8 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
-MIN_COVERED = 0.5  # a repeat overlaps when at least half the shorter side completed inside the other
+# a repeat overlaps when at least half the shorter side completed inside the other
+MIN_COVERED = 0.5
 MIN_REPEATS = 0.5  # ... and a case is confirmed when more than half its repeats overlap
 MAX_COPY_SLOWDOWN_GPU = 1.10  # the copy may run at most ~10% slower than alone
 # A memcpy thread shares the memory bus with the matmul thread: contention slows the copy more
@@ -78,7 +79,9 @@ def timeline_overlap(timeline: Mapping, unit_ms: float, copy_alone_ms: float) ->
     unit_ends, copy_ends = list(timeline["unit_ends"]), list(timeline["copy_ends"])
     if not unit_ends or not copy_ends:
         raise ValueError("a timeline needs at least one compute unit end and one copy end")
-    if any(b < a for a, b in zip(unit_ends, unit_ends[1:])) or any(b < a for a, b in zip(copy_ends, copy_ends[1:])):
+    if any(b < a for a, b in zip(unit_ends, unit_ends[1:])) or any(
+        b < a for a, b in zip(copy_ends, copy_ends[1:])
+    ):
         raise ValueError("unit_ends and copy_ends must be in completion order")
     # A side's first piece is assumed to have run for its duration alone, unless this run shows
     # it ran faster: a duration measured while the machine was busier would stretch the interval
@@ -92,7 +95,11 @@ def timeline_overlap(timeline: Mapping, unit_ms: float, copy_alone_ms: float) ->
     covered = max(compute_in_copy, copy_in_compute)
     shorter = min(copy_alone_ms, unit_ms * len(unit_ends))
     copy_start = timeline.get("copy_start", copy_low)
-    return {"covered_ms": covered, "covered_fraction": min(1.0, covered / shorter) if shorter > 0 else 0.0, "copy_ms": copy_ends[-1] - copy_start}
+    return {
+        "covered_ms": covered,
+        "covered_fraction": min(1.0, covered / shorter) if shorter > 0 else 0.0,
+        "copy_ms": copy_ends[-1] - copy_start,
+    }
 
 
 def overlap_evidence(
@@ -128,10 +135,17 @@ def overlap_evidence(
 
 def preconditions_met(preconditions: Mapping) -> bool:
     """True when no precondition is known to be false (``None`` means it does not apply)."""
-    return all(value is not False for value in preconditions.values()) and any(v is True for v in preconditions.values())
+    return all(value is not False for value in preconditions.values()) and any(
+        v is True for v in preconditions.values()
+    )
 
 
-def summarize(serial: Sequence[Mapping], overlap: Sequence[Mapping], copy_alone: Sequence[float], compute_alone: Sequence[float]) -> dict:
+def summarize(
+    serial: Sequence[Mapping],
+    overlap: Sequence[Mapping],
+    copy_alone: Sequence[float],
+    compute_alone: Sequence[float],
+) -> dict:
     """Medians, P95s and Step 2's predictions for one case. Each run carries its ``total`` (ms)."""
     serial_ms = [r["total"] for r in serial]
     overlap_ms = [r["total"] for r in overlap]
@@ -160,7 +174,9 @@ def summarize(serial: Sequence[Mapping], overlap: Sequence[Mapping], copy_alone:
     }
 
 
-def spans_overlap_ms(copy_spans: Sequence[Sequence[float]], kernel_spans: Sequence[Sequence[float]]) -> float:
+def spans_overlap_ms(
+    copy_spans: Sequence[Sequence[float]], kernel_spans: Sequence[Sequence[float]]
+) -> float:
     """ms during which a copy span and at least one kernel span were both running.
 
     For a profiler trace: ``copy_spans`` are the ``Memcpy HtoD`` activities, ``kernel_spans`` the
@@ -207,7 +223,10 @@ def negative_controls(
             for k, bucket in pair if i % 2 == 0 else pair[::-1]:
                 bucket.append(run(k))
         evidence = overlap_evidence(runs, unit_ms, statistics.median(copy_alone), max_copy_slowdown)
-        s_med, c_med = statistics.median(r["total"] for r in serial), statistics.median(r["total"] for r in runs)
+        s_med, c_med = (
+            statistics.median(r["total"] for r in serial),
+            statistics.median(r["total"] for r in runs),
+        )
         out.append(
             {
                 "name": name,

@@ -1,4 +1,5 @@
-"""Step 5 on a GPU: a pinned host tensor copied on one CUDA stream while bf16 matmuls run on another.
+"""Step 5 on a GPU: a pinned host tensor copied on one CUDA stream while bf16 matmuls run on
+another.
 
 Honest timing:
 
@@ -36,7 +37,15 @@ from typing import Any
 from ..i18n import N_, tr
 from ..presets import MiB
 from .device import DriverError, driver_facts, nvml_facts
-from .evidence import BOUND_FACTOR_GPU, MAX_COPY_SLOWDOWN_GPU, negative_controls, overlap_evidence, preconditions_met, spans_overlap_ms, summarize
+from .evidence import (
+    BOUND_FACTOR_GPU,
+    MAX_COPY_SLOWDOWN_GPU,
+    negative_controls,
+    overlap_evidence,
+    preconditions_met,
+    spans_overlap_ms,
+    summarize,
+)
 
 BALANCE_TOLERANCE = 0.05
 CALIBRATION_ROUNDS = 6
@@ -92,17 +101,21 @@ class GpuPlan:
     @property
     def pageable(self):
         if self._pageable is None:
-            self._pageable = self.torch.empty(self.host.shape, dtype=self.host.dtype)  # ordinary (pageable) memory
+            # ordinary (pageable) memory
+            self._pageable = self.torch.empty(self.host.shape, dtype=self.host.dtype)
             self._pageable.copy_(self.host)
         return self._pageable
 
     def run(self, kind: str) -> dict:
-        """One gated run. ``kind``: 'serial' (= the 'one_stream' control), 'overlap', 'pageable_source', 'blocking_copy'."""
+        """One gated run. ``kind``: 'serial' (= the 'one_stream' control), 'overlap',
+        'pageable_source', 'blocking_copy'."""
         torch = self.torch
         event = lambda: torch.cuda.Event(enable_timing=True)
         source = self.pageable if kind == "pageable_source" else self.host
         non_blocking = kind != "blocking_copy"
-        compute_stream = self.copy_stream if kind in ("serial", "one_stream") else self.compute_stream
+        compute_stream = (
+            self.copy_stream if kind in ("serial", "one_stream") else self.compute_stream
+        )
         begin, gate, copy_start, copy_end, end = event(), event(), event(), event(), event()
         units = [event() for _ in range(self.count)]
         main = torch.cuda.current_stream()
@@ -140,18 +153,26 @@ class GpuPlan:
         self.gate_ms = gate_length_ms(self.count)
 
     def copy_alone(self) -> float:
-        return _elapsed(self.torch, lambda: self.dev.copy_(self.host, non_blocking=True), self.copy_stream, _gate_cycles(1, self.clock_khz))
+        return _elapsed(
+            self.torch,
+            lambda: self.dev.copy_(self.host, non_blocking=True),
+            self.copy_stream,
+            _gate_cycles(1, self.clock_khz),
+        )
 
     def compute_alone(self) -> float:
         def work():
             for _ in range(self.count):
                 self.torch.mm(self.left, self.right, out=self.product)
 
-        return _elapsed(self.torch, work, self.compute_stream, _gate_cycles(self.count, self.clock_khz))
+        return _elapsed(
+            self.torch, work, self.compute_stream, _gate_cycles(self.count, self.clock_khz)
+        )
 
 
 def gate_length_ms(launches: int) -> float:
-    """A gate long enough for the host to queue ``launches`` launches (and a few events) behind it."""
+    """A gate long enough for the host to queue ``launches`` launches (and a few events) behind
+    it."""
     return GATE_MIN_MS + GATE_PER_LAUNCH_MS * (launches + 4)
 
 
@@ -191,7 +212,9 @@ def device_facts(rt: Runtime, index: int) -> dict:
     try:
         facts = rt.driver_facts(index)
     except (DriverError, AttributeError) as exc:
-        raise RuntimeError(N_("cannot read device facts from the CUDA driver: {error}").format(error=exc)) from exc
+        raise RuntimeError(
+            N_("cannot read device facts from the CUDA driver: {error}").format(error=exc)
+        ) from exc
     return {
         "device": props.name,
         "cuda": str(rt.torch.version.cuda),
@@ -203,7 +226,9 @@ def device_facts(rt: Runtime, index: int) -> dict:
     }
 
 
-def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, profile_dir: Path | None = None) -> None:
+def run_gpu(
+    result: dict, progress_factory: Callable, controls: bool = True, profile_dir: Path | None = None
+) -> None:
     """Measure every case (and the controls) of a ``real_gpu`` result in place.
 
     With ``profile_dir``, also profile one overlapped and one serial run of the largest calibrated
@@ -232,14 +257,18 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
     tolerance = 1e-2 * float(reference.abs().max()) + 1e-2  # bf16 output rounding, with margin
     streams = (torch.cuda.Stream(), torch.cuda.Stream())
     default = torch.cuda.default_stream()
-    distinct = streams[0].cuda_stream != streams[1].cuda_stream and all(s.cuda_stream != default.cuda_stream for s in streams)
+    distinct = streams[0].cuda_stream != streams[1].cuda_stream and all(
+        s.cuda_stream != default.cuda_stream for s in streams
+    )
     repeats, warmup = wl["repeat_steps"], wl["warmup_steps"]
-    steps = len(wl["payload_mib"]) * 2 * (2 * max(1, warmup) + 2 * repeats)  # measure_case warms at least once
+    # measure_case warms at least once
+    steps = len(wl["payload_mib"]) * 2 * (2 * max(1, warmup) + 2 * repeats)
     best_gbps, last_calibrated = 0.0, None
     with progress_factory(steps, tr("GPU timelines")) as bar:
         for payload in wl["payload_mib"]:
             elements = int(payload * MiB) // 2
-            host = torch.randn(elements, dtype=torch.bfloat16).pin_memory()  # pinned once, outside the timed loop
+            # pinned once, outside the timed loop
+            host = torch.randn(elements, dtype=torch.bfloat16).pin_memory()
             dev = torch.empty_like(host, device="cuda")
             for window in ("fixed", "calibrated"):
                 plan = GpuPlan(host, dev, left, right, product, 1, streams, clock_khz)
@@ -249,9 +278,14 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
                 copy_alone = [plan.copy_alone() for _ in range(repeats)]
                 copy_med = statistics.median(copy_alone)
                 if window == "calibrated":
-                    plan.count = max(1, round(copy_med / statistics.median(plan.compute_alone() for _ in range(5))))
+                    plan.count = max(
+                        1,
+                        round(copy_med / statistics.median(plan.compute_alone() for _ in range(5))),
+                    )
                     for _ in range(CALIBRATION_ROUNDS):
-                        balance = statistics.median(plan.compute_alone() for _ in range(5)) / copy_med
+                        balance = (
+                            statistics.median(plan.compute_alone() for _ in range(5)) / copy_med
+                        )
                         new_count = max(1, round(plan.count / balance))
                         if abs(balance - 1) <= BALANCE_TOLERANCE or new_count == plan.count:
                             break
@@ -260,8 +294,26 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
                 compute_alone = [plan.compute_alone() for _ in range(repeats)]
                 # the balance achieved in the measured repeats, not the calibration's last estimate
                 balance = statistics.median(compute_alone) / copy_med
-                case = measure_case(plan, copy_alone, compute_alone, warmup, repeats, bar, reference, tolerance, distinct)
-                result["cases"].append({"payload_mib": payload, "window": window, "matrix_size": n, "compute_copy_balance": balance, **case})
+                case = measure_case(
+                    plan,
+                    copy_alone,
+                    compute_alone,
+                    warmup,
+                    repeats,
+                    bar,
+                    reference,
+                    tolerance,
+                    distinct,
+                )
+                result["cases"].append(
+                    {
+                        "payload_mib": payload,
+                        "window": window,
+                        "matrix_size": n,
+                        "compute_copy_balance": balance,
+                        **case,
+                    }
+                )
                 best_gbps = max(best_gbps, case["copy_gbytes_per_s"])
                 if window == "calibrated":
                     last_calibrated = (payload, plan, copy_alone, compute_alone)
@@ -271,7 +323,8 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
     if profile_dir is not None and last_calibrated:
         _write_profiles(Path(profile_dir), last_calibrated[1])
     result["hardware"]["pinned_h2d_gbytes_per_s"] = best_gbps
-    nvml = rt.nvml_facts(result["hardware"]["pci_bus_id"])  # after the copies: an idle link trains down
+    # after the copies: an idle link trains down
+    nvml = rt.nvml_facts(result["hardware"]["pci_bus_id"])
     result["hardware"]["nvml"] = nvml
     if nvml:
         if nvml.get("driver_version"):
@@ -281,15 +334,31 @@ def run_gpu(result: dict, progress_factory: Callable, controls: bool = True, pro
 
 
 def _write_profiles(profile_dir: Path, plan: GpuPlan) -> None:
-    """Chrome traces of one overlapped and one serial run, and their overlap figures, into ``profile_dir``."""
+    """Chrome traces of one overlapped and one serial run, and their overlap figures, into
+    ``profile_dir``."""
     import json
 
     profile_dir.mkdir(parents=True, exist_ok=True)
-    profiles = {kind: profile_overlap(plan, profile_dir / f"overlap_trace_{kind}.json", kind) for kind in ("overlap", "serial")}
-    (profile_dir / "overlap_profile.json").write_text(json.dumps(profiles, indent=2), encoding="utf-8")
+    profiles = {
+        kind: profile_overlap(plan, profile_dir / f"overlap_trace_{kind}.json", kind)
+        for kind in ("overlap", "serial")
+    }
+    (profile_dir / "overlap_profile.json").write_text(
+        json.dumps(profiles, indent=2), encoding="utf-8"
+    )
 
 
-def measure_case(plan: GpuPlan, copy_alone, compute_alone, warmup: int, repeats: int, bar, reference, tolerance: float, distinct: bool) -> dict:
+def measure_case(
+    plan: GpuPlan,
+    copy_alone,
+    compute_alone,
+    warmup: int,
+    repeats: int,
+    bar,
+    reference,
+    tolerance: float,
+    distinct: bool,
+) -> dict:
     torch = plan.torch
     for _ in range(max(1, warmup)):  # warm both programs on their own streams
         plan.run("serial")
@@ -307,17 +376,33 @@ def measure_case(plan: GpuPlan, copy_alone, compute_alone, warmup: int, repeats:
     plan.product.zero_()
     plan.run("overlap")
     torch.cuda.synchronize()
-    diff = max(float((serial_product.float() - reference).abs().max()), float((plan.product.float() - reference).abs().max()))
-    evidence = overlap_evidence(overlap, stats["compute_alone_ms"] / plan.count, stats["copy_alone_ms"], MAX_COPY_SLOWDOWN_GPU)
-    pre = {"distinct_workers": distinct, "pinned_source": bool(plan.host.is_pinned()), "non_blocking": True}
+    diff = max(
+        float((serial_product.float() - reference).abs().max()),
+        float((plan.product.float() - reference).abs().max()),
+    )
+    evidence = overlap_evidence(
+        overlap,
+        stats["compute_alone_ms"] / plan.count,
+        stats["copy_alone_ms"],
+        MAX_COPY_SLOWDOWN_GPU,
+    )
+    pre = {
+        "distinct_workers": distinct,
+        "pinned_source": bool(plan.host.is_pinned()),
+        "non_blocking": True,
+    }
     met = preconditions_met(pre)
     return {
         "matmul_count": plan.count,
         **stats,
         "bound_factor": BOUND_FACTOR_GPU,
-        "copy_gbytes_per_s": plan.host.numel() * plan.host.element_size() / (stats["copy_alone_ms"] / 1e3) / 1e9,
+        "copy_gbytes_per_s": plan.host.numel()
+        * plan.host.element_size()
+        / (stats["copy_alone_ms"] / 1e3)
+        / 1e9,
         "copy_correct": bool(torch.equal(plan.dev.cpu(), plan.host)),
-        "compute_correct": diff <= tolerance and bool(torch.allclose(plan.product, serial_product, rtol=2e-2, atol=tolerance)),
+        "compute_correct": diff <= tolerance
+        and bool(torch.allclose(plan.product, serial_product, rtol=2e-2, atol=tolerance)),
         "compute_max_abs_diff": diff,
         "launch_overhead_ms": statistics.median(r["launch_ms"] for r in overlap),
         "gate_held_fraction": sum(r["gate_held"] for r in serial + overlap) / len(serial + overlap),
@@ -329,8 +414,11 @@ def measure_case(plan: GpuPlan, copy_alone, compute_alone, warmup: int, repeats:
     }
 
 
-def run_gpu_controls(payload: float, plan: GpuPlan, copy_alone, compute_alone, repeats: int) -> list[dict]:
-    """Each control against the serial program, alternating order (one_stream is the serial program itself)."""
+def run_gpu_controls(
+    payload: float, plan: GpuPlan, copy_alone, compute_alone, repeats: int
+) -> list[dict]:
+    """Each control against the serial program, alternating order (one_stream is the serial program
+    itself)."""
     return negative_controls(
         GPU_CONTROLS,
         plan.run,
@@ -350,7 +438,9 @@ def profile_overlap(plan: GpuPlan, trace_path: Path | None = None, kind: str = "
     our events). Saves a Chrome trace at ``trace_path`` when given (open it in Perfetto)."""
     profiler = plan.torch.profiler
     plan.run(kind)  # warm outside the profiler
-    with profiler.profile(activities=[profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.CUDA]) as prof:
+    with profiler.profile(
+        activities=[profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.CUDA]
+    ) as prof:
         plan.run(kind)
     if trace_path is not None:
         prof.export_chrome_trace(str(trace_path))
@@ -362,7 +452,8 @@ def profile_overlap(plan: GpuPlan, trace_path: Path | None = None, kind: str = "
         name = event.name
         if "Memcpy HtoD" in name:
             copies.append(span)
-        elif not any(word in name for word in ("Memcpy", "Memset", "spin_kernel")):  # spin_kernel: the gate
+        # spin_kernel: the gate
+        elif not any(word in name for word in ("Memcpy", "Memset", "spin_kernel")):
             kernels.append(span)
     copy_ms = sum(b - a for a, b in copies)
     inside = spans_overlap_ms(copies, kernels)

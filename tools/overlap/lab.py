@@ -17,7 +17,8 @@ can reach its limit (ratio near 0.5). Where things live (in ``tools/overlap/``):
 - ``evidence``: the evidence of overlap, pure functions over timelines;
 - ``schema``: names, decisions, the validator that enforces an honest result;
 - ``results``: new result, the learner's decision (TODO 5) filled in, result files;
-- ``cpu`` / ``gpu`` / ``device``: the engines and the device facts; ``load``: how busy the machine is;
+- ``cpu`` / ``gpu`` / ``device``: the engines and the device facts; ``load``: how busy the machine
+  is;
 - ``sweep``: the pipeline sweep and the bandwidth curve; ``plots``: their figures.
 """
 
@@ -30,8 +31,25 @@ from ..at_grading import grading_mode
 from ..i18n import N_, localize, tr
 from ..presets import MiB
 from .evidence import overlap_evidence, percentile, summarize, timeline_overlap
-from .results import evidence_level, explain, finalize, new_result, progress_bar, result_path, write_result
-from .schema import CPU_ACCEPT, DECISIONS, LEARNER_DECISIONS, RUN_MODES, SCHEMA_VERSION, SEMANTIC_ID, load_schema, validate_result
+from .results import (
+    evidence_level,
+    explain,
+    finalize,
+    new_result,
+    progress_bar,
+    result_path,
+    write_result,
+)
+from .schema import (
+    CPU_ACCEPT,
+    DECISIONS,
+    LEARNER_DECISIONS,
+    RUN_MODES,
+    SCHEMA_VERSION,
+    SEMANTIC_ID,
+    load_schema,
+    validate_result,
+)
 
 # The CPU analogue's payloads. The chapter's (16, 64, 128) are host-to-device copies over PCIe; on
 # a CPU a memcpy thread moves about 5 GB/s, so a 16 MiB copy lasts about 3 ms, and on the course's
@@ -41,18 +59,49 @@ from .schema import CPU_ACCEPT, DECISIONS, LEARNER_DECISIONS, RUN_MODES, SCHEMA_
 CPU_PAYLOAD_MIB = (64, 128, 256)
 
 
-def _check_config(run_mode, run_label, payload_mib, matrix_size, warmup_steps, repeat_steps, seed) -> None:
+def _check_config(
+    run_mode, run_label, payload_mib, matrix_size, warmup_steps, repeat_steps, seed
+) -> None:
     if run_mode not in RUN_MODES:
-        raise ValueError(tr("RUN_MODE must be one of {modes}, got {value}", modes=RUN_MODES, value=repr(run_mode)))
-    if not isinstance(run_label, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", run_label):
-        raise ValueError(tr("RUN_LABEL must be 1-64 letters, digits, '_', '.' or '-' (it names a file), got {value}", value=repr(run_label)))
-    if not payload_mib or not all(isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0 for p in payload_mib):
         raise ValueError(
-            tr("PAYLOAD_MIB (CPU_PAYLOAD_MIB for real_cpu) must be a non-empty list of positive sizes in MiB, got {value}", value=repr(payload_mib))
+            tr(
+                "RUN_MODE must be one of {modes}, got {value}",
+                modes=RUN_MODES,
+                value=repr(run_mode),
+            )
         )
-    for name, value, low in (("MATRIX_SIZE", matrix_size, 16), ("WARMUP_STEPS", warmup_steps, 0), ("REPEAT_STEPS", repeat_steps, 1)):
+    if not isinstance(run_label, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", run_label):
+        raise ValueError(
+            tr(
+                "RUN_LABEL must be 1-64 letters, digits, '_', '.' or '-' (it names a "
+                "file), got {value}",
+                value=repr(run_label),
+            )
+        )
+    if not payload_mib or not all(
+        isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0 for p in payload_mib
+    ):
+        raise ValueError(
+            tr(
+                "PAYLOAD_MIB (CPU_PAYLOAD_MIB for real_cpu) must be a non-empty list of "
+                "positive sizes in MiB, got {value}",
+                value=repr(payload_mib),
+            )
+        )
+    for name, value, low in (
+        ("MATRIX_SIZE", matrix_size, 16),
+        ("WARMUP_STEPS", warmup_steps, 0),
+        ("REPEAT_STEPS", repeat_steps, 1),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(tr("{name} must be an integer >= {low}, got {value}", name=name, low=low, value=repr(value)))
+            raise ValueError(
+                tr(
+                    "{name} must be an integer >= {low}, got {value}",
+                    name=name,
+                    low=low,
+                    value=repr(value),
+                )
+            )
     if not isinstance(seed, int):
         raise ValueError(tr("SEED must be an integer, got {value}", value=repr(seed)))
 
@@ -83,14 +132,22 @@ def run_experiment(
         # seconds (past a cell's limit), and TODO 5 is judged on fixed cases, not on this file
         print(
             tr(
-                "Grading runs the dry run whatever RUN_MODE says (it was {mode}): nothing is measured here, "
+                "Grading runs the dry run whatever RUN_MODE says (it was {mode}): nothing "
+                "is measured here, "
                 "and the result file you measured is not what is graded.",
                 mode=repr(run_mode),
             )
         )
         run_mode = "dry_run"
     if not isinstance(intra_op_threads, int) or intra_op_threads < 1:
-        raise ValueError(tr("{name} must be an integer >= {low}, got {value}", name="intra_op_threads", low=1, value=repr(intra_op_threads)))
+        raise ValueError(
+            tr(
+                "{name} must be an integer >= {low}, got {value}",
+                name="intra_op_threads",
+                low=1,
+                value=repr(intra_op_threads),
+            )
+        )
     workload = {
         "payload_mib": list(payload_mib),
         "matrix_size": matrix_size,

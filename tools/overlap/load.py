@@ -25,7 +25,8 @@ from ..i18n import Message
 
 # Busy when other programs took more than a quarter of a core beyond the cores the run leaves free.
 BUSY_MARGIN_CORES = 0.25
-# /proc/stat's cpu line: user nice system idle iowait irq softirq steal ...; busy = all but idle and iowait
+# /proc/stat's cpu line: user nice system idle iowait irq softirq steal ...; busy = all but idle and
+# iowait
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
 
 
@@ -35,7 +36,8 @@ def load_average() -> float | None:
 
 
 def _machine_busy_s(path: str = "/proc/stat") -> float | None:
-    """Seconds of CPU time the whole machine has spent busy since boot, or None without ``/proc/stat``."""
+    """Seconds of CPU time the whole machine has spent busy since boot, or None without
+    ``/proc/stat``."""
     try:
         with open(path, encoding="ascii") as f:
             fields = f.readline().split()
@@ -74,7 +76,9 @@ class OtherCpuMeter:
         self.other_cores = round(max(0.0, (busy - self._busy - own) / wall), 2)
 
 
-def busy_machine(load: float | None, cpus: int | None, other_cores: float | None = None, threads: int = 2) -> bool:
+def busy_machine(
+    load: float | None, cpus: int | None, other_cores: float | None = None, threads: int = 2
+) -> bool:
     """True when other programs took cores the run needed.
 
     ``other_cores``: cores other processes kept busy during the run (``OtherCpuMeter``), used when
@@ -96,10 +100,18 @@ def describe_load(load: float | None, cpus: int | None, other_cores: float | Non
     average = None if load is None else format(load, "g")
     if others is not None and average is not None:
         return Message(
-            "other programs kept {cores} of {cpus} CPUs busy during the run (load average {load} before it)", cores=others, cpus=cpus, load=average
+            "other programs kept {cores} of {cpus} CPUs busy during the run (load average "
+            "{load} before it)",
+            cores=others,
+            cpus=cpus,
+            load=average,
         )
     if others is not None:
-        return Message("other programs kept {cores} of {cpus} CPUs busy during the run", cores=others, cpus=cpus)
+        return Message(
+            "other programs kept {cores} of {cpus} CPUs busy during the run",
+            cores=others,
+            cpus=cpus,
+        )
     if average is not None:
         return Message("load average {load} on {cpus} CPUs before the run", load=average, cpus=cpus)
     return Message("load not measured")

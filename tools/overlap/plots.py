@@ -8,7 +8,8 @@ from ..plotting import PALETTE, ROLE, binary_size, draw_lanes, new_figure
 
 
 def _show() -> None:
-    """pyplot's show, imported when a figure is drawn (see tools.plotting: the judge never draws)."""
+    """pyplot's show, imported when a figure is drawn (see tools.plotting: the judge never
+    draws)."""
     import matplotlib.pyplot as plt
 
     plt.show()
@@ -35,9 +36,15 @@ def plot_result(result: dict, source: str = "") -> None:
     _serial_vs_overlap(axes[0], cases)
     _prediction(axes[1], cases)
     title = tr("{mode} on {device}", mode=result["run_mode"], device=device_name(where))
-    fig.suptitle(tr("{title} · {source}", title=title, source=tr(source)) if source else title, fontsize=11)
+    fig.suptitle(
+        tr("{title} · {source}", title=title, source=tr(source)) if source else title, fontsize=11
+    )
     _show()
-    balanced = max((c for c in cases if c["window"] == "calibrated"), key=lambda c: c["payload_mib"], default=cases[-1])
+    balanced = max(
+        (c for c in cases if c["window"] == "calibrated"),
+        key=lambda c: c["payload_mib"],
+        default=cases[-1],
+    )
     fig, ax = new_figure(height=2.4)
     t = balanced["timeline"]
     lanes = [N_("copy (stream / thread 1)"), N_("compute (stream / thread 2)")]
@@ -75,12 +82,38 @@ WINDOW_LABEL = {"fixed": N_("fixed window"), "calibrated": N_("calibrated window
 
 
 def _serial_vs_overlap(ax, cases: list[dict]) -> None:
-    labels = [tr("{mib} MiB\n{window}", mib=format(c["payload_mib"], "g"), window=tr(WINDOW_NAME.get(c["window"], c["window"]))) for c in cases]
+    labels = [
+        tr(
+            "{mib} MiB\n{window}",
+            mib=format(c["payload_mib"], "g"),
+            window=tr(WINDOW_NAME.get(c["window"], c["window"])),
+        )
+        for c in cases
+    ]
     x = range(len(cases))
-    ax.bar([i - 0.2 for i in x], [c["serial_median_ms"] for c in cases], width=0.4, color=ROLE["exposed"], label=tr("serial (median)"))
-    ax.bar([i + 0.2 for i in x], [c["overlap_median_ms"] for c in cases], width=0.4, color=ROLE["hidden"], label=tr("overlapped (median)"))
+    ax.bar(
+        [i - 0.2 for i in x],
+        [c["serial_median_ms"] for c in cases],
+        width=0.4,
+        color=ROLE["exposed"],
+        label=tr("serial (median)"),
+    )
+    ax.bar(
+        [i + 0.2 for i in x],
+        [c["overlap_median_ms"] for c in cases],
+        width=0.4,
+        color=ROLE["hidden"],
+        label=tr("overlapped (median)"),
+    )
     for i, c in enumerate(cases):
-        ax.text(i + 0.2, c["overlap_median_ms"], f"{c['latency_ratio']:.2f}", ha="center", va="bottom", fontsize=8)
+        ax.text(
+            i + 0.2,
+            c["overlap_median_ms"],
+            f"{c['latency_ratio']:.2f}",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_xticks(list(x), labels, fontsize=8)
     ax.set_ylabel(tr("time (ms)"))
     ax.set_title(tr("Serial vs overlapped (label: latency_ratio)"))
@@ -100,7 +133,14 @@ def _prediction(ax, cases: list[dict]) -> None:
             zorder=3,
         )
         top = max([top] + [max(c["predicted_overlap_ms"], c["overlap_median_ms"]) for c in sel])
-    ax.plot([0, top * 1.1], [0, top * 1.1], color="black", linewidth=1, linestyle="--", label=tr("measured = predicted"))
+    ax.plot(
+        [0, top * 1.1],
+        [0, top * 1.1],
+        color="black",
+        linewidth=1,
+        linestyle="--",
+        label=tr("measured = predicted"),
+    )
     ax.set_xlabel(tr("predicted overlapped time (ms)\nmax(copy alone, compute alone)"))
     ax.set_ylabel(tr("measured overlapped time (ms)"))
     ax.set_title(tr("Model against measurement"))
@@ -118,7 +158,8 @@ EVIDENCE_COLOURS = {  # the keys are legend entries, translated where the figure
 
 
 def evidence_rows(result: dict) -> list[tuple[str, dict, str, bool]]:
-    """(label, evidence, verdict category, is a control) for each calibrated case, then each control."""
+    """(label, evidence, verdict category, is a control) for each calibrated case, then each
+    control."""
     rows = [
         (
             tr("{mib} MiB calibrated", mib=format(c["payload_mib"], "g")),
@@ -133,7 +174,9 @@ def evidence_rows(result: dict) -> list[tuple[str, dict, str, bool]]:
         (
             tr("control: {name}", name=c["name"]),
             c["overlap_evidence"],
-            "control confirmed: instrument fault" if c["overlap_evidence"]["confirmed"] else "control, not confirmed (as it must be)",
+            "control confirmed: instrument fault"
+            if c["overlap_evidence"]["confirmed"]
+            else "control, not confirmed (as it must be)",
             True,
         )
         for c in result.get("controls", [])
@@ -144,7 +187,8 @@ def evidence_rows(result: dict) -> list[tuple[str, dict, str, bool]]:
 def plot_controls(result: dict) -> None:
     """Each calibrated case and each negative control: how much work completed inside the other
     side's interval (median over repeats), against the bar a repeat must reach. The colour is the
-    verdict: green confirmed, grey not confirmed, red a control that confirmed (hatched: a control)."""
+    verdict: green confirmed, grey not confirmed, red a control that confirmed (hatched: a
+    control)."""
     from matplotlib.patches import Patch
 
     from .evidence import MIN_COVERED
@@ -166,8 +210,18 @@ def plot_controls(result: dict) -> None:
         if control:
             bar.set_hatch("//")
         if ev["covered_fraction_median"] < 0.02:  # an empty bar still shows its verdict's colour
-            ax.plot([0.004], [i], marker="s", markersize=9, color=EVIDENCE_COLOURS[verdict], markeredgecolor="black", clip_on=False, zorder=3)
-    for i, (_, ev, verdict, _) in enumerate(rows):  # the label carries the colour too: a bar may be empty
+            ax.plot(
+                [0.004],
+                [i],
+                marker="s",
+                markersize=9,
+                color=EVIDENCE_COLOURS[verdict],
+                markeredgecolor="black",
+                clip_on=False,
+                zorder=3,
+            )
+    # the label carries the colour too: a bar may be empty
+    for i, (_, ev, verdict, _) in enumerate(rows):
         ax.text(
             1.03,
             i,
@@ -175,18 +229,37 @@ def plot_controls(result: dict) -> None:
             va="center",
             fontsize=8,
             transform=ax.get_yaxis_transform(),
-            bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": EVIDENCE_COLOURS[verdict], "linewidth": 2},
+            bbox={
+                "boxstyle": "round,pad=0.3",
+                "facecolor": "white",
+                "edgecolor": EVIDENCE_COLOURS[verdict],
+                "linewidth": 2,
+            },
         )
     ax.axvline(MIN_COVERED, color="black", linestyle="--", linewidth=1)
     ax.set_yticks(y, [label for label, *_ in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel(tr("work completed inside the other side's interval\n(share of the shorter side, median)"))
+    ax.set_xlabel(
+        tr("work completed inside the other side's interval\n(share of the shorter side, median)")
+    )
     ax.set_title(
-        tr("Evidence: confirmed when most repeats cross the dashed bar\nand the copy stays within its limit; controls must not be"), fontsize=10
+        tr(
+            "Evidence: confirmed when most repeats cross the dashed bar\nand the copy stays "
+            "within its limit; controls must not be"
+        ),
+        fontsize=10,
     )
     drawn = list(dict.fromkeys(verdict for _, _, verdict, _ in rows))
-    handles = [Patch(facecolor=EVIDENCE_COLOURS[v], edgecolor="black", hatch="//" if v.startswith("control") else "", label=tr(v)) for v in drawn]
+    handles = [
+        Patch(
+            facecolor=EVIDENCE_COLOURS[v],
+            edgecolor="black",
+            hatch="//" if v.startswith("control") else "",
+            label=tr(v),
+        )
+        for v in drawn
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False, fontsize=8)
     _show()
 
@@ -201,17 +274,31 @@ def sketch_serial_vs_overlapped(copy_ms: float = 10.0, compute_ms: float = 10.0)
         axes[0],
         [
             {"lane": lanes[0], "start": 0.0, "end": copy_ms, "label": N_("copy"), "role": "copy"},
-            {"lane": lanes[1], "start": copy_ms, "end": serial, "label": N_("compute"), "role": "compute"},
+            {
+                "lane": lanes[1],
+                "start": copy_ms,
+                "end": serial,
+                "label": N_("compute"),
+                "role": "compute",
+            },
         ],
         lanes,
-        title=tr("Serial (one stream): compute waits for the copy, {ms} ms", ms=format(serial, "g")),
+        title=tr(
+            "Serial (one stream): compute waits for the copy, {ms} ms", ms=format(serial, "g")
+        ),
         xlabel="",
     )
     draw_lanes(
         axes[1],
         [
             {"lane": lanes[0], "start": 0.0, "end": copy_ms, "label": N_("copy"), "role": "copy"},
-            {"lane": lanes[1], "start": 0.0, "end": compute_ms, "label": N_("compute"), "role": "compute"},
+            {
+                "lane": lanes[1],
+                "start": 0.0,
+                "end": compute_ms,
+                "label": N_("compute"),
+                "role": "compute",
+            },
         ],
         lanes,
         title=tr(
@@ -225,8 +312,8 @@ def sketch_serial_vs_overlapped(copy_ms: float = 10.0, compute_ms: float = 10.0)
 
 
 def evidence_label(ev: dict) -> str:
-    """The verdict, then each of its two conditions with its limit, marked ✓ (met) or ✗ (missed), the
-    missed ones first: e.g. 'not confirmed · ✗ copy x1.88 > 1.30 limit' and '✓ 20/20 repeats
+    """The verdict, then each of its two conditions with its limit, marked ✓ (met) or ✗ (missed),
+    the missed ones first: e.g. 'not confirmed · ✗ copy x1.88 > 1.30 limit' and '✓ 20/20 repeats
     overlapped (> 10 needed)'. A case whose bar crosses the dashed line can still be unconfirmed:
     the label says which condition failed."""
     slowdown, limit = ev["copy_slowdown"], ev["max_copy_slowdown"]
@@ -238,10 +325,15 @@ def evidence_label(ev: dict) -> str:
         needed=format(needed, "g"),
     )
     copy = tr(
-        "copy x{slowdown} {sign} {limit} limit", slowdown=format(slowdown, ".2f"), sign=">" if slowdown > limit else "≤", limit=format(limit, ".2f")
+        "copy x{slowdown} {sign} {limit} limit",
+        slowdown=format(slowdown, ".2f"),
+        sign=">" if slowdown > limit else "≤",
+        limit=format(limit, ".2f"),
     )
     conditions = [(ev["overlapped_repeats"] > needed, repeats), (slowdown <= limit, copy)]
-    ordered = [text for met, text in conditions if not met] + [text for met, text in conditions if met]
+    ordered = [text for met, text in conditions if not met] + [
+        text for met, text in conditions if met
+    ]
     marks = {text: "✓" if met else "✗" for met, text in conditions}
     verdict = tr("confirmed") if ev["confirmed"] else tr("not confirmed")
     first, *rest = [f"{marks[text]} {text}" for text in ordered]
@@ -249,16 +341,27 @@ def evidence_label(ev: dict) -> str:
 
 
 def _warn(what: dict, fig) -> None:
-    """Print a measurement's warnings before its figure, and mark the figure, so it is never read silently.
-    A warning is a Message (made by ``sweep``), or a recorded file's English text (``localize``)."""
+    """Print a measurement's warnings before its figure, and mark the figure, so it is never read
+    silently. A warning is a Message (made by ``sweep``), or a recorded file's English text
+    (``localize``)."""
     from .sweep import machine_text
 
     for warning in what.get("warnings", []):
-        print(tr("WARNING: {warning}", warning=warning if isinstance(warning, Message) else localize(str(warning))))
+        print(
+            tr(
+                "WARNING: {warning}",
+                warning=warning if isinstance(warning, Message) else localize(str(warning)),
+            )
+        )
     origin = what.get("replayed_from")
     if what.get("warnings"):
         fig.suptitle(
-            tr("Not trustworthy as measured: {count} warning(s) printed above", count=len(what["warnings"])), color=PALETTE["vermillion"], fontsize=10
+            tr(
+                "Not trustworthy as measured: {count} warning(s) printed above",
+                count=len(what["warnings"]),
+            ),
+            color=PALETTE["vermillion"],
+            fontsize=10,
         )
     elif origin:  # a dry run's figure is a recording: it says so on the figure itself
         fig.suptitle(
@@ -278,7 +381,13 @@ def plot_pipeline(sweep: dict) -> None:
     fig, ax = new_figure(height=3.6)
     _warn(sweep, fig)
     n = sweep["chunks"]
-    ax.plot(n, sweep["exposed_ms"], marker="o", color=ROLE["exposed"], label=tr("measured exposed (total - compute alone)"))
+    ax.plot(
+        n,
+        sweep["exposed_ms"],
+        marker="o",
+        color=ROLE["exposed"],
+        label=tr("measured exposed (total - compute alone)"),
+    )
     ax.plot(
         n,
         sweep["model_exposed_ms"],
@@ -287,22 +396,35 @@ def plot_pipeline(sweep: dict) -> None:
         color=ROLE["copy"],
         label=tr("model: copy / n + n x {ms} ms", ms=format(sweep["per_chunk_cost_ms"], ".3f")),
     )
-    ax.axhline(sweep["copy_alone_ms"], color=ROLE["wait"], linewidth=1, linestyle=":", label=tr("copy alone (nothing hidden)"))
-    ax.axvline(sweep["best_chunks"], color=ROLE["hidden"], linewidth=1, label=tr("best measured: {chunks} chunks", chunks=sweep["best_chunks"]))
+    ax.axhline(
+        sweep["copy_alone_ms"],
+        color=ROLE["wait"],
+        linewidth=1,
+        linestyle=":",
+        label=tr("copy alone (nothing hidden)"),
+    )
+    ax.axvline(
+        sweep["best_chunks"],
+        color=ROLE["hidden"],
+        linewidth=1,
+        label=tr("best measured: {chunks} chunks", chunks=sweep["best_chunks"]),
+    )
     ax.set_xscale("log", base=2)
     ax.set_xticks(n, [str(k) for k in n])
     ax.set_xlabel(tr("chunks (copy chunk i+1 while computing on chunk i)"))
     ax.set_ylabel(tr("exposed time (ms)"))
     ax.set_title(
         tr(
-            "Pipeline sweep on {device}: {mib} MiB, compute alone {compute} ms, copy alone {copy} ms",
+            "Pipeline sweep on {device}: {mib} MiB, compute alone {compute} ms, copy "
+            "alone {copy} ms",
             device=device_name(sweep["device"]),
             mib=format(sweep["payload_mib"], "g"),
             compute=format(sweep["compute_alone_ms"], ".1f"),
             copy=format(sweep["copy_alone_ms"], ".1f"),
         )
     )
-    # beside the axes, not in them: anywhere inside, some sweep puts a line or the best chunk under it
+    # beside the axes, not in them: anywhere inside, some sweep puts a line or the best chunk under
+    # it
     ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _show()
 
@@ -321,11 +443,16 @@ def plot_bandwidth(curve: dict) -> None:
             "o",
             color=color,
             label=tr(
-                "{name}: t0 {t0} µs, {bandwidth} GB/s", name=name, t0=format(s["t0_ms"] * 1e3, ".1f"), bandwidth=format(s["gbytes_per_s"], ".1f")
+                "{name}: t0 {t0} µs, {bandwidth} GB/s",
+                name=name,
+                t0=format(s["t0_ms"] * 1e3, ".1f"),
+                bandwidth=format(s["gbytes_per_s"], ".1f"),
             ),
         )
         axes[0].loglog(sizes, fitted, "-", color=color, linewidth=1)
-        axes[1].semilogx(sizes, [b / (t * 1e6) for b, t in zip(sizes, s["ms"])], "o-", color=color, label=name)
+        axes[1].semilogx(
+            sizes, [b / (t * 1e6) for b, t in zip(sizes, s["ms"])], "o-", color=color, label=name
+        )
     sizes = sorted({b for s in curve["series"].values() for b in s["bytes"]})
     for ax in axes:
         _copy_size_axis(ax, sizes)

@@ -19,7 +19,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..at_grading import grading_mode
-from ..i18n import AND, COMMA, LIST, N_, SEMICOLON, SENTENCES, Message, english, joined, localize, tr
+from ..i18n import (
+    AND,
+    COMMA,
+    LIST,
+    N_,
+    SEMICOLON,
+    SENTENCES,
+    Message,
+    english,
+    joined,
+    localize,
+    tr,
+)
 from ..notebook_runtime import package_version
 from ..project_runtime import results_dir, write_json_atomic
 from .load import busy_machine, describe_load
@@ -33,7 +45,8 @@ REASONS = {
         "(1.15 on a GPU) x max(copy, compute), overlapped P95 below the serial median"
     ),
     CPU_ACCEPT: N_(
-        "the CPU analogue overlapped (the GPU's rule, with the CPU's bound_factor 1.30: two threads "
+        "the CPU analogue overlapped (the GPU's rule, with the CPU's bound_factor 1.30: "
+        "two threads "
         "share the memory bus); this says nothing about copy engines, pinned memory or streams"
     ),
     "tune_overlap_window": N_(
@@ -42,10 +55,12 @@ REASONS = {
     ),
     "reject_incorrect_path": N_(
         "a case copied or computed a wrong result, or was not issued on the overlap path "
-        "(distinct streams or threads, pinned source, non_blocking): a fast wrong answer is no evidence"
+        "(distinct streams or threads, pinned source, non_blocking): a fast wrong answer "
+        "is no evidence"
     ),
     "reject_instrument_fault": N_(
-        "a negative control (which cannot overlap) came out confirmed, or no control ran: the instrument cannot be trusted, so neither can the cases"
+        "a negative control (which cannot overlap) came out confirmed, or no control ran: "
+        "the instrument cannot be trusted, so neither can the cases"
     ),
     "rerun_on_quiet_machine": N_(
         "the machine was too noisy to measure (a serial median far from copy + compute, or a "
@@ -55,17 +70,24 @@ REASONS = {
 
 
 STAND_IN_EVIDENCE = "stand_in_timing_model"
-STAND_IN = N_("Stand-in for torch.cuda: a timing model, not a measurement. TODO 5's rule on its numbers: {reason}")
+STAND_IN = N_(
+    "Stand-in for torch.cuda: a timing model, not a measurement. TODO 5's rule on its "
+    "numbers: {reason}"
+)
 STAND_IN_NOTE = STAND_IN.split("{")[0]  # how a stand-in's reason begins
 
 
 def is_stand_in(result: dict) -> bool:
     """Whether ``result`` came from a stand-in for ``torch.cuda`` (a test's timing model)."""
-    return result.get("hardware", {}).get("provenance") == "stand_in" or result.get("evidence_level") == STAND_IN_EVIDENCE
+    return (
+        result.get("hardware", {}).get("provenance") == "stand_in"
+        or result.get("evidence_level") == STAND_IN_EVIDENCE
+    )
 
 
 def evidence_level(result: dict) -> str:
-    """What a finished run's numbers are: the CPU analogue's, a GPU's, or a stand-in's timing model."""
+    """What a finished run's numbers are: the CPU analogue's, a GPU's, or a stand-in's timing
+    model."""
     if result["run_mode"] == "real_cpu":
         return "cpu_analogue_benchmark"
     return STAND_IN_EVIDENCE if is_stand_in(result) else "local_mechanism_benchmark"
@@ -96,8 +118,13 @@ def new_result(run_mode: str, run_label: str, environment_profile: str, workload
         "run_label": run_label,
         "environment_profile": environment_profile,
         "framework": {"torch": package_version("torch"), "python": platform.python_version()},
-        # a graded dry run never touches the device: importing torch alone costs seconds per notebook
-        "hardware": {"cuda_available": False if run_mode == "dry_run" and grading_mode() else cuda_available(cheap=run_mode == "dry_run")},
+        # a graded dry run never touches the device: importing torch alone costs seconds per
+        # notebook
+        "hardware": {
+            "cuda_available": False
+            if run_mode == "dry_run" and grading_mode()
+            else cuda_available(cheap=run_mode == "dry_run")
+        },
         "workload": workload,
         "cases": [],
         "controls": [],
@@ -109,11 +136,13 @@ def new_result(run_mode: str, run_label: str, environment_profile: str, workload
     }
 
 
-# TODO 5's thresholds, as its prompt states them: the reason names the condition that fired, with its numbers.
+# TODO 5's thresholds, as its prompt states them: the reason names the condition that fired, with
+# its numbers.
 NOISE_OFF_MODEL = 0.25  # rule 3: serial median more than 25% away from copy + compute
 NOISE_SPREAD = 1.5  # rule 3: serial P95 more than 1.5 x the serial median
 BAR_RATIO = 0.75  # rule 4: latency ratio at most 0.75
-# rule 4: overlapped median within the case's bound_factor x max(copy, compute) (1.15 on a GPU, 1.30 on the CPU)
+# rule 4: overlapped median within the case's bound_factor x max(copy, compute) (1.15 on a GPU, 1.30
+# on the CPU)
 
 
 # a case's window as a reason names it ("64 MiB calibrated"): translated where it is shown
@@ -122,7 +151,11 @@ WINDOW_NAMES = {"fixed": N_("fixed"), "calibrated": N_("calibrated")}
 
 def case_label(case: dict) -> Message:
     window = case.get("window", "?")
-    return Message("{mib} MiB {window}", mib=format(case["payload_mib"], "g"), window=Message(WINDOW_NAMES.get(window, window)))
+    return Message(
+        "{mib} MiB {window}",
+        mib=format(case["payload_mib"], "g"),
+        window=Message(WINDOW_NAMES.get(window, window)),
+    )
 
 
 def _calibrated_summary(cases: list[dict]):
@@ -132,7 +165,8 @@ def _calibrated_summary(cases: list[dict]):
             bound = max(c["copy_alone_ms"], c["compute_alone_ms"])
             parts.append(
                 Message(
-                    "{mib} MiB: ratio {ratio}, overlapped median / max(copy, compute) {share} (bound {bound}), "
+                    "{mib} MiB: ratio {ratio}, overlapped median / max(copy, compute) "
+                    "{share} (bound {bound}), "
                     "overlapped P95 {p95} ms {sign} serial median {serial} ms",
                     mib=format(c["payload_mib"], "g"),
                     ratio=format(c["latency_ratio"], ".2f"),
@@ -147,15 +181,22 @@ def _calibrated_summary(cases: list[dict]):
 
 
 def noise_conditions(case: dict) -> list[Message]:
-    """Rule 3's conditions that hold for ``case``, each with its numbers (empty on a quiet machine)."""
+    """Rule 3's conditions that hold for ``case``, each with its numbers (empty on a quiet
+    machine)."""
     out = []
-    serial, predicted, p95 = case["serial_median_ms"], case["predicted_serial_ms"], case["serial_p95_ms"]
+    serial, predicted, p95 = (
+        case["serial_median_ms"],
+        case["predicted_serial_ms"],
+        case["serial_p95_ms"],
+    )
     off = serial / predicted - 1
     if abs(off) > NOISE_OFF_MODEL:
         template = (
             N_("serial median {serial} ms is {off} above copy + compute {predicted} ms (> {limit})")
             if off > 0
-            else N_("serial median {serial} ms is {off} below copy + compute {predicted} ms (> {limit})")
+            else N_(
+                "serial median {serial} ms is {off} below copy + compute {predicted} ms (> {limit})"
+            )
         )
         out.append(
             Message(
@@ -179,13 +220,20 @@ def noise_conditions(case: dict) -> list[Message]:
 
 
 def bar_misses(case: dict) -> list[Message]:
-    """Rule 4's conditions that ``case`` misses, each with its numbers (empty when it meets the bar)."""
+    """Rule 4's conditions that ``case`` misses, each with its numbers (empty when it meets the
+    bar)."""
     out = []
     bound = max(case["copy_alone_ms"], case["compute_alone_ms"])
     if not case.get("overlap_confirmed"):
         out.append(Message("overlap not confirmed"))
     if case["latency_ratio"] > BAR_RATIO:
-        out.append(Message("ratio {ratio} > {bar}", ratio=format(case["latency_ratio"], ".2f"), bar=format(BAR_RATIO, "g")))
+        out.append(
+            Message(
+                "ratio {ratio} > {bar}",
+                ratio=format(case["latency_ratio"], ".2f"),
+                bar=format(BAR_RATIO, "g"),
+            )
+        )
     if case["overlap_median_ms"] > case["bound_factor"] * bound:
         out.append(
             Message(
@@ -212,7 +260,11 @@ def what_fired(decision: str, cases: list[dict], controls: list[dict]):
     calibrated = [c for c in cases if c.get("window") == "calibrated"]
 
     def listed(found: list, rule: int, none: str):
-        return joined(found, SEMICOLON) if found else Message("{what}: check TODO 5's rule {rule}", what=Message(none), rule=rule)
+        return (
+            joined(found, SEMICOLON)
+            if found
+            else Message("{what}: check TODO 5's rule {rule}", what=Message(none), rule=rule)
+        )
 
     def named(case: dict, what) -> Message:
         return Message("{case}: {what}", case=case_label(case), what=what)
@@ -220,7 +272,12 @@ def what_fired(decision: str, cases: list[dict], controls: list[dict]):
     if decision == "reject_incorrect_path":
         fields = ("copy_correct", "compute_correct", "preconditions_met")
         found = [
-            named(c, Message("{fields} not true", fields=joined([f for f in fields if not c.get(f)], LIST)))
+            named(
+                c,
+                Message(
+                    "{fields} not true", fields=joined([f for f in fields if not c.get(f)], LIST)
+                ),
+            )
             for c in cases
             if not all(c.get(f) for f in fields)
         ]
@@ -229,7 +286,11 @@ def what_fired(decision: str, cases: list[dict], controls: list[dict]):
         if not controls:
             return Message("no negative control ran")
         found = [
-            Message("control {name}: overlap_confirmed is {value}", name=c.get("name", "?"), value=repr(c.get("overlap_confirmed")))
+            Message(
+                "control {name}: overlap_confirmed is {value}",
+                name=c.get("name", "?"),
+                value=repr(c.get("overlap_confirmed")),
+            )
             for c in controls
             if c.get("overlap_confirmed") is not False
         ]
@@ -246,27 +307,41 @@ def what_fired(decision: str, cases: list[dict], controls: list[dict]):
 
 
 def _load_note(result: dict) -> Message | None:
-    """On the CPU, a busy machine takes the copy thread's core: say so when other programs were busy.
+    """On the CPU, a busy machine takes the copy thread's core: say so when other programs were
+    busy.
 
     The run's own threads never count: ``load_average_1m`` is sampled before the run starts and
     ``other_cpu_cores`` is the machine's busy time during the run minus the run's own CPU time
     (``overlap_load``)."""
     hw = result["hardware"]
-    load, cpus, others = hw.get("load_average_1m"), hw.get("logical_cpus"), hw.get("other_cpu_cores")
-    threads = result["workload"].get("intra_op_threads", 1) + 1  # the matmul threads and the copy thread
+    load, cpus, others = (
+        hw.get("load_average_1m"),
+        hw.get("logical_cpus"),
+        hw.get("other_cpu_cores"),
+    )
+    # the matmul threads and the copy thread
+    threads = result["workload"].get("intra_op_threads", 1) + 1
     if result["run_mode"] != "real_cpu" or not busy_machine(load, cpus, others, threads):
         return None
     return Message(
-        "Busy machine: {load}; other programs were using the cores that the copy thread and the matmul thread need, "
+        "Busy machine: {load}; other programs were using the cores that the copy thread "
+        "and the matmul thread need, "
         "so they take turns instead of overlapping",
         load=describe_load(load, cpus, others),
     )
 
 
-# TODO 5 raised, returned something that is not a decision, or is not done: the measurement is kept, undecided
+# TODO 5 raised, returned something that is not a decision, or is not done: the measurement is kept,
+# undecided
 NOT_DONE = N_("TODO 5 is not done yet")
-RAISED = N_("decide_overlap raised {error}. The measurement is kept but not decided: fix TODO 5, then run 5.2 again.")
-RETURNED = N_("decide_overlap returned {value}, not one of {decisions}. The measurement is kept but not decided: fix TODO 5, then run 5.2 again.")
+RAISED = N_(
+    "decide_overlap raised {error}. The measurement is kept but not decided: fix TODO 5, "
+    "then run 5.2 again."
+)
+RETURNED = N_(
+    "decide_overlap returned {value}, not one of {decisions}. The measurement is kept "
+    "but not decided: fix TODO 5, then run 5.2 again."
+)
 
 
 def decision_reason(result: dict) -> Message:
@@ -274,13 +349,23 @@ def decision_reason(result: dict) -> Message:
     conditions that fired with their numbers, then a busy machine's note): a Message, recorded in
     English by ``finalize`` and shown in the learner's language by ``explain``."""
     decision = result["decision"]
-    fired = joined([what_fired(decision, result["cases"], result["controls"]), *filter(None, [_load_note(result)])], SENTENCES)
+    fired = joined(
+        [
+            what_fired(decision, result["cases"], result["controls"]),
+            *filter(None, [_load_note(result)]),
+        ],
+        SENTENCES,
+    )
     stand_in = is_stand_in(result)
     head = Message(REASONS[decision])
     if stand_in:
         head = Message(STAND_IN, reason=head)
     if decision in ("accept_physical_overlap", CPU_ACCEPT):
-        return Message(N_("{reason}. Modelled: {fired}") if stand_in else N_("{reason}. Measured: {fired}"), reason=head, fired=fired)
+        return Message(
+            N_("{reason}. Modelled: {fired}") if stand_in else N_("{reason}. Measured: {fired}"),
+            reason=head,
+            fired=fired,
+        )
     return Message("{reason}. What fired: {fired}", reason=head, fired=fired)
 
 
@@ -305,13 +390,16 @@ def finalize(result: dict, decide: Callable[[list, list], str]) -> dict:
         except NotImplementedError:
             result["decision"], result["decision_reason"] = "not_decided", NOT_DONE
             return result
-        except Exception as exc:  # a bug in TODO 5 must not lose the measurement: it is kept, undecided
+        # a bug in TODO 5 must not lose the measurement: it is kept, undecided
+        except Exception as exc:
             result["decision"] = "not_decided"
             result["decision_reason"] = RAISED.format(error=f"{type(exc).__name__}: {exc}")
             return result
         if not isinstance(decision, str) or decision not in LEARNER_DECISIONS:
             result["decision"] = "not_decided"
-            result["decision_reason"] = RETURNED.format(value=repr(decision), decisions=", ".join(LEARNER_DECISIONS))
+            result["decision_reason"] = RETURNED.format(
+                value=repr(decision), decisions=", ".join(LEARNER_DECISIONS)
+            )
             return result
         if decision == "accept_physical_overlap" and result["run_mode"] == "real_cpu":
             decision = CPU_ACCEPT
@@ -328,7 +416,10 @@ def write_result(result: dict, root: Path | None = None) -> Path:
     """Validate against the schema, then write atomically to the results folder. A stand-in's
     result (a timing model) is refused: no file of the results folder ever holds one."""
     if is_stand_in(result):
-        raise ValueError("this result came from a stand-in for torch.cuda (a timing model, not a measurement): it is never written as a result file")
+        raise ValueError(
+            "this result came from a stand-in for torch.cuda (a timing model, not a "
+            "measurement): it is never written as a result file"
+        )
     validate_result(result)
     return write_json_atomic(result_path(result["run_label"], root), result)
 
@@ -371,8 +462,11 @@ def progress_bar(total: int, enabled: bool, desc: str):
             from IPython.display import display
             from tqdm.notebook import tqdm as notebook_tqdm
 
-            bar = notebook_tqdm(total=total, desc=desc, unit=tr("progress unit\x04run"), leave=False, display=False)
-        except (ImportError, ValueError):  # no widgets, or no one to show them to: no bar rather than a stale one
+            bar = notebook_tqdm(
+                total=total, desc=desc, unit=tr("progress unit\x04run"), leave=False, display=False
+            )
+        # no widgets, or no one to show them to: no bar rather than a stale one
+        except (ImportError, ValueError):
             yield _NoBar()
             return
         handle = display(bar.container, display_id=True)

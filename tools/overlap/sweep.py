@@ -16,11 +16,11 @@ GPU: pinned and pageable host memory, host-to-device and device-to-host.
 more, a copy above torch's grain size is split across OpenMP threads, and on a busy machine each
 copy then waits for every thread to get a core (a 4 MiB copy measured 6.1 ms instead of 0.5 ms).
 Each time is the *minimum* over the repeats, the least disturbed run: other programs only ever add
-time. Each result carries ``warnings`` (a busy machine, a fit that does not hold) that the plots print
-before they draw, so that a misleading figure is never shown silently. A busy machine is judged by
-the cores other processes kept busy during the measurement (``overlap_load.OtherCpuMeter``: the
-sweep's own threads do not count), or, where that cannot be read, by the load average before it.
-"""
+time. Each result carries ``warnings`` (a busy machine, a fit that does not hold) that the plots
+print before they draw, so that a misleading figure is never shown silently. A busy machine is
+judged by the cores other processes kept busy during the measurement
+(``overlap_load.OtherCpuMeter``: the sweep's own threads do not count), or, where that cannot be
+read, by the load average before it."""
 
 from __future__ import annotations
 
@@ -35,14 +35,18 @@ from ..presets import KiB, MiB
 from .load import OtherCpuMeter, busy_machine, describe_load, load_average
 
 CHUNK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
-SERIAL_SLACK = 2.0  # the one-chunk run may expose at most this times the copy alone (a thread start, a wake-up)
+# the one-chunk run may expose at most this times the copy alone (a thread start, a wake-up)
+SERIAL_SLACK = 2.0
 WIDTHS = (4, 8, 16, 32, 64)  # compute on a chunk: (elements / width, width) @ (width, width)
-CPU_CURVE_START = 4 * KiB  # the CPU curve's smallest copy: one call's fixed cost (~2 µs) is most of it
+# the CPU curve's smallest copy: one call's fixed cost (~2 µs) is most of it
+CPU_CURVE_START = 4 * KiB
 GPU_CURVE_START = 64 * KiB
 MIN_FIT_R2 = 0.7  # below this, time = t0 + bytes / bandwidth does not describe the measured copies
 
 
-def fit_line(xs: Sequence[float], ys: Sequence[float], weights: Sequence[float] | None = None) -> tuple[float, float]:
+def fit_line(
+    xs: Sequence[float], ys: Sequence[float], weights: Sequence[float] | None = None
+) -> tuple[float, float]:
     """Weighted least squares ``y = a + b x``; returns (a, b)."""
     if len(xs) != len(ys) or len(xs) < 2:
         raise ValueError("fit_line needs two or more (x, y) pairs")
@@ -69,10 +73,16 @@ def fit_bandwidth(sizes_bytes: Sequence[float], times_ms: Sequence[float]) -> di
     t0, slope = fit_line(sizes_bytes, times_ms, weights)  # slope: ms per byte
     if t0 < 0:  # a negative fixed cost is noise: fit through the origin instead
         t0 = 0.0
-        slope = sum(w * x * y for w, x, y in zip(weights, sizes_bytes, times_ms)) / sum(w * x * x for w, x in zip(weights, sizes_bytes))
+        slope = sum(w * x * y for w, x, y in zip(weights, sizes_bytes, times_ms)) / sum(
+            w * x * x for w, x in zip(weights, sizes_bytes)
+        )
     if slope <= 0:
         raise ValueError(tr("copy time does not grow with size: no bandwidth can be fitted"))
-    return {"t0_ms": t0, "gbytes_per_s": 1 / slope / 1e6, "r2": _weighted_r2(sizes_bytes, times_ms, weights, t0, slope)}
+    return {
+        "t0_ms": t0,
+        "gbytes_per_s": 1 / slope / 1e6,
+        "r2": _weighted_r2(sizes_bytes, times_ms, weights, t0, slope),
+    }
 
 
 def _weighted_r2(xs, ys, weights, intercept: float, slope: float) -> float:
@@ -85,17 +95,22 @@ def _weighted_r2(xs, ys, weights, intercept: float, slope: float) -> float:
 
 
 def machine_load() -> tuple[float | None, int]:
-    """The 1-minute load average before measuring (None where the system has none) and the number of logical CPUs."""
+    """The 1-minute load average before measuring (None where the system has none) and the number of
+    logical CPUs."""
     return load_average(), os.cpu_count() or 1
 
 
-def load_warnings(load: float | None, cpus: int, other_cores: float | None = None, threads: int = 2) -> list[Message]:
-    """A warning when other programs took cores the measurement needed (``threads`` of its own), else nothing."""
+def load_warnings(
+    load: float | None, cpus: int, other_cores: float | None = None, threads: int = 2
+) -> list[Message]:
+    """A warning when other programs took cores the measurement needed (``threads`` of its own),
+    else nothing."""
     if not busy_machine(load, cpus, other_cores, threads):
         return []
     return [
         Message(
-            "busy machine: {load}. Other programs were running, so these times include waiting for a core "
+            "busy machine: {load}. Other programs were running, so these times include "
+            "waiting for a core "
             "and wander from run to run. Close them and run this cell again.",
             load=describe_load(load, cpus, other_cores),
         )
@@ -103,12 +118,14 @@ def load_warnings(load: float | None, cpus: int, other_cores: float | None = Non
 
 
 def fit_warnings(name: str, fit: dict) -> list[Message]:
-    """Warnings when a copy-time fit does not hold: no fixed cost found, or a line that fits poorly."""
+    """Warnings when a copy-time fit does not hold: no fixed cost found, or a line that fits
+    poorly."""
     out = []
     if fit["t0_ms"] <= 0:
         out.append(
             Message(
-                "{name}: t0 came out 0 µs (the fit's fixed cost was negative and set to 0): the small copies "
+                "{name}: t0 came out 0 µs (the fit's fixed cost was negative and set to "
+                "0): the small copies "
                 "were not slower per byte than the large ones, which a quiet machine does not do.",
                 name=name,
             )
@@ -117,7 +134,8 @@ def fit_warnings(name: str, fit: dict) -> list[Message]:
         out.append(
             Message(
                 "{name}: time = t0 + bytes / bandwidth fits poorly (R² {r2} < {limit}): the times "
-                "do not grow along a line with size, so neither t0 nor the bandwidth means much here.",
+                "do not grow along a line with size, so neither t0 nor the bandwidth "
+                "means much here.",
                 name=name,
                 r2=format(fit["r2"], ".2f"),
                 limit=MIN_FIT_R2,
@@ -127,7 +145,8 @@ def fit_warnings(name: str, fit: dict) -> list[Message]:
 
 
 def fit_per_chunk_cost(chunks: Sequence[int], exposed_ms: Sequence[float], copy_ms: float) -> float:
-    """Least squares ``c`` in ``exposed(n) = copy / n + n * c`` (through the origin), never below 0."""
+    """Least squares ``c`` in ``exposed(n) = copy / n + n * c`` (through the origin), never below
+    0."""
     num = sum(n * (e - copy_ms / n) for n, e in zip(chunks, exposed_ms))
     den = sum(n * n for n in chunks)
     return max(0.0, num / den)
@@ -138,7 +157,9 @@ def model_exposed_ms(copy_ms: float, chunks: int, per_chunk_ms: float) -> float:
     return copy_ms / chunks + chunks * per_chunk_ms
 
 
-def summarize_sweep(chunks: Sequence[int], totals_ms: Sequence[float], copy_ms: float, compute_ms: float) -> dict:
+def summarize_sweep(
+    chunks: Sequence[int], totals_ms: Sequence[float], copy_ms: float, compute_ms: float
+) -> dict:
     exposed = [max(t - compute_ms, 0.0) for t in totals_ms]
     cost = fit_per_chunk_cost(chunks, exposed, copy_ms)
     best = min(range(len(chunks)), key=lambda i: exposed[i])
@@ -158,7 +179,12 @@ def summarize_sweep(chunks: Sequence[int], totals_ms: Sequence[float], copy_ms: 
 # ----------------------------------------------------------------------------- CPU
 
 
-def pipeline_sweep_cpu(payload_mib: float = 16, chunk_counts: Sequence[int] = CHUNK_COUNTS, repeats: int = 5, seed: int = 0) -> dict:
+def pipeline_sweep_cpu(
+    payload_mib: float = 16,
+    chunk_counts: Sequence[int] = CHUNK_COUNTS,
+    repeats: int = 5,
+    seed: int = 0,
+) -> dict:
     """The sweep on the CPU analogue: a copy thread feeding a compute thread, chunk by chunk.
 
     One intra-op thread; every time (copy alone, compute alone, each chunk count's total) is the
@@ -185,8 +211,11 @@ def pipeline_sweep_cpu(payload_mib: float = 16, chunk_counts: Sequence[int] = CH
             totals = []
             for chunks in chunk_counts:
                 pieces = list(zip(src.chunk(chunks), dst.chunk(chunks), out.chunk(chunks)))
-                # no separate warm-up: the buffers are warm from the timings above, and the minimum drops a cold run
-                totals.append(min(_cpu_pipeline(torch, pieces, weight, width) for _ in range(repeats)))
+                # no separate warm-up: the buffers are warm from the timings above, and the minimum
+                # drops a cold run
+                totals.append(
+                    min(_cpu_pipeline(torch, pieces, weight, width) for _ in range(repeats))
+                )
         result = summarize_sweep(list(chunk_counts), totals, copy_ms, compute_ms)
         result.update(
             device="cpu",
@@ -200,14 +229,17 @@ def pipeline_sweep_cpu(payload_mib: float = 16, chunk_counts: Sequence[int] = CH
             logical_cpus=cpus,
             correct=bool(torch.allclose(out, src.view(-1, width) @ weight, rtol=1e-4, atol=1e-4)),
         )
-        result["warnings"] = load_warnings(load, cpus, meter.other_cores, threads=2) + sweep_warnings(result)
+        result["warnings"] = load_warnings(
+            load, cpus, meter.other_cores, threads=2
+        ) + sweep_warnings(result)
         return result
     finally:
         torch.set_num_threads(threads_before)
 
 
 def sweep_warnings(sweep: dict) -> list[Message]:
-    """A warning when the one-chunk run, which cannot overlap, exposes far more than the copy alone."""
+    """A warning when the one-chunk run, which cannot overlap, exposes far more than the copy
+    alone."""
     if 1 not in sweep["chunks"]:
         return []
     one = sweep["exposed_ms"][sweep["chunks"].index(1)]
@@ -216,8 +248,10 @@ def sweep_warnings(sweep: dict) -> list[Message]:
         return []
     return [
         Message(
-            "one chunk exposed {one} ms against {copy} ms for the copy alone: with one chunk nothing overlaps, so the two should be close "
-            "(within {slack}x). The extra time is waiting (on the CPU, for a core that other programs held, to start or wake the copy "
+            "one chunk exposed {one} ms against {copy} ms for the copy alone: with one "
+            "chunk nothing overlaps, so the two should be close "
+            "(within {slack}x). The extra time is waiting (on the CPU, for a core that "
+            "other programs held, to start or wake the copy "
             "thread); the sweep's shape is not trustworthy.",
             one=format(one, ".2f"),
             copy=format(copy_ms, ".2f"),
@@ -298,7 +332,8 @@ def bandwidth_curve_cpu(max_mib: float = 16, repeats: int = 5) -> dict:
         "load_average_1m": load,
         "other_cpu_cores": meter.other_cores,
         "logical_cpus": cpus,
-        "warnings": load_warnings(load, cpus, meter.other_cores, threads=1) + fit_warnings("memcpy", series["memcpy"]),
+        "warnings": load_warnings(load, cpus, meter.other_cores, threads=1)
+        + fit_warnings("memcpy", series["memcpy"]),
     }
 
 
@@ -309,7 +344,11 @@ def _sizes(max_mib: float, start: int = GPU_CURVE_START) -> list[int]:
         size *= 4
     if len(sizes) < 2:
         raise ValueError(
-            tr("max_mib must allow at least two sizes from {start} KiB (>= {least} MiB)", start=start // KiB, least=format(4 * start / MiB, "g"))
+            tr(
+                "max_mib must allow at least two sizes from {start} KiB (>= {least} MiB)",
+                start=start // KiB,
+                least=format(4 * start / MiB, "g"),
+            )
         )
     return sizes
 
@@ -337,8 +376,16 @@ def bandwidth_curve_gpu(max_mib: float = 512, repeats: int = 5) -> dict:
                 fn = lambda: dst.copy_(src, non_blocking=pinned)
                 times.append(_gpu_median(torch, fn, stream, repeats))
                 del host, dev, src, dst
-            series[f"{direction}_{'pinned' if pinned else 'pageable'}"] = {"bytes": sizes, "ms": times, **fit_bandwidth(sizes, times)}
-    return {"device": torch.cuda.get_device_name(), "series": series, "warnings": [w for name, s in series.items() for w in fit_warnings(name, s)]}
+            series[f"{direction}_{'pinned' if pinned else 'pageable'}"] = {
+                "bytes": sizes,
+                "ms": times,
+                **fit_bandwidth(sizes, times),
+            }
+    return {
+        "device": torch.cuda.get_device_name(),
+        "series": series,
+        "warnings": [w for name, s in series.items() for w in fit_warnings(name, s)],
+    }
 
 
 def _gpu_median(torch, fn, stream, repeats: int) -> float:
@@ -356,7 +403,12 @@ def _gpu_median(torch, fn, stream, repeats: int) -> float:
     return statistics.median(times)
 
 
-def pipeline_sweep_gpu(payload_mib: float = 64, chunk_counts: Sequence[int] = CHUNK_COUNTS, repeats: int = 5, seed: int = 0) -> dict:
+def pipeline_sweep_gpu(
+    payload_mib: float = 64,
+    chunk_counts: Sequence[int] = CHUNK_COUNTS,
+    repeats: int = 5,
+    seed: int = 0,
+) -> dict:
     """The sweep on a GPU: chunked pinned H2D copies on one stream, per-chunk matmuls on another."""
     from .gpu import runtime
 
@@ -374,7 +426,12 @@ def pipeline_sweep_gpu(payload_mib: float = 64, chunk_counts: Sequence[int] = CH
         weight = torch.randn(width, width, device="cuda", dtype=torch.bfloat16)
         rows = n // width
         out = torch.empty(rows, width, device="cuda", dtype=torch.bfloat16)
-        compute_ms = _gpu_median(torch, lambda: torch.mm(dev[: rows * width].view(rows, width), weight, out=out), compute_stream, repeats)
+        compute_ms = _gpu_median(
+            torch,
+            lambda: torch.mm(dev[: rows * width].view(rows, width), weight, out=out),
+            compute_stream,
+            repeats,
+        )
         if compute_ms >= copy_ms or width >= 16384 or n // (width * 2) < max(chunk_counts):
             break
         width *= 2
@@ -408,12 +465,15 @@ def pipeline_sweep_gpu(payload_mib: float = 64, chunk_counts: Sequence[int] = CH
         run()
         totals.append(statistics.median(run() for _ in range(repeats)))
     result = summarize_sweep(list(chunk_counts), totals, copy_ms, compute_ms)
-    result.update(device=torch.cuda.get_device_name(), payload_mib=n * 2 / MiB, width=width, repeats=repeats)
+    result.update(
+        device=torch.cuda.get_device_name(), payload_mib=n * 2 / MiB, width=width, repeats=repeats
+    )
     result["warnings"] = sweep_warnings(result)
     return result
 
 
-# ----------------------------------------------------------------- replayed measurements (a dry run)
+# ----------------------------------------------------------------- replayed measurements (a dry
+# run)
 
 REFERENCE_FILES = {
     "pipeline_sweep": "inf_serving_overlap_cpu_sweep_reference.json",
@@ -424,7 +484,8 @@ REFERENCE_FILES = {
 def replay(kind: str) -> dict | None:
     """A recorded CPU measurement shipped with the course (``benchmarks/reference/``), for a dry
     run, which measures nothing: the sweep or the bandwidth curve as the course's machine measured
-    it, with ``replayed_from`` saying when, where and by which command. None when the file is absent."""
+    it, with ``replayed_from`` saying when, where and by which command. None when the file is
+    absent."""
     import json
 
     from ..project_runtime import reference_file
@@ -446,7 +507,11 @@ def machine_text(machine: str) -> str:
     import re
 
     found = re.fullmatch(r"(.+), (\d+) logical CPUs", machine or "")
-    return tr("{arch}, {cpus} logical CPUs", arch=found.group(1), cpus=found.group(2)) if found else machine
+    return (
+        tr("{arch}, {cpus} logical CPUs", arch=found.group(1), cpus=found.group(2))
+        if found
+        else machine
+    )
 
 
 def replay_note(result: dict) -> str:
@@ -455,7 +520,8 @@ def replay_note(result: dict) -> str:
     if not origin:
         return ""
     return tr(
-        "Replayed, not measured: recorded on {machine} on {date} by `{command}`. Set RUN_MODE = 'real_cpu' in 5.1 to measure your machine.",
+        "Replayed, not measured: recorded on {machine} on {date} by `{command}`. Set "
+        "RUN_MODE = 'real_cpu' in 5.1 to measure your machine.",
         machine=machine_text(origin["machine"]),
         date=origin["created_at"][:10],
         command=origin["command"],

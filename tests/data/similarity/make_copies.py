@@ -1,12 +1,13 @@
-"""Disguised copies of the test class's answers, made by a fixed program so that anyone can remake them.
+"""Disguised copies of the test class's answers, made by a fixed program so that anyone can remake
+them.
 
-For every TODO folder here and every independent answer in it (``v1`` ... ``v5`` and the course's own,
-``course``), writes ``<TODO>/generated/<kind>_of_<answer>.txt``, one file per kind of disguise:
+For every TODO folder here and every independent answer in it (``v1`` ... ``v5`` and the course's
+own, ``course``), writes ``<TODO>/generated/<kind>_of_<answer>.txt``, one file per kind of disguise:
 
 - ``renamed``: every name of the learner's own (not the release's, not a builtin) renamed;
 - ``reordered``: independent statements of each block shuffled (a statement that reads or writes
-  what another one writes stays on its side of it; ``return``, ``raise``, ``break`` and ``continue``,
-  and the release's own lines, stay where they are);
+  what another one writes stays on its side of it; ``return``, ``raise``, ``break`` and
+  ``continue``, and the release's own lines, stay where they are);
 - ``split``: expressions split in two (``a = b + c`` becomes ``t = b`` then ``a = t + c``);
 - ``loops``: ``for`` loops rewritten as ``while`` loops over an index, and comprehensions (and
   generators passed to a call) as loops that build a list;
@@ -38,7 +39,8 @@ ROOT = HERE.parents[2]
 KINDS = ("renamed", "reordered", "split", "loops", "comments", "deadcode", "all")
 SOURCES = ("v1", "v2", "v3", "v4", "v5", "course")
 KEPT = set(dir(builtins))
-WORDS = "acc buf cur elem entry item key node part piece rec res row slot span tmp val vals work".split()
+WORDS = "acc buf cur elem entry item key node part piece rec res row slot span tmp val vals".split()
+WORDS.append("work")
 _MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", re.M)
 
 
@@ -46,7 +48,8 @@ _MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", re.M)
 
 
 def release_names(release: str) -> set[str]:
-    """Every name the release's code of the cell uses (parameters, given variables, called functions)."""
+    """Every name the release's code of the cell uses (parameters, given variables, called
+    functions)."""
     found = set()
     for tok in tokenize.generate_tokens(io.StringIO(release).readline):
         if tok.type == tokenize.NAME:
@@ -69,7 +72,8 @@ class Fresh:
 
 
 def names_of(tree: ast.AST, bound: bool = False) -> set[str]:
-    """Every name in ``tree`` (``bound``: only those it assigns, takes as a parameter or defines)."""
+    """Every name in ``tree`` (``bound``: only those it assigns, takes as a parameter or
+    defines)."""
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and (not bound or isinstance(node.ctx, ast.Store)):
@@ -121,7 +125,11 @@ def touches(stmt: ast.stmt) -> tuple[set[str], set[str]]:
     for node in ast.walk(stmt):
         if isinstance(node, ast.Name):
             (writes if isinstance(node.ctx, (ast.Store, ast.Del)) else reads).add(node.id)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+        ):
             writes.add(node.func.value.id)
         elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
             base = node.value
@@ -130,12 +138,25 @@ def touches(stmt: ast.stmt) -> tuple[set[str], set[str]]:
             if isinstance(base, ast.Name):
                 writes.add(base.id)
         elif isinstance(node, (ast.FunctionDef, ast.Import, ast.ImportFrom)):
-            writes.update(names_of(node) if isinstance(node, ast.FunctionDef) else {a.asname or a.name.split(".")[0] for a in node.names})
+            writes.update(
+                names_of(node)
+                if isinstance(node, ast.FunctionDef)
+                else {a.asname or a.name.split(".")[0] for a in node.names}
+            )
     return reads, writes
 
 
 def is_barrier(stmt: ast.stmt, given: set[int]) -> bool:
-    flow = (ast.Return, ast.Raise, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)
+    flow = (
+        ast.Return,
+        ast.Raise,
+        ast.Break,
+        ast.Continue,
+        ast.Yield,
+        ast.YieldFrom,
+        ast.Global,
+        ast.Nonlocal,
+    )
     return line(stmt) in given or any(isinstance(n, flow) for n in ast.walk(stmt))
 
 
@@ -147,7 +168,12 @@ def shuffle_block(body: list[ast.stmt], given: set[int], rng: random.Random) -> 
     for j in range(len(body)):
         for i in range(j):
             (ri, wi), (rj, wj) = info[i], info[j]
-            if is_barrier(body[i], given) or is_barrier(body[j], given) or wi & (rj | wj) or wj & ri:
+            if (
+                is_barrier(body[i], given)
+                or is_barrier(body[j], given)
+                or wi & (rj | wj)
+                or wj & ri
+            ):
                 before[j].add(i)
     placed, order = set(), []
     while len(order) < len(body):
@@ -180,9 +206,18 @@ def first_part(value: ast.expr) -> tuple[ast.AST, str] | None:
         return value.values, 0
     if isinstance(value, ast.Call) and value.args and not isinstance(value.args[0], ast.Starred):
         return value.args, 0
-    if isinstance(value, (ast.Tuple, ast.List)) and value.elts and not isinstance(value.elts[0], ast.Starred):
+    if (
+        isinstance(value, (ast.Tuple, ast.List))
+        and value.elts
+        and not isinstance(value.elts[0], ast.Starred)
+    ):
         return value.elts, 0
-    if isinstance(value, ast.Dict) and value.keys and value.keys[0] is not None and isinstance(value.keys[0], ast.Constant):
+    if (
+        isinstance(value, ast.Dict)
+        and value.keys
+        and value.keys[0] is not None
+        and isinstance(value.keys[0], ast.Constant)
+    ):
         return value.values, 0
     if isinstance(value, ast.UnaryOp):
         return value, "operand"
@@ -190,7 +225,10 @@ def first_part(value: ast.expr) -> tuple[ast.AST, str] | None:
 
 
 def statement_value(stmt: ast.stmt) -> tuple[ast.AST, str] | None:
-    if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr)) and stmt.value is not None:
+    if (
+        isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr))
+        and stmt.value is not None
+    ):
         return stmt, "value"
     if isinstance(stmt, ast.If):
         return stmt, "test"
@@ -207,7 +245,9 @@ def split_statement(stmt: ast.stmt, fresh: Fresh) -> list[ast.stmt] | None:
         return None
     owner, key = part
     node = owner[key] if isinstance(owner, list) else getattr(owner, key)
-    if isinstance(node, (ast.Name, ast.Constant, ast.Lambda, ast.Starred)) or any(isinstance(n, ast.NamedExpr) for n in ast.walk(node)):
+    if isinstance(node, (ast.Name, ast.Constant, ast.Lambda, ast.Starred)) or any(
+        isinstance(n, ast.NamedExpr) for n in ast.walk(node)
+    ):
         return None
     temp = fresh()
     if isinstance(owner, list):
@@ -221,7 +261,9 @@ def split(tree: ast.Module, given: set[int], rng: random.Random, fresh: Fresh) -
     for node, name, body in list(blocks(tree)):
         new = []
         for stmt in body:
-            parts = None if line(stmt) in given or rng.random() < 0.3 else split_statement(stmt, fresh)
+            parts = (
+                None if line(stmt) in given or rng.random() < 0.3 else split_statement(stmt, fresh)
+            )
             new.extend(parts or [stmt])
         setattr(node, name, new)
 
@@ -248,8 +290,18 @@ def comprehension_loop(comp: ast.expr, out: str, fresh: Fresh) -> list[ast.stmt]
         init, add = ast.Dict([], []), ast.Assign([item], swap.visit(comp.value), lineno=0)
     else:
         method = "add" if isinstance(comp, ast.SetComp) else "append"
-        init = ast.Call(ast.Name("set", ast.Load()), [], []) if method == "add" else ast.List([], ast.Load())
-        add = ast.Expr(ast.Call(ast.Attribute(ast.Name(out, ast.Load()), method, ast.Load()), [swap.visit(comp.elt)], []))
+        init = (
+            ast.Call(ast.Name("set", ast.Load()), [], [])
+            if method == "add"
+            else ast.List([], ast.Load())
+        )
+        add = ast.Expr(
+            ast.Call(
+                ast.Attribute(ast.Name(out, ast.Load()), method, ast.Load()),
+                [swap.visit(comp.elt)],
+                [],
+            )
+        )
     inner: list[ast.stmt] = [add]
     for gen in reversed(comp.generators):
         for cond in reversed(gen.ifs):
@@ -272,7 +324,10 @@ def unroll_comprehension(stmt: ast.stmt, fresh: Fresh) -> list[ast.stmt] | None:
     if isinstance(value, (ast.ListComp, ast.SetComp, ast.DictComp)):
         owner, key = holder, field
     elif isinstance(value, ast.Call) and any(isinstance(a, COMPREHENSIONS) for a in value.args):
-        owner, key = value.args, next(i for i, a in enumerate(value.args) if isinstance(a, COMPREHENSIONS))
+        owner, key = (
+            value.args,
+            next(i for i, a in enumerate(value.args) if isinstance(a, COMPREHENSIONS)),
+        )
     else:
         return None
     comp = owner[key] if isinstance(owner, list) else getattr(owner, key)
@@ -286,7 +341,8 @@ def unroll_comprehension(stmt: ast.stmt, fresh: Fresh) -> list[ast.stmt] | None:
 
 
 def for_to_while(stmt: ast.For, fresh: Fresh) -> list[ast.stmt]:
-    """``for x in it: body`` as ``seq = list(it); i = 0; while i < len(seq): x = seq[i]; i += 1; body``."""
+    """``for x in it: body`` as ``seq = list(it); i = 0; while i < len(seq): x = seq[i]; i += 1;
+    body``."""
     seq, index = fresh(), fresh()
 
     def load(name):
@@ -333,8 +389,15 @@ def dead_statements(fresh: Fresh, rng: random.Random) -> list[ast.stmt]:
 
 
 def deadcode(tree: ast.Module, given: set[int], rng: random.Random, fresh: Fresh) -> None:
-    spots = [(node, name, i) for node, name, body in blocks(tree) if not isinstance(node, ast.Module) for i in range(len(body))]
-    for node, name, i in sorted(rng.sample(spots, min(len(spots), rng.randint(2, 4))), key=lambda s: -s[2]):
+    spots = [
+        (node, name, i)
+        for node, name, body in blocks(tree)
+        if not isinstance(node, ast.Module)
+        for i in range(len(body))
+    ]
+    for node, name, i in sorted(
+        rng.sample(spots, min(len(spots), rng.randint(2, 4))), key=lambda s: -s[2]
+    ):
         body = getattr(node, name)
         if not is_barrier(body[i], set()):
             body[i + 1 : i + 1] = dead_statements(fresh, rng)
@@ -366,8 +429,16 @@ def recomment(source: str, rng: random.Random) -> str:
     for text in source.splitlines():
         if text.strip().startswith("#") and rng.random() < 0.5:
             continue
-        if text.strip() and not text.rstrip().endswith((":", ",", "(", "[", "{", "\\")) and '"""' not in text and rng.random() < 0.25:
-            text = f"{text}  # {rng.choice(['ok', 'the main step', 'see above', 'careful here', 'edge case'])}"
+        if (
+            text.strip()
+            and not text.rstrip().endswith((":", ",", "(", "[", "{", "\\"))
+            and '"""' not in text
+            and rng.random() < 0.25
+        ):
+            text = (
+                f"{text}  # "
+                f"{rng.choice(['ok', 'the main step', 'see above', 'careful here', 'edge case'])}"
+            )
         lines.append(text)
         if rng.random() < 0.15:
             lines.append("")
@@ -380,7 +451,9 @@ def disguise(source: str, release: str, kind: str, seed: str) -> str:
         return recomment(source, rng)
     tree = ast.parse(source)
     given_text = {"".join(text.split()) for text in release.splitlines() if text.strip()}
-    given = {i + 1 for i, text in enumerate(source.splitlines()) if "".join(text.split()) in given_text}
+    given = {
+        i + 1 for i, text in enumerate(source.splitlines()) if "".join(text.split()) in given_text
+    }
     fresh = Fresh(rng, names_of(tree) | KEPT | release_names(release))
     steps = KINDS[:-1] if kind == "all" else (kind,)
     if "renamed" in steps:
@@ -427,21 +500,34 @@ def generated() -> dict[Path, str]:
     for folder in sorted(p for p in HERE.iterdir() if p.is_dir()):
         release = release_cell(folder.name)
         for origin in SOURCES:
-            source = course_answer(folder.name) if origin == "course" else (folder / f"{origin}.txt").read_text(encoding="utf-8")
+            source = (
+                course_answer(folder.name)
+                if origin == "course"
+                else (folder / f"{origin}.txt").read_text(encoding="utf-8")
+            )
             for kind in KINDS:
                 name = f"{kind}_of_{origin}"
-                found[folder / "generated" / f"{name}.txt"] = disguise(source, release, kind, f"{folder.name}/{name}")
+                found[folder / "generated" / f"{name}.txt"] = disguise(
+                    source, release, kind, f"{folder.name}/{name}"
+                )
     return found
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="compare with the stored files, write nothing")
+    parser.add_argument(
+        "--check", action="store_true", help="compare with the stored files, write nothing"
+    )
     args = parser.parse_args()
     files = generated()
-    stale = [p for p, text in files.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
+    stale = [
+        p for p, text in files.items() if not p.is_file() or p.read_text(encoding="utf-8") != text
+    ]
     if args.check:
-        print("\n".join(str(p.relative_to(HERE)) for p in stale) or f"all {len(files)} generated copies are up to date")
+        print(
+            "\n".join(str(p.relative_to(HERE)) for p in stale)
+            or f"all {len(files)} generated copies are up to date"
+        )
         return 1 if stale else 0
     for path, text in files.items():
         path.parent.mkdir(exist_ok=True)

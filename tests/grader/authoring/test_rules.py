@@ -21,7 +21,8 @@ from autograde.judging.ideas import GradeCellTests, course_tests
 # a small TODO: a layer count must be a whole number >= 1 (4.0 is one)
 SOLUTION = """def count(layers):
     ### BEGIN SOLUTION
-    if isinstance(layers, bool) or not isinstance(layers, (int, float)) or layers < 1 or int(layers) != layers:
+    if isinstance(layers, bool) or not isinstance(layers, (int, float)) or layers < 1 or \
+int(layers) != layers:
         raise ValueError(f"not a layer count: {layers!r}")
     return int(layers)
     ### END SOLUTION
@@ -74,29 +75,44 @@ def test_a_rule_checked_in_public_is_no_gap():
     [
         "pass",  # no public case for a float that is a whole number
         "count(3.0)",  # called, its result never checked
-        "try:\n        assert count(3.0) == 3\n    except Exception:\n        pass",  # a failure swallowed
+        # a failure swallowed
+        "try:\n        assert count(3.0) == 3\n    except Exception:\n        pass",
     ],
     ids=["absent", "result_ignored", "failure_swallowed"],
 )
 def test_a_rule_the_public_checks_never_grade_is_found(public_float):
     report = _report(public_float)
     assert report.problems == []
-    assert [(gap.idea, gap.fact, gap.decision) for gap in report.gaps] == [("valid", "args[0] is a float >= 0", "returns a int")]
+    assert [(gap.idea, gap.fact, gap.decision) for gap in report.gaps] == [
+        ("valid", "args[0] is a float >= 0", "returns a int")
+    ]
     assert report.gaps[0].example == "count(4.0)"
 
 
 def test_an_idea_no_wrong_answer_can_fail_is_reported_not_passed():
-    blind = HIDDEN.replace("    assert count(4.0) == 4", "    try:\n        count(4.0)\n    except Exception:\n        pass\n    assert True")
+    blind = HIDDEN.replace(
+        "    assert count(4.0) == 4",
+        "    try:\n        count(4.0)\n    except Exception:\n        pass\n    assert True",
+    )
     blind = blind.replace("except ValueError:", "except Exception:").replace(
         '        raise AssertionError(f"count({bad}) must raise ValueError")', "        pass"
     )
     report = _report('assert count(3.0) == 3, "3.0 is a whole number"', hidden=blind)
-    assert any("no wrong answer on the calls of idea 'valid' makes it fail" in problem for problem in report.problems), report.problems
+    assert any(
+        "no wrong answer on the calls of idea 'valid' makes it fail" in problem
+        for problem in report.problems
+    ), report.problems
 
 
 def test_a_reference_answer_that_fails_its_own_checks_is_reported():
-    report = _report('assert count(3.0) == 3, "3.0 is a whole number"', solution=SOLUTION.replace("return int(layers)", "return int(layers) + 1"))
-    assert any("the reference answer fails" in problem for problem in report.problems) and report.gaps == []
+    report = _report(
+        'assert count(3.0) == 3, "3.0 is a whole number"',
+        solution=SOLUTION.replace("return int(layers)", "return int(layers) + 1"),
+    )
+    assert (
+        any("the reference answer fails" in problem for problem in report.problems)
+        and report.gaps == []
+    )
 
 
 # ---------------------------------------------------------------- how finely the classes are cut
@@ -107,9 +123,15 @@ def test_a_reference_answer_that_fails_its_own_checks_is_reported():
 def _toy(solution: str, hidden: str, public: str, uses: str) -> rules.CellReport:
     """A one-idea cell: ``hidden`` the idea's body, ``public`` the one public case's body."""
     indent = lambda body: "".join(f"    {line}\n" for line in body.strip("\n").splitlines())  # noqa: E731
-    hidden_src = f"from tools.checks import idea, uses\nuses('{uses}')\n\n@idea('rule', 1.0, 'The rule')\ndef _():\n{indent(hidden)}"
-    public_src = (f"from tools.checks import PublicChecks\nchecks = PublicChecks('TODO 9')\n\n@checks.case(idea='rule')\n"
-                  f"def the_rule():\n    \"\"\"The rule\"\"\"\n{indent(public)}\nchecks.run()\n")  # fmt: skip
+    hidden_src = (
+        f"from tools.checks import idea, uses\nuses('{uses}')\n\n@idea('rule', 1.0, 'The "
+        f"rule')\ndef _():\n{indent(hidden)}"
+    )
+    public_src = (
+        "from tools.checks import PublicChecks\nchecks = PublicChecks('TODO "
+        "9')\n\n@checks.case(idea='rule')\n"
+        f'def the_rule():\n    """The rule"""\n{indent(public)}\nchecks.run()\n'
+    )
     test = GradeCellTests("todo9_toy", 1.0, hidden_src, public_src)
     report = rules.check_cell(rules.load_cell(test, {"todo9_solution": solution}))
     assert report.problems == [] and report.tried > 0 and report.graded > 0
@@ -161,7 +183,9 @@ GATE = """def gate(ready_at, deadline):
     ### END SOLUTION
 """
 GATE_IDEA = "assert gate(3, 7) == 'wait', 'in time'\nassert gate(7, 3) == 'fallback', 'late'"
-GATE_PUBLIC = "assert gate(8.0, 10.0) == 'wait', 'in time'\nassert gate(12.0, 10.0) == 'fallback', 'late'"
+GATE_PUBLIC = (
+    "assert gate(8.0, 10.0) == 'wait', 'in time'\nassert gate(12.0, 10.0) == 'fallback', 'late'"
+)
 
 
 def test_int_and_float_are_one_kind_where_the_answer_asks_no_type():
@@ -171,7 +195,8 @@ def test_int_and_float_are_one_kind_where_the_answer_asks_no_type():
 
 
 def test_int_and_float_stay_apart_where_the_answer_asks_a_type():
-    """Control: an answer that asks a value's type (as TODO 6's does of layers) keeps the kinds apart."""
+    """Control: an answer that asks a value's type (as TODO 6's does of layers) keeps the kinds
+    apart."""
     asks = "if isinstance(ready_at, bool):\n        raise ValueError('a flag is not a time')"
     report = _toy(GATE.replace("ASK_A_TYPE", asks), GATE_IDEA, GATE_PUBLIC, "gate")
     assert ("args[0] is an int >= 0", "returns 'wait'") in _facts(report)
@@ -184,18 +209,27 @@ TTFT = """def slowest(records):
     return max(values)
     ### END SOLUTION
 """
-TTFT_IDEA = "assert slowest([{'id': 0, 'ttft': 4.0}, {'id': -1, 'ttft': None}, {'id': 1, 'ttft': 9.0}]) == 9.0, 'the slowest'"
-TTFT_PUBLIC = "assert slowest([{'id': 0, 'ttft': 3.0}, {'id': 1, 'ttft': None}, {'id': 2, 'ttft': 1.0}]) == 3.0, 'the slowest'"
+TTFT_IDEA = (
+    "assert slowest([{'id': 0, 'ttft': 4.0}, {'id': -1, 'ttft': None}, {'id': 1, 'ttft': "
+    "9.0}]) == 9.0, 'the slowest'"
+)
+TTFT_PUBLIC = (
+    "assert slowest([{'id': 0, 'ttft': 3.0}, {'id': 1, 'ttft': None}, {'id': 2, 'ttft': "
+    "1.0}]) == 3.0, 'the slowest'"
+)
 
 
 def test_a_value_the_answer_never_reads_is_no_fact():
-    """The ideas' failed records have negative ids, the public ones not: the answer never reads an id."""
+    """The ideas' failed records have negative ids, the public ones not: the answer never reads an
+    id."""
     assert _toy(TTFT.replace(" READS_THE_ID", ""), TTFT_IDEA, TTFT_PUBLIC, "slowest").gaps == []
 
 
 def test_a_value_the_answer_reads_is_a_fact():
     """Control: an answer that reads the id (it skips negative ones) makes a negative id a class."""
-    report = _toy(TTFT.replace("READS_THE_ID", "and r['id'] >= 0"), TTFT_IDEA, TTFT_PUBLIC, "slowest")
+    report = _toy(
+        TTFT.replace("READS_THE_ID", "and r['id'] >= 0"), TTFT_IDEA, TTFT_PUBLIC, "slowest"
+    )
     assert ("args[0][*]['id'] is a number < 0", "returns a number") in _facts(report)
 
 
@@ -209,8 +243,14 @@ MATCH = """def match(state, expected):
     return 'other'
     ### END SOLUTION
 """
-MATCH_IDEA = "assert match({'rid': 7}, 7) == 'ok', 'the same request'\nassert match({'rid': 9}, 7) == 'other', 'another request'"
-MATCH_PUBLIC = "assert match({'rid': 'r1'}, 'r1') == 'ok', 'the same request'\nassert match({'rid': 'r2'}, 'r1') == 'other', 'another request'"
+MATCH_IDEA = (
+    "assert match({'rid': 7}, 7) == 'ok', 'the same request'\nassert match({'rid': 9}, "
+    "7) == 'other', 'another request'"
+)
+MATCH_PUBLIC = (
+    "assert match({'rid': 'r1'}, 'r1') == 'ok', 'the same request'\nassert "
+    "match({'rid': 'r2'}, 'r1') == 'other', 'another request'"
+)
 
 
 def test_a_value_the_answer_only_compares_is_one_class_of_any_kind():
@@ -220,8 +260,8 @@ def test_a_value_the_answer_only_compares_is_one_class_of_any_kind():
 
 
 def test_a_value_whose_kind_the_answer_reads_keeps_its_kind():
-    """Control: the ideas also call where the answer does arithmetic on an int id (the next request):
-    the kinds stay apart, and the int ids no public check makes are a gap."""
+    """Control: the ideas also call where the answer does arithmetic on an int id (the next
+    request): the kinds stay apart, and the int ids no public check makes are a gap."""
     idea = MATCH_IDEA + "\nassert match({'rid': 8}, 7) == 'next', 'the next request'"
     report = _toy(MATCH, idea, MATCH_PUBLIC, "match")
     assert ("args[0]['rid'] is an int >= 0", "returns 'ok'") in _facts(report)
@@ -241,9 +281,15 @@ def test_two_facts_on_the_same_calls_are_one_class():
         for fact in sorted(call.facts, key=repr):
             targets.setdefault(rules.Target("f", fact, call.result), call)
     kept = [target for target, _ in rules._distinct(targets, calls, [])]
-    non_empty = [t.fact for t in kept if t.fact in (("args[0]", "list", "not empty"), ("args[0][*]", ("str",)))]
+    non_empty = [
+        t.fact
+        for t in kept
+        if t.fact in (("args[0]", "list", "not empty"), ("args[0][*]", ("str",)))
+    ]
     assert len(non_empty) == 1  # the two facts of the same two calls: one class
-    assert rules.ANY in [t.fact for t in kept] and ("args[0]", "list", "empty") in [t.fact for t in kept]
+    assert rules.ANY in [t.fact for t in kept] and ("args[0]", "list", "empty") in [
+        t.fact for t in kept
+    ]
 
 
 # ---------------------------------------------------------------- the course
@@ -253,14 +299,17 @@ def test_two_facts_on_the_same_calls_are_one_class():
 BEFORE_THE_PUBLIC_CASES = {
     "todo5_decide_overlap": [
         (
-            '"""A wrong copy, or a missing precondition flag, rejects the run first, however fast"""',
-            '"""A case that is not correct (a flag False, None or missing; fixed or calibrated) rejects the run first, however fast"""',
+            '"""A wrong copy, or a missing precondition flag, rejects the run first, '
+            'however fast"""',
+            '"""A case that is not correct (a flag False, None or missing; fixed or '
+            'calibrated) rejects the run first, however fast"""',
         ),
         (
             """    missing = _case()
     del missing['preconditions_met']
     got = decide_overlap([missing], _controls())
-    assert got == 'reject_incorrect_path', f"a case without preconditions_met is not correct: got {got!r}"
+    assert got == 'reject_incorrect_path', f"a case without preconditions_met is not correct: got \
+{got!r}"
 """,
             """    for field in ('copy_correct', 'compute_correct', 'preconditions_met'):
         for value in (False, None):
@@ -275,13 +324,15 @@ BEFORE_THE_PUBLIC_CASES = {
     fixed = _case(window='fixed')
     fixed['compute_correct'] = False
     got = decide_overlap([fixed, _case()], _controls())
-    assert got == 'reject_incorrect_path', f"an incorrect fixed window rejects the run too (rule 1: any case, fixed or calibrated): got {got!r}"
+    assert got == 'reject_incorrect_path', f"an incorrect fixed window rejects the run too (rule \
+1: any case, fixed or calibrated): got {got!r}"
 """,
         ),
         (
             "",
             """    got = decide_overlap([_case()], [{'name': 'control_0'}])
-    assert got == 'reject_instrument_fault', f"a control without overlap_confirmed is not False: got {got!r}"
+    assert got == 'reject_instrument_fault', f"a control without overlap_confirmed is not False: \
+got {got!r}"
 """,
         ),
     ],
@@ -295,7 +346,8 @@ BEFORE_THE_PUBLIC_CASES = {
             """    try:
         stream_layers(0.0, 0.0, 10.0, 4.0, 1.0, 0.0)
     except ValueError as exc:
-        raise AssertionError(f"4.0 is a whole number of layers: stream_layers(0.0, 0.0, 10.0, 4.0, 1.0, 0.0) raised ValueError: {exc}") from None
+        raise AssertionError(f"4.0 is a whole number of layers: stream_layers(0.0, 0.0, 10.0, 4.0, \
+1.0, 0.0) raised ValueError: {exc}") from None
 """,
         ),
     ],
@@ -321,7 +373,9 @@ def _gaps(grade_id: str, undone: bool) -> list[rules.Gap]:
     tests, solutions = _course()
     test = tests[grade_id]
     for before, after in BEFORE_THE_PUBLIC_CASES[grade_id] if undone else []:
-        assert test.public.count(after) == 1, f"the public case added to {grade_id} changed since: {after[:80]!r}"
+        assert test.public.count(after) == 1, (
+            f"the public case added to {grade_id} changed since: {after[:80]!r}"
+        )
         test = dataclasses.replace(test, public=test.public.replace(after, before))
     report = rules.check_cell(rules.load_cell(test, solutions))
     assert report.problems == []
@@ -334,13 +388,23 @@ def test_the_two_gaps_readers_found_are_found_on_the_cells_before_their_public_c
     for gap in gaps:
         print(gap.line())
     if grade_id == FIXED_WINDOW[0]:
-        assert [g for g in gaps if (g.grade_id, g.idea, g.fact, g.decision) == FIXED_WINDOW], "the fixed window let through"
+        assert [g for g in gaps if (g.grade_id, g.idea, g.fact, g.decision) == FIXED_WINDOW], (
+            "the fixed window let through"
+        )
         gap = next(g for g in gaps if g.fact == FIXED_WINDOW[2])
-        assert "'window': 'fixed'" in gap.example and "an incorrect fixed window rejects the run too" in gap.said
+        assert (
+            "'window': 'fixed'" in gap.example
+            and ("an incorrect fixed window rejects the run too") in gap.said
+        )
     else:
-        assert [g for g in gaps if (g.grade_id, g.idea, g.fact) == FLOAT_LAYERS], "layers=4.0 rejected"
+        assert [g for g in gaps if (g.grade_id, g.idea, g.fact) == FLOAT_LAYERS], (
+            "layers=4.0 rejected"
+        )
         gap = next(g for g in gaps if g.fact == FLOAT_LAYERS[2])
-        assert gap.example == "stream_layers(5.0, 0.0, 10.0, 4.0, 1.0, 0.0)" and gap.wrong == "raises ValueError"
+        assert (
+            gap.example == "stream_layers(5.0, 0.0, 10.0, 4.0, 1.0, 0.0)"
+            and gap.wrong == "raises ValueError"
+        )
 
 
 @pytest.mark.parametrize("grade_id", sorted(BEFORE_THE_PUBLIC_CASES))

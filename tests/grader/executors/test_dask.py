@@ -45,9 +45,21 @@ def read_grades(out: Path) -> dict[str, dict[str, str]]:
         return {row["student_id"]: row for row in csv.DictReader(handle)}
 
 
-def grade(subs: Path, out: Path, *extra: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+def grade(
+    subs: Path, out: Path, *extra: str, check: bool = True, timeout: float = 600
+) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--no-progress", *extra],
+        [
+            sys.executable,
+            "-m",
+            "autograde",
+            "grade",
+            str(subs),
+            "--out",
+            str(out),
+            "--no-progress",
+            *extra,
+        ],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -131,7 +143,9 @@ class Cluster:
                 return json.loads(self.file.read_text())["address"]
             except (OSError, ValueError, KeyError):
                 time.sleep(0.2)
-        raise AssertionError("the scheduler did not start: " + (self.folder / "scheduler.log").read_text())
+        raise AssertionError(
+            "the scheduler did not start: " + (self.folder / "scheduler.log").read_text()
+        )
 
     def wait_for_workers(self, n: int, security=None) -> None:
         from distributed import Client
@@ -170,7 +184,13 @@ def classroom(tmp_path_factory):
         grade(subs, root / "local", "--workers", "2")
         local_seconds = time.monotonic() - begin
         cluster.wait_for_workers(3)
-        yield {"root": root, "subs": subs, "cluster": cluster, "local": read_grades(root / "local"), "local_seconds": local_seconds}
+        yield {
+            "root": root,
+            "subs": subs,
+            "cluster": cluster,
+            "local": read_grades(root / "local"),
+            "local_seconds": local_seconds,
+        }
     finally:
         cluster.close()
 
@@ -190,26 +210,44 @@ def test_a_cluster_grades_like_a_local_run(classroom):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["cluster"]["workers"] == 2
     [(refused, why)] = summary["cluster"]["left_out"].items()
-    assert "cannot run the grading sandbox" in why and "unsandboxed" in why and f"WARNING: Dask worker {refused} is left out" in proc.stderr
+    assert (
+        "cannot run the grading sandbox" in why
+        and "unsandboxed" in why
+        and (f"WARNING: Dask worker {refused} is left out") in proc.stderr
+    )
     # the same files as a local run: feedback pages, formgrader's copies, problems
     local = classroom["root"] / "local"
     for folder in ("feedback", "autograded", "submitted"):
-        assert sorted(p.relative_to(local / folder) for p in (local / folder).rglob("*.*")) == sorted(
-            p.relative_to(out / folder) for p in (out / folder).rglob("*.*")
-        ), folder
+        assert sorted(
+            p.relative_to(local / folder) for p in (local / folder).rglob("*.*")
+        ) == sorted(p.relative_to(out / folder) for p in (out / folder).rglob("*.*")), folder
     assert "Graded ideas" in (out / "feedback" / "b" / f"{NOTEBOOKS[3]}.html").read_text()
     statuses = {(p["student_id"], p["notebook"], p["status"]) for p in summary["problems"]}
     assert ("c", NOTEBOOKS[1], "invalid_notebook") in statuses
     # records were signed here: a rerun reuses every one without asking the cluster
     grade(classroom["subs"], out, "--scheduler", "tcp://127.0.0.1:9")
-    assert json.loads((out / "summary.json").read_text())["notebooks_reused"] == 4 and read_grades(out) == grades
+    assert (
+        json.loads((out / "summary.json").read_text())["notebooks_reused"] == 4
+        and read_grades(out) == grades
+    )
 
 
 @pytest.mark.slow
 def test_a_worker_killed_mid_batch_loses_nothing(classroom):
     cluster, out = classroom["cluster"], seeded(classroom, "survives")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autograde", "grade", str(classroom["subs"]), "--out", str(out), "--no-progress", "--scheduler", cluster.address],
+        [
+            sys.executable,
+            "-m",
+            "autograde",
+            "grade",
+            str(classroom["subs"]),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--scheduler",
+            cluster.address,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -229,15 +267,20 @@ def test_a_worker_killed_mid_batch_loses_nothing(classroom):
     assert victim, "no grading process started on a worker"
     deadline = time.monotonic() + 60  # kill it while the learner's kernel runs in the sandbox
     while time.monotonic() < deadline and not any(
-        "ipykernel_launcher" in cmdline(p) for p in psutil.Process(cluster.workers[victim].pid).children(recursive=True)
+        "ipykernel_launcher" in cmdline(p)
+        for p in psutil.Process(cluster.workers[victim].pid).children(recursive=True)
     ):
         time.sleep(0.1)
-    family = {p: cmdline(p) for p in psutil.Process(cluster.workers[victim].pid).children(recursive=True)}
-    os.killpg(cluster.workers[victim].pid, signal.SIGKILL)  # the dask worker and its nanny: not the grading session
+    family = {
+        p: cmdline(p) for p in psutil.Process(cluster.workers[victim].pid).children(recursive=True)
+    }
+    # the dask worker and its nanny: not the grading session
+    os.killpg(cluster.workers[victim].pid, signal.SIGKILL)
     output, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, output
     assert read_grades(out) == classroom["local"], "every student graded, with a local run's grades"
-    # the grading processes of the dead worker died with it (parent-death signal, bwrap --die-with-parent)
+    # the grading processes of the dead worker died with it (parent-death signal, bwrap
+    # --die-with-parent)
     graders = [p for p, line in family.items() if "autograde.run.job" in line]
     assert graders and any("ipykernel_launcher" in line for line in family.values()), (
         "the worker was grading (a grading process and a sandboxed kernel) when it was killed"
@@ -246,7 +289,8 @@ def test_a_worker_killed_mid_batch_loses_nothing(classroom):
     alive = [p for p in alive if running(p)]
     assert not alive, [family[p] for p in alive]
     print(
-        f"killed {victim} with {len(family)} processes under it: " + "; ".join(sorted(set(line.split(" -- ")[-1][:60] for line in family.values())))
+        f"killed {victim} with {len(family)} processes under it: "
+        + "; ".join(sorted(set(line.split(" -- ")[-1][:60] for line in family.values())))
     )
 
 
@@ -263,7 +307,9 @@ def test_a_workers_folders_of_other_course_versions_are_removed_unless_in_use(tm
         fcntl.flock(held, fcntl.LOCK_EX)
         _remove_other_versions(current)
     assert not old.exists()
-    assert (busy / "tasks" / "t1" / "result.json").is_file() and (current / "tasks" / "t1" / "result.json").is_file()
+    assert (busy / "tasks" / "t1" / "result.json").is_file() and (
+        current / "tasks" / "t1" / "result.json"
+    ).is_file()
     _remove_other_versions(current)  # no longer in use
     assert not busy.exists() and current.is_dir()
 
@@ -274,13 +320,24 @@ def test_tasks_carry_neither_the_signing_key_nor_the_database_password(tmp_path)
     from autograde.ledger.store import signing_key
 
     key = signing_key(tmp_path)
-    options = Options(db_url="postgresql://grader:s3cret-Pa55@db.example/course", scheduler="tcp://h:8786")
+    options = Options(
+        db_url="postgresql://grader:s3cret-Pa55@db.example/course", scheduler="tcp://h:8786"
+    )
     notebook = tmp_path / "nb.ipynb"
     notebook.write_text('{"cells": []}')
-    payload = pickle.dumps(make_task("a", [(NOTEBOOKS[0], notebook, "f" * 64)], "digest", task_settings(options)))
+    payload = pickle.dumps(
+        make_task("a", [(NOTEBOOKS[0], notebook, "f" * 64)], "digest", task_settings(options))
+    )
     assert key not in payload and key.hex().encode() not in payload
     assert b"s3cret" not in payload and b"postgresql" not in payload and b"tcp://h" not in payload
-    assert set(vars(task_settings(options))) == {"cell_timeout", "notebook_timeout", "sandbox", "memory_limit", "process_limit", "max_notebook_bytes"}
+    assert set(vars(task_settings(options))) == {
+        "cell_timeout",
+        "notebook_timeout",
+        "sandbox",
+        "memory_limit",
+        "process_limit",
+        "max_notebook_bytes",
+    }
 
 
 def _answer(outcome: dict | None = None, **fields) -> dict:
@@ -290,7 +347,16 @@ def _answer(outcome: dict | None = None, **fields) -> dict:
         "submitted": b"{}",
         "feedback": None,
     }
-    item = {"notebook": NOTEBOOKS[3], "ran": True, "killed": False, "log": "", "seconds": 3.5, "matching_notes": [], "files": files, **fields}
+    item = {
+        "notebook": NOTEBOOKS[3],
+        "ran": True,
+        "killed": False,
+        "log": "",
+        "seconds": 3.5,
+        "matching_notes": [],
+        "files": files,
+        **fields,
+    }
     return {"student": "a", "worker": "w", "notebooks": [item]}
 
 
@@ -303,7 +369,13 @@ def _answer(outcome: dict | None = None, **fields) -> dict:
         {"scores": {"reflection_04_q1": 1.0}},  # a person's cell scored by the machine
         {"manual": {"todo4_plan_decode": None}},  # an automatic cell as a written answer
         {"out_of_memory": "no"},
-        {"judge": {"todo4_plan_decode": {"ideas": [{"id": "x", "status": "passed", "earned": "2", "points": 2}]}}},
+        {
+            "judge": {
+                "todo4_plan_decode": {
+                    "ideas": [{"id": "x", "status": "passed", "earned": "2", "points": 2}]
+                }
+            }
+        },
         [],
     ],
 )
@@ -314,7 +386,9 @@ def test_a_workers_malformed_outcome_is_refused(bad):
     cells = exercises(Course.load())
     points = {e.grade_id: e.points for e in cells}
     manual = {e.grade_id for e in cells if e.manual}
-    check_outcome({"scores": {"todo4_plan_decode": 2.0}, "manual": {"reflection_04_q1": None}}, points, manual)
+    check_outcome(
+        {"scores": {"todo4_plan_decode": 2.0}, "manual": {"reflection_04_q1": None}}, points, manual
+    )
     with pytest.raises(MalformedResult):
         check_outcome(bad, points, manual)
 
@@ -330,14 +404,27 @@ def test_a_workers_malformed_answer_is_refused():
         (_answer(seconds=float("nan")), "a", names),
         (_answer(killed="yes"), "a", names),
         (_answer(files={"result": "text"}), "a", names),
-        (_answer(ran=False, status="graded", detail=""), "a", names),  # only a notebook that ran is graded
+        # only a notebook that ran is graded
+        (_answer(ran=False, status="graded", detail=""), "a", names),
         ({"student": "a", "notebooks": "x"}, "a", names),
     ]
     for answer, student, expected in bad:
         with pytest.raises(MalformedResult):
             check_result(answer, student, expected, 1 << 20)
     with pytest.raises(MalformedResult):
-        check_result(_answer(files={"result": b"x" * 2048, "autograded": None, "submitted": None, "feedback": None}), "a", names, 1024)
+        check_result(
+            _answer(
+                files={
+                    "result": b"x" * 2048,
+                    "autograded": None,
+                    "submitted": None,
+                    "feedback": None,
+                }
+            ),
+            "a",
+            names,
+            1024,
+        )
 
 
 def test_tls_options_are_checked_and_wired(tmp_path):
@@ -351,7 +438,12 @@ def test_tls_options_are_checked_and_wired(tmp_path):
         files[name] = tmp_path / name
         files[name].write_text("x")
     security = _security(
-        Options(scheduler="tls://h:8786", tls_ca_file=str(files["ca.pem"]), tls_cert=str(files["cert.pem"]), tls_key=str(files["key.pem"]))
+        Options(
+            scheduler="tls://h:8786",
+            tls_ca_file=str(files["ca.pem"]),
+            tls_cert=str(files["cert.pem"]),
+            tls_key=str(files["key.pem"]),
+        )
     )
     assert isinstance(security, Security) and security.require_encryption
     assert (security.tls_ca_file, security.tls_client_cert, security.tls_client_key) == (
@@ -360,13 +452,26 @@ def test_tls_options_are_checked_and_wired(tmp_path):
         str(files["key.pem"]),
     )
     with pytest.raises(UnusableInput, match="--tls-key"):
-        _security(Options(scheduler="tls://h:8786", tls_ca_file=str(files["ca.pem"]), tls_cert=str(files["cert.pem"])))
+        _security(
+            Options(
+                scheduler="tls://h:8786",
+                tls_ca_file=str(files["ca.pem"]),
+                tls_cert=str(files["cert.pem"]),
+            )
+        )
     with pytest.raises(UnusableInput, match="no such file"):
         _security(
-            Options(scheduler="tls://h:8786", tls_ca_file=str(tmp_path / "none"), tls_cert=str(files["cert.pem"]), tls_key=str(files["key.pem"]))
+            Options(
+                scheduler="tls://h:8786",
+                tls_ca_file=str(tmp_path / "none"),
+                tls_cert=str(files["cert.pem"]),
+                tls_key=str(files["key.pem"]),
+            )
         )
     (tmp_path / "subs" / "a").mkdir(parents=True)
-    proc = grade(tmp_path / "subs", tmp_path / "out", "--tls-cert", str(files["cert.pem"]), check=False)
+    proc = grade(
+        tmp_path / "subs", tmp_path / "out", "--tls-cert", str(files["cert.pem"]), check=False
+    )
     assert proc.returncode == 2 and "--scheduler" in proc.stderr
 
 
@@ -376,8 +481,33 @@ def _certificates(folder: Path) -> list[str]:
     def openssl(*args):
         subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
 
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=course grading CA")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "node.csr", "-subj", "/CN=grading node")
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=course grading CA",
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "node.csr",
+        "-subj",
+        "/CN=grading node",
+    )
     (folder / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
     openssl(
         "x509",
@@ -400,8 +530,16 @@ def _certificates(folder: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_tls_cluster_is_reached_with_the_certificates_and_a_worker_without_sandbox_refuses(classroom, tmp_path):
-    from autograde.executors.cluster import _usable_workers, connect, course_digest, pack_master, task_settings
+def test_a_tls_cluster_is_reached_with_the_certificates_and_a_worker_without_sandbox_refuses(
+    classroom, tmp_path
+):
+    from autograde.executors.cluster import (
+        _usable_workers,
+        connect,
+        course_digest,
+        pack_master,
+        task_settings,
+    )
     from autograde.grading import Options
 
     ca, cert, key = _certificates(tmp_path)
@@ -415,11 +553,19 @@ def test_a_tls_cluster_is_reached_with_the_certificates_and_a_worker_without_san
         try:
             client.wait_for_workers(1, timeout=180)
             assert client.submit(sum, [1, 2], pure=False).result(timeout=60) == 3
-            with pytest.raises(UnusableInput, match="no Dask worker can grade(.|\n)*cannot run the grading sandbox"):
-                _usable_workers(client, course_digest(Course.load()), task_settings(options), pack_master(classroom["root"] / "local"))
+            with pytest.raises(
+                UnusableInput, match="no Dask worker can grade(.|\n)*cannot run the grading sandbox"
+            ):
+                _usable_workers(
+                    client,
+                    course_digest(Course.load()),
+                    task_settings(options),
+                    pack_master(classroom["root"] / "local"),
+                )
         finally:
             client.close()
-        with pytest.raises(UnusableInput, match="it speaks TLS; give --tls-ca-file"):  # no certificates: no connection
+        # no certificates: no connection
+        with pytest.raises(UnusableInput, match="it speaks TLS; give --tls-ca-file"):
             connect(Options(scheduler=address))
     finally:
         cluster.close()
@@ -432,5 +578,7 @@ def test_a_scheduler_without_a_cluster_executor_is_refused_before_anything_runs(
     from autograde.grading import Options, grade_batch
 
     with pytest.raises(ValueError, match="ClusterExecutor"):
-        grade_batch(Course.load(), tmp_path, tmp_path / "out", Options(scheduler="tcp://127.0.0.1:1"))
+        grade_batch(
+            Course.load(), tmp_path, tmp_path / "out", Options(scheduler="tcp://127.0.0.1:1")
+        )
     assert not (tmp_path / "out").exists()

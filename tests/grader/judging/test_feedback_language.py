@@ -43,11 +43,21 @@ def test_a_hidden_tests_message_is_shown_in_chinese_with_its_values(zh_words):
     case = _mistake("w2_bits_as_bytes")
     failed = next(i for i in case["result"].ideas if i.status == "failed")
     assert failed.id in case["lost"]
-    english = "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got 0.125 (bits or bytes? seconds or ms?)"
+    english = (
+        "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got 0.125 (bits or bytes? "
+        "seconds or ms?)"
+    )
     assert failed.message == english
-    assert failed.said == {"t": "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got {0} (bits or bytes? seconds or ms?)", "v": ["0.125"]}
+    assert failed.said == {
+        "t": "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got {0} "
+        "(bits or bytes? seconds or ms?)",
+        "v": ["0.125"],
+    }
     zh = ideas_report(case["result"], case["cell"], zh_words)
-    assert "→ 1 Gbit/s 每 ms 传输 125,000 字节：应为 1.0 ms，实际为 0.125（是比特还是字节？是秒还是毫秒？）" in zh
+    assert (
+        "→ 1 Gbit/s 每 ms 传输 125,000 字节：应为 1.0 ms，实际为 "
+        "0.125（是比特还是字节？是秒还是毫秒？）"
+    ) in zh
     assert "expected" not in zh and "评分要点" in zh
     en = ideas_report(case["result"], case["cell"], {})
     assert f"→ {english}" in en and "应为" not in en
@@ -62,9 +72,13 @@ def test_a_helpers_description_is_translated_inside_the_message(zh_words):
     failed = next(i for i in case["result"].ideas if i.status == "failed")
     assert failed.said["t"] == "{0}: expected {1}, got {2}"
     assert failed.said["v"][0]["t"] == "exposed with T_tx {0}, T_prefill {1}, L {2}"
-    line = next(x for x in ideas_report(case["result"], case["cell"], zh_words).splitlines() if "→" in x)
+    line = next(
+        x for x in ideas_report(case["result"], case["cell"], zh_words).splitlines() if "→" in x
+    )
     values = failed.said["v"][0]["v"] + failed.said["v"][1:]
-    assert line.strip() == "→ exposed_ms（T_tx {}，T_prefill {}，L {}）：应为 {}，实际为 {}".format(*values)
+    assert line.strip() == "→ exposed_ms（T_tx {}，T_prefill {}，L {}）：应为 {}，实际为 {}".format(
+        *values
+    )
 
 
 CELL_OPEN = '''
@@ -101,7 +115,8 @@ def _score(double, open_part=CELL_OPEN, hidden=CELL_HIDDEN) -> dict:
 
 
 def test_a_public_checks_failure_names_its_label_in_the_learners_language():
-    entry = _score(lambda x: 2 * x if x < 2 else 5)  # the hidden inputs 0 and 1 pass; the public check's 2 does not
+    # the hidden inputs 0 and 1 pass; the public check's 2 does not
+    entry = _score(lambda x: 2 * x if x < 2 else 5)
     assert entry.status == "failed" and entry.earned == 0
     assert entry.message == "public check “double(2) is 4”: double(2): expected 4, got 5"
     words = {
@@ -109,7 +124,9 @@ def test_a_public_checks_failure_names_its_label_in_the_learners_language():
         "double(2) is 4": "double(2) 等于 4",
         "double(2): expected 4, got {0}": "double(2)：应为 4，实际为 {0}",
     }
-    assert ideas.render_message(entry.said, words) == "公开检查“double(2) 等于 4”：double(2)：应为 4，实际为 5"
+    assert ideas.render_message(entry.said, words) == (
+        "公开检查“double(2) 等于 4”：double(2)：应为 4，实际为 5"
+    )
     assert ideas.render_message(entry.said, {}) == entry.message
     # a translation that lost a field shows the English, never an error
     assert ideas.render_message(entry.said, {judge.PUBLIC: "公开检查"}) == entry.message
@@ -118,8 +135,14 @@ def test_a_public_checks_failure_names_its_label_in_the_learners_language():
 def test_a_nested_description_keeps_its_own_key_and_values():
     entry = _score(lambda x: x)  # double(1) returns 1
     assert entry.message == "double of 1: expected 2, got 1"
-    assert entry.said == {"t": "{0}: expected {1}, got {2}", "v": [{"t": "double of {0}", "v": ["1"]}, "2", "1"]}
-    words = {"{0}: expected {1}, got {2}": "{0}：应为 {1}，实际为 {2}", "double of {0}": "{0} 的两倍"}
+    assert entry.said == {
+        "t": "{0}: expected {1}, got {2}",
+        "v": [{"t": "double of {0}", "v": ["1"]}, "2", "1"],
+    }
+    words = {
+        "{0}: expected {1}, got {2}": "{0}：应为 {1}，实际为 {2}",
+        "double of {0}": "{0} 的两倍",
+    }
     assert ideas.render_message(entry.said, words) == "1 的两倍：应为 2，实际为 1"
 
 
@@ -134,7 +157,9 @@ def test_what_the_learners_code_raises_is_never_looked_up():
     assert entry.status == "failed" and entry.said is None
     assert entry.message == "{0}: expected {1}, got {2}"
     result = CellResult(0.0, 1.0, "graded", (entry,))
-    assert "→ {0}: expected {1}, got {2}" in ideas_report(result, "todo9", {"{0}: expected {1}, got {2}": "{0}：应为 {1}，实际为 {2}"})
+    assert "→ {0}: expected {1}, got {2}" in ideas_report(
+        result, "todo9", {"{0}: expected {1}, got {2}": "{0}：应为 {1}，实际为 {2}"}
+    )
 
 
 def test_a_values_length_is_capped_as_the_english_message_is():
@@ -142,7 +167,13 @@ def test_a_values_length_is_capped_as_the_english_message_is():
     value = entry.said["v"][2]
     assert len(value) <= judge.MAX_TEXT and len(entry.message) <= judge.MAX_TEXT
     result = CellResult(0.0, 1.0, "graded", (entry,))
-    line = next(x for x in ideas_report(result, "todo9", {"{0}: expected {1}, got {2}": "{0}：应为 {1}，实际为 {2}"}).splitlines() if "→" in x)
+    line = next(
+        x
+        for x in ideas_report(
+            result, "todo9", {"{0}: expected {1}, got {2}": "{0}：应为 {1}，实际为 {2}"}
+        ).splitlines()
+        if "→" in x
+    )
     assert len(line.strip()) <= judge.MAX_TEXT + 2 and "应为 2" in line
 
 
@@ -162,18 +193,26 @@ def test_the_judges_own_messages_are_translated():
 
 
 def test_a_function_the_runner_did_not_find_is_named_in_the_learners_language(zh_words):
-    """runner.py names the function it did not find and nothing more; the judge words it (UNDEFINED),
-    so a Chinese page says it in Chinese while the English message reads as it always did."""
+    """runner.py names the function it did not find and nothing more; the judge words it
+    (UNDEFINED), so a Chinese page says it in Chinese while the English message reads as it always
+    did."""
     runner = InProcessRunner({"__name__": "__main__"})  # runner.py's own call, with no cell run
     with pytest.raises(NameError) as raised:
         runner.call("double", (1,), {}, {})
-    assert type(raised.value.args[0]) is ideas.Said and raised.value.args[0].template == judge.UNDEFINED
+    assert (
+        type(raised.value.args[0]) is ideas.Said
+        and raised.value.args[0].template == judge.UNDEFINED
+    )
     spec = ideas.load(CELL_HIDDEN, "todo9", 1.0)
     spec.namespace["double"] = lambda x: runner.call("double", (x,), {}, {})
     entry = judge.score_ideas(spec, [], 1.0).ideas[0]
     assert entry.status == "error"
-    assert entry.message == "NameError: name 'double' is not defined: the cell that defines it did not run to the end"
-    assert ideas.render_message(entry.said, zh_words) == "NameError：名称 'double' 未定义：定义它的单元格没有运行完"
+    assert entry.message == (
+        "NameError: name 'double' is not defined: the cell that defines it did not run to the end"
+    )
+    assert ideas.render_message(entry.said, zh_words) == (
+        "NameError：名称 'double' 未定义：定义它的单元格没有运行完"
+    )
     assert ideas.render_message(entry.said, {}) == entry.message
 
 
@@ -197,7 +236,10 @@ def test_every_failure_message_has_a_chinese_translation(course):
     assert set(judge.MESSAGES) <= keys and set(editions.LABELS) <= keys
     hidden = [u for u in grader.units if u.comment.startswith("hidden test's failure message")]
     assert len(hidden) > 120, len(hidden)
-    assert "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got {0} (bits or bytes? seconds or ms?)" in keys
+    assert (
+        "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got {0} (bits or bytes? "
+        "seconds or ms?)"
+    ) in keys
     assert catalogs.problems(grader) == []
     words = editions.feedback_translations(course).of("zh")
     public = catalogs.public_check_texts(course.source_paths())
@@ -206,7 +248,10 @@ def test_every_failure_message_has_a_chinese_translation(course):
 
 def test_check_refuses_a_message_without_a_translation(course, tmp_path):
     grader = editions.catalog_for(course, "zh", "grader")
-    missing = "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got {0} (bits or bytes? seconds or ms?)"
+    missing = (
+        "1 Gbit/s moves 125,000 bytes per ms: expected 1.0 ms, got {0} (bits or bytes? "
+        "seconds or ms?)"
+    )
     text = grader.path.read_text(encoding="utf-8")
     start = text.index(f'msgid "{missing}"')
     end = text.index("\n", text.index("msgstr", start))
@@ -217,15 +262,25 @@ def test_check_refuses_a_message_without_a_translation(course, tmp_path):
 
 
 def test_check_refuses_a_message_the_catalog_cannot_hold():
-    hidden = "assert double(2) == 4\nassert double(3) == 6, 'double(3): got ' + str(double(3))\nassert double(1) == 2, f'got {double(1)}'\n"
+    hidden = (
+        "assert double(2) == 4\nassert double(3) == 6, 'double(3): got ' + "
+        "str(double(3))\nassert double(1) == 2, f'got {double(1)}'\n"
+    )
     found = ideas.message_problems(hidden, "hidden tests of todo9")
-    assert len(found) == 2 and "has no message" in found[0] and "write its message as a text" in found[1]
+    assert (
+        len(found) == 2
+        and "has no message" in found[0]
+        and "write its message as a text" in found[1]
+    )
 
 
 def test_the_results_said_is_plain_json():
     case = _mistake("w7_fail_recomputes")
     written = case["result"].to_json()
-    assert json.loads(json.dumps(written)) == written and CellResult.from_json(written) == case["result"]
+    assert (
+        json.loads(json.dumps(written)) == written
+        and CellResult.from_json(written) == case["result"]
+    )
 
 
 def test_the_pages_labels_and_score_lines_are_in_chinese_with_full_width_punctuation(zh_words):
@@ -233,15 +288,34 @@ def test_the_pages_labels_and_score_lines_are_in_chinese_with_full_width_punctua
 
     from autograde.record.pages import render_page
 
-    zh = render_page(page_data(late_penalty=1.0), zh_words, "zh", {"refl_q1": "pending", "refl_q2": "pending"})
+    zh = render_page(
+        page_data(late_penalty=1.0), zh_words, "zh", {"refl_q1": "pending", "refl_q2": "pending"}
+    )
     assert "<h4>04_decode_start_gate（得分：0.75 / 4.5；另有 2.5 分等待人工评分）</h4>" in zh
-    assert '<a href="#todo4_plan_decode">测试单元格：TODO 4 · plan_decode_start</a>（得分：0.75 / 2.0）</li>' in zh
+    assert (
+        '<a href="#todo4_plan_decode">测试单元格：TODO 4 · plan_decode_start</a>（得分：0.75 '
+        "/ 2.0）</li>"
+    ) in zh
     assert "（得分：-1.0）" in zh
     assert '<span class="nbgrader-label">评分单元格：<code>todo4_plan_decode</code></span>' in zh
     assert '得分：0.75 / 2.0 <a href="#top">（回到顶部）</a>' in zh
-    assert '<span class="c1"># 隐藏测试在评分时于这个 notebook 之外运行：它们检查的评分要点和你的结果见下方。</span>' in zh
-    body = zh[zh.index("<body>") :].replace("Test cell Score: 1.0 / 2.0", "")  # the learner's own text
-    assert "Score" not in body and "Grade cell" not in body and "Hidden tests" not in body and "(Top)" not in body
-    english = render_page(page_data(late_penalty=1.0), {}, "en", {"refl_q1": "pending", "refl_q2": "pending"})
-    assert "<h4>04_decode_start_gate (Score: 0.75 / 4.5; 2.5 point(s) wait for a person's grading)</h4>" in english
+    assert (
+        '<span class="c1"># 隐藏测试在评分时于这个 notebook '
+        "之外运行：它们检查的评分要点和你的结果见下方。</span>"
+    ) in zh
+    # the learner's own text
+    body = zh[zh.index("<body>") :].replace("Test cell Score: 1.0 / 2.0", "")
+    assert (
+        "Score" not in body
+        and "Grade cell" not in body
+        and "Hidden tests" not in body
+        and "(Top)" not in body
+    )
+    english = render_page(
+        page_data(late_penalty=1.0), {}, "en", {"refl_q1": "pending", "refl_q2": "pending"}
+    )
+    assert (
+        "<h4>04_decode_start_gate (Score: 0.75 / 4.5; 2.5 point(s) wait for a person's "
+        "grading)</h4>"
+    ) in english
     assert '<html lang="en">' in english and '<html lang="zh-CN">' in zh

@@ -3,9 +3,9 @@ the hidden ideas listed for it and no other.
 
 The hidden ideas run in-process, the way the judge runs them but without the sandbox: the course's
 answer with one mistake in it is defined in the ideas' namespace (with the course's answers standing
-in for the functions the hidden tests replace, as the judge does), and each idea is called.
-Run this file as a script (``python tests/grader/judging/test_idea_isolation.py``) to print the table "wrong answer -> ideas lost" for every TODO.
-"""
+in for the functions the hidden tests replace, as the judge does), and each idea is called. Run this
+file as a script (``python tests/grader/judging/test_idea_isolation.py``) to print the table "wrong
+answer -> ideas lost" for every TODO."""
 
 from __future__ import annotations
 
@@ -15,8 +15,12 @@ from pathlib import Path
 
 import pytest
 
-if __name__ == "__main__":  # run as a script: the course and the tests' helpers on the path, as pytest puts them
-    sys.path[:0] = [str(Path(__file__).resolve().parents[3]), str(Path(__file__).resolve().parents[2])]
+# run as a script: the course and the tests' helpers on the path, as pytest puts them
+if __name__ == "__main__":
+    sys.path[:0] = [
+        str(Path(__file__).resolve().parents[3]),
+        str(Path(__file__).resolve().parents[2]),
+    ]
 
 from autograde.judging.ideas import course_tests, load  # noqa: E402
 
@@ -32,8 +36,8 @@ def _course() -> dict:
 
 
 def idea_results(cell: str, answers: dict[str, str]) -> dict[str, str | None]:
-    """{idea id: None if passed, else the first line of its failure} for the hidden ideas of ``cell``
-    against ``answers`` ({solution grade id: source})."""
+    """{idea id: None if passed, else the first line of its failure} for the hidden ideas of
+    ``cell`` against ``answers`` ({solution grade id: source})."""
     test = _course()["tests"][cell]
     spec = load(test.hidden, test.grade_id, test.points)
     for source_id in spec.stand_ins.values():
@@ -53,13 +57,19 @@ def idea_results(cell: str, answers: dict[str, str]) -> dict[str, str | None]:
 
 def lost_ideas(row) -> set[str]:
     _student, cell, solution, old, new, _expected = row
-    return {idea for idea, failure in idea_results(cell, mutate(solution, old, new)).items() if failure}
+    return {
+        idea for idea, failure in idea_results(cell, mutate(solution, old, new)).items() if failure
+    }
 
 
 @pytest.mark.parametrize("cell", sorted({row[1] for row in MISTAKES}))
 def test_the_course_answer_passes_every_idea(cell):
     solution = next(row[2] for row in MISTAKES if row[1] == cell)
-    failures = {k: v for k, v in idea_results(cell, {solution: _course()["solutions"][solution]}).items() if v}
+    failures = {
+        k: v
+        for k, v in idea_results(cell, {solution: _course()["solutions"][solution]}).items()
+        if v
+    }
     assert not failures, failures
 
 
@@ -77,11 +87,16 @@ def test_in_the_judge_with_its_public_checks_too(row):
 
 
 def test_every_exercise_has_mistakes_and_each_costs_one_idea():
-    """Every graded TODO has at least two mistakes in the list, and each row names exactly one idea."""
+    """Every graded TODO has at least two mistakes in the list, and each row names exactly one
+    idea."""
     cells = [row[1] for row in MISTAKES]
-    assert set(cells) == set(_course()["tests"]), "a graded TODO without a plausible mistake in MISTAKES"
+    assert set(cells) == set(_course()["tests"]), (
+        "a graded TODO without a plausible mistake in MISTAKES"
+    )
     assert all(cells.count(cell) >= 2 for cell in set(cells))
-    assert all(len(row[5]) == 1 for row in MISTAKES), [row[0] for row in MISTAKES if len(row[5]) != 1]
+    assert all(len(row[5]) == 1 for row in MISTAKES), [
+        row[0] for row in MISTAKES if len(row[5]) != 1
+    ]
 
 
 def test_the_messages_name_the_rule_that_broke():
@@ -91,15 +106,29 @@ def test_the_messages_name_the_rule_that_broke():
     assert "125,000 bytes per ms" in results["units"] and results["latency_added"] is None
 
 
-_STUBS = {  # an answer that does nothing (or returns a constant) for each exercise of notebooks 01-03
+# an answer that does nothing (or returns a constant) for each exercise of notebooks 01-03
+_STUBS = {
     "todo0_check_overlap": (
         "todo0_solution",
         "    if first['name'] in second.get('after', [])",
-        "    return {'can_overlap': True, 'reasons': []}\n    if first['name'] in second.get('after', [])",
+        "    return {'can_overlap': True, 'reasons': []}\n    if first['name'] in "
+        "second.get('after', [])",
     ),
-    "todo1_exposed_interval": ("todo1_solution", "hidden_ms = sum(right - left for left, right in merged)", "hidden_ms = 0.0"),
-    "todo2_estimate_handoff": ("todo2_solution", "transfer_ms = fixed_latency_ms + payload_bytes / bytes_per_ms", "transfer_ms = 1.0"),
-    "todo3_validate_state": ("todo3_solution", "    incompatible = []\n", "    return {'ready': True, 'missing': [], 'incompatible': []}\n"),
+    "todo1_exposed_interval": (
+        "todo1_solution",
+        "hidden_ms = sum(right - left for left, right in merged)",
+        "hidden_ms = 0.0",
+    ),
+    "todo2_estimate_handoff": (
+        "todo2_solution",
+        "transfer_ms = fixed_latency_ms + payload_bytes / bytes_per_ms",
+        "transfer_ms = 1.0",
+    ),
+    "todo3_validate_state": (
+        "todo3_solution",
+        "    incompatible = []\n",
+        "    return {'ready': True, 'missing': [], 'incompatible': []}\n",
+    ),
 }
 
 
@@ -111,20 +140,30 @@ def test_an_answer_that_does_nothing_earns_at_most_a_quarter(cell):
     test = _course()["tests"][cell]
     spec = load(test.hidden, test.grade_id, test.points)
     points = {i.id: i.points for i in spec.ideas}
-    earned = [idea for idea, failure in idea_results(cell, mutate(solution, old, new)).items() if not failure]
+    earned = [
+        idea
+        for idea, failure in idea_results(cell, mutate(solution, old, new)).items()
+        if not failure
+    ]
     assert sum(points[i] for i in earned) <= 0.75, earned
 
 
 def test_a_constant_list_of_every_reason_earns_only_the_scaffold():
-    """TODO 0's order idea reads the answer's own reasons; an answer that always returns all four, in
-    order, must still earn nothing beyond what the scaffold does (input checks, inputs unchanged)."""
+    """TODO 0's order idea reads the answer's own reasons; an answer that always returns all four,
+    in order, must still earn nothing beyond what the scaffold does (input checks, inputs
+    unchanged)."""
     constant = mutate(
         "todo0_solution",
         "    if first['name'] in second.get('after', [])",
-        "    return {'can_overlap': False, 'reasons': ['dependency', 'same_engine', 'shared_link', 'shared_state']}\n"
+        "    return {'can_overlap': False, 'reasons': ['dependency', 'same_engine', "
+        "'shared_link', 'shared_state']}\n"
         "    if first['name'] in second.get('after', [])",
     )
-    earned = {idea for idea, failure in idea_results("todo0_check_overlap", constant).items() if not failure}
+    earned = {
+        idea
+        for idea, failure in idea_results("todo0_check_overlap", constant).items()
+        if not failure
+    }
     assert earned <= {"input_validation", "inputs_unchanged"}, earned
 
 
@@ -136,7 +175,10 @@ def table() -> str:
         spec = load(test.hidden, test.grade_id, test.points)
         points = {i.id: i.points for i in spec.ideas}
         lost = sorted(lost_ideas(row))
-        lines.append(f"| {row[1]} | {row[0]} | {', '.join(lost) or '(none)'} | {sum(points[i] for i in lost):g} of {test['points']} |")
+        lines.append(
+            f"| {row[1]} | {row[0]} | {', '.join(lost) or '(none)'} | "
+            f"{sum(points[i] for i in lost):g} of {test['points']} |"
+        )
     return "\n".join(lines)
 
 

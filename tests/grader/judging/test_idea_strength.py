@@ -15,13 +15,21 @@ import pytest
 from autograde.judging.ideas import course_tests, load
 
 ROOT = Path(__file__).resolve().parents[3]
-DECISIONS = ("reject_incorrect_path", "reject_instrument_fault", "rerun_on_quiet_machine", "accept_physical_overlap", "tune_overlap_window")
+DECISIONS = (
+    "reject_incorrect_path",
+    "reject_instrument_fault",
+    "rerun_on_quiet_machine",
+    "accept_physical_overlap",
+    "tune_overlap_window",
+)
 # what the released scaffold already does (raise on no cases, touch nothing): any stub passes these
 SCAFFOLD_IDEAS = {"empty_raises", "inputs_unchanged"}
 
 
 def _todo5():
-    found = course_tests([ROOT / "solutions" / "05_cuda_stream_overlap.ipynb"]).notebooks["05_cuda_stream_overlap"]
+    found = course_tests([ROOT / "solutions" / "05_cuda_stream_overlap.ipynb"]).notebooks[
+        "05_cuda_stream_overlap"
+    ]
     test = next(t for t in found.tests if t.grade_id == "todo5_decide_overlap")
     return test, found.solutions["todo5_solution"]
 
@@ -92,7 +100,8 @@ def test_looking_at_one_calibrated_case_loses_points(pick, lost):
 
 @pytest.mark.parametrize("factor", [1.15, 1.3])
 def test_a_bound_of_its_own_loses_the_bar(factor):
-    """An answer that uses a fixed factor instead of each case's bound_factor (the GPU's or the CPU's)."""
+    """An answer that uses a fixed factor instead of each case's bound_factor (the GPU's or the
+    CPU's)."""
     source = _todo5()[1].replace("case['bound_factor'] * bound", f"{factor} * bound")
     assert source != _todo5()[1], "the reference no longer reads case['bound_factor']"
     namespace: dict = {}
@@ -106,7 +115,9 @@ def test_a_bound_of_its_own_loses_the_bar(factor):
 
 def _ideas_06(grade_id: str, name: str, fn, extra: dict | None = None) -> set[str]:
     """The ids of a notebook 06 cell's hidden ideas that ``fn`` (standing for ``name``) passes."""
-    found = course_tests([ROOT / "solutions" / "06_handoff_simulator.ipynb"]).notebooks["06_handoff_simulator"]
+    found = course_tests([ROOT / "solutions" / "06_handoff_simulator.ipynb"]).notebooks[
+        "06_handoff_simulator"
+    ]
     test = next(t for t in found.tests if t.grade_id == grade_id)
     spec = load(test.hidden, test.grade_id, test.points)
     spec.namespace.update({name: fn, **(extra or {})})
@@ -137,19 +148,38 @@ def test_todo6_a_constant_stream_earns_nothing(value):
 
 
 @pytest.mark.parametrize(
-    "decision,outcome", [("ready", "ok"), ("wait", "ok"), ("fallback", "recomputed"), ("fallback", "failed"), ("recompute", "recomputed")]
+    "decision,outcome",
+    [
+        ("ready", "ok"),
+        ("wait", "ok"),
+        ("fallback", "recomputed"),
+        ("fallback", "failed"),
+        ("recompute", "recomputed"),
+    ],
 )
 def test_todo7_a_constant_handoff_earns_only_the_policy_check(decision, outcome):
     def handoff_step(handoff):
         if handoff["policy"] not in ("recompute", "fail"):
             raise ValueError("policy")
         now = handoff["now_ms"]
-        return {"decision": decision, "outcome": outcome, "act_ms": now, "decode_start_ms": None if outcome == "failed" else now}
+        return {
+            "decision": decision,
+            "outcome": outcome,
+            "act_ms": now,
+            "decode_start_ms": None if outcome == "failed" else now,
+        }
 
     assert _ideas_06("todo7_handoff_step", "handoff_step", handoff_step) <= {"policy_checked"}
 
 
-@pytest.mark.parametrize("pick", [lambda values, q: values[0], lambda values, q: values[-1], lambda values, q: sum(values) / len(values)])
+@pytest.mark.parametrize(
+    "pick",
+    [
+        lambda values, q: values[0],
+        lambda values, q: values[-1],
+        lambda values, q: sum(values) / len(values),
+    ],
+)
 def test_todo8_a_lazy_percentile_earns_only_the_scaffold(pick):
     def ttft_percentiles(records, qs):
         values = sorted(r["ttft_ms"] for r in records if r.get("ttft_ms") is not None)
@@ -157,11 +187,16 @@ def test_todo8_a_lazy_percentile_earns_only_the_scaffold(pick):
             raise ValueError("bad input")
         return [pick(values, q) for q in qs]
 
-    assert _ideas_06("todo8_ttft_percentiles", "ttft_percentiles", ttft_percentiles) <= {"skips_none", "bad_input", "inputs_unchanged"}
+    assert _ideas_06("todo8_ttft_percentiles", "ttft_percentiles", ttft_percentiles) <= {
+        "skips_none",
+        "bad_input",
+        "inputs_unchanged",
+    }
 
 
 def _checked_percentiles(records, qs):
-    """Checks the input as the rules say (so bad_input is truly earned), then returns the sorted TTFTs."""
+    """Checks the input as the rules say (so bad_input is truly earned), then returns the sorted
+    TTFTs."""
     values = sorted(r["ttft_ms"] for r in records if r.get("ttft_ms") is not None)
     if not values or any(not 0 <= q <= 100 for q in qs):
         raise ValueError("bad input")
@@ -170,7 +205,8 @@ def _checked_percentiles(records, qs):
 
 def _clears_qs(records, qs):
     _checked_percentiles(records, qs)
-    qs.clear()  # the judge mirrors this back into the test's list: an idea reading qs afterwards sees []
+    # the judge mirrors this back into the test's list: an idea reading qs afterwards sees []
+    qs.clear()
     return []
 
 
@@ -180,7 +216,10 @@ def _min_max_rewrites_qs(records, qs):
     return [values[0] if q == 0 else values[-1] for q in qs]
 
 
-@pytest.mark.parametrize("answer,earned", [(_clears_qs, {"bad_input"}), (_min_max_rewrites_qs, {"endpoints", "bad_input"})])
+@pytest.mark.parametrize(
+    "answer,earned",
+    [(_clears_qs, {"bad_input"}), (_min_max_rewrites_qs, {"endpoints", "bad_input"})],
+)
 def test_todo8_an_answer_that_mutates_qs_earns_only_what_it_truly_does(answer, earned):
     """Every TODO 8 idea takes its expected values before the call and checks the length first."""
     assert _ideas_06("todo8_ttft_percentiles", "ttft_percentiles", answer) <= earned

@@ -44,10 +44,13 @@ KNOWN = {
 
 
 def _real_judge(cell: str, answers: dict[str, str], tmp_path) -> dict:
-    """judge.judge_cell with runner.py in its own process, as grading runs it (without the sandbox)."""
+    """judge.judge_cell with runner.py in its own process, as grading runs it (without the
+    sandbox)."""
     tests, solutions = course_cells()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    session = judge.Session(lambda: judge.Runner([sys.executable, "-I", str(RUNNER)], env, str(tmp_path), 10.0), 10.0)
+    session = judge.Session(
+        lambda: judge.Runner([sys.executable, "-I", str(RUNNER)], env, str(tmp_path), 10.0), 10.0
+    )
     cells = list({**solutions, **answers}.values())
     try:
         return judge.judge_cell(tests[cell], solutions, session, cells)
@@ -79,8 +82,12 @@ def test_the_course_answers_keep_full_marks_with_the_public_checks(tmp_path):
     for cell in tests:
         assert public_failures(cell, {}) == [], cell
         result = judge_in_process(cell, {})
-        assert result.score == result.points, (cell, [i for i in result.ideas if i.status != "passed"])
-    result = _real_judge("todo0_check_overlap", {}, tmp_path)  # WORK's items are in the cell: it runs outside the notebook
+        assert result.score == result.points, (
+            cell,
+            [i for i in result.ideas if i.status != "passed"],
+        )
+    # WORK's items are in the cell: it runs outside the notebook
+    result = _real_judge("todo0_check_overlap", {}, tmp_path)
     assert result.score == result.points, result
 
 
@@ -90,16 +97,17 @@ def test_a_public_check_the_judge_runs_comes_from_the_course_not_the_learner(tmp
     through the runner."""
     cell, solution, old, new, lost = KNOWN["exposed_added"]
     answers = mutate(solution, old, new)
-    answers["todo1_exposed_interval"] = "def chapter_example():\n    pass\n"  # a learner's own 'check' defined in a cell
+    # a learner's own 'check' defined in a cell
+    answers["todo1_exposed_interval"] = "def chapter_example():\n    pass\n"
     result = _real_judge(cell, answers, tmp_path)
     assert {i.id for i in result.ideas if i.earned < i.points} == lost
 
 
 def test_mutmut_mutants_of_two_answers_agree_both_ways():
-    """Every mutant mutmut makes of TODO 3 and TODO 4 (54): one that fails a public check loses an idea
-    in the judge and in the hidden asserts alone; one that loses a hidden idea fails a public check
-    that names one of the ideas it loses; the rest are listed as equivalent, each with its reason,
-    and pass everything."""
+    """Every mutant mutmut makes of TODO 3 and TODO 4 (54): one that fails a public check loses an
+    idea in the judge and in the hidden asserts alone; one that loses a hidden idea fails a public
+    check that names one of the ideas it loses; the rest are listed as equivalent, each with its
+    reason, and pass everything."""
     pytest.importorskip("mutmut")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
@@ -117,7 +125,9 @@ def test_mutmut_mutants_of_two_answers_agree_both_ways():
                 continue
             assert got["public"], f"a survivor: {key}"
             assert got["judge"] and got["hidden"], (key, got)
-            assert got["hidden"] & got["named"], f"the failing public checks name none of the ideas lost: {key}"
+            assert got["hidden"] & got["named"], (
+                f"the failing public checks name none of the ideas lost: {key}"
+            )
     assert count >= 50
 
 
@@ -131,14 +141,23 @@ def test_check_refuses_public_checks_the_judge_cannot_run():
     head = "from tools.checks import PublicChecks\nchecks = PublicChecks('T')\n"
 
     def case(idea_arg: str, body: str = "assert f(1) == 2") -> str:
-        return f"@checks.case({idea_arg})\ndef c_{abs(hash(idea_arg + body))}():\n    '''a check'''\n    {body}\n"
+        return (
+            f"@checks.case({idea_arg})\ndef c_{abs(hash(idea_arg + body))}():\n    '''a "
+            f"check'''\n    {body}\n"
+        )
 
     good = head + case("idea='one'") + case("idea='two'") + "checks.run()\n"
     assert ideas.check_public(spec, good) == []
     assert "names no idea" in " ".join(ideas.check_public(spec, good + case("")))
-    assert "'three', which is not an idea" in " ".join(ideas.check_public(spec, good + case("idea='three'")))
-    assert "no public check names the idea 'two'" in " ".join(ideas.check_public(spec, head + case("idea='one'")))
-    assert "read ['WORK'] from the notebook" in " ".join(ideas.check_public(spec, good + "ITEMS = list(WORK)\n"))
+    assert "'three', which is not an idea" in " ".join(
+        ideas.check_public(spec, good + case("idea='three'"))
+    )
+    assert "no public check names the idea 'two'" in " ".join(
+        ideas.check_public(spec, head + case("idea='one'"))
+    )
+    assert "read ['WORK'] from the notebook" in " ".join(
+        ideas.check_public(spec, good + "ITEMS = list(WORK)\n")
+    )
     assert "must not call" in " ".join(ideas.check_public(spec, good + "f(0)\n"))
 
 
@@ -150,8 +169,18 @@ def test_todo0_checks_hold_the_same_work_items_as_the_notebook():
     import nbformat
 
     cells = nbformat.read(ROOT / "solutions" / "01_what_can_overlap.ipynb", as_version=4).cells
-    given = next(c.source for c in cells if c.cell_type == "code" and c.source.startswith("WORK = ["))
-    work = next(ast.literal_eval(n.value) for n in ast.parse(given).body if isinstance(n, ast.Assign) and n.targets[0].id == "WORK")
+    given = next(
+        c.source for c in cells if c.cell_type == "code" and c.source.startswith("WORK = [")
+    )
+    work = next(
+        ast.literal_eval(n.value)
+        for n in ast.parse(given).body
+        if isinstance(n, ast.Assign) and n.targets[0].id == "WORK"
+    )
     public = course_cells()[0]["todo0_check_overlap"].public
-    raw = next(n.value for n in ast.parse(public).body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "_raw")
+    raw = next(
+        n.value
+        for n in ast.parse(public).body
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "_raw"
+    )
     assert ast.literal_eval(raw.generators[0].iter) == work

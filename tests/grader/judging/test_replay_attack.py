@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from submissions import course_cells, do_nothing_answer, judge_in_process, public_failures, replay_answer
+from submissions import (
+    course_cells,
+    do_nothing_answer,
+    judge_in_process,
+    public_failures,
+    replay_answer,
+)
 
 CELLS = sorted(course_cells()[0])
 
@@ -24,8 +30,17 @@ def _earned(result) -> set[str]:
 def test_replaying_the_public_checks_earns_nothing_a_stub_does_not(cell):
     solution = cell.split("_", 1)[0] + "_solution"
     replay, stub = replay_answer(cell, solution), do_nothing_answer(solution)
-    assert public_failures(cell, {solution: replay}) == [], "the replay passes every public check in the notebook"
-    assert public_failures(cell, {solution: stub}), "the control fails public checks, so the replay is what passes them"
-    cheat, control = judge_in_process(cell, {solution: replay}), judge_in_process(cell, {solution: stub})
-    assert _earned(cheat) <= _earned(control), f"the table alone earned {sorted(_earned(cheat) - _earned(control))}"
+    assert public_failures(cell, {solution: replay}) == [], (
+        "the replay passes every public check in the notebook"
+    )
+    assert public_failures(cell, {solution: stub}), (
+        "the control fails public checks, so the replay is what passes them"
+    )
+    cheat, control = (
+        judge_in_process(cell, {solution: replay}),
+        judge_in_process(cell, {solution: stub}),
+    )
+    assert _earned(cheat) <= _earned(control), (
+        f"the table alone earned {sorted(_earned(cheat) - _earned(control))}"
+    )
     assert cheat.score <= control.score < cheat.points

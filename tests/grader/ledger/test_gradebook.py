@@ -22,7 +22,14 @@ import pytest
 
 from autograde.course import Course
 from autograde.judging.ideas import check_course, check_manual
-from autograde.ledger.gradebook import Grade, mask_text, mask_url, password_free, read_book, write_course_config
+from autograde.ledger.gradebook import (
+    Grade,
+    mask_text,
+    mask_url,
+    password_free,
+    read_book,
+    write_course_config,
+)
 from autograde.ledger.layout import Out
 from autograde.publish.leaks import secret_lines
 from autograde.record.pages import finish_page
@@ -45,7 +52,8 @@ AUTO_POINTS = sum(
     for c in nbformat.read(SOLUTIONS / f"{n}.ipynb", 4).cells
     if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")
 )
-MAX_TOTAL = AUTO_POINTS + sum(len(ids) for ids in REFLECTIONS.values())  # TODO points, then one point per reflection answer
+# TODO points, then one point per reflection answer
+MAX_TOTAL = AUTO_POINTS + sum(len(ids) for ids in REFLECTIONS.values())
 GRADED = [NOTEBOOKS[0], NOTEBOOKS[2]]  # two quick notebooks keep the class small
 STUDENTS = ("ana", "ben", "cho")
 
@@ -60,19 +68,35 @@ def test_every_reflection_is_a_manually_graded_answer_with_a_rubric():
         for nb, is_release in ((source, False), (release, True)):
             cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
             question = cells[f"reflection_{name[:2]}"]
-            assert question.metadata["nbgrader"]["locked"], "graders and learners read the rubric from a read-only cell"
+            assert question.metadata["nbgrader"]["locked"], (
+                "graders and learners read the rubric from a read-only cell"
+            )
             assert len(REFLECTIONS[name]) >= 2
-            assert question.source.count("Graded by a person, 1 point: ½") == len(REFLECTIONS[name]), "a rubric per answer"
-            assert REFLECTIONS[name] == [f"reflection_{name[:2]}_q{q}" for q in range(1, len(REFLECTIONS[name]) + 1)]
+            assert question.source.count("Graded by a person, 1 point: ½") == len(
+                REFLECTIONS[name]
+            ), "a rubric per answer"
+            assert REFLECTIONS[name] == [
+                f"reflection_{name[:2]}_q{q}" for q in range(1, len(REFLECTIONS[name]) + 1)
+            ]
             for gid in REFLECTIONS[name]:
                 answer = cells[gid]
                 meta = answer.metadata["nbgrader"]
                 assert answer.cell_type == "markdown"
-                assert (meta["grade"], meta["solution"], meta["locked"], meta["points"]) == (True, True, False, 1)
+                assert (meta["grade"], meta["solution"], meta["locked"], meta["points"]) == (
+                    True,
+                    True,
+                    False,
+                    1,
+                )
                 if is_release:
-                    assert "YOUR ANSWER HERE" in answer.source and "BEGIN SOLUTION" not in answer.source
+                    assert (
+                        "YOUR ANSWER HERE" in answer.source
+                        and "BEGIN SOLUTION" not in answer.source
+                    )
                 else:
-                    assert len(answer.source.split("### BEGIN SOLUTION")[1]) > 200, "a model answer for the grader"
+                    assert len(answer.source.split("### BEGIN SOLUTION")[1]) > 200, (
+                        "a model answer for the grader"
+                    )
     assert check_course([SOLUTIONS / f"{n}.ipynb" for n in NOTEBOOKS]) == []
 
 
@@ -96,32 +120,55 @@ def test_a_model_answer_is_removed_from_a_feedback_page(tmp_path):
     page = f"<html><body>\n<p>{model}</p>\n<p>my own words</p>\n</body></html>\n"
     written, removed = finish_page(page, secrets_)
     assert removed == 1 and model not in written and "my own words" in written
-    assert finish_page(page, secrets_, own={model}) == (page, 0), "a line of the learner's own answer stays"
+    assert finish_page(page, secrets_, own={model}) == (page, 0), (
+        "a line of the learner's own answer stays"
+    )
 
 
 def test_urls_are_masked_and_stored_without_the_password():
     url = "postgresql://grader:s3cret-pw@db.example:5432/course"
     assert "s3cret-pw" not in mask_url(url) and "***" in mask_url(url)
     assert password_free(url) == "postgresql://grader@db.example:5432/course"
-    assert "s3cret-pw" not in mask_text(f"could not connect to {url}: password s3cret-pw rejected", url)
+    assert "s3cret-pw" not in mask_text(
+        f"could not connect to {url}: password s3cret-pw rejected", url
+    )
     assert Grade(auto=None, manual=None, extra=None).score is None
     assert Grade(auto=2.0, manual=0.5, extra=0.25).score == 0.75
 
 
 def test_a_password_in_the_query_is_masked_and_never_stored(tmp_path):
     url = "postgresql://grader@dbhost:5432/course?password=hunter2&sslmode=require"
-    assert "hunter2" not in mask_url(url) and "password=***" in mask_url(url) and "sslmode=require" in mask_url(url)
+    assert (
+        "hunter2" not in mask_url(url)
+        and "password=***" in mask_url(url)
+        and "sslmode=require" in mask_url(url)
+    )
     assert password_free(url) == "postgresql://grader@dbhost:5432/course?sslmode=require"
     assert "hunter2" not in mask_text(f"connect to {url} failed: password hunter2 rejected", url)
     # any case of the key, sslpassword and passfile too; a percent-encoded value in any spelling
     url = "postgresql://grader@dbhost/course?PassWord=hun%20t%2Fer2&SSLPASSWORD=k3y-pw&passfile=%2Fsecret%2Fpgpass&application_name=grader"
-    for shown in (mask_url(url), password_free(url), mask_text(f"{url} | hun t/er2 | hun%20t%2Fer2 | hun+t%2Fer2 | k3y-pw | /secret/pgpass", url)):
-        assert not [s for s in ("hun t/er2", "hun%20t", "hun+t", "k3y-pw", "pgpass") if s in shown], shown
+    for shown in (
+        mask_url(url),
+        password_free(url),
+        mask_text(
+            f"{url} | hun t/er2 | hun%20t%2Fer2 | hun+t%2Fer2 | k3y-pw | /secret/pgpass", url
+        ),
+    ):
+        assert not [
+            s for s in ("hun t/er2", "hun%20t", "hun+t", "k3y-pw", "pgpass") if s in shown
+        ], shown
     assert password_free(url) == "postgresql://grader@dbhost/course?application_name=grader"
-    assert mask_text("a percent-encoded p%40ss, or p@ss", "postgresql://grader:p%40ss@db/c") == "a percent-encoded ***, or ***"
+    assert mask_text("a percent-encoded p%40ss, or p@ss", "postgresql://grader:p%40ss@db/c") == (
+        "a percent-encoded ***, or ***"
+    )
     # the files a graded course keeps hold none of it
     master = tmp_path / ".course"
-    write_course_config(Out(tmp_path), "postgresql://grader:pw-one@dbhost/course?password=pw-two", master, "serving-overlap")
+    write_course_config(
+        Out(tmp_path),
+        "postgresql://grader:pw-one@dbhost/course?password=pw-two",
+        master,
+        "serving-overlap",
+    )
     for name in (".gradebook.json", "nbgrader_config.py"):
         text = (tmp_path / name).read_text()
         assert "pw-one" not in text and "pw-two" not in text and "?password" not in text, text
@@ -141,27 +188,38 @@ def test_a_huge_notebook_is_refused_unread_and_a_crowded_folder_is_capped(tmp_pa
     with open(huge, "wb") as handle:  # sparse: 21 MB that cost nothing to write, and are not JSON
         handle.truncate(21 * 1024 * 1024)
     # stat, not parse: _prepare refuses it before any course folder is needed
-    with pytest.raises(NotebookTooLarge, match=r"the file is 21\.0 MB, over the 20 MB limit for a submitted notebook"):
+    with pytest.raises(
+        NotebookTooLarge,
+        match=r"the file is 21\.0 MB, over the 20 MB limit for a " r"submitted notebook",
+    ):
         _prepare(None, None, tmp_path, "alice", new_record("alice", name), huge)
-    assert _fingerprint(huge, "d", Options()) != _fingerprint(huge, "d", Options(max_notebook_bytes=30 * 1024 * 1024))
+    assert _fingerprint(huge, "d", Options()) != _fingerprint(
+        huge, "d", Options(max_notebook_bytes=30 * 1024 * 1024)
+    )
     ids = {name: grade_ids(SOLUTIONS / f"{name}.ipynb")}
     assert ids[name] and grade_ids(huge, max_bytes=1024) == set()
     renamed = student / "mine.ipynb"
     shutil.copy(SOLUTIONS / f"{name}.ipynb", renamed)
-    assert match_notebooks(student, (name,), ids, max_bytes=1024)[0][name] == huge  # neither is parsed
+    # neither is parsed
+    assert match_notebooks(student, (name,), ids, max_bytes=1024)[0][name] == huge
     assert "over the" in " ".join(match_notebooks(student, (name,), ids, max_bytes=1024)[1])
-    assert match_notebooks(student, (name,), ids)[0][name] == huge  # the exact name still wins; _prepare refuses it
+    # the exact name still wins; _prepare refuses it
+    assert match_notebooks(student, (name,), ids)[0][name] == huge
     # many files: only max_files are looked at, those named like a course notebook first
     for i in range(60):
         (student / f"junk{i:02d}.ipynb").write_text("{}")
     (student / f"Copy of {name}.ipynb").write_text("{}")
     chosen, notes = match_notebooks(student, (name,), ids, max_files=5)
     assert chosen[name] == huge and notes[0].startswith("63 .ipynb files: only 5 were looked at")
-    assert sum("junk" in n for n in notes) == 3 and any("Copy of" in n and "renamed" in n for n in notes)
+    assert sum("junk" in n for n in notes) == 3 and any(
+        "Copy of" in n and "renamed" in n for n in notes
+    )
 
 
 def test_export_refuses_a_folder_that_was_never_graded(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "autograde", "export", str(tmp_path)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "export", str(tmp_path)], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "no gradebook" in proc.stderr
 
 
@@ -172,7 +230,14 @@ def _pg_bin() -> str | None:
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
     if shutil.which("pg_ctl"):
         candidates.append(str(Path(shutil.which("pg_ctl")).parent))
-    return next((d for d in candidates if os.access(Path(d) / "pg_ctl", os.X_OK) and os.access(Path(d) / "initdb", os.X_OK)), None)
+    return next(
+        (
+            d
+            for d in candidates
+            if os.access(Path(d) / "pg_ctl", os.X_OK) and os.access(Path(d) / "initdb", os.X_OK)
+        ),
+        None,
+    )
 
 
 def _free_port() -> int:
@@ -188,11 +253,17 @@ class Postgres:
     def __init__(self):
         bindir = _pg_bin()
         if bindir is None:
-            pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found; install postgresql to run this test")
+            pytest.skip(
+                "PostgreSQL server binaries (initdb, pg_ctl) not found; install "
+                "postgresql to run this test"
+            )
         import importlib.util
 
         if importlib.util.find_spec("psycopg") is None:
-            pytest.skip("no PostgreSQL driver for SQLAlchemy: install psycopg[binary] (the instructor extra)")
+            pytest.skip(
+                "no PostgreSQL driver for SQLAlchemy: install psycopg[binary] (the "
+                "instructor extra)"
+            )
         self.prefix: list[str] = []
         owner = None
         if os.geteuid() == 0:
@@ -236,23 +307,55 @@ class Postgres:
             "start",
         )
         self.url = f"postgresql://grader:{self.password}@127.0.0.1:{self.port}/course"
-        self._run("createdb", "-h", str(self.folder), "-p", str(self.port), "-U", "grader", "course")
+        self._run(
+            "createdb", "-h", str(self.folder), "-p", str(self.port), "-U", "grader", "course"
+        )
 
     def _run(self, tool: str, *args: str) -> None:
-        proc = subprocess.run([*self.prefix, str(self.bin / tool), *args], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [*self.prefix, str(self.bin / tool), *args], capture_output=True, text=True, timeout=120
+        )
         assert proc.returncode == 0, f"{tool}: {proc.stdout}{proc.stderr}"
 
     def stop(self) -> None:
         subprocess.run(
-            [*self.prefix, str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop"], capture_output=True, timeout=120
+            [
+                *self.prefix,
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.folder / "data"),
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+            ],
+            capture_output=True,
+            timeout=120,
         )
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _grade(subs: Path, out: Path, db: list[str], check: bool = True, **popen) -> subprocess.CompletedProcess:
-    # two workers: the class's students at once (the batch's one gradebook writer keeps the rows whole)
+def _grade(
+    subs: Path, out: Path, db: list[str], check: bool = True, **popen
+) -> subprocess.CompletedProcess:
+    # two workers: the class's students at once (the batch's one gradebook writer keeps the rows
+    # whole)
     proc = subprocess.run(
-        [sys.executable, "-m", "autograde", "grade", str(subs), "--out", str(out), "--workers", "2", "--cell-timeout", "10", "--no-progress", *db],
+        [
+            sys.executable,
+            "-m",
+            "autograde",
+            "grade",
+            str(subs),
+            "--out",
+            str(out),
+            "--workers",
+            "2",
+            "--cell-timeout",
+            "10",
+            "--no-progress",
+            *db,
+        ],
         capture_output=True,
         text=True,
         timeout=1200,
@@ -273,11 +376,17 @@ def _counts(url: str) -> dict[str, int]:
     from autograde.ledger.gradebook import open_gradebook
 
     with open_gradebook(url) as gb:
-        return {model.__name__: gb.db.query(model).count() for model in (Student, SubmittedAssignment, SubmittedNotebook, Grade, Comment)}
+        return {
+            model.__name__: gb.db.query(model).count()
+            for model in (Student, SubmittedAssignment, SubmittedNotebook, Grade, Comment)
+        }
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -291,7 +400,12 @@ def graded(request, tmp_path_factory):
         for name in GRADED:
             write(subs, "ana", name, build(name))  # right answers, reflections written
             write(subs, "ben", name, build(name, fill=False))  # the release, untouched
-        write(subs, "cho", GRADED[0], build(GRADED[0], mutate("todo0_solution", "reasons.append('shared_state')", "pass")))
+        write(
+            subs,
+            "cho",
+            GRADED[0],
+            build(GRADED[0], mutate("todo0_solution", "reasons.append('shared_state')", "pass")),
+        )
         db = ["--db-url", server.url] if server else []
         url = server.url if server else f"sqlite:///{out / 'gradebook.db'}"
         outputs = []
@@ -302,7 +416,11 @@ def graded(request, tmp_path_factory):
             text=True,
         )
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and len(list((out / ".state").rglob("*.json"))) < 2 and proc.poll() is None:
+        while (
+            time.monotonic() < deadline
+            and len(list((out / ".state").rglob("*.json"))) < 2
+            and proc.poll() is None
+        ):
             time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
         outputs += proc.communicate(timeout=120)
@@ -322,14 +440,25 @@ def graded(request, tmp_path_factory):
             gb.db.commit()
         shutil.rmtree(out / ".state" / "ana")  # force a regrade of ana
         regrade = _grade(subs, out, db)
-        export = subprocess.run([sys.executable, "-m", "autograde", "export", str(out), *db], capture_output=True, text=True, timeout=300)
+        export = subprocess.run(
+            [sys.executable, "-m", "autograde", "export", str(out), *db],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert export.returncode == 0, export.stdout + export.stderr
         nbx = tmp / "nbgrader_export.csv"
         env = _env()
         if server:
-            env["PGPASSWORD"] = server.password  # the config in OUT holds the URL without its password
+            # the config in OUT holds the URL without its password
+            env["PGPASSWORD"] = server.password
         nbexport = subprocess.run(
-            [str(Path(sys.executable).parent / "nbgrader"), "export", "--to", str(nbx)], cwd=out, capture_output=True, text=True, env=env, timeout=300
+            [str(Path(sys.executable).parent / "nbgrader"), "export", "--to", str(nbx)],
+            cwd=out,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
         )
         assert nbexport.returncode == 0, nbexport.stdout + nbexport.stderr
         outputs += [
@@ -373,11 +502,21 @@ def test_the_gradebook_holds_what_grades_csv_shows(graded):
     for student, row in rows.items():
         for gid, entry in scores[student].items():
             score = entry.score
-            assert row[gid] == ("pending" if score is None else f"{score:g}"), (student, gid, entry, row[gid])
-    assert rows["ana"]["auto_total"] == "6" and rows["ana"]["pending"] == "3", rows["ana"]  # 01 and 03: 3 + 3
+            assert row[gid] == ("pending" if score is None else f"{score:g}"), (
+                student,
+                gid,
+                entry,
+                row[gid],
+            )
+    # 01 and 03: 3 + 3
+    assert rows["ana"]["auto_total"] == "6" and rows["ana"]["pending"] == "3", rows["ana"]
     assert rows["ana"]["reflection_01_q1"] == "0.5" and rows["ana"]["total"] == "6.5"
-    assert rows["ben"]["total"] == "0" and rows["ben"]["pending"] == "0", "blank answers are zero, not pending"
-    assert 0 < float(rows["cho"]["todo0_check_overlap"]) < 3 and rows["cho"]["reflection_03_q1"] == "0", "03 missing"
+    assert rows["ben"]["total"] == "0" and rows["ben"]["pending"] == "0", (
+        "blank answers are zero, not pending"
+    )
+    assert (
+        0 < float(rows["cho"]["todo0_check_overlap"]) < 3 and rows["cho"]["reflection_03_q1"] == "0"
+    ), "03 missing"
     assert all(row["max_total"] == str(MAX_TOTAL) for row in rows.values())
 
 
@@ -389,7 +528,9 @@ def test_reruns_and_resumes_add_no_rows(graded):
         assert {k: counts[k] for k in expected} == expected, (stage, counts)
         assert counts == graded["after_resume"], stage
     assert graded["interrupted"]["Student"] <= 3
-    assert "5 reused from an earlier run" in graded["rerun"], graded["rerun"] + troubles(graded["out"])
+    assert "5 reused from an earlier run" in graded["rerun"], graded["rerun"] + troubles(
+        graded["out"]
+    )
 
 
 @pytest.mark.slow
@@ -398,12 +539,22 @@ def test_a_regrade_keeps_the_score_a_person_gave(graded):
     assert before["reflection_01_q1"] == "pending" and after["reflection_01_q1"] == "0.5"
     entry = graded["scores"]["ana"]["reflection_01_q1"]
     assert entry.manual == 0.5 and entry.auto is None, "the regrade left the manual score alone"
-    changed = {"reflection_01_q1", "total", "pending", "final_total"}  # no deadline here: final_total is the total
-    assert {k: v for k, v in after.items() if k not in changed} == {k: v for k, v in before.items() if k not in changed}
+    # no deadline here: final_total is the total
+    changed = {"reflection_01_q1", "total", "pending", "final_total"}
+    assert {k: v for k, v in after.items() if k not in changed} == {
+        k: v for k, v in before.items() if k not in changed
+    }
     assert after["final_total"] == after["total"] and after["late_penalty"] == "0"
-    assert (float(after["total"]), int(after["pending"])) == (float(before["total"]) + 0.5, int(before["pending"]) - 1)
+    assert (float(after["total"]), int(after["pending"])) == (
+        float(before["total"]) + 0.5,
+        int(before["pending"]) - 1,
+    )
     final = graded["final"]["ana"]
-    assert final["reflection_01_q1"] == "0.5" and final["manual_total"] == "0.5" and final["total"] == "6.5"
+    assert (
+        final["reflection_01_q1"] == "0.5"
+        and final["manual_total"] == "0.5"
+        and final["total"] == "6.5"
+    )
     assert final["pending"] == "3" and graded["final"]["ben"]["pending"] == "0"
 
 
@@ -418,7 +569,8 @@ def test_nbgrader_export_agrees_with_grades_csv(graded):
 
 @pytest.mark.slow
 def test_out_is_a_course_formgrader_can_open(graded):
-    """The API behind formgrader sees every submission, its autograded notebooks and what waits for a person."""
+    """The API behind formgrader sees every submission, its autograded notebooks and what waits for
+    a person."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
@@ -451,7 +603,9 @@ def test_the_password_is_in_no_file_and_no_output(graded):
     if not graded["server"]:
         pytest.skip("SQLite has no password")
     password = graded["server"].password.encode()
-    leaked = [str(p) for p in graded["out"].rglob("*") if p.is_file() and password in p.read_bytes()]
+    leaked = [
+        str(p) for p in graded["out"].rglob("*") if p.is_file() and password in p.read_bytes()
+    ]
     assert not leaked
     assert not [text for text in graded["outputs"] if graded["server"].password in (text or "")]
     assert "***" in graded["rerun"] or "@127.0.0.1" in graded["rerun"]
@@ -501,17 +655,29 @@ def test_formgrader_shows_the_course_and_a_grade_given_there_reaches_the_export(
                 call("/api/status")
                 break
             except OSError:
-                assert server.poll() is None, f"the Jupyter server exited ({server.returncode}) before it answered"
+                assert server.poll() is None, (
+                    f"the Jupyter server exited ({server.returncode}) before it answered"
+                )
                 time.sleep(0.5)
         else:
             pytest.fail("the Jupyter server never answered")
-        listed = {s["student"]: s for s in json.loads(call(f"/formgrader/api/submissions/{ASSIGNMENT}"))}
-        assert {k: float(v["score"]) for k, v in listed.items()} == {k: float(r["total"]) for k, r in graded["grades"].items()}
+        listed = {
+            s["student"]: s for s in json.loads(call(f"/formgrader/api/submissions/{ASSIGNMENT}"))
+        }
+        assert {k: float(v["score"]) for k, v in listed.items()} == {
+            k: float(r["total"]) for k, r in graded["grades"].items()
+        }
         assert all(s["autograded"] for s in listed.values())
-        notebooks = json.loads(call(f"/formgrader/api/submitted_notebooks/{ASSIGNMENT}/{GRADED[1]}"))
+        notebooks = json.loads(
+            call(f"/formgrader/api/submitted_notebooks/{ASSIGNMENT}/{GRADED[1]}")
+        )
         ana = next(n for n in notebooks if n["student"] == "ana")
         page = call(f"/formgrader/submissions/{ana['id']}/")
-        assert "Graded by a person" in page and "Graded ideas" in page and f"reflection_{GRADED[1][:2]}_q1" in page
+        assert (
+            "Graded by a person" in page
+            and "Graded ideas" in page
+            and f"reflection_{GRADED[1][:2]}_q1" in page
+        )
         grades = json.loads(call(f"/formgrader/api/grades?submission_id={ana['id']}"))
         target = next(g for g in grades if g["name"] == f"reflection_{GRADED[1][:2]}_q1")
         assert target["auto_score"] is None and target["needs_manual_grade"]
@@ -520,7 +686,16 @@ def test_formgrader_shows_the_course_and_a_grade_given_there_reaches_the_export(
         server.terminate()
         server.wait(timeout=60)
     export = subprocess.run(
-        [sys.executable, "-m", "autograde", "export", str(out), "--to", str(out / "after.csv"), *graded["db"]],
+        [
+            sys.executable,
+            "-m",
+            "autograde",
+            "export",
+            str(out),
+            "--to",
+            str(out / "after.csv"),
+            *graded["db"],
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -539,7 +714,10 @@ def test_an_unreachable_database_is_a_clear_error_without_the_password(tmp_path)
     url = f"postgresql://grader:hunter2-secret@127.0.0.1:{_free_port()}/course"
     proc = _grade(subs, tmp_path / "out", ["--db-url", url], check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "cannot open the gradebook" in proc.stderr and "hunter2-secret" not in proc.stdout + proc.stderr
+    assert (
+        "cannot open the gradebook" in proc.stderr
+        and "hunter2-secret" not in proc.stdout + proc.stderr
+    )
 
 
 @pytest.mark.slow
@@ -548,7 +726,10 @@ def test_a_manual_score_on_a_changed_answer_is_marked_review_until_a_person_look
 
     name, gid = GRADED[0], REFLECTIONS[GRADED[0]][0]
     subs, out = tmp_path / "subs", tmp_path / "out"
-    url, export_cmd = f"sqlite:///{out / 'gradebook.db'}", [sys.executable, "-m", "autograde", "export", str(out)]
+    url, export_cmd = (
+        f"sqlite:///{out / 'gradebook.db'}",
+        [sys.executable, "-m", "autograde", "export", str(out)],
+    )
     write(subs, "ana", name, build(name))
     _grade(subs, out, [])
 
@@ -563,18 +744,33 @@ def test_a_manual_score_on_a_changed_answer_is_marked_review_until_a_person_look
     row = _grades(out / "grades.csv")["ana"]
     assert row[gid] == "1" and row["needs_review"] == "0", row
     total = float(row["total"])
-    write(subs, "ana", name, build(name, {gid: "A different answer, written after the grade was given."}))
+    write(
+        subs,
+        "ana",
+        name,
+        build(name, {gid: "A different answer, written after the grade was given."}),
+    )
     _grade(subs, out, [])
     row = _grades(out / "grades.csv")["ana"]
-    assert row[gid] == "review" and row["needs_review"] == "1" and float(row["total"]) == total - 1, row
+    assert (
+        row[gid] == "review" and row["needs_review"] == "1" and float(row["total"]) == total - 1
+    ), row
     assert read_book(url, ASSIGNMENT).grades["ana"][gid].needs_manual_grade is True
     _grade(subs, out, [])  # a rerun that reuses the record keeps the flag
     assert _grades(out / "grades.csv")["ana"][gid] == "review"
     export = subprocess.run(export_cmd, capture_output=True, text=True, timeout=300)
-    assert export.returncode == 0 and "WARNING: 1 score(s)" in export.stderr and f"ana/{gid}" in export.stderr, export
+    assert (
+        export.returncode == 0
+        and "WARNING: 1 score(s)" in export.stderr
+        and f"ana/{gid}" in export.stderr
+    ), export
     final = _grades(out / "final_grades.csv")["ana"]
-    assert final[gid] == "review" and final["needs_review"] == "1" and final["manual_total"] == "0", final
+    assert (
+        final[gid] == "review" and final["needs_review"] == "1" and final["manual_total"] == "0"
+    ), final
     score(0.5)  # looked at again: counted, no warning
     export = subprocess.run(export_cmd, capture_output=True, text=True, timeout=300)
     final = _grades(out / "final_grades.csv")["ana"]
-    assert "WARNING" not in export.stderr and final[gid] == "0.5" and final["needs_review"] == "0", (export.stderr, final)
+    assert (
+        "WARNING" not in export.stderr and final[gid] == "0.5" and final["needs_review"] == "0"
+    ), (export.stderr, final)

@@ -31,7 +31,8 @@ SUBMITTED = {
 
 @contextmanager
 def counting_settles():
-    """Each time the late rule works a notebook's penalty out (``late.notebook_late``), by (student, notebook)."""
+    """Each time the late rule works a notebook's penalty out (``late.notebook_late``), by (student,
+    notebook)."""
     from autograde.ledger import late
 
     rule, counted = late.notebook_late, Counter()
@@ -53,25 +54,48 @@ def graded(tmp_path_factory):
     out = tmp_path_factory.mktemp("out") / "out"
     for student in [*SUBMITTED, "no_time"]:
         write(subs, student, NB, build(NB))
-    spec = LateSpec(parse_policy("deduct:10%/day,floor:20%"), DEADLINE, times={s: {NB: t} for s, t in SUBMITTED.items()})
+    spec = LateSpec(
+        parse_policy("deduct:10%/day,floor:20%"),
+        DEADLINE,
+        times={s: {NB: t} for s, t in SUBMITTED.items()},
+    )
     with counting_settles() as settled:
-        summary = grade_batch(Course.load(), subs, out, Options(workers=2, progress=False), late=spec)
+        summary = grade_batch(
+            Course.load(), subs, out, Options(workers=2, progress=False), late=spec
+        )
     rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
-    return {"out": out, "rows": rows, "summary": summary.to_json(), "spec": spec, "subs": subs, "settled": settled}
+    return {
+        "out": out,
+        "rows": rows,
+        "summary": summary.to_json(),
+        "spec": spec,
+        "subs": subs,
+        "settled": settled,
+    }
 
 
 def test_the_penalty_is_settled_once_per_command(graded, tmp_path):
-    """``grade`` works each submitted notebook's penalty out once, after the batch, on the score its table
-    counts (the gradebook, the tables and the pages all take it from there), and ``export`` once again on
-    today's scores: never once per table or per reader."""
+    """``grade`` works each submitted notebook's penalty out once, after the batch, on the score its
+    table counts (the gradebook, the tables and the pages all take it from there), and ``export``
+    once again on today's scores: never once per table or per reader."""
     from autograde.term.export import export
 
     assert set(graded["settled"]) == {(s, NB) for s in [*SUBMITTED, "no_time"]}
     assert set(graded["settled"].values()) == {1}, graded["settled"]
     for format in ("csv", "moodle"):
         with counting_settles() as settled:
-            export(Course.load(), graded["out"], target=tmp_path / f"{format}.csv", format=format, late_unknown="least-penalty", omit_unmatched=True)
-        assert set(settled) == set(graded["settled"]) and set(settled.values()) == {1}, (format, settled)
+            export(
+                Course.load(),
+                graded["out"],
+                target=tmp_path / f"{format}.csv",
+                format=format,
+                late_unknown="least-penalty",
+                omit_unmatched=True,
+            )
+        assert set(settled) == set(graded["settled"]) and set(settled.values()) == {1}, (
+            format,
+            settled,
+        )
 
 
 def _expected(rows: dict, student: str, seconds: float) -> float:
@@ -89,10 +113,15 @@ def test_grades_csv_has_raw_penalty_and_final(graded):
     ten = _expected(rows, "ten_days_late", 10 * 86_400)
     assert ten > one and float(rows["ten_days_late"]["late_penalty"]) == pytest.approx(ten)
     for student in SUBMITTED:
-        assert float(rows[student]["final_total"]) == pytest.approx(float(rows[student]["total"]) - float(rows[student]["late_penalty"]))
-        assert rows[student]["auto_total"] == rows["on_time"]["auto_total"]  # the raw score is untouched
+        assert float(rows[student]["final_total"]) == pytest.approx(
+            float(rows[student]["total"]) - float(rows[student]["late_penalty"])
+        )
+        # the raw score is untouched
+        assert rows[student]["auto_total"] == rows["on_time"]["auto_total"]
     assert rows["no_time"]["late_penalty"] == "unknown"  # never on time by default
-    assert [(p["student_id"], p["notebook"]) for p in graded["summary"]["late_problems"]] == [("no_time", NB)]
+    assert [(p["student_id"], p["notebook"]) for p in graded["summary"]["late_problems"]] == [
+        ("no_time", NB)
+    ]
 
 
 def test_the_gradebook_holds_nbgraders_late_penalty_and_time(graded):
@@ -102,18 +131,32 @@ def test_the_gradebook_holds_nbgraders_late_penalty_and_time(graded):
         assignment = book.assignments[0].name
         for student in SUBMITTED:
             nb = book.find_submission_notebook(NB, assignment, student)
-            assert (nb.late_submission_penalty or 0.0) == pytest.approx(float(graded["rows"][student]["late_penalty"]))
+            assert (nb.late_submission_penalty or 0.0) == pytest.approx(
+                float(graded["rows"][student]["late_penalty"])
+            )
             stamp = book.find_submission(assignment, student).timestamp
             assert stamp == SUBMITTED[student].astimezone(dt.UTC).replace(tzinfo=None)
 
 
 def test_the_feedback_page_says_how_late_and_what_it_cost(graded):
     def page(student):
-        return html.unescape(re.sub(r"<[^>]+>", "", (graded["out"] / "feedback" / student / f"{NB}.html").read_text(encoding="utf-8")))
+        return html.unescape(
+            re.sub(
+                r"<[^>]+>",
+                "",
+                (graded["out"] / "feedback" / student / f"{NB}.html").read_text(encoding="utf-8"),
+            )
+        )
 
     assert "hour(s) after the deadline" not in page("on_time")
-    late, penalty = page("one_second_late"), float(graded["rows"]["one_second_late"]["late_penalty"])
-    assert "Submitted 0.00 hour(s) after the deadline" in late and f"late penalty {penalty:g} point(s)" in late
+    late, penalty = (
+        page("one_second_late"),
+        float(graded["rows"]["one_second_late"]["late_penalty"]),
+    )
+    assert (
+        "Submitted 0.00 hour(s) after the deadline" in late
+        and (f"late penalty {penalty:g} point(s)") in late
+    )
 
 
 def test_the_export_and_the_report_carry_the_penalty(graded):
@@ -122,40 +165,79 @@ def test_the_export_and_the_report_carry_the_penalty(graded):
     import sys
 
     out = graded["out"]
-    proc = subprocess.run([sys.executable, "-m", "autograde", "export", str(out)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "export", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
-    final = {r["student_id"]: r for r in csv.DictReader(open(out / "final_grades.csv", encoding="utf-8"))}
+    final = {
+        r["student_id"]: r for r in csv.DictReader(open(out / "final_grades.csv", encoding="utf-8"))
+    }
     for student in SUBMITTED:
         assert final[student]["late_penalty"] == graded["rows"][student]["late_penalty"]
-        assert float(final[student]["final_total"]) == pytest.approx(float(graded["rows"][student]["final_total"]))
-    proc = subprocess.run([sys.executable, "-m", "autograde", "report", str(out)], capture_output=True, text=True, timeout=300)
+        assert float(final[student]["final_total"]) == pytest.approx(
+            float(graded["rows"][student]["final_total"])
+        )
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "report", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     late = json.loads((out / "report.json").read_text(encoding="utf-8"))["late"]
     assert late["late_notebooks"] == 2 and late["unknown_times"] == 1
-    assert late["penalty_points"] == pytest.approx(sum(float(graded["rows"][s]["late_penalty"]) for s in SUBMITTED))
+    assert late["penalty_points"] == pytest.approx(
+        sum(float(graded["rows"][s]["late_penalty"]) for s in SUBMITTED)
+    )
 
 
 def test_lms_exports_match_the_import_layouts(graded, tmp_path):
     """Canvas's gradebook import (its export's first columns, then 'Assignment (id)') and Moodle's
     CSV import (an identifier column and a grade column), with the LMS ids from a roster; the grade
     is the final total, after the late penalty. A student whose lateness is unknown (no_time) stops
-    an LMS file until the instructor accepts the least penalty. (No real LMS import was tried here.)"""
+    an LMS file until the instructor accepts the least penalty. (No real LMS import was tried
+    here.)"""
     import subprocess
     import sys
 
     out = graded["out"]
     roster = tmp_path / "roster.csv"
-    people = "on_time,1001,Ada Lovelace\none_second_late,1002,Alan Turing\nten_days_late,1003,Grace Hopper\nno_time,1004,Ed Dijkstra\n"
+    people = (
+        "on_time,1001,Ada Lovelace\none_second_late,1002,Alan "
+        "Turing\nten_days_late,1003,Grace Hopper\nno_time,1004,Ed Dijkstra\n"
+    )
     roster.write_text("student_id,lms_id,name\n" + people, encoding="utf-8")
     for fmt, header in (
-        ("canvas", ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Serving Overlap (4242)"]),
+        (
+            "canvas",
+            ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Serving Overlap (4242)"],
+        ),
         ("moodle", ["ID number", "Full name", "Email address", "Serving Overlap (4242)"]),
     ):
-        command = [sys.executable, "-m", "autograde", "export", str(out), "--format", fmt, "--roster", str(roster)]
+        command = [
+            sys.executable,
+            "-m",
+            "autograde",
+            "export",
+            str(out),
+            "--format",
+            fmt,
+            "--roster",
+            str(roster),
+        ]
         command += ["--column", "Serving Overlap (4242)"]
         proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 2 and "no_time (" in proc.stderr, proc.stderr  # its lateness is unknown
-        proc = subprocess.run([*command, "--late-unknown", "least-penalty"], capture_output=True, text=True, timeout=300)
+        # its lateness is unknown
+        assert proc.returncode == 2 and "no_time (" in proc.stderr, proc.stderr
+        proc = subprocess.run(
+            [*command, "--late-unknown", "least-penalty"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         with open(out / f"{fmt}_grades.csv", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
@@ -163,16 +245,19 @@ def test_lms_exports_match_the_import_layouts(graded, tmp_path):
             rows = list(reader)
         by_id = {r["ID" if fmt == "canvas" else "ID number"]: r for r in rows}
         late = by_id["1002" if fmt == "canvas" else "one_second_late"]
-        assert float(late["Serving Overlap (4242)"]) == pytest.approx(float(graded["rows"]["one_second_late"]["final_total"]))
+        assert float(late["Serving Overlap (4242)"]) == pytest.approx(
+            float(graded["rows"]["one_second_late"]["final_total"])
+        )
         if fmt == "canvas":
             assert late["Student"] == "Alan Turing" and late["SIS User ID"] == ""
 
 
 def test_a_persons_score_is_in_the_penalty_of_every_table_and_the_gradebook(graded, tmp_path):
-    """A person scores ten_days_late's reflections in the gradebook (as formgrader does: one in part,
-    one in full): the export takes the floor's penalty from the total with them, and writes the same
-    penalty into nbgrader's gradebook; grading the class again gives grades.csv and the feedback page's
-    late line the same penalty, and the page shows the person's scores (its notebook reused, not run again)."""
+    """A person scores ten_days_late's reflections in the gradebook (as formgrader does: one in
+    part, one in full): the export takes the floor's penalty from the total with them, and writes
+    the same penalty into nbgrader's gradebook; grading the class again gives grades.csv and the
+    feedback page's late line the same penalty, and the page shows the person's scores (its notebook
+    reused, not run again)."""
     import shutil
     import subprocess
     import sys
@@ -188,48 +273,80 @@ def test_a_persons_score_is_in_the_penalty_of_every_table_and_the_gradebook(grad
     given = {e.grade_id: e.points / 2 if i == 0 else e.points for i, e in enumerate(manual)}
     assert len(given) == 2, "the notebook has two reflections"
     before = (out / "feedback" / "ten_days_late" / f"{NB}.html").read_text(encoding="utf-8")
-    assert before.count("Pending: a person grades it") == len(manual)  # as graded: both wait for a person
+    # as graded: both wait for a person
+    assert before.count("Pending: a person grades it") == len(manual)
     with Gradebook(url) as book:
         for e in manual:
             grade = book.find_grade(e.grade_id, NB, course.assignment, "ten_days_late")
             grade.manual_score, grade.needs_manual_grade = given[e.grade_id], False
         book.db.commit()
-    proc = subprocess.run([sys.executable, "-m", "autograde", "export", str(out), "--db-url", url], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "export", str(out), "--db-url", url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
-    final = {r["student_id"]: r for r in csv.DictReader(open(out / "final_grades.csv", encoding="utf-8"))}
+    final = {
+        r["student_id"]: r for r in csv.DictReader(open(out / "final_grades.csv", encoding="utf-8"))
+    }
     row = final["ten_days_late"]
     counted = float(row["auto_total"]) + sum(given.values())
     assert float(row["total"]) == pytest.approx(counted)
     max_points = sum(e.points for e in exercises(course) if e.notebook == NB)
-    penalty = penalty_points(parse_policy("deduct:10%/day,floor:20%"), 10 * 86_400, counted, max_points)
-    assert penalty > float(graded["rows"]["ten_days_late"]["late_penalty"])  # the automatic points alone would lose less
-    assert float(row["late_penalty"]) == pytest.approx(penalty) and float(row["final_total"]) == pytest.approx(counted - penalty)
+    penalty = penalty_points(
+        parse_policy("deduct:10%/day,floor:20%"), 10 * 86_400, counted, max_points
+    )
+    # the automatic points alone would lose less
+    assert penalty > float(graded["rows"]["ten_days_late"]["late_penalty"])
+    assert float(row["late_penalty"]) == pytest.approx(penalty) and float(
+        row["final_total"]
+    ) == pytest.approx(counted - penalty)
     with Gradebook(url) as book:
-        assert book.find_submission_notebook(NB, course.assignment, "ten_days_late").late_submission_penalty == pytest.approx(penalty)
-    summary = grade_batch(course, graded["subs"], out, Options(workers=2, progress=False, db_url=url), late=graded["spec"])
+        assert book.find_submission_notebook(
+            NB, course.assignment, "ten_days_late"
+        ).late_submission_penalty == pytest.approx(penalty)
+    summary = grade_batch(
+        course,
+        graded["subs"],
+        out,
+        Options(workers=2, progress=False, db_url=url),
+        late=graded["spec"],
+    )
     assert summary.notebooks_graded == len(SUBMITTED) + 1
     rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
     assert float(rows["ten_days_late"]["late_penalty"]) == pytest.approx(penalty)
     assert float(rows["ten_days_late"]["final_total"]) == pytest.approx(float(row["final_total"]))
     written = (out / "feedback" / "ten_days_late" / f"{NB}.html").read_text(encoding="utf-8")
     page = html.unescape(re.sub(r"<[^>]+>", "", written))
-    assert f"late penalty {penalty:g} point(s)" in page  # the page's late line takes the same penalty
-    log = [json.loads(line) for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    # the page's late line takes the same penalty
+    assert f"late penalty {penalty:g} point(s)" in page
+    log = [
+        json.loads(line) for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     reused = {(r["student_id"], r["notebook"]): r.get("cached") for r in log}
-    assert reused[("ten_days_late", NB)], "the notebook was reused: its page was rendered again from its kept data"
+    assert reused[("ten_days_late", NB)], (
+        "the notebook was reused: its page was rendered again from its kept data"
+    )
     for e in manual:  # the person's scores, in the page's list and in each answer's heading
         shown = f"{round(given[e.grade_id], 2)} / {round(float(e.points), 2)}"
         assert f'<a href="#{e.grade_id}">Written response</a> (Score: {shown})</li>' in written
         assert f"Score: {shown} <a" in written
     assert "Pending: a person grades it" not in page and "wait for a person" not in page
-    assert f"{NB} (Score: {round(counted, 2)} / {round(float(max_points), 2)})" in page  # the heading counts them
+    # the heading counts them
+    assert f"{NB} (Score: {round(counted, 2)} / {round(float(max_points), 2)})" in page
 
 
 def _feedback(out, fmt: str):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "autograde", "feedback", str(out), "--format", fmt], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "autograde", "feedback", str(out), "--format", fmt],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_feedback_is_handed_back_as_zips_and_for_nbgraders_exchange(graded):
@@ -240,9 +357,21 @@ def test_feedback_is_handed_back_as_zips_and_for_nbgraders_exchange(graded):
     assert proc.returncode == 0, proc.stderr
     with zipfile.ZipFile(out / "handback" / "on_time.zip") as zf:
         assert zf.namelist() == [f"on_time/{NB}.html"]
-        assert zf.read(f"on_time/{NB}.html") == (out / "feedback" / "on_time" / f"{NB}.html").read_bytes()
+        assert (
+            zf.read(f"on_time/{NB}.html")
+            == (out / "feedback" / "on_time" / f"{NB}.html").read_bytes()
+        )
     proc = _feedback(out, "exchange")
     assert proc.returncode == 0, proc.stderr
-    assert (out / "handback" / "exchange" / "feedback" / "ten_days_late" / Course.load().assignment / f"{NB}.html").is_file()
+    assert (
+        out
+        / "handback"
+        / "exchange"
+        / "feedback"
+        / "ten_days_late"
+        / Course.load().assignment
+        / f"{NB}.html"
+    ).is_file()
     proc = _feedback(out, "canvas")
-    assert proc.returncode == 2 and "came from a canvas download" in proc.stderr  # these came as folders, not from Canvas
+    # these came as folders, not from Canvas
+    assert proc.returncode == 2 and "came from a canvas download" in proc.stderr

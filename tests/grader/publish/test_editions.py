@@ -18,7 +18,11 @@ pytestmark = pytest.mark.slow
 
 NB = "04_decode_start_gate"
 # a slip whose hidden test's message carries values: ready at 0 with the deadline at 0 does not wait
-ZERO_NEVER_WAITS = mutate("todo4_solution", "can_wait = ready_at_ms <= deadline_ms", "can_wait = ready_at_ms <= deadline_ms and ready_at_ms != 0")
+ZERO_NEVER_WAITS = mutate(
+    "todo4_solution",
+    "can_wait = ready_at_ms <= deadline_ms",
+    "can_wait = ready_at_ms <= deadline_ms and ready_at_ms != 0",
+)
 
 
 def _mistake(student: str) -> dict[str, str]:
@@ -36,10 +40,12 @@ def graded(tmp_path_factory):
     del dropped.metadata["course"]  # a platform that rewrites metadata (Colab) drops the edition
     write(subs, "zh_no_metadata", NB, dropped)
     hostile = build(NB)
-    hostile.metadata["course"] = {"language": ["zh"] * 10_000, "edition": "../../etc"}  # no edition: decided by its cells
+    # no edition: decided by its cells
+    hostile.metadata["course"] = {"language": ["zh"] * 10_000, "edition": "../../etc"}
     write(subs, "odd_metadata", NB, hostile)
     spoofed = build(NB)
-    spoofed.metadata["course"] = {"language": "zh"}  # claims Chinese, holds English: graded as it claims, scored the same
+    # claims Chinese, holds English: graded as it claims, scored the same
+    spoofed.metadata["course"] = {"language": "zh"}
     write(subs, "claims_zh", NB, spoofed)
     write(subs, "en_wrong", NB, build(NB, _mistake("w4_strict_deadline")))
     write(subs, "zh_wrong", NB, build(NB, _mistake("w4_strict_deadline"), edition="zh"))
@@ -57,10 +63,16 @@ def _scores(row: dict) -> dict:
 def test_the_same_answers_get_the_same_row_from_either_edition(graded):
     rows = graded["rows"]
     assert (
-        _scores(rows["en"]) == _scores(rows["zh"]) == _scores(rows["zh_no_metadata"]) == _scores(rows["odd_metadata"]) == _scores(rows["claims_zh"])
+        _scores(rows["en"])
+        == _scores(rows["zh"])
+        == _scores(rows["zh_no_metadata"])
+        == _scores(rows["odd_metadata"])
+        == _scores(rows["claims_zh"])
     ), troubles(graded["out"])
     assert _scores(rows["en_wrong"]) == _scores(rows["zh_wrong"])
-    assert _scores(rows["en_zero"]) == _scores(rows["zh_zero"]) and float(rows["en_zero"]["auto_total"]) < float(rows["en"]["auto_total"])
+    assert _scores(rows["en_zero"]) == _scores(rows["zh_zero"]) and float(
+        rows["en_zero"]["auto_total"]
+    ) < float(rows["en"]["auto_total"])
     assert float(rows["en_wrong"]["auto_total"]) < float(rows["en"]["auto_total"])
     assert {s: rows[s]["edition"] for s in rows} == {
         "en": "en",
@@ -74,7 +86,9 @@ def test_the_same_answers_get_the_same_row_from_either_edition(graded):
         "zh_zero": "zh",
     }
     log = [json.loads(line) for line in (graded["out"] / "log.jsonl").read_text().splitlines()]
-    assert {r["student_id"]: r["edition"] for r in log if r["notebook"] == NB} == {s: rows[s]["edition"] for s in rows}
+    assert {r["student_id"]: r["edition"] for r in log if r["notebook"] == NB} == {
+        s: rows[s]["edition"] for s in rows
+    }
 
 
 def test_the_gradebook_holds_the_same_scores_for_either_edition(graded):
@@ -93,7 +107,11 @@ def test_the_gradebook_holds_the_same_scores_for_either_edition(graded):
 
 
 def _page(out, student) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", (out / "feedback" / student / f"{NB}.html").read_text(encoding="utf-8")))
+    return html.unescape(
+        re.sub(
+            r"<[^>]+>", "", (out / "feedback" / student / f"{NB}.html").read_text(encoding="utf-8")
+        )
+    )
 
 
 def test_a_chinese_submissions_feedback_is_in_chinese(graded):
@@ -112,10 +130,15 @@ def test_a_chinese_submissions_feedback_is_in_chinese(graded):
     # the score lines with full-width punctuation, the grade cells' labels, the hidden-tests note
     assert "（得分：" in zh and "得分: " not in zh and "(Score: " in en
     assert "评分单元格：todo4_plan_decode" in zh and "Grade cell: todo4_plan_decode" in en
-    assert "# 隐藏测试在评分时于这个 notebook 之外运行" in zh and "Hidden tests ran outside" not in zh
+    assert (
+        "# 隐藏测试在评分时于这个 notebook 之外运行" in zh and "Hidden tests ran outside" not in zh
+    )
     assert "# Hidden tests ran outside this notebook at grading" in en
     # a hidden test's failure message: in Chinese with the values the English one shows
-    assert "→ 恰好在截止时间就绪仍算及时：应为 'wait'" in zh and "→ ready exactly at the deadline is in time: expected 'wait'" in en
+    assert (
+        "→ 恰好在截止时间就绪仍算及时：应为 'wait'" in zh
+        and ("→ ready exactly at the deadline is in time: expected 'wait'") in en
+    )
 
 
 def test_a_failure_messages_values_are_the_same_on_either_page(graded):
@@ -125,7 +148,11 @@ def test_a_failure_messages_values_are_the_same_on_either_page(graded):
 
 
 def _locked_markdown(path) -> list[str]:
-    return [c.source for c in nbformat.read(path, 4).cells if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("locked")]
+    return [
+        c.source
+        for c in nbformat.read(path, 4).cells
+        if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("locked")
+    ]
 
 
 def test_a_chinese_submission_keeps_its_chinese_read_only_cells(graded, root):
@@ -143,12 +170,34 @@ def test_the_class_report_counts_the_editions_and_speaks_the_instructors_languag
 
     for language, text in (("en", "Missing pieces are waited for"), ("zh", "截止时间")):
         proc = subprocess.run(
-            [sys.executable, "-m", "autograde", "report", str(graded["out"]), "--language", language], capture_output=True, text=True, timeout=300
+            [
+                sys.executable,
+                "-m",
+                "autograde",
+                "report",
+                str(graded["out"]),
+                "--language",
+                language,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert proc.returncode == 0, proc.stderr
         data = json.loads((graded["out"] / "report.json").read_text(encoding="utf-8"))
-        assert data["editions"] == {"en": 4, "zh": 5} and data["language"] == language, troubles(graded["out"])
-        idea = next(i for i in data["ideas"] if i["grade_id"] == "todo4_plan_decode" and i["idea"] == "deadline_inclusive")
+        assert data["editions"] == {"en": 4, "zh": 5} and data["language"] == language, troubles(
+            graded["out"]
+        )
+        idea = next(
+            i
+            for i in data["ideas"]
+            if i["grade_id"] == "todo4_plan_decode" and i["idea"] == "deadline_inclusive"
+        )
         assert text in idea["text"], idea
-    page = (graded["out"] / "report.html").read_text(encoding="utf-8")  # the last one: --language zh, all Chinese
-    assert "提交的语言版本：英文版 4 份，中文版 5 份。" in page and "截止时间" in page and "Editions submitted" not in page
+    # the last one: --language zh, all Chinese
+    page = (graded["out"] / "report.html").read_text(encoding="utf-8")
+    assert (
+        "提交的语言版本：英文版 4 份，中文版 5 份。" in page
+        and "截止时间" in page
+        and "Editions submitted" not in page
+    )

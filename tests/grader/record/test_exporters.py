@@ -16,18 +16,23 @@ from submissions import NOTEBOOKS, build
 
 
 class _NbconvertsPath(HTMLExporter):
-    """nbconvert's HTML exporter, all of it (its second pass over the page included), with the page's
-    markdown filter: what FeedbackExporter skips must not change the page."""
+    """nbconvert's HTML exporter, all of it (its second pass over the page included), with the
+    page's markdown filter: what FeedbackExporter skips must not change the page."""
 
     @pass_context
     def markdown2html(self, context, source):
-        return render_markdown(source, anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links)
+        return render_markdown(
+            source,
+            anchor_link_text=self.anchor_link_text,
+            exclude_anchor_links=self.exclude_anchor_links,
+        )
 
 
 def _pages(nb):
     config = Config()
     config.HTMLExporter.template_name = "classic"
-    config.FeedbackExporter.template_file = "index.html.j2"  # nbconvert's classic page, not the feedback page's
+    # nbconvert's classic page, not the feedback page's
+    config.FeedbackExporter.template_file = "index.html.j2"
     ours, _ = FeedbackExporter(config=config).from_notebook_node(copy.deepcopy(nb))
     theirs, _ = _NbconvertsPath(config=config).from_notebook_node(copy.deepcopy(nb))
     return ours, theirs
@@ -35,7 +40,11 @@ def _pages(nb):
 
 def test_a_page_without_images_is_nbconverts_page():
     nb = build(NOTEBOOKS[0])
-    nb.cells.append(nbformat.v4.new_code_cell("print('hello')", outputs=[nbformat.v4.new_output("stream", text="hello\n")]))
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "print('hello')", outputs=[nbformat.v4.new_output("stream", text="hello\n")]
+        )
+    )
     assert not has_images(nb)
     ours, theirs = _pages(nb)
     assert ours != theirs  # not parsed and written again ...
@@ -44,8 +53,15 @@ def test_a_page_without_images_is_nbconverts_page():
 
 def test_a_page_with_an_image_takes_nbconverts_whole_path():
     nb = build(NOTEBOOKS[0])
-    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-    nb.cells.append(nbformat.v4.new_code_cell("show()", outputs=[nbformat.v4.new_output("display_data", data={"image/png": png})]))
+    png = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8"
+        "z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "show()", outputs=[nbformat.v4.new_output("display_data", data={"image/png": png})]
+        )
+    )
     assert has_images(nb)
     ours, theirs = _pages(nb)
     assert ours == theirs and 'alt="No description has been provided for this image"' in ours
@@ -62,7 +78,8 @@ def test_kept_fragments_give_the_same_page_and_only_a_learners_own_cells_are_ren
     from autograde.run.preprocessors import SanitizeOutputs, ShortenErrors
 
     nb = build(NOTEBOOKS[0])
-    nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}  # as the grading kernel sets it
+    # as the grading kernel sets it
+    nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}
     nb, _ = ShortenErrors().preprocess(nb, {})
     nb, _ = SanitizeOutputs(enabled=True).preprocess(nb, {})
     config = Config()
@@ -81,14 +98,19 @@ def test_kept_fragments_give_the_same_page_and_only_a_learners_own_cells_are_ren
             fragments.clear()
         release = nbformat.read(root / "notebooks" / f"{NOTEBOOKS[0]}.ipynb", 4)
         release.metadata["language_info"] = nb.metadata["language_info"]
-        release, _ = SanitizeOutputs(enabled=True).preprocess(ShortenErrors().preprocess(release, {})[0], {})
+        release, _ = SanitizeOutputs(enabled=True).preprocess(
+            ShortenErrors().preprocess(release, {})[0], {}
+        )
         FeedbackExporter(config=config).from_notebook_node(release)
         before = [len(fragments) for fragments in kept]
         assert before[0] > 0 and before[1] > 0
         assert page() == cold
         answers = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
         made = [len(fragments) - n for fragments, n in zip(kept, before)]
-        assert made == [sum(c.cell_type == "code" for c in answers), sum(c.cell_type == "markdown" for c in answers)]
+        assert made == [
+            sum(c.cell_type == "code" for c in answers),
+            sum(c.cell_type == "markdown" for c in answers),
+        ]
         assert made[0] >= 1 and made[1] >= 1
     finally:
         for fragments in kept:
@@ -105,19 +127,33 @@ def test_kept_fragments_are_nbconverts_own_and_bounded(monkeypatch):
 
     from autograde.record import exporters
 
-    ours, theirs = exporters.KeptHighlight2HTML(pygments_lexer="ipython3"), Highlight2HTML(pygments_lexer="ipython3")
+    ours, theirs = (
+        exporters.KeptHighlight2HTML(pygments_lexer="ipython3"),
+        Highlight2HTML(pygments_lexer="ipython3"),
+    )
     exporters._HIGHLIGHTED.clear()
     try:
         with warnings.catch_warnings():  # nbconvert warns that a null language is plain text
             warnings.simplefilter("ignore", UserWarning)
-            for metadata in ({}, {"magics_language": None}, {}, {"magics_language": "bash"}, {"magics_language": None}):
-                assert ours("x = 1  # same source", None, metadata) == theirs("x = 1  # same source", None, metadata)
+            for metadata in (
+                {},
+                {"magics_language": None},
+                {},
+                {"magics_language": "bash"},
+                {"magics_language": None},
+            ):
+                assert ours("x = 1  # same source", None, metadata) == theirs(
+                    "x = 1  # same source", None, metadata
+                )
         assert len(exporters._HIGHLIGHTED) == 2  # absent and bash kept; null takes nbconvert's path
         huge = "y = 2\n" * (exporters.FRAGMENT_MAX_SOURCE // 6 + 1)
         assert ours(huge) == theirs(huge) and len(exporters._HIGHLIGHTED) == 2
         monkeypatch.setattr(exporters, "FRAGMENTS_MAX_CHARS", 3 * len(ours("z = 3")))
         for i in range(10):
             ours(f"z = {i}")
-        assert 1 <= len(exporters._HIGHLIGHTED) <= 3 and exporters._HIGHLIGHTED._chars <= exporters.FRAGMENTS_MAX_CHARS
+        assert (
+            1 <= len(exporters._HIGHLIGHTED) <= 3
+            and exporters._HIGHLIGHTED._chars <= exporters.FRAGMENTS_MAX_CHARS
+        )
     finally:
         exporters._HIGHLIGHTED.clear()

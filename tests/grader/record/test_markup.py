@@ -65,7 +65,8 @@ def shown(fragment: str) -> str:
 
 
 def _old_path(source: str) -> str:
-    """The page's markdown before: nbconvert's SanitizeHTML on the cell's source, then its renderer."""
+    """The page's markdown before: nbconvert's SanitizeHTML on the cell's source, then its
+    renderer."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(source)])
     nb, _ = SanitizeHTML(enabled=True).preprocess(nb, {})
     return MarkdownWithMath(renderer=IPythonRenderer(escape=False)).render(nb.cells[0].source)
@@ -115,7 +116,12 @@ def test_the_worker_leaves_markdown_as_written_and_still_cleans_html_outputs():
         nbformat.v4.new_raw_cell(script),
         nbformat.v4.new_code_cell(
             "show()",
-            outputs=[nbformat.v4.new_output("display_data", data={"text/html": script, "text/markdown": "`a < b`", "text/javascript": "x"})],
+            outputs=[
+                nbformat.v4.new_output(
+                    "display_data",
+                    data={"text/html": script, "text/markdown": "`a < b`", "text/javascript": "x"},
+                )
+            ],
         ),
     ]
     done, _ = SanitizeOutputs(enabled=True).preprocess(copy.deepcopy(nb), {})
@@ -127,13 +133,19 @@ def test_the_worker_leaves_markdown_as_written_and_still_cleans_html_outputs():
 
 
 def test_math_is_mathml_with_its_tex_kept():
-    page = render_markdown("Each token: $$\\text{bytes per token} = 2 \\times \\text{kv\\_heads}$$ and $x_1 < y$.")
+    page = render_markdown(
+        "Each token: $$\\text{bytes per token} = 2 \\times \\text{kv\\_heads}$$ and $x_1 < y$."
+    )
     reader = _read(page)
     maths = [attrs for tag, attrs in reader.tags if tag == "math"]
     assert [m.get("display") for m in maths] == ["block", "inline"]
-    assert "$" not in "".join(reader.parts).replace("\\", "")  # no TeX delimiters left for a script to find
+    # no TeX delimiters left for a script to find
+    assert "$" not in "".join(reader.parts).replace("\\", "")
     assert "<mtext>kv_heads</mtext>" in page  # a TeX escape in text mode is its character
-    assert '<annotation encoding="application/x-tex">\\text{bytes per token} = 2 \\times \\text{kv\\_heads}</annotation>' in page
+    assert (
+        '<annotation encoding="application/x-tex">\\text{bytes per token} = 2 \\times '
+        "\\text{kv\\_heads}</annotation>"
+    ) in page
     assert "<mo>&lt;</mo>" in page
 
 
@@ -150,7 +162,8 @@ def test_text_in_a_formula_is_escaped_once():
 def test_tex_that_cannot_be_read_is_shown_as_tex():
     page = render_markdown("A broken formula: $$\\frac{1}{$$")
     assert '<code class="tex">$$\\frac{1}{$$</code>' in page and "<math" not in page
-    deep = render_markdown("$$" + "{" * 3000 + "x" + "}" * 3000 + "$$")  # past the converter's recursion
+    # past the converter's recursion
+    deep = render_markdown("$$" + "{" * 3000 + "x" + "}" * 3000 + "$$")
     assert deep.startswith('<p><code class="tex">$${{{') and "<math" not in deep
 
 
@@ -159,13 +172,30 @@ LEARNER_ATTACKS = [
     f"[a link](javascript:{mark('md-js-link')})",
     f"$\\href{{javascript:{mark('tex-href')}}}{{x}}$ and $\\style{{background:url(x)}}{{y}}$",
     f'$$\\text{{<img/src=""/onerror={mark("tex-img")}>}}$$',
-    f'<math><mtext><img src=x onerror="{mark("mathml-img")}"></mtext><maction actiontype="statusline" xlink:href="javascript:x">z</maction></math>',
-    '<a href="data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==">data</a> ![svg](data:image/svg+xml;base64,PHN2Zz4=)',
-    '<form action="https://example.org"><input name="q"><button formaction="javascript:x">go</button></form>',
-    '<a href="#" style="position:fixed;top:0">over the score</a> <div class="panel-heading" id="top">fake heading</div>',
+    f'<math><mtext><img src=x onerror="{mark("mathml-img")}"></mtext><maction '
+    'actiontype="statusline" xlink:href="javascript:x">z</maction></math>',
+    '<a href="data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==">data</a> '
+    "![svg](data:image/svg+xml;base64,PHN2Zz4=)",
+    '<form action="https://example.org"><input name="q"><button '
+    'formaction="javascript:x">go</button></form>',
+    '<a href="#" style="position:fixed;top:0">over the score</a> <div '
+    'class="panel-heading" id="top">fake heading</div>',
 ]
 LIVE = re.compile(r"^on|^style$|^formaction$|^action$")
-TAGS_NEVER = {"script", "iframe", "object", "embed", "svg", "form", "button", "maction", "style", "link", "meta", "base"}
+TAGS_NEVER = {
+    "script",
+    "iframe",
+    "object",
+    "embed",
+    "svg",
+    "form",
+    "button",
+    "maction",
+    "style",
+    "link",
+    "meta",
+    "base",
+}
 
 
 def _live(fragment: str) -> list[str]:
@@ -179,7 +209,9 @@ def _live(fragment: str) -> list[str]:
         for name, value in attrs.items():
             if LIVE.search(name) and not (name == "style" and tag in ("th", "td")):
                 found.append(f"{tag}[{name}]")
-            unsafe = re.match(r"\s*(javascript|vbscript|data:(?!image/(png|jpeg|gif);base64,))", value or "", re.I)
+            unsafe = re.match(
+                r"\s*(javascript|vbscript|data:(?!image/(png|jpeg|gif);base64,))", value or "", re.I
+            )
             if name in ("href", "src", "xlink:href") and unsafe:
                 found.append(f"{tag}[{name}={value[:30]}]")
             if name == "id" and not re.fullmatch(r"h[1-6]", tag):
@@ -191,15 +223,19 @@ def _live(fragment: str) -> list[str]:
 def test_a_learners_markup_is_shown_never_run(source):
     page = render_markdown(source)
     assert _live(page) == [], page
-    assert "owned" not in "".join(value for _, attrs in _read(page).tags for value in attrs.values() if value), page
+    assert "owned" not in "".join(
+        value for _, attrs in _read(page).tags for value in attrs.values() if value
+    ), page
 
 
 def test_the_attacks_are_live_without_the_sanitizer():
-    """Control: nbconvert's renderer, with latex2mathml's output as it comes, leaves every one of them live."""
+    """Control: nbconvert's renderer, with latex2mathml's output as it comes, leaves every one of
+    them live."""
     missed = [source for source in LEARNER_ATTACKS if not _live(_unsanitized(source))]
     assert not missed, missed
 
 
 def test_a_learners_words_around_the_markup_are_kept():
     page = render_markdown(PAYLOAD_MARKDOWN[0])
-    assert html.unescape(shown(page)).startswith("My answer, with <script>")  # shown as text, escaped once
+    # shown as text, escaped once
+    assert html.unescape(shown(page)).startswith("My answer, with <script>")

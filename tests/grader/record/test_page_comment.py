@@ -23,7 +23,8 @@ def zh_words(root):
 
 def _commented(comment: str) -> PageData:
     data = page_data()
-    data.notebook.cells[3].metadata["nbgrader"]["comment"] = comment  # refl_q2, as the learner left it
+    # refl_q2, as the learner left it
+    data.notebook.cells[3].metadata["nbgrader"]["comment"] = comment
     return data
 
 
@@ -33,7 +34,9 @@ def _footer(page: str) -> str:
 
 
 def test_nbgraders_comment_on_an_answer_left_as_released_is_in_the_pages_language(zh_words):
-    zh = render_page(_commented("No response."), zh_words, "zh", {"refl_q1": "pending", "refl_q2": 0.0})
+    zh = render_page(
+        _commented("No response."), zh_words, "zh", {"refl_q1": "pending", "refl_q2": 0.0}
+    )
     assert "<b>评语：</b> <p>未作答。</p>" in _footer(zh)
     assert "No response" not in zh and "评语:" not in zh
     en = render_page(_commented("No response."), {}, "en", {"refl_q1": "pending", "refl_q2": 0.0})
@@ -44,5 +47,7 @@ def test_a_persons_comment_is_shown_as_they_wrote_it(zh_words):
     written = "No response. Please write your answer next time."
     zh = render_page(_commented(written), zh_words, "zh", {"refl_q1": "pending", "refl_q2": 0.0})
     assert f"<b>评语：</b> <p>{written}</p>" in _footer(zh)
-    zh = render_page(_commented("写得很好。"), zh_words, "zh", {"refl_q1": "pending", "refl_q2": 1.0})
+    zh = render_page(
+        _commented("写得很好。"), zh_words, "zh", {"refl_q1": "pending", "refl_q2": 1.0}
+    )
     assert "<b>评语：</b> <p>写得很好。</p>" in _footer(zh)

@@ -36,7 +36,8 @@ def needs_chromium():
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
 
 
-# ---------------------------------------------------------------- the payload notebook and its pages
+# ---------------------------------------------------------------- the payload notebook and its
+# pages
 
 # what an honest notebook shows, and must still show: a figure, and an image at the size asked for
 HONEST_CELL = """%matplotlib inline
@@ -50,7 +51,10 @@ plt.show()
 display(Image(data=base64.b64decode(PNG), width=120))"""
 # an attachment is shown as <img src="data:...">, and an image never runs script (an SVG source
 # is not kept at all: the page shows the image's alt text)
-_SVG = f"<svg xmlns='http://www.w3.org/2000/svg' onload=\"{mark('attachment')}\"><script>{mark('attachment-script')}</script></svg>"
+_SVG = (
+    "<svg xmlns='http://www.w3.org/2000/svg' "
+    f'onload="{mark("attachment")}"><script>{mark("attachment-script")}</script></svg>'
+)
 ATTACHMENT = {"evil.svg": {"image/svg+xml": base64.b64encode(_SVG.encode()).decode()}}
 
 
@@ -64,7 +68,9 @@ def payload_notebook() -> nbformat.NotebookNode:
     nb.cells = [
         nbformat.v4.new_markdown_cell("# A notebook of script payloads\n\n$e^{i\\pi} + 1 = 0$"),
         nbformat.v4.new_code_cell(f"PNG = {PNG!r}\n" + HONEST_CELL),
-        nbformat.v4.new_markdown_cell("An attachment: ![attached](attachment:evil.svg)", attachments=ATTACHMENT),
+        nbformat.v4.new_markdown_cell(
+            "An attachment: ![attached](attachment:evil.svg)", attachments=ATTACHMENT
+        ),
     ]
     nb.cells += [nbformat.v4.new_markdown_cell(source) for source in PAYLOAD_MARKDOWN]
     nb.cells += [nbformat.v4.new_code_cell(source) for source in PAYLOAD_CELLS]
@@ -91,7 +97,8 @@ def feedback_html(nb: nbformat.NotebookNode) -> str:
 
 
 def feedback_data(nb: nbformat.NotebookNode) -> str:
-    """``nb``'s page data as nbgrader's generate_feedback writes it with this course's nbgrader_config.py."""
+    """``nb``'s page data as nbgrader's generate_feedback writes it with this course's
+    nbgrader_config.py."""
     from nbgrader.converters import GenerateFeedback
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import GetGrades
@@ -99,10 +106,13 @@ def feedback_data(nb: nbformat.NotebookNode) -> str:
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT / "autograde")).load_config()
     converter = GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)
-    exporter = converter.exporter_class(parent=converter, config=converter.config)  # as BaseConverter.start
+    # as BaseConverter.start
+    exporter = converter.exporter_class(parent=converter, config=converter.config)
     for preprocessor in converter.preprocessors:
         exporter.register_preprocessor(_Scores if preprocessor is GetGrades else preprocessor)
-    resources = {"nbgrader": {"notebook": "payloads", "student": "s", "assignment": "a", "db_url": ""}}
+    resources = {
+        "nbgrader": {"notebook": "payloads", "student": "s", "assignment": "a", "db_url": ""}
+    }
     return exporter.from_notebook_node(copy.deepcopy(nb), resources=resources)[0]
 
 
@@ -146,7 +156,12 @@ def test_the_check_sees_script_run_in_a_page_that_is_not_made_safe(pages):
     needs_chromium()
     found = _timed([pages["plain"]])
     what = found.get(str(pages["plain"]), "")
-    for payload in ("data-owned-png-width", "data-owned-html-script", "data-owned-html-img", "Content-Security-Policy"):
+    for payload in (
+        "data-owned-png-width",
+        "data-owned-html-script",
+        "data-owned-html-img",
+        "Content-Security-Policy",
+    ):
         assert payload in what, what
 
 
@@ -155,13 +170,22 @@ def test_the_feedback_page_keeps_the_learners_text_and_figures(pages):
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(pages["feedback"].read_text(encoding="utf-8"), "html.parser")
-    figures = [img for img in soup.find_all("img") if img.get("src", "").startswith("data:image/png;base64,")]
+    figures = [
+        img
+        for img in soup.find_all("img")
+        if img.get("src", "").startswith("data:image/png;base64,")
+    ]
     assert len(figures) >= 4, "figures are still shown ..."
     assert [img.get("width") for img in figures].count("120") == 1, "... at the size asked for ..."
-    assert all(set(img.attrs) <= {"src", "alt", "width"} for img in soup.find_all("img")), "... with no other attribute"
+    assert all(set(img.attrs) <= {"src", "alt", "width"} for img in soup.find_all("img")), (
+        "... with no other attribute"
+    )
     text = soup.get_text()
     assert "My answer, with <script>" in text, "learner's markup is shown as text"
-    assert all(words in text for words in ("bold text", "markdown output", "a widget", "ValueError: <script>"))
+    assert all(
+        words in text
+        for words in ("bold text", "markdown output", "a widget", "ValueError: <script>")
+    )
 
 
 @browser
@@ -178,7 +202,9 @@ def test_a_screenshot_of_a_safe_feedback_page(pages, root):
         try:
             page = chromium.new_page(viewport={"width": 1200, "height": 900})
             page.goto(pages["feedback"].resolve().as_uri())
-            page.screenshot(path=str(root / "artifacts" / "feedback_page_without_scripts.png"), full_page=True)
+            page.screenshot(
+                path=str(root / "artifacts" / "feedback_page_without_scripts.png"), full_page=True
+            )
             assert page.locator("img").count() >= 2 and "My answer, with" in page.inner_text("body")
         finally:
             chromium.close()
@@ -214,7 +240,10 @@ META = f'<meta http-equiv="Content-Security-Policy" content="{FEEDBACK_POLICY}">
 
 
 def test_the_policy_comes_right_after_head_before_anything_the_page_holds():
-    page = '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8" />\n<title></title><script>x()</script>'
+    page = (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8" '
+        "/>\n<title></title><script>x()</script>"
+    )
     assert add_csp(page) == page.replace("<head>", "<head>" + META, 1)
     assert add_csp(add_csp(page)) == add_csp(page), "added once"
 
@@ -224,19 +253,28 @@ def test_a_page_of_unknown_shape_gets_the_policy_ahead_of_everything():
     odd = '<!doctype html><html lang="x>"><script>x()</script><head>'
     assert add_csp(odd) == "<!doctype html>" + META + odd[len("<!doctype html>") :]
     assert add_csp("<script>x()</script>") == META + "<script>x()</script>"
-    assert add_csp('<html lang="en"><head><title>t</title>').startswith('<html lang="en"><head>' + META)
+    assert add_csp('<html lang="en"><head><title>t</title>').startswith(
+        '<html lang="en"><head>' + META
+    )
 
 
 @browser
 def test_the_policy_holds_in_a_browser_wherever_it_was_put(tmp_path):
-    """Chromium applies the policy ahead of a page of unknown shape too (there it comes before <html>)."""
+    """Chromium applies the policy ahead of a page of unknown shape too (there it comes before
+    <html>)."""
     needs_chromium()
-    page = "<!DOCTYPE html><html lang='en'><head><script>document.title='owned:head-script'</script></head><body>text</body></html>"
+    page = (
+        "<!DOCTYPE html><html "
+        "lang='en'><head><script>document.title='owned:head-script'</script></head><body>text</body></html>"
+    )
     assert add_csp(page).startswith("<!DOCTYPE html>" + META + "<html lang='en'>")
     (tmp_path / "as_is.html").write_text(page)
     (tmp_path / "with_policy.html").write_text(add_csp(page))
     found = _timed([tmp_path / "as_is.html", tmp_path / "with_policy.html"])
-    assert list(found) == [str(tmp_path / "as_is.html")] and "owned:head-script" in found[str(tmp_path / "as_is.html")]
+    assert (
+        list(found) == [str(tmp_path / "as_is.html")]
+        and "owned:head-script" in found[str(tmp_path / "as_is.html")]
+    )
 
 
 def test_every_feedback_page_written_carries_the_policy():
@@ -262,12 +300,16 @@ def _kept(metadata: dict) -> dict:
 
 
 def test_numeric_width_and_height_are_kept_as_numbers():
-    assert _kept({"image/png": {"width": 640, "height": 480.5}}) == {"image/png": {"width": 640, "height": 480.5}}
+    assert _kept({"image/png": {"width": 640, "height": 480.5}}) == {
+        "image/png": {"width": 640, "height": 480.5}
+    }
     assert _kept({"width": "320", "height": 200}) == {"width": 320, "height": 200}
 
 
 def test_a_width_carrying_an_attribute_is_dropped():
-    assert _kept({"image/png": {"width": "1 onerror=document.title='owned'", "height": 10}}) == {"image/png": {"height": 10}}
+    assert _kept({"image/png": {"width": "1 onerror=document.title='owned'", "height": 10}}) == {
+        "image/png": {"height": 10}
+    }
     assert _kept({"width": "100px", "height": "1e3"}) == {}
     assert _kept({"width": True, "height": float("nan")}) == {}
     assert _kept({"width": [1], "height": {"a": 1}}) == {}
@@ -286,8 +328,17 @@ def test_every_other_key_is_dropped():
 
 
 def test_widget_state_and_every_cells_outputs_are_cleaned():
-    nb = nbformat.v4.new_notebook(metadata={"widgets": {"application/vnd.jupyter.widget-state+json": {}}, "language_info": {"name": "python"}})
-    nb.cells = [_image_cell({"width": "x y"}), nbformat.v4.new_markdown_cell("text"), _image_cell({"tags": ["a"]})]
+    nb = nbformat.v4.new_notebook(
+        metadata={
+            "widgets": {"application/vnd.jupyter.widget-state+json": {}},
+            "language_info": {"name": "python"},
+        }
+    )
+    nb.cells = [
+        _image_cell({"width": "x y"}),
+        nbformat.v4.new_markdown_cell("text"),
+        _image_cell({"tags": ["a"]}),
+    ]
     nb, _ = SafeOutputMetadata().preprocess(nb, {})
     assert [c.outputs[0].metadata for c in nb.cells if c.cell_type == "code"] == [{}, {}]
     assert "widgets" not in nb.metadata and nb.metadata.language_info.name == "python"
@@ -299,7 +350,8 @@ def test_widget_state_and_every_cells_outputs_are_cleaned():
 @browser
 def test_a_feedback_page_wraps_long_lines_instead_of_scrolling_sideways(tmp_path):
     """A long code line, a long printed line and a long traceback line fit the window of the page
-    the grader writes; the same page as nbgrader renders it scrolls sideways (so the check can fail)."""
+    the grader writes; the same page as nbgrader renders it scrolls sideways (so the check can
+    fail)."""
     from playwright.sync_api import sync_playwright
 
     from page_attacks import BROWSER_ARGS
@@ -311,8 +363,12 @@ def test_a_feedback_page_wraps_long_lines_instead_of_scrolling_sideways(tmp_path
             nbformat.v4.new_code_cell(
                 f"value = '{long}'  # a long line of code",
                 outputs=[
-                    nbformat.v4.new_output("stream", text=f"printed: {' '.join(['word'] * 80)} {long}\n"),
-                    nbformat.v4.new_output("error", ename="ValueError", evalue=long, traceback=[f"ValueError: {long}"]),
+                    nbformat.v4.new_output(
+                        "stream", text=f"printed: {' '.join(['word'] * 80)} {long}\n"
+                    ),
+                    nbformat.v4.new_output(
+                        "error", ename="ValueError", evalue=long, traceback=[f"ValueError: {long}"]
+                    ),
                 ],
             ),
         ]
@@ -333,14 +389,18 @@ def test_a_feedback_page_wraps_long_lines_instead_of_scrolling_sideways(tmp_path
             for name in ("raw", "written"):
                 page.goto((tmp_path / f"{name}.html").resolve().as_uri())
                 widths[name] = page.evaluate(
-                    "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth,"
-                    " Math.max(...[...document.querySelectorAll('pre')].map(e => e.scrollWidth - e.clientWidth))]"
+                    "() => [document.documentElement.scrollWidth, "
+                    "document.documentElement.clientWidth,"
+                    " Math.max(...[...document.querySelectorAll('pre')].map(e => "
+                    "e.scrollWidth - e.clientWidth))]"
                 )
         finally:
             chromium.close()
     page_width, window, pre_overflow = widths["written"]
     assert page_width <= window and pre_overflow <= 1, widths
-    assert widths["raw"][0] > widths["raw"][1] or widths["raw"][2] > 1, f"the control page did not overflow: {widths}"
+    assert widths["raw"][0] > widths["raw"][1] or widths["raw"][2] > 1, (
+        f"the control page did not overflow: {widths}"
+    )
 
 
 # ---------------------------------------------------------------- the link check
@@ -368,10 +428,14 @@ def test_links_of_unsafe_schemes_point_nowhere_and_the_rest_of_the_page_is_kept(
     ]
     for page in unsafe:
         fixed = safe_links(page)
-        assert "script:" not in fixed.lower() and "data:image/svg" not in fixed and '="#"' in fixed, (page, fixed)
+        assert (
+            "script:" not in fixed.lower() and "data:image/svg" not in fixed and '="#"' in fixed
+        ), (page, fixed)
     kept = (
-        '<p>Text that says href="javascript:x" stays text.</p>\n<a href="https://example.org/a?b=1&amp;c=2">ok</a> '
-        '<a href="#top">(Top)</a> <a href="rel/path.html">r</a> <a href="mailto:a@b.c">m</a>\n<img src="data:image/png;base64,AAAA" alt="a">'
+        '<p>Text that says href="javascript:x" stays text.</p>\n<a '
+        'href="https://example.org/a?b=1&amp;c=2">ok</a> '
+        '<a href="#top">(Top)</a> <a href="rel/path.html">r</a> <a '
+        'href="mailto:a@b.c">m</a>\n<img src="data:image/png;base64,AAAA" alt="a">'
     )
     assert safe_links(kept) == kept
 
@@ -379,16 +443,18 @@ def test_links_of_unsafe_schemes_point_nowhere_and_the_rest_of_the_page_is_kept(
 def test_a_page_left_unparsed_holds_no_link_the_parser_would_change():
     """The link check parses only a page that may hold an unsafe link (pages._may_hold_unsafe): on
     pages made of pieces of tags, attributes, values, entities and characters that lower to another
-    ('K', the Kelvin sign, and 'İ'), every page the parser would change is one it is asked to read."""
+    ('K', the Kelvin sign, and 'İ'), every page the parser would change is one it is asked to
+    read."""
     import random
 
     from autograde.record.pages import _may_hold_unsafe, _UnsafeLinks
 
     pieces = [
-        "<a ", "<img ", "<svg><use ", " href", " HREF", " xlink:href", " src", " SrC", "formaction", " action",
-        "poster", "bac\u212aground", "h\u0130ref", "=", "==", " = ", '"', "'", "javascript:", "java&#x09;script:",
-        "javascript&colon;", "&#106;avascript:", "data:image/png;base64,AA", "data:text/html,x", "https://x", "#a",
-        " ", "\t", "\n", ">", "/>", "/", ":", "<!--", "-->", "<script>", "</script>", 'a"', "b'", "\u03a3",
+        "<a ", "<img ", "<svg><use ", " href", " HREF", " xlink:href", " src", " SrC", "formaction",
+        " action", "poster", "bac\u212aground", "h\u0130ref", "=", "==", " = ", '"', "'",
+        "javascript:", "java&#x09;script:", "javascript&colon;", "&#106;avascript:",
+        "data:image/png;base64,AA", "data:text/html,x", "https://x", "#a", " ", "\t", "\n", ">",
+        "/>", "/", ":", "<!--", "-->", "<script>", "</script>", 'a"', "b'", "\u03a3",
     ]  # fmt: skip
     rng = random.Random(5)
     for _ in range(20_000):

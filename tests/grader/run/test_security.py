@@ -24,14 +24,29 @@ from autograde.course import Course
 from autograde.publish.leaks import secret_lines
 
 from hostile import grade_leaving_nothing, run_leaving_nothing
-from submissions import NOTEBOOKS, answer, build, do_nothing_answer, insert_after, mutate, replay_answer, run_grade, write
+from submissions import (
+    NOTEBOOKS,
+    answer,
+    build,
+    do_nothing_answer,
+    insert_after,
+    mutate,
+    replay_answer,
+    run_grade,
+    write,
+)
 
 pytestmark = pytest.mark.slow
 
 NB = dict(zip(("01", "02", "03", "04", "05"), NOTEBOOKS))
-WRONG_TODO2 = mutate("todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 1e9 / 1000")
-WRONG_TODO3 = mutate("todo3_solution", "if not handoff_state.get(name, False)]", "if name not in handoff_state]")
-CONSTANT_TODO3 = """def validate_handoff_state(handoff_state, expected_request_id, expected_version):
+WRONG_TODO2 = mutate(
+    "todo2_solution", "bandwidth_gbps * 1e9 / 8 / 1000", "bandwidth_gbps * 1e9 / 1000"
+)
+WRONG_TODO3 = mutate(
+    "todo3_solution", "if not handoff_state.get(name, False)]", "if name not in handoff_state]"
+)
+CONSTANT_TODO3 = """def validate_handoff_state(handoff_state, expected_request_id, \
+expected_version):
     return {'ready': True, 'missing': [], 'incompatible': []}
 """
 ALWAYS_EQUAL_TODO3 = """class _Yes(dict):
@@ -50,7 +65,8 @@ here = pathlib.Path.cwd()
 for folder in [here, *here.parents]:
     try:
         for path in folder.rglob('*'):
-            if path.is_file() and path.suffix in ('.ipynb', '.db', '.json', '.csv', '.toml', '.py') and 'site-packages' not in str(path):
+            kinds = ('.ipynb', '.db', '.json', '.csv', '.toml', '.py')
+            if path.is_file() and path.suffix in kinds and 'site-packages' not in str(path):
                 try:
                     text = path.read_text(errors='replace')
                 except OSError:
@@ -66,7 +82,8 @@ for target in {SECRET_TARGETS}:
         found.append(target)
     except OSError:
         pass
-# the findings first (what it dumps after may be cut by the output limits), the interpreter's own files left out
+# the findings first (what it dumps after may be cut by the output limits), the interpreter's
+# own files left out
 mine = sorted(p for p in found if not p.startswith(('/usr/', sys.prefix, sys.base_prefix)))
 print('READ', len(found), 'FILES:', mine[:300])
 for text in texts:
@@ -90,9 +107,15 @@ for folder in here.parents:
             pass
 print('sabotage attempted')
 """
-ECHO = """get_ipython().events.register('post_run_cell', lambda result: print(result.info.raw_cell))"""
+ECHO = (
+    """get_ipython().events.register('post_run_cell', lambda result: """
+    """print(result.info.raw_cell))"""
+)
 TRANSFORMER = """get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])"""
-CUSTOM_EXC = """get_ipython().set_custom_exc((BaseException,), lambda shell, etype, evalue, tb, tb_offset=None: None)"""
+CUSTOM_EXC = (
+    """get_ipython().set_custom_exc((BaseException,), lambda shell, etype, evalue, tb, """
+    """tb_offset=None: None)"""
+)
 PATCHER = """import math, builtins
 math.isclose = lambda *args, **kwargs: True
 builtins.abs = lambda x: 0
@@ -139,7 +162,8 @@ for _ in range(12):
         os._exit(0)"""
 MARKUP = "<script>document.title = 'owned'</script>\n" + "<" * 120_000
 STICKY_TODO4 = answer("todo4_solution").replace(
-    "    if validation['incompatible']:", "    validation['_seen'] = True\n    if validation['incompatible']:"
+    "    if validation['incompatible']:",
+    "    validation['_seen'] = True\n    if validation['incompatible']:",
 )
 NETWORK = """import socket
 try:
@@ -170,14 +194,16 @@ for _root in dict.fromkeys(_roots):
         _seen += 1
         if _seen > 40000 or time.time() > _deadline:
             break
-        _dirs[:] = [d for d in _dirs if d not in ('proc', 'sys', 'usr', 'lib', 'lib64', 'bin', 'sbin', 'etc')]
+        _system = ('proc', 'sys', 'usr', 'lib', 'lib64', 'bin', 'sbin', 'etc')
+        _dirs[:] = [d for d in _dirs if d not in _system]
         for _f in _files:
             if _f.endswith('.db') or 'gradebook' in _f:
                 _p = os.path.join(_dirpath, _f)
                 _found.append(_p)
                 try:
                     _c = sqlite3.connect(_p, timeout=1)
-                    _n = _c.execute("UPDATE grade SET auto_score = 100, manual_score = 100").rowcount
+                    _sql = "UPDATE grade SET auto_score = 100, manual_score = 100"
+                    _n = _c.execute(_sql).rowcount
                     _c.commit(); _c.close()
                     _changed.append((_p, _n))
                 except Exception as _e:
@@ -194,7 +220,9 @@ canary = {CANARY!r}
 class Escape:
     def __reduce__(self):
         return (os.system, ('touch ' + canary,))
-paths = {PATHS!r} or glob.glob('/tmp/pymp-*/listener-*') + glob.glob('/tmp/**/listener-*', recursive=True)
+paths = {PATHS!r} or (
+    glob.glob('/tmp/pymp-*/listener-*') + glob.glob('/tmp/**/listener-*', recursive=True)
+)
 try:
     for line in open('/proc/net/unix').read().splitlines()[1:]:
         parts = line.split()
@@ -226,13 +254,23 @@ print('FORKSERVER-PROBE', repr(tried))
 def grades(out: Path) -> dict[str, dict[str, float]]:
     with open(out / "grades.csv", encoding="utf-8") as handle:
         return {
-            row["student_id"]: {k: (v if v == "pending" or k == "edition" else float(v)) for k, v in row.items() if k != "student_id"}
+            row["student_id"]: {
+                k: (v if v == "pending" or k == "edition" else float(v))
+                for k, v in row.items()
+                if k != "student_id"
+            }
             for row in csv.DictReader(handle)
         }
 
 
 def page(out: Path, student: str, notebook: str) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", (out / "feedback" / student / f"{notebook}.html").read_text(encoding="utf-8")))
+    return html.unescape(
+        re.sub(
+            r"<[^>]+>",
+            "",
+            (out / "feedback" / student / f"{notebook}.html").read_text(encoding="utf-8"),
+        )
+    )
 
 
 class Listener:
@@ -275,17 +313,52 @@ def attacked(tmp_path_factory):
     write(subs, "ctl_wrong2", NB["02"], build(NB["02"], WRONG_TODO2))
     write(subs, "ctl_wrong3", NB["03"], build(NB["03"], WRONG_TODO3))
     write(subs, "ctl_const3", NB["03"], build(NB["03"], {"todo3_solution": CONSTANT_TODO3}))
-    # the public checks replayed from a table of their calls (test_replay_attack.py), and its control
-    write(subs, "atk_replay", NB["03"], build(NB["03"], {"todo3_solution": replay_answer("todo3_validate_state", "todo3_solution")}))
-    write(subs, "ctl_none3", NB["03"], build(NB["03"], {"todo3_solution": do_nothing_answer("todo3_solution")}))
+    # the public checks replayed from a table of their calls (test_replay_attack.py), and its
+    # control
+    write(
+        subs,
+        "atk_replay",
+        NB["03"],
+        build(
+            NB["03"], {"todo3_solution": replay_answer("todo3_validate_state", "todo3_solution")}
+        ),
+    )
+    write(
+        subs,
+        "ctl_none3",
+        NB["03"],
+        build(NB["03"], {"todo3_solution": do_nothing_answer("todo3_solution")}),
+    )
     # exceptions swallowed or cells rewritten through IPython, next to a wrong answer
-    write(subs, "atk_transformer", NB["03"], insert_after(build(NB["03"], WRONG_TODO3), "todo3_solution", TRANSFORMER))
-    write(subs, "atk_custom_exc", NB["03"], insert_after(build(NB["03"], WRONG_TODO3), "todo3_solution", CUSTOM_EXC))
-    write(subs, "atk_echo", NB["02"], insert_after(build(NB["02"], WRONG_TODO2), "todo1_solution", ECHO))
+    write(
+        subs,
+        "atk_transformer",
+        NB["03"],
+        insert_after(build(NB["03"], WRONG_TODO3), "todo3_solution", TRANSFORMER),
+    )
+    write(
+        subs,
+        "atk_custom_exc",
+        NB["03"],
+        insert_after(build(NB["03"], WRONG_TODO3), "todo3_solution", CUSTOM_EXC),
+    )
+    write(
+        subs,
+        "atk_echo",
+        NB["02"],
+        insert_after(build(NB["02"], WRONG_TODO2), "todo1_solution", ECHO),
+    )
     # patched modules and builtins that tests use
-    write(subs, "atk_patcher", NB["02"], insert_after(build(NB["02"], WRONG_TODO2), "todo1_solution", PATCHER))
+    write(
+        subs,
+        "atk_patcher",
+        NB["02"],
+        insert_after(build(NB["02"], WRONG_TODO2), "todo1_solution", PATCHER),
+    )
     # an answer whose == always says yes
-    write(subs, "atk_always_equal", NB["03"], build(NB["03"], {"todo3_solution": ALWAYS_EQUAL_TODO3}))
+    write(
+        subs, "atk_always_equal", NB["03"], build(NB["03"], {"todo3_solution": ALWAYS_EQUAL_TODO3})
+    )
     # an answer that reads the expected decision from its caller's bytecode
     write(subs, "atk_peek", NB["05"], build(NB["05"], {"todo5_solution": PEEK_TODO5}))
     # reading above its folder: the grader's files, the instructor's sources, other students
@@ -296,19 +369,54 @@ def attacked(tmp_path_factory):
         str(subs / "honest_a" / f"{NB['03']}.ipynb"),
         "/etc/shadow",
     ]
-    write(subs, "atk_reader", NB["03"], insert_after(build(NB["03"]), "todo3_solution", READER.replace("{SECRET_TARGETS}", repr(targets))))
+    write(
+        subs,
+        "atk_reader",
+        NB["03"],
+        insert_after(
+            build(NB["03"]), "todo3_solution", READER.replace("{SECRET_TARGETS}", repr(targets))
+        ),
+    )
     # writing and deleting above its folder
-    doomed = [str(out / "grades.csv"), str(out / ".state"), str(out / ".course"), str(out / ".work"), str(subs), str(repo / "solutions")]
-    write(subs, "atk_saboteur", NB["01"], insert_after(build(NB["01"]), "todo0_solution", SABOTEUR.replace("{TARGETS}", repr(doomed))))
+    doomed = [
+        str(out / "grades.csv"),
+        str(out / ".state"),
+        str(out / ".course"),
+        str(out / ".work"),
+        str(subs),
+        str(repo / "solutions"),
+    ]
+    write(
+        subs,
+        "atk_saboteur",
+        NB["01"],
+        insert_after(
+            build(NB["01"]), "todo0_solution", SABOTEUR.replace("{TARGETS}", repr(doomed))
+        ),
+    )
     # resource attacks
     write(subs, "atk_flood", NB["04"], insert_after(build(NB["04"]), "todo4_solution", FLOOD))
     write(subs, "atk_detached", NB["04"], insert_after(build(NB["04"]), "todo4_solution", DETACHED))
     write(subs, "atk_memory", NB["05"], insert_after(build(NB["05"]), "todo5_solution", MEMORY))
     write(subs, "atk_memory", NB["04"], build(NB["04"]))
     write(subs, "atk_forks", NB["01"], insert_after(build(NB["01"]), "todo0_solution", FORKS))
-    write(subs, "atk_network", NB["03"], insert_after(build(NB["03"]), "todo3_solution", NETWORK.replace("{PORT}", str(listener.port))))
+    write(
+        subs,
+        "atk_network",
+        NB["03"],
+        insert_after(
+            build(NB["03"]), "todo3_solution", NETWORK.replace("{PORT}", str(listener.port))
+        ),
+    )
     # a wrong answer that hunts for gradebooks to write full marks into, and the same answer alone
-    write(subs, "atk_gradebook", NB["01"], insert_after(build(NB["01"], {"todo0_solution": WRONG_TODO0}), "todo0_solution", GRADEBOOK_HUNT))
+    write(
+        subs,
+        "atk_gradebook",
+        NB["01"],
+        insert_after(
+            build(NB["01"], {"todo0_solution": WRONG_TODO0}), "todo0_solution", GRADEBOOK_HUNT
+        ),
+    )
     write(subs, "ctl_wrong0", NB["01"], build(NB["01"], {"todo0_solution": WRONG_TODO0}))
     canary = base / "forkserver-escape"
     escape = FORKSERVER.replace("{CANARY!r}", repr(str(canary))).replace("{PATHS!r}", "[]")
@@ -324,17 +432,41 @@ def attacked(tmp_path_factory):
     write(subs, "atk_sticky", NB["04"], build(NB["04"], {"todo4_solution": STICKY_TODO4}))
     # a submission that is a symbolic link to the instructor's answers
     (subs / "atk_symlink").mkdir()
-    (subs / "atk_symlink" / f"{NB['03']}.ipynb").symlink_to(repo / "solutions" / f"{NB['03']}.ipynb")
+    (subs / "atk_symlink" / f"{NB['03']}.ipynb").symlink_to(
+        repo / "solutions" / f"{NB['03']}.ipynb"
+    )
     # a file name that is not UTF-8 (matched by its graded cells)
     (subs / "atk_badname").mkdir()
-    with open(os.fsencode(subs / "atk_badname") + b"/\xff\xfe-work.ipynb", "w", encoding="utf-8") as handle:
+    with open(
+        os.fsencode(subs / "atk_badname") + b"/\xff\xfe-work.ipynb", "w", encoding="utf-8"
+    ) as handle:
         nbformat.write(build(NB["04"]), handle)
     before = {p: p.read_bytes() for p in (repo / "solutions").glob("*.ipynb")}
     try:
         # each grading's own processes are watched: whatever it leaves running is listed (and ended)
-        first, left = grade_leaving_nothing(subs, out, "--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "120", "--memory-limit", "1")
+        first, left = grade_leaving_nothing(
+            subs,
+            out,
+            "--workers",
+            "2",
+            "--cell-timeout",
+            "20",
+            "--notebook-timeout",
+            "120",
+            "--memory-limit",
+            "1",
+        )
         second, left_again = grade_leaving_nothing(
-            subs, rerun, "--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "120", "--memory-limit", "1"
+            subs,
+            rerun,
+            "--workers",
+            "2",
+            "--cell-timeout",
+            "20",
+            "--notebook-timeout",
+            "120",
+            "--memory-limit",
+            "1",
         )
     finally:
         listener.close()
@@ -357,19 +489,27 @@ def attacked(tmp_path_factory):
 FULL = {
     c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
     for n in NOTEBOOKS
-    for c in nbformat.read(Path(__file__).resolve().parents[3] / "solutions" / f"{n}.ipynb", 4).cells
+    for c in nbformat.read(
+        Path(__file__).resolve().parents[3] / "solutions" / f"{n}.ipynb", 4
+    ).cells
     if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")
 }
 
 
 def test_honest_students_keep_full_marks(attacked):
     for student in ("honest_a", "honest_z"):
-        assert attacked["grades"][student]["total"] == sum(FULL.values()), (student, attacked["grades"][student])
+        assert attacked["grades"][student]["total"] == sum(FULL.values()), (
+            student,
+            attacked["grades"][student],
+        )
 
 
 def test_controls_are_partial_so_the_attack_tests_can_fail(attacked):
     g = attacked["grades"]
-    assert 0 < g["ctl_wrong2"]["todo2_estimate_handoff"] < 3 and g["ctl_wrong2"]["todo1_exposed_interval"] == 3
+    assert (
+        0 < g["ctl_wrong2"]["todo2_estimate_handoff"] < 3
+        and g["ctl_wrong2"]["todo1_exposed_interval"] == 3
+    )
     assert 0 < g["ctl_wrong3"]["todo3_validate_state"] < 3
     assert 0 < g["ctl_const3"]["todo3_validate_state"] < 3
 
@@ -387,7 +527,9 @@ def test_controls_are_partial_so_the_attack_tests_can_fail(attacked):
 )
 def test_tampering_gains_nothing(attacked, attacker, control, cell):
     g = attacked["grades"]
-    assert g[attacker][cell] == g[control][cell], f"{attacker} scored {g[attacker][cell]} on {cell}, its plain answer {g[control][cell]}"
+    assert g[attacker][cell] == g[control][cell], (
+        f"{attacker} scored {g[attacker][cell]} on {cell}, its plain answer {g[control][cell]}"
+    )
     assert g[attacker]["total"] <= g[control]["total"]
 
 
@@ -399,8 +541,12 @@ def test_reading_the_callers_bytecode_finds_no_expected_answer(attacked):
     namespace: dict = {}
     exec(PEEK_TODO5, namespace)
     in_process = passed_ideas(namespace["decide_overlap"])
-    assert {"calibrated_bar", "noisy_machine", "every_payload"} <= in_process, f"the attack is real: {in_process}"
-    assert attacked["grades"]["atk_peek"]["todo5_decide_overlap"] == 0.25, "only the scaffold ideas (0.125 + 0.125)"
+    assert {"calibrated_bar", "noisy_machine", "every_payload"} <= in_process, (
+        f"the attack is real: {in_process}"
+    )
+    assert attacked["grades"]["atk_peek"]["todo5_decide_overlap"] == 0.25, (
+        "only the scaffold ideas (0.125 + 0.125)"
+    )
     assert SCAFFOLD_IDEAS == {"empty_raises", "inputs_unchanged"}
 
 
@@ -412,7 +558,9 @@ def test_no_feedback_page_shows_a_hidden_test_or_an_answer_it_did_not_write(atta
         text = html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8")))
         assert "BEGIN HIDDEN TESTS" not in text and "@idea(" not in text, path
         lines = {line.strip() for line in text.splitlines()}
-        hidden = [s for s, where in secrets.items() if where.startswith("hidden test") and s in lines]
+        hidden = [
+            s for s, where in secrets.items() if where.startswith("hidden test") and s in lines
+        ]
         assert not hidden, f"{path}: {hidden[:3]}"
         assert path.stat().st_size < 1_000_000, f"{path} is {path.stat().st_size} bytes"
 
@@ -422,13 +570,33 @@ def test_reading_above_the_folder_finds_nothing(attacked):
     listing = re.search(r"^READ (\d+) FILES: (\[.*\])$", text, re.M)
     assert listing, "the reader printed its findings"
     found = eval(listing.group(2))  # a list literal printed by the submission
-    grader = [str(attacked["out"]), str(attacked["subs"]), str(attacked["repo"] / "solutions"), "/etc/shadow"]
-    # its own notebook's course folder (its working folder, under OUT/.work) holds the course's public settings only
-    own = {path for path in found if path.startswith(str(attacked["out"] / ".work" / "atk_reader") + "/")}
-    assert {Path(path).name for path in own} <= {"course.toml"}, f"its own folder shows more than the course's settings: {sorted(own)}"
-    leaked = sorted({path for path in found if path not in own and any(path.startswith(place) for place in grader)})
+    grader = [
+        str(attacked["out"]),
+        str(attacked["subs"]),
+        str(attacked["repo"] / "solutions"),
+        "/etc/shadow",
+    ]
+    # its own notebook's course folder (its working folder, under OUT/.work) holds the course's
+    # public settings only
+    own = {
+        path
+        for path in found
+        if path.startswith(str(attacked["out"] / ".work" / "atk_reader") + "/")
+    }
+    assert {Path(path).name for path in own} <= {"course.toml"}, (
+        f"its own folder shows more than the course's settings: {sorted(own)}"
+    )
+    leaked = sorted(
+        {
+            path
+            for path in found
+            if path not in own and any(path.startswith(place) for place in grader)
+        }
+    )
     assert not leaked, f"the submission read {leaked}"
-    assert "BEGIN SOLUTION" not in text and "@idea(" not in text, "no answer or hidden test was printed"
+    assert "BEGIN SOLUTION" not in text and "@idea(" not in text, (
+        "no answer or hidden test was printed"
+    )
     assert attacked["grades"]["atk_reader"]["todo3_validate_state"] == 3
 
 
@@ -436,15 +604,21 @@ def test_writing_above_the_folder_harms_no_one(attacked):
     g = attacked["grades"]
     assert g["atk_saboteur"]["todo0_check_overlap"] == 3, "the saboteur's own answer still counts"
     assert "sabotage attempted" in page(attacked["out"], "atk_saboteur", NB["01"])
-    assert all((attacked["subs"] / s).is_dir() for s in ("honest_a", "honest_z")), "submissions survive"
+    assert all((attacked["subs"] / s).is_dir() for s in ("honest_a", "honest_z")), (
+        "submissions survive"
+    )
     for path, data in attacked["sources_before"].items():
         assert path.read_bytes() == data, f"{path} changed"
-    statuses = {(p["student_id"], p["notebook"]): p["status"] for p in attacked["summary"]["problems"]}
+    statuses = {
+        (p["student_id"], p["notebook"]): p["status"] for p in attacked["summary"]["problems"]
+    }
     assert ("honest_z", NB["01"]) not in statuses and ("honest_a", NB["01"]) not in statuses
 
 
 def test_a_second_run_gives_the_same_grades(attacked):
-    assert (attacked["out"] / "grades.csv").read_text() == (attacked["rerun"] / "grades.csv").read_text()
+    assert (attacked["out"] / "grades.csv").read_text() == (
+        attacked["rerun"] / "grades.csv"
+    ).read_text()
 
 
 def test_output_flood_is_cut(attacked):
@@ -471,7 +645,11 @@ def test_the_leftover_check_sees_what_outlives_its_command():
     proc, left = run_leaving_nothing([sys.executable, "-c", DETACHED], grace=1.0)
     assert proc.returncode == 0, proc.stderr
     # sleep 417 runs once Popen returns; the shell's sleep 418 may still be on its way (sh, nohup)
-    assert "sleep 417" in left and any("418" in c for c in left) and all("417" in c or "418" in c for c in left), left
+    assert (
+        "sleep 417" in left
+        and any("418" in c for c in left)
+        and all("417" in c or "418" in c for c in left)
+    ), left
 
 
 def test_memory_blowup_stops_only_that_notebook(attacked):
@@ -508,9 +686,14 @@ def test_the_worker_server_is_out_of_a_submissions_reach(attacked, tmp_path):
     printed = re.search(r"^FORKSERVER-PROBE (\[.*\])$", text, re.M)
     assert printed, "the probe printed what it tried"
     tried = ast.literal_eval(printed.group(1))
-    # all it can reach are its own kernel's channels, in its own runtime folder; no server's listener
+    # all it can reach are its own kernel's channels, in its own runtime folder; no server's
+    # listener
     assert not [path for path, _ in tried if "pymp-" in path or "listener-" in path], tried
-    assert all(re.fullmatch(r"/dev/shm/cg-[^/]+/\d+/ipc-\d+", path) for path, how in tried if how == "CONNECTED"), tried
+    assert all(
+        re.fullmatch(r"/dev/shm/cg-[^/]+/\d+/ipc-\d+", path)
+        for path, how in tried
+        if how == "CONNECTED"
+    ), tried
     assert not attacked["canary"].exists(), "a submission ran code in the grader's worker server"
     assert attacked["grades"]["atk_forkserver"]["todo0_check_overlap"] == 3
     # control: the same code, outside any sandbox, against a server of this process's own
@@ -539,9 +722,13 @@ def test_no_gradebook_is_within_a_submissions_reach(attacked, tmp_path):
     import sys
 
     text = page(attacked["out"], "atk_gradebook", NB["01"])
-    printed = re.search(r"GRADEBOOK-HUNT (\d+) folders, found (\d+), changed (.*)$", html.unescape(text), re.M)
+    printed = re.search(
+        r"GRADEBOOK-HUNT (\d+) folders, found (\d+), changed (.*)$", html.unescape(text), re.M
+    )
     assert printed, "the hunt printed what it found"
-    assert int(printed.group(1)) > 0 and printed.group(2) == "0" and printed.group(3).strip() == "[]", printed.group(0)
+    assert (
+        int(printed.group(1)) > 0 and printed.group(2) == "0" and printed.group(3).strip() == "[]"
+    ), printed.group(0)
     g = attacked["grades"]
     assert g["atk_gradebook"]["todo0_check_overlap"] == g["ctl_wrong0"]["todo0_check_overlap"] < 3
     assert g["honest_a"]["todo0_check_overlap"] == 3
@@ -549,12 +736,26 @@ def test_no_gradebook_is_within_a_submissions_reach(attacked, tmp_path):
     job = tmp_path / "job"
     (job / "kernel").mkdir(parents=True)
     shutil.copy(attacked["out"] / "gradebook.db", job / "gradebook.db")
-    # (only its own folder and the job's: unsandboxed, the full hunt would rewrite other tests' gradebooks)
-    nearby = GRADEBOOK_HUNT.replace("_roots += ['/tmp', '/dev/shm', os.path.expanduser('~'), '/']", "_roots = _roots[:2]")
+    # (only its own folder and the job's: unsandboxed, the full hunt would rewrite other tests'
+    # gradebooks)
+    nearby = GRADEBOOK_HUNT.replace(
+        "_roots += ['/tmp', '/dev/shm', os.path.expanduser('~'), '/']", "_roots = _roots[:2]"
+    )
     assert nearby != GRADEBOOK_HUNT
-    proc = subprocess.run([sys.executable, "-c", nearby], capture_output=True, text=True, timeout=120, cwd=job / "kernel")
+    proc = subprocess.run(
+        [sys.executable, "-c", nearby],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=job / "kernel",
+    )
     assert f"('{job / 'gradebook.db'}'," in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert sqlite3.connect(job / "gradebook.db").execute("SELECT max(auto_score) FROM grade").fetchone()[0] == 100
+    assert (
+        sqlite3.connect(job / "gradebook.db")
+        .execute("SELECT max(auto_score) FROM grade")
+        .fetchone()[0]
+        == 100
+    )
 
 
 def test_summary_records_the_sandbox(attacked):
@@ -567,7 +768,15 @@ def test_summary_records_the_sandbox(attacked):
 def small_class(tmp_path_factory):
     subs = tmp_path_factory.mktemp("small") / "submissions"
     write(subs, "solo", NB["04"], build(NB["04"]))
-    write(subs, "wrong", NB["04"], build(NB["04"], mutate("todo4_solution", "ready_at_ms <= deadline_ms", "ready_at_ms < deadline_ms")))
+    write(
+        subs,
+        "wrong",
+        NB["04"],
+        build(
+            NB["04"],
+            mutate("todo4_solution", "ready_at_ms <= deadline_ms", "ready_at_ms < deadline_ms"),
+        ),
+    )
     return subs
 
 
@@ -578,7 +787,16 @@ def test_a_second_run_on_the_same_folder_refuses(small_class, tmp_path):
 
     out = tmp_path / "out"
     first = subprocess.Popen(
-        [sys.executable, "-m", "autograde", "grade", str(small_class), "--out", str(out), "--no-progress"],
+        [
+            sys.executable,
+            "-m",
+            "autograde",
+            "grade",
+            str(small_class),
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -603,9 +821,15 @@ def test_tampered_state_is_not_trusted(small_class, tmp_path):
     forged["scores"] = {"todo4_plan_decode": 2.0}
     record.write_text(json.dumps(forged))
     spec = out / ".course" / "judge.json"
-    spec.write_text(spec.read_text().replace("uses('plan_decode_start')", "uses('plan_decode_start')\\nraise SystemExit"))
+    spec.write_text(
+        spec.read_text().replace(
+            "uses('plan_decode_start')", "uses('plan_decode_start')\\nraise SystemExit"
+        )
+    )
     proc = run_grade(small_class, out)
-    assert "1 reused" in proc.stdout, "the untouched record is reused, the forged one is graded again"
+    assert "1 reused" in proc.stdout, (
+        "the untouched record is reused, the forged one is graded again"
+    )
     assert grades(out) == honest and honest["wrong"]["todo4_plan_decode"] < 2
     assert "raise SystemExit" not in spec.read_text(), "the master was rebuilt from the sources"
 
@@ -613,12 +837,18 @@ def test_tampered_state_is_not_trusted(small_class, tmp_path):
 def test_without_bubblewrap_grading_refuses_unless_told(small_class, tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_BWRAP", "/nonexistent/bwrap")
     refused = run_grade(small_class, tmp_path / "out", check=False)
-    assert refused.returncode == 2 and "sandbox cannot run here" in refused.stderr and "--no-sandbox" in refused.stderr
+    assert (
+        refused.returncode == 2
+        and "sandbox cannot run here" in refused.stderr
+        and "--no-sandbox" in refused.stderr
+    )
     allowed = run_grade(small_class, tmp_path / "out2", "--no-sandbox")
     assert "WARNING: grading WITHOUT the sandbox" in allowed.stderr
     summary = json.loads((tmp_path / "out2" / "summary.json").read_text())
     assert summary["sandbox"]["enabled"] is False and "no-sandbox" in summary["sandbox"]["warning"]
-    assert grades(tmp_path / "out2")["solo"]["todo4_plan_decode"] == 2, "the judge still decides scores"
+    assert grades(tmp_path / "out2")["solo"]["todo4_plan_decode"] == 2, (
+        "the judge still decides scores"
+    )
 
 
 def test_cpu_hog_costs_others_nothing(attacked):
@@ -629,7 +859,9 @@ def test_cpu_hog_costs_others_nothing(attacked):
 
 
 def test_markup_is_sanitized_and_cheap(attacked):
-    raw = (attacked["out"] / "feedback" / "atk_markup" / f"{NB['04']}.html").read_text(encoding="utf-8")
+    raw = (attacked["out"] / "feedback" / "atk_markup" / f"{NB['04']}.html").read_text(
+        encoding="utf-8"
+    )
     assert "<script>document.title" not in raw
     assert attacked["grades"]["atk_markup"]["todo4_plan_decode"] == 2
 
@@ -640,17 +872,25 @@ def test_changing_an_input_is_caught_even_when_it_is_the_same_change_each_time(a
         record = json.loads(line)
         if record["student_id"] == "atk_sticky" and record["notebook"] == NB["04"]:
             ideas = {i["id"]: i["status"] for i in record["ideas"]["todo4_plan_decode"]}
-    assert ideas["inputs_unchanged"] == "failed" and attacked["grades"]["atk_sticky"]["todo4_plan_decode"] == 1.75
+    assert (
+        ideas["inputs_unchanged"] == "failed"
+        and attacked["grades"]["atk_sticky"]["todo4_plan_decode"] == 1.75
+    )
 
 
 def test_symbolic_links_and_odd_names_are_handled(attacked):
     g = attacked["grades"]
     assert g["atk_symlink"]["total"] == 0, "a link to the answers is not a submission"
-    assert any("symbolic link" in note for note in attacked["summary"]["matching_notes"]["atk_symlink"])
-    assert g["atk_badname"]["todo4_plan_decode"] == 2, "a file name that is not UTF-8 is still graded, and breaks nothing"
+    assert any(
+        "symbolic link" in note for note in attacked["summary"]["matching_notes"]["atk_symlink"]
+    )
+    assert g["atk_badname"]["todo4_plan_decode"] == 2, (
+        "a file name that is not UTF-8 is still graded, and breaks nothing"
+    )
 
 
-# ---------------------------------------------------------------- what the instructor's browser shows
+# ---------------------------------------------------------------- what the instructor's browser
+# shows
 XSS_REFLECTION = """My answer.
 
 <script>window.PWN_SCRIPT = 1</script>
@@ -694,27 +934,59 @@ def formgrader_html(path: Path) -> str:
 def live_markup(page_html: str) -> list[str]:
     """What in a page would run in a browser: a learner's marker inside a <script> element, an
     event-handler attribute (the template's own name toggles aside), a javascript: link."""
-    found = [body for body in re.findall(r"<script[^>]*>(.*?)</script>", page_html, re.S | re.I) if "PWN" in body]
-    found += [m for m in re.findall(r"<[^>]*\son\w+\s*=[^>]*>", page_html, re.I) if "toggle_name(" not in m]
+    found = [
+        body
+        for body in re.findall(r"<script[^>]*>(.*?)</script>", page_html, re.S | re.I)
+        if "PWN" in body
+    ]
+    found += [
+        m
+        for m in re.findall(r"<[^>]*\son\w+\s*=[^>]*>", page_html, re.I)
+        if "toggle_name(" not in m
+    ]
     found += re.findall(r"""(?:href|src)\s*=\s*["']?\s*javascript:""", page_html, re.I)
     return found
 
 
 def test_learner_markup_is_inert_where_the_instructor_looks(tmp_path):
-    nb = insert_after(build(NB["04"], {"reflection_04_q1": XSS_REFLECTION}), "todo4_solution", XSS_OUTPUTS)
+    nb = insert_after(
+        build(NB["04"], {"reflection_04_q1": XSS_REFLECTION}), "todo4_solution", XSS_OUTPUTS
+    )
     subs, out = tmp_path / "submissions", tmp_path / "out"
     write(subs, "xss", NB["04"], nb)
-    assert live_markup(formgrader_html(subs / "xss" / f"{NB['04']}.ipynb")), "the checks see the attack when it is live"
+    assert live_markup(formgrader_html(subs / "xss" / f"{NB['04']}.ipynb")), (
+        "the checks see the attack when it is live"
+    )
     run_grade(subs, out, "--workers", "1", "--cell-timeout", "10")
     assert grades(out)["xss"]["todo4_plan_decode"] == 2, "scores do not change"
     kept = next((out / "autograded" / "xss").rglob(f"{NB['04']}.ipynb"))
     graded = nbformat.read(kept, as_version=4)
-    mimes = {m for c in graded.cells if c.cell_type == "code" for o in c.outputs for m in o.get("data", {})}
+    mimes = {
+        m
+        for c in graded.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        for m in o.get("data", {})
+    }
     assert mimes <= SAFE_MIMES, mimes
-    assert any("plain output stays" in o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
-    reflection = next(c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "reflection_04_q1")
-    assert "shown as plain text for safety" in reflection.source and "\n`````text\n" in reflection.source
+    assert any(
+        "plain output stays" in o.get("text", "")
+        for c in graded.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+    )
+    reflection = next(
+        c
+        for c in graded.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "reflection_04_q1"
+    )
+    assert (
+        "shown as plain text for safety" in reflection.source
+        and "\n`````text\n" in reflection.source
+    )
     rendered = formgrader_html(kept)
-    assert live_markup(rendered) == [] and "&lt;script&gt;window.PWN_SCRIPT" in rendered, "shown, as text"
+    assert live_markup(rendered) == [] and "&lt;script&gt;window.PWN_SCRIPT" in rendered, (
+        "shown, as text"
+    )
     feedback = (out / "feedback" / "xss" / f"{NB['04']}.html").read_text(encoding="utf-8")
     assert not re.search(r"""(?:href|src)\s*=\s*["']?\s*javascript:""", feedback, re.I)

@@ -1,7 +1,8 @@
-"""An edition released on nbgrader's exchange as an assignment of its own (course.toml's ``[course.editions]``:
-the Chinese notebooks as ``<assignment>-zh``, at its top, under the same names and grade ids) is read by the
-intake as the course's assignment, with every defence of the exchange kept, and its feedback goes back under the
-name it was submitted to. Each attack beside its control."""
+"""An edition released on nbgrader's exchange as an assignment of its own (course.toml's
+``[course.editions]``: the Chinese notebooks as ``<assignment>-zh``, at its top, under the same
+names and grade ids) is read by the intake as the course's assignment, with every defence of the
+exchange kept, and its feedback goes back under the name it was submitted to. Each attack beside its
+control."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ ROOT = Path(__file__).resolve().parents[3]
 ZH = dict(COURSE.editions)["zh"]  # the Chinese edition's assignment
 
 
-def submit(inbound: Path, student: str, to: str, when: datetime, version: int = 1, suffix: str = "r") -> Path:
-    """A submission folder as ``nbgrader submit`` leaves it in inbound/, to the assignment ``to``."""
+def submit(
+    inbound: Path, student: str, to: str, when: datetime, version: int = 1, suffix: str = "r"
+) -> Path:
+    """A submission folder as ``nbgrader submit`` leaves it in inbound/, to the assignment
+    ``to``."""
     folder = inbound / f"{student}+{to}+{nbgrader_time(when)}+{suffix}{student}"
     folder.mkdir(parents=True)
     (folder / f"{NB1}.ipynb").write_bytes(notebook(student, NB1, version))
@@ -47,23 +51,33 @@ def test_a_submission_to_the_chinese_editions_assignment_is_one_of_the_course(tm
     now = just_now()
     submit(inbound, "alice", ASSIGNMENT, now)
     submit(inbound, "bob", ZH, now)
-    submit(inbound, "carol", f"{ASSIGNMENT}-fr", now)  # control: a name the course does not give is another assignment
+    # control: a name the course does not give is another assignment
+    submit(inbound, "carol", f"{ASSIGNMENT}-fr", now)
     result = intake(inbound.parent, tmp_path)
     assert result.layout == "exchange" and result.problems == []
     assert tree(result.folder) == {s: {f"{NB1}.ipynb": notebook(s, NB1)} for s in ("alice", "bob")}
-    assert result.students["bob"]["assignment"] == ZH and result.students["alice"]["assignment"] == ASSIGNMENT
-    assert any(f"another assignment ({ASSIGNMENT}-fr)" in note for note in result.notes), result.notes
+    assert (
+        result.students["bob"]["assignment"] == ZH
+        and result.students["alice"]["assignment"] == ASSIGNMENT
+    )
+    assert any(f"another assignment ({ASSIGNMENT}-fr)" in note for note in result.notes), (
+        result.notes
+    )
 
 
 def test_an_inbound_of_the_chinese_edition_alone_is_still_the_exchange(tmp_path):
     inbound = inbound_of(tmp_path)
     submit(inbound, "bob", ZH, just_now())
     result = intake(inbound, tmp_path)
-    assert result.layout == "exchange" and tree(result.folder) == {"bob": {f"{NB1}.ipynb": notebook("bob", NB1)}}
+    assert result.layout == "exchange" and tree(result.folder) == {
+        "bob": {f"{NB1}.ipynb": notebook("bob", NB1)}
+    }
 
 
 @pytest.mark.parametrize("newer", [ASSIGNMENT, ZH])
-def test_a_student_who_submitted_to_both_editions_is_graded_on_the_newest_and_it_is_named(tmp_path, newer):
+def test_a_student_who_submitted_to_both_editions_is_graded_on_the_newest_and_it_is_named(
+    tmp_path, newer
+):
     inbound = inbound_of(tmp_path)
     now = just_now()
     older = ZH if newer == ASSIGNMENT else ASSIGNMENT
@@ -71,9 +85,16 @@ def test_a_student_who_submitted_to_both_editions_is_graded_on_the_newest_and_it
     kept = submit(inbound, "bob", newer, now, version=1, suffix="b")
     result = intake(inbound, tmp_path)
     assert tree(result.folder)["bob"] == {f"{NB1}.ipynb": notebook("bob", NB1, 1)}
-    assert result.students["bob"]["assignment"] == newer and result.students["bob"]["secret"] == "secretbob1"
+    assert (
+        result.students["bob"]["assignment"] == newer
+        and result.students["bob"]["secret"] == "secretbob1"
+    )
     (note,) = [n for n in result.notes if n.startswith("bob: an older submission")]
-    assert f"to {older}) was not used" in note and f"({kept.name}, to {newer}) is graded" in note and "two editions" in note
+    assert (
+        f"to {older}) was not used" in note
+        and f"({kept.name}, to {newer}) is graded" in note
+        and "two editions" in note
+    )
 
 
 def test_two_submissions_to_one_edition_keep_the_plain_note(tmp_path):
@@ -89,7 +110,8 @@ def test_two_submissions_to_one_edition_keep_the_plain_note(tmp_path):
 
 
 def test_collects_submitted_folders_of_both_editions_keep_the_newest_by_timestamp(tmp_path):
-    """``nbgrader collect`` of each edition's assignment: submitted/<student>/<name>/, no time in a folder name."""
+    """``nbgrader collect`` of each edition's assignment: submitted/<student>/<name>/, no time in a
+    folder name."""
     course = tmp_path / "course"
     now = just_now()
     for to, version, when in ((ASSIGNMENT, 0, now - timedelta(minutes=5)), (ZH, 1, now)):
@@ -98,7 +120,9 @@ def test_collects_submitted_folders_of_both_editions_keep_the_newest_by_timestam
         (folder / f"{NB1}.ipynb").write_bytes(notebook("bob", NB1, version))
         (folder / "timestamp.txt").write_text(nbgrader_time(when))
     result = intake(course, tmp_path)
-    assert result.layout == "exchange" and tree(result.folder)["bob"] == {f"{NB1}.ipynb": notebook("bob", NB1, 1)}
+    assert result.layout == "exchange" and tree(result.folder)["bob"] == {
+        f"{NB1}.ipynb": notebook("bob", NB1, 1)
+    }
     assert result.students["bob"]["assignment"] == ZH
     assert any("by its timestamp.txt" in n for n in result.notes), result.notes
 
@@ -109,13 +133,16 @@ def test_a_folder_in_someone_elses_name_fails_the_owner_check_in_either_edition(
     inbound = inbound_of(tmp_path)
     now = just_now()
     submit(inbound, "bob", ASSIGNMENT, now)
-    forged = submit(inbound, "bob", to, now + timedelta(seconds=10), version=2, suffix="f")  # newer: it would win
+    # newer: it would win
+    forged = submit(inbound, "bob", to, now + timedelta(seconds=10), version=2, suffix="f")
     for path in (forged, *forged.iterdir()):
         os.chown(path, 4242, 4242)
     result = intake(inbound, tmp_path / "attack")
-    assert tree(result.folder)["bob"] == {f"{NB1}.ipynb": notebook("bob", NB1)}  # his own, older, submission
+    # his own, older, submission
+    assert tree(result.folder)["bob"] == {f"{NB1}.ipynb": notebook("bob", NB1)}
     assert any("is owned by uid 4242" in p for p in problems_of(result, "bob")), result.problems
-    control = intake(inbound, tmp_path / "control", trust_owners=True)  # the instructor's word: it is his
+    # the instructor's word: it is his
+    control = intake(inbound, tmp_path / "control", trust_owners=True)
     assert tree(control.folder)["bob"] == {f"{NB1}.ipynb": notebook("bob", NB1, 2)}
 
 
@@ -160,17 +187,22 @@ def test_feedback_goes_back_under_the_assignment_submitted_to(tmp_path):
         ('en = "serving_overlap-en"', "besides English are zh"),
     ],
 )
-def test_an_edition_name_nbgrader_or_the_course_cannot_use_is_refused_saying_why(tmp_path, table, said):
+def test_an_edition_name_nbgrader_or_the_course_cannot_use_is_refused_saying_why(
+    tmp_path, table, said
+):
     root = tmp_path / "course"
     root.mkdir()
     text = (ROOT / "course.toml").read_text(encoding="utf-8")
     start = text.index("[course.editions]")
     end = text.index("\n\n", start)
-    (root / "course.toml").write_text(text[:start] + "[course.editions]\n" + table + text[end:], encoding="utf-8")
+    (root / "course.toml").write_text(
+        text[:start] + "[course.editions]\n" + table + text[end:], encoding="utf-8"
+    )
     with pytest.raises(UnusableInput, match=r"course.toml: \[course.editions\]") as caught:
         Course.load(root)
     assert said in str(caught.value)
-    (root / "course.toml").write_text(text, encoding="utf-8")  # control: the course's own table loads
+    # control: the course's own table loads
+    (root / "course.toml").write_text(text, encoding="utf-8")
     assert Course.load(root).editions == COURSE.editions
 
 
@@ -179,6 +211,8 @@ def test_a_course_without_editions_reads_its_own_assignment_only(tmp_path):
     root.mkdir()
     text = (ROOT / "course.toml").read_text(encoding="utf-8")
     start = text.index("[course.editions]")
-    (root / "course.toml").write_text(text[:start] + text[text.index("\n\n", start) + 2 :], encoding="utf-8")
+    (root / "course.toml").write_text(
+        text[:start] + text[text.index("\n\n", start) + 2 :], encoding="utf-8"
+    )
     course = Course.load(root)
     assert course.editions == () and course.assignment_names() == {ASSIGNMENT: "en"}

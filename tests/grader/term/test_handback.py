@@ -1,6 +1,7 @@
-"""What the hand-back writes, read by the rules of the LMS that imports it: Canvas's "Re-upload submissions"
-takes the first two all-digit "_" fields of a name as user id and attachment id, and the attachment must be one
-of that user's submitted files (Assignment#generate_comments_from_files); each page goes under its own file."""
+"""What the hand-back writes, read by the rules of the LMS that imports it: Canvas's "Re-upload
+submissions" takes the first two all-digit "_" fields of a name as user id and attachment id, and
+the attachment must be one of that user's submitted files (Assignment#generate_comments_from_files);
+each page goes under its own file."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def canvas_reupload(name: str) -> tuple[str, str]:
 
 
 def graded_out(tmp_path: Path, members: dict[str, bytes]) -> Path:
-    """An OUT as grade leaves it for the hand-back: the intake's findings and a page per notebook."""
+    """An OUT as grade leaves it for the hand-back: the intake's findings and a page per
+    notebook."""
     result = intake(write_zip(tmp_path / "canvas.zip", members), tmp_path)
     out = tmp_path / "out"
     for student in (p.name for p in result.folder.iterdir() if p.is_dir()):
@@ -30,12 +32,17 @@ def graded_out(tmp_path: Path, members: dict[str, bytes]) -> Path:
             page = out / "feedback" / student / f"{nb.stem}.html"
             page.parent.mkdir(parents=True, exist_ok=True)
             page.write_text(f"<p>{student} {nb.stem}</p>")
-    (out / "intake.json").write_text(json.dumps({"layout": result.layout, "students": result.students}))
+    (out / "intake.json").write_text(
+        json.dumps({"layout": result.layout, "students": result.students})
+    )
     return out
 
 
 def test_each_canvas_page_goes_under_the_file_the_student_sent_for_it(tmp_path):
-    sent = {f"doealice_1001_9001_{NB1}.ipynb": notebook("alice", NB1), f"doealice_1001_9002_{NB2}.ipynb": notebook("alice", NB2)}
+    sent = {
+        f"doealice_1001_9001_{NB1}.ipynb": notebook("alice", NB1),
+        f"doealice_1001_9002_{NB2}.ipynb": notebook("alice", NB2),
+    }
     out = graded_out(tmp_path, sent)
     where, info = hand_back(Course.load(), out, "canvas")
     with zipfile.ZipFile(where) as zf:

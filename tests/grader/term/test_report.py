@@ -42,14 +42,25 @@ def ideas_of(notebook: str) -> dict[str, list]:
     return found
 
 
-def graded(student: str, notebook: str, failing: dict[tuple[str, str], str] | None = None, seconds: float = 5.0, **extra) -> dict:
-    """A graded notebook's record as grade_student/finish_record leave it: the judge's ideas per grade
-    cell, scores = the points of the ideas passed, written answers waiting (None)."""
+def graded(
+    student: str,
+    notebook: str,
+    failing: dict[tuple[str, str], str] | None = None,
+    seconds: float = 5.0,
+    **extra,
+) -> dict:
+    """A graded notebook's record as grade_student/finish_record leave it: the judge's ideas per
+    grade cell, scores = the points of the ideas passed, written answers waiting (None)."""
     failing = failing or {}
     ideas, scores = {}, {}
     for gid, infos in ideas_of(notebook).items():
         ideas[gid] = [
-            {"id": i.id, "status": failing.get((gid, i.id), "passed"), "earned": 0.0 if (gid, i.id) in failing else i.points, "points": i.points}
+            {
+                "id": i.id,
+                "status": failing.get((gid, i.id), "passed"),
+                "earned": 0.0 if (gid, i.id) in failing else i.points,
+                "points": i.points,
+            }
             for i in infos
         ]
         scores[gid] = sum(i["earned"] for i in ideas[gid])
@@ -63,7 +74,11 @@ def graded(student: str, notebook: str, failing: dict[tuple[str, str], str] | No
         "status": "graded",
         "detail": "",
         "manual": manual,
-        "timings": {"autograde": round(seconds * 0.6, 3), "judge": round(seconds * 0.2, 3), "feedback": round(seconds * 0.2, 3)},
+        "timings": {
+            "autograde": round(seconds * 0.6, 3),
+            "judge": round(seconds * 0.2, 3),
+            "feedback": round(seconds * 0.2, 3),
+        },
         "ideas": ideas,
         "seconds": seconds,
         "signature": "f" * 64,
@@ -72,10 +87,20 @@ def graded(student: str, notebook: str, failing: dict[tuple[str, str], str] | No
     return record
 
 
-def stopped(student: str, notebook: str, status: str, detail: str, seconds: float | None = 1.0) -> dict:
-    record = {"student_id": student, "notebook": notebook, "scores": {}, "status": status, "detail": detail}
+def stopped(
+    student: str, notebook: str, status: str, detail: str, seconds: float | None = 1.0
+) -> dict:
+    record = {
+        "student_id": student,
+        "notebook": notebook,
+        "scores": {},
+        "status": status,
+        "detail": detail,
+    }
     if status != "missing":
-        record.update(file=f"{notebook}.ipynb", fingerprint="0" * 64, seconds=seconds, signature="f" * 64)
+        record.update(
+            file=f"{notebook}.ipynb", fingerprint="0" * 64, seconds=seconds, signature="f" * 64
+        )
     return record
 
 
@@ -84,12 +109,24 @@ def write_out(out: Path, records: list[dict], notes: dict[str, list[str]] | None
     out.mkdir(parents=True, exist_ok=True)
     n_students = len({r["student_id"] for r in records})
     return write_results(
-        COURSE, out, graded_cells=CELLS, records=records, notes=notes or {}, n_students=n_students, sandbox=SandboxInfo(enabled=False)
+        COURSE,
+        out,
+        graded_cells=CELLS,
+        records=records,
+        notes=notes or {},
+        n_students=n_students,
+        sandbox=SandboxInfo(enabled=False),
     )
 
 
 def run_report(out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autograde", "report", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "autograde", "report", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def expected_ideas(records: list[dict]) -> dict[tuple[str, str], tuple[int, int]]:
@@ -107,7 +144,10 @@ def expected_ideas(records: list[dict]) -> dict[tuple[str, str], tuple[int, int]
 
 def cells_of(row_html: str) -> dict[str, str]:
     """{class: text} of a table row's cells that carry a class."""
-    return {m.group(1).split()[-1]: html.unescape(m.group(2).strip()) for m in re.finditer(r'<td class="([^"]+)">(.*?)</td>', row_html, re.S)}
+    return {
+        m.group(1).split()[-1]: html.unescape(m.group(2).strip())
+        for m in re.finditer(r"<td " r'class="([^"]+)">(.*?)</td>', row_html, re.S)
+    }
 
 
 NB = COURSE.notebooks
@@ -123,28 +163,54 @@ def small(tmp_path_factory):
     for nb in NB:  # full marks everywhere
         records.append(graded("s_full", nb, seconds=4.0))
     # misses idea A (failed) and B (error) of TODO 0; everything else right
-    records.append(graded("s_part", NB[0], {(TODO0, A): "failed", (TODO0, B): "error"}, seconds=6.0))
+    records.append(
+        graded("s_part", NB[0], {(TODO0, A): "failed", (TODO0, B): "error"}, seconds=6.0)
+    )
     records += [graded("s_part", nb) for nb in NB[1:]]
     # misses A as well, and was not finished elsewhere
     records.append(graded("s_weak", NB[0], {(TODO0, A): "failed"}, seconds=3.0))
-    records += [stopped("s_weak", nb, "missing", f"{nb}.ipynb not found in the submission") for nb in NB[1:]]
+    records += [
+        stopped("s_weak", nb, "missing", f"{nb}.ipynb not found in the submission") for nb in NB[1:]
+    ]
     # stopped in every way the grader names
     records.append(graded("s_stopped", NB[0], seconds=2.0))
     records.append(stopped("s_stopped", NB[1], "timeout", "killed after 300 s", seconds=301.5))
-    records.append(stopped("s_stopped", NB[2], "kernel_died", "DeadKernelError: Kernel died", seconds=7.0))
-    records.append(stopped("s_stopped", NB[3], "out_of_memory", "over the 4 GiB limit: the kernel was stopped", 9.0))
-    records.append(stopped("s_stopped", NB[4], "invalid_notebook", "JSONDecodeError: <b>not json</b>", 0.0))
+    records.append(
+        stopped("s_stopped", NB[2], "kernel_died", "DeadKernelError: Kernel died", seconds=7.0)
+    )
+    records.append(
+        stopped(
+            "s_stopped", NB[3], "out_of_memory", "over the 4 GiB limit: the kernel was stopped", 9.0
+        )
+    )
+    records.append(
+        stopped("s_stopped", NB[4], "invalid_notebook", "JSONDecodeError: <b>not json</b>", 0.0)
+    )
     # a feedback page with lines removed, and a note on a graded notebook
     records.append(graded("s_redacted", NB[0], redacted_lines=2))
-    records.append(graded("s_redacted", NB[1], detail="1 cell(s) of its code failed when loaded for the judge"))
+    records.append(
+        graded("s_redacted", NB[1], detail="1 cell(s) of its code failed when loaded for the judge")
+    )
     records += [graded("s_redacted", nb) for nb in NB[2:]]
-    # a folder name that cannot be a student id: as the grader records it (safe_text keeps '<' and '>')
+    # a folder name that cannot be a student id: as the grader records it (safe_text keeps '<' and
+    # '>')
     records += [
-        {"student_id": EVIL, "notebook": nb, "scores": {}, "status": "invalid_student_id", "detail": "use letters, digits, '_', '.', '@', '+' or '-'"}
+        {
+            "student_id": EVIL,
+            "notebook": nb,
+            "scores": {},
+            "status": "invalid_student_id",
+            "detail": "use letters, digits, '_', '.', '@', '+' or '-'",
+        }
         for nb in NB
     ]
-    write_out(out, records, notes={"s_part": [f"{NB[1]}.ipynb: found as 'Copy of {NB[1]}.ipynb' (renamed)"]})
-    # a person scored one written answer, and another was flagged for review: as grades.csv shows them
+    write_out(
+        out,
+        records,
+        notes={"s_part": [f"{NB[1]}.ipynb: found as 'Copy of {NB[1]}.ipynb' (renamed)"]},
+    )
+    # a person scored one written answer, and another was flagged for review: as grades.csv shows
+    # them
     manual = [c.grade_id for c in CELLS if c.manual]
     rows = list(csv.DictReader(open(out / "grades.csv", encoding="utf-8")))
     for row in rows:
@@ -178,10 +244,16 @@ def test_each_idea_pass_rate_is_the_count_of_judged_notebooks_that_passed(small)
         assert (got[key]["passed"], got[key]["judged"]) == (passed, judged), key
         assert got[key]["pass_rate"] == pytest.approx(passed / judged, abs=1e-4)
     # A: failed by s_part and s_weak among the 5 judged todo0 notebooks; B: an error for s_part
-    assert (got[(TODO0, A)]["passed"], got[(TODO0, A)]["judged"], got[(TODO0, A)]["failed"]) == (3, 5, 2)
+    assert (got[(TODO0, A)]["passed"], got[(TODO0, A)]["judged"], got[(TODO0, A)]["failed"]) == (
+        3,
+        5,
+        2,
+    )
     assert (got[(TODO0, B)]["passed"], got[(TODO0, B)]["error"]) == (4, 1)
     ranked = small["data"]["ideas"]
-    assert (ranked[0]["grade_id"], ranked[0]["idea"]) == (TODO0, A), "the most missed idea comes first"
+    assert (ranked[0]["grade_id"], ranked[0]["idea"]) == (TODO0, A), (
+        "the most missed idea comes first"
+    )
     assert (ranked[1]["grade_id"], ranked[1]["idea"]) == (TODO0, B)
     assert [i["pass_rate"] for i in ranked] == sorted(i["pass_rate"] for i in ranked)
     assert ranked[0]["text"] == FIRST[TODO0][0].text
@@ -191,11 +263,20 @@ def test_the_page_shows_the_same_idea_numbers_and_texts(small):
     rows = dict(re.findall(r'<tr data-idea="([^"]+)">(.*?)</tr>', small["page"], re.S))
     assert len(rows) == len(small["data"]["ideas"])
     order = re.findall(r'<tr data-idea="([^"]+)">', small["page"])
-    assert [html.unescape(k) for k in order] == [f"{i['grade_id']}/{i['idea']}" for i in small["data"]["ideas"]]
+    assert [html.unescape(k) for k in order] == [
+        f"{i['grade_id']}/{i['idea']}" for i in small["data"]["ideas"]
+    ]
     for idea in small["data"]["ideas"]:
         cells = cells_of(rows[f"{idea['grade_id']}/{idea['idea']}"])
-        assert cells["text"] == idea["text"], "the idea's text, escaped in the page, reads back the same"
-        assert (int(cells["passed"]), int(cells["judged"]), int(cells["failed"]), int(cells["error"])) == (
+        assert cells["text"] == idea["text"], (
+            "the idea's text, escaped in the page, reads back the same"
+        )
+        assert (
+            int(cells["passed"]),
+            int(cells["judged"]),
+            int(cells["failed"]),
+            int(cells["error"]),
+        ) == (
             idea["passed"],
             idea["judged"],
             idea["failed"],
@@ -232,11 +313,16 @@ def test_written_answers_waiting_for_a_person_are_pending_not_zero(small):
     rows = small["rows"].values()
     for gid in small["manual"]:
         column = [r[gid] for r in rows]
-        assert per[gid]["pending"] == column.count("pending") and per[gid]["review"] == column.count("review")
-        assert per[gid]["zero"] == sum(v not in ("pending", "review") and float(v) == 0 for v in column)
+        assert per[gid]["pending"] == column.count("pending") and per[gid][
+            "review"
+        ] == column.count("review")
+        assert per[gid]["zero"] == sum(
+            v not in ("pending", "review") and float(v) == 0 for v in column
+        )
     first, second = small["manual"][:2]
     assert per[first]["full"] == 1 and per[second]["review"] == 1
-    # the first notebook was graded for all but the bad folder name: its answers wait, s_full's was scored
+    # the first notebook was graded for all but the bad folder name: its answers wait, s_full's was
+    # scored
     assert (per[first]["pending"], per[first]["full"], per[first]["zero"]) == (4, 1, 1)
     scores = small["data"]["scores"]
     assert scores["pending_answers"] == sum(int(r["pending"]) for r in rows)
@@ -244,7 +330,9 @@ def test_written_answers_waiting_for_a_person_are_pending_not_zero(small):
     row = re.search(rf'<tr data-exercise="{first}">(.*?)</tr>', small["page"], re.S).group(1)
     assert (int(cells_of(row)["pending"]), int(cells_of(row)["full"])) == (4, 1)
     totals = sorted(float(r["total"]) for r in rows)
-    assert scores["total"]["max"] == totals[-1] and sum(scores["total"]["histogram"]["counts"]) == len(totals)
+    assert scores["total"]["max"] == totals[-1] and sum(
+        scores["total"]["histogram"]["counts"]
+    ) == len(totals)
 
 
 def test_text_from_the_graded_folder_is_inert(small):
@@ -254,7 +342,9 @@ def test_text_from_the_graded_folder_is_inert(small):
     assert "<b>not json</b>" not in page and "&lt;b&gt;not json&lt;/b&gt;" in page
     assert "default-src 'none'" in page, "and the page forbids scripts outright"
     links = re.findall(r'(?:src|href)="([^"]*)"', page)
-    assert links and all(link.startswith("data:image/svg+xml;base64,") for link in links), "one self-contained file"
+    assert links and all(link.startswith("data:image/svg+xml;base64,") for link in links), (
+        "one self-contained file"
+    )
     svgs = [base64.b64decode(link.split(",", 1)[1]).decode() for link in links]
     assert len(svgs) == 5 and all("<svg" in svg and "<script" not in svg for svg in svgs)
     assert "Graded ideas, most missed at the top" in "".join(svgs)
@@ -262,18 +352,28 @@ def test_text_from_the_graded_folder_is_inert(small):
 
 def test_the_slowest_notebooks(small):
     slowest = small["data"]["timing"]["slowest"]
-    assert (slowest[0]["student_id"], slowest[0]["notebook"], slowest[0]["status"]) == ("s_stopped", NB[1], "timeout")
+    assert (slowest[0]["student_id"], slowest[0]["notebook"], slowest[0]["status"]) == (
+        "s_stopped",
+        NB[1],
+        "timeout",
+    )
     timed = [r["seconds"] for r in small["records"] if "seconds" in r]
     assert [s["seconds"] for s in slowest] == sorted(timed, reverse=True)[: len(slowest)]
     assert small["data"]["timing"]["count"] == len(timed)
-    assert "report.html" in small["stdout"] and f"{len(small['rows'])} student(s)" in small["stdout"]
+    assert (
+        "report.html" in small["stdout"] and f"{len(small['rows'])} student(s)" in small["stdout"]
+    )
 
 
 def test_a_folder_grade_did_not_write_exits_2(tmp_path):
     proc = run_report(tmp_path / "absent")
     assert proc.returncode == 2 and "is not a folder" in proc.stderr
     proc = run_report(tmp_path)
-    assert proc.returncode == 2 and "not a graded course folder" in proc.stderr and "summary.json" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "not a graded course folder" in proc.stderr
+        and "summary.json" in proc.stderr
+    )
     out = tmp_path / "out"
     write_out(out, [graded("s1", nb) for nb in NB])
     (out / "log.jsonl").write_text((out / "log.jsonl").read_text() + "{not json\n")
@@ -283,7 +383,11 @@ def test_a_folder_grade_did_not_write_exits_2(tmp_path):
     text = (out / "grades.csv").read_text()
     (out / "grades.csv").write_text(text.replace("\ns1,", "\ns1,__import__('os'),", 1))
     proc = run_report(out)
-    assert proc.returncode == 2 and "grades.csv line 2" in proc.stderr and "is not a score" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "grades.csv line 2" in proc.stderr
+        and "is not a score" in proc.stderr
+    )
     (out / "grades.csv").unlink()
     proc = run_report(out)
     assert proc.returncode == 2 and "no grades.csv" in proc.stderr
@@ -293,16 +397,23 @@ def test_a_class_of_a_thousand(tmp_path):
     """1,000 students, every notebook each: read and reported in one run (no tqdm, no time limit
     asserted: its figure is printed by `pytest -s`)."""
     rng = random.Random(12)
-    miss = {(i.grade_id, i.id): rng.uniform(0.02, 0.5) for i in IDEAS}  # how often each idea is missed
+    # how often each idea is missed
+    miss = {(i.grade_id, i.id): rng.uniform(0.02, 0.5) for i in IDEAS}
     records = []
     for n in range(1000):
         student = f"learner{n:04d}"
         for nb in NB:
             roll = rng.random()
             if roll < 0.03:
-                records.append(stopped(student, nb, "missing", f"{nb}.ipynb not found in the submission"))
+                records.append(
+                    stopped(student, nb, "missing", f"{nb}.ipynb not found in the submission")
+                )
             elif roll < 0.04:
-                records.append(stopped(student, nb, "timeout", "killed after 300 s", seconds=300.0 + rng.random()))
+                records.append(
+                    stopped(
+                        student, nb, "timeout", "killed after 300 s", seconds=300.0 + rng.random()
+                    )
+                )
             else:
                 failing = {
                     (gid, i.id): rng.choice(["failed", "error"])
@@ -329,17 +440,24 @@ def test_a_class_of_a_thousand(tmp_path):
     page = (out / "report.html").read_text()
     assert page.count("<tr data-idea=") == len(IDEAS)
     assert "… and" in page, "a long problem list is cut on the page (report.json has it all)"
-    assert len(next(p for p in data["problems"] if p["kind"] == "missing")["items"]) == kinds["missing"]
+    assert (
+        len(next(p for p in data["problems"] if p["kind"] == "missing")["items"])
+        == kinds["missing"]
+    )
 
 
 def test_a_class_with_nobody_graded_yet_still_gets_a_page(tmp_path):
     from autograde.term.report import write_report
 
     write_out(tmp_path, [])
-    (tmp_path / ".course.digest").write_text(json.dumps({"sources": "an older digest", "tree": "x"}))
+    (tmp_path / ".course.digest").write_text(
+        json.dumps({"sources": "an older digest", "tree": "x"})
+    )
     page, numbers, report = write_report(COURSE, tmp_path)
     data = report.to_json()
-    assert data["warnings"] and "sources changed since this folder was graded" in data["warnings"][0]
+    assert (
+        data["warnings"] and "sources changed since this folder was graded" in data["warnings"][0]
+    )
     assert data["students"] == 0 and data["timing"]["count"] == 0 and data["problems"] == []
     assert all(i["judged"] == 0 and i["pass_rate"] is None for i in data["ideas"])
     text = page.read_text(encoding="utf-8")
@@ -360,13 +478,20 @@ def _drawn(fig):
 
 
 def test_no_report_figure_clips_its_text(small):
-    """The pass-rate axis label (and every other text of the report's figures) lies inside its figure."""
+    """The pass-rate axis label (and every other text of the report's figures) lies inside its
+    figure."""
     from autograde.term.report import draw_figures
 
     from figure_text import text_problems
 
     figs = draw_figures(small["report"])
-    assert [name for name, _ in figs.shown()] == ["totals", "exercises", "ideas", "problems", "slowest"]
+    assert [name for name, _ in figs.shown()] == [
+        "totals",
+        "exercises",
+        "ideas",
+        "problems",
+        "slowest",
+    ]
     problems = [f"{name}: {p}" for name, fig in figs.shown() for p in text_problems(_drawn(fig))]
     assert not problems, "\n".join(problems)
 
@@ -390,7 +515,10 @@ def test_means_are_shown_with_one_decimal_at_most(small):
 
     scores = small["report"].scores
     exercises = [replace(exercise, mean=0.667) for exercise in scores.exercises]
-    data = replace(small["report"], scores=replace(scores, total=replace(scores.total, mean=13.917), exercises=exercises))
+    data = replace(
+        small["report"],
+        scores=replace(scores, total=replace(scores.total, mean=13.917), exercises=exercises),
+    )
     page = render(data, Figures())
     totals = re.search(r'<table id="totals">.*?</table>', page, re.S).group(0)
     assert [html.unescape(c) for c in re.findall(r'<td class="n">(.*?)</td>', totals)][1] == "13.9"
@@ -410,7 +538,11 @@ def test_the_chinese_report_names_its_columns_kinds_and_editions_in_words(small,
     out = tmp_path / "out"
     shutil.copytree(small["out"], out)
     proc = subprocess.run(
-        [sys.executable, "-m", "autograde", "report", str(out), "--language", "zh"], cwd=ROOT, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "autograde", "report", str(out), "--language", "zh"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     page = (out / "report.html").read_text(encoding="utf-8")
@@ -421,25 +553,51 @@ def test_the_chinese_report_names_its_columns_kinds_and_editions_in_words(small,
     assert "<td>缺少 notebook（missing）</td>" in page and "超时停止（timeout）：" in page
     assert re.search(r"提交的语言版本：未知 \d+ 份", page), re.findall(r"提交的语言版本[^<]*", page)
     english = small["page"]
-    assert "<th>0</th>" in english and "<th>full marks</th>" in english and "<td>missing</td>" in english
+    assert (
+        "<th>0</th>" in english
+        and "<th>full marks</th>" in english
+        and "<td>missing</td>" in english
+    )
     assert re.search(r"Editions submitted: none \d+\.", english)
 
 
 def test_the_90th_percentile_never_exceeds_the_slowest_time(tmp_path):
     """Inclusive quantiles (the rule TODO 8 teaches): with four timed notebooks the 90th percentile
-    lies between the two slowest, where the default exclusive method extrapolated past the slowest."""
+    lies between the two slowest, where the default exclusive method extrapolated past the
+    slowest."""
     import statistics
 
     out = tmp_path / "out"
     times = {"s1": 9.25, "s2": 10.5, "s3": 11.97, "s4": 13.22}
-    write_out(out, [graded(student, NB[0], seconds=s, edition="zh" if student != "s4" else "en") for student, s in times.items()])
-    assert run_report(out).returncode == 0
-    assert re.search(r"Editions submitted: (en 1, zh 3|zh 3, en 1)\.", (out / "report.html").read_text(encoding="utf-8"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "autograde", "report", str(out), "--language", "zh"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    write_out(
+        out,
+        [
+            graded(student, NB[0], seconds=s, edition="zh" if student != "s4" else "en")
+            for student, s in times.items()
+        ],
     )
-    assert proc.returncode == 0 and "提交的语言版本：英文版 1 份，中文版 3 份。" in (out / "report.html").read_text(encoding="utf-8")
+    assert run_report(out).returncode == 0
+    assert re.search(
+        r"Editions submitted: (en 1, zh 3|zh 3, en 1)\.",
+        (out / "report.html").read_text(encoding="utf-8"),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "report", str(out), "--language", "zh"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0 and "提交的语言版本：英文版 1 份，中文版 3 份。" in (
+        out / "report.html"
+    ).read_text(encoding="utf-8")
     timing = json.loads((out / "report.json").read_text(encoding="utf-8"))["timing"]
     seconds = [9.25, 10.5, 11.97, 13.22]
-    assert statistics.quantiles(seconds, n=10)[-1] > max(seconds), "the control: the exclusive method overshoots"
-    assert timing["p90"] == round(statistics.quantiles(seconds, n=10, method="inclusive")[-1], 3) <= timing["max"]
+    assert statistics.quantiles(seconds, n=10)[-1] > max(seconds), (
+        "the control: the exclusive method overshoots"
+    )
+    assert (
+        timing["p90"]
+        == round(statistics.quantiles(seconds, n=10, method="inclusive")[-1], 3)
+        <= timing["max"]
+    )

@@ -33,9 +33,11 @@ def _scores(row):
     return {k: v for k, v in row.items() if k not in ("late_penalty", "final_total")}
 
 
-def _grade_lms_zip(base, lms: str, names: dict[str, str], notebooks: dict, roster_rows: str) -> None:
-    """Grade a zip laid out as ``lms`` downloads it (each student's notebook under ``names[student]``)
-    with a roster, into ``base/out_<lms>``."""
+def _grade_lms_zip(
+    base, lms: str, names: dict[str, str], notebooks: dict, roster_rows: str
+) -> None:
+    """Grade a zip laid out as ``lms`` downloads it (each student's notebook under
+    ``names[student]``) with a roster, into ``base/out_<lms>``."""
     archive = base / f"{lms}.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         for student, name in names.items():
@@ -53,47 +55,87 @@ def graded(tmp_path_factory):
     for student, nb in notebooks.items():
         write(base / "folders", student, NB, nb)
     run_grade(base / "folders", base / "out_folders")
-    # a Canvas download: flat files <name>_<canvas user id>_<file id>_<original name>, one of them late
-    canvas_names = {"s001": f"lovelaceada_1001_5001_{NB}.ipynb", "s002": f"turingalan_LATE_1002_5002_{NB}.ipynb"}
+    # a Canvas download: flat files <name>_<canvas user id>_<file id>_<original name>, one of them
+    # late
+    canvas_names = {
+        "s001": f"lovelaceada_1001_5001_{NB}.ipynb",
+        "s002": f"turingalan_LATE_1002_5002_{NB}.ipynb",
+    }
     roster = "s001,1001,Ada Lovelace\ns002,1002,Alan Turing\ns003,1003,Grace Hopper\n"
     _grade_lms_zip(base, "canvas", canvas_names, notebooks, roster)
-    # nbgrader's exchange after `nbgrader collect`: submitted/<student>/<assignment>/, with timestamp.txt
+    # nbgrader's exchange after `nbgrader collect`: submitted/<student>/<assignment>/, with
+    # timestamp.txt
     assignment = Course.load().assignment
     times = {"s001": "2026-12-20 15:59:00.000000 UTC", "s002": "2026-12-20 17:00:00.000000 UTC"}
     for student, nb in notebooks.items():
         folder = base / "exchange" / "submitted" / student / assignment
         write(folder.parent, assignment, NB, nb)
         (folder / "timestamp.txt").write_text(times[student])
-    run_grade(base / "exchange", base / "out_exchange", "--deadline", "2026-12-20T16:00:00Z", "--late-policy", "deduct:25%/hour")
-    # a Moodle download: a folder per participant, <Full Name>_<participant id>_assignsubmission_file_
-    moodle_names = {"s001": f"Ada Lovelace_2001_assignsubmission_file_/{NB}.ipynb", "s002": f"Alan Turing_2002_assignsubmission_file_/{NB}.ipynb"}
-    _grade_lms_zip(base, "moodle", moodle_names, notebooks, "s001,2001,Ada Lovelace\ns002,2002,Alan Turing\n")
+    run_grade(
+        base / "exchange",
+        base / "out_exchange",
+        "--deadline",
+        "2026-12-20T16:00:00Z",
+        "--late-policy",
+        "deduct:25%/hour",
+    )
+    # a Moodle download: a folder per participant, <Full Name>_<participant
+    # id>_assignsubmission_file_
+    moodle_names = {
+        "s001": f"Ada Lovelace_2001_assignsubmission_file_/{NB}.ipynb",
+        "s002": f"Alan Turing_2002_assignsubmission_file_/{NB}.ipynb",
+    }
+    _grade_lms_zip(
+        base, "moodle", moodle_names, notebooks, "s001,2001,Ada Lovelace\ns002,2002,Alan Turing\n"
+    )
     # any other flat naming, through a pattern with named groups
     for student, nb in notebooks.items():
-        write(base / "pattern", ".", NB, nb, filename=f"{student}__2026-12-20T15:00:00Z__{NB}.ipynb")
+        write(
+            base / "pattern", ".", NB, nb, filename=f"{student}__2026-12-20T15:00:00Z__{NB}.ipynb"
+        )
     pattern = r"(?P<student_id>s\d+)__(?P<timestamp>[^_]+)__(?P<file_id>.+)\.ipynb"
     run_grade(base / "pattern", base / "out_pattern", "--layout", "pattern", "--pattern", pattern)
-    return {"base": base, **{name: _rows(base / f"out_{name}") for name in ("folders", "canvas", "exchange", "moodle", "pattern")}}
+    return {
+        "base": base,
+        **{
+            name: _rows(base / f"out_{name}")
+            for name in ("folders", "canvas", "exchange", "moodle", "pattern")
+        },
+    }
 
 
 def test_a_canvas_download_grades_as_the_folders_do(graded):
     canvas, folders = graded["canvas"], graded["folders"]
-    assert _scores(canvas["s001"]) == _scores(folders["s001"]) and _scores(canvas["s002"]) == _scores(folders["s002"])
+    assert _scores(canvas["s001"]) == _scores(folders["s001"]) and _scores(
+        canvas["s002"]
+    ) == _scores(folders["s002"])
     # the roster's student who sent nothing has a row of zeros and missing notebooks
     assert canvas["s003"]["total"] == "0"
-    log = [json.loads(line) for line in (graded["base"] / "out_canvas" / "log.jsonl").read_text().splitlines()]
+    log = [
+        json.loads(line)
+        for line in (graded["base"] / "out_canvas" / "log.jsonl").read_text().splitlines()
+    ]
     assert {r["status"] for r in log if r["student_id"] == "s003"} == {"missing"}
     intake = json.loads((graded["base"] / "out_canvas" / "intake.json").read_text())
-    assert intake["layout"] == "canvas" and intake["students"]["s002"]["lms_id"] == "1002" and intake["missing"] == ["s003"]
+    assert (
+        intake["layout"] == "canvas"
+        and intake["students"]["s002"]["lms_id"] == "1002"
+        and intake["missing"] == ["s003"]
+    )
     assert NB in intake["late_in_lms"]["s002"]  # Canvas's LATE_ mark is kept for the instructor
 
 
 def test_the_exchange_grades_as_the_folders_do_and_its_times_meet_the_deadline(graded):
     exchange, folders = graded["exchange"], graded["folders"]
-    assert _scores(exchange["s001"]) == _scores(folders["s001"]) and _scores(exchange["s002"]) == _scores(folders["s002"])
+    assert _scores(exchange["s001"]) == _scores(folders["s001"]) and _scores(
+        exchange["s002"]
+    ) == _scores(folders["s002"])
     assert float(exchange["s001"]["late_penalty"]) == 0.0  # a minute early
-    assert float(exchange["s002"]["late_penalty"]) > 0.0  # an hour late: 25% of the notebook's maximum, within its score
-    assert float(exchange["s002"]["final_total"]) == pytest.approx(float(exchange["s002"]["total"]) - float(exchange["s002"]["late_penalty"]))
+    # an hour late: 25% of the notebook's maximum, within its score
+    assert float(exchange["s002"]["late_penalty"]) > 0.0
+    assert float(exchange["s002"]["final_total"]) == pytest.approx(
+        float(exchange["s002"]["total"]) - float(exchange["s002"]["late_penalty"])
+    )
 
 
 @pytest.mark.parametrize("layout", ["moodle", "pattern"])
@@ -108,12 +150,18 @@ def test_canvas_feedback_is_named_for_canvas(graded):
 
     out = graded["base"] / "out_canvas"
     proc = subprocess.run(
-        [sys.executable, "-m", "autograde", "feedback", str(out), "--format", "canvas"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "autograde", "feedback", str(out), "--format", "canvas"],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     with zipfile.ZipFile(out / "handback" / "canvas_feedback.zip") as zf:
         names = sorted(zf.namelist())
-    assert names == [f"lovelaceada_1001_5001_feedback_{NB}.html", f"turingalan_1002_5002_feedback_{NB}.html"], names
+    assert names == [
+        f"lovelaceada_1001_5001_feedback_{NB}.html",
+        f"turingalan_1002_5002_feedback_{NB}.html",
+    ], names
 
 
 def test_the_similarity_command_reads_a_graded_folder(graded):
@@ -123,7 +171,12 @@ def test_the_similarity_command_reads_a_graded_folder(graded):
     import sys
 
     out = graded["base"] / "out_folders"
-    proc = subprocess.run([sys.executable, "-m", "autograde", "similarity", str(out)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograde", "similarity", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads((out / "similarity.json").read_text(encoding="utf-8"))
     assert (out / "similarity.html").is_file() and data["threshold"] == 0.7
@@ -134,29 +187,61 @@ def _export(out, *args):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "autograde", "export", str(out), *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "autograde", "export", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
-def test_a_canvas_zip_with_a_late_policy_reaches_canvas_only_with_the_instructors_word(graded, tmp_path):
-    """The Canvas zip again, under a deadline and a deduction, with no times CSV: Canvas's zip holds no
-    times, so s001's lateness is unknown and s002's LATE_ mark says late, not how late (one hour costs less
-    than its score: how late matters). The Canvas file
-    is refused, naming both; accepting the least penalty takes one started hour from s002 only. The
-    ids come from the download itself (no roster at export); the roster's s003, who sent nothing, has
-    no Canvas id in it and is named."""
+def test_a_canvas_zip_with_a_late_policy_reaches_canvas_only_with_the_instructors_word(
+    graded, tmp_path
+):
+    """The Canvas zip again, under a deadline and a deduction, with no times CSV: Canvas's zip holds
+    no times, so s001's lateness is unknown and s002's LATE_ mark says late, not how late (one hour
+    costs less than its score: how late matters). The Canvas file is refused, naming both; accepting
+    the least penalty takes one started hour from s002 only. The ids come from the download itself
+    (no roster at export); the roster's s003, who sent nothing, has no Canvas id in it and is
+    named."""
     base = graded["base"]
     out = tmp_path / "out"
     roster = base / "canvas_roster.csv"
-    run_grade(base / "canvas.zip", out, "--roster", str(roster), "--deadline", "2026-12-20T16:00:00Z", "--late-policy", "deduct:5%/hour")
+    run_grade(
+        base / "canvas.zip",
+        out,
+        "--roster",
+        str(roster),
+        "--deadline",
+        "2026-12-20T16:00:00Z",
+        "--late-policy",
+        "deduct:5%/hour",
+    )
     rows = _rows(out)
     assert rows["s001"]["late_penalty"] == "unknown" and rows["s002"]["late_penalty"] == "unknown"
-    assert float(rows["s001"]["final_total"]) == float(rows["s001"]["total"])  # no time, no mark: nothing taken
-    assert float(rows["s002"]["final_total"]) < float(rows["s002"]["total"])  # the mark: at least one started hour
+    # no time, no mark: nothing taken
+    assert float(rows["s001"]["final_total"]) == float(rows["s001"]["total"])
+    # the mark: at least one started hour
+    assert float(rows["s002"]["final_total"]) < float(rows["s002"]["total"])
     proc = _export(out, "--format", "canvas", "--assignment-id", "55")
     assert proc.returncode == 2 and "s001 (" in proc.stderr and "s002 (" in proc.stderr, proc.stderr
-    proc = _export(out, "--format", "canvas", "--assignment-id", "55", "--late-unknown", "least-penalty")
-    assert proc.returncode == 2 and "s003" in proc.stderr and "Canvas user id" in proc.stderr, proc.stderr
-    proc = _export(out, "--format", "canvas", "--assignment-id", "55", "--late-unknown", "least-penalty", "--roster", str(roster))
+    proc = _export(
+        out, "--format", "canvas", "--assignment-id", "55", "--late-unknown", "least-penalty"
+    )
+    assert proc.returncode == 2 and "s003" in proc.stderr and "Canvas user id" in proc.stderr, (
+        proc.stderr
+    )
+    proc = _export(
+        out,
+        "--format",
+        "canvas",
+        "--assignment-id",
+        "55",
+        "--late-unknown",
+        "least-penalty",
+        "--roster",
+        str(roster),
+    )
     assert proc.returncode == 0, proc.stderr
     with open(out / "canvas_grades.csv", encoding="utf-8") as handle:
         canvas = {r["ID"]: r for r in csv.DictReader(handle)}

@@ -1,6 +1,6 @@
-"""A new LMS is one new module and one line in the registry: a toy system, registered here only, has its
-download recognised and read by the intake, its pages handed back and its grades exported through the
-same commands as Canvas and Moodle, with no other change to the term."""
+"""A new LMS is one new module and one line in the registry: a toy system, registered here only, has
+its download recognised and read by the intake, its pages handed back and its grades exported
+through the same commands as Canvas and Moodle, with no other change to the term."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from autograde.term.source import problem, shown
 COURSE = Course.load()
 
 
-# -- the toy system: its download names each file "<user>__<file>", its grades go in "toy_grades.csv" ------------------
+# -- the toy system: its download names each file "<user>__<file>", its grades go in
+# "toy_grades.csv" ------------------
 
 
 def _claims(name: str, folder: bool, assignment: str) -> bool:
@@ -38,11 +39,23 @@ def _read(files, entries, context) -> list[Candidate]:
     found = []
     for entry in entries:
         user, _, filename = entry.parts[-1].partition("__")
-        why = why_not(entry, context["limits"], filename) if len(entry.parts) == 1 and user.isdigit() else "not a toy file"
+        why = (
+            why_not(entry, context["limits"], filename)
+            if len(entry.parts) == 1 and user.isdigit()
+            else "not a toy file"
+        )
         if why:
             files.problems.append(problem(shown(entry.name), None, why))
             continue
-        found.append(Candidate(user, entry, filename, order=entry.date, lms={"layout": "toy", "lms_id": user, "name": f"user {user}"}))
+        found.append(
+            Candidate(
+                user,
+                entry,
+                filename,
+                order=entry.date,
+                lms={"layout": "toy", "lms_id": user, "name": f"user {user}"},
+            )
+        )
     return found
 
 
@@ -55,7 +68,13 @@ def _export(job: ExportJob) -> tuple[list[Path], list[str]]:
     with open(target, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["user", "grade"])
-        writer.writerows((job.people[r.student_id].lms_id if r.student_id in job.people else r.student_id, r.final_total) for r in job.table.rows)
+        writer.writerows(
+            (
+                job.people[r.student_id].lms_id if r.student_id in job.people else r.student_id,
+                r.final_total,
+            )
+            for r in job.table.rows
+        )
     return [target], []
 
 
@@ -79,16 +98,31 @@ def toy(monkeypatch):
 
 
 def test_the_intake_recognises_and_reads_a_registered_system(tmp_path, toy):
-    download = write_zip(tmp_path / "toy.zip", {f"101__{NB1}.ipynb": notebook("a", NB1), f"102__{NB2}.ipynb": notebook("b", NB2), "readme.txt": b"x"})
+    download = write_zip(
+        tmp_path / "toy.zip",
+        {
+            f"101__{NB1}.ipynb": notebook("a", NB1),
+            f"102__{NB2}.ipynb": notebook("b", NB2),
+            "readme.txt": b"x",
+        },
+    )
     found = read_submissions(download, tmp_path / "dest", NOTEBOOKS, COURSE.assignment)
     assert found.layout == "toy"
-    assert tree(found.folder) == {"101": {f"{NB1}.ipynb": notebook("a", NB1)}, "102": {f"{NB2}.ipynb": notebook("b", NB2)}}
+    assert tree(found.folder) == {
+        "101": {f"{NB1}.ipynb": notebook("a", NB1)},
+        "102": {f"{NB2}.ipynb": notebook("b", NB2)},
+    }
     assert found.students["101"]["layout"] == "toy"
-    assert [p.file for p in found.problems] == ["readme.txt"], "what the toy reader cannot use is named"
+    assert [p.file for p in found.problems] == ["readme.txt"], (
+        "what the toy reader cannot use is named"
+    )
 
 
 def test_a_roster_that_matches_none_of_its_ids_stops_with_its_id_kind(tmp_path, toy):
-    download = write_zip(tmp_path / "toy.zip", {f"101__{NB1}.ipynb": notebook("a", NB1), f"102__{NB1}.ipynb": notebook("b", NB1)})
+    download = write_zip(
+        tmp_path / "toy.zip",
+        {f"101__{NB1}.ipynb": notebook("a", NB1), f"102__{NB1}.ipynb": notebook("b", NB1)},
+    )
     roster = tmp_path / "roster.csv"
     roster.write_text("student_id,lms_id\nada,9001\nbob,9002\n", encoding="utf-8")
     with pytest.raises(UnusableInput, match="the toy system names each student by its user number"):
@@ -104,14 +138,29 @@ def test_without_the_registry_line_the_download_is_not_recognised(tmp_path):
 
 
 def test_hand_back_and_export_use_a_registered_system(tmp_path, monkeypatch, toy):
-    out, _ = _class(tmp_path, monkeypatch, "none", {}, {"ada": True, "bob": False}, people={"ada": {"layout": "toy", "lms_id": "101"}})
-    (out / "intake.json").write_text('{"students": {"ada": {"layout": "toy", "lms_id": "101", "name": "Ada"}}}', encoding="utf-8")
+    out, _ = _class(
+        tmp_path,
+        monkeypatch,
+        "none",
+        {},
+        {"ada": True, "bob": False},
+        people={"ada": {"layout": "toy", "lms_id": "101"}},
+    )
+    (out / "intake.json").write_text(
+        '{"students": {"ada": {"layout": "toy", "lms_id": "101", "name": "Ada"}}}', encoding="utf-8"
+    )
     for student in ("ada", "bob"):
         (out / "feedback" / student).mkdir(parents=True, exist_ok=True)
-        (out / "feedback" / student / f"{NB1}.html").write_text(f"<p>{student}</p>", encoding="utf-8")
+        (out / "feedback" / student / f"{NB1}.html").write_text(
+            f"<p>{student}</p>", encoding="utf-8"
+        )
     where, info = hand_back(COURSE, out, "toy")
     assert where == out / "handback" / "toy_feedback.zip" and info.unmatched == ["bob"]
-    assert zipfile.ZipFile(where).namelist() == [f"101__{NB1}.html"] == [lms_name("toy", LmsStudent(lms_id="101"), Page("ada", Path(f"{NB1}.html")))]
+    assert (
+        zipfile.ZipFile(where).namelist()
+        == [f"101__{NB1}.html"]
+        == [lms_name("toy", LmsStudent(lms_id="101"), Page("ada", Path(f"{NB1}.html")))]
+    )
     target, info = export_mod.export(COURSE, out, FAKE_URL, format="toy")
     with open(target, encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
@@ -121,6 +170,9 @@ def test_hand_back_and_export_use_a_registered_system(tmp_path, monkeypatch, toy
 
 def test_the_commands_offer_a_registered_system(toy):
     parser = cli.build_parser()
-    assert parser.parse_args(["grade", "SUBMISSIONS", "--out", "OUT", "--layout", "toy"]).layout == "toy"
+    assert (
+        parser.parse_args(["grade", "SUBMISSIONS", "--out", "OUT", "--layout", "toy"]).layout
+        == "toy"
+    )
     assert parser.parse_args(["feedback", "OUT", "--format", "toy"]).format == "toy"
     assert parser.parse_args(["export", "OUT", "--format", "toy"]).format == "toy"

@@ -1,14 +1,16 @@
-"""A whole term for a class of 8, from each source the course reads: a Canvas "Download submissions" zip,
-a Moodle "Download all submissions" zip (a folder per participant), and nbgrader's exchange filled by
-``nbgrader submit`` itself (one account, each learner under their own ``--student`` id and cache, which
-nbgrader allows). The class: full, partial (a TODO wrong), late (Canvas's LATE_ mark too), resubmitted
-(two files for one notebook: the newest is full, the older partial), extended (an extensions CSV),
-missing (on the roster, sent nothing), a zipped upload (one zip of notebooks) and one ordinary.
+"""A whole term for a class of 8, from each source the course reads: a Canvas "Download submissions"
+zip, a Moodle "Download all submissions" zip (a folder per participant), and nbgrader's exchange
+filled by ``nbgrader submit`` itself (one account, each learner under their own ``--student`` id and
+cache, which nbgrader allows). The class: full, partial (a TODO wrong), late (Canvas's LATE_ mark
+too), resubmitted (two files for one notebook: the newest is full, the older partial), extended (an
+extensions CSV), missing (on the roster, sent nothing), a zipped upload (one zip of notebooks) and
+one ordinary.
 
-Each source is graded under a deadline and a deduction, handed back and exported; the files are then read
-with the importers' own rules as oracles (Canvas's gradebook_importer and re-upload, Moodle's offline
-grading worksheet and feedback zip, nbgrader's release_feedback and fetch_feedback), and every student
-must carry the same final score in grades.csv, final_grades.csv, the LMS file and the report."""
+Each source is graded under a deadline and a deduction, handed back and exported; the files are then
+read with the importers' own rules as oracles (Canvas's gradebook_importer and re-upload, Moodle's
+offline grading worksheet and feedback zip, nbgrader's release_feedback and fetch_feedback), and
+every student must carry the same final score in grades.csv, final_grades.csv, the LMS file and the
+report."""
 
 from __future__ import annotations
 
@@ -47,7 +49,15 @@ NAMES = {kind: f"{kind.title()} Learner" for kind in CLASS}
 SENT = [k for k in CLASS if k != "missing"]
 # the times the LMS downloads do not hold (given as the timestamps CSV): late is 90 min late (two
 # started hours), extended is two hours after the deadline and a day inside its extension
-OFFSETS = {"full": -60, "partial": -60, "late": 90, "resubmitted": -30, "extended": 120, "zipped": -10, "ordinary": -5}
+OFFSETS = {
+    "full": -60,
+    "partial": -60,
+    "late": 90,
+    "resubmitted": -30,
+    "extended": 120,
+    "zipped": -10,
+    "ordinary": -5,
+}
 EXCHANGE_COURSE = "course101"
 
 
@@ -80,24 +90,46 @@ def _files(kind: str) -> list[tuple[str, bytes]]:
     return [(f"{NB}.ipynb", full)]
 
 
-def _write_csvs(base: Path, lms_ids: dict[str, str], deadline: dt.datetime, times: dict[str, dt.datetime] | None) -> list[str]:
-    """The roster, the extensions CSV and (when given) the timestamps CSV; returns grade's options for them."""
+def _write_csvs(
+    base: Path, lms_ids: dict[str, str], deadline: dt.datetime, times: dict[str, dt.datetime] | None
+) -> list[str]:
+    """The roster, the extensions CSV and (when given) the timestamps CSV; returns grade's options
+    for them."""
     roster = base / "roster.csv"
-    rows = "".join(f"{STUDENTS[k]},{lms_ids.get(k, '')},{NAMES[k]},{STUDENTS[k]}@example.org\n" for k in CLASS)
+    rows = "".join(
+        f"{STUDENTS[k]},{lms_ids.get(k, '')},{NAMES[k]},{STUDENTS[k]}@example.org\n" for k in CLASS
+    )
     roster.write_text("student_id,lms_id,name,email\n" + rows, encoding="utf-8")
     extensions = base / "extensions.csv"
-    extensions.write_text(f"student_id,deadline\n{STUDENTS['extended']},{(deadline + dt.timedelta(days=1)).isoformat()}\n", encoding="utf-8")
-    options = ["--roster", str(roster), "--extensions", str(extensions), "--deadline", deadline.isoformat(), "--late-policy", POLICY]
+    later = (deadline + dt.timedelta(days=1)).isoformat()
+    extensions.write_text(
+        f"student_id,deadline\n{STUDENTS['extended']},{later}\n", encoding="utf-8"
+    )
+    options = [
+        "--roster",
+        str(roster),
+        "--extensions",
+        str(extensions),
+        "--deadline",
+        deadline.isoformat(),
+        "--late-policy",
+        POLICY,
+    ]
     if times is not None:
         stamps = base / "timestamps.csv"
-        stamps.write_text("student_id,submitted_at\n" + "".join(f"{STUDENTS[k]},{t.isoformat()}\n" for k, t in times.items()), encoding="utf-8")
+        stamps.write_text(
+            "student_id,submitted_at\n"
+            + "".join(f"{STUDENTS[k]},{t.isoformat()}\n" for k, t in times.items()),
+            encoding="utf-8",
+        )
         options += ["--timestamps", str(stamps)]
     return options
 
 
 def _canvas(base: Path) -> dict:
-    """Canvas's download: flat ``<sortable name>_[LATE_]<user id>_<attachment id>_<file>``, a resubmitted
-    file renamed ``-1`` with a newer attachment id; no times (the timestamps CSV gives them)."""
+    """Canvas's download: flat ``<sortable name>_[LATE_]<user id>_<attachment id>_<file>``, a
+    resubmitted file renamed ``-1`` with a newer attachment id; no times (the timestamps CSV gives
+    them)."""
     ids = {k: str(1000 + i) for i, k in enumerate(CLASS, start=1)}
     members, attachment = {}, 5000
     kept = {}
@@ -112,12 +144,19 @@ def _canvas(base: Path) -> dict:
     archive = base / "canvas.zip"
     archive.write_bytes(_zip_of(members))
     times = {k: DEADLINE + dt.timedelta(minutes=OFFSETS[k]) for k in SENT}
-    return {"source": archive, "options": _write_csvs(base, ids, DEADLINE, times), "ids": ids, "attachments": kept, "deadline": DEADLINE}
+    return {
+        "source": archive,
+        "options": _write_csvs(base, ids, DEADLINE, times),
+        "ids": ids,
+        "attachments": kept,
+        "deadline": DEADLINE,
+    }
 
 
 def _moodle(base: Path) -> dict:
-    """Moodle's download with "download in folders": ``<Full Name>_<participant id>_assignsubmission_file/``;
-    a resubmission is a second file in the folder, newer by its zip date; no times (the CSV gives them)."""
+    """Moodle's download with "download in folders": ``<Full Name>_<participant
+    id>_assignsubmission_file/``; a resubmission is a second file in the folder, newer by its zip
+    date; no times (the CSV gives them)."""
     ids = {k: str(2000 + i) for i, k in enumerate(CLASS, start=1)}
     archive = base / "moodle.zip"
     with zipfile.ZipFile(archive, "w") as zf:
@@ -125,22 +164,39 @@ def _moodle(base: Path) -> dict:
             folder = f"{NAMES[kind]}_{ids[kind]}_assignsubmission_file"
             for n, (name, data) in enumerate(_files(kind)):
                 shown = name if n == 0 else name.replace(".ipynb", f" ({n}).ipynb")
-                zf.writestr(zipfile.ZipInfo(f"{folder}/{shown}", date_time=(2026, 12, 20, 10 + n, 0, 0)), data)
+                zf.writestr(
+                    zipfile.ZipInfo(f"{folder}/{shown}", date_time=(2026, 12, 20, 10 + n, 0, 0)),
+                    data,
+                )
     times = {k: DEADLINE + dt.timedelta(minutes=OFFSETS[k]) for k in SENT}
-    return {"source": archive, "options": _write_csvs(base, ids, DEADLINE, times), "ids": ids, "deadline": DEADLINE}
+    return {
+        "source": archive,
+        "options": _write_csvs(base, ids, DEADLINE, times),
+        "ids": ids,
+        "deadline": DEADLINE,
+    }
 
 
 def nbgrader(cwd: Path, *args: str, exchange: Path, cache: Path) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "nbgrader", *args, f"--course={EXCHANGE_COURSE}", f"--Exchange.root={exchange}", f"--Exchange.cache={cache}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "nbgrader",
+        *args,
+        f"--course={EXCHANGE_COURSE}",
+        f"--Exchange.root={exchange}",
+        f"--Exchange.cache={cache}",
+    ]
     run = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     return run
 
 
 def _exchange(base: Path) -> dict:
-    """nbgrader's exchange filled by ``nbgrader fetch_assignment`` and ``nbgrader submit`` run as each learner
-    (``--student``, a cache of their own). The times are nbgrader's own (now): the deadline falls between
-    the on-time submissions and the late and extended ones, a second apart."""
+    """nbgrader's exchange filled by ``nbgrader fetch_assignment`` and ``nbgrader submit`` run as
+    each learner (``--student``, a cache of their own). The times are nbgrader's own (now): the
+    deadline falls between the on-time submissions and the late and extended ones, a second
+    apart."""
     exchange = base / "exchange"
     outbound = exchange / EXCHANGE_COURSE / "outbound" / ASSIGNMENT
     outbound.mkdir(parents=True)
@@ -154,14 +210,17 @@ def _exchange(base: Path) -> dict:
         learner.mkdir(parents=True, exist_ok=True)
         student = f"--student={STUDENTS[kind]}"
         if not (learner / ASSIGNMENT).is_dir():
-            nbgrader(learner, "fetch_assignment", ASSIGNMENT, student, exchange=exchange, cache=cache)
+            nbgrader(
+                learner, "fetch_assignment", ASSIGNMENT, student, exchange=exchange, cache=cache
+            )
         learners[kind] = (learner, cache)
         for name, data in _files(kind):
             for old in (learner / ASSIGNMENT).glob("*.ipynb"):
                 old.unlink()
             (learner / ASSIGNMENT / name).write_bytes(data)
             nbgrader(learner, "submit", ASSIGNMENT, student, exchange=exchange, cache=cache)
-            time.sleep(0.01)  # each submission its own timestamp (nbgrader's folder names differ by it)
+            # each submission its own timestamp (nbgrader's folder names differ by it)
+            time.sleep(0.01)
 
     for kind in ("full", "partial", "resubmitted", "zipped", "ordinary"):
         submit(kind)
@@ -171,14 +230,22 @@ def _exchange(base: Path) -> dict:
     for kind in ("late", "extended"):
         submit(kind)
     source = exchange / EXCHANGE_COURSE / "inbound"
-    return {"source": source, "options": _write_csvs(base, {}, deadline, None), "learners": learners, "exchange": exchange, "deadline": deadline}
+    return {
+        "source": source,
+        "options": _write_csvs(base, {}, deadline, None),
+        "learners": learners,
+        "exchange": exchange,
+        "deadline": deadline,
+    }
 
 
 SOURCES = {"canvas": _canvas, "moodle": _moodle, "exchange": _exchange}
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autograde", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "autograde", *args], capture_output=True, text=True, timeout=600
+    )
 
 
 def _table(path: Path) -> tuple[list[str], list[dict]]:
@@ -206,12 +273,16 @@ def _expected(term) -> dict[str, float]:
     notebook scores less; the late one loses its started hours; missing scores nothing."""
     rows = _grades(term["out"])
     full = float(rows[STUDENTS["full"]]["total"])
-    assert float(rows[STUDENTS["partial"]]["total"]) < full  # the mistake costs points: the cases differ
+    # the mistake costs points: the cases differ
+    assert float(rows[STUDENTS["partial"]]["total"]) < full
     expected = {STUDENTS[k]: full for k in SENT}
     expected[STUDENTS["partial"]] = float(rows[STUDENTS["partial"]]["total"])
     expected[STUDENTS["missing"]] = 0.0
-    late_seconds = 90 * 60 if term["name"] != "exchange" else 1.0  # the exchange's learner is a second or so late: one started hour
-    expected[STUDENTS["late"]] = full - penalty_points(parse_policy(POLICY), late_seconds, full, MAX)
+    # the exchange's learner is a second or so late: one started hour
+    late_seconds = 90 * 60 if term["name"] != "exchange" else 1.0
+    expected[STUDENTS["late"]] = full - penalty_points(
+        parse_policy(POLICY), late_seconds, full, MAX
+    )
     return expected
 
 
@@ -220,13 +291,17 @@ def test_every_student_is_graded_with_the_final_score_the_class_was_built_for(te
     assert sorted(rows) == sorted(STUDENTS.values()), term["graded"].stdout
     expected = _expected(term)
     assert {s: float(r["final_total"]) for s, r in rows.items()} == pytest.approx(expected)
-    assert rows[STUDENTS["extended"]]["late_penalty"] == "0"  # after the deadline, inside the extension
+    # after the deadline, inside the extension
+    assert rows[STUDENTS["extended"]]["late_penalty"] == "0"
     assert float(rows[STUDENTS["late"]]["late_penalty"]) > 0
     intake = json.loads((term["out"] / "intake.json").read_text(encoding="utf-8"))
     assert intake["missing"] == [STUDENTS["missing"]]
     if term["name"] == "canvas":
         assert intake["late_in_lms"] == {STUDENTS["late"]: [NB]}
-        assert intake["students"][STUDENTS["resubmitted"]]["attachments"][NB] == term["attachments"][STUDENTS["resubmitted"]]
+        assert (
+            intake["students"][STUDENTS["resubmitted"]]["attachments"][NB]
+            == term["attachments"][STUDENTS["resubmitted"]]
+        )
 
 
 def test_the_lms_file_final_grades_and_the_report_carry_the_same_final_score(term):
@@ -238,8 +313,11 @@ def test_the_lms_file_final_grades_and_the_report_carry_the_same_final_score(ter
     roster = term["options"][term["options"].index("--roster") + 1]
     if term["name"] == "canvas":
         proc = _cli("export", str(out), "--format", "canvas", "--roster", roster)
-        assert proc.returncode == 2 and "NEW assignment" in proc.stderr  # no id: refused, never a new assignment
-        proc = _cli("export", str(out), "--format", "canvas", "--assignment-id", "77", "--roster", roster)
+        # no id: refused, never a new assignment
+        assert proc.returncode == 2 and "NEW assignment" in proc.stderr
+        proc = _cli(
+            "export", str(out), "--format", "canvas", "--assignment-id", "77", "--roster", roster
+        )
         assert proc.returncode == 0, proc.stderr
         header, table = _table(out / "canvas_grades.csv")
         # gradebook_importer.rb: the student columns, then "Title (id)" matched by its own pattern
@@ -254,21 +332,30 @@ def test_the_lms_file_final_grades_and_the_report_carry_the_same_final_score(ter
         header, sheet = _table(out / "moodle_worksheet.csv")
         participants = {term["ids"][k]: STUDENTS[k] for k in CLASS}
         assert moodle_import(header, sheet, participants, MAX, {}) == pytest.approx(expected)
-        missing = next(r for r in sheet if r["Identifier"] == f"Participant {term['ids']['missing']}")
+        missing = next(
+            r for r in sheet if r["Identifier"] == f"Participant {term['ids']['missing']}"
+        )
         assert missing["Status"] == "No submission"
     else:
-        proc = _cli("export", str(out), "--format", "canvas", "--assignment-id", "77", "--roster", roster)
-        assert proc.returncode == 2 and "Canvas user id" in proc.stderr  # the exchange gave no Canvas ids: named, not guessed
+        proc = _cli(
+            "export", str(out), "--format", "canvas", "--assignment-id", "77", "--roster", roster
+        )
+        # the exchange gave no Canvas ids: named, not guessed
+        assert proc.returncode == 2 and "Canvas user id" in proc.stderr
     report = build_report(COURSE, out)
     assert report.scores.source == "final_grades.csv"
-    assert report.scores.final.mean == pytest.approx(round(sum(expected.values()) / len(expected), 3))
+    assert report.scores.final.mean == pytest.approx(
+        round(sum(expected.values()) / len(expected), 3)
+    )
     grades = _grades(out)
-    assert report.late.penalty_points == pytest.approx(sum(float(r["total"]) - expected[s] for s, r in grades.items()))
+    assert report.late.penalty_points == pytest.approx(
+        sum(float(r["total"]) - expected[s] for s, r in grades.items())
+    )
 
 
 def test_nbgraders_gradebook_holds_the_deadline_and_the_extension(term):
-    """nbgrader's own API: the assignment's duedate is the deadline (naive UTC), the extended student's
-    submission carries the extension, and nbgrader's own lateness says who was late."""
+    """nbgrader's own API: the assignment's duedate is the deadline (naive UTC), the extended
+    student's submission carries the extension, and nbgrader's own lateness says who was late."""
     from autograde.ledger import gradebook
 
     assert _cli("export", str(term["out"])).returncode == 0
@@ -279,68 +366,111 @@ def test_nbgraders_gradebook_holds_the_deadline_and_the_extension(term):
         assert extended.extension == dt.timedelta(days=1)
         if term["name"] == "exchange":  # the one source whose times nbgrader itself wrote
             assert book.find_submission(ASSIGNMENT, STUDENTS["late"]).total_seconds_late > 0
-            assert extended.total_seconds_late == 0 and book.find_submission(ASSIGNMENT, STUDENTS["full"]).total_seconds_late == 0
+            assert (
+                extended.total_seconds_late == 0
+                and book.find_submission(ASSIGNMENT, STUDENTS["full"]).total_seconds_late == 0
+            )
 
 
 def test_the_hand_back_reaches_each_student_by_the_lms_rules(term):
     out = term["out"]
-    pages = {s: sorted(p.name for p in (out / "feedback" / s).glob("*.html")) for s in STUDENTS.values() if (out / "feedback" / s).is_dir()}
+    pages = {
+        s: sorted(p.name for p in (out / "feedback" / s).glob("*.html"))
+        for s in STUDENTS.values()
+        if (out / "feedback" / s).is_dir()
+    }
     assert set(pages) >= {STUDENTS[k] for k in SENT}
     proc = _cli("feedback", str(out), "--format", term["name"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     if term["name"] == "canvas":
         with zipfile.ZipFile(out / "handback" / "canvas_feedback.zip") as zf:
             names = zf.namelist()
-        # Canvas's re-upload: the first two all-digit "_" fields are the user id and the submission's attachment
+        # Canvas's re-upload: the first two all-digit "_" fields are the user id and the
+        # submission's attachment
         read = {}
         for name in names:
             digits = [f for f in name.split("_") if f.isdigit()]
             read.setdefault(digits[0], set()).add(digits[1])
         students = {term["ids"][k]: STUDENTS[k] for k in CLASS}
-        assert {students[u]: a for u, a in read.items()} == {s: {a} for s, a in term["attachments"].items()}
+        assert {students[u]: a for u, a in read.items()} == {
+            s: {a} for s, a in term["attachments"].items()
+        }
     elif term["name"] == "moodle":
         with zipfile.ZipFile(out / "handback" / "moodle_feedback.zip") as zf:
             names = zf.namelist()
-        # importziplib.php: a path part split on "_" (at most five parts) is fullname_participantid_plugintype_pluginname,
-        # the participant id numeric; the rest of the path is the feedback file's name
+        # importziplib.php: a path part split on "_" (at most five parts) is
+        # fullname_participantid_plugintype_pluginname, the participant id numeric; the rest of the
+        # path is the feedback file's name
         taken = {}
         for name in names:
             parts = name.split("/")[0].split("_", 4)
-            assert len(parts) >= 4 and parts[1].isdigit() and parts[2] == "assignsubmission" and parts[3] == "file", name
+            assert (
+                len(parts) >= 4
+                and parts[1].isdigit()
+                and parts[2] == "assignsubmission"
+                and parts[3] == "file"
+            ), name
             taken.setdefault(parts[1], []).append(name.split("/")[-1])
         participants = {term["ids"][k]: STUDENTS[k] for k in CLASS}
-        assert {participants[p]: sorted(n) for p, n in taken.items()} == {s: pages[s] for s in (STUDENTS[k] for k in SENT)}
+        assert {participants[p]: sorted(n) for p, n in taken.items()} == {
+            s: pages[s] for s in (STUDENTS[k] for k in SENT)
+        }
     else:
         course_folder = out / "handback" / "exchange"
-        released = nbgrader(course_folder, "release_feedback", ASSIGNMENT, exchange=term["exchange"], cache=term["base"] / "instructor-cache")
+        released = nbgrader(
+            course_folder,
+            "release_feedback",
+            ASSIGNMENT,
+            exchange=term["exchange"],
+            cache=term["base"] / "instructor-cache",
+        )
         assert released.stderr.count("Feedback released to") == len(SENT), released.stderr
         for kind, (learner, cache) in term["learners"].items():
             student = STUDENTS[kind]
-            nbgrader(learner, "fetch_feedback", ASSIGNMENT, f"--student={student}", exchange=term["exchange"], cache=cache)
-            arrived = {p.name: p.read_bytes() for p in (learner / ASSIGNMENT / "feedback").glob("*/*.html")}
-            if kind == "zipped":  # nbgrader finds a page only by a .ipynb of the learner's own submission: the hand-back names them
+            nbgrader(
+                learner,
+                "fetch_feedback",
+                ASSIGNMENT,
+                f"--student={student}",
+                exchange=term["exchange"],
+                cache=cache,
+            )
+            arrived = {
+                p.name: p.read_bytes() for p in (learner / ASSIGNMENT / "feedback").glob("*/*.html")
+            }
+            # nbgrader finds a page only by a .ipynb of the learner's own submission: the hand-back
+            # names them
+            if kind == "zipped":
                 assert arrived == {} and STUDENTS[kind] in proc.stderr, proc.stderr
                 continue
-            assert arrived == {f"{NB}.html": (out / "feedback" / student / f"{NB}.html").read_bytes()}, kind
-        assert re.findall(r"\bs0\d\b", proc.stderr) == [STUDENTS["zipped"]], proc.stderr  # the zipped learner alone is named
+            assert arrived == {
+                f"{NB}.html": (out / "feedback" / student / f"{NB}.html").read_bytes()
+            }, kind
+        # the zipped learner alone is named
+        assert re.findall(r"\bs0\d\b", proc.stderr) == [STUDENTS["zipped"]], proc.stderr
 
 
 def test_no_misconfiguration_exits_0_silently(term):
     out = term["out"]
     other = {"canvas": "moodle", "moodle": "canvas", "exchange": "moodle"}[term["name"]]
     proc = _cli("feedback", str(out), "--format", other)
-    assert proc.returncode != 0 and other in (proc.stdout + proc.stderr)  # no student came from that LMS
-    proc = _cli("grade", str(term["source"]), "--out", str(term["base"] / "again"), "--late-policy", POLICY)
+    # no student came from that LMS
+    assert proc.returncode != 0 and other in (proc.stdout + proc.stderr)
+    proc = _cli(
+        "grade", str(term["source"]), "--out", str(term["base"] / "again"), "--late-policy", POLICY
+    )
     assert proc.returncode == 2 and "deadline" in proc.stderr  # a late policy without a deadline
 
 
-# -- the fixes this term found, each on its own ------------------------------------------------------------------------
+# -- the fixes this term found, each on its own
+# ------------------------------------------------------------------------
 
 
 def test_a_zipped_upload_is_recorded_and_the_exchange_hand_back_names_it(tmp_path):
-    """A notebook that came in the student's own zip: the intake records it (``zipped``), and the exchange
-    hand-back lists that student, whose page nbgrader's fetch_feedback cannot find (it hashes the secret with
-    a .ipynb of the learner's cached submission, and a zip is none); the others are handed back as before."""
+    """A notebook that came in the student's own zip: the intake records it (``zipped``), and the
+    exchange hand-back lists that student, whose page nbgrader's fetch_feedback cannot find (it
+    hashes the secret with a .ipynb of the learner's cached submission, and a zip is none); the
+    others are handed back as before."""
     from test_intake import NB1, intake, notebook, write_zip
 
     from autograde.term.handback import hand_back
@@ -358,15 +488,22 @@ def test_a_zipped_upload_is_recorded_and_the_exchange_hand_back_names_it(tmp_pat
         page.parent.mkdir(parents=True)
         page.write_text(f"<p>{student}</p>")
     sent = {"layout": "exchange", "secret": "s3cret", "timestamp": "2026-12-20 15:00:00.000000 UTC"}
-    (out / "intake.json").write_text(json.dumps({"layout": "exchange", "students": {"alice": {**sent, "zipped": [NB1]}, "bob": sent}}))
+    (out / "intake.json").write_text(
+        json.dumps(
+            {"layout": "exchange", "students": {"alice": {**sent, "zipped": [NB1]}, "bob": sent}}
+        )
+    )
     where, info = hand_back(COURSE, out, "exchange")
     assert info.unmatched == ["alice"] and info.zipped == {"alice": [NB1]} and info.students == 1
-    assert (where / "feedback" / "bob" / ASSIGNMENT / "submission_secret.txt").read_text() == "s3cret"
+    assert (
+        where / "feedback" / "bob" / ASSIGNMENT / "submission_secret.txt"
+    ).read_text() == "s3cret"
 
 
 def test_the_export_sets_nbgraders_duedate_and_extensions(tmp_path):
-    """gradebook.record_duedate through nbgrader's own API: the assignment's duedate (naive UTC), each
-    extended student's submission extension, and nbgrader's total_seconds_late computed from them."""
+    """gradebook.record_duedate through nbgrader's own API: the assignment's duedate (naive UTC),
+    each extended student's submission extension, and nbgrader's total_seconds_late computed from
+    them."""
     from autograde.ledger import gradebook
 
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
@@ -374,32 +511,44 @@ def test_the_export_sets_nbgraders_duedate_and_extensions(tmp_path):
         book.add_assignment(ASSIGNMENT)
         for student in ("ada", "bob"):
             book.add_student(student)
-            with book.db.no_autoflush:  # nbgrader builds the submission before adding it to the session
+            # nbgrader builds the submission before adding it to the session
+            with book.db.no_autoflush:
                 submission = book.add_submission(ASSIGNMENT, student)
-            submission.timestamp = dt.datetime(2026, 12, 20, 18, 0)  # two hours after the deadline, in naive UTC
+            # two hours after the deadline, in naive UTC
+            submission.timestamp = dt.datetime(2026, 12, 20, 18, 0)
         book.db.commit()
-    deadline = dt.datetime(2026, 12, 21, 0, 0, tzinfo=dt.timezone(dt.timedelta(hours=8)))  # 16:00 UTC
-    assert gradebook.record_duedate(url, ASSIGNMENT, deadline, {"bob": deadline + dt.timedelta(days=1)})
+    # 16:00 UTC
+    deadline = dt.datetime(2026, 12, 21, 0, 0, tzinfo=dt.timezone(dt.timedelta(hours=8)))
+    assert gradebook.record_duedate(
+        url, ASSIGNMENT, deadline, {"bob": deadline + dt.timedelta(days=1)}
+    )
     with gradebook.open_gradebook(url) as book:
         assert book.find_assignment(ASSIGNMENT).duedate == dt.datetime(2026, 12, 20, 16, 0)
         ada, bob = (book.find_submission(ASSIGNMENT, s) for s in ("ada", "bob"))
         assert ada.extension is None and bob.extension == dt.timedelta(days=1)
         assert ada.total_seconds_late == 7200 and bob.total_seconds_late == 0
-    assert not gradebook.record_duedate(url, ASSIGNMENT, deadline, {"bob": deadline + dt.timedelta(days=1)})  # nothing changed
+    # nothing changed
+    assert not gradebook.record_duedate(
+        url, ASSIGNMENT, deadline, {"bob": deadline + dt.timedelta(days=1)}
+    )
     assert not gradebook.record_duedate(url, ASSIGNMENT, None)  # no deadline: left as it is
 
 
 def test_a_canvas_name_ending_in_digits_hands_back_to_its_own_user(tmp_path):
-    """Canvas's download writes a sortable name "lory_1001" of user 1002 as lory_1001_1002_<file id>_...; its
-    re-upload reads the first two all-digit fields, so the page's name must not start that way: each page
-    reaches user 1002 under the file sent for it, and the victim, user 1001, gets only her own."""
+    """Canvas's download writes a sortable name "lory_1001" of user 1002 as lory_1001_1002_<file
+    id>_...; its re-upload reads the first two all-digit fields, so the page's name must not start
+    that way: each page reaches user 1002 under the file sent for it, and the victim, user 1001,
+    gets only her own."""
     from test_handback import canvas_reupload, graded_out
     from test_intake import NB1, notebook
     from test_intake_attacks import NB4, NB6, canvas_class
 
     from autograde.term.handback import hand_back
 
-    attack = {f"lory_1001_1002_5001_{NB6}.ipynb": notebook("lory", NB6), f"lory_1001_1002_5002_{NB1}.ipynb": notebook("lory", NB1)}
+    attack = {
+        f"lory_1001_1002_5001_{NB6}.ipynb": notebook("lory", NB6),
+        f"lory_1001_1002_5002_{NB1}.ipynb": notebook("lory", NB1),
+    }
     out = graded_out(tmp_path, canvas_class(attack))
     where, info = hand_back(COURSE, out, "canvas")
     with zipfile.ZipFile(where) as zf:
