@@ -7,8 +7,7 @@ evidence of every case, the negative controls (each must come out not confirmed)
 the reference decision rule (TODO 5's answer, loaded from the instructor's notebook).
 
     python benchmarks/bench_cpu_overlap.py [--repeats 20] [--payload-mib 64,128,256]
-    [--intra-op-threads 1]
-                                           [--runs 1] [--wait-quiet 0] [--write-reference]
+        [--intra-op-threads 1] [--runs 1] [--wait-quiet 0] [--write-reference]
 
 --payload-mib defaults to the CPU analogue's payloads (tools.overlap.lab.CPU_PAYLOAD_MIB); pass
 16,64,128 to see why the chapter's smaller payloads are not used on the CPU.

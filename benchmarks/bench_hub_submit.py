@@ -19,8 +19,8 @@ Printed: the submissions sent and found in the exchange, the learners graded on 
 each submission took, how long the whole minute's submissions took to complete, and the hub's
 slowest answer during the minute.
 
-    sudo .venv/bin/python benchmarks/bench_hub_submit.py [--learners 30] [--json
-    benchmarks/results/hub_submit.json]
+    sudo .venv/bin/python benchmarks/bench_hub_submit.py [--learners 30]
+        [--json benchmarks/results/hub_submit.json]
 
 Bounded: at most 30 learners, two submissions each; every phase has a time limit and the whole run
 stops itself (``--budget``, default 900 s), then removes the class (users, processes, folders).

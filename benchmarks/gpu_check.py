@@ -1,9 +1,8 @@
 """GPU check for Step 5: the whole ``real_gpu`` path with small payloads, its controls, the
 pipeline sweep and the bandwidth curve, in under 3 minutes; prints a pass/fail table.
 
-    python benchmarks/gpu_check.py [--out DIR]          # on the GPU machine: torch + the standard
-    library python benchmarks/gpu_check.py --validate FILE      # back on the course machine: schema
-    check
+    python benchmarks/gpu_check.py [--out DIR]        # on the GPU machine: torch + the stdlib
+    python benchmarks/gpu_check.py --validate FILE    # back on the course machine: schema check
 
 The sizes (``--payload-mib``, ``--matrix-size``, ``--repeats`` ...) default to the check's own; the
 tests run it whole, with tiny sizes, on the stand-in for torch.cuda (``tests/fake_cuda.py``): such a

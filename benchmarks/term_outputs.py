@@ -44,8 +44,8 @@ format; ``report`` in English and in Chinese; ``similarity``. After every comman
 Paths are fixed (the term runs in ``<temp>/term-outputs/<source>`` on every run), so no path needs
 masking.
 
-    python benchmarks/term_outputs.py record DIR [--root TREE]   # TREE: the grader to run (default:
-    this tree) python benchmarks/term_outputs.py compare DIR_A DIR_B
+    python benchmarks/term_outputs.py record DIR [--root TREE]  # TREE: the grader (default: here)
+    python benchmarks/term_outputs.py compare DIR_A DIR_B
 """
 
 from __future__ import annotations

@@ -1,26 +1,25 @@
 """A class on JupyterHub on this machine: bring it up, release to it, hand feedback back, bring it
 down.
 
-    sudo .venv/bin/python hub/classroom.py up [--learners 3]     # prints the logins sudo
-    .venv/bin/python hub/classroom.py release               # the release in notebooks/, to the
-    exchange sudo .venv/bin/python hub/classroom.py grade [-- grade options] sudo .venv/bin/python
-    hub/classroom.py export [-- export options]   # after grading by hand in formgrader sudo
-    .venv/bin/python hub/classroom.py feedback              # pages back through the exchange sudo
-    .venv/bin/python hub/classroom.py down                  # hub stopped, users and class folder
-    removed
+    sudo .venv/bin/python hub/classroom.py up [--learners 3]     # prints the logins
+    sudo .venv/bin/python hub/classroom.py release               # notebooks/ to the exchange
+    sudo .venv/bin/python hub/classroom.py grade [-- grade options]
+    sudo .venv/bin/python hub/classroom.py export [-- export options]   # after formgrader's scores
+    sudo .venv/bin/python hub/classroom.py feedback              # pages back through the exchange
+    sudo .venv/bin/python hub/classroom.py down                  # hub, users and class removed
 
 Run as root: the hub's spawner starts each person's server as that Unix user. Everything lives under
 HUB_ROOT (default /srv/serving-overlap-hub), which every user can traverse, wherever this repository
 sits:
 
     env/        the Python of the hub and of every single-user server: JupyterHub, JupyterLab,
-    nbgrader and the
-                course runtime (the learner wheel), pinned as the course is; built once, kept
-                (stamped)
-    proxy/      configurable-http-proxy from the npm registry (hub/package-lock.json) class/
-    one class (a test makes its own beside it): state/ (root only: the hub's database, secrets,
-                logs, class.json with the logins), config/ (each role's Jupyter configuration, from
-                hub/), exchange/ (nbgrader's exchange root), home/<user>/ (0700 each)
+                nbgrader and the course runtime (the learner wheel), pinned as the course is;
+                built once, kept (stamped)
+    proxy/      configurable-http-proxy from the npm registry (hub/package-lock.json)
+    class/      one class (a test makes its own beside it): state/ (root only: the hub's
+                database, secrets, logs, class.json with the logins), config/ (each role's
+                Jupyter configuration, from hub/), exchange/ (nbgrader's exchange root),
+                home/<user>/ (0700 each)
 
 The instructor's account owns the course folder (~/course, nbgrader's release/: each edition an
 assignment of its own) and the graded OUT (the class's grading/, 0700), which formgrader serves as a

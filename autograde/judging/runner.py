@@ -5,13 +5,15 @@ nothing it says is believed. It imports nothing of the grader. The trusted judge
 (``autograde/judging/judge.py``) never imports it; the two talk over the process's standard input
 and output, one JSON object per line, every value plain data:
 
-    judge -> runner  {"op": "load", "cells": [source, ...], "cell_timeout": s} runner -> judge
-    {"op": "loaded", "errors": [{"cell": i, "error": "Name: message"}]} judge -> runner  {"op":
-    "call", "name": f, "args": [...], "kwargs": {...}, "stand_ins": [g, ...]} runner -> judge
-    {"op": "callback", "name": g, "args": [...], "kwargs": {...}}   (zero or more) judge -> runner
-    {"op": "callback_result", "value": v} | {"op": "callback_error", "mro": [...], "message": m}
-    runner -> judge  {"op": "result", "value": v, "args_after": [...] | null, "kwargs_after": {...}
-    | null}
+    judge -> runner  {"op": "load", "cells": [source, ...], "cell_timeout": s}
+    runner -> judge  {"op": "loaded", "errors": [{"cell": i, "error": "Name: message"}]}
+    judge -> runner  {"op": "call", "name": f, "args": [...], "kwargs": {...},
+                      "stand_ins": [g, ...]}
+    runner -> judge  {"op": "callback", "name": g, "args": [...], "kwargs": {...}}   (zero or more)
+    judge -> runner  {"op": "callback_result", "value": v}
+                   | {"op": "callback_error", "mro": [...], "message": m}
+    runner -> judge  {"op": "result", "value": v, "args_after": [...] | null,
+                      "kwargs_after": {...} | null}
                    | {"op": "exception", "mro": ["ValueError", "Exception", ...], "message": m}
                    | {"op": "exception", "mro": ["NameError", ...], "message": m, "undefined": f}
                      (f was not defined: the cell that defines it did not run to the end)
