@@ -185,6 +185,14 @@ def _grade_arguments(grade: argparse.ArgumentParser) -> None:
         default=DEFAULTS.workers,
         help="students graded at once (default: cores)",
     )
+    _limit_arguments(grade)
+    _where_arguments(grade)
+    grade.add_argument("--no-progress", action="store_true")
+    _term_arguments(grade)
+
+
+def _limit_arguments(grade: argparse.ArgumentParser) -> None:
+    """grade's limits on each notebook (defaults: the model's Options) and the sandbox switch."""
     grade.add_argument(
         "--cell-timeout",
         type=_positive,
@@ -222,24 +230,25 @@ def _grade_arguments(grade: argparse.ArgumentParser) -> None:
     grade.add_argument(
         "--no-sandbox",
         action="store_true",
-        help="UNSAFE: run submissions without the sandbox "
-        "(only for code you trust; recorded in "
+        help="UNSAFE: run submissions without the sandbox (only for code you trust; recorded in "
         "summary.json)",
     )
+
+
+def _where_arguments(grade: argparse.ArgumentParser) -> None:
+    """Where grade keeps the gradebook and where it grades: this machine or a Dask cluster."""
     grade.add_argument(
         "--db-url",
         metavar="URL",
         help="the course gradebook, as nbgrader's db_url (e.g. postgresql://user@host/db; the "
-        "password "
-        "may come from PGPASSWORD or ~/.pgpass); default: OUT/gradebook.db, or the one "
+        "password may come from PGPASSWORD or ~/.pgpass); default: OUT/gradebook.db, or the one "
         "OUT used before",
     )
     grade.add_argument(
         "--scheduler",
         metavar="ADDRESS",
         help="grade on a Dask cluster: the scheduler's address (tcp://HOST:8786, or tls://... "
-        "with the "
-        "--tls-* files); one task per student, each worker with the course installed",
+        "with the --tls-* files); one task per student, each worker with the course installed",
     )
     grade.add_argument(
         "--tls-ca-file",
@@ -252,8 +261,6 @@ def _grade_arguments(grade: argparse.ArgumentParser) -> None:
     grade.add_argument(
         "--tls-key", metavar="PEM", help="with a tls:// scheduler: this client's private key"
     )
-    grade.add_argument("--no-progress", action="store_true")
-    _term_arguments(grade)
 
 
 def _out_argument(parser: argparse.ArgumentParser) -> None:
@@ -286,6 +293,24 @@ def build_parser() -> argparse.ArgumentParser:
             help="the final table from the gradebook: automatic and manual scores together (CSV)",
         )
     )
+    _out_commands(sub)
+    sub.add_parser(
+        "rules",
+        help="the graded rules no public check stands behind, each with a "
+        "wrong answer that shows it",
+    )
+    validate = sub.add_parser(
+        "validate", help="run a notebook's public checks (exit 1 when one fails)"
+    )
+    validate.add_argument("files", type=Path, nargs="+")
+    _translations_command(sub)
+    bundle = sub.add_parser("bundle", help="build the learner zip and prove it leaks nothing")
+    bundle.add_argument("--out", type=Path, default=Path("dist/serving-overlap-course.zip"))
+    return parser
+
+
+def _out_commands(sub) -> None:
+    """The commands that read what grade wrote in OUT: similarity, feedback, report."""
     similarity = sub.add_parser(
         "similarity",
         help="OUT/similarity.html and .json: the most "
@@ -318,15 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=EDITIONS[0],
         help="the language of the graded ideas' texts (default %(default)s)",
     )
-    sub.add_parser(
-        "rules",
-        help="the graded rules no public check stands behind, each with a "
-        "wrong answer that shows it",
-    )
-    validate = sub.add_parser(
-        "validate", help="run a notebook's public checks (exit 1 when one fails)"
-    )
-    validate.add_argument("files", type=Path, nargs="+")
+
+
+def _translations_command(sub) -> None:
+    """translations: update the catalogs from the sources, show their status, cut the font."""
     translations = sub.add_parser(
         "translations",
         help="the translation catalogs: `update` them from the sources, or show their `status`",
@@ -350,9 +370,6 @@ def build_parser() -> argparse.ArgumentParser:
     translations.add_argument(
         "--show", action="store_true", help="with status: name every unit left to do"
     )
-    bundle = sub.add_parser("bundle", help="build the learner zip and prove it leaks nothing")
-    bundle.add_argument("--out", type=Path, default=Path("dist/serving-overlap-course.zip"))
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -274,6 +274,18 @@ def _make_controls(w) -> dict:
     style = {"description_width": "170px"}
     layout = w.Layout(width="560px")
     c = {}
+    c.update(_make_link_sliders(w, style, layout))
+    c.update(_make_timing_sliders(w, style, layout))
+    c.update(_make_preset_rows(w))
+    c["readout"] = w.HTML()
+    c["readout"].add_class("handoff-readout")
+    c["out"] = w.Output()
+    return c
+
+
+def _make_link_sliders(w, style: dict, layout) -> dict:
+    """The payload and link-speed sliders (log scales)."""
+    c = {}
     # Log steps this fine put a step within 0.5 of every whole MiB or Gbit/s in range, so the
     # frontend, which snaps a value to a step, still shows a preset's 640 MiB as 640 (a 0.01 step
     # showed 639).
@@ -299,6 +311,12 @@ def _make_controls(w) -> dict:
         style=style,
         layout=layout,
     )
+    return c
+
+
+def _make_timing_sliders(w, style: dict, layout) -> dict:
+    """The latency, prefill-window, other-work, layer and prompt-token sliders."""
+    c = {}
     c["latency"] = w.FloatSlider(
         value=DEFAULTS["latency_ms"],
         min=0,
@@ -348,6 +366,12 @@ def _make_controls(w) -> dict:
             "bytes per token"
         ),
     )
+    return c
+
+
+def _make_preset_rows(w) -> dict:
+    """The link and model preset rows."""
+    c = {}
     # a toggle button is 148 px wide unless told otherwise, which cuts "PCIe Gen5 (55 GB/s)": each
     # is as wide as its label, and the row wraps where a narrow output has no room for all of them
     buttons = {"button_width": "auto"}
@@ -363,30 +387,50 @@ def _make_controls(w) -> dict:
         description=tr("model preset"),
         style=buttons,
     )
-    c["readout"] = w.HTML()
-    c["readout"].add_class("handoff-readout")
-    c["out"] = w.Output()
     return c
 
 
 def _wire(c: dict, estimate_handoff: Callable) -> None:
     """Redraw on every slider; a preset sets its sliders, and a slider moved by hand sets its preset
     row back to 'custom'."""
-    payload, gbps, layers, tokens = c["payload"], c["gbps"], c["layers"], c["tokens"]
-    link_buttons, model_buttons, readout, out = (
-        c["link_buttons"],
-        c["model_buttons"],
-        c["readout"],
-        c["out"],
+    wiring = _ExplorerWiring(c, estimate_handoff)
+    c["link_buttons"].observe(wiring.on_link, names="value")
+    c["model_buttons"].observe(wiring.on_model, names="value")
+    c["tokens"].observe(wiring.on_tokens, names="value")
+    c["payload"].observe(
+        wiring.back_to_custom(c["model_buttons"], wiring.model_payload), names="value"
     )
-    applying = []  # non-empty while a preset sets sliders, so those changes do not reset the preset
+    c["gbps"].observe(wiring.back_to_custom(c["link_buttons"], LINK_PRESETS.get), names="value")
+    for name in ("payload", "gbps", "latency", "window", "other", "layers"):
+        c[name].observe(wiring.redraw, names="value")
+    wiring.redraw()
 
-    def redraw(*_):
-        if applying:
+
+class _ExplorerWiring:
+    """The explorer's callbacks: they share its controls ``c`` (by name) and the learner's
+    ``estimate_handoff``."""
+
+    def __init__(self, c: dict, estimate_handoff: Callable):
+        self.c = c
+        self.estimate_handoff = estimate_handoff
+        # non-empty while a preset sets sliders, so those changes do not reset the preset
+        self.applying = []
+
+    def redraw(self, *_):
+        """Run the learner's function on the sliders' values; show its readout and figure."""
+        if self.applying:
             return
+        c = self.c
+        payload, gbps, layers, readout, out = (
+            c["payload"],
+            c["gbps"],
+            c["layers"],
+            c["readout"],
+            c["out"],
+        )
         try:
             r = evaluate(
-                estimate_handoff,
+                self.estimate_handoff,
                 payload.value,
                 gbps.value,
                 c["latency"].value,
@@ -412,35 +456,42 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
             else:
                 _draw(r, tr("{payload} MiB at {gbps} Gbit/s, 1 layer", **size))
 
-    def apply(**values):
-        applying.append(True)
+    def apply(self, **values):
+        """Set sliders by name (a preset's values) without resetting the preset, then redraw."""
+        self.applying.append(True)
         try:
             for slider, value in values.items():
-                c[slider].value = value
+                self.c[slider].value = value
         finally:
-            applying.pop()
-        redraw()
+            self.applying.pop()
+        self.redraw()
 
-    def on_link(change):
+    def on_link(self, change):
+        """A link preset sets the link's speed."""
         if change["new"] in LINK_PRESETS:
-            apply(gbps=LINK_PRESETS[change["new"]])
+            self.apply(gbps=LINK_PRESETS[change["new"]])
 
-    def on_model(*_):
-        model = model_buttons.value
+    def on_model(self, *_):
+        """A model preset sets the payload and the layers."""
+        model = self.c["model_buttons"].value
         # prompt tokens size the payload only through a model
-        tokens.disabled = model not in MODEL_PRESETS
+        self.c["tokens"].disabled = model not in MODEL_PRESETS
         if model in MODEL_PRESETS:
             # stream one chunk per model layer
-            apply(payload=model_payload(model), layers=MODEL_PRESETS[model][1])
+            self.apply(payload=self.model_payload(model), layers=MODEL_PRESETS[model][1])
 
-    def on_tokens(*_):
-        if model_buttons.value in MODEL_PRESETS:
-            apply(payload=model_payload(model_buttons.value))
+    def on_tokens(self, *_):
+        """Prompt tokens set the payload while a model preset is chosen."""
+        if self.c["model_buttons"].value in MODEL_PRESETS:
+            self.apply(payload=self.model_payload(self.c["model_buttons"].value))
 
-    def back_to_custom(preset_buttons, preset_value):
+    def back_to_custom(self, preset_buttons, preset_value):
+        """A slider handler that sets ``preset_buttons`` back to 'custom' when the slider moves
+        away from the chosen preset's value (``preset_value(preset)``)."""
+
         def handler(change):  # a slider moved by hand no longer matches the preset
             expected = preset_value(preset_buttons.value)
-            if applying or expected is None:
+            if self.applying or expected is None:
                 return
             # the frontend snaps a preset's value to the slider's log steps and may send it back:
             # within ECHO_TOLERANCE it is still the preset (a drag moves these sliders 2% or more a
@@ -450,17 +501,11 @@ def _wire(c: dict, estimate_handoff: Callable) -> None:
 
         return handler
 
-    def model_payload(model):
-        return tokens.value * MODEL_PRESETS[model][0] / MiB if model in MODEL_PRESETS else None
-
-    link_buttons.observe(on_link, names="value")
-    model_buttons.observe(on_model, names="value")
-    tokens.observe(on_tokens, names="value")
-    payload.observe(back_to_custom(model_buttons, model_payload), names="value")
-    gbps.observe(back_to_custom(link_buttons, LINK_PRESETS.get), names="value")
-    for name in ("payload", "gbps", "latency", "window", "other", "layers"):
-        c[name].observe(redraw, names="value")
-    redraw()
+    def model_payload(self, model):
+        """The payload in MiB of the prompt's KV cache for a model preset, else None."""
+        if model not in MODEL_PRESETS:
+            return None
+        return self.c["tokens"].value * MODEL_PRESETS[model][0] / MiB
 
 
 def _preset_options(presets: dict) -> list[tuple[str, str]]:

@@ -133,84 +133,16 @@ def submission_findings(
     if not isinstance(cells, list):
         return [Message("this file is not a Jupyter notebook (no list of cells)")], []
     problems, notes = [], []
-    found: dict[str, list[dict]] = {}
-    for cell in cells:
-        meta = (cell.get("metadata") or {}).get("nbgrader") if isinstance(cell, dict) else None
-        if isinstance(meta, dict) and meta.get("grade_id"):
-            found.setdefault(str(meta["grade_id"]), []).append(cell)
+    found = _graded_cells_by_id(cells)
     for want in expected:
-        gid, answer = want["grade_id"], bool(want["solution"])
+        gid = want["grade_id"]
         present = found.get(gid, [])
-        if not present:
-            if not answer:
-                notes.append(Message("test cell '{gid}' is gone; the grader puts it back", gid=gid))
-                continue
-            orphan = [
-                c
-                for c in cells
-                if isinstance(c, dict)
-                and c.get("cell_type") == "code"
-                and not (c.get("metadata") or {}).get("nbgrader")
-                and any(
-                    re.search(rf"^def {re.escape(f)}\(", "".join(c.get("source", "")), re.M)
-                    for f in want["defines"]
-                )
-            ]
-            if orphan:
-                problems.append(
-                    Message(
-                        "the answer cell that defines {names} lost its grading metadata "
-                        "(nbgrader grade_id '{gid}'; your platform "
-                        "rewrote it): the grader cannot find your answer. Paste your code "
-                        "into that cell of a fresh copy of the release notebook.",
-                        names=joined(want["defines"], LIST),
-                        gid=gid,
-                    )
-                )
-            else:
-                problems.append(
-                    Message(
-                        "answer cell '{gid}' is missing: the grader finds no answer for it. "
-                        "Take the cell from a fresh copy of the release notebook and put "
-                        "your code back in.",
-                        gid=gid,
-                    )
-                )
-            continue
-        if len(present) > 1:
-            template = (
-                N_(
-                    "answer cell '{gid}' appears {count} times (a copied cell): keep one and "
-                    "delete the copies"
-                )
-                if answer
-                else N_(
-                    "test cell '{gid}' appears {count} times (a copied cell): keep one and "
-                    "delete the copies"
-                )
-            )
-            problems.append(Message(template, gid=gid, count=len(present)))
-        meta = present[0]["metadata"]["nbgrader"]
-        changed = [
-            f"{key} {want[key]!r} → {meta.get(key)!r}"
-            for key in NBGRADER_KEYS
-            if key in want and want[key] is not None and meta.get(key) != want[key]
-        ]
-        if changed:
-            template = (
-                N_(
-                    "answer cell '{gid}' has changed grading metadata ({changes}): take the "
-                    "cell from a fresh copy of the release notebook"
-                )
-                if answer
-                else N_(
-                    "test cell '{gid}' has changed grading metadata ({changes}): take the "
-                    "cell from a fresh copy of the release notebook"
-                )
-            )
-            problems.append(Message(template, gid=gid, changes=joined(changed, COMMA)))
-        if answer and "raise NotImplementedError()" in "".join(present[0].get("source", "")):
-            notes.append(Message(UNFINISHED, gid=gid))
+        if present:
+            _check_graded_cell(want, present, problems, notes)
+        elif want["solution"]:
+            problems.append(_missing_answer_problem(want, cells))
+        else:
+            notes.append(Message("test cell '{gid}' is gone; the grader puts it back", gid=gid))
     known = {want["grade_id"] for want in expected}
     for gid in sorted(set(found) - known):
         problems.append(
@@ -221,3 +153,87 @@ def submission_findings(
             )
         )
     return problems, notes
+
+
+def _graded_cells_by_id(cells: list) -> dict[str, list[dict]]:
+    """The notebook's cells that carry an nbgrader grade_id, grouped by it (in notebook order)."""
+    found: dict[str, list[dict]] = {}
+    for cell in cells:
+        meta = (cell.get("metadata") or {}).get("nbgrader") if isinstance(cell, dict) else None
+        if isinstance(meta, dict) and meta.get("grade_id"):
+            found.setdefault(str(meta["grade_id"]), []).append(cell)
+    return found
+
+
+def _missing_answer_problem(want: dict[str, Any], cells: list) -> Message:
+    """The problem for an answer cell the grader cannot find: its metadata was lost (a plain code
+    cell still defines its functions), or the cell itself is gone."""
+    gid = want["grade_id"]
+    orphan = [
+        c
+        for c in cells
+        if isinstance(c, dict)
+        and c.get("cell_type") == "code"
+        and not (c.get("metadata") or {}).get("nbgrader")
+        and any(
+            re.search(rf"^def {re.escape(f)}\(", "".join(c.get("source", "")), re.M)
+            for f in want["defines"]
+        )
+    ]
+    if orphan:
+        return Message(
+            "the answer cell that defines {names} lost its grading metadata "
+            "(nbgrader grade_id '{gid}'; your platform "
+            "rewrote it): the grader cannot find your answer. Paste your code "
+            "into that cell of a fresh copy of the release notebook.",
+            names=joined(want["defines"], LIST),
+            gid=gid,
+        )
+    return Message(
+        "answer cell '{gid}' is missing: the grader finds no answer for it. "
+        "Take the cell from a fresh copy of the release notebook and put "
+        "your code back in.",
+        gid=gid,
+    )
+
+
+def _check_graded_cell(
+    want: dict[str, Any], present: list[dict], problems: list[Message], notes: list[Message]
+) -> None:
+    """Add to ``problems`` and ``notes`` what is wrong with a graded cell that is there: copies of
+    it, changed grading metadata, an answer still unfinished."""
+    gid, answer = want["grade_id"], bool(want["solution"])
+    if len(present) > 1:
+        template = (
+            N_(
+                "answer cell '{gid}' appears {count} times (a copied cell): keep one and "
+                "delete the copies"
+            )
+            if answer
+            else N_(
+                "test cell '{gid}' appears {count} times (a copied cell): keep one and "
+                "delete the copies"
+            )
+        )
+        problems.append(Message(template, gid=gid, count=len(present)))
+    meta = present[0]["metadata"]["nbgrader"]
+    changed = [
+        f"{key} {want[key]!r} → {meta.get(key)!r}"
+        for key in NBGRADER_KEYS
+        if key in want and want[key] is not None and meta.get(key) != want[key]
+    ]
+    if changed:
+        template = (
+            N_(
+                "answer cell '{gid}' has changed grading metadata ({changes}): take the "
+                "cell from a fresh copy of the release notebook"
+            )
+            if answer
+            else N_(
+                "test cell '{gid}' has changed grading metadata ({changes}): take the "
+                "cell from a fresh copy of the release notebook"
+            )
+        )
+        problems.append(Message(template, gid=gid, changes=joined(changed, COMMA)))
+    if answer and "raise NotImplementedError()" in "".join(present[0].get("source", "")):
+        notes.append(Message(UNFINISHED, gid=gid))

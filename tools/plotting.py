@@ -288,40 +288,12 @@ def _bar_label_class():
             self.inside_box: Bbox | None = None
 
         def _place(self, renderer) -> None:
-            ax = self.axes
-            start, end, y, height = self._bar
-            corners = ax.transData.transform([(start, y - height / 2), (end, y + height / 2)])
-            box = Bbox.from_extents(*corners.min(axis=0), *corners.max(axis=0))
-            self.set_fontsize(self._size)
-            self.set_position(((start + end) / 2, y))
-            self.set_horizontalalignment("center")
-            self.set_color(self._inside_color)
-            self.set_bbox(None)
-            extent = Text.get_window_extent(self, renderer)
-            if extent.height > box.height:
-                self.set_fontsize(max(self.MIN_SIZE, self._size * box.height / extent.height))
-                extent = Text.get_window_extent(self, renderer)
+            box = _bar_box_px(self)
+            extent = _fit_label_on_bar(self, box, renderer)
             if extent.width + 2 * self.PAD_PX <= box.width and extent.height <= box.height + 1:
-                # a plain patch behind the text, so a hatched bar does not cross it
-                if self._backdrop:
-                    self.set_bbox(
-                        {
-                            "boxstyle": "square,pad=0.15",
-                            "facecolor": self._backdrop,
-                            "edgecolor": "none",
-                        }
-                    )
-                self.inside_box = box
-                return
-            self.inside_box = None
-            self.set_color("black")
-            to_data = ax.transData.inverted()
-            if box.x1 + self.PAD_PX + extent.width <= ax.bbox.x1:
-                self.set_horizontalalignment("left")
-                self.set_x(to_data.transform((box.x1 + self.PAD_PX, box.y0))[0])
-            elif box.x0 - self.PAD_PX - extent.width >= ax.bbox.x0:
-                self.set_horizontalalignment("right")
-                self.set_x(to_data.transform((box.x0 - self.PAD_PX, box.y0))[0])
+                _keep_label_inside(self, box)
+            else:
+                _move_label_outside(self, box, extent)
 
         def draw(self, renderer):
             if self.get_visible() and self.axes is not None:
@@ -330,6 +302,62 @@ def _bar_label_class():
 
     BarLabel.__qualname__ = "BarLabel"
     return BarLabel
+
+
+def _bar_box_px(label):
+    """A BarLabel's bar as a box in display pixels."""
+    from matplotlib.transforms import Bbox
+
+    start, end, y, height = label._bar
+    corners = label.axes.transData.transform([(start, y - height / 2), (end, y + height / 2)])
+    return Bbox.from_extents(*corners.min(axis=0), *corners.max(axis=0))
+
+
+def _fit_label_on_bar(label, box, renderer):
+    """Centre a BarLabel on its bar in its inside colour, the font shrunk (to at least
+    ``MIN_SIZE``) where the bar is thinner than the text; returns the text's extent in pixels."""
+    from matplotlib.text import Text
+
+    start, end, y, _ = label._bar
+    label.set_fontsize(label._size)
+    label.set_position(((start + end) / 2, y))
+    label.set_horizontalalignment("center")
+    label.set_color(label._inside_color)
+    label.set_bbox(None)
+    extent = Text.get_window_extent(label, renderer)
+    if extent.height > box.height:
+        label.set_fontsize(max(label.MIN_SIZE, label._size * box.height / extent.height))
+        extent = Text.get_window_extent(label, renderer)
+    return extent
+
+
+def _keep_label_inside(label, box) -> None:
+    """Leave a BarLabel inside its bar, with its backdrop if it has one."""
+    # a plain patch behind the text, so a hatched bar does not cross it
+    if label._backdrop:
+        label.set_bbox(
+            {
+                "boxstyle": "square,pad=0.15",
+                "facecolor": label._backdrop,
+                "edgecolor": "none",
+            }
+        )
+    label.inside_box = box
+
+
+def _move_label_outside(label, box, extent) -> None:
+    """Put a BarLabel in black just after its bar's end, or before its start when the axes end
+    first."""
+    ax = label.axes
+    label.inside_box = None
+    label.set_color("black")
+    to_data = ax.transData.inverted()
+    if box.x1 + label.PAD_PX + extent.width <= ax.bbox.x1:
+        label.set_horizontalalignment("left")
+        label.set_x(to_data.transform((box.x1 + label.PAD_PX, box.y0))[0])
+    elif box.x0 - label.PAD_PX - extent.width >= ax.bbox.x0:
+        label.set_horizontalalignment("right")
+        label.set_x(to_data.transform((box.x0 - label.PAD_PX, box.y0))[0])
 
 
 def _sub_rows(bars: Sequence[dict]) -> list[tuple[int, int]]:

@@ -116,17 +116,7 @@ def read_submissions(
     by its graded cells, and grading takes that decision as it is (a folder used as it is is read
     once, by grading)."""
     source, dest = Path(source), Path(dest)
-    if layout is not None:
-        adapter(layout)  # UnusableInput when no adapter has that name
-    if pattern is not None and layout not in (None, "pattern"):
-        raise UnusableInput(f"a pattern is for the pattern layout, not {layout}")
-    if layout == "pattern" and not pattern:
-        raise UnusableInput(
-            "the pattern layout needs a pattern: a regular expression with a "
-            "(?P<student_id>...) group"
-        )
-    if not source.is_dir() and not source.is_file():
-        raise UnusableInput(f"{source}: no such folder or zip file")
+    _check_request(source, layout, pattern)
     problems: list[IntakeProblem] = []
     people = read_roster(roster, problems) if roster else {}
     lms_ids = {who.lms_id: student for student, who in people.items() if who.lms_id}
@@ -151,14 +141,7 @@ def read_submissions(
         entries = [
             e.named(e.parts[len(root) :]) for e in files.entries if e.parts[: len(root)] == root
         ]
-        if root:
-            files.notes.append(f"only {shown('/'.join(root))}/ was read")
-        if odd:
-            files.notes.append(
-                f"read as {found} (the names of most entries); {len(odd)} named like "
-                f"another layout were read as {found} too: "
-                + ", ".join(shown(n, 80) for n in odd[:10])
-            )
+        _note_layout(files, found, root, odd)
         context = {
             "assignment": assignment,
             "pattern": pattern or "",
@@ -182,14 +165,48 @@ def read_submissions(
     _apply_stamps(intake, stamps, lms_ids)
     submitted = {p.name for p in dest.iterdir() if p.is_dir()}
     intake.missing = sorted(set(people) - submitted)
+    _write_marker(dest, intake, found, len(submitted))
+    return intake
+
+
+def _check_request(source: Path, layout: str | None, pattern: str | None) -> None:
+    """UnusableInput for a layout no adapter has, a pattern without the pattern layout (or that
+    layout without one), or a source that is neither a folder nor a file."""
+    if layout is not None:
+        adapter(layout)  # UnusableInput when no adapter has that name
+    if pattern is not None and layout not in (None, "pattern"):
+        raise UnusableInput(f"a pattern is for the pattern layout, not {layout}")
+    if layout == "pattern" and not pattern:
+        raise UnusableInput(
+            "the pattern layout needs a pattern: a regular expression with a "
+            "(?P<student_id>...) group"
+        )
+    if not source.is_dir() and not source.is_file():
+        raise UnusableInput(f"{source}: no such folder or zip file")
+
+
+def _note_layout(files: Source, found: str, root: tuple[str, ...], odd: list[str]) -> None:
+    """The intake's notes on the layout: the part of the source read, and the entries named like
+    another layout that were read as ``found``."""
+    if root:
+        files.notes.append(f"only {shown('/'.join(root))}/ was read")
+    if odd:
+        files.notes.append(
+            f"read as {found} (the names of most entries); {len(odd)} named like "
+            f"another layout were read as {found} too: " + ", ".join(shown(n, 80) for n in odd[:10])
+        )
+
+
+def _write_marker(dest: Path, intake: Intake, found: str, students: int) -> None:
+    """The intake's marker in ``dest`` (MARKER): the layout read, how many students were placed,
+    the problems and the notes."""
     marker = {
         "layout": found,
-        "students": len(submitted),
+        "students": students,
         "problems": [p.to_json() for p in intake.problems],
         "notes": intake.notes,
     }
     (dest / MARKER).write_text(json.dumps(marker, indent=1, ensure_ascii=False), encoding="utf-8")
-    return intake
 
 
 def unpack_zips(

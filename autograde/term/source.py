@@ -610,52 +610,16 @@ def list_folder(
                 if name in SKIPPED:
                     skipped += 1
                     continue
-                try:
-                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except OSError:
-                    continue  # gone since it was named
-                if stat.S_ISDIR(info.st_mode):
+                seen_now = _look(fd, name, here, folders, base)
+                if isinstance(seen_now, Folder):
                     too_deep |= len(here) >= max_depth
                     if len(here) < max_depth:
-                        queue.append(
-                            (
-                                here,
-                                (
-                                    *folders,
-                                    Folder(
-                                        name,
-                                        info.st_dev,
-                                        info.st_ino,
-                                        info.st_uid,
-                                        info.st_ctime_ns,
-                                    ),
-                                ),
-                            )
-                        )
-                    continue
-                listed = Listed(
-                    base.joinpath(*here),
-                    folders,
-                    name,
-                    info.st_dev,
-                    info.st_ino,
-                    info.st_size,
-                    info.st_mtime_ns,
-                    info.st_ctime_ns,
-                    info.st_uid,
-                )
-                refused = ""
-                if stat.S_ISLNK(info.st_mode):
-                    refused = "a symbolic link: refused (submissions must be plain files)"
-                elif not stat.S_ISREG(info.st_mode):
-                    refused = "not a plain file (a device, pipe or socket): refused"
-                entries.append(Entry(here, info.st_size, info.st_mtime_ns / 1e9, listed, refused))
+                        queue.append((here, (*folders, seen_now)))
+                elif seen_now is not None:
+                    entries.append(seen_now)
         finally:
             os.close(fd)
-    if crowded_tops:
-        entries = [e for e in entries if e.parts[0] not in crowded_tops] + [
-            crowded(top_name, limits) for top_name in sorted(crowded_tops)
-        ]
+    entries = _crowded_refused(entries, crowded_tops, limits)
     if skipped:
         notes.append(
             f"skipped {skipped} files and folders that zip tools and Jupyter add "
@@ -664,6 +628,45 @@ def list_folder(
     if too_deep and strict:
         notes.append(f"folders more than {max_depth} levels down were not read")
     return entries, notes
+
+
+def _crowded_refused(entries: list[Entry], tops: set[str], limits: Limits) -> list[Entry]:
+    """``entries`` with each crowded top-level folder's files replaced by one refused entry."""
+    if not tops:
+        return entries
+    kept = [e for e in entries if e.parts[0] not in tops]
+    return kept + [crowded(top_name, limits) for top_name in sorted(tops)]
+
+
+def _look(
+    fd: int, name: str, here: tuple[str, ...], folders: tuple[Folder, ...], base: Path
+) -> Folder | Entry | None:
+    """``name`` in the folder open as ``fd``, as it is now, following no link: a Folder to descend
+    into, an Entry (a link or anything but a plain file refused), or None when it is gone since
+    it was named."""
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return None
+    if stat.S_ISDIR(info.st_mode):
+        return Folder(name, info.st_dev, info.st_ino, info.st_uid, info.st_ctime_ns)
+    listed = Listed(
+        base.joinpath(*here),
+        folders,
+        name,
+        info.st_dev,
+        info.st_ino,
+        info.st_size,
+        info.st_mtime_ns,
+        info.st_ctime_ns,
+        info.st_uid,
+    )
+    refused = ""
+    if stat.S_ISLNK(info.st_mode):
+        refused = "a symbolic link: refused (submissions must be plain files)"
+    elif not stat.S_ISREG(info.st_mode):
+        refused = "not a plain file (a device, pipe or socket): refused"
+    return Entry(here, info.st_size, info.st_mtime_ns / 1e9, listed, refused)
 
 
 def _names(

@@ -231,6 +231,115 @@ def calibrate(plans: list[CpuPlan], samples: int) -> dict[int, float]:
     return balances
 
 
+def _cpu_operands(gen, matrix_size: int) -> tuple[int, dict]:
+    """The matmul operands of both windows: the fixed window's size and, per window, the pair."""
+    import torch
+
+    fixed_n = max(16, matrix_size // CPU_FIXED_DIVISOR)
+    operands = {
+        "fixed": (
+            torch.randn(fixed_n, fixed_n, generator=gen),
+            torch.randn(fixed_n, fixed_n, generator=gen),
+        ),
+        "calibrated": (
+            torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen),
+            torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen),
+        ),
+    }
+    return fixed_n, operands
+
+
+def _record_cpu_setup(result: dict, fixed_n: int, intra_op_threads: int) -> None:
+    """Write the CPU workload's settings and the machine's facts into ``result``."""
+    result["workload"].update(
+        {
+            "device": "cpu",
+            "dtype": "float32",
+            "cpu_fixed_matrix_size": fixed_n,
+            "cpu_block": CPU_BLOCK,
+            "intra_op_threads": intra_op_threads,
+            "copy_chunks": COPY_CHUNKS,
+            "interleaved_cases": True,
+        }
+    )
+    result["hardware"].update(
+        {
+            "device": "cpu",
+            "processor": platform.processor() or platform.machine(),
+            "logical_cpus": os.cpu_count() or 1,
+        }
+    )
+
+
+def _build_cpu_plans(
+    payloads: list, elements: list[int], operands: dict, src_all, dst_all, worker: CopyWorker
+) -> list[tuple]:
+    """One plan per payload and window, each copying a prefix of ``src_all`` into ``dst_all``.
+
+    The calibrated window gets a first matmul count from copy alone / compute alone (refined by
+    ``calibrate``). Returns ``(payload, window, plan, samples)`` tuples."""
+    import torch
+
+    plans = []
+    for payload, n in zip(payloads, elements):
+        for window in ("fixed", "calibrated"):
+            left, right = operands[window]
+            plan = CpuPlan(
+                src_all[:n],
+                dst_all[:n],
+                left,
+                right,
+                torch.empty(left.shape[0], right.shape[1]),
+                1,
+                worker,
+            )
+            plan.copy_alone()  # first touch of dst
+            if window == "calibrated":  # a first size from the copy alone, refined below
+                plan.count = max(
+                    1, round(_median(plan.copy_alone, 3) / _median(plan.compute_alone, 3))
+                )
+            plans.append((payload, window, plan, CaseSamples(plan)))
+    return plans
+
+
+def _measure_cpu_rounds(plans: list[tuple], warmup: int, repeats: int, bar) -> None:
+    """Warm every case, then take ``repeats`` interleaved rounds (the cases' order rotating)."""
+    for *_, samples in plans:
+        samples.warm(warmup)
+        bar.update(2 * warmup)
+    for i in range(repeats):  # interleaved rounds, the order of the cases rotating
+        k = i % len(plans)
+        for *_, samples in plans[k:] + plans[:k]:
+            samples.measure_once(i)
+            bar.update(2)
+
+
+def _append_cpu_cases(result: dict, plans: list[tuple]) -> None:
+    """Finish every case (correctness, evidence) and append it to ``result['cases']``."""
+    for payload, window, plan, samples in plans:
+        case = samples.finish()
+        # the balance achieved in the measured repeats, not the calibration's estimate
+        balance = statistics.median(samples.compute_alone) / statistics.median(samples.copy_alone)
+        result["cases"].append(
+            {
+                "payload_mib": payload,
+                "window": window,
+                "matrix_size": plan.left.shape[0],
+                "compute_copy_balance": balance,
+                **case,
+            }
+        )
+
+
+def _record_cpu_load(result: dict, load_before: float | None, meter: OtherCpuMeter) -> None:
+    """How busy the machine was, the run's own threads not counted: other programs take the copy
+    thread's core."""
+    if load_before is not None:
+        result["hardware"]["load_average_1m"] = load_before
+    if meter.other_cores is not None:
+        result["hardware"]["other_cpu_cores"] = meter.other_cores
+
+
 def run_cpu(
     result: dict, progress_factory: Callable, intra_op_threads: int = 1, controls: bool = True
 ) -> None:
@@ -250,35 +359,8 @@ def run_cpu(
     worker, meter = CopyWorker(), OtherCpuMeter()
     try:
         gen = torch.Generator().manual_seed(wl["seed"])
-        fixed_n = max(16, wl["matrix_size"] // CPU_FIXED_DIVISOR)
-        operands = {
-            "fixed": (
-                torch.randn(fixed_n, fixed_n, generator=gen),
-                torch.randn(fixed_n, fixed_n, generator=gen),
-            ),
-            "calibrated": (
-                torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen),
-                torch.randn(CPU_BLOCK, CPU_BLOCK, generator=gen),
-            ),
-        }
-        wl.update(
-            {
-                "device": "cpu",
-                "dtype": "float32",
-                "cpu_fixed_matrix_size": fixed_n,
-                "cpu_block": CPU_BLOCK,
-                "intra_op_threads": intra_op_threads,
-                "copy_chunks": COPY_CHUNKS,
-                "interleaved_cases": True,
-            }
-        )
-        result["hardware"].update(
-            {
-                "device": "cpu",
-                "processor": platform.processor() or platform.machine(),
-                "logical_cpus": os.cpu_count() or 1,
-            }
-        )
+        fixed_n, operands = _cpu_operands(gen, wl["matrix_size"])
+        _record_cpu_setup(result, fixed_n, intra_op_threads)
         repeats, warmup = wl["repeat_steps"], wl["warmup_steps"]
         # one source and one destination, sized for the largest payload; each payload copies a
         # prefix of them
@@ -287,52 +369,15 @@ def run_cpu(
         dst_all = torch.empty_like(src_all)
         steps = len(elements) * 2 * (2 * warmup + 2 * repeats)
         with progress_factory(steps, tr("CPU timelines")) as bar, meter:
-            plans = []
-            for payload, n in zip(wl["payload_mib"], elements):
-                for window in ("fixed", "calibrated"):
-                    left, right = operands[window]
-                    plan = CpuPlan(
-                        src_all[:n],
-                        dst_all[:n],
-                        left,
-                        right,
-                        torch.empty(left.shape[0], right.shape[1]),
-                        1,
-                        worker,
-                    )
-                    plan.copy_alone()  # first touch of dst
-                    if window == "calibrated":  # a first size from the copy alone, refined below
-                        plan.count = max(
-                            1, round(_median(plan.copy_alone, 3) / _median(plan.compute_alone, 3))
-                        )
-                    plans.append((payload, window, plan, CaseSamples(plan)))
+            plans = _build_cpu_plans(
+                wl["payload_mib"], elements, operands, src_all, dst_all, worker
+            )
             calibrate(
                 [plan for _, window, plan, _ in plans if window == "calibrated"],
                 max(3, repeats // 4),
             )
-            for *_, samples in plans:
-                samples.warm(warmup)
-                bar.update(2 * warmup)
-            for i in range(repeats):  # interleaved rounds, the order of the cases rotating
-                k = i % len(plans)
-                for *_, samples in plans[k:] + plans[:k]:
-                    samples.measure_once(i)
-                    bar.update(2)
-            for payload, window, plan, samples in plans:
-                case = samples.finish()
-                # the balance achieved in the measured repeats, not the calibration's estimate
-                balance = statistics.median(samples.compute_alone) / statistics.median(
-                    samples.copy_alone
-                )
-                result["cases"].append(
-                    {
-                        "payload_mib": payload,
-                        "window": window,
-                        "matrix_size": plan.left.shape[0],
-                        "compute_copy_balance": balance,
-                        **case,
-                    }
-                )
+            _measure_cpu_rounds(plans, warmup, repeats, bar)
+            _append_cpu_cases(result, plans)
             calibrated = [
                 (payload, plan, samples)
                 for payload, window, plan, samples in plans
@@ -343,12 +388,7 @@ def run_cpu(
                 result["controls"] = run_cpu_controls(
                     payload, plan, samples.copy_alone, samples.compute_alone, repeats
                 )
-        # how busy the machine was, the run's own threads not counted: other programs take the copy
-        # thread's core
-        if load_before is not None:
-            result["hardware"]["load_average_1m"] = load_before
-        if meter.other_cores is not None:
-            result["hardware"]["other_cpu_cores"] = meter.other_cores
+        _record_cpu_load(result, load_before, meter)
     finally:
         worker.close()
         torch.set_num_threads(threads_before)

@@ -226,6 +226,79 @@ def device_facts(rt: Runtime, index: int) -> dict:
     }
 
 
+def _require_cuda(torch) -> None:
+    """Refuse to run the GPU path where CUDA is not available."""
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            N_(
+                "RUN_MODE='real_gpu' but CUDA is not available on this machine "
+                "(use 'real_cpu' for the CPU analogue, or run on a machine with an NVIDIA GPU)"
+            )
+        )
+
+
+def _gpu_operands(torch, n: int) -> tuple:
+    """The bf16 matmul operands and output on the GPU, an fp32 reference product and the
+    tolerance the bf16 products are checked against."""
+    left = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    right = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    product = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    reference = left.float() @ right.float()  # fp32 reference for the bf16 products
+    tolerance = 1e-2 * float(reference.abs().max()) + 1e-2  # bf16 output rounding, with margin
+    return left, right, product, reference, tolerance
+
+
+def _work_streams(torch) -> tuple[tuple, bool]:
+    """The copy stream and the compute stream, and whether they are distinct from each other
+    and from the default stream."""
+    streams = (torch.cuda.Stream(), torch.cuda.Stream())
+    default = torch.cuda.default_stream()
+    distinct = streams[0].cuda_stream != streams[1].cuda_stream and all(
+        s.cuda_stream != default.cuda_stream for s in streams
+    )
+    return streams, distinct
+
+
+def _calibrate_matmul_count(plan: GpuPlan, copy_med_ms: float) -> None:
+    """Resize the plan's matmul count until compute / copy is within 5% (or the rounds run out)."""
+    plan.count = max(
+        1,
+        round(copy_med_ms / statistics.median(plan.compute_alone() for _ in range(5))),
+    )
+    for _ in range(CALIBRATION_ROUNDS):
+        balance = statistics.median(plan.compute_alone() for _ in range(5)) / copy_med_ms
+        new_count = max(1, round(plan.count / balance))
+        if abs(balance - 1) <= BALANCE_TOLERANCE or new_count == plan.count:
+            break
+        plan.count = new_count
+
+
+def _measure_copy_and_size(plan: GpuPlan, window: str, repeats: int) -> list[float]:
+    """Warm copy and compute, time the copy alone ``repeats`` times, calibrate the matmul count
+    (calibrated window only) and size the gate. Returns the copy-alone times (ms)."""
+    for _ in range(2):
+        plan.copy_alone()
+        plan.compute_alone()
+    copy_alone = [plan.copy_alone() for _ in range(repeats)]
+    copy_med_ms = statistics.median(copy_alone)
+    if window == "calibrated":
+        _calibrate_matmul_count(plan, copy_med_ms)
+    plan.size_gate()
+    return copy_alone
+
+
+def _record_nvml(rt: Runtime, hardware: dict) -> None:
+    """NVML's facts (driver version, nominal PCIe bandwidth) into ``hardware``; read after the
+    copies, since an idle link trains down."""
+    nvml = rt.nvml_facts(hardware["pci_bus_id"])
+    hardware["nvml"] = nvml
+    if nvml:
+        if nvml.get("driver_version"):
+            hardware["driver_version"] = nvml["driver_version"]
+        if nvml.get("pcie_nominal_gbytes_per_s"):
+            hardware["pcie_nominal_gbytes_per_s"] = nvml["pcie_nominal_gbytes_per_s"]
+
+
 def run_gpu(
     result: dict, progress_factory: Callable, controls: bool = True, profile_dir: Path | None = None
 ) -> None:
@@ -236,13 +309,7 @@ def run_gpu(
     result, not in it)."""
     rt = runtime()
     torch = rt.torch
-    if not torch.cuda.is_available():
-        raise RuntimeError(
-            N_(
-                "RUN_MODE='real_gpu' but CUDA is not available on this machine "
-                "(use 'real_cpu' for the CPU analogue, or run on a machine with an NVIDIA GPU)"
-            )
-        )
+    _require_cuda(torch)
     wl = result["workload"]
     index = torch.cuda.current_device()
     result["hardware"].update(cuda_available=True, **device_facts(rt, index))
@@ -250,16 +317,8 @@ def run_gpu(
     wl.update({"device": "cuda", "dtype": "bfloat16"})
     torch.manual_seed(wl["seed"])
     n = wl["matrix_size"]
-    left = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    right = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    product = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-    reference = left.float() @ right.float()  # fp32 reference for the bf16 products
-    tolerance = 1e-2 * float(reference.abs().max()) + 1e-2  # bf16 output rounding, with margin
-    streams = (torch.cuda.Stream(), torch.cuda.Stream())
-    default = torch.cuda.default_stream()
-    distinct = streams[0].cuda_stream != streams[1].cuda_stream and all(
-        s.cuda_stream != default.cuda_stream for s in streams
-    )
+    left, right, product, reference, tolerance = _gpu_operands(torch, n)
+    streams, distinct = _work_streams(torch)
     repeats, warmup = wl["repeat_steps"], wl["warmup_steps"]
     # measure_case warms at least once
     steps = len(wl["payload_mib"]) * 2 * (2 * max(1, warmup) + 2 * repeats)
@@ -272,28 +331,10 @@ def run_gpu(
             dev = torch.empty_like(host, device="cuda")
             for window in ("fixed", "calibrated"):
                 plan = GpuPlan(host, dev, left, right, product, 1, streams, clock_khz)
-                for _ in range(2):
-                    plan.copy_alone()
-                    plan.compute_alone()
-                copy_alone = [plan.copy_alone() for _ in range(repeats)]
-                copy_med = statistics.median(copy_alone)
-                if window == "calibrated":
-                    plan.count = max(
-                        1,
-                        round(copy_med / statistics.median(plan.compute_alone() for _ in range(5))),
-                    )
-                    for _ in range(CALIBRATION_ROUNDS):
-                        balance = (
-                            statistics.median(plan.compute_alone() for _ in range(5)) / copy_med
-                        )
-                        new_count = max(1, round(plan.count / balance))
-                        if abs(balance - 1) <= BALANCE_TOLERANCE or new_count == plan.count:
-                            break
-                        plan.count = new_count
-                plan.size_gate()
+                copy_alone = _measure_copy_and_size(plan, window, repeats)
                 compute_alone = [plan.compute_alone() for _ in range(repeats)]
                 # the balance achieved in the measured repeats, not the calibration's last estimate
-                balance = statistics.median(compute_alone) / copy_med
+                balance = statistics.median(compute_alone) / statistics.median(copy_alone)
                 case = measure_case(
                     plan,
                     copy_alone,
@@ -324,13 +365,7 @@ def run_gpu(
         _write_profiles(Path(profile_dir), last_calibrated[1])
     result["hardware"]["pinned_h2d_gbytes_per_s"] = best_gbps
     # after the copies: an idle link trains down
-    nvml = rt.nvml_facts(result["hardware"]["pci_bus_id"])
-    result["hardware"]["nvml"] = nvml
-    if nvml:
-        if nvml.get("driver_version"):
-            result["hardware"]["driver_version"] = nvml["driver_version"]
-        if nvml.get("pcie_nominal_gbytes_per_s"):
-            result["hardware"]["pcie_nominal_gbytes_per_s"] = nvml["pcie_nominal_gbytes_per_s"]
+    _record_nvml(rt, result["hardware"])
 
 
 def _write_profiles(profile_dir: Path, plan: GpuPlan) -> None:
